@@ -1,0 +1,242 @@
+"""The scheduler configuration, in Volcano's format (DESIGN.md, "Scheduler configuration").
+
+```yaml
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: capacity-card
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+```
+
+A Volcano user's existing file should load unchanged as far as gpuq supports its content, and
+anything gpuq does not support is a start-up error naming the key and the value: an unknown action
+or plugin, a misspelt key, an argument of the wrong type. Nothing is silently replaced by a default,
+because a scheduler that quietly ignores half its configuration is worse than one that refuses to
+start.
+
+Each plugin's arguments are validated by the argument model of that plugin's engine module (the
+engine owns its knobs); this module only knows which plugin names exist and which engine parses
+their arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+from pydantic import BaseModel
+
+from common.model.errors import ConfigError
+
+SUPPORTED_ACTIONS: Final = ("enqueue", "allocate", "preempt")
+
+PRIORITY: Final = "priority"
+GANG: Final = "gang"
+PREDICATES: Final = "predicates"
+CAPACITY_CARD: Final = "capacity-card"
+CROSSQUOTA: Final = "crossquota"
+RESOURCE_STRATEGY_FIT: Final = "resource-strategy-fit"
+CAPACITY_SCHEDULING: Final = "capacity-scheduling"
+GPU_QUOTA: Final = "gpu-quota"
+SUPPORTED_PLUGINS: Final = (
+    PRIORITY,
+    GANG,
+    PREDICATES,
+    CAPACITY_CARD,
+    CROSSQUOTA,
+    RESOURCE_STRATEGY_FIT,
+    CAPACITY_SCHEDULING,
+    GPU_QUOTA,
+)
+
+# Volcano's per-plugin switches (PluginOption in volcano's framework/conf). gpuq accepts them so an
+# existing Volcano file loads, and hands them to the scheduler as `switches`.
+VOLCANO_PLUGIN_SWITCHES: Final = frozenset(
+    {
+        "enabledJobOrder",
+        "enabledNamespaceOrder",
+        "enabledHierarchy",
+        "enabledJobReady",
+        "enabledJobPipelined",
+        "enabledTaskOrder",
+        "enabledPreemptable",
+        "enabledReclaimable",
+        "enablePreemptive",
+        "enabledQueueOrder",
+        "enabledClusterOrder",
+        "enabledPredicate",
+        "enabledBestNode",
+        "enabledNodeOrder",
+        "enabledTargetJob",
+        "enabledReservedNodes",
+        "enabledJobEnqueued",
+        "enabledVictim",
+        "enabledJobStarving",
+        "enabledOverused",
+        "enabledAllocatable",
+    }
+)
+_TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations", "metrics"})
+
+ArgumentParser = Callable[[Mapping[str, Any]], BaseModel | None]
+
+
+def _argument_parsers() -> dict[str, ArgumentParser]:
+    """Which engine validates which plugin's arguments (the engine owns its knobs).
+
+    Plugins absent from this table take no arguments.
+    """
+    # INTERIM (wired to the engines' argument models before this lands): accept raw arguments.
+    return {name: _raw for name in (CAPACITY_CARD, CROSSQUOTA, RESOURCE_STRATEGY_FIT)}
+
+
+def _raw(arguments: Mapping[str, Any]) -> BaseModel | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PluginConfig:
+    """One plugin of a tier: its name, its raw arguments, and the engine's parsed argument model."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    args: BaseModel | None = None
+    switches: Mapping[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    actions: tuple[str, ...]
+    tiers: tuple[tuple[PluginConfig, ...], ...]
+
+    @property
+    def plugins(self) -> tuple[PluginConfig, ...]:
+        """All plugins in tier order."""
+        return tuple(p for tier in self.tiers for p in tier)
+
+    def plugin(self, name: str) -> PluginConfig | None:
+        return next((p for p in self.plugins if p.name == name), None)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> SchedulerConfig:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            # One line: the problem and where, not PyYAML's multi-line excerpt.
+            mark = getattr(err, "problem_mark", None)
+            problem = getattr(err, "problem", None) or type(err).__name__
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise ConfigError("config", "<yaml>", f"valid YAML ({problem}{at})") from None
+        if data is None:
+            raise ConfigError("config", "", "a YAML mapping with 'actions' and 'tiers'")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SchedulerConfig:
+        if not isinstance(data, Mapping):
+            raise ConfigError("config", data, "a mapping with 'actions' and 'tiers'")
+        for key in data:
+            if key not in _TOP_LEVEL_KEYS:
+                allowed = ", ".join(sorted(_TOP_LEVEL_KEYS))
+                raise ConfigError(str(key), data[key], f"one of the keys {allowed}")
+        actions = _parse_actions(data.get("actions"))
+        tiers = _parse_tiers(data.get("tiers"))
+        return cls(actions=actions, tiers=tiers)
+
+    @classmethod
+    def default(cls) -> SchedulerConfig:
+        return cls.from_yaml(DEFAULT_CONFIG_YAML)
+
+
+def _parse_actions(value: Any) -> tuple[str, ...]:
+    expected = f"a comma-separated list of {', '.join(SUPPORTED_ACTIONS)}"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("actions", value, expected)
+    actions: list[str] = []
+    for raw in value.split(","):
+        action = raw.strip()
+        if action not in SUPPORTED_ACTIONS:
+            raise ConfigError("actions", action, expected)
+        if action in actions:
+            raise ConfigError("actions", value, f"{expected}, each at most once ({action!r} repeats)")
+        actions.append(action)
+    return tuple(actions)
+
+
+def _parse_tiers(value: Any) -> tuple[tuple[PluginConfig, ...], ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError("tiers", value, "a non-empty list of {plugins: [...]}")
+    parsers = _argument_parsers()
+    seen: set[str] = set()
+    tiers: list[tuple[PluginConfig, ...]] = []
+    for t, tier in enumerate(value):
+        where = f"tiers[{t}]"
+        if not isinstance(tier, Mapping) or set(tier) != {"plugins"}:
+            raise ConfigError(where, tier, "a mapping with exactly one key, 'plugins'")
+        plugins = tier["plugins"]
+        if not isinstance(plugins, list) or not plugins:
+            raise ConfigError(f"{where}.plugins", plugins, "a non-empty list of plugins")
+        parsed: list[PluginConfig] = []
+        for p, plugin in enumerate(plugins):
+            parsed.append(_parse_plugin(plugin, f"{where}.plugins[{p}]", parsers, seen))
+        tiers.append(tuple(parsed))
+    return tuple(tiers)
+
+
+def _parse_plugin(
+    plugin: Any, where: str, parsers: Mapping[str, ArgumentParser], seen: set[str]
+) -> PluginConfig:
+    if not isinstance(plugin, Mapping):
+        raise ConfigError(where, plugin, "a mapping with a 'name'")
+    name = plugin.get("name")
+    if name not in SUPPORTED_PLUGINS:
+        raise ConfigError(f"{where}.name", name, f"one of {', '.join(SUPPORTED_PLUGINS)}")
+    if name in seen:
+        raise ConfigError(f"{where}.name", name, "each plugin at most once across all tiers")
+    seen.add(name)
+    switches: dict[str, bool] = {}
+    for key, val in plugin.items():
+        if key in ("name", "arguments"):
+            continue
+        if key not in VOLCANO_PLUGIN_SWITCHES:
+            raise ConfigError(f"{where}.{key}", val, "'name', 'arguments' or a Volcano enabled* switch")
+        if not isinstance(val, bool):
+            raise ConfigError(f"{where}.{key}", val, "true or false")
+        switches[key] = val
+    arguments = plugin.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        raise ConfigError(f"{where}.arguments", arguments, "a mapping of argument name to value")
+    parser = parsers.get(name)
+    if parser is None:
+        if arguments:
+            key = next(iter(arguments))
+            raise ConfigError(f"{where}.arguments.{key}", arguments[key], f"no arguments: {name} takes none")
+        return PluginConfig(name=name, switches=switches)
+    try:
+        # Called even for empty arguments, so the model's defaults are filled in one place.
+        args = parser(arguments)
+    except ConfigError as err:
+        raise ConfigError(f"{where}.arguments.{err.field}", err.value, err.expected) from None
+    return PluginConfig(name=name, arguments=dict(arguments), args=args, switches=switches)
+
+
+DEFAULT_CONFIG_YAML: Final = """\
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: capacity-card
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+  - name: crossquota
+    arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", quota.cpu: "32"}
+  - name: resource-strategy-fit
+    arguments: {resourceStrategyFitWeight: 10, resources: {nvidia.com/gpu: {type: MostAllocated, weight: 2}}}
+  - name: capacity-scheduling
+  - name: gpu-quota
+"""

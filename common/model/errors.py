@@ -1,0 +1,90 @@
+"""gpuq's one error hierarchy.
+
+Every error a user can cause (a malformed annotation, a bad configuration value, a request over a
+quota) is a subclass of :class:`GpuqError` and renders as a single line that names the object, the
+field, the value and what was expected, so the webhook can return it as a denial message, the
+scheduler can put it in an Event, and the CLI can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GpuqError(Exception):
+    """Base of every error gpuq raises on purpose."""
+
+
+class InvalidValue(GpuqError, ValueError):
+    """A value in user input is malformed.
+
+    ``where`` names the object (``Queue//team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
+    annotation; ``value`` what was found; ``expected`` what would have been accepted.
+    """
+
+    def __init__(self, field: str, value: Any, expected: str, where: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        self.where = where
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        return f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}"
+
+    def located(self, where: str) -> InvalidValue:
+        """The same error, attributed to an object (keeps the most specific location)."""
+        if self.where:
+            return self
+        return type(self)(self.field, self.value, self.expected, where)
+
+
+class InvalidQuantity(InvalidValue):
+    """A Kubernetes quantity string (``500m``, ``64Gi``, ``1e3``) could not be parsed."""
+
+
+class InvalidAnnotation(InvalidValue):
+    """An annotation or label on a Kubernetes object is malformed."""
+
+
+class ConfigError(InvalidValue):
+    """The scheduler configuration (Volcano format) is invalid; a start-up error."""
+
+
+class QuotaExceeded(GpuqError):
+    """A request does not fit in a quota.
+
+    ``resource`` names the quota dimension (``NVIDIA-A100``, ``cpu``, ``total.requests.tflops``);
+    amounts are pre-formatted strings in the resource's own unit so the message is readable as is.
+    ``unresolvable`` marks limits no amount of waiting can satisfy (per-workload limits): the
+    scheduler reports those as UnschedulableAndUnresolvable and the webhook denies them outright.
+    """
+
+    def __init__(
+        self,
+        resource: str,
+        requested: str,
+        available: str,
+        limit: str,
+        *,
+        scope: str = "",
+        used: str | None = None,
+        unresolvable: bool = False,
+    ) -> None:
+        self.resource = resource
+        self.requested = requested
+        self.available = available
+        self.limit = limit
+        self.scope = scope
+        self.used = used
+        self.unresolvable = unresolvable
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f" in {self.scope}" if self.scope else ""
+        used = f", used {self.used}" if self.used is not None else ""
+        return (
+            f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
+            f"available {self.available}{used}, limit {self.limit}"
+        )

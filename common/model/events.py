@@ -1,0 +1,34 @@
+"""Event reasons gpuq emits (DESIGN.md, "Events"), and the event record the engines return.
+
+Engines never emit events themselves (they do no I/O): they return :class:`EventRecord` values and
+the scheduler or simulator turns them into Kubernetes Events or JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+GET_TASK_REQUEST_RESOURCE_FAILED: Final = "GetTaskRequestResourceFailed"
+EMPTY_QUEUE_CAPABILITY: Final = "EmptyQueueCapability"
+INSUFFICIENT_CPU_QUOTA: Final = "InsufficientCPUQuota"
+INSUFFICIENT_MEMORY_QUOTA: Final = "InsufficientMemoryQuota"
+INSUFFICIENT_SCALAR_QUOTA: Final = "InsufficientScalarQuota"
+QUOTA_ALERT_THRESHOLD: Final = "QuotaAlertThreshold"
+FAILED_SCHEDULING: Final = "FailedScheduling"
+SCHEDULED: Final = "Scheduled"
+PREEMPTED: Final = "Preempted"
+# Semantics 3: a malformed annotation met on an object that predates the webhook.
+INVALID_ANNOTATION: Final = "InvalidAnnotation"
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """An event to emit: ``obj`` is ``Kind/namespace/name`` (empty namespace for cluster scope)."""
+
+    obj: str
+    type: EventType
+    reason: str
+    message: str

@@ -1,0 +1,73 @@
+"""Nodes as the quota model sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.model.errors import InvalidValue
+from common.model.resources import EMPTY, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """The fields of a Node gpuq decides on, parsed once from the API object.
+
+    ``allocatable`` falls back to ``capacity`` for resources the kubelet has not reported as
+    allocatable yet, as kube-scheduler's NodeInfo does.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Resources = EMPTY
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @property
+    def ref(self) -> str:
+        return f"Node//{self.name}"
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> NodeInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        name = str(meta.get("name") or "")
+        where = f"Node//{name}"
+        if not name:
+            raise InvalidValue("metadata.name", name, "a non-empty node name", where)
+        try:
+            capacity = Resources.parse(status.get("capacity"), "status.capacity")
+            allocatable = Resources.parse(status.get("allocatable"), "status.allocatable")
+        except InvalidValue as err:
+            raise err.located(where) from None
+        merged = capacity.without(allocatable) + allocatable if capacity else allocatable
+        taints = tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+            for t in spec.get("taints") or ()
+        )
+        # A node without a Ready condition (a manifest for `gpuq simulate`) is taken as ready; one
+        # that reports Ready=False or Unknown is not.
+        ready = True
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == "Ready":
+                ready = condition.get("status") == "True"
+        return cls(
+            name=name,
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            allocatable=merged,
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+        )

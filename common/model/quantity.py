@@ -1,0 +1,128 @@
+"""Kubernetes quantities as exact integers.
+
+Kubernetes writes amounts as quantity strings (``500m``, ``1.5``, ``64Gi``, ``1e3``). gpuq keeps every
+amount as an exact integer in a fixed unit per resource, as kube-scheduler and Volcano do internally:
+
+* ``cpu``: millicores;
+* ``memory``, ``ephemeral-storage``, ``storage``, ``hugepages-*`` and GPU memory (``vram``): bytes;
+* ``pods``: a plain count;
+* everything else (cards, extended resources, TFLOPS): milli-units (x1000), so ``nvidia.com/gpu: 2``
+  is 2000 and a fractional share stays exact.
+
+Parsing goes through :class:`fractions.Fraction` so ``0.1`` is exactly a tenth, then rounds *up* to the
+unit, like ``resource.Quantity.MilliValue()`` and ``Value()``: a request is never under-counted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Final
+
+from common.model.errors import InvalidQuantity
+
+_BINARY_SUFFIX: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIX: Final = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+# The apiserver's grammar: a signed decimal number, then a binary suffix, a decimal suffix or an
+# exponent. A bare "." or a leading "." without digits is rejected there too.
+_QUANTITY_RE: Final = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
+)
+# Larger exponents are legal syntax but no real resource needs them; refusing them keeps a
+# hostile "1e999999999" from allocating a huge integer inside the webhook.
+_MAX_EXPONENT: Final = 30
+
+EXPECTED_QUANTITY: Final = "a Kubernetes quantity such as 500m, 2, 1.5, 64Gi or 1e3"
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+PODS: Final = "pods"
+_BYTE_RESOURCES: Final = frozenset({MEMORY, "ephemeral-storage", "storage", "vram"})
+_COUNT_RESOURCES: Final = frozenset({PODS})
+
+
+def parse_quantity(value: str | int | float, field: str = "quantity") -> Fraction:
+    """Parse a quantity string (or a YAML number) into an exact fraction of the base unit.
+
+    Raises :class:`InvalidQuantity` naming ``field`` for anything the apiserver would refuse.
+    """
+    if isinstance(value, bool):
+        raise InvalidQuantity(field, value, EXPECTED_QUANTITY)
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidQuantity(field, value, EXPECTED_QUANTITY)
+        # repr() is the shortest string that round-trips, so 0.1 parses as exactly 1/10.
+        value = repr(value)
+    if not isinstance(value, str):
+        raise InvalidQuantity(field, value, EXPECTED_QUANTITY)
+    text = value.strip()
+    match = _QUANTITY_RE.match(text)
+    if match is None:
+        raise InvalidQuantity(field, value, EXPECTED_QUANTITY)
+    number = Fraction(match.group("num"))
+    if match.group("bin"):
+        return number * _BINARY_SUFFIX[match.group("bin")]
+    if match.group("exp"):
+        exponent = int(match.group("exp")[1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise InvalidQuantity(field, value, f"an exponent within +-{_MAX_EXPONENT}")
+        return number * Fraction(10) ** exponent
+    return number * _DECIMAL_SUFFIX[match.group("dec") or ""]
+
+
+def unit_of(resource: str) -> str:
+    """The integer unit gpuq stores ``resource`` in: ``milli``, ``bytes`` or ``count``."""
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        return "bytes"
+    if resource in _COUNT_RESOURCES:
+        return "count"
+    return "milli"
+
+
+def to_units(resource: str, value: str | int | float, field: str | None = None) -> int:
+    """Parse ``value`` as an amount of ``resource`` in gpuq's integer unit, rounding up."""
+    quantity = parse_quantity(value, field or resource)
+    if unit_of(resource) == "milli":
+        return math.ceil(quantity * 1000)
+    return math.ceil(quantity)
+
+
+def units_to_number(resource: str, amount: int) -> int | float:
+    """An integer amount as a JSON number in the resource's own unit (cores, bytes, cards)."""
+    if unit_of(resource) != "milli":
+        return amount
+    whole, rest = divmod(amount, 1000)
+    return whole if rest == 0 else amount / 1000
+
+
+def format_units(resource: str, amount: int) -> str:
+    """An integer amount as a canonical Kubernetes quantity string (``500m``, ``2``, ``64Gi``)."""
+    if unit_of(resource) == "milli":
+        whole, rest = divmod(amount, 1000)
+        return str(whole) if rest == 0 else f"{amount}m"
+    return format_bytes(amount) if unit_of(resource) == "bytes" else str(amount)
+
+
+def format_bytes(amount: int) -> str:
+    """Bytes with the largest binary suffix that divides exactly (``64Gi``), else a plain integer."""
+    if amount == 0:
+        return "0"
+    for suffix, factor in reversed(_BINARY_SUFFIX.items()):
+        if amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)

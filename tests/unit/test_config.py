@@ -1,0 +1,62 @@
+"""The Volcano-format scheduler configuration (DESIGN.md, "Scheduler configuration")."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
+from common.model.errors import ConfigError
+
+
+def test_default_config_is_the_design_example() -> None:
+    config = SchedulerConfig.default()
+    assert config.actions == ("enqueue", "allocate", "preempt")
+    assert [p.name for p in config.tiers[0]] == ["priority", "gang"]
+    assert [p.name for p in config.plugins] == list(SUPPORTED_PLUGINS)
+    assert config.plugin("gang") is not None and config.plugin("binpack") is None
+
+
+def test_volcano_switches_are_accepted() -> None:
+    config = SchedulerConfig.from_yaml(
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n    enabledJobReady: false\n"
+    )
+    plugin = config.plugin("gang")
+    assert plugin is not None and plugin.switches == {"enabledJobReady": False}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value"),
+    [
+        ('actions: "enqueue, backfill"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'backfill'"),
+        ('actions: "enqueue, enqueue"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'enqueue, enqueue'"),
+        ("actions: 3\ntiers: [{plugins: [{name: gang}]}]", "actions", "3"),
+        ("actions: enqueue\ntiers: [{plugins: [{name: binpack}]}]", "tiers[0].plugins[0].name", "'binpack'"),
+        (
+            "actions: enqueue\ntiers: [{plugins: [{name: gang}]}, {plugins: [{name: gang}]}]",
+            "tiers[1].plugins[0].name",
+            "'gang'",
+        ),
+        ("actions: enqueue\ntiers: [{plugins: [{name: gang, arguments: {x: 1}}]}]", "arguments.x", "1"),
+        ("actions: enqueue\ntiers: [{plugins: [{name: gang, enabledFoo: true}]}]", "enabledFoo", "True"),
+        (
+            "actions: enqueue\ntiers: [{plugins: [{name: gang, enabledJobReady: yes-ish}]}]",
+            "enabledJobReady",
+            "",
+        ),
+        ("actions: enqueue\ntiers: []", "tiers", "[]"),
+        ("actions: enqueue\ntiers: [{plugins: []}]", "tiers[0].plugins", "[]"),
+        ("actions: enqueue\ntiers: [{plugin: []}]", "tiers[0]", ""),
+        ("actions: enqueue\ntier: []", "tier", ""),
+        ("actions: [\n", "config", "'<yaml>'"),
+        ("", "config", ""),
+        ("- a\n- b\n", "config", ""),
+    ],
+)
+def test_invalid_config_names_key_and_value(text: str, field: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SchedulerConfig.from_yaml(text)
+    message = str(info.value)
+    assert field in message
+    assert value in message
+    assert "expected" in message
+    assert "\n" not in message

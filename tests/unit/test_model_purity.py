@@ -1,0 +1,47 @@
+"""common.model stays pure: no module in it imports anything that does I/O.
+
+import-linter checks the same in CI (`lint-imports`); this test makes the rule fail inside the test
+suite too, so a developer sees it without running the linter.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+MODEL = Path(__file__).resolve().parents[2] / "common" / "model"
+FORBIDDEN = {
+    "aiohttp", "kubernetes_asyncio", "kubernetes", "asyncio", "socket", "ssl", "http", "urllib",
+    "requests", "httpx", "subprocess", "shutil", "tempfile", "pathlib", "io", "os", "threading",
+    "multiprocessing", "prometheus_client", "rich", "logging",
+}  # fmt: skip
+
+
+def imported_roots(source: str) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"__import__", "open"}:
+            roots.add(f"<{node.func.id}()>")  # type: ignore[attr-defined]
+    return roots
+
+
+def test_model_modules_exist() -> None:
+    assert len(list(MODEL.glob("*.py"))) >= 8
+
+
+@pytest.mark.parametrize("module", sorted(MODEL.glob("*.py")), ids=lambda p: p.name)
+def test_model_module_does_no_io(module: Path) -> None:
+    bad = imported_roots(module.read_text()) & (FORBIDDEN | {"<__import__()>", "<open()>"})
+    assert not bad, f"{module.name} imports {sorted(bad)}: common.model must stay pure (DESIGN.md, Layout)"
+
+
+def test_the_check_catches_io() -> None:
+    assert "asyncio" in imported_roots("import asyncio.tasks")
+    assert "os" in imported_roots("from os import path")
+    assert "<open()>" in imported_roots("open('x')")

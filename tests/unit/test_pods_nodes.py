@@ -1,0 +1,146 @@
+"""A pod's effective request, computed as kube-scheduler does, and node parsing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from common.model.errors import InvalidValue
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo, pod_requests
+
+
+def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if "limits" in extra:
+        resources["limits"] = extra.pop("limits")
+    return {"name": name, "resources": resources, **extra}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param(
+            {"containers": [container("a", {"cpu": "1"}), container("b", {"cpu": "500m", "memory": "1Gi"})]},
+            {"cpu": 1500, "memory": 2**30},
+            id="containers add up",
+        ),
+        pytest.param(
+            {
+                "containers": [container("a", {"cpu": "1"})],
+                "initContainers": [container("i", {"cpu": "3", "memory": "1Ki"})],
+            },
+            {"cpu": 3000, "memory": 1024},
+            id="init container raises the max per resource",
+        ),
+        pytest.param(
+            {
+                "containers": [container("a", {"cpu": "1"})],
+                "initContainers": [
+                    container("sidecar", {"cpu": "500m"}, restartPolicy="Always"),
+                    container("init", {"cpu": "1"}),
+                ],
+            },
+            # sidecar runs beside the app: 1 + 0.5; the later init runs beside the sidecar: 1 + 0.5
+            {"cpu": 1500},
+            id="sidecar adds to the sum and to later init containers",
+        ),
+        pytest.param(
+            {
+                "containers": [container("a", {"cpu": "1"})],
+                "initContainers": [
+                    container("sidecar", {"cpu": "500m"}, restartPolicy="Always"),
+                    container("big-init", {"cpu": "2"}),
+                ],
+            },
+            {"cpu": 2500},
+            id="init beside sidecar exceeds the sum",
+        ),
+        pytest.param(
+            {"containers": [container("a", {"cpu": "1"})], "overhead": {"cpu": "250m", "memory": "120Mi"}},
+            {"cpu": 1250, "memory": 120 * 2**20},
+            id="overhead is added",
+        ),
+        pytest.param(
+            {"containers": [container("a", limits={"nvidia.com/gpu": 1, "cpu": "2"})]},
+            {"nvidia.com/gpu": 1000, "cpu": 2000},
+            id="limits default requests like the apiserver",
+        ),
+        pytest.param(
+            {
+                "containers": [container("a", {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1})],
+                "resources": {"requests": {"cpu": "4"}},
+            },
+            {"cpu": 4000, "memory": 2**30, "nvidia.com/gpu": 1000},
+            id="pod-level requests replace cpu",
+        ),
+        pytest.param({"containers": [{"name": "a"}]}, {}, id="no requests"),
+    ],
+)
+def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert pod_requests(spec) == expected
+
+
+def test_pod_from_dict() -> None:
+    pod = PodInfo.from_dict(
+        {
+            "metadata": {"name": "p", "namespace": "team-a", "uid": "u1", "annotations": {"k": "v"}},
+            "spec": {
+                "schedulerName": "gpuq-scheduler",
+                "priority": 100,
+                "containers": [container("a", {"cpu": "1"})],
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            },
+        }
+    )
+    assert (pod.key, pod.ref, pod.uid, pod.priority) == ("team-a/p", "Pod/team-a/p", "u1", 100)
+    assert pod.scheduler_name == "gpuq-scheduler"
+    assert not pod.bound and not pod.holds_resources
+    assert pod.requests_with_pod_count == {"cpu": 1000, "pods": 1}
+
+
+def test_pod_bad_quantity_names_the_pod_container_and_value() -> None:
+    with pytest.raises(InvalidValue) as info:
+        PodInfo.from_dict(
+            {
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"containers": [container("c", {"cpu": "x"})]},
+            }
+        )
+    message = str(info.value)
+    assert "Pod/ns/p" in message and "container c" in message and "'x'" in message
+
+
+def test_terminal_pod_holds_nothing() -> None:
+    pod = PodInfo.from_dict(
+        {
+            "metadata": {"name": "p"},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Succeeded"},
+        }
+    )
+    assert pod.bound and pod.terminal and not pod.holds_resources
+
+
+def test_node_from_dict() -> None:
+    node = NodeInfo.from_dict(
+        {
+            "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"}},
+            "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"cpu": "64", "ephemeral-storage": "100Gi"},
+                "allocatable": {"cpu": "62", "nvidia.com/gpu": "8"},
+                "conditions": [{"type": "Ready", "status": "False"}],
+            },
+        }
+    )
+    assert node.allocatable == {"cpu": 62000, "nvidia.com/gpu": 8000, "ephemeral-storage": 100 * 2**30}
+    assert node.taints[0].key == "gpu" and not node.ready
+
+
+def test_node_bad_allocatable() -> None:
+    with pytest.raises(InvalidValue, match=r"Node//n1: status.allocatable\[cpu\]"):
+        NodeInfo.from_dict({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "many"}}})
