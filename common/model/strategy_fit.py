@@ -1,0 +1,437 @@
+"""Resource strategy fit: per-resource MostAllocated / LeastAllocated node scoring with weights.
+
+Spec: ``resource-strategy-fit.md`` (Volcano's ``resource-strategy-fit`` plugin). For each resource the
+pod requests that has a configured strategy:
+
+* MostAllocated: ``(used + requested) / allocatable`` (packs);
+* LeastAllocated: ``(allocatable - (used + requested)) / allocatable`` (spreads);
+
+node score ``sum(w * s) / sum(w) * 100 * resourceStrategyFitWeight`` (DESIGN "Units": Volcano's
+``MaxNodeScore`` of 100, so weights tuned for Volcano carry over).
+
+Upstream behaviour kept (each pinned by a test):
+
+* ``resourceStrategyFitWeight`` defaults to 10; ``resources`` absent or empty defaults to cpu and memory,
+  LeastAllocated, weight 1; an entry without ``type`` is LeastAllocated, without ``weight`` weighs 1.
+* A resource the node has 0 of scores 0 but keeps its weight; if any scored resource would go over the
+  node's allocatable the whole node scores 0.
+* Matching ("Matching Priority"): an exact key first, else the wildcard with the longest prefix.
+
+Where gpuq differs or the spec is silent (decisions):
+
+* Invalid values are :class:`ConfigError` rather than silently replaced (upstream turns a weight <= 0
+  into the default and an unknown ``type`` into LeastAllocated), and an invalid wildcard pattern is an
+  error rather than a filtered-out warning (DESIGN Semantics 6).
+* A wildcard is one trailing ``*`` after a non-empty prefix. ``<prefix>/*`` matches every name that
+  starts with ``<prefix>`` (so ``nvidia.com/gpu/*`` covers ``nvidia.com/gpu-a100``, as the spec's Story 2
+  and configuration example intend); ``<prefix>*`` matches names starting with ``<prefix>``. Rejected:
+  ``*``, ``/*``, ``*x``, ``a*b``, ``a**``, ``vendor.*/gpu``.
+* Only resources with a request > 0 are scored (DESIGN Semantics 8). ``pods`` is never scored (a pod's
+  request does not include its pod count).
+* Pod override (upstream PR #4641, "per-Pod scoring"): ``volcano.sh/resource-strategy-weight`` is a JSON
+  object ``{resource or wildcard: positive integer}``; when present the pod is scored by exactly those
+  resources (a GPU pod "scored only by GPU resources"), each with the type the plugin configuration
+  gives it, else LeastAllocated. ``volcano.sh/resource-strategy-scoring-type`` (``MostAllocated`` or
+  ``LeastAllocated``) forces one type for every resource scored for that pod. A malformed override is
+  denied by the webhook (:func:`parse_pod_override`); the scheduler meeting one ignores it, scores with
+  the plugin configuration and emits a Warning event on the pod (:func:`pod_strategy`, Semantics 3).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
+from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
+from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.pods import PodInfo
+from common.model.quantity import CPU, MEMORY, PODS
+
+PLUGIN_WEIGHT_KEY: Final = "resourceStrategyFitWeight"
+RESOURCES_KEY: Final = "resources"
+DEFAULT_PLUGIN_WEIGHT: Final = 10
+DEFAULT_RESOURCE_WEIGHT: Final = 1
+MAX_NODE_SCORE: Final = 100
+
+_EXPECTED_PATTERN: Final = (
+    "a resource name, or a suffix wildcard with one trailing '*' after a non-empty prefix "
+    "(such as nvidia.com/gpu/*)"
+)
+_EXPECTED_WEIGHTS: Final = (
+    'a JSON object of resource name (or suffix wildcard) to positive integer, e.g. {"nvidia.com/gpu": 2}'
+)
+_RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
+
+
+class ScoringType(enum.StrEnum):
+    MOST_ALLOCATED = "MostAllocated"
+    LEAST_ALLOCATED = "LeastAllocated"
+
+
+DEFAULT_SCORING_TYPE: Final = ScoringType.LEAST_ALLOCATED
+_EXPECTED_TYPE: Final = f"{ScoringType.MOST_ALLOCATED.value} or {ScoringType.LEAST_ALLOCATED.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceStrategy:
+    """The strategy and weight that apply to one resource."""
+
+    type: ScoringType
+    weight: int
+
+
+def wildcard_prefix(pattern: str) -> str | None:
+    """The prefix a wildcard pattern matches, None for an exact name; raises ``ValueError`` if invalid.
+
+    ``nvidia.com/gpu/*`` -> ``nvidia.com/gpu``; ``nvidia.com/gpu-*`` -> ``nvidia.com/gpu-``.
+    """
+    if "*" not in pattern:
+        if not _RESOURCE_NAME_RE.match(pattern):
+            raise ValueError(pattern)
+        return None
+    if pattern.count("*") != 1 or not pattern.endswith("*"):
+        raise ValueError(pattern)
+    prefix = pattern[:-2] if pattern.endswith("/*") else pattern[:-1]
+    if not prefix or not _RESOURCE_NAME_RE.match(prefix.rstrip("-._/") or "-"):
+        raise ValueError(pattern)
+    return prefix
+
+
+class StrategyTable:
+    """Resource name -> strategy, by exact key first, else by the longest wildcard prefix (memoised)."""
+
+    __slots__ = ("_exact", "_memo", "_wildcards")
+
+    def __init__(self, entries: Mapping[str, ResourceStrategy]) -> None:
+        self._exact: dict[str, ResourceStrategy] = {}
+        wildcards: list[tuple[str, ResourceStrategy]] = []
+        for pattern, strategy in entries.items():
+            prefix = wildcard_prefix(pattern)
+            if prefix is None:
+                self._exact[pattern] = strategy
+            else:
+                wildcards.append((prefix, strategy))
+        # Longest prefix first, so the first hit is the most specific; ties cannot happen because two
+        # patterns with the same prefix would be the same key (or "p/*" vs "p*", then "p/*" wins).
+        wildcards.sort(key=lambda item: -len(item[0]))
+        self._wildcards = tuple(wildcards)
+        self._memo: dict[str, ResourceStrategy | None] = {}
+
+    def match(self, resource: str) -> ResourceStrategy | None:
+        if resource in self._memo:
+            return self._memo[resource]
+        found = self._exact.get(resource)
+        if found is None:
+            found = next((s for prefix, s in self._wildcards if resource.startswith(prefix)), None)
+        self._memo[resource] = found
+        return found
+
+
+class ResourceStrategyFitArgs(BaseModel):
+    """The ``resource-strategy-fit`` plugin arguments, validated. Build with :func:`parse_arguments`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    plugin_weight: int = DEFAULT_PLUGIN_WEIGHT
+    resources: dict[str, ResourceStrategy]
+
+    _table: StrategyTable | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any] | None) -> ResourceStrategyFitArgs:
+        return parse_arguments(arguments)
+
+    @property
+    def table(self) -> StrategyTable:
+        if self._table is None:
+            self._table = StrategyTable(self.resources)
+        return self._table
+
+    def match(self, resource: str) -> ResourceStrategy | None:
+        """The configured strategy for ``resource``: exact key, else longest wildcard prefix."""
+        return self.table.match(resource)
+
+
+def default_resources() -> dict[str, ResourceStrategy]:
+    return {
+        CPU: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
+        MEMORY: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
+    }
+
+
+def parse_arguments(arguments: Mapping[str, Any] | None) -> ResourceStrategyFitArgs:
+    """Validate the plugin arguments (the scheduler-config entry point).
+
+    Raises :class:`ConfigError` whose ``field`` is the path inside ``arguments``
+    (``resources.nvidia.com/gpu/*.weight``) and whose value is the offending value.
+    """
+    args = dict(arguments or {})
+    for key, value in args.items():
+        if key not in (PLUGIN_WEIGHT_KEY, RESOURCES_KEY):
+            raise ConfigError(
+                str(key),
+                value,
+                f"one of the resource-strategy-fit arguments {PLUGIN_WEIGHT_KEY}, {RESOURCES_KEY}",
+            )
+    plugin_weight = DEFAULT_PLUGIN_WEIGHT
+    if PLUGIN_WEIGHT_KEY in args:
+        plugin_weight = _positive_int(args[PLUGIN_WEIGHT_KEY], PLUGIN_WEIGHT_KEY, ConfigError)
+    raw = args.get(RESOURCES_KEY)
+    if raw is None or (isinstance(raw, Mapping) and not raw):
+        return ResourceStrategyFitArgs(plugin_weight=plugin_weight, resources=default_resources())
+    if not isinstance(raw, Mapping):
+        raise ConfigError(RESOURCES_KEY, raw, "a mapping of resource name or wildcard to {type, weight}")
+    resources: dict[str, ResourceStrategy] = {}
+    for name, entry in raw.items():
+        field = f"{RESOURCES_KEY}.{name}"
+        if not isinstance(name, str):
+            raise ConfigError(field, name, _EXPECTED_PATTERN)
+        try:
+            wildcard_prefix(name)
+        except ValueError:
+            raise ConfigError(field, name, _EXPECTED_PATTERN) from None
+        resources[name] = _parse_entry(field, entry)
+    return ResourceStrategyFitArgs(plugin_weight=plugin_weight, resources=resources)
+
+
+def _parse_entry(field: str, entry: Any) -> ResourceStrategy:
+    if entry is None:
+        entry = {}
+    if not isinstance(entry, Mapping):
+        raise ConfigError(field, entry, "a mapping {type: MostAllocated|LeastAllocated, weight: N}")
+    for key, value in entry.items():
+        if key not in ("type", "weight"):
+            raise ConfigError(f"{field}.{key}", value, "one of the keys type, weight")
+    scoring_type = DEFAULT_SCORING_TYPE
+    if "type" in entry:
+        try:
+            scoring_type = ScoringType(entry["type"])
+        except ValueError:
+            raise ConfigError(f"{field}.type", entry["type"], _EXPECTED_TYPE) from None
+    weight = DEFAULT_RESOURCE_WEIGHT
+    if "weight" in entry:
+        weight = _positive_int(entry["weight"], f"{field}.weight", ConfigError)
+    return ResourceStrategy(scoring_type, weight)
+
+
+def _positive_int(value: Any, field: str, error: type[InvalidValue]) -> int:
+    if isinstance(value, bool):
+        raise error(field, value, "a positive integer")
+    number = value
+    integral_float = isinstance(value, float) and value.is_integer()
+    if integral_float or (isinstance(value, str) and re.fullmatch(r"\s*[+]?[0-9]+\s*", value)):
+        number = int(value)
+    if not isinstance(number, int) or number <= 0:
+        # 2.5 is refused rather than truncated, 0 rather than replaced by the default (upstream does both).
+        raise error(field, value, "a positive integer")
+    return number
+
+
+# --------------------------------------------------------------------------------------------------
+# Pod override
+
+
+@dataclass(frozen=True, slots=True)
+class PodOverride:
+    """A pod's ``volcano.sh/resource-strategy-*`` annotations, validated."""
+
+    scoring_type: ScoringType | None = None
+    weights: Mapping[str, int] | None = None
+
+
+def parse_pod_override(annotations: Mapping[str, str], where: str = "") -> PodOverride | None:
+    """The pod's override, None without one; raises :class:`InvalidAnnotation` (webhook check)."""
+    raw_type = annotations.get(RESOURCE_STRATEGY_SCORING_TYPE)
+    raw_weights = annotations.get(RESOURCE_STRATEGY_WEIGHT)
+    if raw_type is None and raw_weights is None:
+        return None
+    scoring_type: ScoringType | None = None
+    if raw_type is not None:
+        try:
+            scoring_type = ScoringType(raw_type.strip())
+        except ValueError:
+            raise InvalidAnnotation(RESOURCE_STRATEGY_SCORING_TYPE, raw_type, _EXPECTED_TYPE, where) from None
+    weights: dict[str, int] | None = None
+    if raw_weights is not None:
+        expected = _EXPECTED_WEIGHTS
+        try:
+            decoded = json.loads(raw_weights)
+        except ValueError:
+            raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where) from None
+        if not isinstance(decoded, dict) or not decoded:
+            raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where)
+        weights = {}
+        for name, weight in decoded.items():
+            try:
+                wildcard_prefix(name)
+            except ValueError:
+                raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where) from None
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+                raise InvalidAnnotation(
+                    RESOURCE_STRATEGY_WEIGHT,
+                    raw_weights,
+                    f"{expected} ({name!r} has weight {weight!r})",
+                    where,
+                )
+            weights[name] = weight
+    return PodOverride(scoring_type, weights)
+
+
+@dataclass(frozen=True, slots=True)
+class PodStrategy:
+    """How one pod is scored: a resolver from resource name to strategy (None = not scored).
+
+    Build with :func:`pod_strategy`; ``events`` holds the Warning for an ignored malformed override.
+    """
+
+    args: ResourceStrategyFitArgs
+    override: PodOverride | None = None
+    events: tuple[EventRecord, ...] = ()
+    override_table: StrategyTable | None = None
+
+    def strategy_for(self, resource: str) -> ResourceStrategy | None:
+        if resource == PODS:
+            return None
+        override = self.override
+        configured = self.args.match(resource)
+        if override is None:
+            return configured
+        if self.override_table is not None:
+            weight = self.override_table.match(resource)
+            if weight is None:
+                return None
+            base_type = configured.type if configured is not None else DEFAULT_SCORING_TYPE
+            return ResourceStrategy(override.scoring_type or base_type, weight.weight)
+        if configured is None or override.scoring_type is None:
+            return configured
+        return ResourceStrategy(override.scoring_type, configured.weight)
+
+
+def pod_strategy(args: ResourceStrategyFitArgs, pod: PodInfo) -> PodStrategy:
+    """The pod's scoring rules; a malformed override is ignored with a Warning event on the pod."""
+    try:
+        override = parse_pod_override(pod.annotations, pod.ref)
+    except InvalidAnnotation as err:
+        message = f"{err}; scoring with the plugin configuration"
+        return PodStrategy(args, None, (EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, message),))
+    table = None
+    if override is not None and override.weights is not None:
+        table = StrategyTable(
+            {k: ResourceStrategy(DEFAULT_SCORING_TYPE, w) for k, w in override.weights.items()}
+        )
+    return PodStrategy(args, override, (), table)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scores
+
+
+def score_node(
+    strategy: PodStrategy,
+    requests: Mapping[str, int],
+    allocatable: Mapping[str, int],
+    used: Mapping[str, int],
+) -> float:
+    """Scalar score of one node: ``sum(w*s)/sum(w) * 100 * resourceStrategyFitWeight``.
+
+    ``used`` is what the pods already on the node request (kube-scheduler's "requested").
+    """
+    total = 0.0
+    weight_sum = 0
+    for resource, request in requests.items():
+        if request <= 0:  # Semantics 8
+            continue
+        rule = strategy.strategy_for(resource)
+        if rule is None:
+            continue
+        capacity = allocatable.get(resource, 0)
+        after = used.get(resource, 0) + request
+        if capacity == 0:
+            score = 0.0
+        elif after > capacity:
+            return 0.0
+        elif rule.type is ScoringType.MOST_ALLOCATED:
+            score = after / capacity
+        else:
+            score = (capacity - after) / capacity
+        total += score * rule.weight
+        weight_sum += rule.weight
+    if weight_sum == 0:
+        return 0.0
+    return total / weight_sum * MAX_NODE_SCORE * strategy.args.plugin_weight
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePlan:
+    """The columns of the scheduler's node arrays that score one pod, with their rules.
+
+    ``missing_weight`` is the weight of requested, scored resources that are not among the columns: no
+    node has any of them, so they score 0 but still count in the denominator (as upstream does for a
+    resource a node has 0 of).
+    """
+
+    columns: npt.NDArray[np.intp]  # [K] indices into the cluster's resource columns
+    request: npt.NDArray[np.int64]  # [K]
+    most_allocated: npt.NDArray[np.bool_]  # [K]
+    weights: npt.NDArray[np.float64]  # [K]
+    missing_weight: float
+    plugin_weight: int
+
+    def score_nodes(
+        self, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """float64[N] from allocatable[N, R] and requested[N, R] (what is already on each node)."""
+        n = allocatable.shape[0]
+        weight_sum = float(self.weights.sum()) + self.missing_weight
+        if weight_sum == 0 or self.columns.size == 0:
+            return np.zeros(n, dtype=np.float64)
+        capacity = allocatable[:, self.columns]
+        after = requested[:, self.columns] + self.request
+        safe = np.where(capacity == 0, 1, capacity).astype(np.float64)
+        after_f = after.astype(np.float64)
+        ratio = np.where(self.most_allocated, after_f / safe, (capacity.astype(np.float64) - after_f) / safe)
+        ratio = np.where(capacity == 0, 0.0, ratio)
+        overflow = ((after > capacity) & (capacity != 0)).any(axis=1)
+        scores = (ratio * self.weights).sum(axis=1) / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
+        result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
+        return result
+
+
+def score_plan(strategy: PodStrategy, requests: Mapping[str, int], columns: Sequence[str]) -> ScorePlan:
+    """Which of the cluster's resource ``columns`` score this pod, their types, weights and requests."""
+    index = {name: i for i, name in enumerate(columns)}
+    cols: list[int] = []
+    amounts: list[int] = []
+    most: list[bool] = []
+    weights: list[float] = []
+    missing = 0.0
+    for resource, request in sorted(requests.items()):
+        if request <= 0:
+            continue
+        rule = strategy.strategy_for(resource)
+        if rule is None:
+            continue
+        if resource not in index:
+            missing += rule.weight
+            continue
+        cols.append(index[resource])
+        amounts.append(request)
+        most.append(rule.type is ScoringType.MOST_ALLOCATED)
+        weights.append(float(rule.weight))
+    return ScorePlan(
+        columns=np.array(cols, dtype=np.intp),
+        request=np.array(amounts, dtype=np.int64),
+        most_allocated=np.array(most, dtype=np.bool_),
+        weights=np.array(weights, dtype=np.float64),
+        missing_weight=missing,
+        plugin_weight=strategy.args.plugin_weight,
+    )
