@@ -1,0 +1,429 @@
+"""ElasticQuota engine (capacity-scheduling.md; DESIGN.md Semantics 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.model.elastic import (
+    ElasticQuota,
+    ElasticQuotaInfos,
+    Verdict,
+    VictimScope,
+    is_eligible_victim,
+    select_victims_on_node,
+    validate_elastic_quota,
+    victim_scope,
+)
+from common.model.errors import InvalidValue
+from common.model.pods import PodInfo
+from common.model.resources import Resources
+
+GPU = "nvidia.com/gpu"
+
+
+def eq(
+    ns: str, min_: Mapping[str, object] | None = None, max_: Mapping[str, object] | None = None
+) -> ElasticQuota:
+    spec: dict[str, object] = {}
+    if min_ is not None:
+        spec["min"] = dict(min_)
+    if max_ is not None:
+        spec["max"] = dict(max_)
+    return ElasticQuota.from_dict({"metadata": {"name": ns, "namespace": ns}, "spec": spec})
+
+
+def pod(
+    ns: str,
+    name: str,
+    req: Mapping[str, str | int],
+    *,
+    node: str = "n1",
+    priority: int = 0,
+    created: str = "2024-01-01T00:00:00Z",
+    policy: str = "PreemptLowerPriority",
+    phase: str = "Running",
+) -> PodInfo:
+    return PodInfo(
+        namespace=ns,
+        name=name,
+        node_name=node,
+        phase=phase,
+        priority=priority,
+        preemption_policy=policy,
+        creation_timestamp=created,
+        requests=Resources.parse(dict(req)),
+    )
+
+
+def gpus(n: int) -> dict[str, int]:
+    return {GPU: n}
+
+
+def state(quotas: list[ElasticQuota], pods: list[PodInfo]) -> ElasticQuotaInfos:
+    infos = ElasticQuotaInfos()
+    for q in quotas:
+        infos.upsert(q)
+    infos.rebuild(pods)
+    return infos
+
+
+def free_of(allocatable: int, node_pods: list[PodInfo]) -> dict[str, int]:
+    used = sum(p.requests.amount(GPU) for p in node_pods)
+    return {GPU: allocatable * 1000 - used}
+
+
+# ------------------------------------------------------------------------------------------------
+# The object and the webhook's validation
+# ------------------------------------------------------------------------------------------------
+
+
+def test_from_dict_parses_the_kep_sample() -> None:
+    """KEP "Proposal" sample yaml."""
+    q = ElasticQuota.from_dict(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": "test", "namespace": "test"},
+            "spec": {
+                "max": {"cpu": 20, "memory": "40Gi", GPU: 2},
+                "min": {"cpu": 10, "memory": "20Gi", GPU: 1},
+            },
+        }
+    )
+    assert q.ref == "ElasticQuota/test/test"
+    assert q.max == {"cpu": 20000, "memory": 40 * 2**30, GPU: 2000}
+    assert q.min == {"cpu": 10000, "memory": 20 * 2**30, GPU: 1000}
+    q.validate_spec()
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        ({"min": {"cpu": "lots"}}, "spec.min[cpu]", "Kubernetes quantity"),
+        ({"max": {"cpu": "-1"}}, "spec.max[cpu]", "non-negative"),
+        ({"min": {"cpu": 3}, "max": {"cpu": 2}}, "spec.min[cpu]", "at most spec.max[cpu] = 2"),
+        ({"min": ["cpu"]}, "spec.min", "dictionary"),
+    ],
+)
+def test_validation_names_object_field_and_value(spec: dict[str, object], field: str, fragment: str) -> None:
+    with pytest.raises(InvalidValue) as err:
+        validate_elastic_quota({"metadata": {"name": "q", "namespace": "ns"}, "spec": spec})
+    assert err.value.where == "ElasticQuota/ns/q"
+    assert err.value.field == field
+    assert fragment in str(err.value)
+
+
+def test_min_above_max_is_fine_for_keys_only_in_min() -> None:
+    """Semantics 4: absent from max is unlimited, so min has nothing to exceed."""
+    validate_elastic_quota({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"min": {"cpu": 3}}})
+
+
+# ------------------------------------------------------------------------------------------------
+# State: reserve / unreserve / rebuild / snapshot
+# ------------------------------------------------------------------------------------------------
+
+
+def test_reserve_and_unreserve_are_idempotent_per_pod_key() -> None:
+    infos = state([eq("a", max_=gpus(6))], [])
+    assert infos.reserve("a", "a/p", Resources(gpus(2000)))
+    assert not infos.reserve("a", "a/p", Resources(gpus(2000)))
+    assert infos.get("a").used == {GPU: 2000}  # type: ignore[union-attr]
+    assert infos.unreserve("a", "a/p")
+    assert not infos.unreserve("a", "a/p")
+    assert infos.get("a").used.amount(GPU) == 0  # type: ignore[union-attr]
+    assert infos.total_used.amount(GPU) == 0
+
+
+def test_rebuild_counts_bound_non_terminal_pods_only() -> None:
+    pods = [
+        pod("a", "run", gpus(2)),
+        pod("a", "pending", gpus(1), node=""),
+        pod("a", "done", gpus(4), phase="Succeeded"),
+        pod("b", "other", gpus(3)),
+    ]
+    infos = state([eq("a", max_=gpus(10))], pods)
+    assert infos.get("a").used == {GPU: 2000}  # type: ignore[union-attr]
+    assert infos.total_used == {GPU: 2000}  # b has no quota: not counted
+
+
+def test_a_quota_created_later_starts_with_its_running_pods() -> None:
+    infos = state([], [pod("a", "run", gpus(2))])
+    infos.upsert(eq("a", min_=gpus(1), max_=gpus(4)))
+    assert infos.get("a").used == {GPU: 2000}  # type: ignore[union-attr]
+    infos.upsert(eq("a", min_=gpus(2), max_=gpus(4)))  # update keeps usage, replaces min in the totals
+    assert infos.total_min == {GPU: 2000}
+    infos.remove("a")
+    assert infos.total_min == {} and infos.total_used == {}
+
+
+def test_snapshot_is_independent_both_ways() -> None:
+    live = state([eq("a", max_=gpus(6))], [pod("a", "p1", gpus(2))])
+    snap = live.snapshot()
+    live.reserve("a", "a/p2", Resources(gpus(1000)))
+    snap.unreserve("a", "a/p1")
+    assert live.get("a").used == {GPU: 3000}  # type: ignore[union-attr]
+    assert snap.get("a").used == {GPU: 0}  # type: ignore[union-attr]
+    assert live.charged("a", "a/p1") is not None and snap.charged("a", "a/p2") is None
+
+
+def test_dirty_and_status() -> None:
+    infos = state([eq("a", max_=gpus(6))], [pod("a", "p1", {GPU: 2, "cpu": "500m"})])
+    assert infos.take_dirty() == {"a"}
+    assert infos.take_dirty() == set()
+    infos.reserve("a", "a/p2", Resources({GPU: 1000}))
+    assert infos.take_dirty() == {"a"}
+    assert infos.status("a") == {"used": {"cpu": "500m", GPU: "3"}}
+    assert infos.used_numbers("a") == {"cpu": 0.5, GPU: 3}
+
+
+# ------------------------------------------------------------------------------------------------
+# PreFilter
+# ------------------------------------------------------------------------------------------------
+
+
+def test_semantics_4_absent_max_is_unlimited_absent_min_is_zero() -> None:
+    infos = state([eq("a", min_={"cpu": 1}, max_={"cpu": 2})], [])
+    # memory is in neither list: unlimited by max, and no quota guarantees memory, so no pool check.
+    assert infos.prefilter("a", Resources.parse({"memory": "1Ti", "cpu": 1})).ok
+    # gpu absent from a's min but guaranteed by b: a's share of the guaranteed pool is 0.
+    infos.upsert(eq("b", min_=gpus(1)))
+    assert infos.prefilter("a", Resources(gpus(1000))).ok
+    infos.reserve("b", "b/x", Resources(gpus(1000)))
+    assert infos.prefilter("a", Resources(gpus(1000))).verdict is Verdict.EXCEEDS_TOTAL_MIN
+
+
+def test_explicit_zero_max_forbids() -> None:
+    infos = state([eq("a", max_=gpus(0))], [])
+    decision = infos.prefilter("a", Resources(gpus(1000)), "Pod/a/p")
+    assert decision.verdict is Verdict.EXCEEDS_MAX
+
+
+def test_prefilter_message_names_namespace_resource_amounts() -> None:
+    infos = state([eq("qa", min_=gpus(4), max_=gpus(6))], [pod("qa", f"p{i}", gpus(2)) for i in range(3)])
+    decision = infos.prefilter("qa", Resources(gpus(1000)), "Pod/qa/new")
+    assert decision.verdict is Verdict.EXCEEDS_MAX
+    assert decision.message == (
+        "Pod/qa/new: quota exceeded in ElasticQuota/qa/qa (max) for nvidia.com/gpu: "
+        "requested 1, available 0, used 6, limit 6"
+    )
+    assert decision.error is not None and decision.error.resource == GPU
+
+
+def test_prefilter_ignores_namespaces_without_quota_and_unrequested_resources() -> None:
+    infos = state([eq("a", max_={"cpu": 1, GPU: 1})], [pod("a", "p", {"cpu": 2})])  # already over cpu
+    assert infos.prefilter("nobody", Resources(gpus(99000))).ok
+    assert infos.prefilter("a", Resources(gpus(1000))).ok  # asks no cpu
+
+
+# ------------------------------------------------------------------------------------------------
+# Story 1 (KEP "User Stories"): QuotaA min 4 max 6, QuotaB min 6 max 8, 10 GPUs
+# ------------------------------------------------------------------------------------------------
+
+STORY1 = [eq("a", gpus(4), gpus(6)), eq("b", gpus(6), gpus(8))]
+
+
+def test_story_1_step_by_step() -> None:
+    """Nodes: n1 has 2 GPUs, n2 5, n3 3 (10 in all)."""
+    capacity = {"n1": 2, "n2": 5, "n3": 3}
+    # Step 1: A uses 2, B uses 3, both within min.
+    pods = [pod("a", "a1", gpus(2), node="n1"), pod("b", "b1", gpus(3), node="n2")]
+    infos = state(STORY1, pods)
+    # Step 2: A grows to 4 (its min): no borrowing, allowed.
+    assert infos.prefilter("a", Resources(gpus(2000))).ok
+    pods.append(pod("a", "a2", gpus(2), node="n2"))
+    infos.rebuild(pods)
+    # Step 3: A takes 2 more, borrowing from B's unused min; 3 more would pass A's max of 6.
+    assert infos.prefilter("a", Resources(gpus(3000))).verdict is Verdict.EXCEEDS_MAX
+    assert infos.prefilter("a", Resources(gpus(2000))).ok
+    pods.append(pod("a", "a3", gpus(2), node="n3"))
+    infos.rebuild(pods)
+    assert infos.get("a").used == {GPU: 6000}  # type: ignore[union-attr]
+    # Step 4: B asks 3 more: one GPU is left and 9 + 3 > sum(min) 10.
+    b2 = pod("b", "b2", gpus(3), node="")
+    assert infos.prefilter("b", b2.requests).verdict is Verdict.EXCEEDS_TOTAL_MIN
+    assert victim_scope(b2, infos) is VictimScope.BORROWERS  # 3 + 3 <= min 6
+    outcomes = {}
+    for node, cap in capacity.items():
+        on_node = [p for p in pods if p.node_name == node]
+        outcomes[node] = select_victims_on_node(b2, on_node, free_of(cap, on_node), infos)
+    assert not outcomes["n1"].ok and not outcomes["n2"].ok  # freeing 2 there leaves B short of 3
+    assert [p.name for p in outcomes["n3"].victims] == ["a3"]  # the 2-GPU pod of A plus the free GPU
+    # After the preemption: A back to 4, B up to 6.
+    pods = [p for p in pods if p.name != "a3"] + [pod("b", "b2", gpus(3), node="n3")]
+    infos.rebuild(pods)
+    assert infos.get("a").used.amount(GPU) == 4000  # type: ignore[union-attr]
+    assert infos.get("b").used.amount(GPU) == 6000  # type: ignore[union-attr]
+    # Step 5: B asks 1 or 2 more: A's pods are all guaranteed now, and B is over its own min.
+    for extra in (1, 2):
+        b3 = pod("b", f"b3-{extra}", gpus(extra), node="")
+        assert infos.prefilter("b", b3.requests).verdict is Verdict.EXCEEDS_TOTAL_MIN
+        assert victim_scope(b3, infos) is VictimScope.SAME_NAMESPACE
+        for node, cap in capacity.items():
+            on_node = [p for p in pods if p.node_name == node]
+            assert not select_victims_on_node(b3, on_node, free_of(cap, on_node), infos).ok
+
+
+# ------------------------------------------------------------------------------------------------
+# Story 2: QuotaA (3,4), QuotaB (4,6), QuotaC (3,4)
+# ------------------------------------------------------------------------------------------------
+
+STORY2 = [eq("a", gpus(3), gpus(4)), eq("b", gpus(4), gpus(6)), eq("c", gpus(3), gpus(4))]
+
+
+def test_story_2_borrowers_are_preempted_when_reclaiming_min() -> None:
+    n1 = [pod("a", f"a{i}", gpus(1), node="n1") for i in range(4)] + [pod("c", "c1", gpus(1), node="n1")]
+    rest = [pod("b", "b1", gpus(3), node="n2"), pod("c", "c2", gpus(2), node="n2")]
+    infos = state(STORY2, n1 + rest)
+    preemptor = pod("b", "b-new", gpus(1), node="")
+    assert infos.prefilter("b", preemptor.requests).verdict is Verdict.EXCEEDS_TOTAL_MIN
+    assert victim_scope(preemptor, infos) is VictimScope.BORROWERS
+    # A is over min (4 > 3), C is not (3 <= 3): only A's pods are candidates, whatever their priority.
+    assert not is_eligible_victim(VictimScope.BORROWERS, preemptor, n1[4], infos)
+    selection = select_victims_on_node(preemptor, n1, {GPU: 0}, infos)
+    assert selection.ok and len(selection.victims) == 1 and selection.victims[0].namespace == "a"
+
+
+def test_story_2_over_min_preemptor_takes_its_own_lower_priority_pod() -> None:
+    pod_a = pod("b", "podA", gpus(1), node="n1", priority=1)
+    pod_b = pod("b", "podB", gpus(4), node="n1", priority=100)
+    others = [pod("a", "a1", gpus(2), node="n2"), pod("c", "c1", gpus(3), node="n2")]
+    infos = state(STORY2, [pod_a, pod_b, *others])
+    pod_c = pod("b", "podC", gpus(1), node="", priority=50)
+    assert infos.prefilter("b", pod_c.requests).verdict is Verdict.EXCEEDS_TOTAL_MIN
+    assert victim_scope(pod_c, infos) is VictimScope.SAME_NAMESPACE  # 5 + 1 > min 4
+    selection = select_victims_on_node(pod_c, [pod_a, pod_b], {GPU: 0}, infos)
+    assert selection.ok and [p.name for p in selection.victims] == ["podA"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Cross-namespace vs single-namespace preemption (KEP "Additional Preemption Details")
+# ------------------------------------------------------------------------------------------------
+
+
+def test_cross_namespace_vs_single_namespace_example() -> None:
+    quotas = [
+        eq("quota1", {"cpu": 0}, {"cpu": 2}),
+        eq("quota2", {"cpu": 0}, {"cpu": 2}),
+        eq("quota3", {"cpu": 1}, {"cpu": 2}),
+    ]
+    infos = state(quotas, [])
+    # nginx in quota1 borrows quota3's free min: 0 + 1 <= sum(min) 1.
+    nginx1 = pod("quota1", "nginx", {"cpu": 1}, node="n1")
+    assert infos.prefilter("quota1", nginx1.requests).ok
+    infos.reserve_pod(nginx1)
+    # High-priority nginx in quota2: over the guaranteed pool, and over its own min (0), so it may
+    # only preempt lower-priority pods of quota2 -- there are none, despite its priority.
+    nginx2 = pod("quota2", "nginx", {"cpu": 1}, node="", priority=1_000_000)
+    assert infos.prefilter("quota2", nginx2.requests).verdict is Verdict.EXCEEDS_TOTAL_MIN
+    assert victim_scope(nginx2, infos) is VictimScope.SAME_NAMESPACE
+    selection = select_victims_on_node(nginx2, [nginx1], {"cpu": 0}, infos)
+    assert not selection.ok and "no eligible victims" in selection.reason
+
+
+# ------------------------------------------------------------------------------------------------
+# Known limitation: cross-node preemption is not supported
+# ------------------------------------------------------------------------------------------------
+
+
+def test_cross_node_preemption_limitation() -> None:
+    quotas = [eq("quota1", {"cpu": 0}, {"cpu": 2}), eq("quota2", {"cpu": 2}, {"cpu": 2})]
+    p1 = pod("quota1", "nginx-1", {"cpu": 1}, node="node1")
+    p2 = pod("quota1", "nginx-2", {"cpu": 1}, node="node2")
+    infos = state(quotas, [p1, p2])
+    preemptor = pod("quota2", "nginx", {"cpu": 2}, node="")
+    assert victim_scope(preemptor, infos) is VictimScope.BORROWERS  # 0 + 2 <= min 2
+    for victim in (p1, p2):  # each node: 2 cpus, one taken by quota1
+        selection = select_victims_on_node(preemptor, [victim], {"cpu": 1000}, infos)
+        assert not selection.ok  # the node fits, but used 1 + 2 = 3 > sum(min) 2
+        assert "would not make room" in selection.reason
+
+
+# ------------------------------------------------------------------------------------------------
+# preemptionPolicy, namespaces without quota, victim choice
+# ------------------------------------------------------------------------------------------------
+
+
+def test_preemption_policy_never_never_preempts() -> None:
+    infos = state(STORY1, [pod("a", "a1", gpus(6), node="n1")])
+    preemptor = pod("b", "b1", gpus(1), node="", policy="Never", priority=10**6)
+    assert victim_scope(preemptor, infos) is VictimScope.NONE
+    selection = select_victims_on_node(preemptor, [pod("a", "a1", gpus(6))], {GPU: 0}, infos)
+    assert not selection.ok and "preemptionPolicy=Never" in selection.reason
+
+
+def test_namespaces_without_quota_preempt_only_each_other() -> None:
+    infos = state([eq("a", gpus(1), gpus(4))], [])
+    free_pod = pod("x", "p", gpus(1), node="")
+    low_other = pod("y", "low", gpus(1), priority=-5)
+    quota_pod = pod("a", "q", gpus(1), priority=-5)
+    assert victim_scope(free_pod, infos) is VictimScope.NO_QUOTA
+    assert is_eligible_victim(VictimScope.NO_QUOTA, free_pod, low_other, infos)
+    assert not is_eligible_victim(VictimScope.NO_QUOTA, free_pod, quota_pod, infos)
+    borrower = pod("a2", "b", gpus(1))
+    assert not is_eligible_victim(VictimScope.BORROWERS, pod("a", "z", gpus(1)), borrower, infos)
+
+
+def test_fewest_then_lowest_priority_victims() -> None:
+    infos = state([eq("a", max_=gpus(100))], [])
+    preemptor = pod("a", "big", gpus(2), node="", priority=100)
+    small1 = pod("a", "s1", gpus(1), priority=1)
+    small2 = pod("a", "s2", gpus(1), priority=2)
+    large_low = pod("a", "l3", gpus(2), priority=3)
+    large_high = pod("a", "l9", gpus(2), priority=9)
+    node = [small1, small2, large_low, large_high]
+    for p in node:
+        infos.reserve_pod(p)
+    selection = select_victims_on_node(preemptor, node, {GPU: 0}, infos)
+    assert [p.name for p in selection.victims] == ["l3"]  # one victim beats two smaller ones
+
+
+def test_reprieve_fallback_when_search_budget_is_exhausted() -> None:
+    infos = state([eq("a", max_=gpus(100))], [])
+    node = [pod("a", f"p{i}", gpus(1), priority=i) for i in range(6)]
+    preemptor = pod("a", "new", gpus(2), node="", priority=100)
+    exact = select_victims_on_node(preemptor, node, {GPU: 0}, infos)
+    greedy = select_victims_on_node(preemptor, node, {GPU: 0}, infos, search_budget=1)
+    assert [p.name for p in exact.victims] == ["p0", "p1"]
+    assert [p.name for p in greedy.victims] == ["p0", "p1"]  # most important reprieved first
+
+
+def test_pod_slots_and_extra_filters_are_respected() -> None:
+    infos = state([eq("a", max_=gpus(100))], [])
+    node = [pod("a", "p1", {"cpu": 1}, priority=1), pod("a", "p2", {"cpu": 1}, priority=2)]
+    preemptor = pod("a", "new", {"cpu": 1}, node="", priority=100)
+    # cpu is free, but the node has no pod slot left: one victim frees one.
+    chosen = select_victims_on_node(preemptor, node, {"cpu": 5000, "pods": 0}, infos)
+    assert [p.name for p in chosen.victims] == ["p1"]
+    # another filter (say, anti-affinity with p2) needs p2 gone.
+    chosen = select_victims_on_node(
+        preemptor, node, {"cpu": 5000}, infos, fits=lambda gone: any(p.name == "p2" for p in gone)
+    )
+    assert [p.name for p in chosen.victims] == ["p2"]
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(0, 5)), min_size=1, max_size=7),
+    st.integers(1, 8),
+    st.integers(0, 3),
+)
+def test_property_victims_make_room_and_are_minimal(
+    shape: list[tuple[int, int]], want: int, free: int
+) -> None:
+    infos = state([eq("a", max_=gpus(1000))], [])
+    node = [pod("a", f"p{i}", gpus(size), priority=prio) for i, (size, prio) in enumerate(shape)]
+    for p in node:
+        infos.reserve_pod(p)
+    preemptor = pod("a", "new", gpus(want), node="", priority=10)
+    selection = select_victims_on_node(preemptor, node, {GPU: free * 1000}, infos)
+    capacity = free + sum(size for size, prio in shape if prio < 10)
+    assert selection.ok == (capacity >= want)
+    if selection.ok:
+        freed = sum(p.requests.amount(GPU) for p in selection.victims) // 1000
+        assert free + freed >= want
+        # minimal: no single victim can be spared
+        for v in selection.victims:
+            assert free + freed - v.requests.amount(GPU) // 1000 < want
