@@ -1,0 +1,206 @@
+"""The ``gpuq`` command line (the composition root: it wires config, plugins and backends).
+
+Exit codes: 0 success, 2 invalid input or configuration (one line per problem on stderr, never a
+traceback), 1 an unexpected internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from common.model.config import SchedulerConfig
+from common.model.errors import GpuqError
+from scheduler.plugins import default_registry
+from scheduler.simulate.loader import load
+from scheduler.simulate.run import Simulation, build, report, run
+
+EXIT_INVALID: Final = 2
+# Below this many pending pods a progress bar would only flicker.
+PROGRESS_THRESHOLD: Final = 2000
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuq", description="GPU-aware quota management and scheduling.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser(
+        "simulate",
+        help="schedule manifests against an in-memory cluster",
+        description="Run the gpuq scheduler against the Nodes and Pods of FILE_OR_DIR, in memory.",
+    )
+    sim.add_argument("-f", "--filename", action="append", required=True, metavar="FILE_OR_DIR")
+    sim.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
+    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    sim.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
+    exp = sub.add_parser(
+        "explain",
+        help="why a pod is pending, or why it went where it went",
+        description="Simulate FILE_OR_DIR and explain one pod's last scheduling attempt.",
+    )
+    exp.add_argument("pod", metavar="NAMESPACE/POD")
+    exp.add_argument("-f", "--filename", action="append", required=True, metavar="FILE_OR_DIR")
+    exp.add_argument("--config", metavar="CONF.yaml")
+    exp.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    return parser
+
+
+def _fail(problems: Sequence[str]) -> int:
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _config(path: str | None) -> SchedulerConfig:
+    if path is None:
+        return SchedulerConfig.default()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise GpuqError(f"{path}: cannot read: {err.strerror}") from None
+    return SchedulerConfig.from_yaml(text)
+
+
+def _simulate(files: Sequence[str], config_path: str | None, explain: bool) -> Simulation | list[str]:
+    try:
+        config = _config(config_path)
+    except GpuqError as err:
+        where = config_path or "default config"
+        return [f"{where}: {err}"]
+    manifests = load(files)
+    if manifests.errors:
+        return manifests.errors
+    try:
+        sim = build(manifests, config, default_registry(), explain=explain)
+    except GpuqError as err:
+        return [str(err)]
+    if sim.errors:
+        return sim.errors
+    pending = sum(1 for p in sim.input_pods if not p.bound)
+    if pending >= PROGRESS_THRESHOLD and sys.stderr.isatty():
+        with Progress(
+            TextColumn("scheduling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        ) as bar:
+            task = bar.add_task("pods", total=pending)
+            run(sim, progress=lambda k: bar.advance(task, k))
+    else:
+        run(sim)
+    return sim
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _print_table(out: dict[str, Any]) -> None:
+    console = Console()
+    table = Table(title="Pods", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "PHASE", "NODE", "CARD TYPE", "REASON"):
+        table.add_column(column, overflow="fold")
+    styles = {"Bound": "green", "Pending": "yellow", "Preempted": "red", "Rejected": "red"}
+    for pod in out["pods"]:
+        table.add_row(
+            pod["namespace"],
+            pod["name"],
+            f"[{styles.get(pod['phase'], '')}]{pod['phase']}[/]",
+            _fmt(pod["node"]),
+            _fmt(pod.get("cardType")),
+            _fmt(pod["reason"]),
+        )
+    console.print(table)
+    bound = sum(1 for p in out["pods"] if p["phase"] == "Bound")
+    console.print(f"{bound}/{len(out['pods'])} pods bound")
+    for section, title, keys in (
+        ("queues", "Queues", ("allocated", "capability", "inqueue")),
+        ("elasticQuotas", "ElasticQuotas", ("used",)),
+        ("podGroups", "PodGroups", ("phase",)),
+    ):
+        rows = out.get(section) or []
+        if not rows:
+            continue
+        t = Table(title=title, title_justify="left")
+        named = "namespace" in rows[0]
+        if named:
+            t.add_column("NAMESPACE")
+        t.add_column("NAME")
+        for key in keys:
+            t.add_column(key.upper())
+        for row in rows:
+            cells = ([row["namespace"]] if named else []) + [row["name"]] + [_fmt(row.get(k)) for k in keys]
+            t.add_row(*cells)
+        console.print(t)
+
+
+def _print_explain(pod: dict[str, Any]) -> None:
+    console = Console()
+    console.print(
+        f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
+        + (f" on {pod['node']}" if pod["node"] else "")
+        + (f" ({pod['reason']})" if pod["reason"] else "")
+    )
+    nodes = pod.get("nodes") or {}
+    if not nodes:
+        return
+    plugins = sorted({p for n in nodes.values() for p in n["scores"]})
+    table = Table(title_justify="left")
+    table.add_column("NODE")
+    table.add_column("FILTERED", overflow="fold")
+    for plugin in plugins:
+        table.add_column(plugin, justify="right")
+    table.add_column("TOTAL", justify="right")
+    for name, node in nodes.items():
+        table.add_row(
+            name, _fmt(node["filtered"]), *[_fmt(node["scores"].get(p)) for p in plugins], _fmt(node["total"])
+        )
+    console.print(table)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "simulate":
+        result = _simulate(args.filename, args.config, args.explain)
+        if isinstance(result, list):
+            return _fail(result)
+        out = report(result, explain=args.explain)
+        if args.output == "json":
+            print(json.dumps(out, indent=2))
+        else:
+            _print_table(out)
+        return 0
+    if args.command == "explain":
+        namespace, sep, name = args.pod.partition("/")
+        if not sep or not namespace or not name:
+            return _fail([f"NAMESPACE/POD: invalid value {args.pod!r}: expected <namespace>/<pod>"])
+        result = _simulate(args.filename, args.config, True)
+        if isinstance(result, list):
+            return _fail(result)
+        out = report(result, explain=True)
+        match = [p for p in out["pods"] if p["namespace"] == namespace and p["name"] == name]
+        if not match:
+            return _fail([f"Pod/{namespace}/{name}: not found in the input"])
+        if args.output == "json":
+            print(json.dumps(match[0], indent=2))
+        else:
+            _print_explain(match[0])
+        return 0
+    return 1  # pragma: no cover - argparse enforces a known command
+
+
+if __name__ == "__main__":
+    sys.exit(main())

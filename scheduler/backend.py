@@ -1,0 +1,50 @@
+"""The API behind the scheduler: what the cycle asks of a cluster, and nothing else.
+
+The cycle is synchronous (so ``gpuq simulate`` and the unit tests need no event loop); a real API
+call is not. The two meet through completion callbacks: :meth:`ClusterBackend.bind` and
+:meth:`ClusterBackend.evict` *submit* work and report through ``done``. The in-memory backend calls
+``done`` before returning; the Kubernetes backend starts a task (bounded concurrency) and calls
+``done`` from the event loop when the API answers, and the cycle then confirms or forgets the
+assumed pod. Events, conditions and status patches are fire-and-forget: a real backend batches them
+(a status is patched once per sync, never once per pod).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from common.model.events import EventRecord
+from common.model.pods import PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a submitted bind or eviction ended; ``message`` explains a failure."""
+
+    ok: bool
+    message: str = ""
+
+
+Done = Callable[[Outcome], None]
+
+
+class ClusterBackend(Protocol):
+    def bind(self, pod: PodInfo, node: str, done: Done) -> None:
+        """Bind ``pod`` to ``node`` (a Binding subresource in a cluster)."""
+        ...
+
+    def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
+        """Delete a preemption victim (with a DisruptionTarget condition in a cluster)."""
+        ...
+
+    def record_event(self, event: EventRecord) -> None: ...
+
+    def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
+        """PodScheduled=False with ``reason`` and ``message``; ``nominated_node`` -> nominatedNodeName."""
+        ...
+
+    def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Replace the status of a custom resource (PodGroup phase, quota usage)."""
+        ...

@@ -1,0 +1,212 @@
+"""Extension points, mirroring kube-scheduler's framework (and Volcano's session hooks).
+
+Filter and Score are vectorised: a plugin sees every node row at once and answers with numpy arrays
+over rows (``[:cluster.n]``; dead rows are masked out by the runtime). Reasons are lazy: computing a
+message per rejected node costs Python time, so a :class:`FilterResult` only builds them when the pod
+turned out unschedulable or an explanation was asked for.
+
+Plugins never do I/O: they read the :class:`Handle` (cluster arrays, API objects) and return
+statuses, masks, scores, victims and :class:`~common.model.events.EventRecord` values; the cycle and
+the backend act on them.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from common.model.events import EventRecord
+from common.model.pods import PodInfo
+from common.model.queues import PodGroup
+from scheduler.cluster.objects import ObjectStore
+from scheduler.cluster.state import ClusterState
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.status import Status
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+ReasonMasks = Sequence[tuple[BoolArray, str]]
+
+
+class ClusterEvent(enum.Enum):
+    """What can make an unschedulable pod schedulable (kube-scheduler's ClusterEvent kinds)."""
+
+    POD_DELETED = "PodDeleted"  # a pod left a node, was unbound or finished
+    NODE_ADDED = "NodeAdded"
+    NODE_CHANGED = "NodeChanged"
+    QUOTA_CHANGED = "QuotaChanged"  # Queue, ElasticQuota or GPUResourceQuota added or changed
+    PODGROUP_CHANGED = "PodGroupChanged"
+    POD_ADDED = "PodAdded"  # a new pending pod (gang members waiting for siblings)
+
+
+ALL_EVENTS = frozenset(ClusterEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """One Filter plugin's verdict over all node rows.
+
+    ``reasons`` returns (mask of rejected rows, message) pairs, one per distinct message; a rejected
+    row may appear under several messages (``Insufficient cpu`` and ``Insufficient memory``).
+    ``unresolvable`` marks rows that preemption cannot fix (kube's UnschedulableAndUnresolvable).
+    """
+
+    passed: BoolArray
+    reasons: Callable[[], ReasonMasks] = lambda: ()
+    unresolvable: BoolArray | None = None
+
+    @staticmethod
+    def all_pass(n: int) -> FilterResult:
+        return FilterResult(np.ones(n, dtype=np.bool_))
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """A preemption outcome: the node the pod is nominated to, and the pods to evict for it."""
+
+    status: Status
+    nominated_node: str = ""
+    victims: tuple[PodInfo, ...] = ()
+    message: str = ""
+
+
+@dataclass(slots=True)
+class GroupInfo:
+    """A PodGroup as the framework tracks it (Volcano's JobInfo, reduced to what the cycle needs)."""
+
+    namespace: str
+    name: str
+    min_member: int
+    queue: str
+    phase: str
+    model: PodGroup | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> str:
+        return f"PodGroup/{self.namespace}/{self.name}"
+
+
+class EventSink(Protocol):
+    def __call__(self, record: EventRecord) -> None: ...
+
+
+class Handle(Protocol):
+    """What plugins may read (kube-scheduler's framework.Handle)."""
+
+    @property
+    def cluster(self) -> ClusterState: ...
+
+    @property
+    def objects(self) -> ObjectStore: ...
+
+    def record(self, event: EventRecord) -> None: ...
+
+    def group_of(self, pod: PodInfo) -> GroupInfo | None: ...
+
+    def group_members(self, group: GroupInfo) -> Sequence[PodInfo]:
+        """Every known pod of the group, pending and bound."""
+        ...
+
+    def ready_members(self, group: GroupInfo) -> int:
+        """Pods of the group bound, binding, or reserved and waiting in Permit."""
+        ...
+
+    def allow_group(self, group: GroupInfo) -> None:
+        """Release the pods of ``group`` waiting in Permit (gang quorum reached)."""
+        ...
+
+
+class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is optional
+    """Base of every plugin; ``name`` is its name in the configuration."""
+
+    name: str = ""
+    # Events after which a pod this plugin rejected is worth retrying.
+    events: frozenset[ClusterEvent] = ALL_EVENTS
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+
+class QueueSortPlugin(Plugin):
+    @abstractmethod
+    def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        """Smaller sorts first."""
+
+
+class EnqueuePlugin(Plugin):
+    @abstractmethod
+    def enqueue(self, group: GroupInfo) -> Status:
+        """May ``group`` go from Pending to Inqueue? Failures should also record an event."""
+
+    def enqueued(self, group: GroupInfo) -> None:
+        """``group`` is now Inqueue (reserve what it asked for)."""
+
+    def dequeued(self, group: GroupInfo) -> None:
+        """``group`` left Inqueue (running, or deleted): release the reservation."""
+
+
+class PreFilterPlugin(Plugin):
+    @abstractmethod
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Once per attempt; Skip means this plugin's Filter has nothing to say for the pod."""
+
+
+class FilterPlugin(Plugin):
+    @abstractmethod
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        """Vectorised over all node rows ``[:cluster.n]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    """What Filter decided for one attempt, for PostFilter and explanations."""
+
+    feasible: BoolArray
+    # Per plugin, in order: its result and the rows it was the first to reject.
+    results: tuple[tuple[str, FilterResult, BoolArray], ...]
+    prefilter: Status = field(default_factory=Status.success)
+
+
+class PostFilterPlugin(Plugin):
+    @abstractmethod
+    def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
+        """Called when no node is feasible; may nominate a node and name victims."""
+
+
+class PreScorePlugin(Plugin):
+    @abstractmethod
+    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
+        """Skip means this plugin's Score contributes nothing for the pod."""
+
+
+class ScorePlugin(Plugin):
+    @abstractmethod
+    def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
+        """float64 over all node rows; only feasible rows are read."""
+
+
+class ReservePlugin(Plugin):
+    @abstractmethod
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        """Charge the pod to whatever this plugin accounts; must be idempotent per pod key."""
+
+    @abstractmethod
+    def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        """Undo :meth:`reserve`; idempotent, and a no-op for a pod never reserved."""
+
+
+class PermitPlugin(Plugin):
+    @abstractmethod
+    def permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        """Success to bind now, Wait to hold the pod (reserved) until the plugin allows it."""

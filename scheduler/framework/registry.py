@@ -1,0 +1,61 @@
+"""Plugins by name, and building the plugin chain from the Volcano-format configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from common.model.errors import ConfigError
+from scheduler.framework.interfaces import Handle, Plugin
+
+
+class PluginSettings(Protocol):
+    """What the registry reads of :class:`common.model.config.PluginConfig`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+
+    @property
+    def args(self) -> BaseModel | None: ...
+
+
+# A factory gets the plugin's configuration: ``args`` (the engine's parsed model) when the config
+# loader parsed it, else the raw ``arguments`` for the plugin to parse with its engine.
+PluginFactory = Callable[[Handle, PluginSettings], Plugin]
+
+
+class Registry:
+    def __init__(self, factories: Mapping[str, PluginFactory] | None = None) -> None:
+        self._factories: dict[str, PluginFactory] = dict(factories or {})
+
+    def register(self, name: str, factory: PluginFactory) -> None:
+        if name in self._factories:
+            raise ValueError(f"plugin {name!r} registered twice")
+        self._factories[name] = factory
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._factories
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._factories))
+
+    def build(self, handle: Handle, tiers: Iterable[Iterable[PluginSettings]]) -> list[Plugin]:
+        """Instantiate every configured plugin, in tier order; an unknown name is a ConfigError."""
+        plugins: list[Plugin] = []
+        for t, tier in enumerate(tiers):
+            for p, settings in enumerate(tier):
+                factory = self._factories.get(settings.name)
+                if factory is None:
+                    raise ConfigError(
+                        f"tiers[{t}].plugins[{p}].name",
+                        settings.name,
+                        f"a plugin this scheduler provides ({', '.join(self.names)})",
+                    )
+                plugins.append(factory(handle, settings))
+        return plugins

@@ -1,0 +1,207 @@
+"""Runs the configured plugins at each extension point, in configuration order, timing each point.
+
+This is the only place that knows the order of a cycle's steps within one extension point and how
+the plugins' answers combine: filters AND their masks (a row is reported under the first plugin
+that rejected it, as kube-scheduler stops at the first failing filter per node), scores add up
+(as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import numpy as np
+
+from common.model.pods import PodInfo
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    BoolArray,
+    EnqueuePlugin,
+    FilterOutcome,
+    FilterPlugin,
+    FilterResult,
+    FloatArray,
+    GroupInfo,
+    Handle,
+    PermitPlugin,
+    Plugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.status import Code, Status
+
+ENQUEUE: Final = "enqueue"
+ALLOCATE: Final = "allocate"
+PREEMPT: Final = "preempt"
+
+# extension point name, seconds: the metrics module turns these into
+# scheduler_framework_extension_point_duration_seconds{extension_point}.
+Observer = Callable[[str, float], None]
+
+
+class Framework:
+    def __init__(
+        self,
+        handle: Handle,
+        plugins: Sequence[Plugin],
+        actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
+        observe: Observer | None = None,
+    ) -> None:
+        self.handle = handle
+        self.plugins = tuple(plugins)
+        self.actions = tuple(actions)
+        self._observe = observe
+        sorters = tuple(p for p in plugins if isinstance(p, QueueSortPlugin))
+        self.queue_sort = sorters[0] if sorters else None
+        self.enqueue_plugins = tuple(p for p in plugins if isinstance(p, EnqueuePlugin))
+        self.pre_filter_plugins = tuple(p for p in plugins if isinstance(p, PreFilterPlugin))
+        self.filter_plugins = tuple(p for p in plugins if isinstance(p, FilterPlugin))
+        self.post_filter_plugins = tuple(
+            p for p in plugins if isinstance(p, PostFilterPlugin) and PREEMPT in self.actions
+        )
+        self.pre_score_plugins = tuple(p for p in plugins if isinstance(p, PreScorePlugin))
+        self.score_plugins = tuple(p for p in plugins if isinstance(p, ScorePlugin))
+        self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
+        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+
+    @property
+    def enqueue_enabled(self) -> bool:
+        return ENQUEUE in self.actions
+
+    def plugin(self, name: str) -> Plugin | None:
+        return next((p for p in self.plugins if p.name == name), None)
+
+    def _timed(self, point: str, started: float) -> None:
+        if self._observe is not None:
+            self._observe(point, time.perf_counter() - started)
+
+    def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        if self.queue_sort is None:
+            return (pod.key,)
+        return self.queue_sort.sort_key(pod)
+
+    # -- enqueue ----------------------------------------------------------------------------------
+    def run_enqueue(self, group: GroupInfo) -> Status:
+        started = time.perf_counter()
+        try:
+            for plugin in self.enqueue_plugins:
+                status = plugin.enqueue(group)
+                if status.is_rejected:
+                    return status.with_plugin(plugin.name)
+            for plugin in self.enqueue_plugins:
+                plugin.enqueued(group)
+            return Status.success()
+        finally:
+            self._timed("Enqueue", started)
+
+    def run_dequeued(self, group: GroupInfo) -> None:
+        for plugin in self.enqueue_plugins:
+            plugin.dequeued(group)
+
+    # -- filter -----------------------------------------------------------------------------------
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        started = time.perf_counter()
+        try:
+            for plugin in self.pre_filter_plugins:
+                status = plugin.pre_filter(state, pod)
+                if status.is_skip:
+                    state.skip_filter.add(plugin.name)
+                elif not status.is_success:
+                    return status.with_plugin(plugin.name)
+            return Status.success()
+        finally:
+            self._timed("PreFilter", started)
+
+    def run_filter(self, state: CycleState, pod: PodInfo) -> FilterOutcome:
+        started = time.perf_counter()
+        cluster = self.handle.cluster
+        n = cluster.n
+        feasible: BoolArray = cluster.alive[:n].copy()
+        results: list[tuple[str, FilterResult, BoolArray]] = []
+        for plugin in self.filter_plugins:
+            if plugin.name in state.skip_filter or not feasible.any():
+                continue
+            result = plugin.filter(state, pod)
+            first: BoolArray = feasible & ~result.passed
+            feasible &= result.passed
+            results.append((plugin.name, result, first))
+        self._timed("Filter", started)
+        return FilterOutcome(feasible, tuple(results))
+
+    def run_post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
+        started = time.perf_counter()
+        try:
+            last = PostFilterResult(Status.unschedulable())
+            for plugin in self.post_filter_plugins:
+                result = plugin.post_filter(state, pod, outcome)
+                if result.status.is_success:
+                    return result
+                if result.status.code is not Code.SKIP:
+                    last = result
+            return last
+        finally:
+            self._timed("PostFilter", started)
+
+    # -- score ------------------------------------------------------------------------------------
+    def run_score(
+        self, state: CycleState, pod: PodInfo, feasible: BoolArray
+    ) -> tuple[FloatArray, dict[str, FloatArray]]:
+        """The total over all node rows and each plugin's own scores (for explanations)."""
+        started = time.perf_counter()
+        for pre in self.pre_score_plugins:
+            status = pre.pre_score(state, pod, feasible)
+            if status.is_skip:
+                state.skip_score.add(pre.name)
+        self._timed("PreScore", started)
+        started = time.perf_counter()
+        total: FloatArray = np.zeros(feasible.shape[0], dtype=np.float64)
+        per_plugin: dict[str, FloatArray] = {}
+        for plugin in self.score_plugins:
+            if plugin.name in state.skip_score:
+                continue
+            scores = plugin.score(state, pod, feasible)
+            per_plugin[plugin.name] = scores
+            total += scores
+        self._timed("Score", started)
+        return total, per_plugin
+
+    # -- reserve / permit -------------------------------------------------------------------------
+    def run_reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        started = time.perf_counter()
+        try:
+            for i, plugin in enumerate(self.reserve_plugins):
+                status = plugin.reserve(state, pod, row)
+                if not status.is_success:
+                    for done in reversed(self.reserve_plugins[:i]):
+                        done.unreserve(state, pod, row)
+                    return status.with_plugin(plugin.name)
+            return Status.success()
+        finally:
+            self._timed("Reserve", started)
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        started = time.perf_counter()
+        for plugin in reversed(self.reserve_plugins):
+            plugin.unreserve(state, pod, row)
+        self._timed("Unreserve", started)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        started = time.perf_counter()
+        try:
+            waiting: list[Status] = []
+            for plugin in self.permit_plugins:
+                status = plugin.permit(state, pod, row)
+                if status.is_wait:
+                    waiting.append(status.with_plugin(plugin.name))
+                elif not status.is_success:
+                    return status.with_plugin(plugin.name)
+            return waiting[0] if waiting else Status.success()
+        finally:
+            self._timed("Permit", started)

@@ -1,0 +1,93 @@
+"""Plugin results, mirroring kube-scheduler's ``framework.Status``.
+
+A Status carries a :class:`Code`, the reasons (one line each, user-readable) and the plugin that
+produced it, so the cycle can aggregate them into the PodScheduled message without knowing which
+plugin said what.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class Code(enum.IntEnum):
+    """Ordered by severity so :meth:`Status.merge` keeps the worst code."""
+
+    SUCCESS = 0
+    SKIP = 1
+    WAIT = 2
+    UNSCHEDULABLE = 3
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 4
+    ERROR = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @classmethod
+    def success(cls, plugin: str = "") -> Status:
+        return cls(Code.SUCCESS, (), plugin)
+
+    @classmethod
+    def skip(cls, plugin: str = "") -> Status:
+        return cls(Code.SKIP, (), plugin)
+
+    @classmethod
+    def wait(cls, reason: str, plugin: str = "") -> Status:
+        return cls(Code.WAIT, (reason,), plugin)
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE, tuple(reasons), plugin)
+
+    @classmethod
+    def unresolvable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, tuple(reasons), plugin)
+
+    @classmethod
+    def error(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.ERROR, tuple(reasons), plugin)
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def is_skip(self) -> bool:
+        return self.code is Code.SKIP
+
+    @property
+    def is_wait(self) -> bool:
+        return self.code is Code.WAIT
+
+    @property
+    def is_rejected(self) -> bool:
+        """Unschedulable, unresolvable or an error: the pod cannot go on in this cycle."""
+        return self.code >= Code.UNSCHEDULABLE
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin else Status(self.code, self.reasons, plugin)
+
+    @staticmethod
+    def merge(statuses: Iterable[Status]) -> Status:
+        """The worst code among ``statuses`` with the reasons of every status of that code."""
+        items = list(statuses)
+        if not items:
+            return Status.success()
+        worst = max(s.code for s in items)
+        chosen = [s for s in items if s.code == worst]
+        reasons = tuple(r for s in chosen for r in s.reasons)
+        return Status(worst, reasons, chosen[0].plugin)
+
+    def __str__(self) -> str:
+        who = f"{self.plugin}: " if self.plugin else ""
+        return f"{who}{self.code.name}" + (f" ({self.message})" if self.reasons else "")

@@ -1,0 +1,22 @@
+"""The plugins gpuq ships, by configuration name."""
+
+from __future__ import annotations
+
+from scheduler.framework.registry import Registry
+from scheduler.plugins.capacity_scheduling import CapacityScheduling
+from scheduler.plugins.crossquota import CrossQuota
+from scheduler.plugins.gang import Gang
+from scheduler.plugins.predicates import Predicates
+from scheduler.plugins.priority import Priority
+from scheduler.plugins.strategy_fit import ResourceStrategyFit
+
+
+def default_registry() -> Registry:
+    registry = Registry()
+    registry.register(Priority.name, Priority)
+    registry.register(Gang.name, Gang)
+    registry.register(Predicates.name, Predicates)
+    registry.register(CrossQuota.name, CrossQuota)
+    registry.register(ResourceStrategyFit.name, ResourceStrategyFit)
+    registry.register(CapacityScheduling.name, CapacityScheduling)
+    return registry

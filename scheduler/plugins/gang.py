@@ -1,0 +1,47 @@
+"""``gang``: a PodGroup's pods start together or not at all (Volcano's gang, coscheduling's Permit).
+
+PreFilter refuses a pod whose group has fewer pods than ``minMember`` (nothing could complete the
+gang); Permit holds each placed pod, reserved, until ``minMember`` of the group are bound or waiting,
+then releases them all. The cycle rolls back a gang whose quorum never comes (a timeout in a
+cluster, the end of the queue in ``gpuq simulate``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from common.model.pods import PodInfo
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import Handle, PermitPlugin, PreFilterPlugin
+from scheduler.framework.registry import PluginSettings
+from scheduler.framework.status import Status
+
+NAME: Final = "gang"
+
+
+class Gang(PreFilterPlugin, PermitPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
+        super().__init__(handle)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        group = self.handle.group_of(pod)
+        if group is None or group.min_member <= 1:
+            return Status.skip()
+        members = len(self.handle.group_members(group))
+        if members < group.min_member:
+            return Status.unresolvable(
+                f"PodGroup {group.key} has {members} pod(s), fewer than minMember {group.min_member}"
+            )
+        return Status.success()
+
+    def permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        group = self.handle.group_of(pod)
+        if group is None or group.min_member <= 1:
+            return Status.success()
+        ready = self.handle.ready_members(group)  # this pod included: it is assumed already
+        if ready >= group.min_member:
+            self.handle.allow_group(group)
+            return Status.success()
+        return Status.wait(f"waiting for {group.min_member - ready} more pod(s) of PodGroup {group.key}")

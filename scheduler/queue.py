@@ -1,0 +1,184 @@
+"""The scheduling queue: active, backoff and unschedulable pools (kube-scheduler's PriorityQueue).
+
+* active: a heap in queue order (the QueueSort plugin's key: priority high first, then creation
+  time, then namespace/name - DESIGN "gpuq simulate");
+* backoff: pods that failed recently wait ``initial * 2^(attempts-1)`` seconds, at most ``maximum``;
+* unschedulable: pods parked until a :class:`ClusterEvent` that one of the plugins that rejected them
+  cares about; then they go through backoff (or straight to active once their backoff has passed).
+
+Nothing here polls: a parked pod costs nothing until an event moves it. The clock is injected, so
+the simulator can run on virtual time and the cluster scheduler on a monotonic clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from common.model.pods import PodInfo
+from scheduler.framework.interfaces import ALL_EVENTS, ClusterEvent
+
+DEFAULT_INITIAL_BACKOFF: Final = 1.0
+DEFAULT_MAX_BACKOFF: Final = 10.0
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    sort_key: tuple[Any, ...]
+    attempts: int = 0
+    rejected_by: frozenset[str] = frozenset()
+    backoff_until: float = 0.0
+    pool: str = ""
+    message: str = ""
+    seq: int = field(default=0)
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        sort_key: Callable[[PodInfo], tuple[Any, ...]],
+        clock: Callable[[], float],
+        *,
+        interest: Mapping[str, frozenset[ClusterEvent]] | None = None,
+        initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
+        max_backoff: float = DEFAULT_MAX_BACKOFF,
+    ) -> None:
+        self._sort_key = sort_key
+        self._clock = clock
+        self._interest = dict(interest or {})
+        self._initial = initial_backoff
+        self._max = max_backoff
+        self._pods: dict[str, QueuedPod] = {}
+        self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._backoff: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+
+    # -- pools --------------------------------------------------------------------------------------
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod, or an update of a queued one (keeps its attempts)."""
+        queued = self._pods.get(pod.key)
+        if queued is None:
+            queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod))
+        else:
+            queued.pod = pod
+        if queued.pool != "active":
+            self._to_active(queued)
+
+    def _to_active(self, queued: QueuedPod) -> None:
+        queued.pool = "active"
+        queued.seq = next(self._seq)
+        heapq.heappush(self._active, (queued.sort_key, queued.seq, queued.pod.key))
+
+    def _to_backoff(self, queued: QueuedPod) -> None:
+        queued.pool = "backoff"
+        queued.seq = next(self._seq)
+        heapq.heappush(self._backoff, (queued.backoff_until, queued.seq, queued.pod.key))
+
+    def _flush_backoff(self) -> None:
+        now = self._clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, seq, key = heapq.heappop(self._backoff)
+            queued = self._pods.get(key)
+            if queued is not None and queued.pool == "backoff" and queued.seq == seq:
+                self._to_active(queued)
+
+    def pop(self) -> PodInfo | None:
+        """The next pod in queue order, or None when no pod is ready to try now."""
+        self._flush_backoff()
+        while self._active:
+            _, seq, key = heapq.heappop(self._active)
+            queued = self._pods.get(key)
+            if queued is not None and queued.pool == "active" and queued.seq == seq:
+                queued.pool = "in-flight"
+                queued.attempts += 1
+                return queued.pod
+        return None
+
+    def done(self, key: str) -> None:
+        """The pod was scheduled (or deleted): forget it."""
+        self._pods.pop(key, None)
+
+    delete = done
+
+    def unschedulable(self, pod: PodInfo, rejected_by: Iterable[str], message: str = "") -> None:
+        """Park a pod that failed an attempt until an event its rejecting plugins care about."""
+        queued = self._pods.get(pod.key)
+        if queued is None:
+            queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod), attempts=1)
+        queued.pod = pod
+        queued.rejected_by = frozenset(rejected_by)
+        queued.message = message
+        queued.backoff_until = self._clock() + self.backoff_duration(queued.attempts)
+        queued.pool = "unschedulable"
+
+    def requeue(self, pod: PodInfo) -> None:
+        """Retry after backoff regardless of events (an error, not a verdict on the cluster)."""
+        queued = self._pods.get(pod.key)
+        if queued is None:
+            self.add(pod)
+            return
+        queued.backoff_until = self._clock() + self.backoff_duration(queued.attempts)
+        self._to_backoff(queued)
+
+    def activate(self, key: str) -> None:
+        """Move a queued pod to active now, skipping its backoff (a preemptor whose victims are gone)."""
+        queued = self._pods.get(key)
+        if queued is not None and queued.pool != "active":
+            self._to_active(queued)
+
+    def backoff_duration(self, attempts: int) -> float:
+        if attempts <= 0:
+            return 0.0
+        return float(min(self._initial * 2 ** (attempts - 1), self._max))
+
+    # -- events --------------------------------------------------------------------------------------
+    def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:
+        """Move parked pods that ``event`` may help; returns how many moved."""
+        moved = 0
+        now = self._clock()
+        for queued in self._pods.values():
+            if queued.pool != "unschedulable":
+                continue
+            if queued.rejected_by and not any(
+                event in self._interest.get(plugin, ALL_EVENTS) for plugin in queued.rejected_by
+            ):
+                continue
+            if only is not None and not only(queued.pod):
+                continue
+            if queued.backoff_until <= now:
+                self._to_active(queued)
+            else:
+                self._to_backoff(queued)
+            moved += 1
+        return moved
+
+    # -- introspection ----------------------------------------------------------------------------
+    def next_backoff(self) -> float | None:
+        """When the earliest backing-off pod becomes ready (the simulator advances its clock to it)."""
+        while self._backoff:
+            ready, seq, key = self._backoff[0]
+            queued = self._pods.get(key)
+            if queued is not None and queued.pool == "backoff" and queued.seq == seq:
+                return ready
+            heapq.heappop(self._backoff)
+        return None
+
+    def has_active(self) -> bool:
+        self._flush_backoff()
+        return any(
+            (q := self._pods.get(key)) is not None and q.pool == "active" and q.seq == seq
+            for _, seq, key in self._active
+        )
+
+    def get(self, key: str) -> QueuedPod | None:
+        return self._pods.get(key)
+
+    def pods(self, pool: str | None = None) -> list[QueuedPod]:
+        return [q for q in self._pods.values() if pool is None or q.pool == pool]
+
+    def __len__(self) -> int:
+        return len(self._pods)

@@ -1,0 +1,1 @@
+"""``gpuq simulate``: the real scheduler against an in-memory cluster read from manifests."""

@@ -1,0 +1,139 @@
+"""Read Kubernetes manifests (multi-document YAML or JSON files, or directories of them) for a simulation.
+
+Every problem is collected, not just the first: a platform engineer fixing a 300-line input wants
+the whole list at once. Each problem is one line naming the file, the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from common.model.errors import GpuqError
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from common.model.queues import PodGroup, Queue
+from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
+from scheduler.plugins.node_selection import compile_selection
+
+NODE: Final = "Node"
+POD: Final = "Pod"
+SUPPORTED_KINDS: Final = (NODE, POD, *KINDS)
+_SUFFIXES: Final = (".yaml", ".yml", ".json")
+
+
+@dataclass(slots=True)
+class Manifests:
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)
+    objects: list[Mapping[str, Any]] = field(default_factory=list)  # everything else, in input order
+    errors: list[str] = field(default_factory=list)
+
+
+def _files(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
+    files: list[Path] = []
+    errors: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
+            if not found:
+                errors.append(f"{raw}: no .yaml, .yml or .json files in this directory")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            errors.append(f"{raw}: no such file or directory")
+    return files, errors
+
+
+def _documents(path: Path) -> Iterable[tuple[int, Any]]:
+    text = path.read_text(encoding="utf-8")
+    for index, doc in enumerate(yaml.safe_load_all(text)):
+        if doc is None:
+            continue
+        if isinstance(doc, Mapping) and doc.get("kind") == "List":
+            for item in doc.get("items") or ():
+                yield index, item
+        else:
+            yield index, doc
+
+
+def load(paths: Sequence[str]) -> Manifests:
+    out = Manifests()
+    files, out.errors = _files(paths)
+    seen: dict[str, str] = {}
+    for path in files:
+        try:
+            documents = list(_documents(path))
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            at = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            out.errors.append(f"{path}{at}: invalid YAML: {problem}")
+            continue
+        except (OSError, UnicodeDecodeError) as err:
+            out.errors.append(f"{path}: cannot read: {err}")
+            continue
+        for index, doc in documents:
+            where = f"{path} (document {index + 1})"
+            error = _take(doc, out)
+            if error is not None:
+                out.errors.append(f"{where}: {error}")
+                continue
+            ref = _ref(doc)
+            if ref in seen:
+                out.errors.append(f"{where}: {ref} is defined twice (first in {seen[ref]})")
+                _drop_last(doc, out)
+            else:
+                seen[ref] = where
+    return out
+
+
+def _ref(doc: Mapping[str, Any]) -> str:
+    kind = str(doc.get("kind"))
+    meta = doc.get("metadata") or {}
+    namespace = "" if kind in CLUSTER_SCOPED or kind == NODE else str(meta.get("namespace") or "default")
+    return object_ref(kind, namespace, str(meta.get("name") or ""))
+
+
+def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
+    kind = doc.get("kind")
+    if kind == NODE:
+        out.nodes.pop()
+    elif kind == POD:
+        out.pods.pop()
+    else:
+        out.objects.pop()
+
+
+def _take(doc: Any, out: Manifests) -> str | None:
+    """Parse one document into ``out``; returns the problem, if any."""
+    if not isinstance(doc, Mapping):
+        return f"expected a Kubernetes object (a mapping with kind and metadata), got {type(doc).__name__}"
+    kind = doc.get("kind")
+    if kind not in SUPPORTED_KINDS:
+        return f"kind: invalid value {kind!r}: expected one of {', '.join(SUPPORTED_KINDS)}"
+    meta = doc.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        return f"{kind}: metadata.name: missing: expected a non-empty name"
+    try:
+        if kind == NODE:
+            out.nodes.append(NodeInfo.from_dict(doc))
+        elif kind == POD:
+            pod = PodInfo.from_dict(doc)
+            compile_selection(pod)
+            out.pods.append(pod)
+        else:
+            if kind == "Queue":
+                Queue.from_dict(doc)
+            elif kind == "PodGroup":
+                PodGroup.from_dict(doc)
+            out.objects.append(doc)
+    except GpuqError as err:
+        return str(err)
+    return None

@@ -1,0 +1,181 @@
+"""Throughput and latency of the scheduling cycle (prints figures; not a test).
+
+    python tests/bench/bench_simulate.py            # 1,000 and 5,000 nodes x 10,000 pending pods
+    python tests/bench/bench_simulate.py --rss      # peak RSS, 5,000 nodes x 50,000 pods
+
+A realistic mix: 60 % GPU nodes of three card types (A100, H100, T4) with crossquota annotations on
+some, 40 % CPU nodes; 70 % CPU pods (some with node selectors or tolerations), 30 % GPU pods;
+ten namespaces, six with ElasticQuotas. Every plugin this build provides is enabled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import time
+from typing import Any
+
+from common.model.config import SchedulerConfig
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.cycle import Scheduler
+from scheduler.memory_backend import MemoryBackend
+from scheduler.plugins import default_registry
+from scheduler.simulate.run import VirtualClock
+
+CONFIG = """\
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins:
+  - name: predicates
+  - name: crossquota
+    arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", quota.cpu: "32"}
+  - name: resource-strategy-fit
+    arguments: {resourceStrategyFitWeight: 10, resources: {nvidia.com/gpu: {type: MostAllocated, weight: 2}}}
+  - name: capacity-scheduling
+"""
+CARDS = ("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4")
+
+
+def _nodes(count: int, rng: random.Random) -> list[NodeInfo]:
+    nodes = []
+    for i in range(count):
+        labels = {"kubernetes.io/hostname": f"node-{i:05d}", "zone": f"z{i % 4}"}
+        annotations: dict[str, str] = {}
+        allocatable: dict[str, str] = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+        taints: list[dict[str, str]] = []
+        if i % 5 < 3:
+            card = CARDS[i % 3]
+            labels["nvidia.com/gpu.product"] = card
+            allocatable["nvidia.com/gpu"] = "8"
+            if i % 7 == 0:
+                annotations["volcano.sh/crossquota-cpu"] = "16"
+            if i % 11 == 0:
+                taints.append({"key": "dedicated", "value": "training", "effect": "NoSchedule"})
+        obj = {
+            "metadata": {"name": f"node-{i:05d}", "labels": labels, "annotations": annotations},
+            "spec": {"taints": taints},
+            "status": {"allocatable": allocatable},
+        }
+        nodes.append(NodeInfo.from_dict(obj))
+    rng.shuffle(nodes)
+    return nodes
+
+
+def _pods(count: int, rng: random.Random) -> list[PodInfo]:
+    pods = []
+    for i in range(count):
+        ns = f"team-{i % 10}"
+        requests: dict[str, Any] = {
+            "cpu": f"{rng.choice([250, 500, 1000, 2000])}m",
+            "memory": f"{rng.choice([1, 2, 4])}Gi",
+        }
+        spec: dict[str, Any] = {"schedulerName": "gpuq-scheduler"}
+        if i % 10 < 3:
+            requests["nvidia.com/gpu"] = str(rng.choice([1, 1, 2, 4]))
+            if i % 3 == 0:
+                spec["affinity"] = {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "nvidia.com/gpu.product",
+                                            "operator": "In",
+                                            "values": [CARDS[i % 2]],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            if i % 4 == 0:
+                spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+        elif i % 10 == 5:
+            spec["nodeSelector"] = {"zone": f"z{i % 4}"}
+        spec["containers"] = [{"name": "c", "resources": {"requests": requests}}]
+        meta = {
+            "name": f"p-{i:06d}",
+            "namespace": ns,
+            "creationTimestamp": f"2024-01-01T00:{i // 6000 % 60:02d}:{i // 100 % 60:02d}Z",
+        }
+        pods.append(PodInfo.from_dict({"metadata": meta, "spec": spec}))
+    return pods
+
+
+def _scheduler() -> Scheduler:
+    backend = MemoryBackend()
+    sched = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=VirtualClock())
+    for t in range(6):
+        sched.put_object(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": "eq", "namespace": f"team-{t}"},
+                "spec": {
+                    "min": {"cpu": "20000", "nvidia.com/gpu": "4000"},
+                    "max": {"cpu": "100000", "nvidia.com/gpu": "100000"},
+                },
+            }
+        )
+    return sched
+
+
+def bench(nodes: int, pods: int) -> None:
+    rng = random.Random(42)
+    sched = _scheduler()
+    for node in _nodes(nodes, rng):
+        sched.set_node(node)
+    for pod in _pods(pods, rng):
+        sched.add_pod(pod)
+    latencies: list[float] = []
+    bound = 0
+    started = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        attempt = sched.schedule_one()
+        if attempt is None:
+            break
+        latencies.append(time.perf_counter() - t0)
+        bound += bool(attempt.node)
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    p50 = statistics.median(latencies) * 1e3
+    p99 = latencies[int(len(latencies) * 0.99) - 1] * 1e3
+    print(
+        f"{nodes:>6} nodes {pods:>6} pods: {len(latencies) / elapsed:8.0f} pods/s  "
+        f"p50 {p50:.3f} ms  p99 {p99:.3f} ms  bound {bound}/{len(latencies)}"
+    )
+
+
+def rss(nodes: int, pods: int) -> None:
+    rng = random.Random(7)
+    sched = _scheduler()
+    for node in _nodes(nodes, rng):
+        sched.set_node(node)
+    for pod in _pods(pods, rng):
+        sched.add_pod(pod)
+    while sched.schedule_one() is not None:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {nodes} nodes {pods} pods: {peak:.0f} MB ({len(sched.cluster.pods)} pods bound)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rss", action="store_true")
+    args = parser.parse_args()
+    if args.rss:
+        rss(5000, 50000)
+        return
+    for nodes in (1000, 5000):
+        bench(nodes, 10000)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""Predicates, the cycle, gang and the in-memory backend, end to end without mocks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from common.model.config import PluginConfig, SchedulerConfig
+from common.model.errors import InvalidValue
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.cycle import Scheduler
+from scheduler.memory_backend import MemoryBackend
+from scheduler.plugins import default_registry
+from scheduler.plugins.node_selection import compile_selection
+
+
+def _config(*names: str) -> SchedulerConfig:
+    return SchedulerConfig(
+        actions=("enqueue", "allocate", "preempt"),
+        tiers=((PluginConfig("priority"), PluginConfig("gang")), tuple(PluginConfig(n) for n in names)),
+    )
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _scheduler(*names: str) -> tuple[Scheduler, MemoryBackend]:
+    backend = MemoryBackend()
+    sched = Scheduler(_config("predicates", *names), default_registry(), backend, clock=Clock())
+    backend.objects = sched.objects
+    return sched, backend
+
+
+def _node(name: str, labels: dict[str, str] | None = None, **extra: Any) -> NodeInfo:
+    obj: dict[str, Any] = {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {k: v for k, v in extra.items() if k in ("taints", "unschedulable")},
+        "status": {
+            "allocatable": extra.get("allocatable", {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"})
+        },
+    }
+    if extra.get("ready") is False:
+        obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    return NodeInfo.from_dict(obj)
+
+
+def _pod(name: str, requests: dict[str, str] | None = None, **spec: Any) -> PodInfo:
+    annotations = spec.pop("annotations", {})
+    body = {
+        "schedulerName": "gpuq-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": requests or {"cpu": "1"}}}],
+        **spec,
+    }
+    return PodInfo.from_dict(
+        {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}, "spec": body}
+    )
+
+
+def _run(sched: Scheduler) -> None:
+    sched.run_enqueue()
+    while sched.schedule_one() is not None:
+        pass
+    sched.reject_waiting()
+
+
+def _affinity(*exprs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+            }
+        }
+    }
+
+
+NODES = [
+    _node("a", {"zone": "z1", "gpus": "8"}),
+    _node("b", {"zone": "z2", "gpus": "2"}),
+    _node("c", {"gpus": "x"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"nodeSelector": {"zone": "z2"}}, "b"),
+        ({"affinity": _affinity({"key": "zone", "operator": "In", "values": ["z2", "z9"]})}, "b"),
+        ({"affinity": _affinity({"key": "zone", "operator": "NotIn", "values": ["z1", "z2"]})}, "c"),
+        ({"affinity": _affinity({"key": "zone", "operator": "DoesNotExist"})}, "c"),
+        (
+            {
+                "affinity": _affinity(
+                    {"key": "zone", "operator": "Exists"}, {"key": "gpus", "operator": "Lt", "values": ["4"]}
+                )
+            },
+            "b",
+        ),
+        ({"affinity": _affinity({"key": "gpus", "operator": "Gt", "values": ["4"]})}, "a"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            "c",
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["nope"]}]},
+                                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]},
+                            ]
+                        }
+                    }
+                }
+            },
+            "b",
+        ),
+    ],
+)
+def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
+    sched, backend = _scheduler()
+    for node in NODES:
+        sched.set_node(node)
+    sched.add_pod(_pod("p", **spec))
+    _run(sched)
+    assert backend.bindings == {"ns/p": expected}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "requests", "tolerations", "message"),
+    [
+        (
+            [_node("a"), _node("b")],
+            {"nvidia.com/gpu": "3"},
+            [],
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+        ),
+        (
+            [_node("a", allocatable={"cpu": "4", "pods": "0"})],
+            {"cpu": "1"},
+            [],
+            "0/1 nodes are available: 1 Too many pods.",
+        ),
+        (
+            [
+                _node("a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+                _node("b", unschedulable=True),
+                _node("c", ready=False),
+            ],
+            {"cpu": "1"},
+            [],
+            "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 1 node(s) were not ready, "
+            "1 node(s) were unschedulable.",
+        ),
+        (
+            [_node("a", taints=[{"key": "k", "value": "v", "effect": "NoExecute"}])],
+            {"cpu": "8"},
+            [{"operator": "Exists"}],
+            "0/1 nodes are available: 1 Insufficient cpu.",
+        ),
+        (
+            [_node("a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])],
+            {"cpu": "8"},
+            [{"key": "k", "operator": "Equal", "value": "other"}],
+            "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}.",
+        ),
+    ],
+)
+def test_unschedulable_reasons_are_worded_like_kube_scheduler(
+    nodes: list[NodeInfo], requests: dict[str, str], tolerations: list[dict[str, str]], message: str
+) -> None:
+    sched, backend = _scheduler()
+    for node in nodes:
+        sched.set_node(node)
+    sched.add_pod(_pod("p", requests, tolerations=tolerations))
+    _run(sched)
+    assert backend.bindings == {}
+    assert backend.conditions["ns/p"].message == message
+
+
+def test_prefer_no_schedule_and_tolerated_taints_do_not_filter() -> None:
+    sched, backend = _scheduler()
+    sched.set_node(_node("a", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]))
+    sched.set_node(_node("b", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
+    sched.add_pod(_pod("p1", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]))
+    sched.add_pod(_pod("p2", nodeSelector={}, tolerations=[]))
+    _run(sched)
+    assert backend.bindings["ns/p2"] == "a"
+    assert backend.bindings["ns/p1"] == "a"  # tie on score: name order
+
+
+def test_resources_are_counted_incrementally_and_released() -> None:
+    sched, backend = _scheduler()
+    sched.set_node(_node("a", allocatable={"cpu": "2"}))
+    for name in ("p1", "p2", "p3"):
+        sched.add_pod(_pod(name, {"cpu": "1"}))
+    _run(sched)
+    assert sorted(backend.bindings) == ["ns/p1", "ns/p2"]
+    assert "Insufficient cpu" in backend.conditions["ns/p3"].message
+    sched.delete_pod("ns/p1")  # PodDeleted moves p3 to backoff
+    _run(sched)
+    assert "ns/p3" not in backend.bindings  # still backing off: no busy retry
+    assert isinstance(sched.clock, Clock)
+    sched.clock.now = sched.queue.next_backoff() or 0.0
+    _run(sched)
+    assert backend.bindings["ns/p3"] == "a"
+
+
+def test_failed_bind_unreserves_and_requeues() -> None:
+    sched, backend = _scheduler()
+    sched.set_node(_node("a", allocatable={"cpu": "1"}))
+    backend.fail_binds.add("ns/p")
+    sched.add_pod(_pod("p", {"cpu": "1"}))
+    _run(sched)
+    assert backend.bindings == {}
+    assert "ns/p" not in sched.cluster.pods
+    assert int(sched.cluster.requested[0].sum()) == 0
+
+
+def test_invalid_affinity_is_an_error_naming_the_pod() -> None:
+    pod = _pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}})
+    with pytest.raises(
+        InvalidValue,
+        match=re.escape("Pod/ns/p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoreDuringExecution"),
+    ):
+        compile_selection(pod)
+
+
+def _group(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"minMember": min_member},
+    }
+
+
+@pytest.mark.parametrize(("gpus_free", "bound"), [(4, 3), (2, 0)])
+def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
+    sched, backend = _scheduler()
+    sched.set_node(_node("a", allocatable={"cpu": "8", "nvidia.com/gpu": str(gpus_free)}))
+    sched.put_object(_group("pg", 3))
+    for i in range(3):
+        sched.add_pod(
+            _pod(f"w{i}", {"nvidia.com/gpu": "1"}, annotations={"scheduling.k8s.io/group-name": "pg"})
+        )
+    _run(sched)
+    assert len(backend.bindings) == bound
+    if bound:
+        assert sched.groups["ns/pg"].phase == "Running"
+    else:
+        assert sched.cluster.pods == {}
+        assert "only 2 of minMember 3" in backend.conditions["ns/w0"].message
+
+
+def test_gang_with_too_few_pods_never_starts() -> None:
+    sched, backend = _scheduler()
+    sched.set_node(_node("a"))
+    sched.put_object(_group("pg", 3))
+    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+    _run(sched)
+    assert backend.bindings == {}
+    assert "PodGroup ns/pg has 1 pod(s), fewer than minMember 3" in backend.conditions["ns/w0"].message

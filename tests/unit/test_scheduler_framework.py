@@ -1,0 +1,113 @@
+"""Framework primitives: Status, the scheduling queue, the kube-style FitError message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from common.model.pods import PodInfo
+from scheduler.cycle import fit_error
+from scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
+from scheduler.framework.status import Code, Status
+from scheduler.queue import SchedulingQueue
+
+
+@pytest.mark.parametrize(
+    ("statuses", "code", "reasons"),
+    [
+        ([], Code.SUCCESS, ()),
+        ([Status.success(), Status.skip()], Code.SKIP, ()),
+        (
+            [Status.unschedulable("a"), Status.unresolvable("b"), Status.unresolvable("c")],
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            ("b", "c"),
+        ),
+        ([Status.wait("w"), Status.error("boom")], Code.ERROR, ("boom",)),
+    ],
+)
+def test_status_merge_keeps_worst_code_and_its_reasons(
+    statuses: list[Status], code: Code, reasons: tuple[str, ...]
+) -> None:
+    merged = Status.merge(statuses)
+    assert merged.code is code
+    assert merged.reasons == reasons
+
+
+def test_status_predicates() -> None:
+    assert Status.success().is_success
+    assert Status.unschedulable("x").is_rejected
+    assert not Status.wait("x").is_rejected
+    assert Status.unschedulable("x", plugin="p").with_plugin("q").plugin == "p"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pod(name: str, priority: int = 0, ts: str = "2024-01-01T00:00:00Z", ns: str = "ns") -> PodInfo:
+    return PodInfo(namespace=ns, name=name, priority=priority, creation_timestamp=ts)
+
+
+def _key(pod: PodInfo) -> tuple[object, ...]:
+    return (-(pod.priority or 0), pod.creation_timestamp, pod.namespace, pod.name)
+
+
+def test_queue_order_priority_then_time_then_name() -> None:
+    """DESIGN "gpuq simulate": priority high first, then creationTimestamp, then namespace/name."""
+    queue = SchedulingQueue(_key, Clock())
+    for pod in [
+        _pod("late", 0, "2024-01-02T00:00:00Z"),
+        _pod("b", 0),
+        _pod("a", 0),
+        _pod("high", 10, "2024-01-03T00:00:00Z"),
+        _pod("a", 0, ns="aa"),
+    ]:
+        queue.add(pod)
+    order = []
+    while (popped := queue.pop()) is not None:
+        order.append(popped.key)
+    assert order == ["ns/high", "aa/a", "ns/a", "ns/b", "ns/late"]
+
+
+def test_queue_parks_unschedulable_until_relevant_event_then_backs_off() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
+    queue.add(_pod("p"))
+    pod = queue.pop()
+    assert pod is not None
+    queue.unschedulable(pod, {"predicates"}, "no room")
+    assert queue.pop() is None
+    assert queue.on_event(ClusterEvent.QUOTA_CHANGED) == 0  # not an event predicates cares about
+    assert queue.on_event(ClusterEvent.NODE_ADDED) == 1
+    assert queue.pop() is None  # still backing off (1s after the first attempt)
+    assert queue.next_backoff() == 1.0
+    clock.now = 1.0
+    again = queue.pop()
+    assert again is not None and again.key == "ns/p"
+
+
+@pytest.mark.parametrize(
+    ("attempts", "seconds"), [(0, 0.0), (1, 1.0), (2, 2.0), (4, 8.0), (5, 10.0), (30, 10.0)]
+)
+def test_backoff_is_exponential_and_bounded(attempts: int, seconds: float) -> None:
+    assert SchedulingQueue(_key, Clock()).backoff_duration(attempts) == seconds
+
+
+def test_fit_error_counts_first_rejecting_plugin_and_sorts_like_kube_scheduler() -> None:
+    n = 5
+    gpu = np.array([True, True, True, False, False])
+    affinity = np.array([False, False, False, True, True])
+    first = FilterResult(~affinity, lambda: [(affinity, "node(s) didn't match Pod's node affinity/selector")])
+    second = FilterResult(~gpu, lambda: [(gpu, "Insufficient nvidia.com/gpu")])
+    outcome = FilterOutcome(
+        np.zeros(n, dtype=np.bool_),
+        (("predicates", first, affinity), ("other", second, gpu & ~affinity)),
+    )
+    assert fit_error(n, outcome, None) == (
+        "0/5 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+        "3 Insufficient nvidia.com/gpu."
+    )
