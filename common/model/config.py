@@ -29,6 +29,8 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
+from common.model import crossquota, strategy_fit
+from common.model.capacity_card import CapacityCardArgs
 from common.model.errors import ConfigError
 
 SUPPORTED_ACTIONS: Final = ("enqueue", "allocate", "preempt")
@@ -81,7 +83,7 @@ VOLCANO_PLUGIN_SWITCHES: Final = frozenset(
 )
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations", "metrics"})
 
-ArgumentParser = Callable[[Mapping[str, Any]], BaseModel | None]
+ArgumentParser = Callable[[Mapping[str, Any]], BaseModel]
 
 
 def _argument_parsers() -> dict[str, ArgumentParser]:
@@ -89,12 +91,12 @@ def _argument_parsers() -> dict[str, ArgumentParser]:
 
     Plugins absent from this table take no arguments.
     """
-    # INTERIM (wired to the engines' argument models before this lands): accept raw arguments.
-    return {name: _raw for name in (CAPACITY_CARD, CROSSQUOTA, RESOURCE_STRATEGY_FIT)}
+    return {
+        CAPACITY_CARD: CapacityCardArgs.from_arguments,
+        CROSSQUOTA: crossquota.parse_arguments,
+        RESOURCE_STRATEGY_FIT: strategy_fit.parse_arguments,
+    }
 
-
-def _raw(arguments: Mapping[str, Any]) -> BaseModel | None:
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,669 @@
+"""The capacity-card engine (capacity-card.md; DESIGN.md Semantics 1, 3, 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.model.capacity_card import (
+    QUEUE_CLOSED,
+    CapacityCard,
+    CapacityCardArgs,
+    CardDemand,
+    QueueLedger,
+    check_enqueue,
+    check_task,
+    deserved_cards,
+    node_order_score,
+    node_order_scores,
+    pod_card_demand,
+    queue_quota,
+    resolve_charge,
+    split_min,
+)
+from common.model.cards import CardCatalog, NodeCards, discover_cards
+from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
+from common.model.events import (
+    EMPTY_QUEUE_CAPABILITY,
+    GET_TASK_REQUEST_RESOURCE_FAILED,
+    INSUFFICIENT_CPU_QUOTA,
+    INSUFFICIENT_MEMORY_QUOTA,
+    INSUFFICIENT_SCALAR_QUOTA,
+    INVALID_ANNOTATION,
+)
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from common.model.queues import PodGroup, Queue
+from common.model.resources import EMPTY, Resources
+
+GiB = 2**30
+DEFAULT = CapacityCardArgs()
+
+
+def make_node(
+    name: str, product: str, resource: str = "nvidia.com/gpu", count: str = "4", **labels: str
+) -> NodeCards:
+    all_labels = {"nvidia.com/gpu.product": product, **{k.replace("_", "."): v for k, v in labels.items()}}
+    info = NodeInfo.from_dict(
+        {
+            "metadata": {"name": name, "labels": all_labels},
+            "status": {"allocatable": {resource: count, "cpu": "64"}},
+        }
+    )
+    return discover_cards(info)
+
+
+A1 = make_node("a1", "NVIDIA-A100")
+A2 = make_node("a2", "NVIDIA-A100")
+H1 = make_node("h1", "NVIDIA-H100", count="8")
+T1 = make_node("t1", "NVIDIA-T4")
+CPU_NODE = NodeCards("c1")
+NODES = [A1, A2, H1, T1, CPU_NODE]
+CATALOG = CardCatalog.build(NODES)
+HAS = CATALOG.node_matrix(NODES)
+
+
+def make_queue(
+    name: str = "team-a", quota: str | None = None, state: str = "Open", **capability: str
+) -> Queue:
+    annotations = {} if quota is None else {"volcano.sh/card.quota": quota}
+    return Queue.from_dict(
+        {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {"capability": capability},
+            "status": {"state": state},
+        }
+    )
+
+
+def make_pod(
+    name: str = "p",
+    *,
+    card_name: str | None = None,
+    gpu: int = 0,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    node: str = "",
+    resource: str = "nvidia.com/gpu",
+    group: str | None = None,
+    queue: str | None = "team-a",
+    phase: str = "Pending",
+) -> PodInfo:
+    annotations: dict[str, str] = {}
+    if card_name is not None:
+        annotations["volcano.sh/card.name"] = card_name
+    if group is not None:
+        annotations["scheduling.k8s.io/group-name"] = group
+    if queue is not None:
+        annotations["scheduling.volcano.sh/queue-name"] = queue
+    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpu:
+        requests[resource] = gpu
+    return PodInfo.from_dict(
+        {
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "annotations": annotations},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": requests}}]},
+            "status": {"phase": phase},
+        }
+    )
+
+
+def make_group(
+    name: str = "pg",
+    card_request: str | None = None,
+    phase: str = "Pending",
+    queue: str = "team-a",
+    **min_res: str,
+) -> PodGroup:
+    annotations = {} if card_request is None else {"volcano.sh/card.request": card_request}
+    spec: dict[str, Any] = {"queue": queue, "minMember": 1}
+    if min_res:
+        spec["minResources"] = min_res
+    return PodGroup.from_dict(
+        {
+            "metadata": {"name": name, "namespace": "ml", "annotations": annotations},
+            "spec": spec,
+            "status": {"phase": phase},
+        }
+    )
+
+
+def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, ...]:
+    return tuple(None if v is None else dict(v) for v in values)
+
+
+def ledger_with(allocated: dict[str, int]) -> QueueLedger:
+    ledger = QueueLedger("team-a")
+    ledger.allocate("ml/existing", Resources({k: v * 1000 for k, v in allocated.items()}))
+    return ledger
+
+
+# -- arguments
+
+
+def test_args_defaults_and_values() -> None:
+    assert CapacityCardArgs.from_arguments(None) == CapacityCardArgs(
+        card_unlimited_cpu_memory=False, node_order_weight=1
+    )
+    args = CapacityCardArgs.from_arguments({"cardUnlimitedCpuMemory": True, "nodeOrderWeight": 2})
+    assert (args.card_unlimited_cpu_memory, args.node_order_weight) == (True, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        ({"cardUnlimitedCpuMemory": "yes"}, "cardUnlimitedCpuMemory"),
+        ({"cardUnlimitedCpuMemory": 1}, "cardUnlimitedCpuMemory"),
+        ({"nodeOrderWeight": 0}, "nodeOrderWeight"),
+        ({"nodeOrderWeight": -1.0}, "nodeOrderWeight"),
+        ({"nodeOrderWeight": "2"}, "nodeOrderWeight"),
+        ({"nodeOrderWeight": True}, "nodeOrderWeight"),
+        ({"nodeOrderWeight": float("inf")}, "nodeOrderWeight"),
+        ({"nodeOrderWieght": 2.0}, "nodeOrderWieght"),
+    ],
+)
+def test_args_rejected(arguments: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        CapacityCardArgs.from_arguments(arguments)
+    assert caught.value.field == key
+    assert caught.value.value == arguments[key]
+
+
+# -- queue quota
+
+
+def test_queue_quota_from_capability_and_annotation() -> None:
+    """spec "Queue Annotations for Card Quotas": cpu/memory from capability, cards from the annotation."""
+    quota = queue_quota(
+        make_queue(quota='{"NVIDIA-A100": 5}', cpu="100", memory="500Gi", **{"nvidia.com/gpu": "8"})
+    )
+    assert quota.capability == {"cpu": 100_000, "memory": 500 * GiB, "NVIDIA-A100": 5000}
+    assert (quota.configured, quota.open, quota.events) == (True, True, ())
+
+
+def test_bad_quota_annotation_is_zero_and_a_warning() -> None:
+    """Semantics 3: a Queue predating the webhook: Warning event, card quota 0, cpu quota kept."""
+    quota = queue_quota(make_queue(quota='{"NVIDIA-A100": 1.5}', cpu="10"))
+    assert quota.capability == {"cpu": 10_000}
+    assert [(e.obj, e.reason) for e in quota.events] == [("Queue//team-a", INVALID_ANNOTATION)]
+    assert "volcano.sh/card.quota" in quota.events[0].message
+
+
+# -- job mode
+
+
+def enqueue(minimum: dict[str, int], allocated: dict[str, int], quota: str, **cap: str) -> Any:
+    q = queue_quota(make_queue(quota=quota, **cap))
+    request = Resources({k: v * 1000 for k, v in minimum.items()})
+    return check_enqueue(q, ledger_with(allocated), request, DEFAULT)
+
+
+def test_example_1_basic_card_quota_enqueues() -> None:
+    """spec "Example 1": A100 quota 5, job requests 4 -> enqueues (4 <= 5)."""
+    assert enqueue({"NVIDIA-A100": 4}, {}, '{"NVIDIA-A100": 5}', cpu="100", memory="500Gi").ok
+    refused = enqueue({"NVIDIA-A100": 6}, {}, '{"NVIDIA-A100": 5}', cpu="100", memory="500Gi")
+    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+
+
+def test_job_mode_sums_alternatives() -> None:
+    """spec "Job Mode" example: A100=5, H100=3, allocated 2+1, A100|H100: 4 -> 7 <= 8 passes."""
+    quota = '{"NVIDIA-A100": 5, "NVIDIA-H100": 3}'
+    allocated = {"NVIDIA-A100": 2, "NVIDIA-H100": 1}
+    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 4}, allocated, quota).ok
+    refused = enqueue({"NVIDIA-A100|NVIDIA-H100": 6}, allocated, quota)
+    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+    assert isinstance(refused.error, QuotaExceeded)
+    assert (
+        refused.error.resource,
+        refused.error.requested,
+        refused.error.available,
+        refused.error.limit,
+    ) == (
+        "NVIDIA-A100|NVIDIA-H100",
+        "6",
+        "5",
+        "8",
+    )
+    assert "Queue//team-a" in refused.message
+
+
+def test_considerations_six_fits_four_plus_four() -> None:
+    """spec "Considerations" 4: "A100|H100": 6 with A100: 4, H100: 4 passes (6 <= 4+4)."""
+    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 6}, {}, '{"NVIDIA-A100": 4, "NVIDIA-H100": 4}').ok
+
+
+def test_job_mode_counts_other_jobs_alternative_reservations() -> None:
+    """Another Inqueue job's A|B reservation counts (upstream ignores it and would admit 9 into 8)."""
+    q = queue_quota(make_queue(quota='{"A": 5, "B": 3}'))
+    ledger = QueueLedger("team-a")
+    ledger.set_job(
+        "ml/other",
+        min_cpu_memory=EMPTY,
+        card_request=Resources({"A|B": 4000}),
+        has_min_resources=False,
+        phase="Inqueue",
+        min_member=1,
+    )
+    assert ledger.inqueue == {"A|B": 4000}
+    assert not check_enqueue(q, ledger, Resources({"A|B": 5000}), DEFAULT).ok
+    assert check_enqueue(q, ledger, Resources({"A|B": 4000}), DEFAULT).ok
+    # 3 more A100 still fit: the other job can take B:3 + A:1, leaving A at 4 <= 5.
+    assert check_enqueue(q, ledger, Resources({"A": 3000}), DEFAULT).ok
+    assert not check_enqueue(q, ledger, Resources({"A": 5000}), DEFAULT).ok
+
+
+@pytest.mark.parametrize(
+    ("minimum", "allocated", "reason"),
+    [
+        ({"cpu": 60_000}, {"cpu": 50_000}, INSUFFICIENT_CPU_QUOTA),
+        ({"memory": 2 * GiB}, {"memory": 9 * GiB}, INSUFFICIENT_MEMORY_QUOTA),
+    ],
+)
+def test_job_mode_cpu_memory(minimum: dict[str, int], allocated: dict[str, int], reason: str) -> None:
+    q = queue_quota(make_queue(cpu="100", memory="10Gi"))
+    ledger = QueueLedger("team-a")
+    ledger.allocate("ml/x", Resources(allocated))
+    decision = check_enqueue(q, ledger, Resources(minimum), DEFAULT)
+    assert (decision.ok, decision.reason) == (False, reason)
+    event = decision.event("PodGroup/ml/pg")
+    assert event is not None and (event.type, event.reason) == ("Warning", reason)
+
+
+def test_card_unlimited_cpu_memory_skips_cpu_for_card_jobs_only() -> None:
+    """Story 3 / cardUnlimitedCpuMemory: a card job is not held by the cpu quota; a cpu-only job is."""
+    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 5}', cpu="1"))
+    unlimited = CapacityCardArgs(card_unlimited_cpu_memory=True)
+    card_job = Resources({"cpu": 8000, "NVIDIA-A100": 1000})
+    assert check_enqueue(q, QueueLedger("q"), card_job, unlimited).ok
+    assert not check_enqueue(q, QueueLedger("q"), card_job, DEFAULT).ok
+    assert not check_enqueue(q, QueueLedger("q"), Resources({"cpu": 8000}), unlimited).ok
+
+
+def test_empty_queue_capability_and_closed_queue() -> None:
+    empty = check_enqueue(queue_quota(make_queue()), QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
+    assert (empty.ok, empty.reason) == (False, EMPTY_QUEUE_CAPABILITY)
+    assert check_enqueue(queue_quota(make_queue()), QueueLedger("q"), EMPTY, DEFAULT).ok
+    closed = queue_quota(make_queue(state="Closing", cpu="10"))
+    decision = check_enqueue(closed, QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
+    assert (decision.ok, decision.reason) == (False, QUEUE_CLOSED)
+
+
+def test_elastic_is_subtracted_as_upstream() -> None:
+    """to_be_used = allocated + inqueue + min - elastic: a running job above its minimum lends the excess."""
+    q = queue_quota(make_queue(cpu="4"))
+    ledger = QueueLedger("q")
+    ledger.set_job(
+        "ml/big",
+        min_cpu_memory=Resources({"cpu": 1000}),
+        card_request=EMPTY,
+        has_min_resources=True,
+        phase="Running",
+        min_member=1,
+    )
+    ledger.allocate("ml/p1", Resources({"cpu": 3000}), "ml/big")
+    assert as_dicts(ledger.elastic, ledger.inqueue) == ({"cpu": 2000}, {})
+    assert check_enqueue(q, ledger, Resources({"cpu": 3000}), DEFAULT).ok  # 3 + 3 - 2 <= 4
+    assert not check_enqueue(q, ledger, Resources({"cpu": 3001}), DEFAULT).ok
+
+
+def test_card_pods_are_their_jobs_card_minimum() -> None:
+    """Once a job has pods their card requests are its minimum (spec: card.request yields to pods)."""
+    ledger = QueueLedger("q")
+    ledger.set_job(
+        "ml/pg",
+        min_cpu_memory=EMPTY,
+        card_request=Resources({"A": 8000}),
+        has_min_resources=False,
+        phase="Inqueue",
+        min_member=1,
+    )
+    assert ledger.inqueue == {"A": 8000}
+    ledger.track("ml/p0", "ml/pg", Resources({"A": 1000}), uses_cards=True)
+    ledger.allocate("ml/p1", Resources({"A": 3000}), "ml/pg")
+    assert as_dicts(ledger.inqueue, ledger.elastic, ledger.job_minimum("ml/pg")) == (
+        {"A": 1000},
+        {},
+        {"A": 4000},
+    )
+
+
+# -- task mode and Semantics 1
+
+
+def test_semantics_1_alternative_refused_on_exhausted_type_fits_other() -> None:
+    """An A|H pod is refused on an A node whose A quota is gone but fits an H node."""
+    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 2}', cpu="10", memory="10Gi"))
+    ledger = ledger_with({"NVIDIA-A100": 1})
+    pod = make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1)
+    check = check_task(q, ledger, pod_card_demand(pod, CATALOG), CATALOG, DEFAULT)
+    assert check.allowed_names == {"NVIDIA-A100": False, "NVIDIA-H100": True}
+    assert check.ok
+    verdict = check.filter_nodes(HAS)
+    assert verdict.mask.tolist() == [False, False, True, False, False]
+    a_reason = verdict.reason(0)
+    assert a_reason is not None and "NVIDIA-A100" in a_reason and "quota exceeded" in a_reason
+    t_reason = verdict.reason(3)
+    assert t_reason is not None and "none of the card types NVIDIA-A100|NVIDIA-H100" in t_reason
+    assert verdict.reason(2) is None
+    charge = resolve_charge(check.demand, H1, DEFAULT, check.allowed_names)
+    assert charge == {"cpu": 1000, "memory": GiB, "NVIDIA-H100": 1000}
+
+
+def test_pod_without_card_name_is_charged_to_node_type() -> None:
+    """Semantics 1: nvidia.com/gpu without card.name -> the node's card type, quota checked per type."""
+    q = queue_quota(make_queue(quota='{"NVIDIA-H100": 2}', cpu="10", memory="10Gi"))
+    pod = make_pod(gpu=1)
+    demand = pod_card_demand(pod, CATALOG)
+    assert demand.groups == (("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"),)
+    check = check_task(q, QueueLedger("team-a"), demand, CATALOG, DEFAULT)
+    assert check.filter_nodes(HAS).mask.tolist() == [False, False, True, False, False]
+    assert resolve_charge(demand, A1, DEFAULT) == {"cpu": 1000, "memory": GiB, "NVIDIA-A100": 1000}
+
+
+def test_pod_without_cards_only_faces_cpu_memory() -> None:
+    q = queue_quota(make_queue(cpu="2", memory="10Gi"))
+    demand = pod_card_demand(make_pod(cpu="1"), CATALOG)
+    assert not demand.uses_cards
+    check = check_task(q, QueueLedger("team-a"), demand, CATALOG, DEFAULT)
+    assert check.filter_nodes(HAS).mask.all()
+    over = check_task(q, QueueLedger("team-a"), pod_card_demand(make_pod(cpu="3"), CATALOG), CATALOG, DEFAULT)
+    assert over.failure is not None and over.failure.reason == INSUFFICIENT_CPU_QUOTA
+    rejected = over.filter_nodes(HAS)
+    assert not rejected.mask.any() and rejected.reason(4) == over.failure.message
+
+
+def test_task_mode_counts_allocated_only() -> None:
+    """spec "Task Allocatable Check": allocated + task.request <= capability (inqueue not counted)."""
+    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 2}', cpu="10", memory="10Gi"))
+    demand = pod_card_demand(make_pod(card_name="NVIDIA-A100", gpu=1), CATALOG)
+    assert check_task(q, ledger_with({"NVIDIA-A100": 1}), demand, CATALOG, DEFAULT).ok
+    refused = check_task(q, ledger_with({"NVIDIA-A100": 2}), demand, CATALOG, DEFAULT)
+    assert not refused.ok
+    assert refused.decisions["NVIDIA-A100"].reason == INSUFFICIENT_SCALAR_QUOTA
+
+
+@pytest.mark.parametrize(
+    ("card_name", "gpu", "expected"),
+    [
+        ("NVIDIA-A100||NVIDIA-H100", 1, "empty"),
+        ("NVIDIA-V100", 1, "discovered on any node"),
+        ("NVIDIA-A100", 0, "requests nvidia.com/gpu"),
+    ],
+)
+def test_unreadable_task_request(card_name: str, gpu: int, expected: str) -> None:
+    """spec "Event Recording": GetTaskRequestResourceFailed."""
+    pod = make_pod(card_name=card_name, gpu=gpu)
+    with pytest.raises(InvalidAnnotation, match=expected):
+        pod_card_demand(pod, CATALOG)
+    engine = CapacityCard.rebuild(DEFAULT, NODES, [make_queue(quota='{"NVIDIA-A100": 1}', cpu="9")], [], [])
+    check = engine.task_check(pod)
+    assert check.failure is not None and check.failure.reason == GET_TASK_REQUEST_RESOURCE_FAILED
+    assert "Pod/ml/p" in check.failure.message
+
+
+def test_mps_example_3() -> None:
+    """spec "Example 3": MPS quota 32, job requests 16, pods use nvidia.com/gpu.shared."""
+    labels = {"nvidia_com/gpu_memory": "81920", "nvidia_com/gpu_replicas": "8"}
+    mps = make_node("m1", "NVIDIA-A100", "nvidia.com/gpu.shared", "32", **labels)
+    assert mps.names == ("NVIDIA-A100/mps-80g*1/8",)
+    catalog = CardCatalog.build([mps])
+    q = queue_quota(make_queue(quota='{"NVIDIA-A100/mps-80g*1/8": 32}', cpu="100", memory="100Gi"))
+    assert check_enqueue(q, QueueLedger("team-a"), Resources({"NVIDIA-A100/mps-80g*1/8": 16_000}), DEFAULT).ok
+    pod = make_pod(card_name="NVIDIA-A100/mps-80g*1/8", gpu=1, resource="nvidia.com/gpu.shared")
+    demand = pod_card_demand(pod, catalog)
+    assert resolve_charge(demand, mps, DEFAULT) == {
+        "cpu": 1000,
+        "memory": GiB,
+        "NVIDIA-A100/mps-80g*1/8": 1000,
+    }
+
+
+# -- node ordering
+
+
+def test_example_4_node_order_scores() -> None:
+    """spec "Example 4": weight 2.0 -> A100 200, H100 100, T4 50; nodes without any -> 0."""
+    alternatives = ("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4")
+    scores = node_order_scores(alternatives, CATALOG, HAS, 2.0)
+    assert scores.tolist() == [200.0, 200.0, 100.0, 50.0, 0.0]
+    assert [node_order_score(alternatives, n, 2.0) for n in NODES] == scores.tolist()
+
+
+def test_node_order_spec_decay_and_single_card() -> None:
+    """spec "Node Ordering": 100, 50, 25, 12.5; a single card type scores 0 everywhere."""
+    four = ("X", "NVIDIA-T4", "NVIDIA-H100", "NVIDIA-A100")  # X is on no node but keeps its index
+    assert node_order_scores(four, CATALOG, HAS, 1.0).tolist() == [12.5, 12.5, 25.0, 50.0, 0.0]
+    assert not node_order_scores(("NVIDIA-A100",), CATALOG, HAS, 1.0).any()
+    assert node_order_score(("NVIDIA-A100",), A1, 1.0) == 0.0
+
+
+def test_example_2_prefers_a100_then_h100() -> None:
+    """spec "Example 2": A100 first; once A100 quota is exhausted, H100."""
+    engine = CapacityCard.rebuild(
+        DEFAULT,
+        NODES,
+        [make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 4}', cpu="10", memory="10Gi")],
+        [],
+        [],
+    )
+    placed: list[str] = []
+    for i in range(3):
+        pod = make_pod(f"w{i}", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1)
+        engine.set_pod(pod)
+        check = engine.task_check(pod)
+        mask = check.filter_nodes(HAS).mask
+        scores = np.where(mask, engine.node_order_scores(pod, HAS), -1.0)
+        best = NODES[int(scores.argmax())].node
+        engine.allocate(pod, best, check)
+        placed.append(engine.charged_card_type(pod) or "")
+    assert placed == ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-H100"]
+
+
+# -- ledger
+
+
+def test_split_min_as_volcano() -> None:
+    """GetInqueueResource / ExceededPart per resource; A|B is covered by A and B before any is elastic."""
+    assert as_dicts(*split_min({"cpu": 4000}, {"cpu": 1000})) == ({"cpu": 3000}, {})
+    assert as_dicts(*split_min({"cpu": 4000}, {"cpu": 6000})) == ({}, {"cpu": 2000})
+    assert as_dicts(*split_min({"A|B": 4000}, {"A": 3000, "B": 1000})) == ({}, {})
+    assert as_dicts(*split_min({"A|B": 4000}, {"A": 1000})) == ({"A|B": 3000}, {})
+    assert as_dicts(*split_min({"A": 1000, "A|B": 2000}, {"A": 2000, "B": 2000})) == ({}, {"B": 1000})
+
+
+def test_ledger_allocate_is_idempotent_per_pod() -> None:
+    ledger = QueueLedger("q")
+    charge = Resources({"cpu": 1000, "A": 1000})
+    assert ledger.allocate("ml/p", charge)
+    assert not ledger.allocate("ml/p", charge)
+    assert ledger.allocated == charge
+    assert ledger.deallocate("ml/p") == charge
+    assert ledger.deallocate("ml/p") is None
+    assert ledger.allocated == {}
+
+
+def test_inqueue_job_reservation_shrinks_as_pods_allocate() -> None:
+    """An Inqueue job reserves max(0, min - allocated): never the same card twice."""
+    ledger = QueueLedger("q")
+    ledger.set_job(
+        "ml/pg",
+        min_cpu_memory=Resources({"cpu": 4000}),
+        card_request=Resources({"A": 4000}),
+        has_min_resources=True,
+        phase="Inqueue",
+        min_member=4,
+    )
+    assert ledger.inqueue == {"cpu": 4000, "A": 4000}
+    for i in range(4):
+        ledger.track(f"ml/p{i}", "ml/pg", Resources({"A": 1000}), uses_cards=True)
+    assert ledger.inqueue == {"cpu": 4000, "A": 4000}
+    for i in range(2):
+        ledger.allocate(f"ml/p{i}", Resources({"cpu": 1000, "A": 1000}))
+    assert ledger.inqueue == {"cpu": 2000, "A": 2000}
+    assert ledger.allocated == {"cpu": 2000, "A": 2000}
+    ledger.set_phase("ml/pg", "Running")  # 2 allocated < minMember 4: upstream reserves nothing
+    assert ledger.inqueue == {}
+    for i in range(4):
+        ledger.forget(f"ml/p{i}")
+    ledger.remove_job("ml/pg")
+    assert as_dicts(ledger.allocated, ledger.inqueue, ledger.elastic, ledger.pending) == ({}, {}, {}, {})
+
+
+def snapshot(ledger: QueueLedger) -> tuple[Resources, Resources, Resources, Resources]:
+    return ledger.allocated, ledger.inqueue, ledger.elastic, ledger.pending
+
+
+charges = st.dictionaries(st.sampled_from(["cpu", "memory", "A", "B"]), st.integers(1, 10**6), min_size=1)
+
+
+@settings(max_examples=200)
+@given(
+    existing=st.lists(charges, max_size=5),
+    phase=st.sampled_from(["Pending", "Inqueue", "Running"]),
+    request=st.dictionaries(st.sampled_from(["A", "B", "A|B"]), st.integers(0, 10**4), max_size=3),
+    new=charges,
+    in_job=st.booleans(),
+)
+def test_allocate_then_deallocate_restores_the_ledger(
+    existing: list[dict[str, int]], phase: str, request: dict[str, int], new: dict[str, int], in_job: bool
+) -> None:
+    ledger = QueueLedger("q")
+    ledger.set_job(
+        "ml/pg",
+        min_cpu_memory=Resources({"cpu": 500}),
+        card_request=Resources(request),
+        has_min_resources=True,
+        phase=phase,
+        min_member=1,
+    )
+    for i, charge in enumerate(existing):
+        ledger.allocate(f"ml/e{i}", Resources(charge), "ml/pg" if i % 2 else None)
+    job = "ml/pg" if in_job else None
+    ledger.track("ml/new", job, Resources({"A|B": 1000}), uses_cards=True)
+    before = snapshot(ledger)
+    assert ledger.allocate("ml/new", Resources(new), job)
+    ledger.allocate("ml/new", Resources(new), job)
+    assert ledger.deallocate("ml/new") == Resources(new)
+    assert ledger.deallocate("ml/new") is None
+    assert snapshot(ledger) == before
+
+
+# -- the engine over cluster state
+
+
+def cluster() -> tuple[list[Queue], list[PodGroup], list[PodInfo]]:
+    queues = [make_queue(quota='{"NVIDIA-A100": 4, "NVIDIA-H100": 4}', cpu="20", memory="40Gi")]
+    groups = [make_group("pg", '{"NVIDIA-A100|NVIDIA-H100": 4}', phase="Running", cpu="4")]
+    pods = [
+        make_pod("w0", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="a1", group="pg", phase="Running"),
+        make_pod("w1", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="h1", group="pg", phase="Running"),
+        make_pod("w2", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, group="pg"),
+        make_pod("done", card_name="NVIDIA-A100", gpu=1, node="a1", phase="Succeeded"),
+        make_pod("elsewhere", gpu=1, node="a2", queue="missing"),
+    ]
+    return queues, groups, pods
+
+
+def test_rebuild_charges_concrete_types_and_never_double_counts() -> None:
+    queues, groups, pods = cluster()
+    engine = CapacityCard.rebuild(DEFAULT, NODES, queues, groups, pods)
+    ledger = engine.ledgers["team-a"]
+    assert ledger.allocated == {"cpu": 2000, "memory": 2 * GiB, "NVIDIA-A100": 1000, "NVIDIA-H100": 1000}
+    assert ledger.pending == {"NVIDIA-A100|NVIDIA-H100": 1000}
+    # Replaying every pod again (a re-list) changes nothing.
+    for pod in pods:
+        engine.set_pod(pod)
+    assert engine.ledgers["team-a"].allocated == ledger.allocated
+    # Incremental updates reach the same state as a rebuild from scratch.
+    engine.allocate(pods[2], "a2")
+    again = CapacityCard.rebuild(
+        DEFAULT,
+        NODES,
+        queues,
+        groups,
+        [
+            *pods[:2],
+            make_pod(
+                "w2", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="a2", group="pg", phase="Running"
+            ),
+            *pods[3:],
+        ],
+    )
+    assert snapshot(engine.ledgers["team-a"]) == snapshot(again.ledgers["team-a"])
+    assert engine.charged_card_type(pods[2]) == "NVIDIA-A100"
+    engine.deallocate(pods[2])
+    engine.deallocate(pods[2])
+    assert engine.ledgers["team-a"].allocated.amount("NVIDIA-A100") == 1000
+
+
+def test_enqueue_and_admit_reserve() -> None:
+    queues, _, _ = cluster()
+    engine = CapacityCard.rebuild(DEFAULT, NODES, queues, [], [])
+    group = make_group("job", '{"NVIDIA-A100|NVIDIA-H100": 6}', cpu="4")
+    engine.set_podgroup(group)
+    assert engine.enqueue(group).ok
+    engine.admit(group)
+    assert engine.ledgers["team-a"].inqueue == {"cpu": 4000, "NVIDIA-A100|NVIDIA-H100": 6000}
+    second = make_group("job2", '{"NVIDIA-H100": 3}')
+    engine.set_podgroup(second)
+    refused = engine.enqueue(second)
+    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+
+
+def test_engine_queue_missing_is_unrestricted_and_bad_annotations_warn() -> None:
+    """Semantics 7: no Queue of that name -> no queue quota. Semantics 3: bad annotations warn."""
+    bad_queue = make_queue("bad", quota="{oops")
+    bad_group = make_group("pg2", "[1]", queue="bad")
+    engine = CapacityCard.rebuild(DEFAULT, NODES, [bad_queue], [bad_group], [])
+    events = engine.take_events()
+    assert sorted(e.obj for e in events) == ["PodGroup/ml/pg2", "Queue//bad"]
+    assert all(e.reason == INVALID_ANNOTATION for e in events)
+    assert engine.take_events() == []
+    free = make_pod(gpu=1, queue="nowhere")
+    assert engine.task_check(free).filter_nodes(HAS).mask.all()
+    assert engine.enqueue(make_group("x", '{"NVIDIA-A100": 100}', queue="nowhere")).ok
+
+
+def test_metrics_and_deserved() -> None:
+    """Metrics per queue and card: capacity, allocated, request (allocated + pending), deserved."""
+    queues, groups, pods = cluster()
+    other = make_queue("team-b", quota='{"NVIDIA-A100": 6}')
+    engine = CapacityCard.rebuild(DEFAULT, NODES, [*queues, other], groups, pods)
+    samples = {(m.queue, m.card): m for m in engine.metrics()}
+    a = samples[("team-a", "NVIDIA-A100")]
+    assert (a.capacity, a.allocated, a.request) == (4.0, 1.0, 1.0)
+    # As upstream, a card type's deserved is the queue's quota even when quotas oversubscribe the cluster.
+    assert (a.deserved, samples[("team-b", "NVIDIA-A100")].deserved) == (4.0, 6.0)
+    assert samples[("team-a", "NVIDIA-A100|NVIDIA-H100")].request == 1.0
+    assert samples[("team-a", "NVIDIA-H100")].deserved == 4.0
+    assert engine.shares() == {"team-a": pytest.approx(0.25), "team-b": 0.0}
+    assert deserved_cards([]) == {}
+
+
+def test_card_demand_pending_key() -> None:
+    demand = pod_card_demand(make_pod(card_name="NVIDIA-H100|NVIDIA-A100", gpu=2), CATALOG)
+    assert demand.pending == {"NVIDIA-H100|NVIDIA-A100": 2000}
+    assert CardDemand().pending == {}
+
+
+def test_podgroup_arriving_after_its_pods_and_assumed_pods() -> None:
+    """Pods seen before their PodGroup join it (and its queue); an in-flight bind keeps its charge."""
+    queues = [make_queue(quota='{"NVIDIA-A100": 4}', cpu="20", memory="40Gi"), make_queue("other", cpu="1")]
+    engine = CapacityCard.rebuild(DEFAULT, NODES, queues, [], [])
+    pod = make_pod("w0", card_name="NVIDIA-A100", gpu=1, group="pg", queue="other")
+    engine.set_pod(pod)
+    assert engine.ledgers["other"].pending == {"NVIDIA-A100": 1000}
+    engine.set_podgroup(make_group("pg", '{"NVIDIA-A100": 2}', phase="Inqueue"))
+    pending = as_dicts(engine.ledgers["other"].pending, engine.ledgers["team-a"].pending)
+    assert pending == ({}, {"NVIDIA-A100": 1000})
+    assert engine.ledgers["team-a"].inqueue == {"NVIDIA-A100": 1000}
+    engine.allocate(pod, "a1")
+    engine.set_pod(pod)  # the informer has not seen the binding yet
+    assert engine.ledgers["team-a"].allocated.amount("NVIDIA-A100") == 1000
+    engine.remove_pod(pod)
+    assert engine.ledgers["team-a"].allocated == {}
