@@ -81,7 +81,10 @@ VOLCANO_PLUGIN_SWITCHES: Final = frozenset(
         "enabledAllocatable",
     }
 )
-_TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations", "metrics"})
+_TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers"})
+# Volcano keys gpuq knows but does not implement (action arguments such as enqueue's
+# overcommit-factor, the metrics source): refused by name rather than silently ignored.
+_UNSUPPORTED_VOLCANO_KEYS: Final = frozenset({"configurations", "metrics"})
 
 ArgumentParser = Callable[[Mapping[str, Any]], BaseModel]
 
@@ -96,7 +99,6 @@ def _argument_parsers() -> dict[str, ArgumentParser]:
         CROSSQUOTA: crossquota.parse_arguments,
         RESOURCE_STRATEGY_FIT: strategy_fit.parse_arguments,
     }
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,8 @@ class SchedulerConfig:
         if not isinstance(data, Mapping):
             raise ConfigError("config", data, "a mapping with 'actions' and 'tiers'")
         for key in data:
+            if key in _UNSUPPORTED_VOLCANO_KEYS:
+                raise ConfigError(str(key), data[key], f"no '{key}' section: gpuq does not implement it")
             if key not in _TOP_LEVEL_KEYS:
                 allowed = ", ".join(sorted(_TOP_LEVEL_KEYS))
                 raise ConfigError(str(key), data[key], f"one of the keys {allowed}")

@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from common.model import wire
 from common.model.annotations import (
     CROSSQUOTA_PERCENTAGE_PREFIX,
     CROSSQUOTA_PREFIX,
@@ -80,10 +81,9 @@ DEFAULT_RESOURCE_WEIGHTS: Final = {CPU: 10, MEMORY: 1}
 DEFAULT_OTHER_WEIGHT: Final = 1
 
 EXPECTED_PERCENTAGE: Final = "a percentage in (0, 100], such as 50 or 12.5"
-EXPECTED_WEIGHT: Final = "a non-negative integer"
+EXPECTED_WEIGHT: Final = f"an integer from 0 to {wire.MAX_WEIGHT}"
 # Resources that never classify a pod as a GPU pod (upstream only looks at scalar resources).
 _CORE_RESOURCES: Final = frozenset({CPU, MEMORY})
-_RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
 _PERCENT_RE: Final = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")
 
 
@@ -259,7 +259,7 @@ def _parse_quota_resources(value: Any) -> tuple[str, ...]:
     expected = "comma-separated resource names, such as cpu,memory"
     resources: list[str] = []
     for item in _split_list(QUOTA_RESOURCES, value, expected):
-        if not _RESOURCE_NAME_RE.match(item):
+        if not wire.RESOURCE_NAME_RE.match(item):
             raise ConfigError(QUOTA_RESOURCES, item, "a Kubernetes resource name such as cpu or memory")
         if item in resources:
             raise ConfigError(QUOTA_RESOURCES, value, f"{expected}, each at most once ({item!r} repeats)")
@@ -309,20 +309,9 @@ def _parse_percentage(field: str, value: Any, error: type[InvalidValue]) -> Frac
 
 
 def _parse_weight(field: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(field, value, EXPECTED_WEIGHT)
-    if isinstance(value, float) and value.is_integer():
-        weight = int(value)
-    elif isinstance(value, int):
-        weight = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+]?[0-9]+\s*", value):
-        weight = int(value)
-    else:
-        # 2.5 is refused rather than truncated to 2 as upstream does.
-        raise ConfigError(field, value, EXPECTED_WEIGHT)
-    if weight < 0:
-        raise ConfigError(field, value, EXPECTED_WEIGHT)
-    return weight
+    # 0 is allowed (upstream: a zero crossQuotaWeight disables node ordering, a zero resource weight
+    # drops the resource from the score); the upper bound keeps float64 scores finite.
+    return wire.weight(value, field, ConfigError, minimum=0)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.pods import PodInfo
 from common.model.quantity import PODS, format_units
 from common.model.resources import EMPTY, Resources
+from common.model.wire import validation_error
 
 API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 KIND: Final = "ElasticQuota"
@@ -63,13 +64,14 @@ class _Meta(BaseModel):
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: a YAML `cpu: true` is not 1 core (lax mode would coerce the bool).
+    model_config = ConfigDict(extra="ignore", strict=True)
     min: dict[str, str | int | float] | None = None
     max: dict[str, str | int | float] | None = None
 
 
 class _Status(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     used: dict[str, str | int | float] | None = None
 
 
@@ -108,9 +110,7 @@ class ElasticQuota(BaseModel):
         try:
             wire = _Wire.model_validate(obj)
         except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise InvalidValue(field, first.get("input"), first["msg"], where) from None
+            raise validation_error(err, where) from None
         namespace = wire.metadata.namespace or "default"
         where = f"{KIND}/{namespace}/{wire.metadata.name}"
         if not wire.metadata.name:

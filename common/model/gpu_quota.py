@@ -46,6 +46,7 @@ from common.model.events import INVALID_ANNOTATION, QUOTA_ALERT_THRESHOLD, Event
 from common.model.gpu_specs import card_tflops
 from common.model.pods import PodInfo
 from common.model.quantity import format_bytes, format_units, parse_quantity, to_units
+from common.model.wire import validation_error
 
 API_VERSION: Final = "tensor-fusion.ai/v1"
 KIND: Final = "GPUResourceQuota"
@@ -53,6 +54,9 @@ DEFAULT_ALERT_THRESHOLD_PERCENT: Final = 95
 # Stands for "no limit" in the store's plain-int hot path: above any real sum, far below int64 overflow.
 UNLIMITED: Final = 1 << 62
 DEFAULT_LABEL_PREFIX: Final = "nvidia.com/gpu"
+# tensor-fusion's gpu-count is a uint32-sized count; bounding it keeps per-GPU amount x count within
+# the int64 arrays of fits_array instead of overflowing there.
+MAX_GPU_COUNT: Final = 2**31 - 1
 
 TFLOPS: Final = "tflops"
 VRAM: Final = "vram"
@@ -187,16 +191,17 @@ class GPUResourceQuota(BaseModel):
         try:
             wire = _Wire.model_validate(obj)
         except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"] if not str(p).startswith(("str", "int", "float")))
-            raise InvalidValue(field, first.get("input"), first["msg"], where) from None
+            raise validation_error(err, where) from None
         namespace = wire.metadata.namespace or "default"
         where = f"{KIND}/{namespace}/{wire.metadata.name}"
         if not wire.metadata.name:
             raise InvalidValue("metadata.name", wire.metadata.name, "a non-empty name", where)
         total, single = wire.spec.total, wire.spec.single
         alert_active = False
-        for condition in (wire.status or {}).get("conditions") or ():
+        conditions = (wire.status or {}).get("conditions")
+        # status is gpuq's own output, read back only to avoid a repeated alert event after a restart;
+        # a malformed one (a hand-edited manifest) just means no alert was active.
+        for condition in conditions if isinstance(conditions, list) else ():
             if isinstance(condition, Mapping) and condition.get("type") == CONDITION_ALERT:
                 alert_active = condition.get("status") == "True"
         try:
@@ -388,8 +393,10 @@ def request_from_annotations(pod: PodInfo, quota: GPUResourceQuota | None = None
             parsed_count = parse_quantity(raw, ann.TF_GPU_COUNT)
         except InvalidValue:
             parsed_count = Fraction(-1)
-        if parsed_count.denominator != 1 or parsed_count < 1:
-            raise InvalidAnnotation(ann.TF_GPU_COUNT, raw, "a whole number of GPUs, at least 1", pod.ref)
+        if parsed_count.denominator != 1 or not 1 <= parsed_count <= MAX_GPU_COUNT:
+            raise InvalidAnnotation(
+                ann.TF_GPU_COUNT, raw, f"a whole number of GPUs from 1 to {MAX_GPU_COUNT}", pod.ref
+            )
         count = int(parsed_count)
     defaults_req = quota.default_requests if quota else _UNSET
     defaults_lim = quota.default_limits if quota else _UNSET

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.model import wire
 from common.model.errors import InvalidValue
 from common.model.resources import EMPTY, Resources
 
@@ -39,33 +40,39 @@ class NodeInfo:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeInfo:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
+        obj = wire.mapping(obj, "Node")
+        meta = wire.mapping(obj.get("metadata"), "metadata", "Node")
         name = str(meta.get("name") or "")
         where = f"Node//{name}"
         if not name:
             raise InvalidValue("metadata.name", name, "a non-empty node name", where)
         try:
+            spec = wire.mapping(obj.get("spec"), "spec")
+            status = wire.mapping(obj.get("status"), "status")
             capacity = Resources.parse(status.get("capacity"), "status.capacity")
             allocatable = Resources.parse(status.get("allocatable"), "status.allocatable")
+            taint_items = wire.items(spec.get("taints"), "spec.taints")
+            conditions = wire.items(status.get("conditions"), "status.conditions")
+            # Card discovery and cross-quota overrides parse these values as strings.
+            labels = wire.string_map(meta.get("labels"), "metadata.labels")
+            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
         except InvalidValue as err:
             raise err.located(where) from None
         merged = capacity.without(allocatable) + allocatable if capacity else allocatable
         taints = tuple(
             Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
-            for t in spec.get("taints") or ()
+            for t in taint_items
         )
         # A node without a Ready condition (a manifest for `gpuq simulate`) is taken as ready; one
         # that reports Ready=False or Unknown is not.
         ready = True
-        for condition in status.get("conditions") or ():
+        for condition in conditions:
             if condition.get("type") == "Ready":
                 ready = condition.get("status") == "True"
         return cls(
             name=name,
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=labels,
+            annotations=annotations,
             allocatable=merged,
             taints=taints,
             unschedulable=bool(spec.get("unschedulable")),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from common.model import wire
 from common.model.errors import InvalidValue
 from common.model.quantity import PODS
 from common.model.resources import EMPTY, Resources
@@ -31,8 +32,8 @@ _POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})
 
 
 def _container_requests(container: Mapping[str, Any], where: str) -> Resources:
-    resources = container.get("resources") or {}
     name = container.get("name", "?")
+    resources = wire.mapping(container.get("resources"), f"{where} container {name} resources")
     requests = Resources.parse(resources.get("requests"), f"{where} container {name} requests")
     limits = Resources.parse(resources.get("limits"), f"{where} container {name} limits")
     missing = {k: v for k, v in limits.items() if k not in requests}
@@ -44,15 +45,15 @@ def _max(a: Resources, b: Resources) -> Resources:
     return Resources({k: max(a.amount(k), b.amount(k)) for k in keys})
 
 
-def pod_requests(spec: Mapping[str, Any], where: str = "pod") -> Resources:
+def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> Resources:
     """The effective request of a pod spec, without the pod count (see module doc)."""
     total = EMPTY
-    for container in spec.get("containers") or ():
+    for container in wire.items(spec.get("containers"), "spec.containers"):
         total = total + _container_requests(container, where)
 
     sidecars = EMPTY
     init_peak = EMPTY
-    for container in spec.get("initContainers") or ():
+    for container in wire.items(spec.get("initContainers"), "spec.initContainers"):
         request = _container_requests(container, where)
         if container.get("restartPolicy") == "Always":
             total = total + request
@@ -63,7 +64,7 @@ def pod_requests(spec: Mapping[str, Any], where: str = "pod") -> Resources:
         init_peak = _max(init_peak, during)
     total = _max(total, init_peak)
 
-    pod_level = (spec.get("resources") or {}).get("requests")
+    pod_level = wire.mapping(spec.get("resources"), "spec.resources").get("requests")
     if pod_level:
         overrides = Resources.parse(pod_level, f"{where} spec.resources.requests").only(_POD_LEVEL_RESOURCES)
         total = total.without(overrides) + overrides
@@ -74,12 +75,13 @@ def pod_requests(spec: Mapping[str, Any], where: str = "pod") -> Resources:
     return total
 
 
-def pod_limits(spec: Mapping[str, Any], where: str = "pod") -> Resources:
+def pod_limits(spec: Mapping[str, Any], where: str = "spec") -> Resources:
     """Sum of the regular containers' limits (what card and GPU limit checks look at)."""
     total = EMPTY
-    for container in spec.get("containers") or ():
-        limits = (container.get("resources") or {}).get("limits")
-        total = total + Resources.parse(limits, f"{where} container {container.get('name', '?')} limits")
+    for container in wire.items(spec.get("containers"), "spec.containers"):
+        name = container.get("name", "?")
+        limits = wire.mapping(container.get("resources"), f"{where} container {name} resources").get("limits")
+        total = total + Resources.parse(limits, f"{where} container {name} limits")
     return total
 
 
@@ -139,28 +141,35 @@ class PodInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod API object (as JSON); raises :class:`InvalidValue` naming the pod."""
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
+        obj = wire.mapping(obj, "Pod")
+        meta = wire.mapping(obj.get("metadata"), "metadata", "Pod")
         namespace = str(meta.get("namespace") or "default")
         name = str(meta.get("name") or "")
         where = f"Pod/{namespace}/{name}"
         if not name:
             raise InvalidValue("metadata.name", name, "a non-empty pod name", where)
-        priority = spec.get("priority")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise InvalidValue("spec.priority", priority, "an integer", where)
         try:
-            requests = pod_requests(spec, where)
-            limits = pod_limits(spec, where)
+            spec = wire.mapping(obj.get("spec"), "spec")
+            status = wire.mapping(obj.get("status"), "status")
+            priority = spec.get("priority")
+            if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+                raise InvalidValue("spec.priority", priority, "an integer")
+            requests = pod_requests(spec, "spec")
+            limits = pod_limits(spec, "spec")
+            # Annotation values feed the quota parsers, which expect strings as the apiserver enforces.
+            labels = wire.string_map(meta.get("labels"), "metadata.labels")
+            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
+            node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
+            affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
+            tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
             namespace=namespace,
             name=name,
             uid=str(meta.get("uid") or ""),
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
+            labels=labels,
+            annotations=annotations,
             scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or "Pending"),
@@ -171,7 +180,7 @@ class PodInfo:
             deleting=bool(meta.get("deletionTimestamp")),
             requests=requests,
             limits=limits,
-            node_selector=dict(spec.get("nodeSelector") or {}),
-            affinity=dict(spec.get("affinity") or {}),
-            tolerations=tuple(spec.get("tolerations") or ()),
+            node_selector=node_selector,
+            affinity=dict(affinity),
+            tolerations=tuple(tolerations),
         )

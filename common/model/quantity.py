@@ -46,6 +46,11 @@ _QUANTITY_RE: Final = re.compile(
 _MAX_EXPONENT: Final = 30
 
 EXPECTED_QUANTITY: Final = "a Kubernetes quantity such as 500m, 2, 1.5, 64Gi or 1e3"
+# The largest amount in gpuq's units, as for kube-scheduler's int64 MilliValue()/Value(). The
+# scheduler keeps amounts in int64 numpy arrays, so a larger one ("1e29" in a node annotation, or
+# a 30-digit YAML integer) must be refused here rather than overflow there (8 EiB of memory and
+# 9 quadrillion cores are still representable).
+MAX_UNITS: Final = 2**63 - 1
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
@@ -95,11 +100,18 @@ def unit_of(resource: str) -> str:
 
 
 def to_units(resource: str, value: str | int | float, field: str | None = None) -> int:
-    """Parse ``value`` as an amount of ``resource`` in gpuq's integer unit, rounding up."""
+    """Parse ``value`` as an amount of ``resource`` in gpuq's integer unit, rounding up.
+
+    Raises :class:`InvalidQuantity` for a malformed value or one beyond :data:`MAX_UNITS`.
+    """
     quantity = parse_quantity(value, field or resource)
-    if unit_of(resource) == "milli":
-        return math.ceil(quantity * 1000)
-    return math.ceil(quantity)
+    unit = unit_of(resource)
+    amount = math.ceil(quantity * 1000) if unit == "milli" else math.ceil(quantity)
+    if abs(amount) > MAX_UNITS:
+        raise InvalidQuantity(
+            field or resource, value, f"an amount of at most {MAX_UNITS} {unit} units ({EXPECTED_QUANTITY})"
+        )
+    return amount
 
 
 def units_to_number(resource: str, amount: int) -> int | float:

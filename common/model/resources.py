@@ -14,6 +14,7 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from common.model.errors import InvalidValue
 from common.model.quantity import format_units, to_units, units_to_number
 
 
@@ -35,7 +36,15 @@ class Resources(Mapping[str, int]):
 
     @classmethod
     def parse(cls, quantities: Mapping[str, Any] | None, where: str = "") -> Resources:
-        """Build from a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``)."""
+        """Build from a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``).
+
+        Raises :class:`InvalidValue` (an :class:`InvalidQuantity` for a bad amount) naming ``where``.
+        """
+        if quantities is None:
+            return EMPTY
+        if not isinstance(quantities, Mapping):
+            # A list or a bare number where a ResourceList belongs (hand-written manifests).
+            raise InvalidValue(where or "resources", quantities, "a map of resource name to quantity")
         if not quantities:
             return EMPTY
         parsed: dict[str, int] = {}

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -50,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from common.model import wire
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
 from common.model.events import INVALID_ANNOTATION, EventRecord
@@ -67,9 +67,9 @@ _EXPECTED_PATTERN: Final = (
     "(such as nvidia.com/gpu/*)"
 )
 _EXPECTED_WEIGHTS: Final = (
-    'a JSON object of resource name (or suffix wildcard) to positive integer, e.g. {"nvidia.com/gpu": 2}'
+    "a JSON object of resource name (or suffix wildcard) to an integer from 1 to "
+    f'{wire.MAX_WEIGHT}, e.g. {{"nvidia.com/gpu": 2}}'
 )
-_RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
 
 
 class ScoringType(enum.StrEnum):
@@ -95,13 +95,13 @@ def wildcard_prefix(pattern: str) -> str | None:
     ``nvidia.com/gpu/*`` -> ``nvidia.com/gpu``; ``nvidia.com/gpu-*`` -> ``nvidia.com/gpu-``.
     """
     if "*" not in pattern:
-        if not _RESOURCE_NAME_RE.match(pattern):
+        if not wire.RESOURCE_NAME_RE.match(pattern):
             raise ValueError(pattern)
         return None
     if pattern.count("*") != 1 or not pattern.endswith("*"):
         raise ValueError(pattern)
     prefix = pattern[:-2] if pattern.endswith("/*") else pattern[:-1]
-    if not prefix or not _RESOURCE_NAME_RE.match(prefix.rstrip("-._/") or "-"):
+    if not prefix or not wire.RESOURCE_NAME_RE.match(prefix.rstrip("-._/") or "-"):
         raise ValueError(pattern)
     return prefix
 
@@ -224,16 +224,9 @@ def _parse_entry(field: str, entry: Any) -> ResourceStrategy:
 
 
 def _positive_int(value: Any, field: str, error: type[InvalidValue]) -> int:
-    if isinstance(value, bool):
-        raise error(field, value, "a positive integer")
-    number = value
-    integral_float = isinstance(value, float) and value.is_integer()
-    if integral_float or (isinstance(value, str) and re.fullmatch(r"\s*[+]?[0-9]+\s*", value)):
-        number = int(value)
-    if not isinstance(number, int) or number <= 0:
-        # 2.5 is refused rather than truncated, 0 rather than replaced by the default (upstream does both).
-        raise error(field, value, "a positive integer")
-    return number
+    # 0 is refused rather than replaced by the default, 2.5 rather than truncated (upstream does both);
+    # the upper bound keeps float64 scores finite.
+    return wire.weight(value, field, error, minimum=1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -265,7 +258,8 @@ def parse_pod_override(annotations: Mapping[str, str], where: str = "") -> PodOv
         expected = _EXPECTED_WEIGHTS
         try:
             decoded = json.loads(raw_weights)
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: a deeply nested array ("[[[[...") fits in an annotation's 256 KiB.
             raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where) from None
         if not isinstance(decoded, dict) or not decoded:
             raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where)
@@ -275,7 +269,7 @@ def parse_pod_override(annotations: Mapping[str, str], where: str = "") -> PodOv
                 wildcard_prefix(name)
             except ValueError:
                 raise InvalidAnnotation(RESOURCE_STRATEGY_WEIGHT, raw_weights, expected, where) from None
-            if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 0 < weight <= wire.MAX_WEIGHT:
                 raise InvalidAnnotation(
                     RESOURCE_STRATEGY_WEIGHT,
                     raw_weights,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
 
 from common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
 from common.model.errors import ConfigError
+from tests.unit.hostile import OBJECTS, only_gpuq_errors
 
 
 def test_default_config_is_the_design_example() -> None:
@@ -47,6 +49,11 @@ def test_volcano_switches_are_accepted() -> None:
         ("actions: enqueue\ntiers: [{plugins: []}]", "tiers[0].plugins", "[]"),
         ("actions: enqueue\ntiers: [{plugin: []}]", "tiers[0]", ""),
         ("actions: enqueue\ntier: []", "tier", ""),
+        (
+            "actions: enqueue\ntiers: [{plugins: [{name: gang}]}]\nconfigurations: [{name: enqueue}]",
+            "configurations",
+            "does not implement",
+        ),
         ("actions: [\n", "config", "'<yaml>'"),
         ("", "config", ""),
         ("- a\n- b\n", "config", ""),
@@ -60,3 +67,12 @@ def test_invalid_config_names_key_and_value(text: str, field: str, value: str) -
     assert value in message
     assert "expected" in message
     assert "\n" not in message
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS, OBJECTS)
+def test_fuzz_config_raises_only_config_errors(top: dict[str, object], arguments: dict[str, object]) -> None:
+    only_gpuq_errors(SchedulerConfig.from_dict, top)
+    for name in ("crossquota", "resource-strategy-fit"):
+        data = {"actions": "allocate", "tiers": [{"plugins": [{"name": name, "arguments": arguments}]}]}
+        only_gpuq_errors(SchedulerConfig.from_dict, data)

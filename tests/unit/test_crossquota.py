@@ -17,6 +17,7 @@ from common.model.events import INVALID_ANNOTATION
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import Resources
+from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 
 GI = 2**30
 BASE: dict[str, Any] = {"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"}
@@ -524,3 +525,57 @@ def test_vectorised_equals_scalar(
         scalar = cq.score_node(args, requests, strategy=strategy, node_is_gpu=gpu, quota=q, used=u)
         assert scores[i] == pytest.approx(scalar, rel=1e-9, abs=1e-12)
         assert 0.0 <= scores[i] <= args.plugin_weight + 1e-9
+
+
+def test_huge_node_annotation_falls_through_instead_of_overflowing() -> None:
+    """Semantics 3: "1e29" cores does not fit the int64 node arrays; it used to raise OverflowError
+    in node_arrays. It is a malformed annotation: Warning event, next source (argument quota.cpu)."""
+    args = args_of(**{"quota.cpu": "16"})
+    arrays = cq.node_arrays(args, [gpu_node(annotations={"volcano.sh/crossquota-cpu": "1e29"})])
+    assert arrays.quota[0].tolist() == [16_000, 128 * GI]
+    assert [e.reason for e in arrays.events] == [INVALID_ANNOTATION]
+    assert "volcano.sh/crossquota-cpu" in arrays.events[0].message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("crossQuotaWeight", 10**400), ("weight.cpu", "9" * 30), ("weight.memory", 1_000_001)]
+)
+def test_weight_beyond_the_float_range_is_a_config_error(key: str, value: object) -> None:
+    """A weight of 10**400 used to pass and raise OverflowError in the first score."""
+    with pytest.raises(ConfigError) as info:
+        args_of(**{key: value})
+    assert key in str(info.value)
+
+
+def test_largest_weight_scores() -> None:
+    args = args_of(crossQuotaWeight=1_000_000)
+    score = cq.score_node(
+        args,
+        {"cpu": 4_000},
+        strategy=cq.ScoringStrategy.MOST_ALLOCATED,
+        node_is_gpu=True,
+        quota={"cpu": 8_000},
+        used={},
+    )
+    assert score == pytest.approx(500_000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_fuzz_parse_arguments_raises_only_config_errors(arguments: dict[str, Any]) -> None:
+    only_gpuq_errors(cq.parse_arguments, {**BASE, **arguments})
+    only_gpuq_errors(cq.parse_arguments, arguments)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["cpu", "memory"]), ANNOTATION_VALUES), ANNOTATION_VALUES)
+def test_fuzz_node_and_pod_annotations_never_raise(quota: dict[str, str], strategy: str) -> None:
+    """Malformed annotations become Warning events in the scheduler and InvalidAnnotation in the webhook."""
+    args = args_of()
+    annotations = {f"volcano.sh/crossquota-{k}": v for k, v in quota.items()}
+    annotations |= {f"volcano.sh/crossquota-percentage-{k}": v for k, v in quota.items()}
+    arrays = cq.node_arrays(args, [gpu_node(annotations=annotations)])
+    assert arrays.quota.shape == (1, 2)
+    only_gpuq_errors(lambda a: cq.validate_node_annotations(args, a), annotations)
+    prepared = cq.prepare_pod(args, pod({"cpu": 1}, {CROSSQUOTA_SCORING_STRATEGY: strategy}))
+    assert prepared.strategy in set(cq.ScoringStrategy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.model.elastic import (
@@ -21,6 +21,7 @@ from common.model.elastic import (
 from common.model.errors import InvalidValue
 from common.model.pods import PodInfo
 from common.model.resources import Resources
+from tests.unit.hostile import OBJECTS, only_gpuq_errors
 
 GPU = "nvidia.com/gpu"
 
@@ -119,7 +120,10 @@ def test_validation_names_object_field_and_value(spec: dict[str, object], field:
 
 def test_min_above_max_is_fine_for_keys_only_in_min() -> None:
     """Semantics 4: absent from max is unlimited, so min has nothing to exceed."""
-    validate_elastic_quota({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"min": {"cpu": 3}}})
+    quota = validate_elastic_quota(
+        {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"min": {"cpu": 3}}}
+    )
+    assert quota.min == {"cpu": 3_000} and quota.max == {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -427,3 +431,18 @@ def test_property_victims_make_room_and_are_minimal(
         # minimal: no single victim can be spared
         for v in selection.victims:
             assert free + freed - v.requests.amount(GPU) // 1000 < want
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_bool_is_not_a_quantity(value: bool) -> None:
+    """pydantic's lax mode used to turn `cpu: true` into 1 core."""
+    with pytest.raises(InvalidValue) as info:
+        ElasticQuota.from_dict({"metadata": {"name": "q"}, "spec": {"max": {"cpu": value}}})
+    assert "spec.max.cpu" in str(info.value) and "ElasticQuota/default/q" in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_fuzz_from_dict_raises_only_gpuq_errors(obj: dict[str, object]) -> None:
+    only_gpuq_errors(validate_elastic_quota, obj)
+    only_gpuq_errors(validate_elastic_quota, {"metadata": {"name": "q"}, "spec": obj})

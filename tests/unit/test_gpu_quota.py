@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.model import annotations as ann
@@ -26,6 +26,7 @@ from common.model.gpu_quota import (
 from common.model.gpu_specs import card_tflops, normalise_product
 from common.model.pods import PodInfo
 from common.model.resources import Resources
+from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 
 GI = 2**30
 NOW = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
@@ -559,3 +560,33 @@ def test_property_no_sequence_exceeds_a_total(requests: list[GPURequest]) -> Non
         assert u.tflops_request <= 1_000_000 and u.vram_request <= 200 * GI
         assert u.tflops_limit <= 1_500_000 and u.vram_limit <= 300 * GI
         assert u.gpu_count <= 10
+
+
+@pytest.mark.parametrize("conditions", [5, "Ready", [1, None], {"type": "AlertThresholdReached"}])
+def test_malformed_status_conditions_mean_no_active_alert(conditions: object) -> None:
+    """status is gpuq's own output read back; `conditions: 5` used to raise TypeError."""
+    quota = GPUResourceQuota.from_dict({"metadata": {"name": "q"}, "status": {"conditions": conditions}})
+    assert quota.alert_active is False
+
+
+@pytest.mark.parametrize("count", ["1e25", "2147483648", "0", "1.5"])
+def test_gpu_count_out_of_range_is_an_invalid_annotation(count: str) -> None:
+    """1e25 GPUs used to pass and overflow fits_array's int64 arrays."""
+    pod = PodInfo(namespace="ns", name="p", annotations={ann.TF_GPU_COUNT: count})
+    with pytest.raises(InvalidAnnotation) as info:
+        request_from_annotations(pod)
+    assert ann.TF_GPU_COUNT in str(info.value) and "2147483647" in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_fuzz_from_dict_raises_only_gpuq_errors(obj: dict[str, object]) -> None:
+    only_gpuq_errors(validate_gpu_resource_quota, obj)
+    only_gpuq_errors(validate_gpu_resource_quota, {"metadata": {"name": "q"}, "spec": obj})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(ann.TENSOR_FUSION_ANNOTATIONS), ANNOTATION_VALUES))
+def test_fuzz_tensor_fusion_annotations(annotations: dict[str, str]) -> None:
+    pod = PodInfo(namespace="ns", name="p", annotations=annotations)
+    only_gpuq_errors(request_from_annotations, pod)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from common.model.errors import InvalidValue
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo, pod_requests
+from tests.unit.hostile import OBJECTS, only_gpuq_errors
 
 
 def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -144,3 +146,51 @@ def test_node_from_dict() -> None:
 def test_node_bad_allocatable() -> None:
     with pytest.raises(InvalidValue, match=r"Node//n1: status.allocatable\[cpu\]"):
         NodeInfo.from_dict({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "many"}}})
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        ({"metadata": ["p"]}, "metadata"),
+        ({"metadata": {"name": "p"}, "spec": "x"}, "spec"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": {"name": "c"}}}, "spec.containers"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": ["c"]}}, "spec.containers[0]"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": [1]}]}}, "resources"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": [1]}}]}}, "requests"),
+        ({"metadata": {"name": "p", "annotations": {"a": 1}}}, "metadata.annotations[a]"),
+        ({"metadata": {"name": "p", "labels": ["a"]}}, "metadata.labels"),
+        ({"metadata": {"name": "p"}, "spec": {"tolerations": {"key": "k"}}}, "spec.tolerations"),
+        ({"metadata": {"name": "p"}, "spec": {"resources": 1}}, "spec.resources"),
+    ],
+)
+def test_pod_of_the_wrong_shape_is_an_invalid_value(obj: dict[str, Any], field: str) -> None:
+    """A hand-written manifest with a list where a map belongs names the pod and the field."""
+    with pytest.raises(InvalidValue) as info:
+        PodInfo.from_dict(obj)
+    message = str(info.value)
+    assert field in message and "\n" not in message
+    assert message.startswith("Pod/") or field == "metadata"
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        ({"metadata": "n"}, "metadata"),
+        ({"metadata": {"name": "n"}, "status": {"allocatable": ["cpu"]}}, "status.allocatable"),
+        ({"metadata": {"name": "n"}, "status": {"conditions": [1]}}, "status.conditions[0]"),
+        ({"metadata": {"name": "n"}, "spec": {"taints": "gpu"}}, "spec.taints"),
+        ({"metadata": {"name": "n", "annotations": {"a": ["x"]}}}, "metadata.annotations[a]"),
+        ({"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "1e40"}}}, "status.capacity[cpu]"),
+    ],
+)
+def test_node_of_the_wrong_shape_is_an_invalid_value(obj: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidValue) as info:
+        NodeInfo.from_dict(obj)
+    assert field in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_fuzz_pod_and_node_parsers_raise_only_gpuq_errors(obj: dict[str, Any]) -> None:
+    only_gpuq_errors(PodInfo.from_dict, obj)
+    only_gpuq_errors(NodeInfo.from_dict, obj)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from common.model.errors import InvalidQuantity
 from common.model.quantity import (
+    MAX_UNITS,
     format_units,
     parse_quantity,
     to_units,
@@ -125,3 +126,14 @@ def test_units_by_resource() -> None:
         "count",
         "milli",
     ]
+
+
+def test_amounts_beyond_int64_are_refused() -> None:
+    """The scheduler keeps amounts in int64 arrays: a larger one must be an InvalidQuantity here,
+    not an OverflowError there (a "1e29" node annotation used to crash crossquota's node arrays)."""
+    assert to_units("memory", str(MAX_UNITS)) == MAX_UNITS
+    assert to_units("cpu", "9223372036854775") == 9223372036854775000
+    for resource, value in (("cpu", "1e29"), ("memory", 10**19), ("nvidia.com/gpu", "1e17")):
+        with pytest.raises(InvalidQuantity) as info:
+            to_units(resource, value, "spec.max[x]")
+        assert "spec.max[x]" in str(info.value) and str(MAX_UNITS) in str(info.value)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.model.errors import InvalidQuantity
+from common.model.errors import InvalidQuantity, InvalidValue
 from common.model.resources import EMPTY, Absent, Resources
 
 KEYS = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"])
@@ -79,3 +79,10 @@ def test_add_then_sub_restores(a: Resources, b: Resources) -> None:
 def test_addition_is_associative_and_commutative(a: Resources, b: Resources, c: Resources) -> None:
     assert ((a + b) + c).nonzero() == (a + (b + c)).nonzero()
     assert (a + b).nonzero() == (b + a).nonzero()
+
+
+@pytest.mark.parametrize("value", [["cpu", "1"], "1", 3])
+def test_parse_non_mapping_names_where(value: object) -> None:
+    with pytest.raises(InvalidValue) as info:
+        Resources.parse(value, "status.allocatable")  # type: ignore[arg-type]
+    assert "status.allocatable" in str(info.value) and "a map of resource name to quantity" in str(info.value)

@@ -15,6 +15,7 @@ from common.model.errors import ConfigError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION
 from common.model.pods import PodInfo
 from common.model.resources import Resources
+from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 
 MOST = sf.ScoringType.MOST_ALLOCATED
 LEAST = sf.ScoringType.LEAST_ALLOCATED
@@ -373,3 +374,46 @@ def test_vectorised_equals_scalar(
         scalar = sf.score_node(strategy, requests, alloc_i, used_i)
         assert scores[i] == pytest.approx(scalar, rel=1e-9, abs=1e-9)
         assert 0.0 <= scores[i] <= 100 * 3 + 1e-9
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"resourceStrategyFitWeight": 10**400},
+        {"resourceStrategyFitWeight": "9" * 30},
+        {"resources": {"cpu": {"weight": 1_000_001}}},
+    ],
+)
+def test_weight_beyond_the_float_range_is_a_config_error(arguments: dict[str, Any]) -> None:
+    """Such weights used to pass, then raise OverflowError ("int too large to convert to float")."""
+    with pytest.raises(ConfigError) as info:
+        sf.parse_arguments(arguments)
+    assert "1000000" in str(info.value)
+
+
+@pytest.mark.parametrize("raw", ['{"cpu": ' + "9" * 40 + "}", '{"cpu": 1000001}', "[" * 100_000])
+def test_hostile_pod_weights_are_invalid_annotations(raw: str) -> None:
+    """A huge weight used to overflow in score_plan; a deeply nested array raised RecursionError."""
+    with pytest.raises(InvalidAnnotation) as info:
+        sf.parse_pod_override({RESOURCE_STRATEGY_WEIGHT: raw}, "Pod/ns/p")
+    assert str(info.value).startswith("Pod/ns/p: volcano.sh/resource-strategy-weight")
+
+
+@settings(max_examples=200, deadline=None)
+@given(OBJECTS)
+def test_fuzz_parse_arguments_raises_only_config_errors(resources: dict[str, Any]) -> None:
+    only_gpuq_errors(sf.parse_arguments, {"resources": resources})
+    only_gpuq_errors(sf.parse_arguments, resources)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ANNOTATION_VALUES, ANNOTATION_VALUES)
+def test_fuzz_pod_override(scoring_type: str, weights: str) -> None:
+    annotations = {RESOURCE_STRATEGY_SCORING_TYPE: scoring_type, RESOURCE_STRATEGY_WEIGHT: weights}
+    only_gpuq_errors(sf.parse_pod_override, annotations)
+    # The scheduler never raises: a bad override is a Warning event and the plugin configuration.
+    strategy = sf.pod_strategy(
+        sf.parse_arguments(None), PodInfo(namespace="ns", name="p", annotations=annotations)
+    )
+    plan = sf.score_plan(strategy, {"cpu": 1_000}, ["cpu"])
+    assert plan.score_nodes(np.array([[4_000]]), np.array([[0]])).shape == (1,)

@@ -1,0 +1,129 @@
+"""``gpuq certs``: issue the webhook's CA and serving certificate, and inject the CA bundle.
+
+    gpuq certs issue --service gpuq-webhook --namespace gpuq-system --out-dir ./certs
+        [--ca-cert F --ca-key F] [--secret gpuq-webhook-tls] [--kubeconfig P]
+        [--inject-validating gpuq --inject-mutating gpuq]
+    gpuq certs inject --ca-file ca.crt --validating gpuq --mutating gpuq [--kubeconfig P]
+
+The serving certificate covers the Service's DNS names (``svc``, ``svc.ns``, ``svc.ns.svc``,
+``svc.ns.svc.cluster.local``) plus any ``--dns-name``/``--ip``. An existing CA (``--ca-cert/--ca-key``)
+is reused so rotating the serving certificate does not require a new caBundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from certs.authority import KeyPair, create_ca, issue_serving_certificate
+from certs.cluster import inject_ca_bundle, write_tls_secret
+from certs.files import load_key_pair, write_key_pair
+from common.kube.client import new_api_client
+from common.model.errors import GpuqError
+
+
+def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.{cluster_domain}",
+    ]
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``certs`` (with ``issue`` and ``inject``) to the ``gpuq`` sub-commands; args' ``func`` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "certs", help="issue the webhook's certificates and inject the CA bundle"
+    )
+    commands = parser.add_subparsers(dest="certs_command", required=True)
+
+    issue = commands.add_parser("issue", help="issue a CA (unless given) and a serving certificate")
+    issue.add_argument("--service", required=True, help="the webhook Service name")
+    issue.add_argument("--namespace", required=True, help="the webhook Service namespace")
+    issue.add_argument("--cluster-domain", default="cluster.local")
+    issue.add_argument("--dns-name", action="append", default=[], help="extra DNS name (repeatable)")
+    issue.add_argument("--ip", action="append", default=[], help="extra IP address (repeatable)")
+    issue.add_argument("--out-dir", type=Path, help="write ca.crt, ca.key, tls.crt, tls.key here")
+    issue.add_argument("--ca-cert", type=Path, help="reuse this CA certificate")
+    issue.add_argument("--ca-key", type=Path, help="and its key")
+    issue.add_argument("--secret", help="also write a kubernetes.io/tls Secret of this name in --namespace")
+    issue.add_argument(
+        "--inject-validating", action="append", default=[], help="ValidatingWebhookConfiguration"
+    )
+    issue.add_argument("--inject-mutating", action="append", default=[], help="its name")
+    issue.add_argument("--kubeconfig", default=None)
+    issue.set_defaults(func=main)
+
+    inject = commands.add_parser("inject", help="set caBundle on webhook configurations")
+    inject.add_argument("--ca-file", type=Path, required=True)
+    inject.add_argument("--validating", action="append", default=[])
+    inject.add_argument("--mutating", action="append", default=[])
+    inject.add_argument("--kubeconfig", default=None)
+    inject.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.certs_command == "issue":
+            return _issue(args)
+        return asyncio.run(
+            _inject(args.kubeconfig, args.ca_file.read_bytes(), args.validating, args.mutating)
+        )
+    except (GpuqError, OSError, ValueError) as err:
+        print(f"gpuq certs: {err}", file=sys.stderr)
+        return 2
+
+
+def _issue(args: argparse.Namespace) -> int:
+    if bool(args.ca_cert) != bool(args.ca_key):
+        print("gpuq certs issue: --ca-cert and --ca-key go together", file=sys.stderr)
+        return 2
+    ca: KeyPair = (
+        load_key_pair(args.ca_cert, args.ca_key)
+        if args.ca_cert
+        else create_ca(f"gpuq-webhook-ca.{args.namespace}")
+    )
+    names = service_dns_names(args.service, args.namespace, args.cluster_domain) + list(args.dns_name)
+    pair = issue_serving_certificate(ca, dns_names=names, ip_addresses=args.ip)
+    if args.out_dir:
+        write_key_pair(ca, args.out_dir / "ca.crt", args.out_dir / "ca.key")
+        write_key_pair(pair, args.out_dir / "tls.crt", args.out_dir / "tls.key")
+        print(f"wrote {args.out_dir}/ca.crt, ca.key, tls.crt, tls.key ({', '.join(names)})")
+    if args.secret or args.inject_validating or args.inject_mutating:
+        return asyncio.run(_to_cluster(args, ca, pair))
+    if not args.out_dir:
+        print("gpuq certs issue: nothing to do: give --out-dir and/or --secret/--inject-*", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _to_cluster(args: argparse.Namespace, ca: KeyPair, pair: KeyPair) -> int:
+    api = await new_api_client(args.kubeconfig)
+    try:
+        if args.secret:
+            await write_tls_secret(api, args.namespace, args.secret, pair, ca.certificate_pem())
+            print(f"wrote Secret {args.namespace}/{args.secret}")
+        patched = await inject_ca_bundle(
+            api, ca.certificate_pem(), validating=args.inject_validating, mutating=args.inject_mutating
+        )
+    finally:
+        await api.close()
+    for name in patched:
+        print(f"injected caBundle into {name}")
+    return 0
+
+
+async def _inject(kubeconfig: str | None, ca_pem: bytes, validating: list[str], mutating: list[str]) -> int:
+    api = await new_api_client(kubeconfig)
+    try:
+        patched = await inject_ca_bundle(api, ca_pem, validating=validating, mutating=mutating)
+    finally:
+        await api.close()
+    for name in patched:
+        print(f"injected caBundle into {name}")
+    return 0

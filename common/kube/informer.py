@@ -1,0 +1,298 @@
+"""An informer: list, watch with bookmarks, re-list and diff on 410 Gone or inactivity.
+
+kubernetes_asyncio's ``Watch`` retries a 410 once and then raises, and returns model objects; gpuq owns
+the loop instead and reads raw JSON:
+
+1. **list** (paginated, ``limit`` per page) -> replace the cache, deliver the :func:`diff` against
+   the previous cache (so a re-list after an outage still tells handlers about every delete);
+2. **watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a server-side
+   ``timeoutSeconds``; every event and bookmark advances the resourceVersion, so a watch that ends
+   normally is resumed from where it stopped without listing again;
+3. on **410 Gone** (the resourceVersion was compacted), on **inactivity** (no event and no bookmark for
+   ``inactivity_timeout``: a half-dead connection) or on any error, go back to 1, with an exponential
+   backoff and jitter after errors so a struggling apiserver is not hammered.
+
+Handlers run in the event loop, synchronously, in order of delivery; one that raises is logged and
+does not stop the informer. The cache is readable at any time (``informer.get``, ``informer.items``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from common.kube.diff import Change, Key, Obj, diff, object_key, resource_version, strip_managed_fields
+from common.kube.resources import ResourceKind
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Change], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (HTTP 410 or a watch ERROR event with code 410)."""
+
+
+class Inactive(Exception):
+    """Nothing (no event, no bookmark) arrived on the watch for the inactivity timeout."""
+
+
+class ApiError(Exception):
+    """The apiserver answered a list or watch with an error status."""
+
+
+class Informer:
+    """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        kind: ResourceKind,
+        *,
+        handlers: Iterable[Handler] = (),
+        transform: Transform | None = strip_managed_fields,
+        page_size: int = 500,
+        watch_timeout: tuple[int, int] = (300, 600),
+        inactivity_timeout: float = 150.0,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        self.api_client = api_client
+        self.kind = kind
+        self.handlers: list[Handler] = list(handlers)
+        self.transform = transform
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.inactivity_timeout = inactivity_timeout
+        self.backoff = backoff
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self._cache: dict[Key, Obj] = {}
+        self._resource_version = ""
+
+    # --- cache ---------------------------------------------------------------------------------
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self._cache.get((namespace if self.kind.namespaced else "", name))
+
+    def items(self) -> Mapping[Key, Obj]:
+        """The cache (read-only by convention: handlers and readers must not mutate it)."""
+        return self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    @property
+    def resource_version(self) -> str:
+        return self._resource_version
+
+    # --- loop ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """List, watch and re-list until cancelled."""
+        failures = 0
+        while True:
+            try:
+                await self._list()
+                failures = 0
+                while True:
+                    await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("%s: resourceVersion %s expired, re-listing", self.kind.kind, self._resource_version)
+                continue
+            except Inactive:
+                log.warning(
+                    "%s: watch inactive for %.0fs, re-listing", self.kind.kind, self.inactivity_timeout
+                )
+                continue
+            except Exception as err:
+                failures += 1
+                low, high = self.backoff
+                delay = min(high, low * 2 ** min(failures - 1, 16)) * random.uniform(0.5, 1.0)
+                log.warning("%s: %s; retrying in %.1fs", self.kind.kind, err or type(err).__name__, delay)
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        fresh: dict[Key, Obj] = {}
+        token = ""
+        version = ""
+        while True:
+            params: list[tuple[str, str]] = [("limit", str(self.page_size))]
+            if token:
+                params.append(("continue", token))
+            page = await self._get_json(params, timeout=aiohttp.ClientTimeout(total=120))
+            for item in page.get("items") or ():
+                obj = self._prepare(item)
+                fresh[object_key(obj)] = obj
+            meta = page.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or version)
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        changes = diff(self._cache, fresh)
+        self._cache = fresh
+        self._resource_version = version
+        self.relists += 1
+        self._deliver(changes)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        low, high = self.watch_timeout
+        params = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self._resource_version),
+            ("timeoutSeconds", str(random.randint(low, high))),
+        ]
+        response = await self._request(params, timeout=aiohttp.ClientTimeout(total=None, connect=30))
+        try:
+            async for line in _lines(response.content, self.inactivity_timeout):
+                self._event(json.loads(line))
+        finally:
+            response.release()
+
+    def _event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        raw = event.get("object")
+        if not isinstance(raw, dict):
+            raise ApiError(f"watch event without an object: {str(event)[:200]}")
+        if kind == "ERROR":
+            if raw.get("code") == 410:
+                raise Gone()
+            raise ApiError(f"watch error: {raw.get('code')} {raw.get('message')}")
+        version = resource_version(raw)
+        if kind == "BOOKMARK":
+            self._resource_version = version or self._resource_version
+            return
+        obj = self._prepare(raw)
+        key = object_key(obj)
+        old = self._cache.get(key)
+        if kind == "DELETED":
+            self._cache.pop(key, None)
+            change = Change("delete", key, obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._cache[key] = obj
+            change = Change("add", key, obj) if old is None else Change("update", key, obj, old)
+        else:
+            raise ApiError(f"unknown watch event type {kind!r}")
+        self._resource_version = version or self._resource_version
+        self._deliver([change])
+
+    def _prepare(self, item: dict[str, Any]) -> Obj:
+        # List items carry neither kind nor apiVersion; parsers downstream route on them.
+        item.setdefault("kind", self.kind.kind)
+        item.setdefault("apiVersion", self.kind.api_version)
+        return self.transform(item) if self.transform is not None else item
+
+    def _deliver(self, changes: Sequence[Change]) -> None:
+        for change in changes:
+            for handler in self.handlers:
+                try:
+                    handler(change)
+                except Exception:
+                    log.exception("%s: handler failed on %s %s", self.kind.kind, change.type, change.key)
+
+    # --- HTTP ----------------------------------------------------------------------------------
+    async def _request(self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout) -> Any:
+        if self.label_selector:
+            params.append(("labelSelector", self.label_selector))
+        if self.field_selector:
+            params.append(("fieldSelector", self.field_selector))
+        response = await self.api_client.call_api(
+            self.kind.path,
+            "GET",
+            query_params=params,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        if response.status == 410:
+            response.release()
+            raise Gone()
+        if not 200 <= response.status < 300:
+            body = (await response.read())[:300].decode("utf-8", "replace")
+            response.release()
+            raise ApiError(f"GET {self.kind.path}: HTTP {response.status}: {body}")
+        return response
+
+    async def _get_json(
+        self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout
+    ) -> dict[str, Any]:
+        response = await self._request(params, timeout)
+        try:
+            data = json.loads(await response.read())
+        finally:
+            response.release()
+        if not isinstance(data, dict):
+            raise ApiError(f"GET {self.kind.path}: expected a JSON object")
+        return data
+
+
+async def _lines(stream: aiohttp.StreamReader, inactivity: float) -> AsyncIterator[bytes]:
+    """Newline-separated watch events; raises :class:`Inactive` after ``inactivity`` seconds of silence.
+
+    aiohttp's ``readline`` refuses lines over 128 KiB, and an object may be up to 1.5 MiB.
+    """
+    buffer = b""
+    while True:
+        try:
+            async with asyncio.timeout(inactivity):
+                chunk = await stream.readany()
+        except TimeoutError:
+            raise Inactive() from None
+        if not chunk:
+            if buffer.strip():
+                yield buffer
+            return
+        buffer += chunk
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            line, buffer = buffer[:end], buffer[end + 1 :]
+            if line.strip():
+                yield line
+
+
+class InformerSet:
+    """Informers for several kinds sharing one API client, with one readiness signal."""
+
+    def __init__(self, informers: Iterable[Informer]) -> None:
+        self.informers: dict[str, Informer] = {i.kind.kind: i for i in informers}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __getitem__(self, kind: str) -> Informer:
+        return self.informers[kind]
+
+    @property
+    def synced(self) -> bool:
+        """True once every informer has completed its first list."""
+        return all(i.synced.is_set() for i in self.informers.values())
+
+    def start(self) -> None:
+        for informer in self.informers.values():
+            self._tasks.append(asyncio.create_task(informer.run(), name=f"informer-{informer.kind.kind}"))
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()

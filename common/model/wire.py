@@ -1,0 +1,93 @@
+"""Reading user input as it arrives (JSON or YAML decoded into Python): objects, arguments, weights.
+
+An API object that went through an apiserver has the right shapes, but gpuq also reads manifests
+(``gpuq simulate``), scheduler configuration files and objects that predate the webhook. A list
+where a map belongs, or a number where a string belongs, must be an :class:`InvalidValue` naming the
+object, the field and the value (DESIGN.md, "Engineering conventions"), never an ``AttributeError``
+from deep inside a parser. These readers are the one place the engines get that from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from common.model.errors import InvalidValue
+
+# Kubernetes resource names (a qualified name with an optional prefix): ``cpu``, ``nvidia.com/gpu``.
+RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")
+# Volcano's weights are Go ints, but gpuq multiplies them into float64 scores: a weight beyond this
+# would overflow the float conversion (``int too large to convert to float``) inside the scheduler.
+MAX_WEIGHT: Final = 1_000_000
+_INTEGER_TEXT: Final = re.compile(r"\s*[+]?[0-9]{1,18}\s*")
+
+
+def mapping(value: Any, field: str, where: str = "") -> Mapping[str, Any]:
+    """``value`` as a mapping; ``None`` (an absent or ``null`` field) is an empty one."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidValue(field, value, "a mapping", where)
+    return value
+
+
+def items(value: Any, field: str, where: str = "") -> list[Mapping[str, Any]]:
+    """``value`` as a list of mappings (containers, taints, conditions); ``None`` is empty."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidValue(field, value, "a list of mappings", where)
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise InvalidValue(f"{field}[{i}]", item, "a mapping", where)
+    return value
+
+
+def string_map(value: Any, field: str, where: str = "") -> dict[str, str]:
+    """``value`` as a map of string to string (labels, annotations, nodeSelector)."""
+    result: dict[str, str] = {}
+    for key, item in mapping(value, field, where).items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise InvalidValue(f"{field}[{key}]", item, "a string value under a string key", where)
+        result[key] = item
+    return result
+
+
+def weight(value: Any, field: str, error: type[InvalidValue], *, minimum: int) -> int:
+    """A plugin weight: an integer (or integral float or digit string) from ``minimum`` to MAX_WEIGHT.
+
+    ``2.5`` is refused rather than truncated to 2, as Volcano's ``GetInt`` would.
+    """
+    expected = f"an integer from {minimum} to {MAX_WEIGHT}"
+    if isinstance(value, bool):
+        raise error(field, value, expected)
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        number = int(value)
+    else:
+        raise error(field, value, expected)
+    if not minimum <= number <= MAX_WEIGHT:
+        raise error(field, value, expected)
+    return number
+
+
+def validation_error(err: ValidationError, where: str) -> InvalidValue:
+    """The first problem of a pydantic ``ValidationError`` as one :class:`InvalidValue` line.
+
+    The field is the dotted path (union member tags such as ``str``/``int`` dropped), the expected
+    part pydantic's message without its "Input should be" preamble.
+    """
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"] if str(p) not in _UNION_TAGS)
+    expected = first["msg"].removeprefix("Input should be ").removeprefix("Input ")
+    return InvalidValue(field or "object", first.get("input"), expected, where)
+
+
+# pydantic names the member of a `str | int | float` union a value failed against in the location.
+_UNION_TAGS: Final = frozenset({"str", "int", "float", "bool"})

@@ -1,0 +1,420 @@
+"""The admission webhook called by the real kube-apiserver over TLS.
+
+The webhook runs in a thread of its own (its own event loop and API client, as in its own process):
+kubectl is a blocking subprocess, and the apiserver calls the webhook while kubectl waits.
+Webhook configurations are url-based (``https://127.0.0.1:<port>``) with the test CA as caBundle. They
+only match objects of this module (namespaces and cluster-scoped objects labelled
+``gpuq-e2e-webhook``) and are deleted afterwards, so tests of other modules never meet a webhook that
+has stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from certs import create_ca, issue_serving_certificate, write_key_pair
+from certs.cluster import inject_ca_bundle
+from common.kube.client import new_api_client
+from tests.e2e.controlplane.harness import ControlPlane, Kubectl
+from webhook.admission import Admission
+from webhook.cluster import InformerView
+from webhook.metrics import WebhookMetrics
+from webhook.server import create_app, start_site
+from webhook.tls import CertificateReloader
+
+pytestmark = pytest.mark.e2e
+
+LABEL = "gpuq-e2e-webhook"
+NODE = "gpuq-webhook-e2e-a100"
+
+
+class WebhookThread:
+    def __init__(self, kubeconfig: Path, cert: Path, key: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.reloader = CertificateReloader(cert, key)
+        self.port = 0
+        self.view: InformerView | None = None
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main())
+        except BaseException as err:
+            self._error = err
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        api = await new_api_client(str(self.kubeconfig))
+        view = self.view = InformerView(api)
+        view.informers.start()
+        runner: web.AppRunner | None = None
+        try:
+            await view.informers.wait_synced(60)
+            app = create_app(Admission(view), metrics=WebhookMetrics(), ready=lambda: view.synced)
+            runner, self.port = await start_site(app, "127.0.0.1", 0, ssl_context=self.reloader.context)
+            self._ready.set()
+            await self._stop.wait()
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+            await view.informers.stop()
+            await api.close()
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self._ready.wait(90), "webhook did not start"
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+
+def configurations(port: int, ca_bundle: str) -> list[dict[str, Any]]:
+    def hook(name: str, path: str, rules: list[dict[str, Any]], **selectors: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle},
+            "rules": rules,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": 5,
+            **selectors,
+        }
+
+    namespaced = [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+        {
+            "apiGroups": ["scheduling.volcano.sh"],
+            "apiVersions": ["v1beta1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["podgroups"],
+        },
+        {
+            "apiGroups": ["scheduling.x-k8s.io"],
+            "apiVersions": ["v1alpha1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["elasticquotas"],
+        },
+        {
+            "apiGroups": ["tensor-fusion.ai"],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["gpuresourcequotas"],
+        },
+    ]
+    queues = [
+        {
+            "apiGroups": ["scheduling.volcano.sh"],
+            "apiVersions": ["v1beta1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["queues"],
+            "scope": "Cluster",
+        }
+    ]
+    ns_selector = {"namespaceSelector": {"matchLabels": {LABEL: "true"}}}
+    obj_selector = {"objectSelector": {"matchLabels": {LABEL: "true"}}}
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "gpuq-e2e-validate"},
+        "webhooks": [
+            hook("validate.gpuq.e2e", "/validate", namespaced, **ns_selector),
+            hook("validate-queues.gpuq.e2e", "/validate", queues, **obj_selector),
+        ],
+    }
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "gpuq-e2e-mutate"},
+        "webhooks": [
+            {
+                **hook("mutate.gpuq.e2e", "/mutate", namespaced[:1], **ns_selector),
+                "reinvocationPolicy": "Never",
+            }
+        ],
+    }
+    return [validating, mutating]
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    directory = tmp_path_factory.mktemp("webhook-certs")
+    ca = create_ca("gpuq-e2e-webhook-ca")
+    pair = issue_serving_certificate(ca, ip_addresses=["127.0.0.1"])
+    write_key_pair(pair, directory / "tls.crt", directory / "tls.key")
+    # A fake GPU node: card discovery reads its labels and allocatable (no kubelet needed).
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE,
+            "labels": {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/gpu.memory": "81920"},
+        },
+    }
+    kubectl("create", "-f", "-", stdin=json.dumps(node))
+    status = {
+        "status": {
+            "capacity": {"cpu": "64", "nvidia.com/gpu": "8", "pods": "110"},
+            "allocatable": {"cpu": "64", "nvidia.com/gpu": "8", "pods": "110"},
+        }
+    }
+    kubectl("patch", "node", NODE, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    server = WebhookThread(control_plane.kubeconfig, directory / "tls.crt", directory / "tls.key")
+    server.start()
+    bundle = base64.b64encode(ca.certificate_pem()).decode()
+    documents = configurations(server.port, bundle)
+    kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+    try:
+        _wait_for_catalog(server)
+        yield
+    finally:
+        kubectl("delete", "validatingwebhookconfiguration", "gpuq-e2e-validate", "--ignore-not-found")
+        kubectl("delete", "mutatingwebhookconfiguration", "gpuq-e2e-mutate", "--ignore-not-found")
+        kubectl("delete", "node", NODE, "--ignore-not-found")
+        kubectl("delete", "queues", "-l", f"{LABEL}=true", "--ignore-not-found")
+        server.stop()
+
+
+def _wait_for_catalog(server: WebhookThread) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.view is not None and "NVIDIA-A100" in server.view.card_catalog():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the webhook never saw the GPU node")
+
+
+@pytest.fixture
+def ns(webhook: None, namespace: str, kubectl: Kubectl) -> str:
+    kubectl("label", "namespace", namespace, f"{LABEL}=true")
+    return namespace
+
+
+def create(kubectl: Kubectl, document: dict[str, Any]) -> tuple[bool, str]:
+    result = kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(document), check=False)
+    return result.returncode == 0, result.stdout if result.returncode == 0 else result.stderr
+
+
+def queue(name: str, quota: str, state: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {
+            "name": name,
+            "labels": {LABEL: "true"},
+            "annotations": {"volcano.sh/card.quota": quota},
+        },
+        "spec": {"capability": {"cpu": "100", "memory": "200Gi"}},
+    }
+
+
+def pod(
+    ns: str, name: str, annotations: dict[str, str], gpus: int = 1, scheduler: str = "gpuq-scheduler"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def _wait_visible(server_kind: str, check: Any) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{server_kind} never reached the webhook's cache")
+
+
+def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
+    ns: str, kubectl: Kubectl
+) -> None:
+    suffix = ns[-8:]
+    good_queue = f"wq-{suffix}"
+    ok, out = create(kubectl, queue(good_queue, '{"NVIDIA-A100": 2}'))
+    assert ok, out
+    ok, out = create(kubectl, queue(f"bad-{suffix}", '{"NVIDIA-A100": -1}'))
+    assert not ok
+    assert "denied the request" in out and f"Queue//bad-{suffix}" in out and "volcano.sh/card.quota" in out
+    closed = f"closed-{suffix}"
+    assert create(kubectl, queue(closed, '{"NVIDIA-A100": 2}'))[0]
+    kubectl(
+        "patch",
+        "queue",
+        closed,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"state":"Closed"}}',
+    )
+    time.sleep(0.5)  # the webhook's informer sees the queues
+
+    def podgroup(name: str, queue_name: str, request: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns, "annotations": {"volcano.sh/card.request": request}},
+            "spec": {"queue": queue_name, "minMember": 1},
+        }
+
+    cases: list[tuple[dict[str, Any], bool, list[str]]] = [
+        (podgroup("pg-ok", good_queue, '{"NVIDIA-A100": 2}'), True, []),
+        (
+            podgroup("pg-over", good_queue, '{"NVIDIA-A100": 3}'),
+            False,
+            [f"PodGroup/{ns}/pg-over", "requested 3", "available 2"],
+        ),
+        (podgroup("pg-noq", "no-such-queue", '{"NVIDIA-A100": 1}'), False, ["spec.queue", "no-such-queue"]),
+        (podgroup("pg-closed", closed, '{"NVIDIA-A100": 1}'), False, ["Open", "Closed"]),
+        (podgroup("pg-json", good_queue, "{"), False, ["volcano.sh/card.request", "invalid JSON"]),
+        (
+            pod(
+                ns,
+                "p-ok",
+                {"scheduling.volcano.sh/queue-name": good_queue, "volcano.sh/card.name": "NVIDIA-A100"},
+            ),
+            True,
+            [],
+        ),
+        (
+            pod(
+                ns,
+                "p-over",
+                {"scheduling.volcano.sh/queue-name": good_queue, "volcano.sh/card.name": "NVIDIA-A100"},
+                gpus=3,
+            ),
+            False,
+            [f"Pod/{ns}/p-over", "NVIDIA-A100", "requested 3", "available 2"],
+        ),
+        (pod(ns, "p-syntax", {"volcano.sh/card.name": "A||B"}), False, ["volcano.sh/card.name", "empty"]),
+        (
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "ElasticQuota",
+                "metadata": {"name": "eq-bad", "namespace": ns},
+                "spec": {"min": {"cpu": "4"}, "max": {"cpu": "2"}},
+            },
+            False,
+            [f"ElasticQuota/{ns}/eq-bad", "spec.min[cpu]"],
+        ),
+        (
+            {
+                "apiVersion": "tensor-fusion.ai/v1",
+                "kind": "GPUResourceQuota",
+                "metadata": {"name": "grq-bad", "namespace": ns},
+                "spec": {
+                    "total": {
+                        "requests": {"tflops": "10", "vram": "10Gi"},
+                        "limits": {"tflops": "10", "vram": "1Gi"},
+                    }
+                },
+            },
+            False,
+            [f"GPUResourceQuota/{ns}/grq-bad", "spec.total.limits.vram"],
+        ),
+    ]
+    for document, allowed, parts in cases:
+        ok, out = create(kubectl, document)
+        name = document["metadata"]["name"]
+        assert ok == allowed, (name, out)
+        for part in parts:
+            assert part in out, (name, part, out)
+
+
+def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str, kubectl: Kubectl) -> None:
+    quota = {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "GPUResourceQuota",
+        "metadata": {"name": "quota", "namespace": ns},
+        "spec": {
+            "single": {
+                "maxGPUCount": 2,
+                "defaultRequests": {"tflops": "10", "vram": "4Gi"},
+                "defaultLimits": {"tflops": "20", "vram": "8Gi"},
+            }
+        },
+    }
+    ok, out = create(kubectl, quota)
+    assert ok, out
+    ok, out = create(kubectl, {**quota, "metadata": {"name": "second", "namespace": ns}})
+    assert not ok and "at most one GPUResourceQuota" in out
+    time.sleep(0.5)
+    ok, out = create(kubectl, pod(ns, "worker", {}, gpus=2, scheduler="default-scheduler"))
+    assert ok, out
+    annotations = json.loads(out)["metadata"]["annotations"]
+    assert annotations["tensor-fusion.ai/tflops-request"] == "10"
+    assert annotations["tensor-fusion.ai/vram-request"] == "4Gi"
+    assert annotations["tensor-fusion.ai/tflops-limit"] == "20"
+    assert annotations["tensor-fusion.ai/vram-limit"] == "8Gi"
+    assert annotations["tensor-fusion.ai/gpu-count"] == "2"
+    ok, out = create(kubectl, pod(ns, "too-many", {}, gpus=3, scheduler="default-scheduler"))
+    assert not ok and "single.maxGPUCount" in out and "requested 3" in out
+
+
+async def test_ca_bundle_injection(kubectl: Kubectl, api_client: Any) -> None:
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "gpuq-e2e-inject"},
+        "webhooks": [
+            {
+                "name": "inject.gpuq.e2e",
+                "clientConfig": {"url": "https://127.0.0.1:1/validate"},
+                "rules": [
+                    {
+                        "apiGroups": ["example.com"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["x"],
+                    }
+                ],
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+            }
+        ],
+    }
+    kubectl("create", "-f", "-", stdin=json.dumps(config))
+    try:
+        ca = create_ca("inject-ca")
+        patched = await inject_ca_bundle(api_client, ca.certificate_pem(), validating=["gpuq-e2e-inject"])
+        assert patched == ["ValidatingWebhookConfiguration/gpuq-e2e-inject"]
+        out = json.loads(
+            kubectl("get", "validatingwebhookconfiguration", "gpuq-e2e-inject", "-o", "json").stdout
+        )
+        assert base64.b64decode(out["webhooks"][0]["clientConfig"]["caBundle"]) == ca.certificate_pem()
+    finally:
+        kubectl("delete", "validatingwebhookconfiguration", "gpuq-e2e-inject", "--ignore-not-found")

@@ -1,0 +1,513 @@
+"""Admission decisions: which checks and defaults apply to which object, as pure functions.
+
+Every rule comes from :mod:`common.model` (card annotations and the card catalog from ``cards``, queue
+membership from ``queues``, the job- and task-mode quota checks from ``capacity_card``, ElasticQuota and
+GPUResourceQuota validation from ``elastic`` and ``gpu_quota``); this module only composes them:
+
+* **denials** for what can never fit: malformed annotations or specs, a pod whose card alternatives map
+  to different resources, a request larger than the whole quota of its queue, a per-workload
+  GPUResourceQuota limit, a second quota in a namespace;
+* **warnings** for what depends on usage right now (an ElasticQuota whose ``status.used`` leaves no
+  room): the scheduler is the authority and usage may drop before the pod is scheduled;
+* **mutations** (idempotent JSONPatch): ``card.name`` normalised, the queue annotation defaulted,
+  tensor-fusion annotations filled from the namespace's GPUResourceQuota defaults, and optionally
+  ``spec.schedulerName`` set for pods that request card resources.
+
+No I/O: :func:`review` is what ``gpuq simulate --admission`` calls with a :class:`~webhook.view.StaticView`,
+and :class:`Admission` is what the HTTPS server calls with the informer-backed view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final, TypeVar
+
+import pydantic
+
+from common.model import annotations as ann
+from common.model.capacity_card import (
+    CapacityCardArgs,
+    QueueLedger,
+    QueueQuota,
+    check_enqueue,
+    check_task,
+    pod_card_demand,
+    queue_quota,
+)
+from common.model.cards import (
+    CARD_UNIT,
+    CardCatalog,
+    card_names_share_resource,
+    normalise_card_names,
+    parse_card_names,
+    parse_card_quota,
+    parse_card_request,
+    pod_card_resources,
+)
+from common.model.elastic import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
+from common.model.errors import GpuqError, InvalidValue
+from common.model.gpu_quota import (
+    GPUQuotaStore,
+    GPURequest,
+    GPUResourceQuota,
+    request_from_annotations,
+    validate_gpu_resource_quota,
+)
+from common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
+from common.model.quantity import format_units
+from common.model.queues import PodGroup, Queue, queue_of
+from common.model.resources import Resources
+from webhook import jsonpatch
+from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
+from webhook.view import (
+    ELASTIC_QUOTA,
+    GPU_RESOURCE_QUOTA,
+    POD,
+    POD_GROUP,
+    QUEUE,
+    ClusterView,
+    group_of,
+)
+
+GroupKind = tuple[str, str]
+T = TypeVar("T")
+
+
+class _ParseCache:
+    """Parsed forms of the cluster objects admission reads, by object identity.
+
+    Informer caches replace an object (a new dict) on every change and never mutate one in place, so
+    identity is a safe key; the entry holds the object itself, so its id cannot be reused while cached.
+    Queues and quotas are read by every Pod review and parsing them is most of a review's cost.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._entries: dict[tuple[int, str], tuple[Mapping[str, Any], Any]] = {}
+
+    def get(self, raw: Mapping[str, Any], what: str, parse: Callable[[Mapping[str, Any]], T]) -> T:
+        key = (id(raw), what)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is raw:
+            value: T = entry[1]
+            return value
+        value = parse(raw)
+        if len(self._entries) >= self.size:
+            self._entries.clear()
+        self._entries[key] = (raw, value)
+        return value
+
+
+_CACHE: Final = _ParseCache()
+_REVIEWED: Final = frozenset({POD, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA})
+ANNOTATIONS_PATH: Final = ("metadata", "annotations")
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOptions:
+    """``scheduler_name``: pods with this ``spec.schedulerName`` are subject to queue quotas.
+    ``set_scheduler_name``: the mutation sets it on pods that request a card resource and name no
+    other scheduler (``default-scheduler`` or unset). ``card_unlimited_cpu_memory``: the
+    capacity-card argument of the same name, as the scheduler is configured."""
+
+    scheduler_name: str = GPUQ_SCHEDULER
+    set_scheduler_name: bool = False
+    card_unlimited_cpu_memory: bool = False
+
+
+DEFAULT_OPTIONS: Final = AdmissionOptions()
+
+
+class Admission:
+    """The server's admitter: routes an AdmissionRequest to :func:`validate` or :func:`mutate`."""
+
+    def __init__(self, view: ClusterView, options: AdmissionOptions = DEFAULT_OPTIONS) -> None:
+        self.view = view
+        self.options = options
+
+    def validate(self, request: AdmissionRequest) -> Decision:
+        obj = _with_namespace(request)
+        if obj is None:
+            return ALLOW
+        return validate(
+            (request.kind.group, request.kind.kind),
+            request.operation,
+            obj,
+            self.view,
+            old=request.old_object,
+            options=self.options,
+        )
+
+    def mutate(self, request: AdmissionRequest) -> Decision:
+        obj = _with_namespace(request)
+        if obj is None:
+            return ALLOW
+        return mutate(
+            (request.kind.group, request.kind.kind), request.operation, obj, self.view, self.options
+        )
+
+
+def _with_namespace(request: AdmissionRequest) -> dict[str, Any] | None:
+    """The object, with the request's namespace filled in (a Pod from ``generateName`` has no name
+    yet, and an object posted without ``metadata.namespace`` only gets it from the request)."""
+    obj = request.object
+    if obj is None or request.sub_resource:
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    if request.namespace and not meta.get("namespace"):
+        obj = {**obj, "metadata": {**meta, "namespace": request.namespace}}
+        meta = obj["metadata"]
+    if not meta.get("name") and (request.name or meta.get("generateName")):
+        obj = {**obj, "metadata": {**meta, "name": request.name or f"{meta['generateName']}<generated>"}}
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def review(
+    obj: Mapping[str, Any],
+    operation: str,
+    view: ClusterView,
+    *,
+    old: Mapping[str, Any] | None = None,
+    options: AdmissionOptions = DEFAULT_OPTIONS,
+) -> Decision:
+    """Admit one object offline as the apiserver would: mutate, then validate the mutated object.
+
+    The kind comes from the object's ``apiVersion`` and ``kind``. The result carries the mutation's
+    ``patch`` and the ``patched`` object, and the validation's verdict and message; warnings of both
+    steps are kept. Used by ``gpuq simulate --admission``.
+    """
+    kind = (group_of(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""))
+    mutation = mutate(kind, operation, obj, view, options)
+    patched = jsonpatch.apply(obj, mutation.patch) if mutation.patch else dict(obj)
+    verdict = validate(kind, operation, patched, view, old=old, options=options)
+    return replace(
+        verdict, patch=mutation.patch, patched=patched, warnings=mutation.warnings + verdict.warnings
+    )
+
+
+class _Meta(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore", strict=True)
+    name: str = ""
+    namespace: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _Shape(pydantic.BaseModel):
+    """What the apiserver guarantees of every object it sends; checked before any rule reads it."""
+
+    model_config = pydantic.ConfigDict(extra="ignore", strict=True)
+    metadata: _Meta
+    spec: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
+
+
+def check_shape(obj: Mapping[str, Any], kind: str) -> None:
+    """Raise :class:`InvalidValue` when ``obj`` is not shaped like an API object (metadata with a
+    string name and namespace, string-to-string labels and annotations, mapping spec and status)."""
+    try:
+        _Shape.model_validate(obj)
+    except pydantic.ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(object)"
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        where = f"{kind}/{name}" if isinstance(name, str) else kind
+        raise InvalidValue(field, first.get("input"), first["msg"], where) from None
+
+
+def validate(
+    kind: GroupKind,
+    operation: str,
+    obj: Mapping[str, Any],
+    view: ClusterView,
+    *,
+    old: Mapping[str, Any] | None = None,
+    options: AdmissionOptions = DEFAULT_OPTIONS,
+) -> Decision:
+    """The validating webhook's verdict on one object (DESIGN.md, "Webhook endpoints")."""
+    try:
+        if kind in _REVIEWED and operation in ("CREATE", "UPDATE"):
+            check_shape(obj, kind[1])
+        if kind == POD and operation == "CREATE":
+            return _validate_pod(obj, view, options)
+        if operation not in ("CREATE", "UPDATE"):
+            return ALLOW
+        if kind == QUEUE:
+            return _validate_queue(obj)
+        if kind == POD_GROUP:
+            return _validate_pod_group(obj, view, old if operation == "UPDATE" else None, options)
+        if kind == ELASTIC_QUOTA:
+            return _validate_elastic_quota(obj, view, operation)
+        if kind == GPU_RESOURCE_QUOTA:
+            return _validate_gpu_resource_quota(obj, view, operation)
+    except GpuqError as err:
+        return deny(str(err))
+    return ALLOW
+
+
+def mutate(
+    kind: GroupKind,
+    operation: str,
+    obj: Mapping[str, Any],
+    view: ClusterView,
+    options: AdmissionOptions = DEFAULT_OPTIONS,
+) -> Decision:
+    """The mutating webhook's patch for one object; empty when nothing is to change.
+
+    A mutation never denies: an object it cannot read is left as is for validation to judge.
+    """
+    if kind != POD or operation != "CREATE":
+        return ALLOW
+    try:
+        check_shape(obj, kind[1])
+        ops, warnings = _mutate_pod(obj, view, options)
+    except GpuqError:
+        return ALLOW
+    return Decision(patch=tuple(ops), warnings=tuple(warnings)) if ops or warnings else ALLOW
+
+
+# --------------------------------------------------------------------------------------------------
+# Queue and PodGroup (capacity-card.md "API Design")
+
+
+def _validate_queue(obj: Mapping[str, Any]) -> Decision:
+    queue = Queue.from_dict(obj)
+    if ann.CARD_QUOTA in queue.annotations:
+        parse_card_quota(queue.annotations[ann.CARD_QUOTA], queue.ref)
+    return ALLOW
+
+
+def _validate_pod_group(
+    obj: Mapping[str, Any], view: ClusterView, old: Mapping[str, Any] | None, options: AdmissionOptions
+) -> Decision:
+    group = PodGroup.from_dict(obj)
+    text = group.annotations.get(ann.CARD_REQUEST)
+    request = parse_card_request(text, group.ref) if text is not None else Resources()
+    if old is not None and _same_queue_and_request(old, group, text):
+        # A controller updating labels of a PodGroup whose queue has since closed is not blocked:
+        # only a changed queue or card request is checked again.
+        return ALLOW
+    raw_queue = view.queue(group.queue)
+    if raw_queue is None:
+        return deny(
+            f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected the name of an existing Queue"
+        )
+    quota = _CACHE.get(raw_queue, "quota", _queue_quota)
+    warnings = tuple(event.message for event in quota.events)
+    if not quota.open:
+        state = (raw_queue.get("status") or {}).get("state")
+        return deny(
+            f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected an Open Queue "
+            f"(Queue//{quota.name} is {state})",
+            warnings,
+        )
+    # Job mode against the queue's whole quota: usage is the scheduler's business (an empty ledger).
+    decision = check_enqueue(quota, QueueLedger(quota.name), request, _card_args(options))
+    if not decision.ok:
+        return deny(f"{group.ref}: {ann.CARD_REQUEST}: {decision.message}", warnings)
+    return Decision(warnings=warnings)
+
+
+def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str | None) -> bool:
+    meta = old.get("metadata")
+    before = (meta.get("annotations") or {}) if isinstance(meta, Mapping) else {}
+    spec = old.get("spec")
+    before_queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or ann.DEFAULT_QUEUE
+    return bool(before.get(ann.CARD_REQUEST) == text and before_queue == group.queue)
+
+
+def _card_args(options: AdmissionOptions) -> CapacityCardArgs:
+    return CapacityCardArgs(card_unlimited_cpu_memory=options.card_unlimited_cpu_memory)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pods
+
+
+def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions) -> Decision:
+    pod = PodInfo.from_dict(obj)
+    annotations = pod.annotations
+    catalog = view.card_catalog()
+    warnings: list[str] = []
+
+    if ann.CARD_NAME in annotations:
+        names = parse_card_names(annotations[ann.CARD_NAME], pod.ref)
+        if not card_names_share_resource(names, catalog):
+            per_name = ", ".join(f"{n} -> {catalog.resource_of(n)}" for n in names if n in catalog)
+            return deny(
+                f"{pod.ref}: {ann.CARD_NAME}: invalid value {annotations[ann.CARD_NAME]!r}: expected "
+                f"alternatives that all map to one Kubernetes resource ({per_name})"
+            )
+
+    gpu_quota = _namespace_gpu_quota(view, pod.namespace)
+    request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
+    cards = pod_card_resources(pod.requests, catalog)
+    if gpu_quota is not None:
+        if request is None and cards:
+            # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
+            request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
+        if request is not None:
+            store = GPUQuotaStore()
+            store.set_quota(gpu_quota)
+            exceeded = store.check_single(pod.namespace, request)
+            if exceeded is not None:
+                return deny(f"{pod.ref}: {exceeded}")
+
+    if pod.scheduler_name == options.scheduler_name:
+        problem = _pod_queue_problem(pod, catalog, view, options, warnings)
+        if problem:
+            return deny(problem, tuple(warnings))
+
+    warnings.extend(_elastic_warnings(pod, view))
+    return Decision(warnings=tuple(warnings))
+
+
+def _whole_cards(cards: Resources) -> int:
+    return max(1, -(-sum(cards.values()) // CARD_UNIT))
+
+
+def _pod_queue_problem(
+    pod: PodInfo, catalog: CardCatalog, view: ClusterView, options: AdmissionOptions, warnings: list[str]
+) -> str | None:
+    """Task mode (capacity-card.md "Task Allocatable Check") against the queue's whole quota: some
+    card type among the pod's candidates must hold the request, or no node can ever take it."""
+    demand = pod_card_demand(pod, catalog)
+    groups: dict[str, PodGroup] = {}
+    group_name = pod.annotations.get(ann.GROUP_NAME)
+    raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
+    if raw_group is not None:
+        group = _CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
+        groups[group.key] = group
+    raw_queue = view.queue(queue_of(pod, groups))
+    if raw_queue is None:
+        return None  # Semantics 7: no such Queue, no queue quota
+    quota = _CACHE.get(raw_queue, "quota", _queue_quota)
+    warnings.extend(event.message for event in quota.events)
+    check = check_task(quota, QueueLedger(quota.name), demand, catalog, _card_args(options))
+    if check.ok:
+        return None
+    if check.failure is not None:
+        return f"{pod.ref}: {check.failure.message}"
+    refusals = [d.message for name, d in check.decisions.items() if not d.ok]
+    candidates = "|".join(demand.alternatives or tuple(check.decisions))
+    return f"{pod.ref}: no card type among {candidates} has quota for the pod: " + "; ".join(refusals)
+
+
+def _queue_quota(raw: Mapping[str, Any]) -> QueueQuota:
+    return queue_quota(Queue.from_dict(raw))
+
+
+def _gpu_quota_or_none(raw: Mapping[str, Any]) -> GPUResourceQuota | None:
+    try:
+        return GPUResourceQuota.from_dict(raw)
+    except InvalidValue:
+        return None  # a quota the webhook would have refused; the scheduler reports it
+
+
+def _namespace_gpu_quota(view: ClusterView, namespace: str) -> GPUResourceQuota | None:
+    for raw in view.gpu_resource_quotas(namespace):
+        quota = _CACHE.get(raw, "gpu", _gpu_quota_or_none)
+        if quota is not None:
+            return quota  # a quota the webhook would have refused; the scheduler reports it
+    return None
+
+
+def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
+    """capacity-scheduling.md: a request over ``max - used`` waits (or preempts) in the scheduler."""
+    warnings = []
+    for raw in view.elastic_quotas(pod.namespace):
+        try:
+            quota = ElasticQuota.from_dict(raw)
+        except InvalidValue:
+            continue
+        info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, quota.status_used)
+        for key in info.over_max_with(pod.requests):
+            left = max(quota.max[key] - quota.status_used.amount(key), 0)
+            warnings.append(
+                f"{pod.ref}: {key}: requested {format_units(key, pod.requests[key])}, {quota.ref} has "
+                f"{format_units(key, left)} left of max {format_units(key, quota.max[key])}; "
+                "the pod waits until usage drops"
+            )
+    return warnings
+
+
+def _mutate_pod(
+    obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions
+) -> tuple[list[PatchOp], list[str]]:
+    pod = PodInfo.from_dict(obj)
+    catalog = view.card_catalog()
+    cards = pod_card_resources(pod.requests, catalog)
+    ops: list[PatchOp] = []
+    scheduler = pod.scheduler_name
+    if options.set_scheduler_name and cards and scheduler in ("", DEFAULT_SCHEDULER):
+        scheduler = options.scheduler_name
+        ops += jsonpatch.set_entries(obj, ("spec",), {"schedulerName": scheduler})
+
+    added: dict[str, str] = {}
+    card_name = pod.annotations.get(ann.CARD_NAME)
+    if isinstance(card_name, str):
+        normal = normalise_card_names(card_name)
+        if normal != card_name:
+            added[ann.CARD_NAME] = normal
+    if scheduler == options.scheduler_name and not pod.annotations.get(ann.QUEUE_NAME):
+        group_name = pod.annotations.get(ann.GROUP_NAME)
+        raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
+        queue = str(((raw_group or {}).get("spec") or {}).get("queue") or ann.DEFAULT_QUEUE)
+        added[ann.QUEUE_NAME] = queue
+
+    quota = _namespace_gpu_quota(view, pod.namespace)
+    has_tf = any(key in pod.annotations for key in ann.TENSOR_FUSION_ANNOTATIONS)
+    if quota is not None and (cards or has_tf):
+        defaults = quota.default_annotations(pod.annotations)
+        if defaults and cards and ann.TF_GPU_COUNT not in pod.annotations:
+            # Without it the request counts as one GPU (tensor-fusion's default) and a pod holding
+            # several cards would be charged for one.
+            count = _whole_cards(cards)
+            if count > 1:
+                defaults[ann.TF_GPU_COUNT] = str(count)
+        added.update(defaults)
+    if added:
+        ops += jsonpatch.set_entries(obj, ANNOTATIONS_PATH, added)
+    return ops, []
+
+
+# --------------------------------------------------------------------------------------------------
+# ElasticQuota and GPUResourceQuota
+
+
+def _other_quota(items: Any, name: str) -> str | None:
+    for item in items:
+        other = str(((item.get("metadata") or {}).get("name")) or "")
+        if other and other != name:
+            return other
+    return None
+
+
+def _validate_elastic_quota(obj: Mapping[str, Any], view: ClusterView, operation: str) -> Decision:
+    quota = validate_elastic_quota(obj)
+    other = _other_quota(view.elastic_quotas(quota.namespace), quota.name)
+    if other is not None and operation == "CREATE":
+        return deny(
+            f"{quota.ref}: metadata.name: namespace {quota.namespace} already has ElasticQuota {other!r}: "
+            "expected at most one ElasticQuota per namespace"
+        )
+    return ALLOW
+
+
+def _validate_gpu_resource_quota(obj: Mapping[str, Any], view: ClusterView, operation: str) -> Decision:
+    quota = validate_gpu_resource_quota(obj)
+    other = _other_quota(view.gpu_resource_quotas(quota.namespace), quota.name)
+    if other is not None and operation == "CREATE":
+        return deny(
+            f"{quota.ref}: metadata.name: namespace {quota.namespace} already has GPUResourceQuota "
+            f"{other!r}: expected at most one GPUResourceQuota per namespace"
+        )
+    return ALLOW

@@ -1,0 +1,134 @@
+"""``gpuq webhook``: the admission webhook process (DESIGN.md, "Command line").
+
+Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
+``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.
+SIGTERM stops accepting connections and lets requests in flight finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from common.kube.client import new_api_client
+from common.model.pods import GPUQ_SCHEDULER
+from webhook.admission import Admission, AdmissionOptions
+from webhook.cluster import InformerView
+from webhook.metrics import WebhookMetrics
+from webhook.server import DEFAULT_MAX_BODY_BYTES, ServerLimits, create_app, create_metrics_app, start_site
+from webhook.tls import CertificateReloader
+
+log = logging.getLogger("gpuq.webhook")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``webhook`` to the ``gpuq`` sub-commands; the parsed args' ``func`` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "webhook",
+        help="run the validating and mutating admission webhook (HTTPS)",
+        description="Serve POST /validate and /mutate over TLS, /metrics on a plain-HTTP port.",
+    )
+    parser.add_argument("--tls-cert-file", required=True, type=Path, help="serving certificate (PEM)")
+    parser.add_argument("--tls-private-key-file", required=True, type=Path, help="its private key (PEM)")
+    parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=8080, help="metrics and probes port (default 8080)"
+    )
+    parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument(
+        "--kubeconfig", default=None, help="kubeconfig (default: in-cluster, else ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--scheduler-name",
+        default=GPUQ_SCHEDULER,
+        help=f"pods with this schedulerName are subject to queue card quotas (default {GPUQ_SCHEDULER})",
+    )
+    parser.add_argument(
+        "--set-scheduler-name",
+        action="store_true",
+        help="mutate pods that request a card resource and name no other scheduler to use --scheduler-name",
+    )
+    parser.add_argument(
+        "--cert-reload-interval", type=float, default=1.0, help="seconds between certificate file checks"
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest request body accepted"
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run until SIGTERM or SIGINT; 0 on a clean stop."""
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(serve(args))
+    return 0
+
+
+async def serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    reloader = CertificateReloader(
+        args.tls_cert_file, args.tls_private_key_file, interval=args.cert_reload_interval
+    )
+    metrics = WebhookMetrics()
+    metrics.certificate_expiry.set(reloader.not_after)
+    api = await new_api_client(args.kubeconfig)
+    view = InformerView(api)
+    metrics_runner, metrics_port = await start_site(
+        create_metrics_app(metrics, ready=lambda: view.synced), args.bind_address, args.metrics_port
+    )
+    log.info("metrics and probes on http://%s:%d", args.bind_address, metrics_port)
+    view.informers.start()
+    runner = None
+    watcher = asyncio.create_task(_watch_certificates(reloader, metrics))
+    try:
+        synced = asyncio.create_task(view.informers.wait_synced())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({synced, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not synced.done():
+            synced.cancel()
+            return
+        options = AdmissionOptions(
+            scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
+        )
+        app = create_app(
+            Admission(view, options),
+            metrics=metrics,
+            ready=lambda: view.synced,
+            limits=ServerLimits(max_body_bytes=args.max_body_bytes),
+        )
+        runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
+        log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        if runner is not None:
+            await runner.cleanup()
+        await metrics_runner.cleanup()
+        await view.informers.stop()
+        await api.close()
+
+
+async def _watch_certificates(reloader: CertificateReloader, metrics: WebhookMetrics) -> None:
+    while True:
+        await asyncio.sleep(reloader.interval)
+        if reloader.check():
+            metrics.certificate_reloads.inc()
+            metrics.certificate_expiry.set(reloader.not_after)

@@ -1,0 +1,71 @@
+"""Webhook metrics (DESIGN.md, "Metrics"), in a registry of their own so tests can build many apps.
+
+``kind`` is bounded to the kinds gpuq reviews plus ``other``: the label comes from the request and an
+unbounded label would let any client grow the metric without limit.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REVIEWED_KINDS: Final = frozenset({"Pod", "PodGroup", "Queue", "ElasticQuota", "GPUResourceQuota"})
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+# Admission answers take tens of microseconds; the apiserver gives up after timeoutSeconds (10 s).
+_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)
+
+
+class WebhookMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "admission_requests",
+            "AdmissionReviews answered, by kind, operation and whether the object was allowed.",
+            ["kind", "operation", "allowed"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "admission_request_duration_seconds",
+            "Time from the request body read to the AdmissionReview answer.",
+            ["endpoint"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.malformed = Counter(
+            "admission_malformed_requests",
+            "Request bodies answered with HTTP 4xx (not an AdmissionReview, too large, too slow).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "admission_internal_errors",
+            "Reviews whose evaluation raised an unexpected error (answered as a denial; see the log).",
+            registry=self.registry,
+        )
+        self.certificate_expiry = Gauge(
+            "admission_certificate_expiry_timestamp_seconds",
+            "notAfter of the serving certificate in use, as a Unix time.",
+            registry=self.registry,
+        )
+        self.certificate_reloads = Counter(
+            "admission_certificate_reloads",
+            "Serving certificate pairs loaded after a change of the files.",
+            registry=self.registry,
+        )
+        self._children: dict[tuple[str, str, bool], Counter] = {}
+        self.validate_duration = self.duration.labels("validate")
+        self.mutate_duration = self.duration.labels("mutate")
+
+    def count(self, kind: str, operation: str, allowed: bool) -> None:
+        key = (kind, operation, allowed)
+        child = self._children.get(key)
+        if child is None:
+            child = self.requests.labels(
+                kind if kind in REVIEWED_KINDS else "other",
+                operation if operation in OPERATIONS else "other",
+                "true" if allowed else "false",
+            )
+            if len(self._children) < 1024:
+                self._children[key] = child
+        child.inc()

@@ -1,0 +1,171 @@
+"""The webhook's HTTPS server (aiohttp): ``POST /validate``, ``POST /mutate``, probes, and metrics.
+
+Contract (DESIGN.md, "Webhook endpoints"): the answer echoes apiVersion, kind and ``request.uid``; a
+body that is not an AdmissionReview is an HTTP 400 with a one-line reason; nothing a client sends
+produces a 500. Bounds a platform engineer relies on:
+
+* **body size**: ``max_body_bytes`` (default 7 MiB: an object and its old version may each reach the
+  apiserver's 3 MiB request limit); larger is a 413 before the body is buffered;
+* **time**: reading the body is bounded by ``read_timeout`` (a client trickling bytes gets a 408);
+  the decision itself is in-memory work on one object, microseconds, and never waits on the API;
+* **errors**: an unexpected exception while evaluating the rules is logged with its traceback,
+  counted, and answered as a denial (what ``failurePolicy: Fail`` would do with a 500), so the
+  apiserver gets an answer it can show the user instead of a bare error status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook.metrics import WebhookMetrics
+from webhook.review import AdmissionRequest, Decision, MalformedReview, parse_review, response_body
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
+JSON = "application/json"
+
+
+class Admitter(Protocol):
+    """What the server asks about each reviewed object (see :class:`webhook.admission.Admission`)."""
+
+    def validate(self, request: AdmissionRequest) -> Decision: ...
+
+    def mutate(self, request: AdmissionRequest) -> Decision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    read_timeout: float = 5.0
+
+
+def create_app(
+    admitter: Admitter,
+    *,
+    metrics: WebhookMetrics,
+    ready: Callable[[], bool] = lambda: True,
+    limits: ServerLimits = ServerLimits(),
+) -> web.Application:
+    """The admission application (serve it over TLS; see :func:`webhook.command.run`)."""
+    app = web.Application(client_max_size=limits.max_body_bytes)
+    endpoints = _Endpoints(admitter, metrics, ready, limits)
+    app.router.add_post("/validate", endpoints.validate)
+    app.router.add_post("/mutate", endpoints.mutate)
+    app.router.add_get("/livez", endpoints.livez)
+    app.router.add_get("/readyz", endpoints.readyz)
+    return app
+
+
+def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lambda: True) -> web.Application:
+    """Plain-HTTP ``/metrics`` (plus the probes, for kubelets that probe the metrics port)."""
+
+    async def serve_metrics(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    endpoints = _Endpoints(None, metrics, ready, ServerLimits())
+    app = web.Application()
+    app.router.add_get("/metrics", serve_metrics)
+    app.router.add_get("/livez", endpoints.livez)
+    app.router.add_get("/readyz", endpoints.readyz)
+    return app
+
+
+class _Endpoints:
+    def __init__(
+        self,
+        admitter: Admitter | None,
+        metrics: WebhookMetrics,
+        ready: Callable[[], bool],
+        limits: ServerLimits,
+    ) -> None:
+        self.admitter = admitter
+        self.metrics = metrics
+        self.ready = ready
+        self.limits = limits
+
+    async def livez(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        if self.ready():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="informer caches not synced yet\n")
+
+    async def validate(self, request: web.Request) -> web.Response:
+        return await self._review(request, mutate=False)
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        return await self._review(request, mutate=True)
+
+    async def _review(self, request: web.Request, *, mutate: bool) -> web.Response:
+        length = request.content_length
+        if length is not None and length > self.limits.max_body_bytes:
+            return self._reject(
+                413, "too_large", f"body of {length} bytes exceeds {self.limits.max_body_bytes}"
+            )
+        try:
+            async with asyncio.timeout(self.limits.read_timeout):
+                body = await request.read()
+        except TimeoutError:
+            return self._reject(408, "timeout", f"body not received within {self.limits.read_timeout:g}s")
+        except web.HTTPRequestEntityTooLarge:
+            return self._reject(413, "too_large", f"body exceeds {self.limits.max_body_bytes} bytes")
+        start = time.perf_counter()
+        try:
+            review = parse_review(body)
+        except MalformedReview as err:
+            return self._reject(400, "malformed", str(err))
+        assert self.admitter is not None  # only the metrics app has none, and it routes no reviews
+        req = review.request
+        try:
+            decision = self.admitter.mutate(req) if mutate else self.admitter.validate(req)
+        except Exception as err:
+            log.exception("admission of %s %s/%s failed", req.kind.kind, req.namespace, req.name)
+            self.metrics.errors.inc()
+            decision = Decision(
+                allowed=False,
+                message=f"gpuq webhook internal error reviewing {req.kind.kind} {req.namespace}/{req.name}: "
+                f"{type(err).__name__}: {err}"[:1024],
+            )
+        body_out = response_body(review, decision)
+        self.metrics.count(req.kind.kind, req.operation, decision.allowed)
+        histogram = self.metrics.mutate_duration if mutate else self.metrics.validate_duration
+        histogram.observe(time.perf_counter() - start)
+        return web.Response(body=body_out, content_type=JSON)
+
+    def _reject(self, status: int, reason: str, message: str) -> web.Response:
+        self.metrics.malformed.labels(reason).inc()
+        return web.Response(status=status, text=message.replace("\n", " ") + "\n")
+
+
+async def start_site(
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    shutdown_timeout: float = 10.0,
+) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on ``host:port`` (0 = any free port); returns the runner and the bound port.
+
+    No access log: at thousands of reviews per second it would cost more than the reviews, and the
+    metrics already count every answer.
+    """
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=1024, reuse_address=True)
+    await site.start()
+    addresses = runner.addresses
+    bound = addresses[0][1] if addresses else port
+    return runner, int(bound)

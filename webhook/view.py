@@ -1,0 +1,118 @@
+"""What admission reads of the cluster: a read-only view over Queues, PodGroups and namespace quotas.
+
+Objects are the API's JSON dicts. In the webhook the view reads the informer caches
+(:class:`webhook.cluster.InformerView`); ``gpuq simulate --admission`` and the unit tests use
+:class:`StaticView` over the objects they hold. Admission never reads Pods or Nodes: whatever depends on
+current usage is the scheduler's call, and a webhook that cached every Pod of a large cluster would pay
+memory and watch traffic for warnings only. Nodes are read only for their cards: the
+:class:`~common.model.cards.CardCatalog` tells which resource each card type name stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from common.model.cards import CardCatalog, NodeCards, discover_cards
+from common.model.errors import InvalidValue
+from common.model.nodes import NodeInfo
+
+Obj = Mapping[str, Any]
+
+# (apiVersion group, kind) of every object admission reviews.
+CORE: Final = ""
+VOLCANO: Final = "scheduling.volcano.sh"
+ELASTIC: Final = "scheduling.x-k8s.io"
+TENSOR_FUSION: Final = "tensor-fusion.ai"
+POD: Final = (CORE, "Pod")
+NODE: Final = (CORE, "Node")
+QUEUE: Final = (VOLCANO, "Queue")
+POD_GROUP: Final = (VOLCANO, "PodGroup")
+ELASTIC_QUOTA: Final = (ELASTIC, "ElasticQuota")
+GPU_RESOURCE_QUOTA: Final = (TENSOR_FUSION, "GPUResourceQuota")
+
+
+class ClusterView(Protocol):
+    """Read-only lookups admission needs; every method is O(1) or O(objects in one namespace)."""
+
+    def queue(self, name: str) -> Obj | None: ...
+
+    def pod_group(self, namespace: str, name: str) -> Obj | None: ...
+
+    def elastic_quotas(self, namespace: str) -> Sequence[Obj]: ...
+
+    def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]: ...
+
+    def card_catalog(self) -> CardCatalog: ...
+
+
+def node_cards(obj: Obj) -> NodeCards | None:
+    """The card types of a Node object; None for a Node that does not parse."""
+    try:
+        return discover_cards(NodeInfo.from_dict(obj))
+    except InvalidValue:
+        return None
+
+
+def group_of(api_version: str) -> str:
+    """``scheduling.volcano.sh/v1beta1`` -> ``scheduling.volcano.sh``; ``v1`` -> core (empty)."""
+    return api_version.rpartition("/")[0]
+
+
+def name_of(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class StaticView:
+    """A :class:`ClusterView` over a fixed set of objects (simulate, tests)."""
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._queues: dict[str, Obj] = {}
+        self._pod_groups: dict[tuple[str, str], Obj] = {}
+        self._elastic: dict[str, list[Obj]] = {}
+        self._gpu: dict[str, list[Obj]] = {}
+        self._nodes: dict[str, NodeCards] = {}
+        self._catalog: CardCatalog | None = None
+        for obj in objects:
+            self.add(obj)
+
+    def add(self, obj: Obj) -> None:
+        key = (group_of(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""))
+        namespace, name = name_of(obj)
+        namespace = namespace or "default"
+        if key == NODE:
+            cards = node_cards(obj)
+            if cards is not None:
+                self._nodes[name] = cards
+                self._catalog = None
+        elif key == QUEUE:
+            self._queues[name] = obj
+        elif key == POD_GROUP:
+            self._pod_groups[(namespace, name)] = obj
+        elif key == ELASTIC_QUOTA:
+            self._replace(self._elastic.setdefault(namespace, []), name, obj)
+        elif key == GPU_RESOURCE_QUOTA:
+            self._replace(self._gpu.setdefault(namespace, []), name, obj)
+
+    @staticmethod
+    def _replace(items: list[Obj], name: str, obj: Obj) -> None:
+        items[:] = [o for o in items if name_of(o)[1] != name]
+        items.append(obj)
+
+    def queue(self, name: str) -> Obj | None:
+        return self._queues.get(name)
+
+    def pod_group(self, namespace: str, name: str) -> Obj | None:
+        return self._pod_groups.get((namespace, name))
+
+    def elastic_quotas(self, namespace: str) -> Sequence[Obj]:
+        return self._elastic.get(namespace, ())
+
+    def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]:
+        return self._gpu.get(namespace, ())
+
+    def card_catalog(self) -> CardCatalog:
+        if self._catalog is None:
+            self._catalog = CardCatalog.build(self._nodes.values())
+        return self._catalog
