@@ -17,11 +17,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from certs import command as certs_command
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
+from common.model.quantity import format_bytes
+from scheduler.kube.explain import live_simulation
 from scheduler.plugins import default_registry
+from scheduler.service import register as register_scheduler
 from scheduler.simulate.loader import load
 from scheduler.simulate.run import Simulation, build, report, run
+from webhook import command as webhook_command
 
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
@@ -46,9 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Simulate FILE_OR_DIR and explain one pod's last scheduling attempt.",
     )
     exp.add_argument("pod", metavar="NAMESPACE/POD")
-    exp.add_argument("-f", "--filename", action="append", required=True, metavar="FILE_OR_DIR")
+    exp.add_argument("-f", "--filename", action="append", metavar="FILE_OR_DIR")
+    exp.add_argument("--kubeconfig", metavar="P", help="explain from the live cluster instead of files")
     exp.add_argument("--config", metavar="CONF.yaml")
     exp.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    register_scheduler(sub)
+    webhook_command.register(sub)
+    certs_command.register(sub)
     return parser
 
 
@@ -100,11 +109,21 @@ def _simulate(files: Sequence[str], config_path: str | None, explain: bool) -> S
     return sim
 
 
+_BYTES: Final = frozenset({"memory", "ephemeral-storage"})
+
+
+def _amount(resource: str, value: Any) -> str:
+    # The JSON carries bytes; people read 64Gi.
+    if resource in _BYTES and isinstance(value, int):
+        return format_bytes(value)
+    return str(value)
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k}={_amount(k, v)}" for k, v in value.items()) or "-"
     return str(value)
 
 
@@ -145,6 +164,26 @@ def _print_table(out: dict[str, Any]) -> None:
             cells = ([row["namespace"]] if named else []) + [row["name"]] + [_fmt(row.get(k)) for k in keys]
             t.add_row(*cells)
         console.print(t)
+    _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
+
+
+def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    t = Table(title="GPUResourceQuotas", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "USED", "AVAILABLE %", "CONDITIONS"):
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        status = row.get("status") or {}
+        used = status.get("used") or {}
+        used_text = ", ".join(
+            [f"{kind}.{k}={v}" for kind in ("requests", "limits") for k, v in (used.get(kind) or {}).items()]
+            + ([f"workers={used['workers']}"] if "workers" in used else [])
+        )
+        conditions = ", ".join(f"{c['type']}={c['status']}" for c in status.get("conditions") or ())
+        available = _fmt(status.get("availablePercent"))
+        t.add_row(row["namespace"], row["name"], used_text or "-", available, conditions)
+    console.print(t)
 
 
 def _print_explain(pod: dict[str, Any]) -> None:
@@ -173,6 +212,8 @@ def _print_explain(pod: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("scheduler", "webhook", "certs"):
+        return int(args.func(args))
     if args.command == "simulate":
         result = _simulate(args.filename, args.config, args.explain)
         if isinstance(result, list):
@@ -187,7 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         namespace, sep, name = args.pod.partition("/")
         if not sep or not namespace or not name:
             return _fail([f"NAMESPACE/POD: invalid value {args.pod!r}: expected <namespace>/<pod>"])
-        result = _simulate(args.filename, args.config, True)
+        if bool(args.filename) == bool(args.kubeconfig):
+            return _fail(["explain: give either -f FILE_OR_DIR or --kubeconfig P"])
+        if args.kubeconfig:
+            result = live_simulation(args.kubeconfig, args.config)
+        else:
+            result = _simulate(args.filename, args.config, True)
         if isinstance(result, list):
             return _fail(result)
         out = report(result, explain=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
@@ -43,7 +44,10 @@ from scheduler.framework.interfaces import (
     FilterOutcome,
     FloatArray,
     GroupInfo,
+    PendingPodListener,
     PostFilterResult,
+    StatusPatch,
+    StatusSource,
 )
 from scheduler.framework.registry import PluginSettings, Registry
 from scheduler.framework.runtime import ALLOCATE, Framework, Observer
@@ -123,6 +127,7 @@ class Scheduler:
         observe: Observer | None = None,
         keep_attempts: bool = False,
         gang_timeout: float = 60.0,
+        wall_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.cluster = ClusterState()
         self.objects = ObjectStore()
@@ -142,12 +147,20 @@ class Scheduler:
         self.preempted: dict[str, PodInfo] = {}
         self.changes = 0
         self._allowed: set[str] = set()
+        self._dirty_groups: set[str] = set()
+        self.enqueue_refusals: dict[str, str] = {}  # PodGroup key -> why it is still Pending
+        self.wall_clock = wall_clock or (lambda: datetime.now(UTC))
         self.objects.subscribe(self._object_changed)
         plugins = registry.build(self, settings.tiers)
         self.framework = Framework(self, plugins, settings.actions, observe)
-        self.queue = SchedulingQueue(
-            self.framework.sort_key, clock, interest={p.name: p.events for p in self.framework.plugins}
+        interest = {p.name: p.events for p in self.framework.plugins}
+        for plugin in self.framework.plugins:
+            interest.update(plugin.event_groups)
+        self.queue = SchedulingQueue(self.framework.sort_key, clock, interest=interest)
+        self._pending_listeners = tuple(
+            p for p in self.framework.plugins if isinstance(p, PendingPodListener)
         )
+        self._status_sources = tuple(p for p in self.framework.plugins if isinstance(p, StatusSource))
         self._allocate = ALLOCATE in self.framework.actions
 
     # -- Handle -------------------------------------------------------------------------------------
@@ -173,6 +186,12 @@ class Scheduler:
     def allow_group(self, group: GroupInfo) -> None:
         self._allowed.add(group.key)
 
+    def group(self, key: str) -> GroupInfo | None:
+        return self.groups.get(key)
+
+    def pending_pod(self, key: str) -> PodInfo | None:
+        return self.pending.get(key)
+
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in (self.scheduler_name, "") or (
@@ -187,14 +206,26 @@ class Scheduler:
         if pod.bound:
             self.pending.pop(pod.key, None)
             self.queue.delete(pod.key)
+            if pod.terminal:
+                self._pod_gone(pod.key)
+                for listener in self._pending_listeners:
+                    listener.pending_pod_removed(pod)
+                return
             if pod.holds_resources:
                 self.cluster.add_pod(pod)
             else:
                 self._pod_gone(pod.key)
             return
         if pod.terminal or pod.deleting or not self.responsible_for(pod):
+            previous = self.pending.pop(pod.key, None)
+            if previous is not None:
+                self.queue.delete(pod.key)
+                for listener in self._pending_listeners:
+                    listener.pending_pod_removed(previous)
             return
         self.pending[pod.key] = pod
+        for listener in self._pending_listeners:
+            listener.pending_pod_added(pod)
         self._gate(pod)
         group = self.group_of(pod)
         if group is not None:
@@ -209,7 +240,10 @@ class Scheduler:
         self.queue.add(pod)
 
     def delete_pod(self, key: str) -> None:
-        self.pending.pop(key, None)
+        pending = self.pending.pop(key, None)
+        if pending is not None:
+            for listener in self._pending_listeners:
+                listener.pending_pod_removed(pending)
         self.queue.delete(key)
         for held in self._held.values():
             held.discard(key)
@@ -260,7 +294,9 @@ class Scheduler:
             if self.framework.enqueue_enabled:
                 status = self.framework.run_enqueue(group)
                 if not status.is_success:
+                    self.enqueue_refusals[key] = status.message
                     continue
+            self.enqueue_refusals.pop(key, None)
             self._set_group_phase(group, INQUEUE)
             moved += 1
             for pod_key in sorted(self._held.pop(key, set())):
@@ -272,18 +308,44 @@ class Scheduler:
     def _set_group_phase(self, group: GroupInfo, phase: str) -> None:
         if group.phase == phase:
             return
-        if group.phase == INQUEUE:
-            self.framework.run_dequeued(group)
+        left_inqueue = group.phase == INQUEUE
         group.phase = phase
+        if left_inqueue:
+            # After the phase is set, so plugins see where the group went (Running keeps a reservation).
+            self.framework.run_dequeued(group)
         self.changes += 1
-        status: dict[str, Any] = {}
-        if group.model is not None:
-            status = group.model.status.model_dump(exclude_defaults=True)
-        status["phase"] = phase
-        running = sum(1 for k in self.members.get(group.key, ()) if k in self.cluster.pods)
-        if running:
-            status["running"] = running
-        self.backend.patch_status(POD_GROUP, group.namespace, group.name, status)
+        self._dirty_groups.add(group.key)
+
+    # -- batched status sync ------------------------------------------------------------------------
+    def sync_status(self) -> int:
+        """Write every dirty custom-resource status once (PodGroup phases, quota usage); returns how many.
+
+        Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
+        timer), never per pod: a hundred pods bound in one namespace make one status patch.
+        """
+        patches: list[StatusPatch] = []
+        for key in sorted(self._dirty_groups):
+            group = self.groups.get(key)
+            if group is None:
+                continue
+            status: dict[str, Any] = {}
+            if group.model is not None:
+                status = group.model.status.model_dump(exclude_defaults=True)
+            status["phase"] = group.phase
+            running = sum(1 for k in self.members.get(group.key, ()) if k in self.cluster.pods)
+            if running:
+                status["running"] = running
+            patches.append(StatusPatch(POD_GROUP, group.namespace, group.name, status))
+        self._dirty_groups.clear()
+        now = self.wall_clock()
+        for source in self._status_sources:
+            more, events = source.take_status(now)
+            patches.extend(more)
+            for event in events:
+                self.record(event)
+        for patch in patches:
+            self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
+        return len(patches)
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
@@ -325,12 +387,14 @@ class Scheduler:
         node = self.cluster.names[row]
         attempt = Attempt(pod, Status.success(), node, "", "", outcome, total, scores)
         assumed = replace(pod, node_name=node)
-        self.cluster.add_pod(assumed)
+        # Reserve before the pod is assumed in the cluster state: a plugin's ClusterListener then
+        # sees the pod already charged by its Reserve and leaves it alone, while a pod bound by
+        # someone else (running at start-up) is charged by the listener without a quota check.
         reserved = self.framework.run_reserve(state, assumed, row)
         if not reserved.is_success:
-            self.cluster.remove_pod(pod.key)
             message = f"0/{num_nodes} nodes are available: {reserved.message}."
             return self._fail(pod, reserved, outcome, None, message, attempt=attempt)
+        self.cluster.add_pod(assumed)
         permit = self.framework.run_permit(state, assumed, row)
         if permit.is_wait:
             group = self.group_of(pod)

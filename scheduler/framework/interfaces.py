@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +127,48 @@ class Handle(Protocol):
         """Release the pods of ``group`` waiting in Permit (gang quorum reached)."""
         ...
 
+    def group(self, key: str) -> GroupInfo | None:
+        """The PodGroup ``namespace/name`` as the scheduler tracks it (its phase included)."""
+        ...
+
+    def pending_pod(self, key: str) -> PodInfo | None:
+        """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
+        ...
+
+
+@runtime_checkable
+class PendingPodListener(Protocol):
+    """A plugin that tracks pods before they are bound (a PodGroup's minimum counts its pending pods).
+
+    Bound pods reach plugins through :class:`~scheduler.cluster.state.ClusterListener`; pending ones
+    only through this.
+    """
+
+    def pending_pod_added(self, pod: PodInfo) -> None: ...
+
+    def pending_pod_removed(self, pod: PodInfo) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StatusPatch:
+    """A custom resource status to write: one per dirty object per sync, never one per pod."""
+
+    kind: str
+    namespace: str
+    name: str
+    status: Mapping[str, Any]
+
+
+@runtime_checkable
+class StatusSource(Protocol):
+    """A plugin whose usage bookkeeping is written back to custom resources (batched status sync).
+
+    ``now`` stamps conditions and ``lastUpdateTime``; events are returned with the patches (the
+    GPU quota's QuotaAlertThreshold is decided when its status is computed).
+    """
+
+    def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]: ...
+
 
 class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is optional
     """Base of every plugin; ``name`` is its name in the configuration."""
@@ -133,6 +176,9 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
     name: str = ""
     # Events after which a pod this plugin rejected is worth retrying.
     events: frozenset[ClusterEvent] = ALL_EVENTS
+    # Finer interest for some rejections: a Status whose plugin is ``<name>:<kind>`` (for example
+    # ``gpu-quota:single``, a per-workload limit only a quota change can lift) is retried on these.
+    event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {}
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -22,6 +22,30 @@ class PluginSettings(Protocol):
 
     @property
     def args(self) -> BaseModel | None: ...
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def plugin_args(settings: PluginSettings | None, model: type[M]) -> M | None:
+    """The plugin's parsed argument model from the configuration (``None``: use the defaults).
+
+    The configuration loader parses every plugin's arguments with its engine; raw ``arguments``
+    without a parsed model mean a caller skipped that step, which is refused rather than guessed.
+    """
+    if settings is None:
+        return None
+    args = settings.args
+    if args is None:
+        if settings.arguments:
+            key = next(iter(settings.arguments))
+            raise ConfigError(
+                f"{settings.name}.arguments.{key}", settings.arguments[key], "arguments parsed by the config"
+            )
+        return None
+    if not isinstance(args, model):
+        raise ConfigError(f"{settings.name}.arguments", type(args).__name__, f"a {model.__name__}")
+    return args
 
 
 # A factory gets the plugin's configuration: ``args`` (the engine's parsed model) when the config

@@ -9,17 +9,23 @@ KEP) on the nodes whose rejection preemption can resolve, and nominates the best
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from common.model import elastic as engine
+from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.quantity import PODS
 from scheduler.cluster.objects import ELASTIC_QUOTA, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    BoolArray,
     ClusterEvent,
     FilterOutcome,
     Handle,
@@ -27,11 +33,14 @@ from scheduler.framework.interfaces import (
     PostFilterResult,
     PreFilterPlugin,
     ReservePlugin,
+    StatusPatch,
 )
 from scheduler.framework.registry import PluginSettings
 from scheduler.framework.status import Status
 
 NAME: Final = "capacity-scheduling"
+
+Int64Array = npt.NDArray[np.int64]
 
 
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
@@ -41,6 +50,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
         self.infos = engine.ElasticQuotaInfos()
+        # What bound pods request per node row, per namespace with an ElasticQuota and summed over the
+        # namespaces without one: the upper bound of what preemption can free on each node, so
+        # PostFilter only asks the engine about nodes where evicting every eligible pod could help.
+        self._freeable: dict[str, Int64Array] = {}
+        self._unquoted: Int64Array = np.zeros((0, 0), dtype=np.int64)
+        # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
+        # pod in reach is answered without looking at any node.
+        self._priorities: dict[str, Counter[int]] = {}
         for namespace, name, obj in handle.objects.list(ELASTIC_QUOTA):
             self._object(ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -49,10 +66,33 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
         if kind != ELASTIC_QUOTA:
             return
+        had = namespace in self.infos
         if obj is None:
             self.infos.remove(namespace)
         else:
             self.infos.upsert(engine.validate_elastic_quota(obj))
+        if had != (namespace in self.infos):
+            self._rebuild_freeable()
+
+    # -- freeable arrays --------------------------------------------------------------------------
+    def _array(self, namespace: str) -> Int64Array:
+        cluster = self.handle.cluster
+        rows, cols = cluster.allocatable.shape
+        if namespace in self.infos:
+            array = self._freeable.get(namespace)
+            if array is None or array.shape != (rows, cols):
+                array = self._freeable[namespace] = _resized(array, rows, cols)
+            return array
+        if self._unquoted.shape != (rows, cols):
+            self._unquoted = _resized(self._unquoted, rows, cols)
+        return self._unquoted
+
+    def _rebuild_freeable(self) -> None:
+        self._freeable = {}
+        self._unquoted = np.zeros((0, 0), dtype=np.int64)
+        cluster = self.handle.cluster
+        for pod in cluster.pods.values():
+            self._array(pod.namespace)[cluster.row_of[pod.node_name]] += cluster.pod_vector(pod)
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
@@ -60,9 +100,17 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         self.infos.reserve_pod(pod)
+        self._array(pod.namespace)[row] += self.handle.cluster.pod_vector(pod)
+        self._priorities.setdefault(pod.namespace, Counter())[pod.priority or 0] += 1
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self.infos.unreserve_pod(pod)
+        self._array(pod.namespace)[row] -= self.handle.cluster.pod_vector(pod)
+        counts = self._priorities.get(pod.namespace)
+        if counts is not None:
+            counts[pod.priority or 0] -= 1
+            if counts[pod.priority or 0] <= 0:
+                del counts[pod.priority or 0]
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
@@ -78,18 +126,85 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         self.infos.unreserve_pod(pod)
 
-    def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
+    def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
+        return any(p < priority for ns in namespaces for p in self._priorities.get(ns, ()))
+
+    def _reachable(self, pod: PodInfo, scope: engine.VictimScope) -> Int64Array | None:
+        """Per node, an upper bound of what evicting every eligible pod frees; None if nothing is."""
+        priority = pod.priority or 0
+        if scope is engine.VictimScope.SAME_NAMESPACE:
+            if not self._has_lower((pod.namespace,), priority):
+                return None
+            return self._array(pod.namespace)
+        if scope is engine.VictimScope.NO_QUOTA:
+            if not self._has_lower((ns for ns in self._priorities if ns not in self.infos), priority):
+                return None
+            return self._array(pod.namespace)
+        guaranteed = self.infos.guaranteed
+        borrowers = [
+            ns
+            for ns in self.infos.namespaces()
+            if ns != pod.namespace
+            and ns in self._freeable
+            and (info := self.infos.get(ns)) is not None
+            and info.over_min(guaranteed)
+        ]
+        if not borrowers:
+            return None
+        total = self._array(borrowers[0]).copy()
+        for ns in borrowers[1:]:
+            total += self._array(ns)
+        return total
+
+    def _candidates(self, pod: PodInfo, outcome: FilterOutcome) -> tuple[BoolArray, str]:
+        """Nodes where preemption may help, vectorised; with none, why (the PostFilter message)."""
         cluster = self.handle.cluster
         n = cluster.n
         candidates = cluster.alive[:n].copy()
         for _, result, _first in outcome.results:
             if result.unresolvable is not None:
                 candidates &= ~result.unresolvable
+        if not candidates.any():
+            return candidates, "no node can be helped by preemption"
+        scope = engine.victim_scope(pod, self.infos)
+        if scope is engine.VictimScope.NONE:
+            return np.zeros(n, dtype=np.bool_), f"{pod.ref}: not eligible to preempt (preemptionPolicy=Never)"
+        freeable = self._reachable(pod, scope)
+        if freeable is None:
+            return np.zeros(n, dtype=np.bool_), f"{pod.ref}: no eligible victims on any node ({scope.value})"
+        request = cluster.pod_vector(pod)
+        columns = np.flatnonzero(request)
+        free = freeable[:n, columns]
+        candidates &= (
+            cluster.requested[:n, columns] - free + request[columns] <= cluster.allocatable[:n, columns]
+        ).all(axis=1)
+        own = self.infos.get(pod.namespace)
+        if own is not None and candidates.any():
+            # The engine's quota checks, with the most any single node can free (a necessary condition).
+            own_freed = scope is engine.VictimScope.SAME_NAMESPACE
+            guaranteed = self.infos.guaranteed
+            total_used, total_min = self.infos.total_used, self.infos.total_min
+            for key, amount in pod.requests.items():
+                column = cluster.columns.get(key)
+                if amount <= 0 or key == PODS or column is None:
+                    continue
+                freed = freeable[:n, column]
+                if key in own.max:
+                    used = own.used.amount(key) - (freed if own_freed else 0) + amount
+                    candidates &= used <= own.max[key]
+                if key in guaranteed:
+                    candidates &= total_used.amount(key) - freed + amount <= total_min.amount(key)
+        return candidates, (
+            f"{pod.ref}: preempting every eligible pod on any single node would not make room "
+            "within the node and the elastic quotas"
+        )
+
+    def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
+        cluster = self.handle.cluster
+        candidates, why_not = self._candidates(pod, outcome)
         rows = [int(r) for r in np.flatnonzero(candidates)]
         if not rows:
-            return PostFilterResult(
-                Status.unschedulable(), message="preemption: no node can be helped by preemption."
-            )
+            return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
         best: tuple[tuple[int, int, int, int], str, engine.VictimSelection] | None = None
@@ -126,6 +241,16 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             message=f"preemption: nominated node {node}, preempting {victims}.",
         )
 
+    # -- status -----------------------------------------------------------------------------------
+    def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
+        """``status.used`` of every ElasticQuota whose usage changed since the last sync."""
+        patches: list[StatusPatch] = []
+        for namespace in sorted(self.infos.take_dirty()):
+            info = self.infos.get(namespace)
+            if info is not None:
+                patches.append(StatusPatch(ELASTIC_QUOTA, namespace, info.name, self.infos.status(namespace)))
+        return patches, []
+
     # -- report -----------------------------------------------------------------------------------
     def report(self) -> dict[str, list[dict[str, object]]]:
         rows: list[dict[str, object]] = []
@@ -145,3 +270,11 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def pod_fields(self, pod: PodInfo) -> dict[str, object]:
         return {}
+
+
+def _resized(array: Int64Array | None, rows: int, cols: int) -> Int64Array:
+    grown = np.zeros((rows, cols), dtype=np.int64)
+    if array is not None and array.size:
+        r, c = min(rows, array.shape[0]), min(cols, array.shape[1])
+        grown[:r, :c] = array[:r, :c]
+    return grown

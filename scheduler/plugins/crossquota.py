@@ -28,7 +28,7 @@ from scheduler.framework.interfaces import (
     ReasonMasks,
     ScorePlugin,
 )
-from scheduler.framework.registry import PluginSettings
+from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
 
 NAME: Final = "crossquota"
@@ -45,11 +45,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        args = settings.args if settings is not None else None
-        if not isinstance(args, engine.CrossQuotaArgs):
-            args = engine.parse_arguments(settings.arguments if settings is not None else {})
-        self.args = args
-        width = len(args.quota_resources)
+        self.args = plugin_args(settings, engine.CrossQuotaArgs) or engine.parse_arguments({})
+        width = len(self.args.quota_resources)
         self._is_gpu: BoolArray = np.zeros(0, dtype=np.bool_)
         self._quota: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64)
         self._used: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64)

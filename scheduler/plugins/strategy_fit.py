@@ -11,7 +11,7 @@ from common.model import strategy_fit as engine
 from common.model.pods import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
-from scheduler.framework.registry import PluginSettings
+from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
 
 NAME: Final = "resource-strategy-fit"
@@ -22,10 +22,7 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        args = settings.args if settings is not None else None
-        if not isinstance(args, engine.ResourceStrategyFitArgs):
-            args = engine.parse_arguments(settings.arguments if settings is not None else {})
-        self.args = args
+        self.args = plugin_args(settings, engine.ResourceStrategyFitArgs) or engine.parse_arguments({})
 
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
         strategy = engine.pod_strategy(self.args, pod)

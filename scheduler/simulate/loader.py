@@ -7,16 +7,22 @@ the whole list at once. Each problem is one line naming the file, the object and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
+from common.model.cards import parse_card_names, parse_card_quota, parse_card_request
+from common.model.crossquota import validate_pod_annotations
+from common.model.elastic import validate_elastic_quota
 from common.model.errors import GpuqError
+from common.model.gpu_quota import request_from_annotations, validate_gpu_resource_quota
 from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
+from common.model.pods import GPUQ_SCHEDULER, PodInfo
 from common.model.queues import PodGroup, Queue
+from common.model.strategy_fit import parse_pod_override
 from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
 from scheduler.plugins.node_selection import compile_selection
 
@@ -111,6 +117,15 @@ def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
         out.objects.pop()
 
 
+def _check_pod_annotations(pod: PodInfo) -> None:
+    """The annotation checks the webhook makes on create (an input file has not been through it)."""
+    if CARD_NAME in pod.annotations:
+        parse_card_names(pod.annotations[CARD_NAME], pod.ref)
+    validate_pod_annotations(pod.annotations, pod.ref)
+    parse_pod_override(pod.annotations, pod.ref)
+    request_from_annotations(pod)
+
+
 def _take(doc: Any, out: Manifests) -> str | None:
     """Parse one document into ``out``; returns the problem, if any."""
     if not isinstance(doc, Mapping):
@@ -126,13 +141,26 @@ def _take(doc: Any, out: Manifests) -> str | None:
             out.nodes.append(NodeInfo.from_dict(doc))
         elif kind == POD:
             pod = PodInfo.from_dict(doc)
+            if not (doc.get("spec") or {}).get("schedulerName"):
+                # DESIGN "gpuq simulate": an unset schedulerName is scheduled by gpuq here (in a
+                # cluster the apiserver would have defaulted it to default-scheduler).
+                pod = replace(pod, scheduler_name=GPUQ_SCHEDULER)
             compile_selection(pod)
+            _check_pod_annotations(pod)
             out.pods.append(pod)
         else:
             if kind == "Queue":
-                Queue.from_dict(doc)
+                queue = Queue.from_dict(doc)
+                if CARD_QUOTA in queue.annotations:
+                    parse_card_quota(queue.annotations[CARD_QUOTA], queue.ref)
             elif kind == "PodGroup":
-                PodGroup.from_dict(doc)
+                group = PodGroup.from_dict(doc)
+                if CARD_REQUEST in group.annotations:
+                    parse_card_request(group.annotations[CARD_REQUEST], group.ref)
+            elif kind == "ElasticQuota":
+                validate_elastic_quota(doc)
+            elif kind == "GPUResourceQuota":
+                validate_gpu_resource_quota(doc)
             out.objects.append(doc)
     except GpuqError as err:
         return str(err)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
@@ -26,6 +27,7 @@ BOUND: Final = "Bound"
 PENDING: Final = "Pending"
 PREEMPTED: Final = "Preempted"
 _MAX_ROUNDS: Final = 1000
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class VirtualClock:
@@ -34,6 +36,10 @@ class VirtualClock:
 
     def __call__(self) -> float:
         return self.now
+
+    def datetime(self) -> datetime:
+        """Virtual wall-clock time (from the epoch), so statuses and output are deterministic."""
+        return EPOCH + timedelta(seconds=self.now)
 
 
 @runtime_checkable
@@ -56,7 +62,9 @@ class Simulation:
 def build(manifests: Manifests, settings: Any, registry: Registry, *, explain: bool = False) -> Simulation:
     clock = VirtualClock()
     backend = MemoryBackend()
-    scheduler = Scheduler(settings, registry, backend, clock=clock, keep_attempts=explain)
+    scheduler = Scheduler(
+        settings, registry, backend, clock=clock, keep_attempts=explain, wall_clock=clock.datetime
+    )
     backend.objects = scheduler.objects
     errors: list[str] = []
     for obj in manifests.objects:
@@ -104,12 +112,14 @@ def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> None:
             if progress is not None:
                 progress(1)
         scheduler.reject_waiting()
+        scheduler.sync_status()
         state = scheduler.fingerprint()
         upcoming = scheduler.queue.next_backoff()
         if upcoming is None or state == previous:
             break
         previous = state
         clock.now = max(clock.now, upcoming)
+    scheduler.sync_status()
 
 
 def _number(value: float) -> float | int:
@@ -167,7 +177,12 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
                 reason = f"pod is {pod.phase}"
             elif reason is None:
                 group = scheduler.group_of(pod)
-                reason = f"{group.ref} is {group.phase}" if group is not None else "not scheduled"
+                refusal = scheduler.enqueue_refusals.get(group.key, "") if group is not None else ""
+                reason = (
+                    f"{group.ref} is {group.phase}" + (f": {refusal}" if refusal else "")
+                    if group is not None
+                    else "not scheduled"
+                )
             entry.update(node=None, phase=PENDING, reason=reason)
             live = pod
         fields: dict[str, Any] = {"cardType": None}

@@ -5,12 +5,15 @@
 
 A realistic mix: 60 % GPU nodes of three card types (A100, H100, T4) with crossquota annotations on
 some, 40 % CPU nodes; 70 % CPU pods (some with node selectors or tolerations), 30 % GPU pods;
-ten namespaces, six with ElasticQuotas. Every plugin this build provides is enabled.
+ten namespaces, six with ElasticQuotas; three team Queues with card quotas (half the GPU pods name
+their card type, some as ``A|B`` alternatives); two namespaces with a GPUResourceQuota. The default
+configuration (every plugin) schedules them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import resource
 import statistics
@@ -25,18 +28,6 @@ from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.simulate.run import VirtualClock
 
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins:
-  - name: predicates
-  - name: crossquota
-    arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", quota.cpu: "32"}
-  - name: resource-strategy-fit
-    arguments: {resourceStrategyFitWeight: 10, resources: {nvidia.com/gpu: {type: MostAllocated, weight: 2}}}
-  - name: capacity-scheduling
-"""
 CARDS = ("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4")
 
 
@@ -50,6 +41,7 @@ def _nodes(count: int, rng: random.Random) -> list[NodeInfo]:
         if i % 5 < 3:
             card = CARDS[i % 3]
             labels["nvidia.com/gpu.product"] = card
+            labels["nvidia.com/gpu.memory"] = "81920"
             allocatable["nvidia.com/gpu"] = "8"
             if i % 7 == 0:
                 annotations["volcano.sh/crossquota-cpu"] = "16"
@@ -74,8 +66,15 @@ def _pods(count: int, rng: random.Random) -> list[PodInfo]:
             "memory": f"{rng.choice([1, 2, 4])}Gi",
         }
         spec: dict[str, Any] = {"schedulerName": "gpuq-scheduler"}
+        annotations: dict[str, str] = {}
+        if i % 10 < 8:
+            annotations["scheduling.volcano.sh/queue-name"] = f"team-{i % 3}"
         if i % 10 < 3:
             requests["nvidia.com/gpu"] = str(rng.choice([1, 1, 2, 4]))
+            if i % 2 == 0:
+                annotations["volcano.sh/card.name"] = rng.choice(
+                    [CARDS[0], CARDS[1], f"{CARDS[0]}|{CARDS[1]}", f"{CARDS[1]}|{CARDS[2]}"]
+                )
             if i % 3 == 0:
                 spec["affinity"] = {
                     "nodeAffinity": {
@@ -102,6 +101,7 @@ def _pods(count: int, rng: random.Random) -> list[PodInfo]:
         meta = {
             "name": f"p-{i:06d}",
             "namespace": ns,
+            "annotations": annotations,
             "creationTimestamp": f"2024-01-01T00:{i // 6000 % 60:02d}:{i // 100 % 60:02d}Z",
         }
         pods.append(PodInfo.from_dict({"metadata": meta, "spec": spec}))
@@ -110,7 +110,29 @@ def _pods(count: int, rng: random.Random) -> list[PodInfo]:
 
 def _scheduler() -> Scheduler:
     backend = MemoryBackend()
-    sched = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=VirtualClock())
+    sched = Scheduler(SchedulerConfig.default(), default_registry(), backend, clock=VirtualClock())
+    for t in range(3):
+        quota = dict.fromkeys(CARDS, 4000)
+        sched.put_object(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {
+                    "name": f"team-{t}",
+                    "annotations": {"volcano.sh/card.quota": json.dumps(quota)},
+                },
+                "spec": {"capability": {"cpu": "200000", "memory": "2000Ti"}},
+            }
+        )
+    for t in (7, 8):
+        sched.put_object(
+            {
+                "apiVersion": "tensor-fusion.ai/v1",
+                "kind": "GPUResourceQuota",
+                "metadata": {"name": "gpu", "namespace": f"team-{t}"},
+                "spec": {"total": {"requests": {"tflops": "200000", "vram": "2000Ti"}, "maxWorkers": 100000}},
+            }
+        )
     for t in range(6):
         sched.put_object(
             {

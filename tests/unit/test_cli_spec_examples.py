@@ -203,7 +203,7 @@ def test_elastic_namespace_example_high_priority_pod_stays_pending(
     waiting = pods[("quota2", "nginx")]
     assert waiting["phase"] == "Pending"
     assert "sum of all ElasticQuota min" in waiting["reason"]
-    assert waiting["reason"].endswith("no eligible victims on the node (SameNamespace).")
+    assert "no eligible victims on any node (SameNamespace)" in waiting["reason"]
     assert not any(p["phase"] == "Preempted" for p in pods.values())
 
 

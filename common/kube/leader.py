@@ -1,0 +1,216 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's ``leaderelection`` does it.
+
+- A candidate reads the Lease every ``retry_period``; it takes it when the Lease is free (no holder)
+  or when the holder has not renewed for ``lease_duration``, measured on *our* clock from the moment
+  we last saw the record change (client-go's ``observedTime``), so clock skew between replicas does
+  not matter.
+- Every write is a PUT carrying the resourceVersion read (optimistic concurrency): of two candidates
+  racing for an expired Lease exactly one succeeds, the other gets 409 and stays standby.
+- The leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it has lost the
+  lease (another replica may take it after ``lease_duration``) and must stop acting at once, so
+  ``renew_deadline < lease_duration`` leaves a margin in which two replicas never both act.
+- On a clean shutdown the leader releases the Lease (empty holder, 1 s duration) so a standby takes
+  over within one ``retry_period`` instead of waiting for expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from common.kube.status import Reply, call
+from common.model.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimings:
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def validate(self) -> None:
+        """client-go's rules: duration > deadline > retry * 1.2 (JitterFactor), all positive."""
+        if self.retry_period <= 0:
+            raise ConfigError(
+                "--leader-elect-retry-period", self.retry_period, "a positive duration", "flags"
+            )
+        if self.renew_deadline <= self.retry_period * 1.2:
+            raise ConfigError(
+                "--leader-elect-renew-deadline",
+                self.renew_deadline,
+                f"more than 1.2 x the retry period ({self.retry_period * 1.2:g}s)",
+                "flags",
+            )
+        if self.lease_duration <= self.renew_deadline:
+            raise ConfigError(
+                "--leader-elect-lease-duration",
+                self.lease_duration,
+                f"more than the renew deadline ({self.renew_deadline:g}s)",
+                "flags",
+            )
+
+
+def micro_time(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_spec(
+    identity: str, duration: float, now: float, previous: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The spec we write to hold the Lease: a takeover bumps ``leaseTransitions`` and ``acquireTime``."""
+    previous = previous or {}
+    held = previous.get("holderIdentity") == identity
+    transitions = int(previous.get("leaseTransitions") or 0)
+    return {
+        "holderIdentity": identity,
+        "leaseDurationSeconds": max(1, round(duration)),
+        "acquireTime": previous.get("acquireTime")
+        if held and previous.get("acquireTime")
+        else micro_time(now),
+        "renewTime": micro_time(now),
+        "leaseTransitions": transitions if held or not previous else transitions + 1,
+    }
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        timings: LeaseTimings = LeaseTimings(),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        timings.validate()
+        self.api_client = api_client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timings = timings
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.leading = asyncio.Event()
+        self.lost = asyncio.Event()
+        self.transitions = 0
+        self._observed_spec: Mapping[str, Any] | None = None
+        self._observed_at = 0.0
+        self._resource_version = ""
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leading.is_set() and not self.lost.is_set()
+
+    async def run(self) -> None:
+        """Acquire, then renew until the lease is lost (sets :attr:`lost` and returns) or cancelled."""
+        retry = self.timings.retry_period
+        while not await self._try():
+            await asyncio.sleep(retry)
+        log.info("became leader of Lease %s/%s as %s", self.namespace, self.name, self.identity)
+        self.leading.set()
+        last_renew = self.clock()
+        while True:
+            await asyncio.sleep(retry)
+            if await self._try():
+                last_renew = self.clock()
+            elif self.clock() - last_renew >= self.timings.renew_deadline:
+                log.error("failed to renew Lease %s/%s within the renew deadline", self.namespace, self.name)
+                self.lost.set()
+                return
+
+    async def _try(self) -> bool:
+        try:
+            return await self._try_acquire_or_renew()
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            log.warning("Lease %s/%s: %s", self.namespace, self.name, err or type(err).__name__)
+            return False
+
+    async def _try_acquire_or_renew(self) -> bool:
+        now_wall = self.wall_clock()
+        current = await call(self.api_client, "GET", self.path)
+        if current.status == 404:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, None),
+            }
+            reply = await call(self.api_client, "POST", self.path.rsplit("/", 1)[0], body)
+            return self._accept(reply)
+        if not current.ok:
+            log.warning("Lease %s/%s: %s", self.namespace, self.name, current.message)
+            return False
+        spec = current.body.get("spec") or {}
+        meta = current.body.get("metadata") or {}
+        if spec != self._observed_spec:
+            self._observed_spec = spec
+            self._observed_at = self.clock()
+        holder = str(spec.get("holderIdentity") or "")
+        duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
+        if holder and holder != self.identity and self._observed_at + duration > self.clock():
+            return False
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": str(meta.get("resourceVersion") or ""),
+            },
+            "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, spec),
+        }
+        if holder != self.identity:
+            self.transitions += 1
+        return self._accept(await call(self.api_client, "PUT", self.path, body))
+
+    def _accept(self, reply: Reply) -> bool:
+        if not reply.ok:
+            if reply.status != 409:
+                log.warning("Lease %s/%s not written: %s", self.namespace, self.name, reply.message)
+            return False
+        self._observed_spec = reply.body.get("spec") or {}
+        self._observed_at = self.clock()
+        return True
+
+    async def release(self) -> None:
+        """Give the Lease up if we hold it (clean shutdown); best-effort."""
+        if not self.leading.is_set():
+            return
+        self.leading.clear()
+        try:
+            current = await call(self.api_client, "GET", self.path)
+            spec = current.body.get("spec") or {}
+            if not current.ok or spec.get("holderIdentity") != self.identity:
+                return
+            meta = current.body.get("metadata") or {}
+            now = micro_time(self.wall_clock())
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "resourceVersion": str(meta.get("resourceVersion") or ""),
+                },
+                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
+            }
+            reply = await call(self.api_client, "PUT", self.path, body)
+            if reply.ok:
+                log.info("released Lease %s/%s", self.namespace, self.name)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            log.warning("Lease %s/%s not released: %s", self.namespace, self.name, err)

@@ -1,0 +1,232 @@
+"""Writing to the API server: one raw request helper, and batched status writes of custom resources.
+
+Status of Queues, PodGroups, ElasticQuotas and GPUResourceQuotas changes with every bind; writing it
+once per pod would make the scheduler's write rate proportional to its bind rate and would race with
+itself. :class:`StatusWriter` keeps a *dirty set* instead (the latest wanted status per object), and
+a flush sends each dirty object once, as a JSON merge patch on its ``/status`` subresource, with
+bounded concurrency. The patch is the RFC 7386 difference between what the informer last saw and
+what is wanted, so a key that disappears (an ElasticQuota resource whose usage dropped to zero) is
+deleted with ``null`` rather than left stale, and an unchanged status is not written at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+
+from common.kube.resources import ResourceKind
+
+log = logging.getLogger(__name__)
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+_TIMEOUT: Final = aiohttp.ClientTimeout(total=30)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An API answer: the HTTP status and the decoded JSON body (``{}`` when there is none)."""
+
+    status: int
+    body: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def message(self) -> str:
+        """The apiserver's own words (a Status object's ``message``), else the HTTP status."""
+        return str(self.body.get("message") or f"HTTP {self.status}")
+
+
+async def call(
+    api_client: Any,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    content_type: str = JSON,
+    query: list[tuple[str, str]] | None = None,
+) -> Reply:
+    """One request through ``api_client``'s connection pool and credentials; never raises on HTTP
+    errors (the caller decides what a 404 or 409 means), only on transport failures."""
+    response = await api_client.call_api(
+        path,
+        method,
+        query_params=query or [],
+        header_params={"Accept": JSON, "Content-Type": content_type},
+        body=body,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=_TIMEOUT,
+    )
+    try:
+        raw = await response.read()
+    finally:
+        response.release()
+    try:
+        decoded = json.loads(raw) if raw else {}
+    except ValueError:
+        decoded = {"message": raw[:300].decode("utf-8", "replace")}
+    return Reply(int(response.status), decoded if isinstance(decoded, dict) else {})
+
+
+def merge_patch(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 7386 merge patch turning ``old`` into ``new``: changed keys, ``None`` for removed ones.
+
+    Lists and scalars are replaced whole (merge patch has no list semantics); nested objects recurse.
+    ``{}`` means nothing to write.
+    """
+    old = old or {}
+    patch: dict[str, Any] = {}
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            inner = merge_patch(before, value)
+            if inner:
+                patch[key] = inner
+        elif key not in old or before != value:
+            patch[key] = _plain(value)
+    return patch
+
+
+def status_patch(seen: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch for a ``status`` of which we own only the top-level keys in ``wanted``.
+
+    Other writers' keys (a Queue's ``state``, set by Volcano's controller) are left alone; inside a
+    key we own, the value is made exactly ``wanted``'s (absent sub-keys deleted with ``None``).
+    """
+    seen = seen or {}
+    patch: dict[str, Any] = {}
+    for key, value in wanted.items():
+        before = seen.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            inner = merge_patch(before, value)
+            if inner:
+                patch[key] = inner
+        elif key not in seen or before != value:
+            patch[key] = _plain(value)
+    return patch
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def object_path(kind: ResourceKind, namespace: str, name: str) -> str:
+    base = kind.path.rsplit("/", 1)[0]
+    if kind.namespaced:
+        return f"{base}/namespaces/{namespace}/{kind.plural}/{name}"
+    return f"{base}/{kind.plural}/{name}"
+
+
+StatusKey = tuple[str, str, str]  # kind, namespace, name
+CurrentStatus = Callable[[str, str, str], Mapping[str, Any] | None]
+
+
+class StatusWriter:
+    """The dirty set of custom-resource statuses and the batched flush that writes them.
+
+    ``current(kind, namespace, name)`` returns the object's status as the informer last saw it (or
+    None when the object is unknown: then nothing is written, there is nothing to patch).
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        kinds: Mapping[str, ResourceKind],
+        current: CurrentStatus,
+        *,
+        concurrency: int = 8,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api_client = api_client
+        self.kinds = dict(kinds)
+        self.current = current
+        self.concurrency = concurrency
+        self._dirty: dict[StatusKey, Mapping[str, Any]] = {}
+        self.writes = 0
+        self.failures = 0
+        self.clock = clock
+        self.backoff = backoff
+        self._failed_rounds = 0
+        self._retry_at = 0.0
+
+    def put(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Want ``status`` on the object; replaces any not-yet-written wish for the same object."""
+        if kind not in self.kinds:
+            log.warning("no status subresource known for %s; status of %s/%s dropped", kind, namespace, name)
+            return
+        ns = namespace if self.kinds[kind].namespaced else ""
+        self._dirty[(kind, ns, name)] = status
+
+    @property
+    def pending(self) -> int:
+        return len(self._dirty)
+
+    async def flush(self) -> int:
+        """Write every dirty status once; returns how many patches were sent."""
+        if not self._dirty or self.clock() < self._retry_at:
+            return 0
+        batch, self._dirty = self._dirty, {}
+        failed = 0
+        semaphore = asyncio.Semaphore(self.concurrency)
+        sent = 0
+
+        async def one(key: StatusKey, status: Mapping[str, Any]) -> None:
+            nonlocal sent, failed
+            kind, namespace, name = key
+            seen = self.current(kind, namespace, name)
+            if seen is None:
+                return
+            patch = status_patch(seen, status)
+            if not patch:
+                return
+            async with semaphore:
+                path = object_path(self.kinds[kind], namespace, name) + "/status"
+                try:
+                    reply = await call(
+                        self.api_client, "PATCH", path, {"status": patch}, content_type=MERGE_PATCH
+                    )
+                except (aiohttp.ClientError, TimeoutError) as err:
+                    reply = Reply(0, {"message": str(err) or type(err).__name__})
+            if reply.ok:
+                sent += 1
+            elif reply.status != 404:
+                self.failures += 1
+                failed += 1
+                log.warning("status of %s %s/%s not written: %s", kind, namespace, name, reply.message)
+                # Keep the wish unless a newer one arrived meanwhile; the next flush retries.
+                self._dirty.setdefault(key, status)
+
+        await asyncio.gather(*(one(key, status) for key, status in batch.items()))
+        self.writes += sent
+        # An apiserver that is down or overloaded is not retried at the flush rate.
+        if failed:
+            self._failed_rounds += 1
+            low, high = self.backoff
+            self._retry_at = self.clock() + min(high, low * 2 ** min(self._failed_rounds - 1, 16))
+        else:
+            self._failed_rounds = 0
+        return sent
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """The object is gone: drop a status not yet written for it."""
+        self._dirty.pop((kind, namespace, name), None)

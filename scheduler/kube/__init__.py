@@ -1,0 +1,1 @@
+"""The scheduler against a real cluster: informer feed, Kubernetes backend, run loop."""

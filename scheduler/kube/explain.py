@@ -1,0 +1,81 @@
+"""``gpuq explain NAMESPACE/POD --kubeconfig P``: explain a pod from live cluster state.
+
+The cluster is read once (every kind the scheduler watches) and scheduled in memory by the same code
+as ``gpuq simulate``, so the explanation is what the scheduler would decide now, node by node, with
+the scores. Nothing is written to the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.config import ConfigException
+
+from common.kube.client import new_api_client
+from common.kube.informer import Informer
+from common.model.errors import GpuqError
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.kube.feed import REPLAY_ORDER
+from scheduler.plugins import default_registry
+from scheduler.service import load_config
+from scheduler.simulate.loader import Manifests
+from scheduler.simulate.run import Simulation, build, run
+
+
+async def _snapshot(kubeconfig: str | None) -> dict[str, list[Any]]:
+    api = await new_api_client(kubeconfig)
+    try:
+        informers = [Informer(api, kind) for kind in REPLAY_ORDER]
+        # One paginated list per kind (the informer's own list, without a watch).
+        await asyncio.gather(*(informer._list() for informer in informers))
+        return {i.kind.kind: list(i.items().values()) for i in informers}
+    finally:
+        await api.close()
+
+
+def live_manifests(kubeconfig: str | None) -> Manifests:
+    """The cluster's current objects as simulator input (a malformed object is listed as an error)."""
+    snapshot = asyncio.run(_snapshot(kubeconfig))
+    out = Manifests()
+    for kind in REPLAY_ORDER:
+        for obj in snapshot.get(kind.kind, ()):
+            meta = obj.get("metadata") or {}
+            try:
+                if kind.kind == "Node":
+                    out.nodes.append(NodeInfo.from_dict(obj))
+                elif kind.kind == "Pod":
+                    pod = PodInfo.from_dict(obj)
+                    if pod.deleting and not pod.bound:
+                        continue
+                    out.pods.append(pod)
+                else:
+                    out.objects.append(obj)
+            except GpuqError as err:
+                out.errors.append(f"{kind.kind}/{meta.get('namespace') or ''}/{meta.get('name')}: {err}")
+    return out
+
+
+def live_simulation(kubeconfig: str | None, config_path: str | None) -> Simulation | list[str]:
+    """Schedule the live cluster's pending pods in memory, keeping every attempt for ``--explain``;
+    a list of problems (one line each) instead when the input or configuration is invalid."""
+    try:
+        config = load_config(config_path)
+    except GpuqError as err:
+        return [f"{config_path or 'default config'}: {err}"]
+    try:
+        manifests = live_manifests(kubeconfig)
+    except (OSError, aiohttp.ClientError, ConfigException) as err:
+        return [f"cannot read the cluster: {err}"]
+    if manifests.errors:
+        return manifests.errors
+    try:
+        sim = build(manifests, config, default_registry(), explain=True)
+    except GpuqError as err:
+        return [str(err)]
+    if sim.errors:
+        return sim.errors
+    run(sim)
+    return sim

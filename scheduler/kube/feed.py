@@ -1,0 +1,239 @@
+"""Informer changes -> :class:`~scheduler.cycle.Scheduler` inputs.
+
+Three rules keep the scheduler's view honest:
+
+1. **Nothing before everything.** Until every informer has listed, changes are not delivered (the
+   caches fill up on their own); then :meth:`Feed.replay` feeds the caches in dependency order:
+   nodes, then the objects quotas are defined by, then bound pods, then pending pods. A pending pod
+   is therefore never tried against a cluster whose usage is half known (restart safety, DESIGN
+   "Data flow": usage is re-derived from bound pods, never persisted).
+2. **Our own writes are not news.** A status-only change (the PodScheduled condition we wrote, a
+   quota status we patched) neither re-queues a pod nor re-parses a quota object: that would turn
+   every write into a retry and spin (kube-scheduler's ``isPodUpdated`` does the same).
+3. **Assumed pods stay put.** A pod we bound is counted on its node at once (assumed) and stays so
+   until the watch shows its ``nodeName``; an older, unbound version of it arriving late must not
+   put it back in the queue. If the watch never confirms (the bind was lost), the assumption expires
+   and the pod is fed again from the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from common.kube import resources as kinds
+from common.kube.diff import Change
+from common.kube.informer import InformerSet
+from common.model.errors import GpuqError
+from common.model.events import EventRecord
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.cycle import Scheduler
+from scheduler.plugins.priority import resolve_priority
+
+log = logging.getLogger(__name__)
+
+Obj = Mapping[str, Any]
+
+# The order of the replay after the initial list: what quota objects and pods refer to comes first.
+REPLAY_ORDER: Final = (
+    kinds.NODES,
+    kinds.NAMESPACES,
+    kinds.PRIORITY_CLASSES,
+    kinds.QUEUES,
+    kinds.POD_GROUPS,
+    kinds.ELASTIC_QUOTAS,
+    kinds.GPU_RESOURCE_QUOTAS,
+    kinds.PODS,
+)
+OBJECT_KINDS: Final = frozenset(k.kind for k in REPLAY_ORDER if k not in (kinds.NODES, kinds.PODS))
+# Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
+_VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
+# Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen.
+_STATUS_INPUTS: Final = {kinds.QUEUES.kind: ("state",)}
+
+
+def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
+    meta = dict(obj.get("metadata") or {})
+    for key in _VOLATILE_META:
+        meta.pop(key, None)
+    return meta
+
+
+def pod_update_matters(old: Obj, new: Obj) -> bool:
+    """Whether an unbound pod's update can change a scheduling decision: anything but its status
+    and the apiserver's bookkeeping (kube-scheduler's ``isPodUpdated``)."""
+    return _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec")
+
+
+def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
+    """Whether a quota object's update is more than a status gpuq itself writes."""
+    if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
+        return True
+    for key in _STATUS_INPUTS.get(kind, ()):
+        if (old.get("status") or {}).get(key) != (new.get("status") or {}).get(key):
+            return True
+    # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
+    rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}
+    rest_new = {k: v for k, v in new.items() if k not in ("metadata", "spec", "status")}
+    return rest_old != rest_new
+
+
+class Feed:
+    """Delivers informer changes to ``scheduler``; ``wake()`` is called after every delivered change."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        wake: Callable[[], None] = lambda: None,
+        assume_ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler = scheduler
+        self.wake = wake
+        self.assume_ttl = assume_ttl
+        self.clock = clock
+        self.ready = False
+        self.informers: InformerSet | None = None
+        self.assumed: dict[str, float] = {}  # pod key -> deadline for the watch to confirm the bind
+        self._nodes: dict[str, NodeInfo] = {}
+        self._uids: dict[str, str] = {}  # pod key -> uid we know it by
+        self._orphans: dict[str, dict[str, PodInfo]] = {}  # node -> bound pods seen before the node
+        self.handled = 0
+
+    # -- wiring -----------------------------------------------------------------------------------
+    def handler(self, change: Change) -> None:
+        """The informer handler (every kind): ignored until :meth:`replay`, then applied."""
+        if not self.ready:
+            return
+        self.apply(change)
+        self.wake()
+
+    def replay(self, informers: InformerSet) -> None:
+        """Feed the synced caches in dependency order, then go live. Synchronous: nothing can
+        interleave between the last cached object and the first live change."""
+        self.informers = informers
+        for kind in REPLAY_ORDER:
+            if kind.kind not in informers.informers:
+                continue
+            items = informers[kind.kind].items()
+            if kind is kinds.PODS:
+                ordered = sorted(items.values(), key=lambda o: not (o.get("spec") or {}).get("nodeName"))
+            else:
+                ordered = list(items.values())
+            for obj in ordered:
+                self.apply(Change("add", _key(obj, kind.namespaced), obj))
+        self.ready = True
+        self.wake()
+
+    # -- dispatch ---------------------------------------------------------------------------------
+    def apply(self, change: Change) -> None:
+        kind = str(change.obj.get("kind") or "")
+        self.handled += 1
+        try:
+            if kind == kinds.PODS.kind:
+                self._pod(change)
+            elif kind == kinds.NODES.kind:
+                self._node(change)
+            elif kind in OBJECT_KINDS:
+                self._object(kind, change)
+        except GpuqError as err:
+            # A malformed object that predates the webhook (Semantics 3): say so on the object.
+            ref = f"{kind}/{change.key[0]}/{change.key[1]}"
+            log.warning("%s", err)
+            self.scheduler.record(EventRecord(ref, "Warning", "InvalidObject", str(err)))
+
+    def _node(self, change: Change) -> None:
+        name = change.key[1]
+        if change.type == "delete":
+            self._nodes.pop(name, None)
+            self.scheduler.remove_node(name)
+            return
+        node = NodeInfo.from_dict(change.obj)
+        if self._nodes.get(name) == node:
+            return  # a heartbeat: nothing the scheduler reads changed
+        self._nodes[name] = node
+        self.scheduler.set_node(node)
+        for pod in self._orphans.pop(name, {}).values():
+            self.scheduler.add_pod(pod)
+
+    def _object(self, kind: str, change: Change) -> None:
+        namespace, name = change.key
+        if change.type == "delete":
+            self.scheduler.objects.delete(kind, namespace, name)
+            return
+        if change.old is not None and not object_update_matters(kind, change.old, change.obj):
+            # Keep the stored copy current (status readers) without waking anything.
+            self.scheduler.objects.set_status(kind, namespace, name, change.obj.get("status") or {})
+            return
+        self.scheduler.put_object(change.obj)
+
+    def _pod(self, change: Change) -> None:
+        namespace, name = change.key
+        key = f"{namespace}/{name}"
+        if change.type == "delete":
+            self._forget_pod(key)
+            return
+        pod = PodInfo.from_dict(change.obj)
+        known_uid = self._uids.get(key)
+        if known_uid is not None and pod.uid and known_uid != pod.uid:
+            # Deleted and re-created under the same name while we were not looking.
+            self._forget_pod(key)
+        self._uids[key] = pod.uid
+        if pod.bound:
+            self.assumed.pop(key, None)
+            if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
+                self._orphans.setdefault(pod.node_name, {})[key] = pod
+                return
+            for orphans in self._orphans.values():
+                orphans.pop(key, None)
+            self.scheduler.add_pod(self._with_priority(pod))
+            return
+        if key in self.assumed or (key in self.scheduler.cluster.pods and known_uid == pod.uid):
+            return  # ours, bound or being bound; the watch has not caught up yet
+        if change.old is not None and known_uid == pod.uid and not pod_update_matters(change.old, change.obj):
+            return
+        self.scheduler.add_pod(self._with_priority(pod))
+
+    def _with_priority(self, pod: PodInfo) -> PodInfo:
+        if pod.priority is not None:
+            return pod
+        return replace(pod, priority=resolve_priority(pod, self.scheduler.objects))
+
+    def _forget_pod(self, key: str) -> None:
+        self._uids.pop(key, None)
+        self.assumed.pop(key, None)
+        for orphans in self._orphans.values():
+            orphans.pop(key, None)
+        self.scheduler.delete_pod(key)
+
+    # -- assumed pods ------------------------------------------------------------------------------
+    def assume(self, key: str) -> None:
+        """A bind of ``key`` succeeded: keep it counted until the watch shows it bound."""
+        self.assumed[key] = self.clock() + self.assume_ttl
+
+    def expire_assumed(self) -> int:
+        """Drop assumptions the watch never confirmed; re-feed those pods from the cache."""
+        now = self.clock()
+        expired = [key for key, deadline in self.assumed.items() if deadline <= now]
+        for key in expired:
+            del self.assumed[key]
+            namespace, _, name = key.partition("/")
+            cached = self.informers[kinds.PODS.kind].get(namespace, name) if self.informers else None
+            if cached is not None and (cached.get("spec") or {}).get("nodeName"):
+                continue  # confirmed after all (the event was merged into a re-list)
+            log.warning("bind of Pod/%s was not confirmed within %.0fs; forgetting it", key, self.assume_ttl)
+            self.scheduler.delete_pod(key)
+            self._uids.pop(key, None)
+            if cached is not None:
+                self.apply(Change("add", (namespace, name), cached))
+        return len(expired)
+
+
+def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or "") if namespaced else "", str(meta.get("name") or ""))

@@ -1,0 +1,93 @@
+"""The scheduling loop: drives the synchronous cycle from the event loop without busy-waiting.
+
+It runs attempts back to back while the queue has ready pods (yielding to the event loop after each,
+so watch events and bind completions are never starved), and otherwise sleeps until something
+happens: an informer change or a bind completion (``wake``), the earliest backoff expiring, or the
+housekeeping tick (gang Permit timeouts, unconfirmed binds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+from scheduler.cycle import Attempt, Scheduler
+from scheduler.framework.status import Code
+from scheduler.kube.feed import Feed
+from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
+
+log = logging.getLogger(__name__)
+
+TICK: Final = 1.0
+
+
+def attempt_result(attempt: Attempt) -> str:
+    """The ``result`` label of scheduler_schedule_attempts_total (kube-scheduler's three values)."""
+    code = attempt.status.code
+    if code in (Code.SUCCESS, Code.WAIT):
+        return SCHEDULED
+    if code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+        return UNSCHEDULABLE
+    return ERROR
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        feed: Feed,
+        metrics: SchedulerMetrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler = scheduler
+        self.feed = feed
+        self.metrics = metrics
+        self.clock = clock
+        self.woken = asyncio.Event()
+        self.attempts = 0
+
+    def wake(self) -> None:
+        self.woken.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        scheduler = self.scheduler
+        next_tick = self.clock() + TICK
+        while not stop.is_set():
+            self.woken.clear()
+            scheduler.run_enqueue()
+            while not stop.is_set():
+                began = time.perf_counter()
+                try:
+                    attempt = scheduler.schedule_one()
+                except Exception:
+                    # A bug must not take scheduling down for every other pod; this one waits for its next
+                    # update (logged with the traceback).
+                    log.exception("scheduling attempt failed")
+                    self.metrics.attempt(ERROR, time.perf_counter() - began)
+                    await asyncio.sleep(0)
+                    continue
+                if attempt is None:
+                    if scheduler.run_enqueue():
+                        continue
+                    break
+                self.attempts += 1
+                self.metrics.attempt(attempt_result(attempt), time.perf_counter() - began)
+                await asyncio.sleep(0)
+            now = self.clock()
+            if now >= next_tick:
+                scheduler.expire_waiting()
+                self.feed.expire_assumed()
+                next_tick = now + TICK
+            timeout = next_tick - now
+            upcoming = scheduler.queue.next_backoff()
+            if upcoming is not None:
+                timeout = min(timeout, max(upcoming - now, 0.001))
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.woken.wait()
+            except TimeoutError:
+                pass

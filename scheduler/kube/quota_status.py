@@ -1,0 +1,97 @@
+"""The scrape-time quota gauges, read from the quota engines.
+
+The engines live inside the plugins (``capacity-scheduling`` holds an
+:class:`~common.model.elastic.ElasticQuotaInfos`, ``gpu-quota`` a
+:class:`~common.model.gpu_quota.GPUQuotaStore`, ``capacity-card`` a
+:class:`~common.model.capacity_card.CapacityCard`); they are found by type and only read here.
+Status writes are the scheduler's own batched ``sync_status``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from common.model.capacity_card import CapacityCard
+from common.model.elastic import ElasticQuotaInfos
+from common.model.gpu_quota import GPUQuotaStore
+from scheduler.cluster.objects import GPU_RESOURCE_QUOTA
+from scheduler.cycle import Scheduler
+from scheduler.metrics import QueueCardSample, StateSnapshot
+
+T = TypeVar("T")
+
+
+def find_engine(scheduler: Scheduler, cls: type[T]) -> T | None:
+    """The first engine of type ``cls`` held by a configured plugin (None when not configured)."""
+    for plugin in scheduler.framework.plugins:
+        for value in _attributes(plugin):
+            if isinstance(value, cls):
+                return value
+    return None
+
+
+def _attributes(obj: object) -> Iterator[Any]:
+    if hasattr(obj, "__dict__"):
+        yield from vars(obj).values()
+    for slot in getattr(type(obj), "__slots__", ()):
+        if hasattr(obj, slot):
+            yield getattr(obj, slot)
+
+
+@dataclass(slots=True)
+class QuotaStatus:
+    """Status sync and metric samples for one scheduler."""
+
+    scheduler: Scheduler
+    elastic: ElasticQuotaInfos | None = None
+    gpu: GPUQuotaStore | None = None
+    cards: CapacityCard | None = None
+    gpu_ratios: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, scheduler: Scheduler) -> QuotaStatus:
+        return cls(
+            scheduler,
+            find_engine(scheduler, ElasticQuotaInfos),
+            find_engine(scheduler, GPUQuotaStore),
+            find_engine(scheduler, CapacityCard),
+        )
+
+    def observe_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Every status the scheduler writes passes here: a GPUResourceQuota's ``availablePercent``
+        (two decimals, per limited resource) gives ``gpu_quota_usage_ratio`` without asking the store
+        again (its ``status()`` is stateful: it emits the threshold event once)."""
+        if kind != GPU_RESOURCE_QUOTA:
+            return
+        for resource, percent in (status.get("availablePercent") or {}).items():
+            try:
+                self.gpu_ratios[(namespace, str(resource))] = round(1.0 - float(percent) / 100.0, 6)
+            except (TypeError, ValueError):
+                continue
+
+    def snapshot(self) -> StateSnapshot:
+        """The scrape-time gauges."""
+        queue = self.scheduler.queue
+        pools = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+        for queued in queue.pods():
+            pool = queued.pool if queued.pool in pools else "active"
+            pools[pool] += 1
+        held = self.scheduler._held  # PodGroups not yet Inqueue: kube-scheduler's "gated"
+        pools["gated"] = sum(1 for keys in held.values() for key in keys if queue.get(key) is None)
+        samples: list[QueueCardSample] = []
+        if self.cards is not None:
+            samples = [
+                QueueCardSample(m.queue, m.card, m.deserved, m.allocated, m.request, m.capacity)
+                for m in self.cards.metrics()
+            ]
+        used: dict[tuple[str, str], float] = {}
+        if self.elastic is not None:
+            for namespace in self.elastic.namespaces():
+                for resource, amount in self.elastic.used_numbers(namespace).items():
+                    used[(namespace, resource)] = float(amount)
+        # A quota deleted since its last status write no longer has a ratio.
+        live = set(self.gpu.namespaces()) if self.gpu is not None else {ns for ns, _ in self.gpu_ratios}
+        ratios = {k: v for k, v in self.gpu_ratios.items() if k[0] in live}
+        return StateSnapshot(pools, samples, ratios, used)

@@ -1,0 +1,157 @@
+"""Scheduler metrics (DESIGN.md "Metrics"), in a registry of their own (tests build many).
+
+Counters and histograms are updated as things happen. Gauges that mirror state (pending pods per
+queue pool, per-queue card usage, quota usage) are computed at scrape time by a collector over the
+live scheduler, so keeping them right costs nothing per pod and they can never drift from the state
+they describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+SCHEDULED: Final = "scheduled"
+UNSCHEDULABLE: Final = "unschedulable"
+ERROR: Final = "error"
+
+# kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
+_ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
+_POINT_BUCKETS: Final = tuple(0.0001 * 2**i for i in range(12))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCardSample:
+    queue: str
+    card: str
+    deserved: float
+    allocated: float
+    request: float
+    capacity: float
+
+
+@dataclass(slots=True)
+class StateSnapshot:
+    """What the scrape-time gauges show; the service fills it from the scheduler and its plugins."""
+
+    pending: Mapping[str, int] = field(default_factory=dict)  # queue pool -> pods
+    queue_cards: Iterable[QueueCardSample] = ()
+    gpu_quota_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, type)
+    elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.attempts = Counter(
+            "scheduler_schedule_attempts",
+            "Scheduling attempts by result (scheduled, unschedulable, error).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency (the cycle up to the bind being submitted).",
+            buckets=_ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
+        self.extension_point = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency of running all plugins of one extension point.",
+            ["extension_point"],
+            buckets=_POINT_BUCKETS,
+            registry=self.registry,
+        )
+        self.binds = Counter(
+            "scheduler_binds",
+            "Binding requests by outcome (ok, conflict, error).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.status_writes = Counter(
+            "scheduler_status_writes",
+            "Batched status merge patches sent, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
+            self.attempts.labels(result)
+        self._snapshot: Callable[[], StateSnapshot] | None = None
+        self.registry.register(_StateCollector(self))
+
+    def observe(self, extension_point: str, seconds: float) -> None:
+        """The framework's Observer hook."""
+        self.extension_point.labels(extension_point).observe(seconds)
+
+    def attempt(self, result: str, seconds: float) -> None:
+        self.attempts.labels(result).inc()
+        self.attempt_duration.observe(seconds)
+
+    def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
+        """Where the scrape-time gauges come from."""
+        self._snapshot = snapshot
+
+
+class _StateCollector(Collector):
+    def __init__(self, metrics: SchedulerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families(StateSnapshot()))
+
+    def collect(self) -> Iterable[Metric]:
+        source = self.metrics._snapshot
+        return list(self._families(source() if source is not None else StateSnapshot()))
+
+    @staticmethod
+    def _families(state: StateSnapshot) -> Iterator[Metric]:
+        pending = GaugeMetricFamily(
+            "scheduler_pending_pods",
+            "Pending pods by queue pool (active, backoff, unschedulable, gated).",
+            labels=["queue"],
+        )
+        for pool, count in sorted(state.pending.items()):
+            pending.add_metric([pool], count)
+        yield pending
+        families = {
+            name: GaugeMetricFamily(
+                f"volcano_queue_card_{name}",
+                f"Cards {text} per queue and card type.",
+                labels=["queue_name", "card_name"],
+            )
+            for name, text in (
+                ("deserved", "the queue deserves (its card quota)"),
+                ("allocated", "allocated to bound pods"),
+                ("request", "requested by the queue's pods, bound or pending"),
+                ("capacity", "the queue may use at most"),
+            )
+        }
+        for sample in state.queue_cards:
+            labels = [sample.queue, sample.card]
+            families["deserved"].add_metric(labels, sample.deserved)
+            families["allocated"].add_metric(labels, sample.allocated)
+            families["request"].add_metric(labels, sample.request)
+            families["capacity"].add_metric(labels, sample.capacity)
+        yield from families.values()
+        ratio = GaugeMetricFamily(
+            "gpu_quota_usage_ratio",
+            "GPUResourceQuota used / limit per namespace and resource type.",
+            labels=["namespace", "resource_type"],
+        )
+        for (namespace, kind), value in sorted(state.gpu_quota_ratios.items()):
+            ratio.add_metric([namespace, kind], value)
+        yield ratio
+        used = GaugeMetricFamily(
+            "elastic_quota_used",
+            "ElasticQuota usage per namespace, in the resource's own unit.",
+            labels=["namespace", "resource"],
+        )
+        for (namespace, resource), value in sorted(state.elastic_used.items()):
+            used.add_metric([namespace, resource], value)
+        yield used

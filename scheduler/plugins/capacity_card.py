@@ -1,0 +1,334 @@
+"""``capacity-card``: per-queue quotas per GPU card type, thin glue over :mod:`common.model.capacity_card`
+(spec ``capacity-card.md``; DESIGN Semantics 1, 3, 7).
+
+* Enqueue (job mode, "Job Enqueueable Check"): a Pending PodGroup enters its queue when
+  :meth:`~common.model.capacity_card.CapacityCard.enqueue` allows; a refusal is a Warning event on the
+  PodGroup.
+* PreFilter / Filter (task mode, "Task Allocatable Check"): the engine's :class:`TaskCheck` gives a
+  verdict per card type; :meth:`TaskCheck.filter_nodes` applies it to every node at once through the
+  node x card-type matrix ``has[N, C]`` this plugin keeps aligned with the cluster rows, so an ``A|B``
+  pod only passes nodes whose own card type has quota left (Semantics 1).
+* Score ("Node Ordering"): ``100 * 0.5^i * nodeOrderWeight`` for the i-th alternative the node has.
+* Reserve / Unreserve: charge / release the concrete card type of the chosen node, idempotently.
+
+Quota refusals are UnschedulableAndUnresolvable as far as preemption goes: evicting pods for the
+ElasticQuota preemption cannot give a queue card quota back (card preemption is the spec's "Future
+Work"). The pod is retried when a pod leaves, a quota or PodGroup changes, or a node changes.
+
+The node inventory is re-read lazily: a node change only marks it stale, and the next decision
+rebuilds the catalog once, so adding 5,000 nodes costs one rebuild, not 5,000.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import numpy as np
+
+from common.model.annotations import CARD_NAME
+from common.model.capacity_card import (
+    CapacityCard,
+    CapacityCardArgs,
+    Decision,
+    TaskCheck,
+)
+from common.model.cards import CardCatalog, NodeCards, discover_cards, parse_card_names
+from common.model.errors import GpuqError, InvalidAnnotation
+from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from common.model.queues import PodGroup, Queue, queue_of
+from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    BoolArray,
+    ClusterEvent,
+    EnqueuePlugin,
+    FilterPlugin,
+    FilterResult,
+    FloatArray,
+    GroupInfo,
+    Handle,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReasonMasks,
+    ReservePlugin,
+    ScorePlugin,
+    StatusPatch,
+)
+from scheduler.framework.registry import PluginSettings, plugin_args
+from scheduler.framework.status import Status
+
+NAME: Final = "capacity-card"
+_EMPTY_NODE: Final = NodeCards("")
+
+
+def _identity(cards: NodeCards) -> tuple[object, ...]:
+    # NodeCards.problems holds exceptions, which compare by identity: compare their text instead.
+    return (cards.node, cards.cards, tuple(str(p) for p in cards.problems))
+
+
+class CapacityCardPlugin(
+    EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin
+):
+    name = NAME
+    events = frozenset(
+        {
+            ClusterEvent.POD_DELETED,
+            ClusterEvent.QUOTA_CHANGED,
+            ClusterEvent.PODGROUP_CHANGED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_CHANGED,
+        }
+    )
+
+    def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
+        super().__init__(handle)
+        args = plugin_args(settings, CapacityCardArgs) or CapacityCardArgs()
+        self.engine = CapacityCard(args)
+        self._cards: list[NodeCards] = []
+        self._identities: list[tuple[object, ...]] = []
+        self._has: BoolArray = np.zeros((0, 0), dtype=np.bool_)
+        self._stale = False
+        self._seen_events: set[EventRecord] = set()
+        self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
+        self._queue_status: dict[str, dict[str, Any]] = {}
+        for kind in (QUEUE, POD_GROUP):
+            for namespace, name, obj in handle.objects.list(kind):
+                self._object(kind, namespace, name, obj)
+        handle.objects.subscribe(self._object)
+        handle.cluster.subscribe(self)
+
+    # -- inventory --------------------------------------------------------------------------------
+    def _emit(self) -> None:
+        for event in self.engine.take_events():
+            if event not in self._seen_events:
+                self._seen_events.add(event)
+                self.handle.record(event)
+
+    def _sync(self) -> None:
+        """Rebuild the catalog and ``has[N, C]`` after node changes (once per batch of changes)."""
+        if not self._stale:
+            return
+        self._stale = False
+        self.engine.set_nodes([c for c in self._cards if c.node])
+        self._has = self.engine.catalog.node_matrix(self._cards)
+        self._emit()
+
+    @property
+    def catalog(self) -> CardCatalog:
+        self._sync()
+        return self.engine.catalog
+
+    def has(self, n: int) -> BoolArray:
+        """``has[n, c]`` for the first ``n`` cluster rows (card type ids are the catalog's)."""
+        self._sync()
+        return self._has[:n]
+
+    # -- ClusterListener --------------------------------------------------------------------------
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        while len(self._cards) <= row:
+            self._cards.append(_EMPTY_NODE)
+            self._identities.append(_identity(_EMPTY_NODE))
+        cards = discover_cards(new) if new is not None else _EMPTY_NODE
+        identity = _identity(cards)
+        if identity != self._identities[row]:
+            self._cards[row] = cards
+            self._identities[row] = identity
+            self._stale = True
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self._sync()
+        self.engine.set_pod(pod)
+        self._emit()
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        if self.handle.pending_pod(pod.key) is not None:
+            self.engine.deallocate(pod)  # unreserved or unbound: still waiting, still tracked
+        else:
+            self.engine.remove_pod(pod)
+
+    # -- PendingPodListener -----------------------------------------------------------------------
+    def pending_pod_added(self, pod: PodInfo) -> None:
+        self._sync()
+        self.engine.set_pod(pod)
+        self._emit()
+
+    def pending_pod_removed(self, pod: PodInfo) -> None:
+        self.engine.remove_pod(pod)
+
+    # -- API objects ------------------------------------------------------------------------------
+    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == QUEUE:
+            if obj is None:
+                self.engine.remove_queue(name)
+                self._queue_status.pop(name, None)
+                return
+            try:
+                self.engine.set_queue(Queue.from_dict(obj))
+            except GpuqError as err:
+                self.engine.remove_queue(name)
+                self.handle.record(EventRecord(f"Queue//{name}", "Warning", INVALID_ANNOTATION, str(err)))
+        elif kind == POD_GROUP:
+            key = f"{namespace}/{name}"
+            if obj is None:
+                self.engine.remove_podgroup(key)
+                self._refused.pop(key, None)
+                return
+            try:
+                model = PodGroup.from_dict(obj)
+            except GpuqError as err:
+                self.handle.record(
+                    EventRecord(f"PodGroup/{namespace}/{name}", "Warning", INVALID_ANNOTATION, str(err))
+                )
+                return
+            self._sync()
+            tracked = self.handle.group(key)
+            self.engine.set_podgroup(
+                _with_phase(model, tracked.phase if tracked is not None else model.phase)
+            )
+        else:
+            return
+        self._emit()
+
+    # -- enqueue (job mode) -----------------------------------------------------------------------
+    def enqueue(self, group: GroupInfo) -> Status:
+        if group.model is None:
+            return Status.success()
+        self._sync()
+        decision = self.engine.enqueue(_with_phase(group.model, group.phase))
+        self._emit()
+        if decision.ok:
+            self._refused.pop(group.key, None)
+            return Status.success()
+        # One event per distinct refusal: the enqueue action runs again after every change.
+        if self._refused.get(group.key) != decision.message:
+            self._refused[group.key] = decision.message
+            event = decision.event(group.ref)
+            if event is not None:
+                self.handle.record(event)
+        return Status.unschedulable(decision.message)
+
+    def enqueued(self, group: GroupInfo) -> None:
+        if group.model is not None:
+            self.engine.admit(group.model)
+
+    def dequeued(self, group: GroupInfo) -> None:
+        if group.model is not None and self.handle.group(group.key) is not None:
+            self.engine.set_podgroup(_with_phase(group.model, group.phase))
+
+    # -- task mode --------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        self._sync()
+        engine = self.engine
+        if queue_of(pod, engine.podgroups) not in engine.quotas:
+            return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
+        check = engine.task_check(pod)
+        if check.failure is not None:
+            self._record_refusal(pod, check.failure)
+            return Status.unresolvable(check.failure.message)
+        if not check.groups:
+            return Status.skip()  # no card asked, cpu and memory passed
+        state.write(NAME, check)
+        return Status.success()
+
+    def _record_refusal(self, pod: PodInfo, decision: Decision) -> None:
+        event = decision.event(pod.ref)
+        if event is not None:
+            self.handle.record(event)
+
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        n = self.handle.cluster.n
+        check = state.read(NAME, TaskCheck)
+        if check is None:
+            check = self.engine.task_check(pod)
+        verdict = check.filter_nodes(self.has(n))
+        passed = verdict.mask
+        if not passed.any():
+            refused = next((d for d in check.decisions.values() if not d.ok), None)
+            if refused is not None:
+                self._record_refusal(pod, refused)
+
+        def reasons() -> ReasonMasks:
+            index = verdict.reason_index
+            return [(index == code, verdict.reasons[int(code)]) for code in np.unique(index[index >= 0])]
+
+        return FilterResult(passed, reasons, unresolvable=~passed)
+
+    # -- node ordering ----------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
+        text = pod.annotations.get(CARD_NAME)
+        if text is None:
+            return Status.skip()
+        try:
+            alternatives = parse_card_names(text, pod.ref)
+        except InvalidAnnotation:
+            return Status.skip()
+        return Status.success() if len(alternatives) > 1 else Status.skip()
+
+    def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
+        return self.engine.node_order_scores(pod, self.has(self.handle.cluster.n))
+
+    # -- reserve ----------------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        self._sync()
+        self.engine.allocate(pod, pod.node_name, state.read(NAME, TaskCheck))
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self.engine.deallocate(pod)
+
+    # -- status and report ------------------------------------------------------------------------
+    def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
+        """Queue ``status.allocated`` for queues whose allocation changed since the last sync."""
+        patches: list[StatusPatch] = []
+        for name in sorted(self.engine.quotas):
+            ledger = self.engine.ledgers.get(name)
+            if ledger is None:
+                continue
+            allocated = dict(ledger.allocated.to_quantities())
+            if self._queue_status.get(name) == allocated:
+                continue
+            self._queue_status[name] = allocated
+            obj = self.handle.objects.get(QUEUE, "", name)
+            status = dict((obj or {}).get("status") or {})
+            status["allocated"] = allocated
+            patches.append(StatusPatch(QUEUE, "", name, status))
+        return patches, []
+
+    def report(self) -> dict[str, list[dict[str, Any]]]:
+        rows: list[dict[str, Any]] = []
+        self._sync()
+        for name in sorted(self.engine.quotas):
+            quota = self.engine.quotas[name]
+            ledger = self.engine.ledgers.get(name)
+            if ledger is None:
+                continue
+            rows.append(
+                {
+                    "name": name,
+                    "allocated": ledger.allocated.to_numbers(),
+                    "capability": quota.capability.to_numbers(),
+                    "inqueue": ledger.inqueue.to_numbers(),
+                }
+            )
+        return {"queues": rows}
+
+    def pod_fields(self, pod: PodInfo) -> dict[str, Any]:
+        """``cardType``: the concrete type the pod is charged to; for a pod of no Queue (not charged),
+        the card type of its node that it uses, so the placement table still shows it."""
+        if not pod.node_name:
+            return {}
+        charged = self.engine.charged_card_type(pod)
+        if charged is None:
+            row = self.handle.cluster.row_of.get(pod.node_name)
+            cards = self._cards[row] if row is not None and row < len(self._cards) else _EMPTY_NODE
+            charged = next((c.name for c in cards.cards if pod.requests.amount(c.resource) > 0), None)
+        return {"cardType": charged}
+
+
+def _with_phase(group: PodGroup, phase: str) -> PodGroup:
+    if group.phase == phase:
+        return group
+    return group.model_copy(update={"status": group.status.model_copy(update={"phase": phase})})

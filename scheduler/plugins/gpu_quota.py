@@ -1,0 +1,328 @@
+"""``gpu-quota``: GPUResourceQuota (TFLOPS, VRAM, workers per namespace), thin glue over
+:mod:`common.model.gpu_quota` (spec ``gpu-resource-quota.md``; DESIGN Semantics 5).
+
+A pod's request comes from its tensor-fusion annotations, else from the card of the node it would
+land on, so it can differ per node:
+
+* annotated pods: PreFilter checks the single limits (UnschedulableAndUnresolvable, retried only when
+  a quota changes: ``gpu-quota:single``) and the totals (retried when a pod leaves or a quota changes);
+* card-derived pods: Filter asks :meth:`GPUQuotaStore.fits_array` with each node's per-GPU TFLOPS and
+  VRAM (from this plugin's per-resource node arrays, rebuilt only when a node changes).
+
+Reserve charges with :meth:`GPUQuotaStore.check_and_allocate` (check and charge in one step, so two
+pods cannot both take the last share); Unreserve releases. Every rejection is unresolvable for
+preemption: evicting ElasticQuota victims does not return GPU quota to the namespace.
+
+Status: the store's dirty namespaces are written once per sync (:meth:`take_status`) with
+``used``, ``availablePercent`` and the ``Ready`` / ``AlertThresholdReached`` conditions, and the
+QuotaAlertThreshold event when usage crosses the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from common.model.annotations import TENSOR_FUSION_ANNOTATIONS
+from common.model.cards import CARD_UNIT, NodeCards, discover_cards
+from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
+from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.gpu_quota import (
+    GPUQuotaStore,
+    GPURequest,
+    GPUResourceQuota,
+    card_share,
+    request_from_annotations,
+)
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    BoolArray,
+    ClusterEvent,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreFilterPlugin,
+    ReasonMasks,
+    ReservePlugin,
+    StatusPatch,
+)
+from scheduler.framework.registry import PluginSettings
+from scheduler.framework.status import Status
+
+NAME: Final = "gpu-quota"
+SINGLE: Final = f"{NAME}:single"
+_EMPTY_NODE: Final = NodeCards("")
+# A per-GPU amount gpuq cannot derive on that node (unknown product, no .memory label).
+_UNKNOWN: Final = -1
+
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shares:
+    """Per node row, what one unit of ``resource`` is worth there (``_UNKNOWN`` where underivable)."""
+
+    tflops: Int64Array
+    vram: Int64Array
+    present: BoolArray  # the node has a card type for the resource
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuPod:
+    """What PreFilter worked out for one attempt: a fixed request, or the card resource to derive it."""
+
+    request: GPURequest | None
+    resource: str = ""
+    count: int = 0
+
+
+class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
+    name = NAME
+    events = frozenset(
+        {
+            ClusterEvent.POD_DELETED,
+            ClusterEvent.QUOTA_CHANGED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_CHANGED,
+        }
+    )
+    event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {
+        SINGLE: frozenset({ClusterEvent.QUOTA_CHANGED})
+    }
+
+    def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
+        super().__init__(handle)
+        self.store = GPUQuotaStore()
+        self._cards: list[NodeCards] = []
+        self._labels: list[Mapping[str, str]] = []
+        self._shares: dict[str, _Shares] = {}
+        self._card_resources: frozenset[str] | None = None
+        self._status: dict[str, dict[str, Any]] = {}
+        for namespace, name, obj in handle.objects.list(GPU_RESOURCE_QUOTA):
+            self._object(GPU_RESOURCE_QUOTA, namespace, name, obj)
+        handle.objects.subscribe(self._object)
+        handle.cluster.subscribe(self)
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind != GPU_RESOURCE_QUOTA:
+            return
+        if obj is None:
+            self.store.remove_quota(namespace)
+            self._status.pop(namespace, None)
+            return
+        try:
+            self.store.set_quota(GPUResourceQuota.from_dict(obj))
+        except GpuqError as err:
+            self.handle.record(
+                EventRecord(
+                    f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}", "Warning", INVALID_ANNOTATION, str(err)
+                )
+            )
+
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        while len(self._cards) <= row:
+            self._cards.append(_EMPTY_NODE)
+            self._labels.append({})
+        self._cards[row] = discover_cards(new) if new is not None else _EMPTY_NODE
+        self._labels[row] = new.labels if new is not None else {}
+        self._shares.clear()
+        self._card_resources = None
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        """A bound pod: charged unchecked when someone else bound it (it runs already)."""
+        if self.store.is_allocated(pod.namespace, pod.key):
+            return
+        try:
+            request = self._request_on(pod, row)
+        except InvalidValue as err:
+            self.handle.record(
+                EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, f"GPU quota not charged: {err}")
+            )
+            return
+        if request is None:
+            return
+        try:
+            self.store.check_and_allocate(pod.namespace, request, pod.key)
+        except QuotaExceeded:
+            # Running pods over the quota (lowered under them): the store charges unchecked only
+            # through a full reconcile, which this rare case can afford.
+            self._reconcile()
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self.store.deallocate(pod.namespace, pod.key)
+
+    def _reconcile(self) -> None:
+        cluster = self.handle.cluster
+
+        def request_of(pod: PodInfo) -> GPURequest | None:
+            return self._request_on(pod, cluster.row_of[pod.node_name])
+
+        for event in self.store.reconcile(list(cluster.pods.values()), request_of):
+            self.handle.record(event)
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _request_on(self, pod: PodInfo, row: int) -> GPURequest | None:
+        """The pod's request on node ``row`` (Semantics 5); raises InvalidValue when underivable."""
+        cards = self._cards[row] if row < len(self._cards) else _EMPTY_NODE
+        card = next((c for c in cards.cards if pod.requests.amount(c.resource) > 0), None)
+        return self.store.request_for(pod, card, self._labels[row] if card else None, node_name=cards.node)
+
+    def _shares_of(self, resource: str, n: int) -> _Shares:
+        shares = self._shares.get(resource)
+        if shares is not None and shares.present.shape[0] >= n:
+            return shares
+        tflops = np.full(n, _UNKNOWN, dtype=np.int64)
+        vram = np.full(n, _UNKNOWN, dtype=np.int64)
+        present = np.zeros(n, dtype=np.bool_)
+        for row, cards in enumerate(self._cards[:n]):
+            card = cards.by_resource(resource)
+            if card is None:
+                continue
+            present[row] = True
+            share = card_share(card, self._labels[row])
+            tflops[row] = _UNKNOWN if share.tflops is None else share.tflops
+            vram[row] = _UNKNOWN if share.vram is None else share.vram
+        shares = self._shares[resource] = _Shares(tflops, vram, present)
+        return shares
+
+    # -- extension points -------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        namespace = pod.namespace
+        if not self.store.has_quota(namespace):
+            return Status.skip()
+        annotated = any(key in pod.annotations for key in TENSOR_FUSION_ANNOTATIONS)
+        if annotated:
+            try:
+                request = request_from_annotations(pod, self.store.quota(namespace))
+            except InvalidValue as err:
+                self.handle.record(EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, str(err)))
+                return Status.unresolvable(str(err), plugin=SINGLE)
+            assert request is not None
+            single = self.store.check_single(namespace, request)
+            if single is not None:
+                return Status.unresolvable(str(single), plugin=SINGLE)
+            total = self.store.check(namespace, request)
+            if total is not None:
+                return Status.unresolvable(str(total))
+            return Status.skip()  # the same on every node: nothing for Filter to add
+        resource = next(
+            (r for r in sorted(pod.requests) if pod.requests[r] > 0 and self._is_card_resource(r)), ""
+        )
+        if not resource:
+            return Status.skip()
+        count = -(-pod.requests[resource] // CARD_UNIT)
+        state.write(NAME, _GpuPod(None, resource, count))
+        return Status.success()
+
+    def _is_card_resource(self, resource: str) -> bool:
+        if self._card_resources is None:
+            self._card_resources = frozenset(c.resource for cards in self._cards for c in cards.cards)
+        return resource in self._card_resources
+
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        n = self.handle.cluster.n
+        prepared = state.read(NAME, _GpuPod)
+        if prepared is None:
+            return FilterResult.all_pass(n)
+        shares = self._shares_of(prepared.resource, n)
+        tflops, vram = shares.tflops[:n], shares.vram[:n]
+        quota = self.store.quota(pod.namespace)
+        known = np.ones(n, dtype=np.bool_)
+        if quota is not None and quota.uses_tflops:
+            known &= tflops != _UNKNOWN
+        if quota is not None and quota.uses_vram:
+            known &= vram != _UNKNOWN
+        t = np.maximum(tflops, 0)
+        v = np.maximum(vram, 0)
+        fits = self.store.fits_array(
+            pod.namespace,
+            tflops_request=t,
+            vram_request=v,
+            tflops_limit=t,
+            vram_limit=v,
+            gpu_count=prepared.count,
+        )
+        # A node without the card resource cannot take the pod anyway (resource fit says why).
+        passed: BoolArray = ~shares.present[:n] | (known & fits)
+        namespace = pod.namespace
+
+        def reasons() -> ReasonMasks:
+            out: list[tuple[BoolArray, str]] = []
+            rejected = ~passed
+            unknown = rejected & ~known
+            for row in np.flatnonzero(unknown)[:1].tolist():
+                try:
+                    self._request_on(pod, row)
+                except InvalidValue as err:
+                    out.append((unknown, str(err)))
+            over = rejected & known
+            if over.any():
+                pairs = np.stack([t, v], axis=1)
+                for tv in np.unique(pairs[over], axis=0):
+                    same = over & (t == tv[0]) & (v == tv[1])
+                    request = GPURequest(int(tv[0]), int(tv[1]), int(tv[0]), int(tv[1]), prepared.count)
+                    error = self.store.check(namespace, request)
+                    out.append((same, str(error) if error is not None else "GPU quota exceeded"))
+            return out
+
+        return FilterResult(passed, reasons, unresolvable=~passed)
+
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        try:
+            request = self._request_on(pod, row)
+        except InvalidValue as err:
+            return Status.unresolvable(str(err))
+        if request is None:
+            return Status.success()
+        try:
+            self.store.check_and_allocate(pod.namespace, request, pod.key)
+        except QuotaExceeded as err:
+            return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self.store.deallocate(pod.namespace, pod.key)
+
+    # -- status and report ------------------------------------------------------------------------
+    def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
+        patches: list[StatusPatch] = []
+        events: list[EventRecord] = []
+        for namespace in sorted(self.store.take_dirty()):
+            quota = self.store.quota(namespace)
+            if quota is None:
+                continue
+            computed = self.store.status(namespace, now)
+            self._status[namespace] = computed.status
+            patches.append(StatusPatch(GPU_RESOURCE_QUOTA, namespace, quota.name, computed.status))
+            if computed.event is not None:
+                events.append(computed.event)
+        return patches, events
+
+    def report(self) -> dict[str, list[dict[str, Any]]]:
+        rows: list[dict[str, Any]] = []
+        for namespace in self.store.namespaces():
+            quota = self.store.quota(namespace)
+            assert quota is not None
+            status = self._status.get(namespace, {})
+            rows.append(
+                {
+                    "namespace": namespace,
+                    "name": quota.name,
+                    "status": {
+                        k: status[k] for k in ("used", "availablePercent", "conditions") if k in status
+                    },
+                }
+            )
+        return {"gpuResourceQuotas": rows}
+
+    def pod_fields(self, pod: PodInfo) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,341 @@
+"""``gpuq scheduler``: the secondary scheduler process against a real cluster (DESIGN "Command line").
+
+Start-up: configuration (an invalid one is exit code 2 with one line, before anything starts) ->
+metrics and probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches
+are fed to the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease -> the
+scheduling loop and the batched writer. Only the leader binds and writes; a standby keeps its caches
+warm so a takeover starts scheduling within one retry period.
+
+SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
+Lease, stop the informers. A lost Lease stops the process at once with exit code 1 (as kube-scheduler
+does): another replica may already be binding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from common.kube import resources as kinds
+from common.kube.client import new_api_client
+from common.kube.diff import Change
+from common.kube.events import EventRecorder
+from common.kube.informer import Informer, InformerSet
+from common.kube.leader import LeaderElector, LeaseTimings
+from common.kube.status import StatusWriter
+from common.model.config import SchedulerConfig
+from common.model.errors import GpuqError
+from common.model.pods import GPUQ_SCHEDULER
+from scheduler.cycle import Scheduler
+from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
+from scheduler.kube.feed import REPLAY_ORDER, Feed
+from scheduler.kube.loop import SchedulingLoop
+from scheduler.kube.quota_status import QuotaStatus
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import default_registry
+
+log = logging.getLogger("gpuq.scheduler")
+
+EXIT_INVALID: Final = 2
+EXIT_LEASE_LOST: Final = 1
+STATUS_KINDS: Final = {
+    k.kind: k for k in (kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)
+}
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``scheduler`` to the ``gpuq`` sub-commands; the parsed args' ``func`` runs it."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "scheduler",
+        help="run the gpuq secondary scheduler against a cluster",
+        description="Schedule pods whose spec.schedulerName is --scheduler-name, with gpuq's quota plugins.",
+    )
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster, else ~/.kube/config)")
+    p.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
+    p.add_argument("--scheduler-name", default=GPUQ_SCHEDULER, help=f"default {GPUQ_SCHEDULER}")
+    p.add_argument(
+        "--metrics-port", type=int, default=10259, help="/metrics, /livez, /readyz (default 10259)"
+    )
+    p.add_argument("--bind-address", default="0.0.0.0", help="address of the metrics port (default 0.0.0.0)")
+    p.add_argument("--leader-elect", action="store_true", help="run only while holding the Lease")
+    p.add_argument("--leader-elect-resource-name", default="gpuq-scheduler", help="Lease name")
+    p.add_argument("--leader-elect-resource-namespace", default="kube-system", help="Lease namespace")
+    p.add_argument("--leader-elect-identity", default="", help="holder identity (default hostname_uuid)")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=DEFAULT_BIND_CONCURRENCY,
+        help=f"binding requests in flight at most (default {DEFAULT_BIND_CONCURRENCY})",
+    )
+    p.add_argument("--flush-interval", type=float, default=0.5, help="seconds between batched writes")
+    p.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    p.set_defaults(func=main)
+    return p
+
+
+class JsonFormatter(logging.Formatter):
+    """Structured logs: one JSON object a line (ts, level, logger, msg, and exc when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
+def load_config(path: str | None) -> SchedulerConfig:
+    if path is None:
+        return SchedulerConfig.default()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise GpuqError(f"{path}: cannot read: {err.strerror}") from None
+    return SchedulerConfig.from_yaml(text)
+
+
+def main(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    try:
+        config = load_config(args.config)
+        timings = LeaseTimings(
+            args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period
+        )
+        if args.leader_elect:
+            timings.validate()
+        if args.bind_concurrency < 1:
+            raise GpuqError(f"--bind-concurrency: invalid value {args.bind_concurrency}: expected at least 1")
+        # Plugin arguments are validated when the plugins are built: do it now, not after start-up.
+        Scheduler(config, default_registry(), _NoBackend(), clock=time.monotonic)
+    except GpuqError as err:
+        print(f"error: {args.config or 'configuration'}: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    return asyncio.run(Service(args, config, timings).serve())
+
+
+class _NoBackend:
+    """Only for validating the configuration: nothing is ever scheduled through it."""
+
+    def bind(self, *a: Any) -> None: ...
+    def evict(self, *a: Any) -> None: ...
+    def record_event(self, *a: Any) -> None: ...
+    def set_pod_condition(self, *a: Any, **k: Any) -> None: ...
+    def patch_status(self, *a: Any) -> None: ...
+
+
+class Service:
+    def __init__(self, args: argparse.Namespace, config: SchedulerConfig, timings: LeaseTimings) -> None:
+        self.args = args
+        self.config = config
+        self.timings = timings
+        self.identity = args.leader_elect_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.metrics = SchedulerMetrics()
+        self.stop = asyncio.Event()
+        self.elector: LeaderElector | None = None
+        self.informers: InformerSet | None = None
+        self.feed: Feed | None = None
+        self.exit_code = 0
+
+    # -- probes -----------------------------------------------------------------------------------
+    def ready(self) -> bool:
+        return self.feed is not None and self.feed.ready
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def _app(self) -> web.Application:
+        async def livez(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(_: web.Request) -> web.Response:
+            if self.ready():
+                return web.Response(text="ok")
+            return web.Response(status=503, text="informer caches not synced")
+
+        async def metrics(_: web.Request) -> web.Response:
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application()
+        app.router.add_get("/livez", livez)
+        app.router.add_get("/healthz", livez)
+        app.router.add_get("/readyz", readyz)
+        app.router.add_get("/metrics", metrics)
+        return app
+
+    # -- lookups for the writers ------------------------------------------------------------------
+    def _cached(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        if self.informers is None or kind not in self.informers.informers:
+            return None
+        return self.informers[kind].get(namespace, name)
+
+    def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        obj = self._cached(kind, namespace, name)
+        return None if obj is None else (obj.get("status") or {})
+
+    def _resolve(self, ref: str) -> tuple[str, str] | None:
+        kind, _, rest = ref.partition("/")
+        namespace, _, name = rest.partition("/")
+        obj = self._cached(kind, namespace, name)
+        if obj is None:
+            return None
+        return str(obj.get("apiVersion") or ""), str((obj.get("metadata") or {}).get("uid") or "")
+
+    # -- the process --------------------------------------------------------------------------------
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+        args = self.args
+        api = await new_api_client(args.kubeconfig)
+        runner = web.AppRunner(self._app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, args.bind_address, args.metrics_port)
+        await site.start()
+        log.info("metrics and probes on http://%s:%d", args.bind_address, args.metrics_port)
+
+        events = EventRecorder(
+            api, controller=args.scheduler_name, instance=self.identity, resolve=self._resolve
+        )
+        statuses = StatusWriter(api, STATUS_KINDS, self._current_status)
+        backend = KubeBackend(
+            api,
+            events=events,
+            statuses=statuses,
+            metrics=self.metrics,
+            bind_concurrency=args.bind_concurrency,
+            may_write=self.leading,
+        )
+        scheduler = Scheduler(
+            self.config,
+            default_registry(),
+            backend,
+            clock=time.monotonic,
+            scheduler_name=args.scheduler_name,
+            observe=self.metrics.observe,
+        )
+        feed = self.feed = Feed(scheduler)
+        scheduling = SchedulingLoop(scheduler, feed, self.metrics)
+        feed.wake = backend.wake = scheduling.wake
+        backend.on_bound = feed.assume
+        quota = QuotaStatus.of(scheduler)
+        backend.on_status = quota.observe_status
+        self.metrics.watch(quota.snapshot)
+
+        def handler(change: Change) -> None:
+            if change.type == "delete" and change.obj.get("kind") == "Pod":
+                backend.forget_pod(f"{change.key[0]}/{change.key[1]}")
+            feed.handler(change)
+
+        self.informers = InformerSet(Informer(api, kind, handlers=[handler]) for kind in REPLAY_ORDER)
+        self.informers.start()
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            if not await self._until(self.informers.wait_synced()):
+                return 0
+            feed.replay(self.informers)
+            log.info(
+                "caches synced: %d nodes, %d pods", len(self.informers["Node"]), len(self.informers["Pod"])
+            )
+            if args.leader_elect:
+                self.elector = LeaderElector(
+                    api,
+                    namespace=args.leader_elect_resource_namespace,
+                    name=args.leader_elect_resource_name,
+                    identity=self.identity,
+                    timings=self.timings,
+                )
+                tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+                tasks.append(asyncio.create_task(self._watch_lease(), name="lease-watch"))
+                log.info("waiting for Lease %s/%s", self.elector.namespace, self.elector.name)
+                if not await self._until(self.elector.leading.wait()):
+                    return 0
+            tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
+            log.info("scheduling as %s (%s)", args.scheduler_name, self.identity)
+            await scheduling.run(self.stop)
+        finally:
+            log.info("stopping")
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if self.leading() and self.exit_code == 0:
+                await backend.drain()
+                scheduler.sync_status()
+                await backend.flush()
+            if self.elector is not None and self.exit_code == 0:
+                await self.elector.release()
+            await self.informers.stop()
+            await runner.cleanup()
+            await api.close()
+        return self.exit_code
+
+    async def _until(self, awaitable: Any) -> bool:
+        """Await ``awaitable`` unless a stop signal comes first; True if it completed."""
+        work = asyncio.ensure_future(awaitable)
+        stopping = asyncio.create_task(self.stop.wait())
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            return False
+        return True
+
+    async def _watch_lease(self) -> None:
+        assert self.elector is not None
+        await self.elector.lost.wait()
+        log.error("leader election lost; exiting")
+        self.exit_code = EXIT_LEASE_LOST
+        self.stop.set()
+        # Nothing may be bound from here on: in-flight binds see may_write() False.
+
+    async def _writer(self, scheduler: Scheduler, backend: KubeBackend) -> None:
+        interval = self.args.flush_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                scheduler.sync_status()
+                await backend.flush()
+            except Exception:
+                log.exception("batched write failed")
+
+
+def pid_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
