@@ -18,15 +18,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from certs import command as certs_command
-from common.model.config import SchedulerConfig
+from common.model.config import CAPACITY_CARD, SchedulerConfig
 from common.model.errors import GpuqError
 from common.model.quantity import format_bytes
+from gpuq.admission import AdmissionOutcome, admit
 from scheduler.kube.explain import live_simulation
 from scheduler.plugins import default_registry
 from scheduler.service import register as register_scheduler
-from scheduler.simulate.loader import load
+from scheduler.simulate.loader import ingest, read
 from scheduler.simulate.run import Simulation, build, report, run
 from webhook import command as webhook_command
+from webhook.admission import AdmissionOptions
 
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
@@ -45,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
     sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
     sim.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
+    sim.add_argument(
+        "--admission",
+        action="store_true",
+        help="first run every object through the webhook's mutators and validators; report rejections",
+    )
     exp = sub.add_parser(
         "explain",
         help="why a pod is pending, or why it went where it went",
@@ -77,13 +84,26 @@ def _config(path: str | None) -> SchedulerConfig:
     return SchedulerConfig.from_yaml(text)
 
 
-def _simulate(files: Sequence[str], config_path: str | None, explain: bool) -> Simulation | list[str]:
+def _simulate(
+    files: Sequence[str], config_path: str | None, explain: bool, admission: AdmissionOutcome | None = None
+) -> Simulation | list[str]:
+    """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused."""
     try:
         config = _config(config_path)
     except GpuqError as err:
         where = config_path or "default config"
         return [f"{where}: {err}"]
-    manifests = load(files)
+    docs, errors = read(files)
+    if admission is not None and not errors:
+        card_plugin = config.plugin(CAPACITY_CARD)
+        card_args = card_plugin.args if card_plugin is not None else None
+        unlimited = bool(getattr(card_args, "card_unlimited_cpu_memory", False))
+        outcome = admit(docs, AdmissionOptions(card_unlimited_cpu_memory=unlimited))
+        docs = outcome.admitted
+        admission.rejected_pods.extend(outcome.rejected_pods)
+        admission.rejected.extend(outcome.rejected)
+        admission.warnings.extend(outcome.warnings)
+    manifests = ingest(docs, errors)
     if manifests.errors:
         return manifests.errors
     try:
@@ -165,6 +185,18 @@ def _print_table(out: dict[str, Any]) -> None:
             t.add_row(*cells)
         console.print(t)
     _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
+    for section, title in (
+        ("rejected", "Rejected by admission"),
+        ("admissionWarnings", "Admission warnings"),
+    ):
+        rows = out.get(section) or []
+        if rows:
+            t = Table(title=title, title_justify="left")
+            t.add_column("OBJECT")
+            t.add_column("MESSAGE", overflow="fold")
+            for row in rows:
+                t.add_row(row["object"], row["message"])
+            console.print(t)
 
 
 def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:
@@ -215,10 +247,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("scheduler", "webhook", "certs"):
         return int(args.func(args))
     if args.command == "simulate":
-        result = _simulate(args.filename, args.config, args.explain)
+        admission = AdmissionOutcome() if args.admission else None
+        result = _simulate(args.filename, args.config, args.explain, admission)
         if isinstance(result, list):
             return _fail(result)
         out = report(result, explain=args.explain)
+        if admission is not None:
+            # DESIGN "gpuq simulate": rejected Pods are listed with phase Rejected; other rejected
+            # objects under "rejected". Admission warnings (usage-dependent checks) are kept too.
+            out["pods"] = sorted(
+                [*out["pods"], *admission.rejected_pods], key=lambda p: (p["namespace"], p["name"])
+            )
+            out["rejected"] = admission.rejected
+            out["admissionWarnings"] = admission.warnings
         if args.output == "json":
             print(json.dumps(out, indent=2))
         else:
@@ -231,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bool(args.filename) == bool(args.kubeconfig):
             return _fail(["explain: give either -f FILE_OR_DIR or --kubeconfig P"])
         if args.kubeconfig:
-            result = live_simulation(args.kubeconfig, args.config)
+            result = live_simulation(args.kubeconfig, args.config, (namespace, name))
         else:
             result = _simulate(args.filename, args.config, True)
         if isinstance(result, list):

@@ -69,10 +69,18 @@ def _documents(path: Path) -> Iterable[tuple[int, Any]]:
             yield index, doc
 
 
-def load(paths: Sequence[str]) -> Manifests:
-    out = Manifests()
-    files, out.errors = _files(paths)
-    seen: dict[str, str] = {}
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One object read from the input, with where it came from (for one-line error messages)."""
+
+    where: str
+    body: Any
+
+
+def read(paths: Sequence[str]) -> tuple[list[Document], list[str]]:
+    """Every document of the input, in file order, and the problems met reading them."""
+    files, errors = _files(paths)
+    docs: list[Document] = []
     for path in files:
         try:
             documents = list(_documents(path))
@@ -80,24 +88,41 @@ def load(paths: Sequence[str]) -> Manifests:
             mark = getattr(err, "problem_mark", None)
             at = f":{mark.line + 1}" if mark is not None else ""
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            out.errors.append(f"{path}{at}: invalid YAML: {problem}")
+            errors.append(f"{path}{at}: invalid YAML: {problem}")
             continue
         except (OSError, UnicodeDecodeError) as err:
-            out.errors.append(f"{path}: cannot read: {err}")
+            errors.append(f"{path}: cannot read: {err}")
             continue
-        for index, doc in documents:
-            where = f"{path} (document {index + 1})"
-            error = _take(doc, out)
-            if error is not None:
-                out.errors.append(f"{where}: {error}")
-                continue
-            ref = _ref(doc)
-            if ref in seen:
-                out.errors.append(f"{where}: {ref} is defined twice (first in {seen[ref]})")
-                _drop_last(doc, out)
-            else:
-                seen[ref] = where
+        docs.extend(Document(f"{path} (document {index + 1})", doc) for index, doc in documents)
+    return docs, errors
+
+
+def ingest(docs: Iterable[Document], errors: Sequence[str] = ()) -> Manifests:
+    """Parse documents into a simulation's input, collecting every problem."""
+    out = Manifests(errors=list(errors))
+    seen: dict[str, str] = {}
+    for doc in docs:
+        error = _take(doc.body, out)
+        if error is not None:
+            out.errors.append(f"{doc.where}: {error}")
+            continue
+        ref = _ref(doc.body)
+        if ref in seen:
+            out.errors.append(f"{doc.where}: {ref} is defined twice (first in {seen[ref]})")
+            _drop_last(doc.body, out)
+        else:
+            seen[ref] = doc.where
     return out
+
+
+def load(paths: Sequence[str]) -> Manifests:
+    docs, errors = read(paths)
+    return ingest(docs, errors)
+
+
+def object_reference(doc: Mapping[str, Any]) -> str:
+    """``Kind/namespace/name`` of a document (empty namespace for cluster-scoped kinds)."""
+    return _ref(doc)
 
 
 def _ref(doc: Mapping[str, Any]) -> str:

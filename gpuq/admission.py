@@ -1,0 +1,101 @@
+"""``gpuq simulate --admission``: the webhook's mutators and validators, offline, before scheduling.
+
+This composition lives in the CLI package because it is the one place that may use both the webhook
+(the admission rules) and the scheduler (the simulation); those two never import each other.
+
+The apiserver admits objects one at a time against what already exists. Simulate input has no
+creation order beyond file order, so the cluster objects (Queues, PodGroups, ElasticQuotas,
+GPUResourceQuotas) are admitted first, in file order, each against those admitted before it; then the
+Pods, against every admitted object. Nodes are not subject to the webhook (as in a cluster), and
+neither are Pods that already run (``spec.nodeName`` set): they predate what is being simulated.
+A mutated object is simulated as mutated, exactly as the apiserver would store it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from common.model.errors import GpuqError
+from scheduler.cluster.objects import CLUSTER_SCOPED
+from scheduler.simulate.loader import NODE, POD, Document, object_reference
+from webhook.admission import AdmissionOptions, review
+from webhook.review import deny
+from webhook.view import StaticView
+
+REJECTED: Final = "Rejected"
+_CREATE: Final = "CREATE"
+
+
+@dataclass(slots=True)
+class AdmissionOutcome:
+    """What admission let through (possibly mutated), and what it refused or warned about."""
+
+    admitted: list[Document] = field(default_factory=list)
+    rejected_pods: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+
+def _kind(doc: Document) -> str | None:
+    body = doc.body
+    if not isinstance(body, Mapping) or not isinstance(body.get("metadata"), Mapping):
+        return None  # not an object: the loader reports it
+    kind = body.get("kind")
+    return kind if isinstance(kind, str) else None
+
+
+def _with_namespace(body: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The object as the apiserver hands it to a webhook: namespaced objects carry their namespace."""
+    obj = dict(body)
+    if kind != NODE and kind not in CLUSTER_SCOPED and not obj["metadata"].get("namespace"):
+        obj["metadata"] = {**obj["metadata"], "namespace": "default"}
+    return obj
+
+
+def admit(docs: Sequence[Document], options: AdmissionOptions | None = None) -> AdmissionOutcome:
+    """Run every admissible document through the webhook's rules (see the module doc for the order)."""
+    settings = options or AdmissionOptions()
+    outcome = AdmissionOutcome()
+    view = StaticView(d.body for d in docs if _kind(d) == NODE)
+    cluster_objects = [d for d in docs if _kind(d) not in (None, NODE, POD)]
+    pods = [d for d in docs if _kind(d) == POD]
+    passed_through = [d for d in docs if _kind(d) in (None, NODE)]
+    outcome.admitted.extend(passed_through)
+
+    for doc in [*cluster_objects, *pods]:
+        kind = _kind(doc)
+        assert kind is not None  # filtered above
+        obj = _with_namespace(doc.body, kind)
+        if kind == POD and (obj.get("spec") or {}).get("nodeName"):
+            outcome.admitted.append(replace(doc, body=obj))
+            continue
+        ref = object_reference(obj)
+        try:
+            decision = review(obj, _CREATE, view, options=settings)
+        except GpuqError as err:
+            # A rule met input it cannot read: the webhook answers that as a denial, so does this.
+            decision = deny(str(err))
+        outcome.warnings.extend({"object": ref, "message": w} for w in decision.warnings)
+        if not decision.allowed:
+            if kind == POD:
+                meta = obj["metadata"]
+                outcome.rejected_pods.append(
+                    {
+                        "namespace": meta["namespace"],
+                        "name": meta["name"],
+                        "node": None,
+                        "phase": REJECTED,
+                        "reason": decision.message,
+                        "cardType": None,
+                    }
+                )
+            else:
+                outcome.rejected.append({"object": ref, "message": decision.message})
+            continue
+        admitted = decision.patched if decision.patched is not None else obj
+        outcome.admitted.append(replace(doc, body=admitted))
+        if kind != POD:
+            view.add(admitted)
+    return outcome
