@@ -124,7 +124,7 @@ def load_config(path: str | None) -> SchedulerConfig:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise GpuqError(f"{path}: cannot read: {err.strerror}") from None
+        raise GpuqError(f"cannot read: {err.strerror}") from None
     return SchedulerConfig.from_yaml(text)
 
 
@@ -252,6 +252,7 @@ class Service:
         scheduling = SchedulingLoop(scheduler, feed, self.metrics)
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
+        backend.on_evict_failed = feed.refeed
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status
         self.metrics.watch(quota.snapshot)

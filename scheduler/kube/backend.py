@@ -54,6 +54,7 @@ class KubeBackend:
         wake: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = lambda: True,
         on_status: Callable[[str, str, str, Mapping[str, Any]], None] = lambda *a: None,
+        on_evict_failed: Callable[[str], None] = lambda key: None,
     ) -> None:
         self.api_client = api_client
         self.events = events
@@ -63,6 +64,7 @@ class KubeBackend:
         self.wake = wake
         self.may_write = may_write
         self.on_status = on_status
+        self.on_evict_failed = on_evict_failed
         self._semaphore = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._conditions: dict[str, _Condition] = {}
@@ -77,7 +79,16 @@ class KubeBackend:
         self._spawn(self._bind(pod, node, done), f"bind-{pod.key}")
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
-        self._spawn(self._evict(pod, reason, done), f"evict-{pod.key}")
+        """Optimistic, like the in-memory backend: the victim stops counting *now*, before the
+        DELETE is answered. Otherwise the pods tried while the DELETE is in flight still see the
+        victim's usage, and each of them preempts another victim for the same room (the e2e test
+        of ElasticQuota preemption caught exactly that). A DELETE that fails puts the victim back
+        from the informer cache (``on_evict_failed``)."""
+        try:
+            done(Outcome(True))
+        except Exception:
+            log.exception("eviction completion of %s failed", pod.ref)
+        self._spawn(self._evict(pod, reason), f"evict-{pod.key}")
 
     def record_event(self, event: EventRecord) -> None:
         self.events.record(event.obj, event.type, event.reason, event.message)
@@ -132,19 +143,16 @@ class KubeBackend:
             log.exception("bind completion of %s failed", pod.ref)
         self.wake()
 
-    async def _evict(self, pod: PodInfo, reason: str, done: Done) -> None:
+    async def _evict(self, pod: PodInfo, reason: str) -> None:
         async with self._semaphore:
             try:
                 reply = await binding.preempt(self.api_client, pod.namespace, pod.name, pod.uid, reason)
-                outcome = Outcome(reply.ok, "" if reply.ok else reply.message)
+                ok, message = reply.ok, reply.message
             except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                outcome = Outcome(False, str(err) or type(err).__name__)
-        if not outcome.ok:
-            log.warning("preempting %s failed: %s", pod.ref, outcome.message)
-        try:
-            done(outcome)
-        except Exception:
-            log.exception("eviction completion of %s failed", pod.ref)
+                ok, message = False, str(err) or type(err).__name__
+        if not ok:
+            log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
+            self.on_evict_failed(pod.key)
         self.wake()
 
     # -- batched writes -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from common.kube import resources as kinds
 from common.kube.diff import Change
 from common.kube.informer import InformerSet
 from common.model.errors import GpuqError
-from common.model.events import EventRecord
+from common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from scheduler.cycle import Scheduler
@@ -145,7 +145,8 @@ class Feed:
             # A malformed object that predates the webhook (Semantics 3): say so on the object.
             ref = f"{kind}/{change.key[0]}/{change.key[1]}"
             log.warning("%s", err)
-            self.scheduler.record(EventRecord(ref, "Warning", "InvalidObject", str(err)))
+            reason = FAILED_SCHEDULING if kind == kinds.PODS.kind else INVALID_ANNOTATION
+            self.scheduler.record(EventRecord(ref, "Warning", reason, str(err)))
 
     def _node(self, change: Change) -> None:
         name = change.key[1]
@@ -210,6 +211,15 @@ class Feed:
         for orphans in self._orphans.values():
             orphans.pop(key, None)
         self.scheduler.delete_pod(key)
+
+    def refeed(self, key: str) -> None:
+        """Apply the cached version of pod ``key`` again (a preemption whose DELETE failed)."""
+        namespace, _, name = key.partition("/")
+        cached = self.informers[kinds.PODS.kind].get(namespace, name) if self.informers else None
+        if cached is not None:
+            self._uids.pop(key, None)
+            self.apply(Change("add", (namespace, name), cached))
+            self.wake()
 
     # -- assumed pods ------------------------------------------------------------------------------
     def assume(self, key: str) -> None:

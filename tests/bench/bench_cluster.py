@@ -1,0 +1,155 @@
+"""Scheduler throughput against a real kube-apiserver: ``gpuq scheduler`` binding pending pods.
+
+    python tests/bench/bench_cluster.py [--nodes 1000] [--pods 5000] [--bind-concurrency 16]
+
+Starts its own etcd + kube-apiserver (the e2e harness), creates the fake nodes (half of them A100
+GPU nodes) and the pending pods *before* the scheduler starts, then runs ``gpuq scheduler`` (default
+configuration: every plugin) as a subprocess. A pod informer in this process stamps the moment each
+pod is first seen bound; the figure is pods/s from the first bind to the last. Also prints the
+scheduler's own attempt count and mean attempt latency from its /metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from common.kube import resources as kinds
+from common.kube.client import new_api_client
+from common.kube.diff import Change
+from common.kube.informer import Informer
+from tests.e2e.cluster_fixtures import Cluster, metric_value
+from tests.e2e.controlplane.harness import ControlPlane, free_ports
+
+NAME = "gpuq-bench"
+
+
+async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64) -> None:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def node(i: int) -> None:
+        labels = {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/gpu.memory": "81920"} if i % 2 else {}
+        allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+        if i % 2:
+            allocatable["nvidia.com/gpu"] = "8"
+        async with gate:
+            await cluster.node(f"n{i:05d}", allocatable, labels=labels)
+
+    async def pod(i: int) -> None:
+        requests = {"cpu": "500m", "memory": "1Gi"}
+        limits: dict[str, str] = {}
+        if i % 4 == 0:
+            requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = "1"
+        async with gate:
+            await cluster.pod(f"p{i:05d}", requests, limits=limits, scheduler=NAME)
+
+    began = time.monotonic()
+    await asyncio.gather(*(node(i) for i in range(nodes)))
+    print(f"created {nodes} nodes in {time.monotonic() - began:.1f}s", flush=True)
+    began = time.monotonic()
+    await asyncio.gather(*(pod(i) for i in range(pods)))
+    print(f"created {pods} pending pods in {time.monotonic() - began:.1f}s", flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    plane = ControlPlane()
+    plane.start()
+    plane.apply_crds()
+    workdir = Path(tempfile.mkdtemp(prefix="gpuq-bench-"))
+    api = await new_api_client(str(plane.kubeconfig))
+    scheduler: subprocess.Popen[bytes] | None = None
+    try:
+        cluster = Cluster(api, "bench", "bench")
+        await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+        await cluster.request(
+            "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
+        )
+        await populate(cluster, args.nodes, args.pods)
+
+        bound_at: dict[str, float] = {}
+        done = asyncio.Event()
+
+        def on_pod(change: Change) -> None:
+            if change.type != "delete" and (change.obj.get("spec") or {}).get("nodeName"):
+                bound_at.setdefault(change.key[1], time.monotonic())
+                if len(bound_at) >= args.pods:
+                    done.set()
+
+        watcher = Informer(api, kinds.PODS, handlers=[on_pod])
+        watch_task = asyncio.create_task(watcher.run())
+        await watcher.synced.wait()
+        (port,) = free_ports(1)
+        log = (workdir / "scheduler.log").open("wb")
+        started = time.monotonic()
+        scheduler = subprocess.Popen(
+            [
+                sys.executable,
+                *(["-m", "cProfile", "-o", args.profile] if args.profile else []),
+                "-m",
+                "gpuq.cli",
+                "scheduler",
+                "--kubeconfig",
+                str(plane.kubeconfig),
+                "--scheduler-name",
+                NAME,
+                "--metrics-port",
+                str(port),
+                "--bind-address",
+                "127.0.0.1",
+                "--bind-concurrency",
+                str(args.bind_concurrency),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            await asyncio.wait_for(done.wait(), timeout=args.timeout)
+        except TimeoutError:
+            print(f"timeout: {len(bound_at)} of {args.pods} bound after {args.timeout}s", flush=True)
+        watch_task.cancel()
+        times = sorted(bound_at.values())
+        if len(times) >= 2:
+            span = times[-1] - times[0]
+            print(f"first bind {times[0] - started:.1f}s after start (includes start-up and informer sync)")
+            rate = (len(times) - 1) / span
+            print(f"{len(times)} pods bound in {span:.2f}s from first bind to last: {rate:.0f} pods/s")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        attempts = metric_value(text, "scheduler_scheduling_attempt_duration_seconds_count") or 0
+        total = metric_value(text, "scheduler_scheduling_attempt_duration_seconds_sum") or 0
+        scheduled = metric_value(text, "scheduler_schedule_attempts_total", {"result": "scheduled"})
+        # utime + stime of the scheduler process (fields 14 and 15 of /proc/<pid>/stat, in ticks).
+        fields = Path(f"/proc/{scheduler.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        print(f"scheduler CPU time since start: {cpu:.1f}s")
+        mean = 1000 * total / max(attempts, 1)
+        print(f"scheduler: {attempts:.0f} attempts ({scheduled:.0f} scheduled), mean attempt {mean:.2f} ms")
+    finally:
+        if scheduler is not None:
+            scheduler.terminate()
+            scheduler.wait(30)
+        await api.close()
+        plane.stop()
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--bind-concurrency", type=int, default=16)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse()))

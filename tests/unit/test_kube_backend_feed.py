@@ -1,0 +1,299 @@
+"""The informer -> scheduler feed (scheduler/kube/feed.py), the attempt result labels and the
+metrics registry, against a real :class:`Scheduler` with the in-memory backend: no API, no mocks."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from common.kube.diff import Change
+from common.kube.informer import InformerSet
+from common.model.config import SchedulerConfig
+from common.model.pods import PodInfo
+from scheduler.cycle import Attempt, Scheduler
+from scheduler.framework.status import Status
+from scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
+from scheduler.kube.loop import attempt_result
+from scheduler.kube.quota_status import QuotaStatus
+from scheduler.memory_backend import MemoryBackend
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import default_registry
+from scheduler.service import JsonFormatter
+
+CONFIG = """\
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+- plugins:
+  - name: predicates
+  - name: capacity-scheduling
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, cpu: str = "1", node_name: str = "", uid: str = "", rv: str = "1") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "gpuq-scheduler",
+        "priority": 0,
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "resourceVersion": rv},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def elastic_quota(cpu: str) -> dict[str, Any]:
+    return {
+        "kind": "ElasticQuota",
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "metadata": {"name": "q", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {"min": {"cpu": cpu}, "max": {"cpu": cpu}},
+    }
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return str(meta.get("namespace") or ""), str(meta["name"])
+
+
+def add(obj: dict[str, Any]) -> Change:
+    return Change("add", key(obj), obj)
+
+
+def update(old: dict[str, Any], new: dict[str, Any]) -> Change:
+    return Change("update", key(new), new, old)
+
+
+def make() -> tuple[Scheduler, MemoryBackend, Feed, Clock]:
+    clock = Clock()
+    backend = MemoryBackend()
+    scheduler = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=clock)
+    backend.objects = scheduler.objects
+    feed = Feed(scheduler, clock=clock)
+    feed.ready = True
+    return scheduler, backend, feed, clock
+
+
+def drain(scheduler: Scheduler) -> list[Attempt]:
+    attempts = []
+    while (attempt := scheduler.schedule_one()) is not None:
+        attempts.append(attempt)
+    return attempts
+
+
+def test_bound_pods_count_before_pending_ones_are_tried() -> None:
+    """Restart safety: however the informer delivered them, usage comes first (DESIGN "Data flow")."""
+    scheduler, backend, feed, _ = make()
+
+    items = [pod("pending", "2"), pod("running", "3", node_name="n1")]
+    feed.ready = False
+    for change in [add(node("n1")), *(add(p) for p in items)]:
+        feed.handler(change)  # before the replay: ignored
+    assert scheduler.cluster.node_count == 0
+    informers = InformerSet([])
+    informers.informers = {
+        "Node": _Cache({key(n): n for n in [node("n1")]}),  # type: ignore[dict-item]
+        "Pod": _Cache({key(p): p for p in items}),  # type: ignore[dict-item]
+    }
+    feed.replay(informers)
+    assert feed.ready
+    attempts = drain(scheduler)
+    assert [a.pod.name for a in attempts] == ["pending"]
+    assert attempts[0].node == ""  # 3 of 4 cpu are used by the running pod: 2 do not fit
+    assert "running" not in backend.bindings
+
+
+class _Cache:
+    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self._objects = objects
+
+    def items(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._objects.get((namespace, name))
+
+
+def test_a_pod_bound_to_a_node_not_yet_seen_counts_once_the_node_arrives() -> None:
+    scheduler, _, feed, _ = make()
+    feed.apply(add(pod("early", "3", node_name="n1")))
+    assert "ns/early" not in scheduler.cluster.pods
+    feed.apply(add(node("n1")))
+    assert scheduler.cluster.pods["ns/early"].node_name == "n1"
+
+
+def test_status_only_updates_do_not_requeue_a_pending_pod() -> None:
+    """Our own PodScheduled write comes back as a MODIFIED event; it must not cause a retry."""
+    scheduler, _, feed, _ = make()
+    feed.apply(add(node("n1", cpu="1")))
+    old = pod("p", "2")
+    feed.apply(add(old))
+    assert len(drain(scheduler)) == 1  # unschedulable, parked
+    new = pod("p", "2", rv="2")
+    new["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    feed.apply(update(old, new))
+    assert drain(scheduler) == []
+    # A real change (a label) is news: the pod is tried again.
+    changed = pod("p", "2", rv="3")
+    changed["metadata"]["labels"] = {"a": "b"}
+    feed.apply(update(new, changed))
+    assert [a.pod.name for a in drain(scheduler)] == ["p"]
+
+
+def test_an_assumed_pod_is_not_requeued_by_a_stale_unbound_update() -> None:
+    scheduler, backend, feed, _ = make()
+    feed.apply(add(node("n1")))
+    first = pod("p")
+    feed.apply(add(first))
+    (attempt,) = drain(scheduler)
+    assert attempt.node == "n1" and backend.bindings == {"ns/p": "n1"}
+    feed.assume("ns/p")
+    late = pod("p", rv="2")
+    late["metadata"]["labels"] = {"changed": "before the bind"}
+    feed.apply(update(first, late))
+    assert drain(scheduler) == []
+    assert scheduler.cluster.pods["ns/p"].node_name == "n1"
+    # The watch confirms: no longer assumed.
+    feed.apply(update(late, pod("p", node_name="n1", rv="3")))
+    assert feed.assumed == {}
+    assert feed.expire_assumed() == 0
+
+
+def test_an_unconfirmed_bind_expires_and_the_pod_is_fed_again() -> None:
+    scheduler, _, feed, clock = make()
+    feed.apply(add(node("n1")))
+    feed.apply(add(pod("p")))
+    drain(scheduler)
+    feed.assume("ns/p")
+    clock.now += feed.assume_ttl + 1
+    assert feed.expire_assumed() == 1
+    assert "ns/p" not in scheduler.cluster.pods
+
+
+def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
+    scheduler, _, feed, _ = make()
+    feed.apply(add(node("n1")))
+    old = pod("p", node_name="n1", uid="a")
+    feed.apply(add(old))
+    assert scheduler.cluster.pods["ns/p"].uid == "a"
+    new = pod("p", uid="b", rv="9")
+    feed.apply(update(old, new))
+    assert "ns/p" not in scheduler.cluster.pods
+    assert [a.pod.uid for a in drain(scheduler)] == ["b"]
+
+
+def test_deletes_release_usage_and_quota() -> None:
+    scheduler, backend, feed, clock = make()
+    feed.apply(add(node("n1")))
+    feed.apply(add(elastic_quota("1")))
+    bound = pod("a", node_name="n1")
+    feed.apply(add(bound))
+    feed.apply(add(pod("b")))
+    (attempt,) = drain(scheduler)
+    assert attempt.node == "" and "ElasticQuota" in attempt.message
+    feed.apply(Change("delete", key(bound), bound))
+    assert "ns/a" not in scheduler.cluster.pods
+    clock.now += 60  # past b's backoff
+    assert [a.node for a in drain(scheduler)] == ["n1"]
+    assert backend.bindings == {"ns/b": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "matters"),
+    [
+        (pod("p"), pod("p", rv="2"), False),
+        (pod("p"), {**pod("p", rv="2"), "status": {"phase": "Pending", "conditions": []}}, False),
+        (pod("p"), pod("p", cpu="2"), True),
+        (pod("p"), {**pod("p"), "metadata": {**pod("p")["metadata"], "annotations": {"a": "b"}}}, True),
+    ],
+)
+def test_pod_update_matters(old: dict[str, Any], new: dict[str, Any], matters: bool) -> None:
+    assert pod_update_matters(old, new) is matters
+
+
+def test_object_update_matters() -> None:
+    quota = elastic_quota("1")
+    assert not object_update_matters("ElasticQuota", quota, {**quota, "status": {"used": {"cpu": "1"}}})
+    assert object_update_matters("ElasticQuota", quota, elastic_quota("2"))
+    queue = {"kind": "Queue", "metadata": {"name": "q"}, "spec": {}, "status": {"state": "Open"}}
+    assert not object_update_matters("Queue", queue, {**queue, "status": {"state": "Open", "allocated": {}}})
+    assert object_update_matters("Queue", queue, {**queue, "status": {"state": "Closed"}})
+    priority = {"kind": "PriorityClass", "metadata": {"name": "p"}, "value": 1}
+    assert object_update_matters("PriorityClass", priority, {**priority, "value": 2})
+
+
+@pytest.mark.parametrize(
+    ("status", "result"),
+    [
+        (Status.success(), "scheduled"),
+        (Status.wait("gang"), "scheduled"),
+        (Status.unschedulable("x"), "unschedulable"),
+        (Status.unresolvable("x"), "unschedulable"),
+        (Status.error("x"), "error"),
+    ],
+)
+def test_attempt_result_labels(status: Status, result: str) -> None:
+    assert attempt_result(Attempt(PodInfo(namespace="n", name="p"), status)) == result
+
+
+def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
+    scheduler, _, feed, _ = make()
+    metrics = SchedulerMetrics()
+    quota = QuotaStatus.of(scheduler)
+    metrics.watch(quota.snapshot)
+    feed.apply(add(node("n1")))
+    feed.apply(add(elastic_quota("2")))
+    feed.apply(add(pod("a", node_name="n1")))
+    feed.apply(add(pod("b", cpu="3")))
+    for attempt in drain(scheduler):
+        metrics.attempt(attempt_result(attempt), 0.001)
+    metrics.observe("Filter", 0.0001)
+    quota.observe_status(
+        "GPUResourceQuota", "ns", "q", {"availablePercent": {"workers": "25.00", "requests.tflops": "x"}}
+    )
+    text = generate_latest(metrics.registry).decode()
+    assert 'scheduler_schedule_attempts_total{result="unschedulable"} 1.0' in text
+    assert 'scheduler_schedule_attempts_total{result="scheduled"} 0.0' in text
+    assert "scheduler_scheduling_attempt_duration_seconds_count 1.0" in text
+    assert 'scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter"}' in text
+    assert 'scheduler_pending_pods{queue="unschedulable"} 1.0' in text
+    assert 'elastic_quota_used{namespace="ns",resource="cpu"} 1.0' in text
+    assert 'gpu_quota_usage_ratio{namespace="ns",resource_type="workers"} 0.75' in text
+    for family in ("deserved", "allocated", "request", "capacity"):
+        assert f"# TYPE volcano_queue_card_{family} gauge" in text
+
+
+def test_json_log_lines() -> None:
+    record = logging.LogRecord("gpuq", logging.WARNING, __file__, 1, "bound %s", ("ns/p",), None)
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["level"] == "warning" and entry["msg"] == "bound ns/p" and entry["logger"] == "gpuq"
