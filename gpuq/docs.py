@@ -1,0 +1,294 @@
+"""Generate docs/configuration.md from the code, so the reference cannot drift from what gpuq accepts.
+
+    python -m gpuq.docs            # rewrite docs/configuration.md
+    python -m gpuq.docs --check    # exit 1 when the committed file is stale
+
+Every documented plugin argument is parsed by the plugin's real argument parser with its example
+value (the parsers refuse unknown keys, so a renamed key fails the generation), every field of the
+pydantic argument models must be documented, defaults are read from the parsed models, and every
+annotation constant of ``common.model.annotations`` must have a description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from common.model import annotations as keys
+from common.model import crossquota, strategy_fit
+from common.model.capacity_card import CapacityCardArgs
+from common.model.config import DEFAULT_CONFIG_YAML
+
+TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+@dataclass(frozen=True)
+class Argument:
+    key: str
+    fields: tuple[str, ...]  # the model fields it sets
+    example: Any
+    meaning: str
+    default: str
+
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str
+    spec: str
+    model: type[BaseModel]
+    parse: Callable[[Mapping[str, Any]], BaseModel]
+    required: Mapping[str, Any]  # the minimum a valid argument map holds
+    arguments: tuple[Argument, ...]
+
+
+PLUGINS: tuple[Plugin, ...] = (
+    Plugin(
+        "capacity-card",
+        "capacity-card.md",
+        CapacityCardArgs,
+        CapacityCardArgs.from_arguments,
+        {},
+        (
+            Argument(
+                "cardUnlimitedCpuMemory",
+                ("card_unlimited_cpu_memory",),
+                True,
+                "Pods that request cards are not checked against the queue's cpu and memory capability.",
+                "false",
+            ),
+            Argument(
+                "nodeOrderWeight",
+                ("node_order_weight",),
+                2.0,
+                "Multiplier of the node score `100 * 0.5^index` (index of the node's card type in `A|B|C`).",
+                "1.0",
+            ),
+        ),
+    ),
+    Plugin(
+        "crossquota",
+        "crossquota.md",
+        crossquota.CrossQuotaArgs,
+        crossquota.parse_arguments,
+        {crossquota.GPU_RESOURCE_NAMES: "nvidia.com/gpu"},
+        (
+            Argument(
+                crossquota.GPU_RESOURCE_NAMES,
+                ("gpu_resource_patterns",),
+                "nvidia.com/gpu,amd.com/gpu",
+                "Comma-separated regular expressions: a node with a matching allocatable resource is a GPU "
+                "node; a pod requesting one is a GPU pod. Required.",
+                "(required)",
+            ),
+            Argument(
+                crossquota.QUOTA_RESOURCES,
+                ("quota_resources",),
+                "cpu,memory",
+                "Resources that non-GPU pods are limited in on GPU nodes.",
+                ",".join(crossquota.DEFAULT_QUOTA_RESOURCES),
+            ),
+            Argument(
+                f"{crossquota.QUOTA_PREFIX}<resource>",
+                ("quotas",),
+                "32",
+                "Absolute quota per GPU node for non-GPU pods (a quantity). Overridden per node by the "
+                f"`{keys.CROSSQUOTA_PREFIX}<resource>` annotation.",
+                "none",
+            ),
+            Argument(
+                f"{crossquota.QUOTA_PERCENTAGE_PREFIX}<resource>",
+                ("quota_percentages",),
+                "50",
+                "Quota as a percentage of the node's allocatable, in (0, 100].",
+                "none (100%)",
+            ),
+            Argument(
+                f"{crossquota.WEIGHT_PREFIX}<resource>",
+                ("resource_weights",),
+                3,
+                "Weight of the resource in the node score.",
+                ", ".join(f"{k}: {v}" for k, v in crossquota.DEFAULT_RESOURCE_WEIGHTS.items())
+                + f"; others {crossquota.DEFAULT_OTHER_WEIGHT}",
+            ),
+            Argument(
+                crossquota.CROSS_QUOTA_WEIGHT,
+                ("plugin_weight",),
+                5,
+                "Multiplier of the plugin's node score `sum(score*w)/sum(w)`.",
+                str(crossquota.DEFAULT_CROSS_QUOTA_WEIGHT),
+            ),
+        ),
+    ),
+    Plugin(
+        "resource-strategy-fit",
+        "resource-strategy-fit.md",
+        strategy_fit.ResourceStrategyFitArgs,
+        strategy_fit.parse_arguments,
+        {},
+        (
+            Argument(
+                strategy_fit.PLUGIN_WEIGHT_KEY,
+                ("plugin_weight",),
+                10,
+                "Multiplier of the node score `sum(score*w)/sum(w) * 100`.",
+                str(strategy_fit.DEFAULT_PLUGIN_WEIGHT),
+            ),
+            Argument(
+                strategy_fit.RESOURCES_KEY,
+                ("resources",),
+                {"nvidia.com/*": {"type": "MostAllocated", "weight": 2}},
+                "Map of resource name (or `prefix*` wildcard) to `{type: MostAllocated|LeastAllocated, "
+                "weight: positive integer}`. Other wildcard forms (`*`, `*x`, `a*b`) are errors.",
+                "cpu and memory, LeastAllocated, weight 1",
+            ),
+        ),
+    ),
+)
+
+# Plugins that take no arguments (the scheduler configuration refuses any).
+PLAIN_PLUGINS: Mapping[str, str] = {
+    "priority": "Queue order by PriorityClass value, then creation time.",
+    "gang": "PodGroup `minMember`: a group binds all together or not at all.",
+    "predicates": "Node fit: resources, selectors and affinity, taints, unschedulable nodes.",
+    "capacity-scheduling": "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
+    "gpu-quota": "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
+}
+
+ANNOTATIONS: Mapping[str, tuple[str, str]] = {
+    "CARD_QUOTA": ("Queue", "JSON object card type -> non-negative integer: the queue's card quota."),
+    "CARD_REQUEST": ("PodGroup", "JSON object card type (or `A|B`) -> count, checked at enqueue."),
+    "CARD_NAME": ("Pod", "Card type, or `A|B|C` alternatives, left = preferred."),
+    "GROUP_NAME": ("Pod", "The pod's PodGroup."),
+    "QUEUE_NAME": ("Pod", "The pod's Queue when it has no PodGroup."),
+    "DEFAULT_QUEUE": ("-", "The queue of a pod that names none (a value, not a key)."),
+    "CROSSQUOTA_PREFIX": ("Node", "`<prefix><resource>`: absolute cross-quota override for the node."),
+    "CROSSQUOTA_PERCENTAGE_PREFIX": ("Node", "`<prefix><resource>`: percentage cross-quota override."),
+    "CROSSQUOTA_SCORING_STRATEGY": ("Pod", "`most-allocated` or `least-allocated` for crossquota scoring."),
+    "RESOURCE_STRATEGY_SCORING_TYPE": ("Pod", "Per-pod MostAllocated/LeastAllocated override."),
+    "RESOURCE_STRATEGY_WEIGHT": ("Pod", "Per-pod resource-strategy-fit weight override."),
+    "TF_TFLOPS_REQUEST": ("Pod", "GPUResourceQuota request: TFLOPS."),
+    "TF_VRAM_REQUEST": ("Pod", "GPUResourceQuota request: VRAM (a quantity)."),
+    "TF_TFLOPS_LIMIT": ("Pod", "GPUResourceQuota limit: TFLOPS."),
+    "TF_VRAM_LIMIT": ("Pod", "GPUResourceQuota limit: VRAM."),
+    "TF_GPU_COUNT": ("Pod", "GPUs per worker."),
+}
+
+
+class DocsError(RuntimeError):
+    pass
+
+
+def annotation_constants() -> dict[str, str]:
+    """Every string constant of common.model.annotations (its keys and values)."""
+    return {
+        name: value
+        for name, value in vars(keys).items()
+        if name.isupper() and not name.startswith("_") and isinstance(value, str)
+    }
+
+
+def _check(plugin: Plugin) -> None:
+    documented = {f for a in plugin.arguments for f in a.fields}
+    undocumented = set(plugin.model.model_fields) - documented
+    if undocumented:
+        raise DocsError(f"{plugin.name}: model fields without a documented argument: {sorted(undocumented)}")
+    for arg in plugin.arguments:
+        key = arg.key.replace("<resource>", "cpu")
+        try:
+            plugin.parse({**plugin.required, key: arg.example})
+        except Exception as err:
+            raise DocsError(
+                f"{plugin.name}: documented argument {key}={arg.example!r} is refused: {err}"
+            ) from err
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: a literal ``|`` would split it."""
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    constants = annotation_constants()
+    missing = sorted(set(constants) - set(ANNOTATIONS))
+    if missing:
+        raise DocsError(f"annotation constants without a description in gpuq/docs.py: {missing}")
+    unknown = sorted(set(ANNOTATIONS) - set(constants))
+    if unknown:
+        raise DocsError(f"described annotation constants that no longer exist: {unknown}")
+    out = [
+        "<!-- GENERATED by `python -m gpuq.docs` from the argument models and common/model/annotations.py."
+        " Do not edit. -->",
+        "# Configuration reference",
+        "",
+        "The scheduler reads a Volcano-format configuration (`gpuq scheduler --config CONF.yaml`; the Helm "
+        "value `scheduler.config`, the ConfigMap `gpuq-scheduler-config`). An unknown plugin, an unknown "
+        "argument or a value of the wrong type is a start-up error naming the key and the value.",
+        "",
+        "## Default configuration",
+        "",
+        "```yaml",
+        DEFAULT_CONFIG_YAML.rstrip(),
+        "```",
+        "",
+        "## Plugin arguments",
+        "",
+    ]
+    for plugin in PLUGINS:
+        _check(plugin)
+        out += [
+            f"### {plugin.name}",
+            "",
+            f"Spec: `{plugin.spec}`. Model: `{plugin.model.__module__}.{plugin.model.__name__}`.",
+            "",
+            "| argument | default | example | meaning |",
+            "|---|---|---|---|",
+        ]
+        for arg in plugin.arguments:
+            example = arg.example if isinstance(arg.example, str) else repr(arg.example)
+            example = _cell(str(example))
+            out.append(f"| `{arg.key}` | {arg.default} | `{example}` | {_cell(arg.meaning)} |")
+        out.append("")
+    out += ["### Plugins without arguments", "", "| plugin | what it does |", "|---|---|"]
+    out += [f"| `{name}` | {text} |" for name, text in PLAIN_PLUGINS.items()]
+    out += ["", "## Annotations and labels", "", "| key | on | meaning |", "|---|---|---|"]
+    for name, value in sorted(constants.items(), key=lambda kv: kv[1]):
+        on, text = ANNOTATIONS[name]
+        out.append(f"| `{value}` | {on} | {_cell(text)} |")
+    out += [
+        "",
+        "Card discovery node labels: `<prefix>/<type>.product`, `.count`, `.memory` (MiB), `.replicas` "
+        "(capacity-card.md; DESIGN.md Semantics 2 and 9).",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpuq.docs", description="generate docs/configuration.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is stale")
+    args = parser.parse_args(argv)
+    try:
+        text = render()
+    except DocsError as err:
+        print(f"gpuq.docs: {err}", file=sys.stderr)
+        return 2
+    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
+    if args.check:
+        if current != text:
+            print(f"{TARGET} is stale: run `python -m gpuq.docs`", file=sys.stderr)
+            return 1
+        return 0
+    TARGET.parent.mkdir(parents=True, exist_ok=True)
+    TARGET.write_text(text, encoding="utf-8")
+    print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

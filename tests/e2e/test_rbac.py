@@ -1,0 +1,441 @@
+"""deploy/'s RBAC against the real API server, and both processes running on the ServiceAccount tokens
+it grants (not the admin kubeconfig).
+
+- A table of `kubectl auth can-i --as=system:serviceaccount:gpuq-system:<sa>`: every permission the
+  scheduler, the webhook and the certificate Job use is granted; Secrets, pod spec writes and node
+  writes are denied.
+- The webhook with its own token syncs its caches and denies a bad Queue; the scheduler with its own
+  token syncs and takes its Lease in gpuq-system.
+- The Grafana dashboard and the alert rules only name metrics the two processes export (live scrape).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from certs.authority import create_ca, issue_serving_certificate
+from certs.files import write_key_pair
+from tests.e2e.cluster_fixtures import SchedulerProcess
+from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
+from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
+
+pytestmark = pytest.mark.e2e
+
+RBAC_KINDS = frozenset(
+    {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+)
+SCHEDULER, WEBHOOK, CERTS = "gpuq-scheduler", "gpuq-webhook", "gpuq-certs"
+ALL = "*"  # all namespaces
+TEAM = "team-a"  # any namespace a workload runs in
+CRS = ("queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh")
+QUOTAS = ("elasticquotas.scheduling.x-k8s.io", "gpuresourcequotas.tensor-fusion.ai")
+
+# (service account, verb, resource[/name], subresource, namespace, allowed)
+CAN_I: list[tuple[str, str, str, str, str, bool]] = [
+    # scheduler: its informers
+    *[
+        (SCHEDULER, verb, resource, "", ALL, True)
+        for resource in ("pods", "nodes", "namespaces", "priorityclasses.scheduling.k8s.io", *CRS, *QUOTAS)
+        for verb in ("get", "list", "watch")
+    ],
+    # scheduler: its writes
+    (SCHEDULER, "create", "pods", "binding", TEAM, True),
+    (SCHEDULER, "patch", "pods", "status", TEAM, True),
+    (SCHEDULER, "delete", "pods", "", TEAM, True),
+    (SCHEDULER, "create", "events.events.k8s.io", "", TEAM, True),
+    (SCHEDULER, "patch", "events.events.k8s.io", "", TEAM, True),
+    *[(SCHEDULER, "patch", resource, "status", ALL, True) for resource in (*CRS, *QUOTAS)],
+    (SCHEDULER, "create", "leases.coordination.k8s.io", "", NAMESPACE, True),
+    (SCHEDULER, "get", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
+    (SCHEDULER, "update", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
+    # scheduler: denied
+    (SCHEDULER, "get", "secrets", "", ALL, False),
+    (SCHEDULER, "list", "secrets", "", NAMESPACE, False),
+    (SCHEDULER, "create", "pods", "", TEAM, False),
+    (SCHEDULER, "update", "pods", "", TEAM, False),
+    (SCHEDULER, "patch", "pods", "", TEAM, False),
+    (SCHEDULER, "create", "pods", "eviction", TEAM, False),
+    *[(SCHEDULER, verb, "nodes", "", ALL, False) for verb in ("create", "update", "patch", "delete")],
+    (SCHEDULER, "patch", "nodes", "status", ALL, False),
+    *[
+        (SCHEDULER, verb, resource, "", ALL, False)
+        for resource in (*CRS, *QUOTAS)
+        for verb in ("update", "patch")
+    ],
+    (SCHEDULER, "update", "leases.coordination.k8s.io/kube-scheduler", "", NAMESPACE, False),
+    (SCHEDULER, "create", "leases.coordination.k8s.io", "", "kube-system", False),
+    (SCHEDULER, "update", "configmaps", "", NAMESPACE, False),
+    # webhook: reads only what it watches
+    *[
+        (WEBHOOK, verb, resource, "", ALL, True)
+        for resource in ("nodes", *CRS, *QUOTAS)
+        for verb in ("get", "list", "watch")
+    ],
+    (WEBHOOK, "get", "secrets", "", ALL, False),
+    (WEBHOOK, "get", "secrets", "", NAMESPACE, False),
+    (WEBHOOK, "list", "pods", "", ALL, False),
+    (WEBHOOK, "create", "pods", "", TEAM, False),
+    (WEBHOOK, "update", "pods", "", TEAM, False),
+    (WEBHOOK, "patch", "pods", "", TEAM, False),
+    (WEBHOOK, "create", "pods", "binding", TEAM, False),
+    (WEBHOOK, "patch", "nodes", "", ALL, False),
+    (WEBHOOK, "delete", "nodes", "", ALL, False),
+    (WEBHOOK, "patch", "queues.scheduling.volcano.sh", "status", ALL, False),
+    (WEBHOOK, "create", "events.events.k8s.io", "", TEAM, False),
+    (
+        WEBHOOK,
+        "patch",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
+        "",
+        ALL,
+        False,
+    ),
+    # certificate Job: one Secret, two webhook configurations, nothing else
+    (CERTS, "create", "secrets", "", NAMESPACE, True),
+    (CERTS, "update", "secrets/gpuq-webhook-tls", "", NAMESPACE, True),
+    (
+        CERTS,
+        "get",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
+        "",
+        ALL,
+        True,
+    ),
+    (
+        CERTS,
+        "patch",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
+        "",
+        ALL,
+        True,
+    ),
+    (
+        CERTS,
+        "patch",
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
+        "",
+        ALL,
+        True,
+    ),
+    (CERTS, "get", "secrets", "", NAMESPACE, False),
+    (CERTS, "list", "secrets", "", ALL, False),
+    (CERTS, "update", "secrets/other", "", NAMESPACE, False),
+    (CERTS, "create", "secrets", "", "kube-system", False),
+    (CERTS, "patch", "validatingwebhookconfigurations.admissionregistration.k8s.io/other", "", ALL, False),
+    (CERTS, "create", "pods", "", NAMESPACE, False),
+    (CERTS, "patch", "nodes", "", ALL, False),
+]
+
+
+@pytest.fixture(scope="module")
+def installed_rbac(control_plane: ControlPlane) -> str:
+    """The Namespace, ServiceAccounts and RBAC of deploy/, applied for real (nothing else of it)."""
+    docs = [d for d in kustomize(control_plane.kubectl, DEPLOY) if d["kind"] in RBAC_KINDS]
+    apply_for_real(control_plane.kubectl, docs)
+    return NAMESPACE
+
+
+def token_kubeconfig(plane: ControlPlane, account: str, path: Path) -> Path:
+    """A kubeconfig authenticating as ``gpuq-system/<account>`` with a TokenRequest token."""
+    token = plane.kubectl("create", "token", account, "-n", NAMESPACE, "--duration=2h").stdout.strip()
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [
+            {"name": account, "context": {"cluster": admin["clusters"][0]["name"], "user": account}}
+        ],
+        "current-context": account,
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def service_account_kubeconfigs(
+    control_plane: ControlPlane, installed_rbac: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("sa-kubeconfigs")
+    return {sa: token_kubeconfig(control_plane, sa, directory / sa) for sa in (SCHEDULER, WEBHOOK)}
+
+
+@pytest.mark.parametrize(
+    "case",
+    CAN_I,
+    ids=[
+        f"{'allow' if a else 'deny'}-{sa.removeprefix('gpuq-')}-{verb}-{res}{'/' + sub if sub else ''}@{ns}"
+        for sa, verb, res, sub, ns, a in CAN_I
+    ],
+)
+def test_service_account_permissions(
+    installed_rbac: str, kubectl: Kubectl, case: tuple[str, str, str, str, str, bool]
+) -> None:
+    """Issue 7, done when: `kubectl auth can-i --as=system:serviceaccount:gpuq-system:<sa>` confirms
+    every permission each process needs and denies Secrets, pod create/update and node writes."""
+    account, verb, resource, subresource, namespace, allowed = case
+    args = ["auth", "can-i", verb, resource, f"--as=system:serviceaccount:{NAMESPACE}:{account}"]
+    args += ["--all-namespaces"] if namespace == ALL else ["-n", namespace]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    result = kubectl(*args, check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: {result.stderr}"
+    assert (answer == "yes") == allowed, f"kubectl {' '.join(args)} answered {answer}"
+
+
+# ------------------------------------------------------------------ the processes on their own tokens
+
+
+def http_get(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as reply:
+            return int(reply.status), reply.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except OSError:
+        return 0, ""
+
+
+def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text(errors='replace')}"
+        if http_get(url, timeout=1.0)[0] == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} not ready after {timeout}s:\n{log.read_text(errors='replace')}")
+
+
+@pytest.fixture
+def webhook_process(
+    service_account_kubeconfigs: dict[str, Path], tmp_path: Path
+) -> Iterator[tuple[int, int, Path]]:
+    """`gpuq webhook` on the gpuq-webhook token, with a certificate for 127.0.0.1: (https, metrics, ca)."""
+    ca = create_ca("gpuq-e2e-webhook-ca")
+    write_key_pair(ca, tmp_path / "ca.crt", tmp_path / "ca.key")
+    serving = issue_serving_certificate(ca, dns_names=["localhost"], ip_addresses=["127.0.0.1"])
+    write_key_pair(serving, tmp_path / "tls.crt", tmp_path / "tls.key")
+    https, metrics = free_ports(2)
+    log = tmp_path / "webhook.log"
+    argv = [
+        *(sys.executable, "-m", "gpuq.cli", "webhook"),
+        *("--kubeconfig", str(service_account_kubeconfigs[WEBHOOK])),
+        *("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file", str(tmp_path / "tls.key")),
+        *("--port", str(https), "--metrics-port", str(metrics), "--bind-address", "127.0.0.1"),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(process, f"http://127.0.0.1:{metrics}/readyz", log)
+        yield https, metrics, tmp_path / "ca.crt"
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, (
+        f"webhook exited with {process.returncode}:\n{log.read_text(errors='replace')}"
+    )
+    assert "403" not in log.read_text(errors="replace"), log.read_text(errors="replace")
+
+
+@pytest.fixture
+def scheduler_process(
+    service_account_kubeconfigs: dict[str, Path], tmp_path: Path
+) -> Iterator[SchedulerProcess]:
+    """`gpuq scheduler --leader-elect` on the gpuq-scheduler token, with its Lease in gpuq-system."""
+    (port,) = free_ports(1)
+    argv = [
+        *(sys.executable, "-m", "gpuq.cli", "scheduler"),
+        *("--kubeconfig", str(service_account_kubeconfigs[SCHEDULER])),
+        *("--scheduler-name", "gpuq-rbac-e2e", "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
+        *("--leader-elect", "--leader-elect-resource-namespace", NAMESPACE),
+        *("--leader-elect-retry-period", "0.5", "--leader-elect-renew-deadline", "2"),
+        *("--leader-elect-lease-duration", "3"),
+    ]
+    process = SchedulerProcess(argv, tmp_path / "scheduler.log", port).start()
+    try:
+        yield process
+    finally:
+        code = process.terminate()
+    assert code == 0, f"scheduler exited with {code}:\n{process.log()}"
+
+
+def admission_review(obj: dict[str, Any], group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0d9e7c1a-rbac-e2e",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "name": obj["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "e2e"},
+            "object": obj,
+        },
+    }
+
+
+def post_review(port: int, ca: Path, path: str, review: dict[str, Any]) -> dict[str, Any]:
+    context = ssl.create_default_context(cafile=str(ca))
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{path}",
+        data=json.dumps(review).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=5, context=context) as reply:
+        return dict(json.loads(reply.read()))
+
+
+def test_webhook_runs_on_its_service_account_token(webhook_process: tuple[int, int, Path]) -> None:
+    """The webhook's informers list and watch with the read-only role; a bad card quota is denied."""
+    https, _, ca = webhook_process
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "rbac-bad", "annotations": {"volcano.sh/card.quota": '{"NVIDIA-A100": -1}'}},
+        "spec": {"weight": 1},
+    }
+    answer = post_review(
+        https, ca, "/validate", admission_review(queue, "scheduling.volcano.sh", "v1beta1", "Queue", "queues")
+    )
+    response = answer["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 403, answer
+    assert (
+        "Queue//rbac-bad" in response["status"]["message"]
+        and "volcano.sh/card.quota" in response["status"]["message"]
+    )
+
+
+async def test_scheduler_runs_on_its_service_account_token_and_holds_its_lease(
+    scheduler_process: SchedulerProcess, kubectl: Kubectl
+) -> None:
+    await scheduler_process.wait_ready()
+    deadline = time.monotonic() + 20
+    holder = ""
+    while time.monotonic() < deadline and not holder:
+        result = kubectl(
+            "get",
+            "lease",
+            "gpuq-scheduler",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+            check=False,
+        )
+        holder = result.stdout.strip() if result.returncode == 0 else ""
+        time.sleep(0.2)
+    assert holder, f"no Lease gpuq-system/gpuq-scheduler held:\n{scheduler_process.log()}"
+    assert "Forbidden" not in scheduler_process.log(400), scheduler_process.log(400)
+
+
+# ------------------------------------------------------------------ dashboard and rules vs /metrics
+
+PROMQL_KEYWORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "inf",
+        "nan",
+    }
+)
+# Produced by Prometheus for every scrape target, not by the processes.
+SYNTHETIC = frozenset({"up"})
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (label names, functions and variables removed)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # string literals
+    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", "", text)  # ranges
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    text = re.sub(r"\$\{?\w+\}?", "", text)  # Grafana variables
+    names = set()
+    for match in re.finditer(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(\s*\()?", text):
+        name, call = match.group(1), match.group(2)
+        if not call and name.lower() not in PROMQL_KEYWORDS:
+            names.add(name)
+    return names
+
+
+def dashboard_exprs() -> list[str]:
+    dashboard = json.loads((DEPLOY / "helm" / "gpuq" / "dashboards" / "gpuq.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        query = variable.get("query")
+        if isinstance(query, dict) and (found := re.match(r"label_values\((\w+)", query.get("query", ""))):
+            exprs.append(found.group(1))
+    return exprs
+
+
+def rule_exprs(kubectl: Kubectl) -> list[str]:
+    rules = [d for d in kustomize(kubectl, DEPLOY / "monitoring") if d["kind"] == "PrometheusRule"]
+    return [r["expr"] for d in rules for g in d["spec"]["groups"] for r in g["rules"]]
+
+
+def exported(text: str) -> set[str]:
+    """Every sample name a /metrics body can carry, including families that have no sample yet."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()[:4]
+            names.add(name)
+            suffixes = {
+                "counter": ("_total", "_created"),
+                "histogram": ("_bucket", "_sum", "_count", "_created"),
+            }
+            names.update(name + s for s in suffixes.get(kind, ()))
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
+
+
+def test_metric_name_extraction() -> None:
+    expr = 'histogram_quantile(0.99, sum by (le, e) (rate(a_bucket{x="y"}[5m]))) / max(b) > 0.9 and on (q) c'
+    assert metric_names(expr) == {"a_bucket", "b", "c"}
+    assert metric_names('absent(up{job="gpuq"} == 1)') == {"up"}
+
+
+async def test_dashboard_and_alerts_only_name_exported_metrics(
+    webhook_process: tuple[int, int, Path], scheduler_process: SchedulerProcess, kubectl: Kubectl
+) -> None:
+    """Issue 7, done when: each metric a Grafana query or an alert rule names is in a live scrape."""
+    await scheduler_process.wait_ready()
+    _, metrics_port, _ = webhook_process
+    code, webhook_text = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+    assert code == 200
+    available = exported(webhook_text) | exported(scheduler_process.metrics())
+    dashboard = set().union(*map(metric_names, dashboard_exprs()))
+    rules = set().union(*map(metric_names, rule_exprs(kubectl)))
+    assert len(dashboard) >= 10, dashboard
+    missing = sorted((dashboard | rules) - available - SYNTHETIC)
+    assert not missing, f"not exported by gpuq scheduler or webhook: {missing}"

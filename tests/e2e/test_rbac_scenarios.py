@@ -1,0 +1,70 @@
+"""The scheduler-in-a-cluster scenarios of test_scheduler_features.py, re-run with the scheduler on the
+gpuq-scheduler ServiceAccount token that deploy/'s RBAC grants (not the admin kubeconfig) and with
+leader election on its Lease in gpuq-system, as the Deployment runs it.
+
+Every ``test_*`` of that module is collected here again; only the ``run_scheduler`` fixture differs.
+The test objects themselves are still created by the admin, as a user would.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import cluster_fixtures as fixtures
+from tests.e2e import test_scheduler_features as features
+from tests.e2e.cluster_fixtures import SchedulerFactory, SchedulerProcess
+from tests.e2e.controlplane.harness import free_ports
+from tests.e2e.test_deploy import NAMESPACE
+from tests.e2e.test_rbac import installed_rbac, service_account_kubeconfigs
+
+pytestmark = pytest.mark.e2e
+
+cluster = fixtures.cluster
+__all__ = ["installed_rbac", "service_account_kubeconfigs"]
+
+SCENARIOS = {
+    name: test for name, test in vars(features).items() if name.startswith("test_") and callable(test)
+}
+globals().update(SCENARIOS)
+
+
+def test_the_scenarios_are_collected() -> None:
+    assert len(SCENARIOS) >= 5, sorted(SCENARIOS)
+
+
+@pytest.fixture
+def run_scheduler(service_account_kubeconfigs: dict[str, Path], tmp_path: Path) -> Iterator[SchedulerFactory]:
+    """cluster_fixtures.run_scheduler, authenticated as system:serviceaccount:gpuq-system:gpuq-scheduler."""
+    started: list[SchedulerProcess] = []
+
+    def start(name: str, config: str | None = None, *extra: str) -> SchedulerProcess:
+        (port,) = free_ports(1)
+        argv = [
+            *(sys.executable, "-m", "gpuq.cli", "scheduler"),
+            *("--kubeconfig", str(service_account_kubeconfigs["gpuq-scheduler"])),
+            *("--scheduler-name", name, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
+            *("--flush-interval", "0.2"),
+        ]
+        if "--leader-elect" not in extra:
+            # The one Lease the Role grants; a released Lease is taken within one retry period.
+            argv += ["--leader-elect", "--leader-elect-resource-namespace", NAMESPACE]
+            argv += ["--leader-elect-retry-period", "0.5", "--leader-elect-renew-deadline", "2"]
+            argv += ["--leader-elect-lease-duration", "3"]
+        if config is not None:
+            path = tmp_path / f"{name}-config.yaml"
+            path.write_text(config)
+            argv += ["--config", str(path)]
+        argv += list(extra)
+        process = SchedulerProcess(argv, tmp_path / f"{name}-{len(started)}.log", port).start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.terminate()
+    for process in started:
+        assert "403" not in process.log(2000) or "Forbidden" not in process.log(2000), process.log(2000)

@@ -1,0 +1,122 @@
+"""Static checks of deploy/ and the Dockerfile (no docker engine and no cluster needed): the security
+posture, probes and grace periods the issue requires, the scheduler config, and the dashboard panels.
+The server-side checks are in tests/e2e/test_deploy.py and test_rbac.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+BASE = [d for d in yaml.safe_load_all((DEPLOY / "base" / "gpuq.yaml").read_text()) if d]
+VALUES = yaml.safe_load((DEPLOY / "helm" / "gpuq" / "values.yaml").read_text())
+
+
+def objects(kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in BASE if d["kind"] == kind}
+
+
+WORKLOADS = {**objects("Deployment"), **{f"job/{k}": v for k, v in objects("Job").items()}}
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_pods_run_restricted(name: str) -> None:
+    pod = WORKLOADS[name]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"]:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert pod["serviceAccountName"].startswith("gpuq-")
+
+
+@pytest.mark.parametrize(("name", "grace"), [("gpuq-scheduler", 30), ("gpuq-webhook", 20)])
+def test_deployments_probe_and_shut_down_gracefully(name: str, grace: int) -> None:
+    spec = objects("Deployment")[name]["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == grace
+    (container,) = pod["containers"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_scheduler_runs_with_leader_election_in_its_namespace() -> None:
+    args = objects("Deployment")["gpuq-scheduler"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-elect" in args and "--leader-elect-resource-namespace=gpuq-system" in args
+    assert "--config=/etc/gpuq/config.yaml" in args
+
+
+def test_scheduler_config_is_the_built_in_default_and_valid() -> None:
+    config = objects("ConfigMap")["gpuq-scheduler-config"]["data"]["config.yaml"]
+    assert config.strip() == DEFAULT_CONFIG_YAML.strip() == VALUES["scheduler"]["config"].strip()
+    assert SchedulerConfig.from_yaml(config).plugins
+
+
+def test_webhooks_exclude_their_own_namespace() -> None:
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        (hook,) = objects(kind)["gpuq-webhook"]["webhooks"]
+        (expression,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expression["operator"] == "NotIn" and {"gpuq-system", "kube-system"} <= set(
+            expression["values"]
+        )
+
+
+def test_no_service_account_of_a_long_running_process_may_touch_secrets() -> None:
+    bound = {
+        b["roleRef"]["name"]: b["subjects"][0]["name"]
+        for b in [*objects("ClusterRoleBinding").values(), *objects("RoleBinding").values()]
+    }
+    roles = {**objects("ClusterRole"), **objects("Role")}
+    for role, account in bound.items():
+        touches = any("secrets" in rule.get("resources", []) for rule in roles[role]["rules"])
+        assert touches == (account == "gpuq-certs"), role
+
+
+def test_dashboard_has_the_panels_the_issue_lists() -> None:
+    dashboard = json.loads((DEPLOY / "helm" / "gpuq" / "dashboards" / "gpuq.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    for metric in (
+        "volcano_queue_card_allocated",
+        "volcano_queue_card_capacity",
+        "gpu_quota_usage_ratio",
+        "elastic_quota_used",
+        "scheduler_schedule_attempts_total",
+        "scheduler_scheduling_attempt_duration_seconds_bucket",
+        "scheduler_pending_pods",
+        "admission_requests_total",
+        "admission_request_duration_seconds_bucket",
+    ):
+        assert metric in exprs, metric
+    assert 'allowed="false"' in exprs  # denials
+
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+INSTRUCTIONS = [
+    line.split(None, 1)
+    for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
+    if line and not line.startswith("#")
+]
+
+
+def test_dockerfile_is_pinned_slim_non_root_and_fetches_nothing_remote() -> None:
+    """Checked statically: no docker engine runs on the test machines."""
+    bases = [args for op, args in INSTRUCTIONS if op == "FROM"]
+    assert bases and all(re.match(r"python:3\.11\.\d+-slim", b) for b in bases), bases
+    users = [args for op, args in INSTRUCTIONS if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert users[-1].split(":")[0].isdigit()  # runAsNonRoot can only verify a numeric uid
+    assert not [args for op, args in INSTRUCTIONS if op == "ADD"]
+    assert "PYTHONDONTWRITEBYTECODE=1" in DOCKERFILE
+    assert INSTRUCTIONS[-2][0] == "ENTRYPOINT" and "gpuq" in INSTRUCTIONS[-2][1]
