@@ -418,10 +418,17 @@ class Scheduler:
         return attempt
 
     def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
-        best = total[feasible].max()
-        candidates = feasible & (total == best)
-        ranks = np.where(candidates, self.cluster.ranks(), np.iinfo(np.int64).max)
-        return int(ranks.argmin())
+        """The feasible row with the highest total; among equal totals, the first node name."""
+        masked = total.copy()
+        np.putmask(masked, ~feasible, -np.inf)
+        row = int(masked.argmax())
+        best = masked[row]
+        if np.isnan(best):
+            return 0  # as the former full-width argmin over no candidate did
+        if np.count_nonzero(masked == best) == 1:
+            return row
+        candidates = np.flatnonzero(masked == best)
+        return int(candidates[self.cluster.ranks()[candidates].argmin()])
 
     def _post_filter(
         self, state: CycleState, pod: PodInfo, outcome: FilterOutcome, pre: Status | None

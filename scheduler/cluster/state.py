@@ -8,13 +8,17 @@ updates one row in place; nothing of size N x R is rebuilt per pod.
 Rows are stable: a removed node leaves a dead row (``alive`` False) that the next new node reuses,
 so the per-node arrays plugins keep stay aligned without renumbering. Plugins that keep such arrays
 subscribe with :meth:`ClusterState.subscribe`.
+
+Every change appends its row to a change log and node changes that can alter a label, taint or
+condition bump ``static_generation``: per-pod-class results (:mod:`scheduler.cluster.row_cache`)
+then recompute only the rows changed since they were last used instead of all N rows per pod.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Final, Protocol, TypeVar
+from typing import Final, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +37,10 @@ BoolArray = npt.NDArray[np.bool_]
 DEFAULT_MAX_PODS: Final = 110
 _INITIAL_ROWS: Final = 16
 _INITIAL_COLUMNS: Final = 8
+# The change log keeps at most this many entries beyond the node count before dropping its head;
+# a cache older than the head recomputes everything, which it would do anyway past N/8 changes.
+_LOG_SLACK: Final = 4096
+_MAX_POD_VECTORS: Final = 4096
 
 
 class ClusterListener(Protocol):
@@ -77,8 +85,10 @@ class ClusterState:
         self.nodes: list[NodeInfo | None] = []
         self.row_of: dict[str, int] = {}
         self._free_rows: list[int] = []
-        self.allocatable: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64)
-        self.requested: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64)
+        # Column-major: Filter and Score read one resource over all nodes (``requested[:n, c]`` is a
+        # contiguous vector); numpy is many times slower on [N, k] blocks with a small row stride.
+        self.allocatable: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
+        self.requested: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
         self.alive: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.ready: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.unschedulable: BoolArray = np.zeros(self._rows, dtype=np.bool_)
@@ -93,6 +103,14 @@ class ClusterState:
         self.generation = 0
         self._listeners: list[ClusterListener] = []
         self._rank_dirty = False
+        # Rows changed (pod bound/released, node set/removed), oldest first; entry i has the
+        # absolute position ``_log_base + i``.
+        self._log: list[int] = []
+        self._log_base = 0
+        # Bumped when a node's labels, taints, readiness or schedulability may have changed, or a
+        # node came or went: masks that read only those are valid for one generation.
+        self.static_generation = 0
+        self._pod_vectors: dict[Resources, Int64Array] = {}
 
     # -- observers ---------------------------------------------------------------------------------
     def subscribe(self, listener: ClusterListener) -> None:
@@ -104,6 +122,34 @@ class ClusterState:
                 listener.node_changed(row, None, node)
         for pod in self.pods.values():
             listener.pod_added(pod, self.row_of[pod.node_name])
+
+    # -- change log -------------------------------------------------------------------------------
+    @property
+    def log_position(self) -> int:
+        """The position the next change will take: remember it to ask what changed since."""
+        return self._log_base + len(self._log)
+
+    def changed_rows(self, since: int, limit: int) -> npt.NDArray[np.intp] | None:
+        """Distinct rows changed at or after log position ``since``; None when more than ``limit``
+        entries (or already dropped): recomputing every row is then as cheap."""
+        start = since - self._log_base
+        if start < 0:
+            return None
+        count = len(self._log) - start
+        if count > limit:
+            return None
+        if count == 0:
+            return _NO_ROWS
+        distinct = set(self._log[start:]) if count > 1 else self._log[start:]
+        return np.fromiter(distinct, dtype=np.intp, count=len(distinct))
+
+    def _changed(self, row: int) -> None:
+        log = self._log
+        log.append(row)
+        if len(log) > self.n + _LOG_SLACK:
+            drop = len(log) // 2
+            del log[:drop]
+            self._log_base += drop
 
     # -- resource vectors ----------------------------------------------------------------------------
     def vector(self, resources: Mapping[str, int], *, grow: bool = True) -> Int64Array:
@@ -120,8 +166,17 @@ class ClusterState:
         return out
 
     def pod_vector(self, pod: PodInfo) -> Int64Array:
-        """A pod's request as it counts against a node: its requests plus one pod."""
-        return self.vector(pod.requests_with_pod_count)
+        """A pod's request as it counts against a node: its requests plus one pod. Read-only: pods of
+        a workload share one request, so the vector is memoised per request (until a column is added)."""
+        requests = pod.requests
+        vector = self._pod_vectors.get(requests)
+        if vector is None or vector.shape[0] != self._cols:
+            if len(self._pod_vectors) >= _MAX_POD_VECTORS:
+                self._pod_vectors.clear()
+            vector = self.vector(pod.requests_with_pod_count)
+            vector.flags.writeable = False
+            self._pod_vectors[requests] = vector
+        return vector
 
     def _add_column(self, name: str) -> None:
         column = self.columns.add(name)
@@ -138,8 +193,8 @@ class ClusterState:
     # -- nodes -----------------------------------------------------------------------------------
     def _grow_rows(self) -> None:
         rows = self._rows * 2
-        self.allocatable = _grow_rows(self.allocatable, rows)
-        self.requested = _grow_rows(self.requested, rows)
+        self.allocatable = _grow_rows(self.allocatable, rows, order="F")
+        self.requested = _grow_rows(self.requested, rows, order="F")
         self.node_taints = _grow_rows(self.node_taints, rows)
         self.alive = _grow_rows(self.alive, rows)
         self.ready = _grow_rows(self.ready, rows)
@@ -182,9 +237,17 @@ class ClusterState:
                 self.pods_on.append({})
             self.row_of[node.name] = row
             self._rank_dirty = True
+            self.static_generation += 1
         else:
             old = self.nodes[row]
             self.nodes[row] = node
+            if old is None or (
+                old.labels != node.labels
+                or old.taints != node.taints
+                or old.ready != node.ready
+                or old.unschedulable != node.unschedulable
+            ):
+                self.static_generation += 1
         self.allocatable[row] = self.vector(allocatable)
         self.alive[row] = True
         self.ready[row] = node.ready
@@ -194,18 +257,20 @@ class ClusterState:
             self.node_taints[row, self._taint_id(taint)] = True
         self.labels.set_node(row, node.labels)
         self.generation += 1
+        self._changed(row)
         for listener in self._listeners:
             listener.node_changed(row, old, node)
         return row
 
     def remove_node(self, name: str) -> list[PodInfo]:
         """Remove a node; returns the pods that were bound to it (they no longer count anywhere)."""
-        row = self.row_of.pop(name, None)
+        row = self.row_of.get(name)
         if row is None:
             return []
         orphans = list(self.pods_on[row].values())
         for pod in orphans:
-            self.remove_pod(pod.key)
+            self.remove_pod(pod.key)  # needs the row: forget the name only after
+        del self.row_of[name]
         old = self.nodes[row]
         self.nodes[row] = None
         self.names[row] = ""
@@ -218,6 +283,8 @@ class ClusterState:
         self._free_rows.append(row)
         self._rank_dirty = True
         self.generation += 1
+        self.static_generation += 1
+        self._changed(row)
         for listener in self._listeners:
             listener.node_changed(row, old, None)
         return orphans
@@ -264,6 +331,7 @@ class ClusterState:
         self.pods[pod.key] = pod
         self.pods_on[row][pod.key] = pod
         self.generation += 1
+        self._changed(row)
         for listener in self._listeners:
             listener.pod_added(pod, row)
         return True
@@ -277,6 +345,7 @@ class ClusterState:
         del self.pods_on[row][key]
         self.requested[row] -= self.pod_vector(pod)
         self.generation += 1
+        self._changed(row)
         for listener in self._listeners:
             listener.pod_removed(pod, row)
         return pod
@@ -291,13 +360,16 @@ class ClusterState:
         return Resources({name: int(values[c]) for c, name in enumerate(self.columns.names) if values[c]})
 
 
-def _grow_rows(array: npt.NDArray[G], rows: int) -> npt.NDArray[G]:
-    grown = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+_NO_ROWS: Final[npt.NDArray[np.intp]] = np.zeros(0, dtype=np.intp)
+
+
+def _grow_rows(array: npt.NDArray[G], rows: int, order: Literal["C", "F"] = "C") -> npt.NDArray[G]:
+    grown = np.zeros((rows, *array.shape[1:]), dtype=array.dtype, order=order)
     grown[: array.shape[0]] = array
     return grown
 
 
 def _grow_cols(array: Int64Array, cols: int) -> Int64Array:
-    grown = np.zeros((array.shape[0], cols), dtype=np.int64)
+    grown = np.zeros((array.shape[0], cols), dtype=np.int64, order="F")
     grown[:, : array.shape[1]] = array
     return grown

@@ -125,12 +125,14 @@ class Framework:
         n = cluster.n
         feasible: BoolArray = cluster.alive[:n].copy()
         results: list[tuple[str, FilterResult, BoolArray]] = []
+        count_nonzero = np.count_nonzero
         for plugin in self.filter_plugins:
-            if plugin.name in state.skip_filter or not feasible.any():
+            if plugin.name in state.skip_filter or not count_nonzero(feasible):
                 continue
             result = plugin.filter(state, pod)
-            first: BoolArray = feasible & ~result.passed
-            feasible &= result.passed
+            passed = result.passed
+            first: BoolArray = np.greater(feasible, passed)  # feasible & ~passed, in one pass
+            feasible &= passed
             results.append((plugin.name, result, first))
         self._timed("Filter", started)
         return FilterOutcome(feasible, tuple(results))

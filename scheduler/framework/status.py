@@ -31,11 +31,12 @@ class Status:
 
     @classmethod
     def success(cls, plugin: str = "") -> Status:
-        return cls(Code.SUCCESS, (), plugin)
+        # Plugins answer Success or Skip a dozen times per attempt: share the immutable plain ones.
+        return _SUCCESS if not plugin else cls(Code.SUCCESS, (), plugin)
 
     @classmethod
     def skip(cls, plugin: str = "") -> Status:
-        return cls(Code.SKIP, (), plugin)
+        return _SKIP if not plugin else cls(Code.SKIP, (), plugin)
 
     @classmethod
     def wait(cls, reason: str, plugin: str = "") -> Status:
@@ -91,3 +92,7 @@ class Status:
     def __str__(self) -> str:
         who = f"{self.plugin}: " if self.plugin else ""
         return f"{who}{self.code.name}" + (f" ({self.message})" if self.reasons else "")
+
+
+_SUCCESS = Status(Code.SUCCESS)
+_SKIP = Status(Code.SKIP)

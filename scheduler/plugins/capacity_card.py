@@ -17,6 +17,10 @@ Work"). The pod is retried when a pod leaves, a quota or PodGroup changes, or a 
 
 The node inventory is re-read lazily: a node change only marks it stale, and the next decision
 rebuilds the catalog once, so adding 5,000 nodes costs one rebuild, not 5,000.
+
+Filter and Score read only ``has[N, C]`` and a few per-pod numbers (the verdict per card type, the
+alternatives), so their arrays are memoised per those until ``has`` is rebuilt: pods of a workload
+share one N-row computation until a queue's quota verdict or the inventory changes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from common.model.capacity_card import (
     CapacityCard,
     CapacityCardArgs,
     Decision,
+    NodeFilter,
     TaskCheck,
 )
 from common.model.cards import CardCatalog, NodeCards, discover_cards, parse_card_names
@@ -62,6 +67,7 @@ from scheduler.framework.status import Status
 
 NAME: Final = "capacity-card"
 _EMPTY_NODE: Final = NodeCards("")
+_MAX_CLASSES: Final = 256
 
 
 def _identity(cards: NodeCards) -> tuple[object, ...]:
@@ -91,6 +97,10 @@ class CapacityCardPlugin(
         self._identities: list[tuple[object, ...]] = []
         self._has: BoolArray = np.zeros((0, 0), dtype=np.bool_)
         self._stale = False
+        # Per ``has``: verdicts per (TaskCheck inputs, n), node-order scores per (alternatives, n).
+        self._verdicts: dict[tuple[object, ...], NodeFilter] = {}
+        self._orders: dict[tuple[str, int], FloatArray] = {}
+        self._reserved: PodInfo | None = None  # the pod Reserve charged last, until it is assumed
         self._seen_events: set[EventRecord] = set()
         self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
         self._queue_status: dict[str, dict[str, Any]] = {}
@@ -114,6 +124,8 @@ class CapacityCardPlugin(
         self._stale = False
         self.engine.set_nodes([c for c in self._cards if c.node])
         self._has = self.engine.catalog.node_matrix(self._cards)
+        self._verdicts.clear()
+        self._orders.clear()
         self._emit()
 
     @property
@@ -139,6 +151,11 @@ class CapacityCardPlugin(
             self._stale = True
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
+        if pod is self._reserved:
+            # The cycle assumes the very pod Reserve just charged on this node: set_pod would
+            # recompute the same demand and find the ledger entry already charged.
+            self._reserved = None
+            return
         self._sync()
         self.engine.set_pod(pod)
         self._emit()
@@ -243,7 +260,7 @@ class CapacityCardPlugin(
         check = state.read(NAME, TaskCheck)
         if check is None:
             check = self.engine.task_check(pod)
-        verdict = check.filter_nodes(self.has(n))
+        verdict = self._verdict(check, n)
         passed = verdict.mask
         if not passed.any():
             refused = next((d for d in check.decisions.values() if not d.ok), None)
@@ -255,6 +272,25 @@ class CapacityCardPlugin(
             return [(index == code, verdict.reasons[int(code)]) for code in np.unique(index[index >= 0])]
 
         return FilterResult(passed, reasons, unresolvable=~passed)
+
+    def _verdict(self, check: TaskCheck, n: int) -> NodeFilter:
+        """``check.filter_nodes(has)``, memoised: it reads nothing else. The result is shared: read-only."""
+        has = self.has(n)
+        failure = check.failure.message if check.failure is not None else None
+        key = (
+            n,
+            failure,
+            check.card_names,
+            tuple(ids.tobytes() for ids in check.groups),
+            check.allowed.tobytes(),
+            check.messages,
+        )
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if len(self._verdicts) >= _MAX_CLASSES:
+                self._verdicts.clear()
+            verdict = self._verdicts[key] = check.filter_nodes(has)
+        return verdict
 
     # -- node ordering ----------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
@@ -268,15 +304,26 @@ class CapacityCardPlugin(
         return Status.success() if len(alternatives) > 1 else Status.skip()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        return self.engine.node_order_scores(pod, self.has(self.handle.cluster.n))
+        n = self.handle.cluster.n
+        has = self.has(n)
+        key = (pod.annotations.get(CARD_NAME, ""), n)
+        scores = self._orders.get(key)
+        if scores is None:
+            if len(self._orders) >= _MAX_CLASSES:
+                self._orders.clear()
+            scores = self._orders[key] = self.engine.node_order_scores(pod, has)
+        copy: FloatArray = scores.copy()
+        return copy
 
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         self._sync()
         self.engine.allocate(pod, pod.node_name, state.read(NAME, TaskCheck))
+        self._reserved = pod
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._reserved = None
         self.engine.deallocate(pod)
 
     # -- status and report ------------------------------------------------------------------------

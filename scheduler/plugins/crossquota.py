@@ -4,6 +4,12 @@ Keeps the engine's per-node inputs as rows aligned with the cluster state: ``is_
 ``quota[N, Rq]`` (refreshed when a node changes) and ``used[N, Rq]``, the CPU pods' usage (updated
 when a pod is bound or released). Filter and Score hand slices of these to the engine's vectorised
 :func:`~common.model.crossquota.filter_nodes` / :func:`~common.model.crossquota.score_nodes`.
+
+The arrays are column-major (the engine reads one quota resource over all nodes at a time). Scores
+go through the engine's per-class :class:`~common.model.crossquota.NodeScorer`, kept per pod class
+(request vector, strategy) in a :class:`~scheduler.cluster.row_cache.RowCache` so that only the rows
+changed since the class was last scored are handed to the engine again. The prepared pod is
+memoised per (requests, strategy annotation).
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from common.model import crossquota as engine
+from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.resources import Resources
+from scheduler.cluster.row_cache import RowCache, Rows
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
@@ -32,6 +41,10 @@ from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
 
 NAME: Final = "crossquota"
+_MAX_PREPARED: Final = 1024
+
+# A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
+_Key = tuple[bytes, engine.ScoringStrategy, bool]
 
 
 def exceeded(resource: str) -> str:
@@ -48,8 +61,13 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self.args = plugin_args(settings, engine.CrossQuotaArgs) or engine.parse_arguments({})
         width = len(self.args.quota_resources)
         self._is_gpu: BoolArray = np.zeros(0, dtype=np.bool_)
-        self._quota: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64)
-        self._used: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64)
+        # Column-major, as the cluster arrays: the engine reads one quota resource over all nodes.
+        self._quota: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64, order="F")
+        self._used: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64, order="F")
+        self._usages: dict[Resources, npt.NDArray[np.int64] | None] = {}
+        self._prepared_by: dict[tuple[Resources, str | None], engine.CrossQuotaPod] = {}
+        self._scorers: dict[_Key, engine.NodeScorer] = {}
+        self._scores: RowCache[_Key] = RowCache(handle.cluster, self._score_rows)
         handle.cluster.subscribe(self)
 
     def _ensure(self, row: int) -> None:
@@ -58,8 +76,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         size = max(16, row + 1, self._is_gpu.shape[0] * 2)
         width = len(self.args.quota_resources)
         is_gpu = np.zeros(size, dtype=np.bool_)
-        quota = np.zeros((size, width), dtype=np.int64)
-        used = np.zeros((size, width), dtype=np.int64)
+        quota = np.zeros((size, width), dtype=np.int64, order="F")
+        used = np.zeros((size, width), dtype=np.int64, order="F")
         k = self._is_gpu.shape[0]
         is_gpu[:k], quota[:k], used[:k] = self._is_gpu, self._quota, self._used
         self._is_gpu, self._quota, self._used = is_gpu, quota, used
@@ -82,18 +100,62 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         else:
             self._quota[row] = 0
 
+    def _usage(self, requests: Resources) -> npt.NDArray[np.int64] | None:
+        """A bound pod's contribution to ``used`` (None for a GPU pod), memoised per request."""
+        if requests in self._usages:
+            return self._usages[requests]
+        usage = self.args.usage_vector(requests) if self.args.is_cpu_pod(requests) else None
+        if len(self._usages) >= _MAX_PREPARED:
+            self._usages.clear()
+        self._usages[requests] = usage
+        return usage
+
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        if self.args.is_cpu_pod(pod.requests):
+        usage = self._usage(pod.requests)
+        if usage is not None:
             self._ensure(row)
-            self._used[row] += self.args.usage_vector(pod.requests)
+            self._used[row] += usage
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
-        if self.args.is_cpu_pod(pod.requests):
-            self._used[row] -= self.args.usage_vector(pod.requests)
+        usage = self._usage(pod.requests)
+        if usage is not None:
+            self._used[row] -= usage
+
+    # -- per-class results ------------------------------------------------------------------------
+    def _inputs(self, rows: Rows | None) -> tuple[BoolArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        n = self.handle.cluster.n
+        self._ensure(n)
+        if rows is None:
+            return self._is_gpu[:n], self._quota[:n], self._used[:n]
+        return self._is_gpu[rows], self._quota[rows], self._used[rows]
+
+    def _score_rows(self, key: _Key, rows: Rows | None) -> FloatArray:
+        return self._scorers[key].score_nodes(*self._inputs(rows))
+
+    def _key(self, prepared: engine.CrossQuotaPod) -> _Key:
+        key = (prepared.request.tobytes(), prepared.strategy, prepared.is_cpu_pod)
+        if key not in self._scorers:
+            if len(self._scorers) >= _MAX_PREPARED:
+                self._scorers.clear()
+                self._scores.clear()
+            self._scorers[key] = engine.node_scorer(self.args, prepared)
+        return key
+
+    def _prepare(self, pod: PodInfo) -> engine.CrossQuotaPod:
+        memo = (pod.requests, pod.annotations.get(CROSSQUOTA_SCORING_STRATEGY))
+        prepared = self._prepared_by.get(memo)
+        if prepared is None:
+            prepared = engine.prepare_pod(self.args, pod)
+            if prepared.events:
+                return prepared  # the Warning names this pod: not shared
+            if len(self._prepared_by) >= _MAX_PREPARED:
+                self._prepared_by.clear()
+            self._prepared_by[memo] = prepared
+        return prepared
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        prepared = engine.prepare_pod(self.args, pod)
+        prepared = self._prepare(pod)
         for event in prepared.events:
             self.handle.record(event)
         if not prepared.is_cpu_pod:
@@ -110,10 +172,10 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._ensure(n)
         prepared = self._prepared(state, pod)
         is_gpu, quota, used = self._is_gpu[:n], self._quota[:n], self._used[:n]
-        result = engine.filter_nodes(self.args, prepared, is_gpu, quota, used)
+        fits = np.asarray(engine.filter_nodes(self.args, prepared, is_gpu, quota, used).fits, dtype=np.bool_)
 
         def reasons() -> ReasonMasks:
-            rejected = ~result.fits
+            rejected = ~fits
             out: list[tuple[BoolArray, str]] = []
             for j, resource in enumerate(self.args.quota_resources):
                 over = rejected & (used[:, j] + prepared.request[j] > quota[:, j])
@@ -122,10 +184,9 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 rejected &= ~over
             return out
 
-        return FilterResult(np.asarray(result.fits, dtype=np.bool_), reasons)
+        return FilterResult(fits, reasons)
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        n = self.handle.cluster.n
-        self._ensure(n)
         prepared = self._prepared(state, pod)
-        return engine.score_nodes(self.args, prepared, self._is_gpu[:n], self._quota[:n], self._used[:n])
+        scores: FloatArray = self._scores.get(self._key(prepared)).copy()
+        return scores

@@ -5,6 +5,10 @@ NodeAffinity, NodeResourcesFit), and like kube-scheduler a node is reported unde
 fails, in that order. Resource fit compares ``requested + request <= allocatable`` only on the
 columns the pod asks for (extended resources and the pod count included), so its cost is N x k for a
 pod requesting k resources, never N x R.
+
+The node masks (selector/affinity, taints, readiness, schedulability) are cached per distinct
+constraint set until a node's labels, taints or conditions change (``ClusterState.static_generation``);
+the resource fit is a few passes over contiguous resource columns.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 
 from common.model.pods import PodInfo
 from common.model.quantity import PODS
+from common.model.resources import Resources
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
@@ -53,11 +58,31 @@ def untolerated(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 
 
+# Node-mask and request classes remembered; beyond this the cache starts over.
+_MAX_CLASSES: Final = 256
+
+# A request class: the columns asked for and the amounts (pod count included).
+_FitKey = tuple[tuple[int, ...], tuple[int, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class _PodPredicates:
     selection: NodeSelection
     tolerates_unschedulable: bool
     tolerates_not_ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeMasks:
+    """What a constraint set makes of the nodes; shared by every pod of the class: read-only."""
+
+    not_ready: BoolArray
+    unschedulable: BoolArray
+    taint_ids: tuple[int, ...]
+    tainted: BoolArray
+    selected: BoolArray
+    ok: BoolArray  # selected, tolerated, schedulable and ready
+    unresolvable: BoolArray
 
 
 class Predicates(PreFilterPlugin, FilterPlugin):
@@ -66,6 +91,67 @@ class Predicates(PreFilterPlugin, FilterPlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        self._masks: dict[tuple[object, ...], _NodeMasks] = {}
+        self._masks_generation = -1
+        self._fit_keys: dict[Resources, _FitKey] = {}
+        self._fit_keys_width = -1
+
+    def _node_masks(self, pre: _PodPredicates, pod: PodInfo) -> _NodeMasks:
+        cluster = self.handle.cluster
+        n = cluster.n
+        if self._masks_generation != cluster.static_generation or len(self._masks) >= _MAX_CLASSES:
+            self._masks.clear()
+            self._masks_generation = cluster.static_generation
+        taint_ids = tuple(untolerated_taints(cluster, pod))
+        key = (pre.selection, taint_ids, pre.tolerates_unschedulable, pre.tolerates_not_ready, n)
+        masks = self._masks.get(key)
+        if masks is not None:
+            return masks
+        not_ready = np.zeros(n, dtype=np.bool_) if pre.tolerates_not_ready else ~cluster.ready[:n]
+        unschedulable = (
+            np.zeros(n, dtype=np.bool_) if pre.tolerates_unschedulable else cluster.unschedulable[:n].copy()
+        )
+        tainted: BoolArray = (
+            np.asarray(cluster.node_taints[:n, list(taint_ids)].any(axis=1), dtype=np.bool_)
+            if taint_ids
+            else np.zeros(n, dtype=np.bool_)
+        )
+        selected = (
+            np.ones(n, dtype=np.bool_)
+            if pre.selection.unconstrained
+            else selection_mask(cluster, pre.selection, n)
+        )
+        masks = _NodeMasks(
+            not_ready,
+            unschedulable,
+            taint_ids,
+            tainted,
+            selected,
+            selected & ~tainted & ~unschedulable & ~not_ready,
+            ~selected | tainted | unschedulable | not_ready,
+        )
+        self._masks[key] = masks
+        return masks
+
+    def _fit_key(self, pod: PodInfo) -> _FitKey:
+        cluster = self.handle.cluster
+        if self._fit_keys_width != len(cluster.columns) or len(self._fit_keys) >= _MAX_CLASSES:
+            self._fit_keys.clear()
+            self._fit_keys_width = len(cluster.columns)
+        key = self._fit_keys.get(pod.requests)
+        if key is None:
+            request = cluster.pod_vector(pod)
+            columns = np.flatnonzero(request)
+            key = (tuple(columns.tolist()), tuple(request[columns].tolist()))
+            self._fit_keys[pod.requests] = key
+        return key
+
+    def _over(self, key: _FitKey, n: int) -> list[BoolArray]:
+        """Per asked resource, the rows where ``requested + request > allocatable``; one contiguous
+        column at a time (the cluster arrays are column-major)."""
+        cluster = self.handle.cluster
+        requested, allocatable = cluster.requested, cluster.allocatable
+        return [requested[:n, c] + amount > allocatable[:n, c] for c, amount in zip(*key, strict=True)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         state.write(
@@ -86,24 +172,16 @@ class Predicates(PreFilterPlugin, FilterPlugin):
             pre = state.read(NAME, _PodPredicates)
             assert pre is not None
         n = cluster.n
-        request = cluster.pod_vector(pod)
-        columns = np.flatnonzero(request)
-        need = request[columns]
-        over = cluster.requested[:n, columns] + need > cluster.allocatable[:n, columns]
-        fits: BoolArray = np.asarray(~over.any(axis=1), dtype=np.bool_)
-
-        not_ready = np.zeros(n, dtype=np.bool_) if pre.tolerates_not_ready else ~cluster.ready[:n]
-        unschedulable = (
-            np.zeros(n, dtype=np.bool_) if pre.tolerates_unschedulable else cluster.unschedulable[:n]
-        )
-        taint_ids = untolerated_taints(cluster, pod)
-        tainted = cluster.node_taints[:n, taint_ids].any(axis=1) if taint_ids else np.zeros(n, dtype=np.bool_)
-        selected = (
-            np.ones(n, dtype=np.bool_)
-            if pre.selection.unconstrained
-            else selection_mask(cluster, pre.selection, n)
-        )
-        passed: BoolArray = fits & selected & ~tainted & ~unschedulable & ~not_ready
+        masks = self._node_masks(pre, pod)
+        key = self._fit_key(pod)
+        columns = key[0]
+        over = self._over(key, n)
+        over_any = over[0].copy()
+        for column_over in over[1:]:
+            over_any |= column_over
+        passed: BoolArray = np.greater(masks.ok, over_any)  # ok & ~over_any
+        not_ready, unschedulable, selected = masks.not_ready, masks.unschedulable, masks.selected
+        taint_ids = masks.taint_ids
 
         def reasons() -> ReasonMasks:
             out: list[tuple[BoolArray, str]] = []
@@ -124,9 +202,9 @@ class Predicates(PreFilterPlugin, FilterPlugin):
                 out.append((hit, AFFINITY))
             left &= selected
             for i, column in enumerate(columns):
-                hit = left & over[:, i]
+                hit = left & over[i]
                 if hit.any():
                     out.append((hit, insufficient(cluster.columns.names[column])))
             return out
 
-        return FilterResult(passed, reasons, unresolvable=~selected | tainted | unschedulable | not_ready)
+        return FilterResult(passed, reasons, unresolvable=masks.unresolvable)

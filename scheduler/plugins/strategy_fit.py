@@ -1,20 +1,42 @@
 """``resource-strategy-fit``: thin glue over :mod:`common.model.strategy_fit` (spec
 ``resource-strategy-fit.md``). The engine's :class:`~common.model.strategy_fit.ScorePlan` picks the
 cluster's resource columns that score the pod and scores all nodes from ``allocatable[N, R]`` and
-``requested[N, R]`` directly."""
+``requested[N, R]`` directly.
+
+A plan depends only on the pod's requests and override annotations (and the cluster's columns), so it
+is memoised per those; its scores are row-wise, so they are kept per plan in a
+:class:`~scheduler.cluster.row_cache.RowCache` that recomputes only the rows changed since, one
+resource column at a time (:meth:`~common.model.strategy_fit.ScorePlan.score_nodes_by_column`)."""
 
 from __future__ import annotations
 
 from typing import Final
 
 from common.model import strategy_fit as engine
+from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.pods import PodInfo
+from common.model.resources import Resources
+from scheduler.cluster.row_cache import RowCache, Rows
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
 
 NAME: Final = "resource-strategy-fit"
+_MAX_PLANS: Final = 1024
+
+# A plan's identity: its columns, requests, types and weights (bytes), and the missing weight.
+_PlanKey = tuple[bytes, bytes, bytes, bytes, float]
+
+
+def _plan_key(plan: engine.ScorePlan) -> _PlanKey:
+    return (
+        plan.columns.tobytes(),
+        plan.request.tobytes(),
+        plan.most_allocated.tobytes(),
+        plan.weights.tobytes(),
+        plan.missing_weight,
+    )
 
 
 class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
@@ -23,15 +45,54 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
         self.args = plugin_args(settings, engine.ResourceStrategyFitArgs) or engine.parse_arguments({})
+        self._plans: dict[
+            tuple[Resources, str | None, str | None, int], tuple[engine.ScorePlan, _PlanKey]
+        ] = {}
+        self._by_key: dict[_PlanKey, engine.ScorePlan] = {}
+        self._scores: RowCache[_PlanKey] = RowCache(handle.cluster, self._score_rows)
 
-    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
+    def _score_rows(self, key: _PlanKey, rows: Rows | None) -> FloatArray:
+        cluster = self.handle.cluster
+        plan = self._by_key[key]
+        if rows is None:
+            n = cluster.n
+            return plan.score_nodes_by_column(cluster.allocatable[:n], cluster.requested[:n])
+        return plan.score_nodes_by_column(cluster.allocatable[rows], cluster.requested[rows])
+
+    def _plan(self, pod: PodInfo) -> tuple[engine.ScorePlan, _PlanKey | None]:
+        columns = self.handle.cluster.columns.names
+        annotations = pod.annotations
+        memo = (
+            pod.requests,
+            annotations.get(RESOURCE_STRATEGY_SCORING_TYPE),
+            annotations.get(RESOURCE_STRATEGY_WEIGHT),
+            len(columns),
+        )
+        known = self._plans.get(memo)
+        if known is not None:
+            return known
         strategy = engine.pod_strategy(self.args, pod)
         for event in strategy.events:
             self.handle.record(event)
-        plan = engine.score_plan(strategy, pod.requests, self.handle.cluster.columns.names)
+        plan = engine.score_plan(strategy, pod.requests, columns)
+        if strategy.events:
+            return plan, None  # a malformed override warns on every attempt: not memoised
+        if len(self._plans) >= _MAX_PLANS:
+            self._plans.clear()
+            self._by_key.clear()
+            self._scores.clear()
+        key = _plan_key(plan)
+        self._by_key.setdefault(key, plan)
+        self._plans[memo] = (plan, key)
+        return plan, key
+
+    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
+        plan, key = self._plan(pod)
         if plan.columns.size == 0:
             return Status.skip()
         state.write(NAME, plan)
+        if key is not None:
+            state.write(f"{NAME}/key", key)
         return Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
@@ -39,5 +100,9 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
         plan = state.read(NAME, engine.ScorePlan)
         if plan is None:
             plan = engine.score_plan(engine.pod_strategy(self.args, pod), pod.requests, cluster.columns.names)
+        key = state.read(f"{NAME}/key", tuple)
+        if key is not None and self._by_key.get(key) is plan:
+            scores: FloatArray = self._scores.get(key).copy()
+            return scores
         n = cluster.n
-        return plan.score_nodes(cluster.allocatable[:n], cluster.requested[:n])
+        return plan.score_nodes_by_column(cluster.allocatable[:n], cluster.requested[:n])

@@ -1,7 +1,11 @@
 """Throughput and latency of the scheduling cycle (prints figures; not a test).
 
-    python tests/bench/bench_simulate.py            # 1,000 and 5,000 nodes x 10,000 pending pods
-    python tests/bench/bench_simulate.py --rss      # peak RSS, 5,000 nodes x 50,000 pods
+    python tests/bench/bench_simulate.py              # 1,000 and 5,000 nodes x 10,000 pending pods
+    python tests/bench/bench_simulate.py --repeat 3   # best of 3 runs per size (a shared machine is noisy)
+    python tests/bench/bench_simulate.py --rss        # peak RSS, 5,000 nodes x 50,000 pods
+
+Besides wall-clock pods/s and per-pod p50/p99, each line shows pods per second of this process's CPU
+time, which other processes competing for the cores do not inflate.
 
 A realistic mix: 60 % GPU nodes of three card types (A100, H100, T4) with crossquota annotations on
 some, 40 % CPU nodes; 70 % CPU pods (some with node selectors or tolerations), 30 % GPU pods;
@@ -18,6 +22,7 @@ import random
 import resource
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from common.model.config import SchedulerConfig
@@ -148,7 +153,26 @@ def _scheduler() -> Scheduler:
     return sched
 
 
-def bench(nodes: int, pods: int) -> None:
+@dataclass(frozen=True, slots=True)
+class Figures:
+    nodes: int
+    pods: int
+    rate: float  # attempts per wall-clock second
+    cpu_rate: float  # attempts per second of process CPU time
+    p50_ms: float
+    p99_ms: float
+    bound: int
+    attempts: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.nodes:>6} nodes {self.pods:>6} pods: {self.rate:8.0f} pods/s  "
+            f"p50 {self.p50_ms:.3f} ms  p99 {self.p99_ms:.3f} ms  bound {self.bound}/{self.attempts}  "
+            f"(cpu {self.cpu_rate:.0f} pods/s)"
+        )
+
+
+def bench(nodes: int, pods: int) -> Figures:
     rng = random.Random(42)
     sched = _scheduler()
     for node in _nodes(nodes, rng):
@@ -158,6 +182,7 @@ def bench(nodes: int, pods: int) -> None:
     latencies: list[float] = []
     bound = 0
     started = time.perf_counter()
+    cpu_started = time.process_time()
     while True:
         t0 = time.perf_counter()
         attempt = sched.schedule_one()
@@ -166,12 +191,17 @@ def bench(nodes: int, pods: int) -> None:
         latencies.append(time.perf_counter() - t0)
         bound += bool(attempt.node)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     latencies.sort()
-    p50 = statistics.median(latencies) * 1e3
-    p99 = latencies[int(len(latencies) * 0.99) - 1] * 1e3
-    print(
-        f"{nodes:>6} nodes {pods:>6} pods: {len(latencies) / elapsed:8.0f} pods/s  "
-        f"p50 {p50:.3f} ms  p99 {p99:.3f} ms  bound {bound}/{len(latencies)}"
+    return Figures(
+        nodes,
+        pods,
+        len(latencies) / elapsed,
+        len(latencies) / cpu,
+        statistics.median(latencies) * 1e3,
+        latencies[int(len(latencies) * 0.99) - 1] * 1e3,
+        bound,
+        len(latencies),
     )
 
 
@@ -191,12 +221,14 @@ def rss(nodes: int, pods: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rss", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is printed")
     args = parser.parse_args()
     if args.rss:
         rss(5000, 50000)
         return
     for nodes in (1000, 5000):
-        bench(nodes, 10000)
+        runs = [bench(nodes, 10000) for _ in range(max(args.repeat, 1))]
+        print(max(runs, key=lambda figures: figures.rate))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,217 @@
+"""The hot path's caches (issue 4): the cluster's change log, the per-class row cache, memoised pod
+vectors and node masks. Each must give what a fresh computation gives after any change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from common.model.config import SchedulerConfig
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.cluster.row_cache import RowCache, Rows
+from scheduler.cluster.state import ClusterState
+from scheduler.cycle import Scheduler
+from scheduler.memory_backend import MemoryBackend
+from scheduler.plugins import default_registry
+from scheduler.simulate.run import VirtualClock
+
+
+def node(name: str, cpu: str = "8", labels: dict[str, str] | None = None, **status: Any) -> NodeInfo:
+    return NodeInfo.from_dict(
+        {
+            "metadata": {"name": name, "labels": labels or {}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "64Gi"}, **status},
+        }
+    )
+
+
+def pod(name: str, cpu: str = "1", node_name: str = "", selector: dict[str, str] | None = None) -> PodInfo:
+    spec: dict[str, Any] = {
+        "schedulerName": "gpuq-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if selector:
+        spec["nodeSelector"] = selector
+    meta = {"name": name, "namespace": "ns", "creationTimestamp": "2024-01-01T00:00:00Z"}
+    return PodInfo.from_dict(
+        {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name else ""}}
+    )
+
+
+class Counting:
+    """A row-wise compute (free cpu per row) that records what it was asked for."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self.cluster = cluster
+        self.calls: list[list[int] | None] = []
+
+    def __call__(self, key: str, rows: Rows | None) -> npt.NDArray[np.int64]:
+        self.calls.append(None if rows is None else sorted(rows.tolist()))
+        column = self.cluster.columns.index[key]
+        free = self.cluster.allocatable[:, column] - self.cluster.requested[:, column]
+        result: npt.NDArray[np.int64] = free[: self.cluster.n] if rows is None else free[rows]
+        return result.copy()
+
+
+def fresh(cluster: ClusterState, key: str) -> list[int]:
+    column = cluster.columns.index[key]
+    values: list[int] = (
+        cluster.allocatable[: cluster.n, column] - cluster.requested[: cluster.n, column]
+    ).tolist()
+    return values
+
+
+def cluster_of(count: int) -> ClusterState:
+    cluster = ClusterState()
+    for i in range(count):
+        cluster.set_node(node(f"n{i:03d}"))
+    return cluster
+
+
+def test_row_cache_recomputes_only_the_rows_changed_since_its_last_use() -> None:
+    cluster = cluster_of(40)
+    compute = Counting(cluster)
+    cache: RowCache[str] = RowCache(cluster, compute)
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert compute.calls == [None]
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert compute.calls == [None]  # nothing changed: no work
+    cluster.add_pod(pod("a", "2", "n007"))
+    cluster.add_pod(pod("b", "1", "n007"))
+    cluster.add_pod(pod("c", "1", "n030"))
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert compute.calls[-1] == [7, 30]
+    cluster.remove_pod("ns/a")
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert compute.calls[-1] == [7]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda c: [c.add_pod(pod(f"p{i}", "1", f"n{i:03d}")) for i in range(20)], "more changes than N/8"),
+        (lambda c: c.set_node(node("n999")), "a new row"),
+    ],
+)
+def test_row_cache_recomputes_everything_when_that_is_cheaper_or_rows_grew(change: Any, why: str) -> None:
+    cluster = cluster_of(40)
+    compute = Counting(cluster)
+    cache: RowCache[str] = RowCache(cluster, compute)
+    cache.get("cpu")
+    change(cluster)
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu"), why
+    assert compute.calls[-1] is None, why
+
+
+def test_row_cache_generation_invalidates_and_classes_are_bounded() -> None:
+    cluster = cluster_of(20)
+    compute = Counting(cluster)
+    generation = [0]
+    cache: RowCache[str] = RowCache(cluster, compute, classes=2, generation=lambda: generation[0])
+    cache.get("cpu")
+    generation[0] += 1
+    cache.get("cpu")
+    assert compute.calls == [None, None]
+    cache.get("memory")
+    cache.get("cpu")  # cpu is now the most recently used
+    cache.get("pods")  # evicts memory
+    assert len(cache) == 2
+    calls = len(compute.calls)
+    cache.get("cpu")
+    assert len(compute.calls) == calls
+    cache.get("memory")
+    assert compute.calls[-1] is None
+
+
+def test_change_log_drops_its_head_and_then_answers_none() -> None:
+    cluster = cluster_of(4)
+    since = cluster.log_position
+    for i in range(5000):
+        cluster.add_pod(pod(f"p{i}", "1m", f"n{i % 4:03d}"))
+    assert cluster.changed_rows(since, 10**9) is None
+    recent = cluster.log_position
+    cluster.add_pod(pod("x", "1m", "n002"))
+    rows = cluster.changed_rows(recent, 10)
+    assert rows is not None and rows.tolist() == [2]
+
+
+def test_static_generation_moves_with_labels_taints_and_conditions_only() -> None:
+    cluster = cluster_of(2)
+    generation = cluster.static_generation
+    cluster.set_node(node("n000", cpu="16"))  # allocatable only
+    assert cluster.static_generation == generation
+    cluster.set_node(node("n000", cpu="16", labels={"zone": "a"}))
+    assert cluster.static_generation > generation
+    generation = cluster.static_generation
+    cluster.remove_node("n001")
+    assert cluster.static_generation > generation
+
+
+def test_pod_vector_is_shared_read_only_and_follows_new_columns() -> None:
+    cluster = cluster_of(1)
+    first, second = pod("a", "2"), pod("b", "2")
+    vector = cluster.pod_vector(first)
+    assert cluster.pod_vector(second) is vector
+    with pytest.raises(ValueError, match="read-only"):
+        vector[0] = 5
+    cluster.set_node(
+        NodeInfo.from_dict(
+            {"metadata": {"name": "g"}, "status": {"allocatable": {"cpu": "8", "example.com/x": "1"}}}
+        )
+    )
+    assert cluster.pod_vector(first).shape[0] == cluster.width
+
+
+def scheduler() -> Scheduler:
+    return Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
+
+
+def test_node_mask_cache_follows_label_changes() -> None:
+    sched = scheduler()
+    sched.set_node(node("a", labels={"zone": "z1"}))
+    sched.set_node(node("b", labels={"zone": "z2"}))
+    sched.add_pod(pod("p1", selector={"zone": "z2"}))
+    first = sched.schedule_one()
+    assert first is not None and first.node == "b"
+    sched.set_node(node("a", labels={"zone": "z2"}))
+    sched.set_node(node("b", labels={"zone": "z1"}))
+    sched.add_pod(pod("p2", selector={"zone": "z2"}))
+    second = sched.schedule_one()
+    assert second is not None and second.node == "a"
+
+
+def test_fit_follows_binds_and_releases_on_the_same_node() -> None:
+    sched = scheduler()
+    sched.set_node(node("a", cpu="2"))
+    sched.add_pod(pod("p1", cpu="2"))
+    sched.add_pod(pod("p2", cpu="2"))
+    placed = sched.schedule_one()
+    refused = sched.schedule_one()
+    assert placed is not None and placed.node == "a"
+    assert refused is not None and refused.node == "" and "Insufficient cpu" in refused.message
+    sched.delete_pod("ns/p1")
+    sched.clock.now += 100.0  # type: ignore[attr-defined]
+    retried = sched.schedule_one()
+    assert retried is not None and retried.node == "a"
+
+
+def test_removing_a_node_with_pods_releases_them_and_frees_the_row() -> None:
+    """A node deleted under its pods (formerly a KeyError): the pods stop counting, the row is reused."""
+    sched = scheduler()
+    sched.set_node(node("a", cpu="2"))
+    sched.set_node(node("b", cpu="2"))
+    sched.add_pod(pod("running", cpu="2", node_name="a"))
+    sched.remove_node("a")
+    assert "ns/running" not in sched.cluster.pods
+    assert sched.cluster.node_count == 1
+    sched.set_node(node("c", cpu="2"))
+    sched.add_pod(pod("p", cpu="2"))
+    placed = sched.schedule_one()
+    assert placed is not None and placed.node == "b"  # equal scores: the first name
+    assert sched.cluster.row_of["c"] == 0  # a's row, reused
