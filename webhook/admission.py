@@ -19,6 +19,7 @@ and :class:`Admission` is what the HTTPS server calls with the informer-backed v
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
@@ -324,6 +325,7 @@ def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str |
     return bool(before.get(ann.CARD_REQUEST) == text and before_queue == group.queue)
 
 
+@functools.lru_cache(maxsize=16)
 def _card_args(options: AdmissionOptions) -> CapacityCardArgs:
     return CapacityCardArgs(card_unlimited_cpu_memory=options.card_unlimited_cpu_memory)
 
@@ -347,17 +349,16 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
                 f"alternatives that all map to one Kubernetes resource ({per_name})"
             )
 
-    gpu_quota = _namespace_gpu_quota(view, pod.namespace)
+    limits = _namespace_gpu_limits(view, pod.namespace)
+    gpu_quota = limits.quota(pod.namespace) if limits is not None else None
     request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
     cards = pod_card_resources(pod.requests, catalog)
-    if gpu_quota is not None:
+    if limits is not None:
         if request is None and cards:
             # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
             request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
         if request is not None:
-            store = GPUQuotaStore()
-            store.set_quota(gpu_quota)
-            exceeded = store.check_single(pod.namespace, request)
+            exceeded = limits.check_single(pod.namespace, request)
             if exceeded is not None:
                 return deny(f"{pod.ref}: {exceeded}")
 
@@ -417,6 +418,26 @@ def _namespace_gpu_quota(view: ClusterView, namespace: str) -> GPUResourceQuota 
         quota = _CACHE.get(raw, "gpu", _gpu_quota_or_none)
         if quota is not None:
             return quota  # a quota the webhook would have refused; the scheduler reports it
+    return None
+
+
+def _single_limits_store(raw: Mapping[str, Any]) -> GPUQuotaStore | None:
+    quota = _CACHE.get(raw, "gpu", _gpu_quota_or_none)
+    if quota is None:
+        return None
+    store = GPUQuotaStore()
+    store.set_quota(quota)
+    return store
+
+
+def _namespace_gpu_limits(view: ClusterView, namespace: str) -> GPUQuotaStore | None:
+    """A store holding only the namespace's GPUResourceQuota (no usage), built once per quota object:
+    admission checks per-workload (``single``) limits against it and never charges it, so one store
+    serves every review until the quota object changes."""
+    for raw in view.gpu_resource_quotas(namespace):
+        store = _CACHE.get(raw, "gpu-store", _single_limits_store)
+        if store is not None:
+            return store
     return None
 
 

@@ -20,7 +20,14 @@ from common.model.pods import GPUQ_SCHEDULER
 from webhook.admission import Admission, AdmissionOptions
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
-from webhook.server import DEFAULT_MAX_BODY_BYTES, ServerLimits, create_app, create_metrics_app, start_site
+from webhook.server import (
+    DEFAULT_MAX_BODY_BYTES,
+    ServerLimits,
+    create_metrics_app,
+    create_server,
+    run,
+    start_site,
+)
 from webhook.tls import CertificateReloader
 
 log = logging.getLogger("gpuq.webhook")
@@ -70,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(serve(args))
+    run(serve(args))
     return 0
 
 
@@ -105,7 +112,7 @@ async def serve(args: argparse.Namespace) -> None:
         options = AdmissionOptions(
             scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
         )
-        app = create_app(
+        app = create_server(
             Admission(view, options),
             metrics=metrics,
             ready=lambda: view.synced,

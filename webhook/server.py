@@ -19,9 +19,9 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, overload
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -29,7 +29,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from webhook.metrics import WebhookMetrics
 from webhook.review import AdmissionRequest, Decision, MalformedReview, parse_review, response_body
 
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - a runtime dependency wherever uvloop builds (not Windows)
+    uvloop = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
 JSON = "application/json"
@@ -66,6 +72,48 @@ def create_app(
     return app
 
 
+def create_server(
+    admitter: Admitter,
+    *,
+    metrics: WebhookMetrics,
+    ready: Callable[[], bool] = lambda: True,
+    limits: ServerLimits = ServerLimits(),
+) -> web.Server:
+    """The admission endpoints of :func:`create_app` on aiohttp's low-level server: what
+    ``gpuq webhook`` serves. Call it with the event loop running.
+
+    Four fixed endpoints need no router, URL dispatch objects or per-request application context;
+    skipping them takes about a tenth off the cost of a review (tests/bench/bench_webhook.py).
+    """
+    endpoints = _Endpoints(admitter, metrics, ready, limits)
+    routes: dict[str, tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]]] = {
+        "/validate": ("POST", endpoints.validate),
+        "/mutate": ("POST", endpoints.mutate),
+        "/livez": ("GET", endpoints.livez),
+        "/readyz": ("GET", endpoints.readyz),
+    }
+
+    async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
+        route = routes.get(request.path)
+        if route is None:
+            return web.Response(status=404, text="not found\n")
+        method, handler = route
+        if request.method != method and not (method == "GET" and request.method == "HEAD"):
+            return web.Response(status=405, text=f"use {method}\n", headers={"Allow": method})
+        if request.headers.get("Expect", "").lower() == "100-continue":
+            # What aiohttp's router does for a client that waits before sending its body.
+            await request.writer.write(b"HTTP/%d.%d 100 Continue\r\n\r\n" % request.version)
+        return await handler(request)
+
+    def request_factory(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+        loop = asyncio.get_running_loop()
+        return web.BaseRequest(
+            message, payload, protocol, writer, task, loop, client_max_size=limits.max_body_bytes
+        )
+
+    return web.Server(dispatch, request_factory=request_factory, access_log=None)
+
+
 def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lambda: True) -> web.Application:
     """Plain-HTTP ``/metrics`` (plus the probes, for kubelets that probe the metrics port)."""
 
@@ -94,29 +142,37 @@ class _Endpoints:
         self.ready = ready
         self.limits = limits
 
-    async def livez(self, _: web.Request) -> web.Response:
+    async def livez(self, _: web.BaseRequest) -> web.Response:
         return web.Response(text="ok\n")
 
-    async def readyz(self, _: web.Request) -> web.Response:
+    async def readyz(self, _: web.BaseRequest) -> web.Response:
         if self.ready():
             return web.Response(text="ok\n")
         return web.Response(status=503, text="informer caches not synced yet\n")
 
-    async def validate(self, request: web.Request) -> web.Response:
+    async def validate(self, request: web.BaseRequest) -> web.Response:
         return await self._review(request, mutate=False)
 
-    async def mutate(self, request: web.Request) -> web.Response:
+    async def mutate(self, request: web.BaseRequest) -> web.Response:
         return await self._review(request, mutate=True)
 
-    async def _review(self, request: web.Request, *, mutate: bool) -> web.Response:
+    async def _review(self, request: web.BaseRequest, *, mutate: bool) -> web.Response:
         length = request.content_length
         if length is not None and length > self.limits.max_body_bytes:
             return self._reject(
                 413, "too_large", f"body of {length} bytes exceeds {self.limits.max_body_bytes}"
             )
         try:
-            async with asyncio.timeout(self.limits.read_timeout):
-                body = await request.read()
+            content = request.content
+            if content.is_eof():
+                # The whole body came with the headers (nearly every review): take it as it is, with
+                # no timer to arm and no copy into a second buffer (each costs microseconds a review).
+                body = content.read_nowait()
+                if len(body) > self.limits.max_body_bytes:
+                    raise web.HTTPRequestEntityTooLarge(self.limits.max_body_bytes, len(body))
+            else:
+                async with asyncio.timeout(self.limits.read_timeout):
+                    body = await request.read()
         except TimeoutError:
             return self._reject(408, "timeout", f"body not received within {self.limits.read_timeout:g}s")
         except web.HTTPRequestEntityTooLarge:
@@ -149,6 +205,7 @@ class _Endpoints:
         return web.Response(status=status, text=message.replace("\n", " ") + "\n")
 
 
+@overload
 async def start_site(
     app: web.Application,
     host: str,
@@ -156,16 +213,54 @@ async def start_site(
     *,
     ssl_context: ssl.SSLContext | None = None,
     shutdown_timeout: float = 10.0,
-) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on ``host:port`` (0 = any free port); returns the runner and the bound port.
+) -> tuple[web.AppRunner, int]: ...
+
+
+@overload
+async def start_site(
+    app: web.Server,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    shutdown_timeout: float = 10.0,
+) -> tuple[web.ServerRunner, int]: ...
+
+
+async def start_site(
+    app: web.Application | web.Server,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    shutdown_timeout: float = 10.0,
+) -> tuple[web.BaseRunner, int]:
+    """Serve ``app`` (an application or a :func:`create_server` server) on ``host:port`` (0 = any
+    free port); returns the runner and the bound port.
 
     No access log: at thousands of reviews per second it would cost more than the reviews, and the
     metrics already count every answer.
     """
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    runner: web.BaseRunner
+    if isinstance(app, web.Application):
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    else:
+        runner = web.ServerRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=1024, reuse_address=True)
     await site.start()
     addresses = runner.addresses
     bound = addresses[0][1] if addresses else port
     return runner, int(bound)
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` to completion on uvloop when it is installed, else on asyncio's default loop.
+
+    uvloop's transports and TLS are what let one core answer thousands of reviews per second
+    (tests/bench/bench_webhook.py); the server does not depend on it otherwise.
+    """
+    if uvloop is None:
+        return asyncio.run(main)  # pragma: no cover
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)

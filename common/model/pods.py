@@ -15,13 +15,14 @@ matters for manifests read by ``gpuq simulate`` that never went through an apise
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from common.model import wire
 from common.model.errors import InvalidValue
-from common.model.quantity import PODS
+from common.model.quantity import PODS, to_units
 from common.model.resources import EMPTY, Resources
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
@@ -47,6 +48,11 @@ def _max(a: Resources, b: Resources) -> Resources:
 
 def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> Resources:
     """The effective request of a pod spec, without the pod count (see module doc)."""
+    fast = _plain_requests_and_limits(spec)
+    return fast[0] if fast is not None else _general_requests(spec, where)
+
+
+def _general_requests(spec: Mapping[str, Any], where: str) -> Resources:
     total = EMPTY
     for container in wire.items(spec.get("containers"), "spec.containers"):
         total = total + _container_requests(container, where)
@@ -77,12 +83,86 @@ def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> Resources:
 
 def pod_limits(spec: Mapping[str, Any], where: str = "spec") -> Resources:
     """Sum of the regular containers' limits (what card and GPU limit checks look at)."""
+    fast = _plain_requests_and_limits(spec)
+    return fast[1] if fast is not None else _general_limits(spec, where)
+
+
+def _general_limits(spec: Mapping[str, Any], where: str) -> Resources:
     total = EMPTY
     for container in wire.items(spec.get("containers"), "spec.containers"):
         name = container.get("name", "?")
         limits = wire.mapping(container.get("resources"), f"{where} container {name} resources").get("limits")
         total = total + Resources.parse(limits, f"{where} container {name} limits")
     return total
+
+
+def _plain_units(quantities: Any) -> dict[str, int] | None:
+    """A ResourceList of string names and string quantities in units; None for anything else,
+    including a quantity :func:`to_units` refuses (the general path then raises the named error)."""
+    if quantities is None:
+        return {}
+    if type(quantities) is not dict:
+        return None
+    units: dict[str, int] = {}
+    for name, value in quantities.items():
+        if type(name) is not str or type(value) is not str:
+            return None
+        try:
+            units[name] = _quantity_units(name, value)
+        except InvalidValue:
+            return None
+    return units
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_units(resource: str, text: str) -> int:
+    # A cluster's pods repeat a few (resource, quantity) pairs; errors are not cached.
+    return to_units(resource, text)
+
+
+def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Resources] | None:
+    """:func:`pod_requests` and :func:`pod_limits` in one pass, for what nearly every pod is: regular
+    containers only (no init containers, pod-level resources or overhead), plain JSON dicts, valid
+    string quantities. Admission parses every Pod it reviews and this is most of that cost.
+
+    None means "not such a pod": the general functions then compute the same values or raise the
+    error that names the field, so this path never decides anything they would not.
+    """
+    init = spec.get("initContainers")
+    pod_level = spec.get("resources")
+    if init is not None and not (type(init) is list and not init):
+        return None
+    if pod_level is not None and not (type(pod_level) is dict and not pod_level.get("requests")):
+        return None
+    if spec.get("overhead"):
+        return None
+    containers = spec.get("containers")
+    if containers is None:
+        return EMPTY, EMPTY
+    if type(containers) is not list:
+        return None
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    for container in containers:
+        if type(container) is not dict:
+            return None
+        resources = container.get("resources")
+        if resources is None:
+            continue
+        if type(resources) is not dict:
+            return None
+        asked = _plain_units(resources.get("requests"))
+        capped = _plain_units(resources.get("limits"))
+        if asked is None or capped is None:
+            return None
+        for key, value in asked.items():
+            requests[key] = requests.get(key, 0) + value
+        for key, value in capped.items():
+            limits[key] = limits.get(key, 0) + value
+            if key not in asked:  # a limit without a request requests the limit (module doc)
+                requests[key] = requests.get(key, 0) + value
+    # pod_requests takes max(total, init peak) with an empty init peak: negative totals become 0.
+    return Resources({k: max(v, 0) for k, v in requests.items()}), Resources(limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +234,8 @@ class PodInfo:
             priority = spec.get("priority")
             if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
                 raise InvalidValue("spec.priority", priority, "an integer")
-            requests = pod_requests(spec, "spec")
-            limits = pod_limits(spec, "spec")
+            both = _plain_requests_and_limits(spec)
+            requests, limits = both if both is not None else (pod_requests(spec), pod_limits(spec))
             # Annotation values feed the quota parsers, which expect strings as the apiserver enforces.
             labels = wire.string_map(meta.get("labels"), "metadata.labels")
             annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")

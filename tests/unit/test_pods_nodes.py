@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from common.model.errors import InvalidValue
 from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo, pod_requests
-from tests.unit.hostile import OBJECTS, only_gpuq_errors
+from common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
+from tests.unit.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
 
 
 def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -194,3 +195,66 @@ def test_node_of_the_wrong_shape_is_an_invalid_value(obj: dict[str, Any], field:
 def test_fuzz_pod_and_node_parsers_raise_only_gpuq_errors(obj: dict[str, Any]) -> None:
     only_gpuq_errors(PodInfo.from_dict, obj)
     only_gpuq_errors(NodeInfo.from_dict, obj)
+
+
+# --- the one-pass path for plain pods agrees with the general one ----------------------------------
+
+_QUANTITIES = st.sampled_from(
+    ["1", "500m", "64Gi", "0", "-1", "1e3", "2.5", "bad", "1e40", ""]
+) | st.integers(-5, 5)
+_RESOURCE_LISTS = st.none() | st.dictionaries(
+    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "hugepages-2Mi"]), _QUANTITIES, max_size=3
+)
+_CONTAINERS = st.fixed_dictionaries(
+    {"name": st.sampled_from(["a", "b"])},
+    optional={
+        "resources": st.none()
+        | st.fixed_dictionaries({}, optional={"requests": _RESOURCE_LISTS, "limits": _RESOURCE_LISTS})
+        | JSON_VALUES
+    },
+)
+_SPECS = st.fixed_dictionaries(
+    {"containers": st.none() | st.lists(_CONTAINERS, max_size=3) | JSON_VALUES},
+    optional={
+        "initContainers": st.none() | st.just([]) | st.lists(_CONTAINERS, max_size=2) | JSON_VALUES,
+        "resources": st.none() | st.just({}) | st.just({"requests": {"cpu": "2"}}) | JSON_VALUES,
+        "overhead": st.none() | st.just({}) | st.just({"memory": "1Mi"}) | JSON_VALUES,
+    },
+)
+
+
+def _outcome(compute: Any, spec: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return "value", dict(compute(spec, "spec"))
+    except InvalidValue as err:
+        return type(err).__name__, str(err)
+
+
+@settings(max_examples=600, deadline=None)
+@given(spec=_SPECS)
+def test_one_pass_requests_and_limits_match_the_general_rules(spec: dict[str, Any]) -> None:
+    """pod_requests / pod_limits (which take the one-pass path for plain pods) give the same amounts,
+    or the same error naming the same field, as the general container-by-container computation."""
+    assert _outcome(pod_requests, spec) == _outcome(_general_requests, spec)
+    assert _outcome(pod_limits, spec) == _outcome(_general_limits, spec)
+    pod = {"metadata": {"name": "p"}, "spec": spec}
+    try:
+        info = PodInfo.from_dict(pod)
+    except InvalidValue:
+        # from_dict computes requests first, then limits: it fails when either does.
+        assert (_outcome(_general_requests, spec)[0], _outcome(_general_limits, spec)[0]) != (
+            "value",
+            "value",
+        )
+    else:
+        assert (dict(info.requests), dict(info.limits)) == (
+            _outcome(_general_requests, spec)[1],
+            _outcome(_general_limits, spec)[1],
+        )
+
+
+def test_one_pass_path_clamps_a_negative_total_like_the_general_rules() -> None:
+    """A negative request (accepted by the quantity parser) totals to 0, as max(sum, init peak) does."""
+    spec = {"containers": [container("a", {"cpu": "-1", "memory": "1Ki"}, limits={"cpu": "-2"})]}
+    assert pod_requests(spec) == {"cpu": 0, "memory": 1024} == _general_requests(spec, "spec")
+    assert pod_limits(spec) == {"cpu": -2000} == _general_limits(spec, "spec")

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from certs import KeyPair, create_ca, issue_serving_certificate, write_key_pair
 from webhook.admission import Admission
 from webhook.metrics import WebhookMetrics
-from webhook.server import ServerLimits, create_app, create_metrics_app, start_site
+from webhook.server import ServerLimits, create_app, create_metrics_app, create_server, start_site
 from webhook.tls import CertificateReloader
 from webhook.view import StaticView
 
@@ -54,15 +55,15 @@ class ServerThread:
         ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.metrics = WebhookMetrics()
-        self.app = create_app(
-            Admission(view), metrics=self.metrics, ready=ready, limits=limits or ServerLimits()
-        )
+        self.admission = Admission(view)
+        self.ready = ready
+        self.limits = limits or ServerLimits()
         self.reloader = reloader
         self.port = 0
         self.metrics_port = 0
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
-        self._runners: list[web.AppRunner] = []
+        self._runners: list[web.BaseRunner] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -73,7 +74,9 @@ class ServerThread:
 
     async def _start(self) -> None:
         context = self.reloader.context if self.reloader else None
-        runner, self.port = await start_site(self.app, "127.0.0.1", 0, ssl_context=context)
+        # What `gpuq webhook` serves: the low-level server (it needs the running loop).
+        server = create_server(self.admission, metrics=self.metrics, ready=self.ready, limits=self.limits)
+        runner, self.port = await start_site(server, "127.0.0.1", 0, ssl_context=context)
         metrics_runner, self.metrics_port = await start_site(create_metrics_app(self.metrics), "127.0.0.1", 0)
         self._runners = [runner, metrics_runner]
 
@@ -260,6 +263,125 @@ def test_body_size_limit(ca: KeyPair, tmp_path: Path) -> None:
         status, text = client.post("/validate", json.dumps(big).encode())
         assert status == 413
         assert b"4096" in text
+
+
+def _raw_post(port: int, head_and_part: bytes, rest: bytes, pause: float) -> bytes:
+    """POST in two writes ``pause`` seconds apart over plain HTTP; the raw answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(head_and_part)
+        time.sleep(pause)
+        with contextlib.suppress(OSError):  # the server may have answered and closed already
+            sock.sendall(rest)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks) and len(b"".join(chunks)) > 100:
+                break
+        return b"".join(chunks)
+
+
+@pytest.mark.parametrize(
+    ("pause", "status"),
+    [
+        (0.05, b"200"),  # a body in two TCP segments, the second well within the read timeout
+        (1.0, b"408"),  # a client trickling its body past the read timeout
+    ],
+)
+def test_body_read_timeout_only_fails_slow_bodies(pause: float, status: bytes) -> None:
+    body = json.dumps(admission_review(pod(1))).encode()
+    head = (
+        f"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with ServerThread(StaticView([QUEUE, NODE]), limits=ServerLimits(read_timeout=0.3)) as server:
+        answer = _raw_post(server.port, head + body[:40], body[40:], pause)
+    assert answer.startswith(b"HTTP/1.1 " + status), answer[:200]
+
+
+def test_json_that_orjson_refuses_is_judged_like_any_other(https: tuple[ServerThread, Client]) -> None:
+    """An integer beyond 64 bits is valid JSON: the review is answered (denied, naming the field),
+    not refused as "not valid JSON" because the fast parser cannot hold it."""
+    _, client = https
+    obj = pod(1)
+    obj["spec"]["priority"] = 10**30
+    status, body = client.post("/validate", json.dumps(admission_review(obj)).encode())
+    assert status == 200
+    answer = json.loads(body)["response"]
+    assert answer["allowed"] is False
+    assert "spec.priority" in answer["status"]["message"]
+
+
+def test_routing_of_the_low_level_server() -> None:
+    """Unknown paths are 404, a wrong method 405 naming the right one, HEAD probes work, and a client
+    that sends ``Expect: 100-continue`` gets its go-ahead (as aiohttp's router would give it)."""
+    review = json.dumps(admission_review(pod(1))).encode()
+    with ServerThread(StaticView([QUEUE, NODE])) as server:
+        client = Client(server.port)
+        assert client.get("/nope")[0] == 404
+        assert client.get("/validate")[0] == 405
+        assert client.post("/livez", b"")[0] == 405
+        client.conn.request("HEAD", "/livez")
+        head = client.conn.getresponse()
+        head.read()
+        assert head.status == 200
+        status, body = client.post("/mutate", review)
+        assert status == 200 and json.loads(body)["response"]["uid"] == "u-1"
+        client.close()
+        header = (
+            f"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Expect: 100-continue\r\nContent-Length: {len(review)}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(header)
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+            sock.sendall(review)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+async def _answer_of(app: Any, body: bytes) -> tuple[int, bytes]:
+    runner, port = await start_site(app, "127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        answer = await reader.readexactly(length)
+        writer.close()
+        return int(head.split()[1]), answer
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [json.dumps(admission_review(pod(1))).encode(), json.dumps(admission_review(pod(5))).encode(), b"{x"],
+    ids=["allowed", "denied", "malformed"],
+)
+def test_application_and_low_level_server_answer_alike(body: bytes) -> None:
+    """create_app (the routed application) and create_server (what gpuq webhook serves) share the
+    endpoints: the same review gets the same status and body from both."""
+
+    async def both() -> tuple[tuple[int, bytes], tuple[int, bytes]]:
+        admission = Admission(StaticView([QUEUE, NODE]))
+        app = create_app(admission, metrics=WebhookMetrics())
+        server = create_server(admission, metrics=WebhookMetrics())
+        return await _answer_of(app, body), await _answer_of(server, body)
+
+    routed, low_level = asyncio.run(both())
+    assert routed == low_level
+    assert routed[0] in (200, 400)
+
+
+def test_chunked_body_over_the_limit_is_413() -> None:
+    """Without a Content-Length the limit is checked on the body itself, however it arrived."""
+    body = json.dumps(admission_review(pod(1, {"x": "y" * 5000}))).encode()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    head = b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with ServerThread(StaticView([QUEUE, NODE]), limits=ServerLimits(max_body_bytes=4096)) as server:
+        answer = _raw_post(server.port, head + chunked, b"", 0.0)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
 
 
 def test_probes_and_metrics(ca: KeyPair, tmp_path: Path) -> None:
