@@ -185,6 +185,14 @@ class Feed:
             # Deleted and re-created under the same name while we were not looking.
             self._forget_pod(key)
         self._uids[key] = pod.uid
+        victim = self.scheduler.preempted.get(key)
+        if victim is not None and victim.uid == pod.uid:
+            # Preempted by us: the scheduler stopped counting it when it chose it as a victim. The
+            # updates its own DELETE causes on the way (the DisruptionTarget condition) must not bring
+            # it back, or the pods tried meanwhile see its room taken twice (once by the victim, once
+            # by the preemptor) and decide on that. The delete event ends this; so does a DELETE that
+            # failed (refeed).
+            return
         if pod.bound:
             self.assumed.pop(key, None)
             if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
@@ -206,6 +214,7 @@ class Feed:
         return replace(pod, priority=resolve_priority(pod, self.scheduler.objects))
 
     def _forget_pod(self, key: str) -> None:
+        self.scheduler.preempted.pop(key, None)  # gone for good: nothing left to shield, no leak
         self._uids.pop(key, None)
         self.assumed.pop(key, None)
         for orphans in self._orphans.values():
@@ -216,6 +225,7 @@ class Feed:
         """Apply the cached version of pod ``key`` again (a preemption whose DELETE failed)."""
         namespace, _, name = key.partition("/")
         cached = self.informers[kinds.PODS.kind].get(namespace, name) if self.informers else None
+        self.scheduler.preempted.pop(key, None)  # the victim survived: count it again
         if cached is not None:
             self._uids.pop(key, None)
             self.apply(Change("add", (namespace, name), cached))

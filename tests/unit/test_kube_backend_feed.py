@@ -228,6 +228,35 @@ def test_deletes_release_usage_and_quota() -> None:
     assert backend.bindings == {"ns/b": "n1"}
 
 
+def test_a_preempted_victim_is_not_brought_back_by_the_updates_its_delete_causes() -> None:
+    """Regression (ElasticQuota e2e): the DisruptionTarget condition patched on a victim before its
+    DELETE arrives as a MODIFIED event. Re-adding the victim then made the pods tried meanwhile see
+    its room taken twice and decide on that. Only the delete event (or a failed DELETE) ends it."""
+    scheduler, backend, feed, _ = make()
+    feed.apply(add(node("n1", cpu="2")))
+    low = {
+        **pod("low", "2", node_name="n1"),
+        "spec": {**pod("low", "2", node_name="n1")["spec"], "priority": 0},
+    }
+    feed.apply(add(low))
+    high = pod("high", "2")
+    high["spec"]["priority"] = 100
+    feed.apply(add(high))
+    preempting, binding = drain(scheduler)  # preempts "low", then takes its room
+    assert preempting.nominated == "n1" and binding.node == "n1"
+    assert "ns/low" in scheduler.preempted and "ns/low" not in scheduler.cluster.pods
+    disrupted = {**low, "metadata": {**low["metadata"], "resourceVersion": "2"}}
+    disrupted["status"] = {"phase": "Running", "conditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    feed.apply(update(low, disrupted))
+    assert "ns/low" not in scheduler.cluster.pods  # still gone: n1 holds "high" only
+    assert backend.bindings == {"ns/high": "n1"}
+    feed.apply(Change("delete", key(disrupted), disrupted))
+    assert "ns/low" not in scheduler.preempted  # forgotten once really deleted: no leak
+    recreated = pod("low", "1", node_name="n1", uid="uid-new")
+    feed.apply(add(recreated))  # the same name, a new pod: it counts
+    assert "ns/low" in scheduler.cluster.pods
+
+
 @pytest.mark.parametrize(
     ("old", "new", "matters"),
     [
