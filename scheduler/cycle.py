@@ -30,6 +30,7 @@ from scheduler.backend import ClusterBackend, Outcome
 from scheduler.cluster.objects import (
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
+    NAMESPACE,
     POD_GROUP,
     PRIORITY_CLASS,
     QUEUE,
@@ -280,7 +281,8 @@ class Scheduler:
                 phase = model.phase if previous is None else previous.phase
                 self.groups[key] = GroupInfo(namespace, name, model.spec.minMember, model.queue, phase, model)
             self.queue.on_event(ClusterEvent.PODGROUP_CHANGED)
-        elif kind in (QUEUE, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, PRIORITY_CLASS):
+        elif kind in (QUEUE, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, PRIORITY_CLASS, NAMESPACE):
+            # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).
             self.queue.on_event(ClusterEvent.QUOTA_CHANGED)
 
     # -- enqueue action ---------------------------------------------------------------------------

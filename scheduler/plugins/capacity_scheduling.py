@@ -22,7 +22,7 @@ from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.quantity import PODS
-from scheduler.cluster.objects import ELASTIC_QUOTA, Obj
+from scheduler.cluster.objects import ELASTIC_QUOTA, NAMESPACE, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
@@ -64,10 +64,20 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         handle.cluster.subscribe(self)
 
     def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == NAMESPACE:
+            # A Namespace's deletion starting (or a re-created one) changes whether its quota counts.
+            for quota_namespace, quota_name, quota in list(self.handle.objects.list(ELASTIC_QUOTA)):
+                if quota_namespace == name:
+                    self._object(ELASTIC_QUOTA, quota_namespace, quota_name, quota)
+            return
         if kind != ELASTIC_QUOTA:
             return
         had = namespace in self.infos
-        if obj is None:
+        if obj is None or _deleting(obj) or _deleting(self.handle.objects.get(NAMESPACE, "", namespace)):
+            # A quota being deleted, or in a Terminating namespace, guarantees nothing any more: no
+            # new pod can be created there, and counting its min in "the sum of all min" would let
+            # every other namespace borrow that much more, unreclaimably (the namespace controller
+            # deletes it anyway, which may take long; without a controller, never).
             self.infos.remove(namespace)
         else:
             self.infos.upsert(engine.validate_elastic_quota(obj))
@@ -278,3 +288,12 @@ def _resized(array: Int64Array | None, rows: int, cols: int) -> Int64Array:
         r, c = min(rows, array.shape[0]), min(cols, array.shape[1])
         grown[:r, :c] = array[:r, :c]
     return grown
+
+
+def _deleting(obj: Obj | None) -> bool:
+    """The object's deletion has started (a Namespace also says so by ``status.phase: Terminating``)."""
+    if obj is None:
+        return False
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return bool((obj.get("status") or {}).get("phase") == "Terminating")

@@ -326,3 +326,53 @@ def test_json_log_lines() -> None:
     record = logging.LogRecord("gpuq", logging.WARNING, __file__, 1, "bound %s", ("ns/p",), None)
     entry = json.loads(JsonFormatter().format(record))
     assert entry["level"] == "warning" and entry["msg"] == "bound ns/p" and entry["logger"] == "gpuq"
+
+
+def namespace(name: str, *, terminating: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": "1"}
+    status = {"phase": "Active"}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        status = {"phase": "Terminating"}
+    return {"kind": "Namespace", "apiVersion": "v1", "metadata": meta, "spec": {}, "status": status}
+
+
+def quota_in(ns: str, min_cpu: str, max_cpu: str) -> dict[str, Any]:
+    obj = elastic_quota(min_cpu)
+    obj["metadata"] = {**obj["metadata"], "namespace": ns}
+    obj["spec"] = {"min": {"cpu": min_cpu}, "max": {"cpu": max_cpu}}
+    return obj
+
+
+def pod_in(ns: str, name: str, cpu: str, node_name: str = "") -> dict[str, Any]:
+    obj = pod(name, cpu, node_name=node_name, uid=f"uid-{ns}-{name}")
+    obj["metadata"] = {**obj["metadata"], "namespace": ns}
+    return obj
+
+
+def test_an_elastic_quota_of_a_terminating_namespace_is_not_in_the_sum_of_min() -> None:
+    """Regression (ElasticQuota e2e run after another test on the same apiserver): the quotas left in
+    the earlier test's Terminating namespaces (no namespace controller deletes them) were counted in
+    "the sum of all ElasticQuota min", so A's pod over its min passed PreFilter and failed on cpu."""
+    scheduler, backend, feed, clock = make()
+    feed.apply(add(namespace("old", terminating=True)))
+    feed.apply(add(quota_in("old", "4", "8")))  # a leftover: guarantees nothing any more
+    feed.apply(add(namespace("going")))
+    feed.apply(add(quota_in("going", "4", "8")))
+    for ns in ("a", "b"):
+        feed.apply(add(namespace(ns)))
+        feed.apply(add(quota_in(ns, "4", "8")))
+    feed.apply(add(node("n1", cpu="8")))
+    for i in range(4):
+        feed.apply(add(pod_in("b", f"b-{i}", "2", node_name="n1")))  # B borrows 4
+    feed.apply(update(namespace("going"), namespace("going", terminating=True)))  # deletion starts
+    for i in range(3):
+        feed.apply(add(pod_in("a", f"a-{i}", "2")))
+    attempts = drain(scheduler)
+    for _ in range(3):  # past the backoffs
+        clock.now += 60
+        attempts += drain(scheduler)
+    assert backend.bindings == {"a/a-0": "n1", "a/a-1": "n1"}  # A reclaimed its min from B
+    assert sorted(k for k in scheduler.cluster.pods if k.startswith("b/")) == ["b/b-2", "b/b-3"]
+    messages = [a.message for a in attempts if a.pod.key == "a/a-2"]
+    assert messages and "ElasticQuota min" in messages[-1], messages
