@@ -12,9 +12,10 @@ name sorts first (DESIGN "gpuq simulate"), so a run is deterministic.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -388,7 +389,7 @@ class Scheduler:
         row = self._pick(feasible, total)
         node = self.cluster.names[row]
         attempt = Attempt(pod, Status.success(), node, "", "", outcome, total, scores)
-        assumed = replace(pod, node_name=node)
+        assumed = pod.with_node_name(node)
         # Reserve before the pod is assumed in the cluster state: a plugin's ClusterListener then
         # sees the pod already charged by its Reserve and leaves it alone, while a pod bound by
         # someone else (running at start-up) is charged by the listener without a quota check.
@@ -421,15 +422,15 @@ class Scheduler:
 
     def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
         """The feasible row with the highest total; among equal totals, the first node name."""
-        masked = total.copy()
-        np.putmask(masked, ~feasible, -np.inf)
+        masked = np.where(feasible, total, -np.inf)
         row = int(masked.argmax())
         best = masked[row]
-        if np.isnan(best):
+        if math.isnan(best):
             return 0  # as the former full-width argmin over no candidate did
-        if np.count_nonzero(masked == best) == 1:
+        ties = masked == best
+        if np.count_nonzero(ties) == 1:
             return row
-        candidates = np.flatnonzero(masked == best)
+        candidates = np.flatnonzero(ties)
         return int(candidates[self.cluster.ranks()[candidates].argmin()])
 
     def _post_filter(
@@ -506,7 +507,7 @@ class Scheduler:
             else:
                 self.framework.run_unreserve(state, pod, row)
                 self.cluster.remove_pod(pod.key)
-                original = replace(pod, node_name="")
+                original = pod.with_node_name("")
                 self.reasons[pod.key] = outcome.message
                 self.backend.set_pod_condition(original, SCHEDULER_ERROR_REASON, outcome.message)
                 self.queue.requeue(original)
@@ -525,7 +526,7 @@ class Scheduler:
                 self.framework.run_unreserve(waiting.state, waiting.pod, waiting.row)
                 self.cluster.remove_pod(waiting.pod.key)
             for waiting in members:
-                pod = replace(waiting.pod, node_name="")
+                pod = waiting.pod.with_node_name("")
                 need = group.min_member if group is not None else 0
                 message = (
                     f"PodGroup {key}: only {len(members)} of minMember {need} pod(s) could be placed"

@@ -32,9 +32,9 @@ from common.model.capacity_card import (
     QueueLedger,
     QueueQuota,
     check_enqueue,
-    check_task,
     pod_card_demand,
     queue_quota,
+    task_quota_refusal,
 )
 from common.model.cards import (
     CARD_UNIT,
@@ -213,6 +213,8 @@ class _Shape(pydantic.BaseModel):
 def check_shape(obj: Mapping[str, Any], kind: str) -> None:
     """Raise :class:`InvalidValue` when ``obj`` is not shaped like an API object (metadata with a
     string name and namespace, string-to-string labels and annotations, mapping spec and status)."""
+    if _plain_shape(obj):
+        return  # nearly every object: no pydantic pass, which costs more than the rest of the check
     try:
         _Shape.model_validate(obj)
     except pydantic.ValidationError as err:
@@ -222,6 +224,30 @@ def check_shape(obj: Mapping[str, Any], kind: str) -> None:
         name = meta.get("name") if isinstance(meta, Mapping) else None
         where = f"{kind}/{name}" if isinstance(name, str) else kind
         raise InvalidValue(field, first.get("input"), first["msg"], where) from None
+
+
+def _plain_shape(obj: Any) -> bool:
+    """True only for objects :class:`_Shape` accepts, checked without pydantic; False when unsure.
+
+    Exact types (``type(x) is str``) are stricter than pydantic's strict mode, so anything this does
+    not vouch for goes through :class:`_Shape`, and every refusal and its message come from there.
+    """
+    if type(obj) is not dict:
+        return False
+    meta = obj.get("metadata")
+    if type(meta) is not dict or type(meta.get("name", "")) is not str:
+        return False
+    if type(meta.get("namespace", "")) is not str:
+        return False
+    for key in ("labels", "annotations"):
+        entries = meta.get(key)
+        if entries is not None and (
+            type(entries) is not dict
+            or not all(type(k) is str and type(v) is str for k, v in entries.items())
+        ):
+            return False
+    spec, status = obj.get("spec"), obj.get("status")
+    return (spec is None or type(spec) is dict) and (status is None or type(status) is dict)
 
 
 def validate(
@@ -352,9 +378,9 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
     limits = _namespace_gpu_limits(view, pod.namespace)
     gpu_quota = limits.quota(pod.namespace) if limits is not None else None
     request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
-    cards = pod_card_resources(pod.requests, catalog)
     if limits is not None:
-        if request is None and cards:
+        cards = pod_card_resources(pod.requests, catalog) if request is None else None
+        if cards:
             # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
             request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
         if request is not None:
@@ -392,14 +418,9 @@ def _pod_queue_problem(
         return None  # Semantics 7: no such Queue, no queue quota
     quota = _CACHE.get(raw_queue, "quota", _queue_quota)
     warnings.extend(event.message for event in quota.events)
-    check = check_task(quota, QueueLedger(quota.name), demand, catalog, _card_args(options))
-    if check.ok:
-        return None
-    if check.failure is not None:
-        return f"{pod.ref}: {check.failure.message}"
-    refusals = [d.message for name, d in check.decisions.items() if not d.ok]
-    candidates = "|".join(demand.alternatives or tuple(check.decisions))
-    return f"{pod.ref}: no card type among {candidates} has quota for the pod: " + "; ".join(refusals)
+    # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
+    refusal = task_quota_refusal(quota, demand, catalog, _card_args(options))
+    return None if refusal is None else f"{pod.ref}: {refusal.message}"
 
 
 def _queue_quota(raw: Mapping[str, Any]) -> QueueQuota:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Final
 
@@ -841,6 +841,60 @@ def unrestricted_check(queue: str, demand: CardDemand = CardDemand()) -> TaskChe
     return TaskCheck(queue, demand)
 
 
+def task_quota_refusal(
+    quota: QueueQuota,
+    demand: CardDemand,
+    catalog: CardCatalog,
+    args: CapacityCardArgs,
+    allocated: Mapping[str, int] = EMPTY,
+) -> Decision | None:
+    """Scalar :func:`check_task` for admission: None exactly when ``check_task(...).ok``, else why not.
+
+    Same rules (spec "Task Allocatable Check", DESIGN.md Semantics 1) without the per-node arrays the
+    scheduler needs: the webhook asks one question per review, whether *some* node could take the pod
+    as far as quota goes. A refusal is the closed-queue, empty-capability or cpu/memory decision
+    :func:`check_task` reports as ``failure``, else an ``InsufficientScalarQuota`` decision naming the
+    candidates and why each refused candidate has no quota left.
+    """
+    if not quota.open:
+        return Decision(False, QUEUE_CLOSED, f"Queue//{quota.name} is closed: it takes no new pods")
+    charged = _charged_cpu_memory(demand, args)
+    if not quota.configured and (demand.uses_cards or not charged.nonzero().is_zero()):
+        return _empty_capability(quota)
+    capability = quota.capability
+    for resource, reason in ((CPU, INSUFFICIENT_CPU_QUOTA), (MEMORY, INSUFFICIENT_MEMORY_QUOTA)):
+        asked = charged.amount(resource)
+        used = allocated.get(resource, 0)
+        limit = capability.amount(resource)
+        if asked > 0 and used + asked > limit:
+            return _refuse(reason, _exceeded(quota.name, resource, asked, used, limit))
+    ok = True
+    judged: dict[str, Decision] = {}  # in first-seen order, as check_task's decisions
+    for group in demand.groups:
+        passes = False
+        for name in group:
+            if catalog.id_of(name) is None:
+                continue
+            asked = demand.amounts[name]
+            used = allocated.get(name, 0)
+            limit = capability.amount(name)
+            if used + asked <= limit:
+                passes = True
+                judged.setdefault(name, ALLOW)
+            elif name not in judged:
+                error = _exceeded(quota.name, name, asked, used, limit)
+                judged[name] = _refuse(INSUFFICIENT_SCALAR_QUOTA, error)
+        ok = ok and passes
+    if ok:
+        return None
+    refused = [d for d in judged.values() if not d.ok]
+    candidates = "|".join(demand.alternatives or tuple(judged))
+    message = f"no card type among {candidates} has quota for the pod: " + "; ".join(
+        d.message for d in refused
+    )
+    return Decision(False, INSUFFICIENT_SCALAR_QUOTA, message, refused[0].error if refused else None)
+
+
 # --------------------------------------------------------------------------------------------------
 # Node ordering
 
@@ -1118,7 +1172,7 @@ class CapacityCard:
         ledger = self.ledgers.get(queue)
         state = self._pods.get(pod.key)
         if state is None or state.pod is not pod:
-            state = self._pod_state(pod, queue)
+            state = self._known_pod_state(pod, queue)
         if quota is None or ledger is None:
             return unrestricted_check(queue, state.demand or CardDemand())
         if state.error is not None or state.demand is None:
@@ -1139,9 +1193,9 @@ class CapacityCard:
 
     def allocate(self, pod: PodInfo, node_name: str, check: TaskCheck | None = None) -> Resources:
         """Reserve: charge the pod in its queue for the card type of ``node_name``. Idempotent."""
-        bound = replace(pod, node_name=node_name)
+        bound = pod.with_node_name(node_name)
         queue = queue_of(bound, self.podgroups)
-        state = self._pod_state(bound, queue)
+        state = self._known_pod_state(bound, queue)
         self._pods[pod.key] = state
         ledger = self.ledgers.get(queue)
         if ledger is None or state.demand is None:
@@ -1160,7 +1214,7 @@ class CapacityCard:
         if state is None or state.queue not in self.ledgers:
             return None
         released = self.ledgers[state.queue].deallocate(pod.key)
-        unbound = replace(state.pod, node_name="")
+        unbound = state.pod.with_node_name("")
         self._pods[pod.key] = _PodState(unbound, state.queue, state.job, state.demand, state.error)
         return released
 
@@ -1198,6 +1252,25 @@ class CapacityCard:
         if job is not None and job not in self.podgroups:
             job = None
         return _PodState(pod, queue, job, demand, error)
+
+    def _known_pod_state(self, pod: PodInfo, queue: str) -> _PodState:
+        """:meth:`_pod_state`, reusing the tracked state's card demand when the pod's inputs to it
+        (requests, ``card.name``) are unchanged: every tracked state is derived from the current
+        catalog (:meth:`set_nodes` replays them all), so the demand would come out the same."""
+        old = self._pods.get(pod.key)
+        if old is None:
+            return self._pod_state(pod, queue)
+        before = old.pod
+        if before is not pod and (
+            before.uid != pod.uid
+            or (before.requests is not pod.requests and before.requests != pod.requests)
+            or before.annotations.get(CARD_NAME) != pod.annotations.get(CARD_NAME)
+        ):
+            return self._pod_state(pod, queue)
+        job = podgroup_key_of(pod)
+        if job is not None and job not in self.podgroups:
+            job = None
+        return _PodState(pod, queue, job, old.demand, old.error)
 
     def _account(self, ledger: QueueLedger, state: _PodState) -> None:
         demand = state.demand or CardDemand()

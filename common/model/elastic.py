@@ -319,7 +319,8 @@ class ElasticQuotaInfos:
         if info is None:
             return
         used = info.used + delta if sign > 0 else info.used - delta
-        self._infos[namespace] = dataclasses.replace(info, used=used)
+        # The constructor, not dataclasses.replace: this runs on every Reserve.
+        self._infos[namespace] = ElasticQuotaInfo(info.namespace, info.name, info.min, info.max, used)
         _add_into(self._total_used, delta, sign)
         self._dirty.add(namespace)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from common.model import wire
@@ -191,10 +191,26 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity: Mapping[str, Any] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
+    _key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return self._key
+
+    def with_node_name(self, node_name: str) -> PodInfo:
+        """This pod with ``node_name`` set (``self`` if already so): ``dataclasses.replace`` without
+        re-running the constructor, which the scheduler's bind path calls for every pod."""
+        if node_name == self.node_name:
+            return self
+        copy = object.__new__(PodInfo)
+        for name in _POD_SLOTS:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "node_name", node_name)
+        return copy
 
     @property
     def ref(self) -> str:
@@ -264,3 +280,7 @@ class PodInfo:
             affinity=dict(affinity),
             tolerations=tuple(tolerations),
         )
+
+
+# Every slot of a PodInfo, ``_key`` included, for :meth:`PodInfo.with_node_name`'s copy.
+_POD_SLOTS: Final = tuple(f.name for f in fields(PodInfo))

@@ -25,6 +25,7 @@ from common.model.capacity_card import (
     queue_quota,
     resolve_charge,
     split_min,
+    task_quota_refusal,
 )
 from common.model.cards import CardCatalog, NodeCards, discover_cards
 from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
@@ -667,3 +668,163 @@ def test_podgroup_arriving_after_its_pods_and_assumed_pods() -> None:
     assert engine.ledgers["team-a"].allocated.amount("NVIDIA-A100") == 1000
     engine.remove_pod(pod)
     assert engine.ledgers["team-a"].allocated == {}
+
+
+# -- task mode, scalar form for admission
+
+
+def expected_refusal(check: Any) -> str | None:
+    """What check_task says, as the admission message it used to be composed from."""
+    if check.ok:
+        return None
+    if check.failure is not None:
+        return str(check.failure.message)
+    refusals = [d.message for d in check.decisions.values() if not d.ok]
+    candidates = "|".join(check.demand.alternatives or tuple(check.decisions))
+    return f"no card type among {candidates} has quota for the pod: " + "; ".join(refusals)
+
+
+@pytest.mark.parametrize(
+    ("quota", "capability", "state", "allocated", "pod", "args", "reason"),
+    [
+        (
+            '{"NVIDIA-A100": 1, "NVIDIA-H100": 2}',
+            {"cpu": "10", "memory": "10Gi"},
+            "Open",
+            {"NVIDIA-A100": 1},
+            make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1),
+            DEFAULT,
+            None,
+        ),
+        (
+            '{"NVIDIA-A100": 1, "NVIDIA-H100": 2}',
+            {"cpu": "10", "memory": "10Gi"},
+            "Open",
+            {"NVIDIA-A100": 1, "NVIDIA-H100": 2},
+            make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1),
+            DEFAULT,
+            INSUFFICIENT_SCALAR_QUOTA,
+        ),
+        ('{"NVIDIA-H100": 2}', {"cpu": "10", "memory": "10Gi"}, "Open", {}, make_pod(gpu=2), DEFAULT, None),
+        (
+            '{"NVIDIA-H100": 2}',
+            {"cpu": "10", "memory": "10Gi"},
+            "Open",
+            {},
+            make_pod(gpu=3),
+            DEFAULT,
+            INSUFFICIENT_SCALAR_QUOTA,
+        ),
+        (
+            '{"NVIDIA-A100": 2}',
+            {"cpu": "10", "memory": "10Gi"},
+            "Closed",
+            {},
+            make_pod(gpu=1),
+            DEFAULT,
+            QUEUE_CLOSED,
+        ),
+        (None, {}, "Open", {}, make_pod(cpu="1"), DEFAULT, EMPTY_QUEUE_CAPABILITY),
+        (None, {"cpu": "2"}, "Open", {"cpu": 1}, make_pod(cpu="2"), DEFAULT, INSUFFICIENT_CPU_QUOTA),
+        (
+            None,
+            {"cpu": "2", "memory": "1Gi"},
+            "Open",
+            {},
+            make_pod(cpu="1", memory="2Gi"),
+            DEFAULT,
+            INSUFFICIENT_MEMORY_QUOTA,
+        ),
+        (
+            '{"NVIDIA-A100": 2}',
+            {"cpu": "1", "memory": "10Gi"},
+            "Open",
+            {},
+            make_pod(card_name="NVIDIA-A100", gpu=1, cpu="4"),
+            CapacityCardArgs(card_unlimited_cpu_memory=True),
+            None,
+        ),
+        (
+            '{"NVIDIA-A100": 2}',
+            {"cpu": "1", "memory": "10Gi"},
+            "Open",
+            {},
+            make_pod(card_name="NVIDIA-A100", gpu=1, cpu="4"),
+            DEFAULT,
+            INSUFFICIENT_CPU_QUOTA,
+        ),
+    ],
+)
+def test_task_quota_refusal_agrees_with_check_task(
+    *,
+    quota: str | None,
+    capability: dict[str, str],
+    state: str,
+    allocated: dict[str, int],
+    pod: PodInfo,
+    args: CapacityCardArgs,
+    reason: str | None,
+) -> None:
+    """spec "Task Allocatable Check": the webhook's scalar form refuses exactly when check_task does."""
+    q = queue_quota(make_queue(quota=quota, state=state, **capability))
+    ledger = ledger_with(allocated)
+    demand = pod_card_demand(pod, CATALOG)
+    check = check_task(q, ledger, demand, CATALOG, args)
+    refusal = task_quota_refusal(q, demand, CATALOG, args, ledger.allocated)
+    assert (refusal is None) == check.ok == (reason is None)
+    assert (None if refusal is None else refusal.message) == expected_refusal(check)
+    if refusal is not None:
+        assert refusal.reason == reason and not refusal.ok
+
+
+def test_task_quota_refusal_names_every_refused_candidate() -> None:
+    """Semantics 1: an A|H pod with both types exhausted is refused with each type's shortfall."""
+    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 1}', cpu="10", memory="10Gi"))
+    demand = pod_card_demand(make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=2), CATALOG)
+    refusal = task_quota_refusal(q, demand, CATALOG, DEFAULT)
+    assert refusal is not None
+    assert refusal.message.startswith("no card type among NVIDIA-A100|NVIDIA-H100 has quota for the pod: ")
+    assert "NVIDIA-A100" in refusal.message.split(": ", 1)[1] and "; " in refusal.message
+    assert isinstance(refusal.error, QuotaExceeded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    quota=st.dictionaries(st.sampled_from(["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"]), st.integers(0, 4)),
+    allocated=st.dictionaries(
+        st.sampled_from(["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4", "cpu"]), st.integers(0, 4)
+    ),
+    card_name=st.sampled_from([None, "NVIDIA-A100", "NVIDIA-H100|NVIDIA-A100", "NVIDIA-T4|NVIDIA-V100"]),
+    gpu=st.integers(0, 3),
+    cpu=st.integers(1, 6),
+    cpu_cap=st.sampled_from([None, "3", "8", "8"]),
+    memory_cap=st.sampled_from([None, "10Gi", "10Gi", "10Gi"]),
+    state=st.sampled_from(["Open", "Open", "Open", "Open", "Closed"]),
+    unlimited=st.booleans(),
+)
+def test_task_quota_refusal_property(
+    *,
+    quota: dict[str, int],
+    allocated: dict[str, int],
+    card_name: str | None,
+    gpu: int,
+    cpu: int,
+    cpu_cap: str | None,
+    memory_cap: str | None,
+    state: str,
+    unlimited: bool,
+) -> None:
+    """For any queue, usage and pod: task_quota_refusal is None iff check_task(...).ok, same message."""
+    text = None if not quota else "{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}"
+    capability = {k: v for k, v in (("cpu", cpu_cap), ("memory", memory_cap)) if v is not None}
+    q = queue_quota(make_queue(quota=text, state=state, **capability))
+    try:
+        demand = pod_card_demand(make_pod(card_name=card_name, gpu=gpu, cpu=str(cpu)), CATALOG)
+    except InvalidAnnotation:
+        return
+    args = CapacityCardArgs(card_unlimited_cpu_memory=unlimited)
+    ledger = ledger_with(allocated)
+    check = check_task(q, ledger, demand, CATALOG, args)
+    refusal = task_quota_refusal(q, demand, CATALOG, args, ledger.allocated)
+    assert (refusal is None) == check.ok
+    assert (None if refusal is None else refusal.message) == expected_refusal(check)

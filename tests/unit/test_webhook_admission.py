@@ -6,10 +6,22 @@ import copy
 import json
 from typing import Any
 
+import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from common.model.errors import InvalidValue
 from webhook import jsonpatch
-from webhook.admission import AdmissionOptions, mutate, review, validate
+from webhook.admission import (
+    AdmissionOptions,
+    _plain_shape,
+    _Shape,
+    check_shape,
+    mutate,
+    review,
+    validate,
+)
 from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
@@ -565,3 +577,74 @@ def test_static_view_catalog_follows_nodes() -> None:
     assert json.dumps(sorted(catalog.names)) == json.dumps(
         ["NVIDIA-A100", "NVIDIA-A100/mps-80g*1/8", "NVIDIA-H100"]
     )
+
+
+# -- object shape: the pydantic-free check vouches only for what the pydantic model accepts
+
+_JSON_LEAF = st.none() | st.booleans() | st.integers() | st.text(max_size=3)
+_JSON = st.recursive(
+    _JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+_STRINGS = st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=3)
+_META = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.text(max_size=3) | _JSON,
+        "namespace": st.text(max_size=3) | _JSON,
+        "labels": _STRINGS | _JSON,
+        "annotations": _STRINGS | st.dictionaries(st.text(max_size=3), _JSON, max_size=3),
+    },
+)
+_OBJECT = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": _META | _JSON,
+        "spec": st.dictionaries(st.text(max_size=3), _JSON, max_size=2) | _JSON,
+        "status": st.dictionaries(st.text(max_size=3), _JSON, max_size=2) | _JSON,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=_OBJECT | _JSON)
+def test_plain_shape_never_admits_what_the_model_refuses(obj: Any) -> None:
+    """The fast shape check is only a shortcut: it passes an object only when _Shape would."""
+    try:
+        _Shape.model_validate(obj)
+        accepted = True
+    except pydantic.ValidationError:
+        accepted = False
+    if _plain_shape(obj):
+        assert accepted
+    if accepted:
+        check_shape(obj, "Pod")
+    else:
+        with pytest.raises(InvalidValue):
+            check_shape(obj, "Pod")
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        ({"metadata": {"name": 5}}, "metadata.name"),
+        ({"metadata": {"name": "p", "namespace": None}}, "metadata.namespace"),
+        ({"metadata": {"name": "p", "annotations": {"a": 1}}}, "metadata.annotations.a"),
+        ({"metadata": {"name": "p", "labels": ["x"]}}, "metadata.labels"),
+        ({"metadata": {"name": "p"}, "spec": []}, "spec"),
+        ({"metadata": {"name": "p"}, "status": "Running"}, "status"),
+        ({"spec": {}}, "metadata"),
+    ],
+)
+def test_malformed_shapes_are_refused_naming_the_field(obj: Obj, field: str) -> None:
+    assert not _plain_shape(obj)
+    with pytest.raises(InvalidValue) as caught:
+        check_shape(obj, "Pod")
+    assert caught.value.field == field
+
+
+def test_well_formed_shape_takes_the_fast_path() -> None:
+    obj = {"metadata": {"name": "p", "namespace": "ml", "labels": {}, "annotations": {"a": "b"}}, "spec": {}}
+    assert _plain_shape(obj)
+    check_shape(obj, "Pod")
