@@ -42,6 +42,8 @@ from scheduler.framework.status import Status
 
 NAME: Final = "crossquota"
 _MAX_PREPARED: Final = 1024
+# Up to this many changed rows are rescored with scalars (NodeScorer.score_few), more with numpy.
+_FEW_ROWS: Final = 16
 
 # A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
 _Key = tuple[bytes, engine.ScoringStrategy, bool]
@@ -130,7 +132,13 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return self._is_gpu[rows], self._quota[rows], self._used[rows]
 
     def _score_rows(self, key: _Key, rows: Rows | None) -> FloatArray:
-        return self._scorers[key].score_nodes(*self._inputs(rows))
+        scorer = self._scorers[key]
+        if rows is not None and rows.shape[0] <= _FEW_ROWS:
+            # A few rows bound since the class was last scored: plain floats beat numpy's per-call cost.
+            n = self.handle.cluster.n
+            self._ensure(n)
+            return scorer.score_few(self._is_gpu, self._quota, self._used, rows.tolist())
+        return scorer.score_nodes(*self._inputs(rows))
 
     def _key(self, prepared: engine.CrossQuotaPod) -> _Key:
         key = (prepared.request.tobytes(), prepared.strategy, prepared.is_cpu_pod)

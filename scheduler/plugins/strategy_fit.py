@@ -25,8 +25,8 @@ from scheduler.framework.status import Status
 NAME: Final = "resource-strategy-fit"
 _MAX_PLANS: Final = 1024
 
-# A plan's identity: its columns, requests, types and weights (bytes), and the missing weight.
-_PlanKey = tuple[bytes, bytes, bytes, bytes, float]
+# A plan's identity: its columns, requests, types and weights (bytes), the missing and plugin weights.
+_PlanKey = tuple[bytes, bytes, bytes, bytes, float, int]
 
 
 def _plan_key(plan: engine.ScorePlan) -> _PlanKey:
@@ -36,6 +36,7 @@ def _plan_key(plan: engine.ScorePlan) -> _PlanKey:
         plan.most_allocated.tobytes(),
         plan.weights.tobytes(),
         plan.missing_weight,
+        plan.plugin_weight,
     )
 
 
@@ -82,7 +83,9 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
             self._by_key.clear()
             self._scores.clear()
         key = _plan_key(plan)
-        self._by_key.setdefault(key, plan)
+        # Pods whose requests differ only outside the scored columns (a GPU pod's cpu) share one
+        # plan object, so that score() finds it in the row cache instead of scoring every row.
+        plan = self._by_key.setdefault(key, plan)
         self._plans[memo] = (plan, key)
         return plan, key
 
