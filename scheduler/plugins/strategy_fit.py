@@ -24,6 +24,8 @@ from scheduler.framework.status import Status
 
 NAME: Final = "resource-strategy-fit"
 _MAX_PLANS: Final = 1024
+# Up to this many changed rows are rescored with scalars (ScorePlan.score_few), more with numpy.
+_FEW_ROWS: Final = 12
 
 # A plan's identity: its columns, requests, types and weights (bytes), the missing and plugin weights.
 _PlanKey = tuple[bytes, bytes, bytes, bytes, float, int]
@@ -58,6 +60,9 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
         if rows is None:
             n = cluster.n
             return plan.score_nodes_by_column(cluster.allocatable[:n], cluster.requested[:n])
+        if rows.shape[0] <= _FEW_ROWS:
+            # A few rows bound since the class was last scored: plain floats beat numpy's per-call cost.
+            return plan.score_few(cluster.allocatable, cluster.requested, rows.tolist())
         return plan.score_nodes_by_column(cluster.allocatable[rows], cluster.requested[rows])
 
     def _plan(self, pod: PodInfo) -> tuple[engine.ScorePlan, _PlanKey | None]:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.model import crossquota as cq
+from common.model import strategy_fit as sf
 
 IntArray = npt.NDArray[np.int64]
 
@@ -71,3 +72,52 @@ def test_crossquota_score_few_least_allocated_example() -> None:
     scores = cq.node_scorer(args, pod).score_few(is_gpu, quota, used, [0, 1, 2, 0])
     expected = 0.5 * args.plugin_weight
     assert scores.tolist() == [expected, 0.0, 0.0, expected]
+
+
+@st.composite
+def _plan_case(draw: st.DrawFn) -> tuple[sf.ScorePlan, IntArray, IntArray, list[int]]:
+    r = draw(st.integers(1, 10))
+    k = draw(st.integers(1, r))
+    columns = np.array(sorted(draw(st.permutations(range(r)))[:k]), dtype=np.intp)
+    plan = sf.ScorePlan(
+        columns,
+        np.array([draw(st.sampled_from([1, 250, 1000, 4096, 2**40])) for _ in range(k)], dtype=np.int64),
+        np.array([draw(st.booleans()) for _ in range(k)], dtype=np.bool_),
+        np.array([float(draw(st.integers(0, 7))) for _ in range(k)], dtype=np.float64),
+        float(draw(st.integers(0, 3))),
+        draw(st.integers(0, 20)),
+    )
+    n = draw(st.integers(1, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    choices = np.array([0, 0, 500, 1000, 4096, 64000, 2**40, 2**53 + 1], dtype=np.int64)
+    allocatable = np.asfortranarray(rng.choice(choices, size=(n, r)))
+    requested = np.asfortranarray(rng.integers(0, 70000, size=(n, r), dtype=np.int64))
+    rows = draw(st.lists(st.integers(0, n - 1), max_size=16))
+    return plan, allocatable, requested, rows
+
+
+@settings(max_examples=400, deadline=None)
+@given(_plan_case())
+def test_strategy_fit_score_few_equals_score_nodes_by_column_rows(
+    case: tuple[sf.ScorePlan, IntArray, IntArray, list[int]],
+) -> None:
+    plan, allocatable, requested, rows = case
+    expected = plan.score_nodes_by_column(allocatable, requested)[np.array(rows, dtype=np.intp)]
+    assert _same(plan.score_few(allocatable, requested, rows), expected)
+
+
+def test_strategy_fit_score_few_most_allocated_example() -> None:
+    """``resource-strategy-fit.md`` "Score": MostAllocated = (used + request) / allocatable, weighted,
+    times 100 and the plugin weight; an overflowing node scores 0, a zero-capacity column scores 0."""
+    plan = sf.ScorePlan(
+        np.array([0, 1], dtype=np.intp),
+        np.array([1000, 0], dtype=np.int64),
+        np.array([True, True]),
+        np.array([1.0, 1.0]),
+        0.0,
+        1,
+    )
+    allocatable = np.array([[4000, 0], [4000, 0], [1500, 0]], dtype=np.int64)
+    requested = np.array([[1000, 0], [0, 0], [1000, 0]], dtype=np.int64)
+    scores = plan.score_few(allocatable, requested, [0, 1, 2])
+    assert scores.tolist() == [25.0, 12.5, 0.0]
