@@ -39,13 +39,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.pods import PodInfo
 from common.model.quantity import PODS, format_units
 from common.model.resources import EMPTY, Resources
-from common.model.wire import validation_error
+from common.model.wire import namespaced_object
 
 API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 KIND: Final = "ElasticQuota"
@@ -104,21 +104,11 @@ class ElasticQuota(BaseModel):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> ElasticQuota:
         """Parse an API object; raises :class:`InvalidValue` naming the object and the field."""
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        meta = meta if isinstance(meta, Mapping) else {}
-        where = f"{KIND}/{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-        try:
-            wire = _Wire.model_validate(obj)
-        except ValidationError as err:
-            raise validation_error(err, where) from None
-        namespace = wire.metadata.namespace or "default"
-        where = f"{KIND}/{namespace}/{wire.metadata.name}"
-        if not wire.metadata.name:
-            raise InvalidValue("metadata.name", wire.metadata.name, "a non-empty name", where)
+        wire, namespace, name, where = namespaced_object(_Wire, obj, KIND)
         try:
             return cls(
                 namespace=namespace,
-                name=wire.metadata.name,
+                name=name,
                 min=Resources.parse(wire.spec.min, "spec.min"),
                 max=Resources.parse(wire.spec.max, "spec.max"),
                 status_used=Resources.parse(wire.status.used, "status.used"),

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from common.model import annotations as ann
 from common.model.cards import CardType
@@ -46,7 +46,7 @@ from common.model.events import INVALID_ANNOTATION, QUOTA_ALERT_THRESHOLD, Event
 from common.model.gpu_specs import card_tflops
 from common.model.pods import PodInfo
 from common.model.quantity import format_bytes, format_units, parse_quantity, to_units
-from common.model.wire import validation_error
+from common.model.wire import namespaced_object
 
 API_VERSION: Final = "tensor-fusion.ai/v1"
 KIND: Final = "GPUResourceQuota"
@@ -185,17 +185,7 @@ class GPUResourceQuota(BaseModel):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> GPUResourceQuota:
         """Parse an API object; raises :class:`InvalidValue` naming the object and the field."""
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        meta = meta if isinstance(meta, Mapping) else {}
-        where = f"{KIND}/{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-        try:
-            wire = _Wire.model_validate(obj)
-        except ValidationError as err:
-            raise validation_error(err, where) from None
-        namespace = wire.metadata.namespace or "default"
-        where = f"{KIND}/{namespace}/{wire.metadata.name}"
-        if not wire.metadata.name:
-            raise InvalidValue("metadata.name", wire.metadata.name, "a non-empty name", where)
+        wire, namespace, name, where = namespaced_object(_Wire, obj, KIND)
         total, single = wire.spec.total, wire.spec.single
         alert_active = False
         conditions = (wire.status or {}).get("conditions")
@@ -207,7 +197,7 @@ class GPUResourceQuota(BaseModel):
         try:
             return cls(
                 namespace=namespace,
-                name=wire.metadata.name,
+                name=name,
                 total_requests=_parse_amounts(total.requests, "spec.total.requests"),
                 total_limits=_parse_amounts(total.limits, "spec.total.limits"),
                 max_workers=total.maxWorkers,

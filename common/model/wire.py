@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from common.model.errors import InvalidValue
 
@@ -87,6 +87,30 @@ def validation_error(err: ValidationError, where: str) -> InvalidValue:
     field = ".".join(str(p) for p in first["loc"] if str(p) not in _UNION_TAGS)
     expected = first["msg"].removeprefix("Input should be ").removeprefix("Input ")
     return InvalidValue(field or "object", first.get("input"), expected, where)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def namespaced_object(model: type[Model], obj: Any, kind: str) -> tuple[Model, str, str, str]:
+    """Validate a namespaced API object with its wire ``model``.
+
+    Returns the parsed object, its namespace (``default`` when unset, as the apiserver defaults it),
+    its name and its ``Kind/namespace/name`` location. Every problem, a shape error or a missing
+    name, is one :class:`InvalidValue` naming that location.
+    """
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    where = f"{kind}/{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+    try:
+        parsed = model.model_validate(obj)
+    except ValidationError as err:
+        raise validation_error(err, where) from None
+    # Validation passed, so metadata's name and namespace are strings (or absent).
+    name = str(meta.get("name") or "")
+    if not name:
+        raise InvalidValue("metadata.name", name, "a non-empty name", where)
+    return parsed, str(meta.get("namespace") or "default"), name, where
 
 
 # pydantic names the member of a `str | int | float` union a value failed against in the location.
