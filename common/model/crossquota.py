@@ -54,6 +54,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from common.model import wire
+from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import (
     CROSSQUOTA_PERCENTAGE_PREFIX,
     CROSSQUOTA_PREFIX,
@@ -671,6 +672,13 @@ class NodeScorer:
     weight_sum: np.float64
     scores_nothing: bool
 
+    def terms(self) -> tuple[Term, ...]:
+        most = self.pod.strategy is ScoringStrategy.MOST_ALLOCATED
+        return tuple(
+            Term(c, r, most, float(w))
+            for c, r, w in zip(self.columns, self.requests, self.weights, strict=True)
+        )
+
     def score_nodes(
         self,
         is_gpu_node: npt.NDArray[np.bool_],
@@ -686,31 +694,7 @@ class NodeScorer:
             return score_nodes(
                 self.args, self.pod, is_gpu_node, np.ascontiguousarray(quota), np.ascontiguousarray(used)
             )
-        most = self.pod.strategy is ScoringStrategy.MOST_ALLOCATED
-        total: npt.NDArray[np.float64] | None = None
-        overflow: npt.NDArray[np.bool_] | None = None
-        for column, request, weight in zip(self.columns, self.requests, self.weights, strict=True):
-            q = quota[:, column]
-            after = used[:, column] + request
-            zero = None if np.count_nonzero(q) == n else q == 0
-            # 1 where the quota is 0, as np.where(zero, 1, q), in one pass.
-            safe = q if zero is None else q + zero
-            if most:
-                ratio = np.true_divide(after, safe)
-            else:
-                ratio = np.subtract(q, after, dtype=np.float64)
-                ratio /= safe
-            over = after > q
-            if zero is not None:
-                np.putmask(ratio, zero, 0.0)
-                over &= ~zero
-            ratio *= weight
-            if total is None or overflow is None:
-                total, overflow = ratio, over
-            else:
-                total += ratio
-                overflow |= over
-        assert total is not None and overflow is not None
+        total, overflow = weighted_ratios(quota, used, self.terms())
         scores = total / self.weight_sum * self.args.plugin_weight
         result: npt.NDArray[np.float64] = np.where(np.greater(is_gpu_node, overflow), scores, 0.0)
         return result
@@ -730,32 +714,12 @@ class NodeScorer:
         """
         if self.scores_nothing or len(self.columns) > _SEQUENTIAL_SUM_MAX:
             return self.score_nodes(is_gpu_node[rows], quota[rows], used[rows])
-        most = self.pod.strategy is ScoringStrategy.MOST_ALLOCATED
         weight_sum = float(self.weight_sum)
         plugin_weight = float(self.args.plugin_weight)
-        terms = tuple(zip(self.columns, self.requests, (float(w) for w in self.weights), strict=True))
         out = np.zeros(len(rows), dtype=np.float64)
-        for i, row in enumerate(rows):
-            if not is_gpu_node[row]:
-                continue
-            q_row = quota[row].tolist()
-            u_row = used[row].tolist()
-            total = 0.0
-            first = True
-            overflow = False
-            for column, request, weight in terms:
-                q = q_row[column]
-                after = u_row[column] + request
-                if q == 0:
-                    ratio = 0.0
-                else:
-                    ratio = float(after) / float(q) if most else (float(q) - float(after)) / float(q)
-                    overflow = overflow or after > q
-                ratio *= weight
-                if first:
-                    total, first = ratio, False
-                else:
-                    total += ratio
+        gpu_rows = [(i, row) for i, row in enumerate(rows) if is_gpu_node[row]]
+        sums = weighted_ratio_rows(quota, used, self.terms(), [row for _, row in gpu_rows])
+        for (i, _), (total, overflow) in zip(gpu_rows, sums, strict=True):
             if not overflow:
                 out[i] = total / weight_sum * plugin_weight
         return out

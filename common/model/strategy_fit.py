@@ -50,6 +50,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from common.model import wire
+from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
 from common.model.events import INVALID_ANNOTATION, EventRecord
@@ -383,6 +384,18 @@ class ScorePlan:
     missing_weight: float
     plugin_weight: int
 
+    def terms(self) -> tuple[Term, ...]:
+        return tuple(
+            Term(c, r, m, w)
+            for c, r, m, w in zip(
+                self.columns.tolist(),
+                self.request.tolist(),
+                self.most_allocated.tolist(),
+                self.weights.tolist(),
+                strict=True,
+            )
+        )
+
     def score_nodes(
         self, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
@@ -417,36 +430,7 @@ class ScorePlan:
         if self.columns.size > _SEQUENTIAL_SUM_MAX:
             # Row-major, as the [N, k] form sums a row of 8+ terms pairwise.
             return self.score_nodes(np.ascontiguousarray(allocatable), np.ascontiguousarray(requested))
-        total: npt.NDArray[np.float64] | None = None
-        overflow: npt.NDArray[np.bool_] | None = None
-        for column, request, most, weight in zip(
-            self.columns.tolist(),
-            self.request.tolist(),
-            self.most_allocated.tolist(),
-            self.weights,
-            strict=True,
-        ):
-            capacity = allocatable[:, column]
-            after = requested[:, column] + np.int64(request)
-            zero = None if np.count_nonzero(capacity) == n else capacity == 0
-            # 1 where the capacity is 0, as np.where(zero, 1, capacity), in one pass.
-            safe = capacity if zero is None else capacity + zero
-            if most:
-                ratio = np.true_divide(after, safe)
-            else:
-                ratio = np.subtract(capacity, after, dtype=np.float64)
-                ratio /= safe
-            over = after > capacity
-            if zero is not None:
-                np.putmask(ratio, zero, 0.0)
-                over &= ~zero
-            ratio *= weight
-            if total is None or overflow is None:
-                total, overflow = ratio, over
-            else:
-                total += ratio
-                overflow |= over
-        assert total is not None and overflow is not None
+        total, overflow = weighted_ratios(allocatable, requested, self.terms())
         scores = total / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
         result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
         return result
@@ -465,38 +449,10 @@ class ScorePlan:
             index = np.asarray(rows, dtype=np.intp)
             return self.score_nodes_by_column(allocatable[index], requested[index])
         factor = MAX_NODE_SCORE * self.plugin_weight
-        terms = tuple(
-            zip(
-                self.columns.tolist(),
-                self.request.tolist(),
-                self.most_allocated.tolist(),
-                self.weights.tolist(),
-                strict=True,
-            )
-        )
         out = np.zeros(len(rows), dtype=np.float64)
-        for i, row in enumerate(rows):
-            a_row = allocatable[row].tolist()
-            r_row = requested[row].tolist()
-            total = 0.0
-            first = True
-            overflow = False
-            for column, request, most, weight in terms:
-                capacity = a_row[column]
-                after = r_row[column] + request
-                if capacity == 0:
-                    ratio = 0.0
-                else:
-                    if most:
-                        ratio = float(after) / float(capacity)
-                    else:
-                        ratio = (float(capacity) - float(after)) / float(capacity)
-                    overflow = overflow or after > capacity
-                ratio *= weight
-                if first:
-                    total, first = ratio, False
-                else:
-                    total += ratio
+        for i, (total, overflow) in enumerate(
+            weighted_ratio_rows(allocatable, requested, self.terms(), rows)
+        ):
             if not overflow:
                 out[i] = total / weight_sum * factor
         return out
