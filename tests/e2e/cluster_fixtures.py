@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -120,28 +120,25 @@ def python_module(module: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
-@pytest.fixture
-def run_scheduler(control_plane: ControlPlane, tmp_path: Path) -> Iterator[SchedulerFactory]:
-    """``run_scheduler(name, config=None, *extra_args)`` starts ``gpuq scheduler``; all are stopped after."""
-    started: list[SchedulerProcess] = []
+def scheduler_starter(
+    kubeconfig: Path,
+    tmp_path: Path,
+    started: list[SchedulerProcess],
+    defaults: Callable[[Sequence[str]], Sequence[str]] = lambda extra: (),
+) -> SchedulerFactory:
+    """``start(name, config=None, *extra_args)`` runs ``gpuq scheduler`` on ``kubeconfig``.
+
+    ``defaults(extra_args)`` adds a suite's own flags (e.g. leader election) unless the test set them.
+    Every process goes into ``started``, for the fixture to stop.
+    """
 
     def start(name: str, config: str | None = None, *extra: str) -> SchedulerProcess:
         (port,) = free_ports(1)
         argv = [
-            sys.executable,
-            "-m",
-            "gpuq.cli",
-            "scheduler",
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-            "--scheduler-name",
-            name,
-            "--metrics-port",
-            str(port),
-            "--bind-address",
-            "127.0.0.1",
-            "--flush-interval",
-            "0.2",
+            *(sys.executable, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(kubeconfig)),
+            *("--scheduler-name", name, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
+            *("--flush-interval", "0.2"),
+            *defaults(extra),
         ]
         if config is not None:
             path = tmp_path / f"{name}-config.yaml"
@@ -152,7 +149,14 @@ def run_scheduler(control_plane: ControlPlane, tmp_path: Path) -> Iterator[Sched
         started.append(process)
         return process
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def run_scheduler(control_plane: ControlPlane, tmp_path: Path) -> Iterator[SchedulerFactory]:
+    """``run_scheduler(name, config=None, *extra_args)`` starts ``gpuq scheduler``; all are stopped after."""
+    started: list[SchedulerProcess] = []
+    yield scheduler_starter(control_plane.kubeconfig, tmp_path, started)
     for process in started:
         process.terminate()
 

@@ -8,8 +8,7 @@ The test objects themselves are still created by the admin, as a user would.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ import pytest
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import test_scheduler_features as features
 from tests.e2e.cluster_fixtures import SchedulerFactory, SchedulerProcess
-from tests.e2e.controlplane.harness import free_ports
 from tests.e2e.test_deploy import NAMESPACE
 from tests.e2e.test_rbac import installed_rbac, service_account_kubeconfigs
 
@@ -41,29 +39,18 @@ def run_scheduler(service_account_kubeconfigs: dict[str, Path], tmp_path: Path) 
     """cluster_fixtures.run_scheduler, authenticated as system:serviceaccount:gpuq-system:gpuq-scheduler."""
     started: list[SchedulerProcess] = []
 
-    def start(name: str, config: str | None = None, *extra: str) -> SchedulerProcess:
-        (port,) = free_ports(1)
-        argv = [
-            *(sys.executable, "-m", "gpuq.cli", "scheduler"),
-            *("--kubeconfig", str(service_account_kubeconfigs["gpuq-scheduler"])),
-            *("--scheduler-name", name, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
-            *("--flush-interval", "0.2"),
+    def leader_election(extra: Sequence[str]) -> list[str]:
+        if "--leader-elect" in extra:
+            return []
+        # The one Lease the Role grants; a released Lease is taken within one retry period.
+        return [
+            *("--leader-elect", "--leader-elect-resource-namespace", NAMESPACE),
+            *("--leader-elect-retry-period", "0.5", "--leader-elect-renew-deadline", "2"),
+            *("--leader-elect-lease-duration", "3"),
         ]
-        if "--leader-elect" not in extra:
-            # The one Lease the Role grants; a released Lease is taken within one retry period.
-            argv += ["--leader-elect", "--leader-elect-resource-namespace", NAMESPACE]
-            argv += ["--leader-elect-retry-period", "0.5", "--leader-elect-renew-deadline", "2"]
-            argv += ["--leader-elect-lease-duration", "3"]
-        if config is not None:
-            path = tmp_path / f"{name}-config.yaml"
-            path.write_text(config)
-            argv += ["--config", str(path)]
-        argv += list(extra)
-        process = SchedulerProcess(argv, tmp_path / f"{name}-{len(started)}.log", port).start()
-        started.append(process)
-        return process
 
-    yield start
+    kubeconfig = service_account_kubeconfigs["gpuq-scheduler"]
+    yield fixtures.scheduler_starter(kubeconfig, tmp_path, started, leader_election)
     for process in started:
         process.terminate()
     for process in started:
