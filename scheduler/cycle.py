@@ -154,7 +154,7 @@ class Scheduler:
         self.wall_clock = wall_clock or (lambda: datetime.now(UTC))
         self.objects.subscribe(self._object_changed)
         plugins = registry.build(self, settings.tiers)
-        self.framework = Framework(self, plugins, settings.actions, observe)
+        self.framework = Framework(self, plugins, settings.actions, observe, keep_outcomes=keep_attempts)
         interest = {p.name: p.events for p in self.framework.plugins}
         for plugin in self.framework.plugins:
             interest.update(plugin.event_groups)
@@ -422,16 +422,13 @@ class Scheduler:
 
     def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
         """The feasible row with the highest total; among equal totals, the first node name."""
-        masked = np.where(feasible, total, -np.inf)
-        row = int(masked.argmax())
-        best = masked[row]
-        if math.isnan(best):
+        order = self.cluster.rank_order()
+        # Gathered by node name, the first maximum is the tie-break's winner: one argmax, no tie scan.
+        ranked = np.where(feasible, total, -np.inf).take(order)
+        i = int(ranked.argmax())
+        if math.isnan(ranked[i]):
             return 0  # as the former full-width argmin over no candidate did
-        ties = masked == best
-        if np.count_nonzero(ties) == 1:
-            return row
-        candidates = np.flatnonzero(ties)
-        return int(candidates[self.cluster.ranks()[candidates].argmin()])
+        return int(order[i])
 
     def _post_filter(
         self, state: CycleState, pod: PodInfo, outcome: FilterOutcome, pre: Status | None

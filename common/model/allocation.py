@@ -18,7 +18,7 @@ turned to float64 before a subtraction or division, as numpy's float loops do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -70,13 +70,12 @@ def weighted_ratios(
 
 
 def weighted_ratio_rows(
-    capacity: npt.NDArray[np.int64], used: npt.NDArray[np.int64], terms: Sequence[Term], rows: Sequence[int]
+    terms: Sequence[Term], rows: Iterable[tuple[Sequence[int], Sequence[int]]]
 ) -> list[tuple[float, bool]]:
-    """:func:`weighted_ratios` for ``rows`` only, as ``(total, overflow)`` per row: the same bits."""
+    """:func:`weighted_ratios` for a few nodes, given as ``(capacity row, used row)`` pairs of Python
+    ints (indexed by column), as ``(total, overflow)`` per node: the same bits."""
     out: list[tuple[float, bool]] = []
-    for row in rows:
-        cap_row = capacity[row].tolist()
-        used_row = used[row].tolist()
+    for cap_row, used_row in rows:
         total = 0.0
         first = True
         overflow = False

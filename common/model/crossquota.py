@@ -577,6 +577,26 @@ def filter_nodes(
     return FilterResult(fits, args.quota_resources, pod.request, used, quota)
 
 
+def fits_few(
+    pod: CrossQuotaPod,
+    is_gpu_node: Sequence[bool] | npt.NDArray[np.bool_],
+    quota: Sequence[Sequence[int]] | npt.NDArray[np.int64],
+    used: Sequence[Sequence[int]] | npt.NDArray[np.int64],
+    rows: Sequence[int],
+) -> list[bool]:
+    """``filter_nodes(args, pod, is_gpu_node, quota, used).fits[rows]`` for a few rows, with Python
+    ints (exact, as the int64 arithmetic is): cheaper than numpy's per-call cost for a handful. The
+    inputs are indexed by row: numpy arrays, or the Python lists the scheduler mirrors them in."""
+    if not pod.is_cpu_pod:
+        return [True] * len(rows)
+    request = pod.request.tolist()
+    return [
+        not is_gpu_node[row]
+        or all(u + r <= q for u, r, q in zip(used[row], request, quota[row], strict=True))
+        for row in rows
+    ]
+
+
 # --------------------------------------------------------------------------------------------------
 # Node order ("Node Ordering Function")
 
@@ -671,13 +691,10 @@ class NodeScorer:
     weights: tuple[np.float64, ...]
     weight_sum: np.float64
     scores_nothing: bool
+    scored: tuple[Term, ...]  # (column, request, strategy, weight) per requested quota resource
 
     def terms(self) -> tuple[Term, ...]:
-        most = self.pod.strategy is ScoringStrategy.MOST_ALLOCATED
-        return tuple(
-            Term(c, r, most, float(w))
-            for c, r, w in zip(self.columns, self.requests, self.weights, strict=True)
-        )
+        return self.scored
 
     def score_nodes(
         self,
@@ -701,28 +718,47 @@ class NodeScorer:
 
     def score_few(
         self,
-        is_gpu_node: npt.NDArray[np.bool_],
-        quota: npt.NDArray[np.int64],
-        used: npt.NDArray[np.int64],
+        is_gpu_node: Sequence[bool] | npt.NDArray[np.bool_],
+        quota: Sequence[Sequence[int]] | npt.NDArray[np.int64],
+        used: Sequence[Sequence[int]] | npt.NDArray[np.int64],
         rows: Sequence[int],
-    ) -> npt.NDArray[np.float64]:
+    ) -> list[float]:
         """``score_nodes(is_gpu_node, quota, used)[rows]`` for a few rows, with Python floats.
 
-        The same IEEE operations in the same order as :meth:`score_nodes` (int64 operands turned to
-        float64 before each subtraction or division, as numpy's float loops do), so the same bits;
-        for a handful of rows this costs a fraction of numpy's per-call overhead.
+        The inputs are indexed by row (``quota[row][column]``): numpy arrays, or the Python lists
+        the scheduler mirrors them in. The same IEEE operations in the same order as
+        :meth:`score_nodes` (int64 operands turned to float64 before each subtraction or division,
+        as numpy's float loops do), so the same bits; for a handful of rows this costs a fraction
+        of numpy's per-call overhead.
         """
-        if self.scores_nothing or len(self.columns) > _SEQUENTIAL_SUM_MAX:
-            return self.score_nodes(is_gpu_node[rows], quota[rows], used[rows])
+        if self.scores_nothing:
+            return [0.0] * len(rows)
+        if len(self.columns) > _SEQUENTIAL_SUM_MAX and rows:
+            scores: list[float] = self.score_nodes(
+                np.array([bool(is_gpu_node[row]) for row in rows], dtype=np.bool_),
+                _int_rows(quota, rows),
+                _int_rows(used, rows),
+            ).tolist()
+            return scores
         weight_sum = float(self.weight_sum)
         plugin_weight = float(self.args.plugin_weight)
-        out = np.zeros(len(rows), dtype=np.float64)
-        gpu_rows = [(i, row) for i, row in enumerate(rows) if is_gpu_node[row]]
-        sums = weighted_ratio_rows(quota, used, self.terms(), [row for _, row in gpu_rows])
-        for (i, _), (total, overflow) in zip(gpu_rows, sums, strict=True):
+        out = [0.0] * len(rows)
+        gpu = [i for i, row in enumerate(rows) if is_gpu_node[row]]
+        sums = weighted_ratio_rows(self.scored, ((quota[rows[i]], used[rows[i]]) for i in gpu))
+        for i, (total, overflow) in zip(gpu, sums, strict=True):
             if not overflow:
                 out[i] = total / weight_sum * plugin_weight
         return out
+
+
+def _int_rows(
+    values: Sequence[Sequence[int]] | npt.NDArray[np.int64], rows: Sequence[int]
+) -> npt.NDArray[np.int64]:
+    """``values[rows]`` as an int64 [len(rows), k] array, from numpy or from per-row lists."""
+    if isinstance(values, np.ndarray):
+        picked: npt.NDArray[np.int64] = values[np.asarray(rows, dtype=np.intp)]
+        return picked
+    return np.array([list(values[row]) for row in rows], dtype=np.int64).reshape(len(rows), -1)
 
 
 def node_scorer(args: CrossQuotaArgs, pod: CrossQuotaPod) -> NodeScorer:
@@ -731,12 +767,16 @@ def node_scorer(args: CrossQuotaArgs, pod: CrossQuotaPod) -> NodeScorer:
     weights = args.weights()[active]
     weight_sum = weights.sum()
     nothing = not pod.is_cpu_pod or args.plugin_weight == 0 or not active.any() or weight_sum == 0
+    columns = tuple(int(c) for c in np.flatnonzero(active))
+    requests = tuple(int(r) for r in pod.request[active])
+    most = pod.strategy is ScoringStrategy.MOST_ALLOCATED
     return NodeScorer(
         args,
         pod,
-        tuple(int(c) for c in np.flatnonzero(active)),
-        tuple(int(r) for r in pod.request[active]),
+        columns,
+        requests,
         tuple(weights),
         weight_sum,
         bool(nothing),
+        tuple(Term(c, r, most, float(w)) for c, r, w in zip(columns, requests, weights, strict=True)),
     )

@@ -42,7 +42,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -383,8 +383,16 @@ class ScorePlan:
     weights: npt.NDArray[np.float64]  # [K]
     missing_weight: float
     plugin_weight: int
+    _terms: tuple[Term, ...] | None = field(default=None, compare=False, repr=False)
 
     def terms(self) -> tuple[Term, ...]:
+        terms = self._terms
+        if terms is None:  # once per plan: the few-rows path asks for every pod of the class
+            terms = self._compile_terms()
+            object.__setattr__(self, "_terms", terms)
+        return terms
+
+    def _compile_terms(self) -> tuple[Term, ...]:
         return tuple(
             Term(c, r, m, w)
             for c, r, m, w in zip(
@@ -437,7 +445,7 @@ class ScorePlan:
 
     def score_few(
         self, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64], rows: Sequence[int]
-    ) -> npt.NDArray[np.float64]:
+    ) -> list[float]:
         """``score_nodes_by_column(allocatable, requested)[rows]`` for a few rows, with Python floats.
 
         The same IEEE operations in the same order (each int64 operand turned to float64 before a
@@ -447,12 +455,12 @@ class ScorePlan:
         weight_sum = float(self.weights.sum()) + self.missing_weight
         if weight_sum == 0 or self.columns.size == 0 or self.columns.size > _SEQUENTIAL_SUM_MAX:
             index = np.asarray(rows, dtype=np.intp)
-            return self.score_nodes_by_column(allocatable[index], requested[index])
+            scores: list[float] = self.score_nodes_by_column(allocatable[index], requested[index]).tolist()
+            return scores
         factor = MAX_NODE_SCORE * self.plugin_weight
-        out = np.zeros(len(rows), dtype=np.float64)
-        for i, (total, overflow) in enumerate(
-            weighted_ratio_rows(allocatable, requested, self.terms(), rows)
-        ):
+        out = [0.0] * len(rows)
+        pairs = ((allocatable[row].tolist(), requested[row].tolist()) for row in rows)
+        for i, (total, overflow) in enumerate(weighted_ratio_rows(self.terms(), pairs)):
             if not overflow:
                 out[i] = total / weight_sum * factor
         return out

@@ -15,12 +15,13 @@ depends on (a quota ledger, the static node masks) belongs in the key or in ``ge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.cluster.change_log import ChangeLog
 from scheduler.cluster.state import ClusterState
 
 K = TypeVar("K", bound=Hashable)
@@ -30,6 +31,9 @@ Array = npt.NDArray[Any]
 # Classes remembered per cache; the least recently used one is dropped beyond this. 256 classes of
 # 5,000 float64 rows is 10 MB.
 DEFAULT_CLASSES: Final = 256
+# Up to this many changed rows go to ``compute_few`` (plain Python: a handful of rows costs a fraction
+# of numpy's per-call overhead), more to ``compute``.
+FEW_ROWS: Final = 16
 
 
 class _Entry:
@@ -47,8 +51,11 @@ class RowCache(Generic[K]):
 
     ``compute(key, rows)`` returns the values of ``rows`` (all ``[:n]`` rows when ``rows`` is None),
     first axis = rows. ``generation`` (optional) is any int that, when it moves, invalidates every
-    entry (a node inventory rebuilt). The returned array is the cache's own: read it, never write it,
-    and copy it if it outlives the attempt.
+    entry (a node inventory rebuilt). ``log`` (optional) replaces the cluster's change log when the
+    compute function's inputs change less often: the owner then records every row whose inputs it
+    changes. ``compute_few(key, rows)`` (optional) returns the values of a few ``rows`` (a list) as
+    Python numbers, the same bits as ``compute``'s. The returned array is the cache's own: read it,
+    never write it, and copy it if it outlives the attempt.
     """
 
     def __init__(
@@ -58,9 +65,15 @@ class RowCache(Generic[K]):
         *,
         classes: int = DEFAULT_CLASSES,
         generation: Callable[[], int] | None = None,
+        log: ChangeLog | None = None,
+        compute_few: Callable[[K, list[int]], Sequence[Any]] | None = None,
     ) -> None:
         self._cluster = cluster
+        # The rows whose inputs may have changed: the cluster's (every bind) unless the compute
+        # function reads inputs of its own that change less often.
+        self._log = log if log is not None else cluster.log
         self._compute = compute
+        self._compute_few = compute_few
         self._classes = classes
         self._generation = generation
         self._entries: dict[K, _Entry] = {}
@@ -68,15 +81,22 @@ class RowCache(Generic[K]):
     def get(self, key: K) -> Array:
         cluster = self._cluster
         n = cluster.n
-        position = cluster.log_position
+        log = self._log
+        position = log.position
         generation = self._generation() if self._generation is not None else 0
         entry = self._entries.pop(key, None)
         if entry is not None and entry.n == n and entry.generation == generation:
-            rows = cluster.changed_rows(entry.position, max(n >> 3, 16))
+            rows = log.since(entry.position, max(n >> 3, 16))
             if rows is None:
                 entry.array = self._compute(key, None)
-            elif rows.size:
-                entry.array[rows] = self._compute(key, rows)
+            elif rows:
+                array = entry.array
+                if self._compute_few is not None and len(rows) <= FEW_ROWS:
+                    for row, value in zip(rows, self._compute_few(key, rows), strict=True):
+                        array[row] = value
+                else:
+                    index = np.array(rows, dtype=np.intp)
+                    array[index] = self._compute(key, index)
             entry.position = position
         else:
             entry = _Entry(self._compute(key, None), n, position, generation)

@@ -27,6 +27,7 @@ from common.model.nodes import NodeInfo, Taint
 from common.model.pods import PodInfo
 from common.model.quantity import PODS
 from common.model.resources import Resources
+from scheduler.cluster.change_log import ChangeLog
 from scheduler.cluster.labels import LabelIndex
 
 G = TypeVar("G", bound=np.generic)
@@ -37,9 +38,6 @@ BoolArray = npt.NDArray[np.bool_]
 DEFAULT_MAX_PODS: Final = 110
 _INITIAL_ROWS: Final = 16
 _INITIAL_COLUMNS: Final = 8
-# The change log keeps at most this many entries beyond the node count before dropping its head;
-# a cache older than the head recomputes everything, which it would do anyway past N/8 changes.
-_LOG_SLACK: Final = 4096
 _MAX_POD_VECTORS: Final = 4096
 
 
@@ -89,11 +87,15 @@ class ClusterState:
         # contiguous vector); numpy is many times slower on [N, k] blocks with a small row stride.
         self.allocatable: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
         self.requested: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
+        # ``allocatable - requested``, kept in step row by row: resource fit is then one comparison
+        # per asked column (``free < request``) instead of an addition and a comparison.
+        self.free: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
         self.alive: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.ready: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.unschedulable: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         # Rank of each live node's name in sorted order: the deterministic tie-break.
         self.name_rank: Int64Array = np.zeros(self._rows, dtype=np.int64)
+        self._rank_order: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)
         self.labels = LabelIndex(self._rows)
         self.taint_ids: dict[Taint, int] = {}
         self.taints: list[Taint] = []
@@ -103,10 +105,8 @@ class ClusterState:
         self.generation = 0
         self._listeners: list[ClusterListener] = []
         self._rank_dirty = False
-        # Rows changed (pod bound/released, node set/removed), oldest first; entry i has the
-        # absolute position ``_log_base + i``.
-        self._log: list[int] = []
-        self._log_base = 0
+        # Rows changed: a pod bound or released, a node set or removed.
+        self.log = ChangeLog()
         # Bumped when a node's labels, taints, readiness or schedulability may have changed, or a
         # node came or went: masks that read only those are valid for one generation.
         self.static_generation = 0
@@ -127,29 +127,16 @@ class ClusterState:
     @property
     def log_position(self) -> int:
         """The position the next change will take: remember it to ask what changed since."""
-        return self._log_base + len(self._log)
+        return self.log.position
 
     def changed_rows(self, since: int, limit: int) -> npt.NDArray[np.intp] | None:
         """Distinct rows changed at or after log position ``since``; None when more than ``limit``
         entries (or already dropped): recomputing every row is then as cheap."""
-        start = since - self._log_base
-        if start < 0:
-            return None
-        count = len(self._log) - start
-        if count > limit:
-            return None
-        if count == 0:
-            return _NO_ROWS
-        distinct = set(self._log[start:]) if count > 1 else self._log[start:]
-        return np.fromiter(distinct, dtype=np.intp, count=len(distinct))
+        rows = self.log.since(since, limit)
+        return None if rows is None else np.array(rows, dtype=np.intp)
 
     def _changed(self, row: int) -> None:
-        log = self._log
-        log.append(row)
-        if len(log) > self.n + _LOG_SLACK:
-            drop = len(log) // 2
-            del log[:drop]
-            self._log_base += drop
+        self.log.record(row, self.n)
 
     # -- resource vectors ----------------------------------------------------------------------------
     def vector(self, resources: Mapping[str, int], *, grow: bool = True) -> Int64Array:
@@ -184,6 +171,7 @@ class ClusterState:
             self._cols *= 2
             self.allocatable = _grow_cols(self.allocatable, self._cols)
             self.requested = _grow_cols(self.requested, self._cols)
+            self.free = _grow_cols(self.free, self._cols)
 
     @property
     def width(self) -> int:
@@ -195,6 +183,7 @@ class ClusterState:
         rows = self._rows * 2
         self.allocatable = _grow_rows(self.allocatable, rows, order="F")
         self.requested = _grow_rows(self.requested, rows, order="F")
+        self.free = _grow_rows(self.free, rows, order="F")
         self.node_taints = _grow_rows(self.node_taints, rows)
         self.alive = _grow_rows(self.alive, rows)
         self.ready = _grow_rows(self.ready, rows)
@@ -249,6 +238,7 @@ class ClusterState:
             ):
                 self.static_generation += 1
         self.allocatable[row] = self.vector(allocatable)
+        self.free[row] = self.allocatable[row] - self.requested[row]
         self.alive[row] = True
         self.ready[row] = node.ready
         self.unschedulable[row] = node.unschedulable
@@ -278,6 +268,7 @@ class ClusterState:
         self.ready[row] = False
         self.allocatable[row] = 0
         self.requested[row] = 0
+        self.free[row] = 0
         self.node_taints[row] = False
         self.labels.clear_node(row)
         self._free_rows.append(row)
@@ -301,12 +292,24 @@ class ClusterState:
     def ranks(self) -> Int64Array:
         """Per-row rank of the node name among live nodes (dead rows rank last)."""
         if self._rank_dirty:
-            live = sorted((name, row) for row, name in enumerate(self.names) if self.nodes[row] is not None)
-            self.name_rank[: self.n] = np.iinfo(np.int64).max
-            for rank, (_, row) in enumerate(live):
-                self.name_rank[row] = rank
-            self._rank_dirty = False
+            self._rank()
         return self.name_rank[: self.n]
+
+    def rank_order(self) -> npt.NDArray[np.intp]:
+        """Rows ``[:n]`` by node name (dead rows last): the first maximum of a vector gathered in
+        this order is the maximum with the first node name, in one argmax."""
+        if self._rank_dirty:
+            self._rank()
+        return self._rank_order
+
+    def _rank(self) -> None:
+        live = sorted((name, row) for row, name in enumerate(self.names) if self.nodes[row] is not None)
+        self.name_rank[: self.n] = np.iinfo(np.int64).max
+        for rank, (_, row) in enumerate(live):
+            self.name_rank[row] = rank
+        dead = [row for row in range(self.n) if self.nodes[row] is None]
+        self._rank_order = np.array([row for _, row in live] + dead, dtype=np.intp)
+        self._rank_dirty = False
 
     @property
     def node_count(self) -> int:
@@ -327,7 +330,9 @@ class ClusterState:
                 self.pods_on[row][pod.key] = pod
                 return True
             self.remove_pod(pod.key)
-        self.requested[row] += self.pod_vector(pod)
+        vector = self.pod_vector(pod)
+        self.requested[row] += vector
+        self.free[row] -= vector
         self.pods[pod.key] = pod
         self.pods_on[row][pod.key] = pod
         self.generation += 1
@@ -343,7 +348,9 @@ class ClusterState:
             return None
         row = self.row_of[pod.node_name]
         del self.pods_on[row][key]
-        self.requested[row] -= self.pod_vector(pod)
+        vector = self.pod_vector(pod)
+        self.requested[row] -= vector
+        self.free[row] += vector
         self.generation += 1
         self._changed(row)
         for listener in self._listeners:
@@ -358,9 +365,6 @@ class ClusterState:
         """A node's requested total as a Resources vector (for explanations, not the hot path)."""
         values = self.requested[row]
         return Resources({name: int(values[c]) for c, name in enumerate(self.columns.names) if values[c]})
-
-
-_NO_ROWS: Final[npt.NDArray[np.intp]] = np.zeros(0, dtype=np.intp)
 
 
 def _grow_rows(array: npt.NDArray[G], rows: int, order: Literal["C", "F"] = "C") -> npt.NDArray[G]:

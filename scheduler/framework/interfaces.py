@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -211,17 +211,53 @@ class PreFilterPlugin(Plugin):
 class FilterPlugin(Plugin):
     @abstractmethod
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
-        """Vectorised over all node rows ``[:cluster.n]``."""
+        """Vectorised over all node rows ``[:cluster.n]``.
+
+        ``passed`` may be the plugin's own cache and ``reasons`` may read live state: both are
+        only used during the attempt, and the framework copies them out when it keeps them."""
 
 
-@dataclass(frozen=True, slots=True)
 class FilterOutcome:
-    """What Filter decided for one attempt, for PostFilter and explanations."""
+    """What Filter decided for one attempt, for PostFilter and explanations.
 
-    feasible: BoolArray
-    # Per plugin, in order: its result and the rows it was the first to reject.
-    results: tuple[tuple[str, FilterResult, BoolArray], ...]
-    prefilter: Status = field(default_factory=Status.success)
+    ``results`` is, per plugin in order, its result and the rows it was the first to reject. A
+    scheduled pod never needs those (one more pass over N rows per plugin), so the framework may hand
+    over the plugins' verdicts instead (``pending``: the rows alive before Filter, then each plugin's
+    result) and ``results`` is worked out from them when first read. The verdicts are the plugins'
+    arrays: they are only valid until the next Filter runs, so the framework reads ``results`` at
+    once when the outcome must outlive the attempt (explanations kept, no feasible node).
+    """
+
+    __slots__ = ("_pending", "_results", "feasible", "prefilter")
+
+    def __init__(
+        self,
+        feasible: BoolArray,
+        results: tuple[tuple[str, FilterResult, BoolArray], ...] = (),
+        prefilter: Status | None = None,
+        *,
+        pending: tuple[BoolArray, tuple[tuple[str, FilterResult], ...]] | None = None,
+    ) -> None:
+        self.feasible = feasible
+        self.prefilter = prefilter if prefilter is not None else Status.success()
+        self._results: tuple[tuple[str, FilterResult, BoolArray], ...] | None = (
+            results if pending is None else None
+        )
+        self._pending = pending
+
+    @property
+    def results(self) -> tuple[tuple[str, FilterResult, BoolArray], ...]:
+        if self._results is None:
+            assert self._pending is not None
+            alive, verdicts = self._pending
+            left = alive.copy()
+            out: list[tuple[str, FilterResult, BoolArray]] = []
+            for name, result in verdicts:
+                first: BoolArray = np.greater(left, result.passed)  # left & ~passed, in one pass
+                left &= result.passed
+                out.append((name, result, first))
+            self._results, self._pending = tuple(out), None
+        return self._results
 
 
 class PostFilterPlugin(Plugin):
@@ -239,7 +275,10 @@ class PreScorePlugin(Plugin):
 class ScorePlugin(Plugin):
     @abstractmethod
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        """float64 over all node rows; only feasible rows are read."""
+        """float64 over all node rows; only feasible rows are read.
+
+        The array may be the plugin's own cache: the framework only reads it during the attempt
+        and copies it when it keeps the scores (explanations)."""
 
 
 class ReservePlugin(Plugin):

@@ -53,8 +53,13 @@ class Framework:
         plugins: Sequence[Plugin],
         actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
         observe: Observer | None = None,
+        *,
+        keep_outcomes: bool = False,
     ) -> None:
         self.handle = handle
+        # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
+        # of the plugins' caches at once instead of read lazily within the attempt.
+        self.keep_outcomes = keep_outcomes
         self.plugins = tuple(plugins)
         self.actions = tuple(actions)
         self._observe = observe
@@ -123,19 +128,28 @@ class Framework:
         started = time.perf_counter()
         cluster = self.handle.cluster
         n = cluster.n
-        feasible: BoolArray = cluster.alive[:n].copy()
-        results: list[tuple[str, FilterResult, BoolArray]] = []
+        alive = cluster.alive[:n]
+        feasible: BoolArray = alive.copy()
+        verdicts: list[tuple[str, FilterResult]] = []
         count_nonzero = np.count_nonzero
         for plugin in self.filter_plugins:
             if plugin.name in state.skip_filter or not count_nonzero(feasible):
                 continue
             result = plugin.filter(state, pod)
-            passed = result.passed
-            first: BoolArray = np.greater(feasible, passed)  # feasible & ~passed, in one pass
-            feasible &= passed
-            results.append((plugin.name, result, first))
+            feasible &= result.passed
+            verdicts.append((plugin.name, result))
+        # Which plugin rejected which row first is worked out only when somebody reads it: a failed
+        # attempt (its message, PostFilter), a Reserve that refuses, or a kept explanation.
+        if self.keep_outcomes:
+            # Kept past the attempt: copy the verdicts and their reasons out of the plugins' caches
+            # and live state now, as they stand at Filter time.
+            verdicts = [(name, _frozen(result)) for name, result in verdicts]
+            alive = alive.copy()
+        outcome = FilterOutcome(feasible, pending=(alive, tuple(verdicts)))
+        if self.keep_outcomes or not count_nonzero(feasible):
+            outcome.results  # noqa: B018 - worked out while the plugins' arrays are current
         self._timed("Filter", started)
-        return FilterOutcome(feasible, tuple(results))
+        return outcome
 
     def run_post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
         started = time.perf_counter()
@@ -169,8 +183,8 @@ class Framework:
             if plugin.name in state.skip_score:
                 continue
             scores = plugin.score(state, pod, feasible)
-            per_plugin[plugin.name] = scores
             total += scores
+            per_plugin[plugin.name] = scores.copy() if self.keep_outcomes else scores
         self._timed("Score", started)
         return total, per_plugin
 
@@ -207,3 +221,10 @@ class Framework:
             return waiting[0] if waiting else Status.success()
         finally:
             self._timed("Permit", started)
+
+
+def _frozen(result: FilterResult) -> FilterResult:
+    """``result`` as it stands now, detached from the plugin's caches and live state."""
+    reasons = tuple((mask.copy(), message) for mask, message in result.reasons())
+    unresolvable = None if result.unresolvable is None else result.unresolvable.copy()
+    return FilterResult(result.passed.copy(), lambda: reasons, unresolvable)

@@ -5,11 +5,13 @@ Keeps the engine's per-node inputs as rows aligned with the cluster state: ``is_
 when a pod is bound or released). Filter and Score hand slices of these to the engine's vectorised
 :func:`~common.model.crossquota.filter_nodes` / :func:`~common.model.crossquota.score_nodes`.
 
-The arrays are column-major (the engine reads one quota resource over all nodes at a time). Scores
-go through the engine's per-class :class:`~common.model.crossquota.NodeScorer`, kept per pod class
-(request vector, strategy) in a :class:`~scheduler.cluster.row_cache.RowCache` so that only the rows
-changed since the class was last scored are handed to the engine again. The prepared pod is
-memoised per (requests, strategy annotation).
+The arrays are column-major (the engine reads one quota resource over all nodes at a time). Filter
+verdicts and scores (the latter through the engine's per-class
+:class:`~common.model.crossquota.NodeScorer`) are kept per pod class (request vector, strategy) in
+row caches (:mod:`scheduler.cluster.row_cache`) fed by the plugin's own change log: a row is
+handed to the engine again only when its quota, its CPU-pod usage or its GPU-ness changed, which a
+CPU pod bound to a CPU node, or any GPU pod, never does. The prepared pod is memoised per
+(requests, strategy annotation).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import Resources
+from scheduler.cluster.change_log import ChangeLog
 from scheduler.cluster.row_cache import RowCache, Rows
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -42,8 +45,6 @@ from scheduler.framework.status import Status
 
 NAME: Final = "crossquota"
 _MAX_PREPARED: Final = 1024
-# Up to this many changed rows are rescored with scalars (NodeScorer.score_few), more with numpy.
-_FEW_ROWS: Final = 16
 
 # A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
 _Key = tuple[bytes, engine.ScoringStrategy, bool]
@@ -66,10 +67,22 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         # Column-major, as the cluster arrays: the engine reads one quota resource over all nodes.
         self._quota: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64, order="F")
         self._used: npt.NDArray[np.int64] = np.zeros((0, width), dtype=np.int64, order="F")
+        # The same rows as Python lists, for the few-rows paths (numpy per-element reads cost more).
+        self._gpu_rows: list[bool] = []
+        self._quota_rows: list[list[int]] = []
+        self._used_rows: list[list[int]] = []
         self._usages: dict[Resources, npt.NDArray[np.int64] | None] = {}
         self._prepared_by: dict[tuple[Resources, str | None], engine.CrossQuotaPod] = {}
         self._scorers: dict[_Key, engine.NodeScorer] = {}
-        self._scores: RowCache[_Key] = RowCache(handle.cluster, self._score_rows)
+        # Rows whose is_gpu / quota / used changed in a way a verdict or score can see.
+        self._log = ChangeLog()
+        self._fits: RowCache[_Key] = RowCache(
+            handle.cluster, self._fit_rows, log=self._log, compute_few=self._fit_few
+        )
+        self._scores: RowCache[_Key] = RowCache(
+            handle.cluster, self._score_rows, log=self._log, compute_few=self._score_few
+        )
+        self._zeros: FloatArray = np.zeros(0, dtype=np.float64)
         handle.cluster.subscribe(self)
 
     def _ensure(self, row: int) -> None:
@@ -83,24 +96,31 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         k = self._is_gpu.shape[0]
         is_gpu[:k], quota[:k], used[:k] = self._is_gpu, self._quota, self._used
         self._is_gpu, self._quota, self._used = is_gpu, quota, used
+        self._gpu_rows.extend([False] * (size - k))
+        self._quota_rows.extend([0] * width for _ in range(size - k))
+        self._used_rows.extend([0] * width for _ in range(size - k))
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         self._ensure(row)
+        self._log.record(row, self.handle.cluster.n)
         if new is None:
             self._is_gpu[row] = False
             self._quota[row] = 0
             self._used[row] = 0
-            return
-        self._is_gpu[row] = self.args.is_gpu_node(new.allocatable)
-        if self._is_gpu[row]:
-            quota = engine.node_quota(self.args, new)
-            self._quota[row] = quota.vector(self.args)
-            if old is None or old.annotations != new.annotations:
-                for event in quota.events:
-                    self.handle.record(event)
         else:
-            self._quota[row] = 0
+            self._is_gpu[row] = self.args.is_gpu_node(new.allocatable)
+            if self._is_gpu[row]:
+                quota = engine.node_quota(self.args, new)
+                self._quota[row] = quota.vector(self.args)
+                if old is None or old.annotations != new.annotations:
+                    for event in quota.events:
+                        self.handle.record(event)
+            else:
+                self._quota[row] = 0
+        self._gpu_rows[row] = bool(self._is_gpu[row])
+        self._quota_rows[row] = self._quota[row].tolist()
+        self._used_rows[row] = self._used[row].tolist()
 
     def _usage(self, requests: Resources) -> npt.NDArray[np.int64] | None:
         """A bound pod's contribution to ``used`` (None for a GPU pod), memoised per request."""
@@ -117,11 +137,17 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         if usage is not None:
             self._ensure(row)
             self._used[row] += usage
+            self._used_rows[row] = self._used[row].tolist()
+            if self._gpu_rows[row]:  # a non-GPU row fits and scores 0 whatever its usage
+                self._log.record(row, self.handle.cluster.n)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         usage = self._usage(pod.requests)
         if usage is not None:
             self._used[row] -= usage
+            self._used_rows[row] = self._used[row].tolist()
+            if self._gpu_rows[row]:
+                self._log.record(row, self.handle.cluster.n)
 
     # -- per-class results ------------------------------------------------------------------------
     def _inputs(self, rows: Rows | None) -> tuple[BoolArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -131,14 +157,22 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
             return self._is_gpu[:n], self._quota[:n], self._used[:n]
         return self._is_gpu[rows], self._quota[rows], self._used[rows]
 
+    def _fit_rows(self, key: _Key, rows: Rows | None) -> BoolArray:
+        fits = engine.filter_nodes(self.args, self._scorers[key].pod, *self._inputs(rows)).fits
+        return np.asarray(fits, dtype=np.bool_)
+
+    def _fit_few(self, key: _Key, rows: list[int]) -> list[bool]:
+        self._ensure(self.handle.cluster.n)
+        return engine.fits_few(
+            self._scorers[key].pod, self._gpu_rows, self._quota_rows, self._used_rows, rows
+        )
+
     def _score_rows(self, key: _Key, rows: Rows | None) -> FloatArray:
-        scorer = self._scorers[key]
-        if rows is not None and rows.shape[0] <= _FEW_ROWS:
-            # A few rows bound since the class was last scored: plain floats beat numpy's per-call cost.
-            n = self.handle.cluster.n
-            self._ensure(n)
-            return scorer.score_few(self._is_gpu, self._quota, self._used, rows.tolist())
-        return scorer.score_nodes(*self._inputs(rows))
+        return self._scorers[key].score_nodes(*self._inputs(rows))
+
+    def _score_few(self, key: _Key, rows: list[int]) -> list[float]:
+        self._ensure(self.handle.cluster.n)
+        return self._scorers[key].score_few(self._gpu_rows, self._quota_rows, self._used_rows, rows)
 
     def _key(self, prepared: engine.CrossQuotaPod) -> _Key:
         key = (prepared.request.tobytes(), prepared.strategy, prepared.is_cpu_pod)
@@ -146,6 +180,7 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if len(self._scorers) >= _MAX_PREPARED:
                 self._scorers.clear()
                 self._scores.clear()
+                self._fits.clear()
             self._scorers[key] = engine.node_scorer(self.args, prepared)
         return key
 
@@ -173,20 +208,20 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def _prepared(self, state: CycleState, pod: PodInfo) -> engine.CrossQuotaPod:
         prepared = state.read(NAME, engine.CrossQuotaPod)
-        return prepared if prepared is not None else engine.prepare_pod(self.args, pod)
+        return prepared if prepared is not None else self._prepare(pod)
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
         self._ensure(n)
         prepared = self._prepared(state, pod)
-        is_gpu, quota, used = self._is_gpu[:n], self._quota[:n], self._used[:n]
-        fits = np.asarray(engine.filter_nodes(self.args, prepared, is_gpu, quota, used).fits, dtype=np.bool_)
+        fits: BoolArray = self._fits.get(self._key(prepared))
+        used, quota, request = self._used[:n], self._quota[:n], prepared.request
 
         def reasons() -> ReasonMasks:
             rejected = ~fits
             out: list[tuple[BoolArray, str]] = []
             for j, resource in enumerate(self.args.quota_resources):
-                over = rejected & (used[:, j] + prepared.request[j] > quota[:, j])
+                over = rejected & (used[:, j] + request[j] > quota[:, j])
                 if over.any():
                     out.append((over, exceeded(resource)))
                 rejected &= ~over
@@ -195,6 +230,12 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return FilterResult(fits, reasons)
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        prepared = self._prepared(state, pod)
-        scores: FloatArray = self._scores.get(self._key(prepared)).copy()
+        key = self._key(self._prepared(state, pod))
+        if self._scorers[key].scores_nothing:  # a GPU pod: zero everywhere
+            n = self.handle.cluster.n
+            if self._zeros.shape[0] != n:
+                self._zeros = np.zeros(n, dtype=np.float64)
+                self._zeros.flags.writeable = False
+            return self._zeros
+        scores: FloatArray = self._scores.get(key)
         return scores

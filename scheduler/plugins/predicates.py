@@ -8,7 +8,7 @@ pod requesting k resources, never N x R.
 
 The node masks (selector/affinity, taints, readiness, schedulability) are cached per distinct
 constraint set until a node's labels, taints or conditions change (``ClusterState.static_generation``);
-the resource fit is a few passes over contiguous resource columns.
+the resource fit is one comparison per asked resource over the cluster's contiguous ``free`` columns.
 """
 
 from __future__ import annotations
@@ -85,6 +85,9 @@ class _NodeMasks:
     unresolvable: BoolArray
 
 
+_UNCONSTRAINED: Final = _PodPredicates(NodeSelection((), None), False, False)
+
+
 class Predicates(PreFilterPlugin, FilterPlugin):
     name = NAME
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
@@ -95,6 +98,8 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         self._masks_generation = -1
         self._fit_keys: dict[Resources, _FitKey] = {}
         self._fit_keys_width = -1
+        # (distinct taints known, the ids of those a pod without tolerations does not tolerate)
+        self._intolerant: tuple[int, tuple[int, ...]] = (-1, ())
 
     def _node_masks(self, pre: _PodPredicates, pod: PodInfo) -> _NodeMasks:
         cluster = self.handle.cluster
@@ -102,7 +107,12 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         if self._masks_generation != cluster.static_generation or len(self._masks) >= _MAX_CLASSES:
             self._masks.clear()
             self._masks_generation = cluster.static_generation
-        taint_ids = tuple(untolerated_taints(cluster, pod))
+        if pod.tolerations:
+            taint_ids = tuple(untolerated_taints(cluster, pod))
+        else:  # tolerates nothing: every NoSchedule/NoExecute taint, the same until a taint is new
+            if self._intolerant[0] != len(cluster.taints):
+                self._intolerant = (len(cluster.taints), tuple(untolerated_taints(cluster, pod)))
+            taint_ids = self._intolerant[1]
         key = (pre.selection, taint_ids, pre.tolerates_unschedulable, pre.tolerates_not_ready, n)
         masks = self._masks.get(key)
         if masks is not None:
@@ -147,13 +157,16 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         return key
 
     def _over(self, key: _FitKey, n: int) -> list[BoolArray]:
-        """Per asked resource, the rows where ``requested + request > allocatable``; one contiguous
-        column at a time (the cluster arrays are column-major)."""
-        cluster = self.handle.cluster
-        requested, allocatable = cluster.requested, cluster.allocatable
-        return [requested[:n, c] + amount > allocatable[:n, c] for c, amount in zip(*key, strict=True)]
+        """Per asked resource, the rows where ``requested + request > allocatable``, read as
+        ``free < request``: one pass over one contiguous column (the cluster arrays are column-major)."""
+        free = self.handle.cluster.free
+        less = np.less
+        return [less(free[:n, c], amount) for c, amount in zip(*key, strict=True)]
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        if not pod.node_selector and not pod.affinity and not pod.tolerations:
+            state.write(NAME, _UNCONSTRAINED)  # most pods: nothing to compile
+            return Status.success()
         state.write(
             NAME,
             _PodPredicates(
@@ -176,10 +189,13 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         key = self._fit_key(pod)
         columns = key[0]
         over = self._over(key, n)
-        over_any = over[0].copy()
-        for column_over in over[1:]:
-            over_any |= column_over
-        passed: BoolArray = np.greater(masks.ok, over_any)  # ok & ~over_any
+        if len(over) == 1:
+            passed: BoolArray = np.greater(masks.ok, over[0])  # ok & ~over
+        else:
+            over_any = np.logical_or(over[0], over[1])
+            for column_over in over[2:]:
+                over_any |= column_over
+            passed = np.greater(masks.ok, over_any)
         not_ready, unschedulable, selected = masks.not_ready, masks.unschedulable, masks.selected
         taint_ids = masks.taint_ids
 

@@ -24,8 +24,6 @@ from scheduler.framework.status import Status
 
 NAME: Final = "resource-strategy-fit"
 _MAX_PLANS: Final = 1024
-# Up to this many changed rows are rescored with scalars (ScorePlan.score_few), more with numpy.
-_FEW_ROWS: Final = 12
 
 # A plan's identity: its columns, requests, types and weights (bytes), the missing and plugin weights.
 _PlanKey = tuple[bytes, bytes, bytes, bytes, float, int]
@@ -52,7 +50,9 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
             tuple[Resources, str | None, str | None, int], tuple[engine.ScorePlan, _PlanKey]
         ] = {}
         self._by_key: dict[_PlanKey, engine.ScorePlan] = {}
-        self._scores: RowCache[_PlanKey] = RowCache(handle.cluster, self._score_rows)
+        self._scores: RowCache[_PlanKey] = RowCache(
+            handle.cluster, self._score_rows, compute_few=self._score_few
+        )
 
     def _score_rows(self, key: _PlanKey, rows: Rows | None) -> FloatArray:
         cluster = self.handle.cluster
@@ -60,10 +60,11 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
         if rows is None:
             n = cluster.n
             return plan.score_nodes_by_column(cluster.allocatable[:n], cluster.requested[:n])
-        if rows.shape[0] <= _FEW_ROWS:
-            # A few rows bound since the class was last scored: plain floats beat numpy's per-call cost.
-            return plan.score_few(cluster.allocatable, cluster.requested, rows.tolist())
         return plan.score_nodes_by_column(cluster.allocatable[rows], cluster.requested[rows])
+
+    def _score_few(self, key: _PlanKey, rows: list[int]) -> list[float]:
+        cluster = self.handle.cluster
+        return self._by_key[key].score_few(cluster.allocatable, cluster.requested, rows)
 
     def _plan(self, pod: PodInfo) -> tuple[engine.ScorePlan, _PlanKey | None]:
         columns = self.handle.cluster.columns.names
@@ -110,7 +111,7 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
             plan = engine.score_plan(engine.pod_strategy(self.args, pod), pod.requests, cluster.columns.names)
         key = state.read(f"{NAME}/key", tuple)
         if key is not None and self._by_key.get(key) is plan:
-            scores: FloatArray = self._scores.get(key).copy()
+            scores: FloatArray = self._scores.get(key)  # the cache's own: the framework only reads it
             return scores
         n = cluster.n
         return plan.score_nodes_by_column(cluster.allocatable[:n], cluster.requested[:n])

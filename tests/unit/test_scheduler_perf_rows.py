@@ -1,5 +1,6 @@
 """The hot path's caches (issue 4): the cluster's change log, the per-class row cache, memoised pod
-vectors and node masks. Each must give what a fresh computation gives after any change."""
+vectors and node masks, and the lazily worked-out Filter outcome. Each must give what a fresh
+computation gives after any change."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ import pytest
 from common.model.config import SchedulerConfig
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from scheduler.cluster.row_cache import RowCache, Rows
+from scheduler.cluster.change_log import ChangeLog
+from scheduler.cluster.row_cache import FEW_ROWS, RowCache, Rows
 from scheduler.cluster.state import ClusterState
 from scheduler.cycle import Scheduler
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import FilterPlugin, FilterResult
+from scheduler.framework.runtime import Framework
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.simulate.run import VirtualClock
@@ -90,6 +95,44 @@ def test_row_cache_recomputes_only_the_rows_changed_since_its_last_use() -> None
     cluster.remove_pod("ns/a")
     assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
     assert compute.calls[-1] == [7]
+
+
+def test_row_cache_hands_a_few_rows_to_compute_few_and_many_to_compute() -> None:
+    cluster = cluster_of(400)
+    compute = Counting(cluster)
+    few_calls: list[list[int]] = []
+
+    def few(key: str, rows: list[int]) -> list[int]:
+        few_calls.append(sorted(rows))
+        return [fresh(cluster, key)[row] for row in rows]
+
+    cache: RowCache[str] = RowCache(cluster, compute, compute_few=few)
+    cache.get("cpu")
+    cluster.add_pod(pod("a", "2", "n007"))
+    cluster.add_pod(pod("b", "1", "n300"))
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert few_calls == [[7, 300]] and compute.calls == [None]
+    for i in range(FEW_ROWS + 1):
+        cluster.add_pod(pod(f"m{i}", "1", f"n{i:03d}"))
+    assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
+    assert compute.calls[-1] == list(range(FEW_ROWS + 1)) and len(few_calls) == 1
+
+
+def test_row_cache_with_its_own_log_sees_only_the_rows_logged_there() -> None:
+    """A plugin whose inputs change less often than the cluster keeps its own log: rows changed in
+    the cluster but not in that log are not recomputed (the compute must not depend on them)."""
+    cluster = cluster_of(40)
+    own = ChangeLog()
+    compute = Counting(cluster)
+    cache: RowCache[str] = RowCache(cluster, compute, log=own)
+    cache.get("cpu")
+    cluster.add_pod(pod("a", "2", "n007"))
+    cluster.add_pod(pod("b", "2", "n009"))
+    own.record(9, cluster.n)
+    values = cache.get("cpu").tolist()
+    assert compute.calls[-1] == [9]
+    expected = fresh(cluster, "cpu")
+    assert values[9] == expected[9] and values[7] == expected[7] + 2000  # row 7 not logged: kept
 
 
 @pytest.mark.parametrize(
@@ -215,3 +258,38 @@ def test_removing_a_node_with_pods_releases_them_and_frees_the_row() -> None:
     placed = sched.schedule_one()
     assert placed is not None and placed.node == "b"  # equal scores: the first name
     assert sched.cluster.row_of["c"] == 0  # a's row, reused
+
+
+class _LiveFilter(FilterPlugin):
+    """A Filter whose verdict is its own cache and whose reasons read live state, as crossquota's."""
+
+    name = "live"
+
+    def __init__(self, handle: Any, verdict: npt.NDArray[np.bool_]) -> None:
+        super().__init__(handle)
+        self.verdict = verdict
+
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        return FilterResult(self.verdict, lambda: [(~self.verdict, "live says no")])
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_filter_outcome_is_frozen_at_filter_time_when_kept(keep: bool) -> None:
+    """Explanations are read after the run: a kept outcome must not follow the plugins' caches."""
+    sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
+    for i in range(4):
+        sched.set_node(node(f"n{i}"))
+    live = _LiveFilter(sched, np.array([True, False, True, True]))
+    framework = Framework(sched, [live], keep_outcomes=keep)
+    outcome = framework.run_filter(CycleState(), pod("p"))
+    assert outcome.feasible.tolist() == [True, False, True, True]
+    live.verdict[:] = [False, False, False, True]  # the cache moves on with the next pod
+    _, result, first = outcome.results[0]
+    masks = [mask.tolist() for mask, _ in result.reasons()]
+    if keep:
+        assert first.tolist() == [False, True, False, False]
+        assert result.passed.tolist() == [True, False, True, True]
+        assert masks == [[False, True, False, False]]
+    else:  # read lazily: valid within the attempt only, which is all a non-kept outcome is used for
+        assert first.tolist() == [True, True, True, False]
+        assert masks == [[True, True, True, False]]

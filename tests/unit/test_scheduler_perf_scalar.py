@@ -2,8 +2,9 @@
 
 Between two pods of a class only a handful of node rows change, and rescoring them through numpy
 costs more in per-call overhead than in arithmetic, so the scheduler's row cache hands up to
-``_FEW_ROWS`` rows to :meth:`common.model.crossquota.NodeScorer.score_few`. Equal totals go to the
-first node name, so every float must be the vectorised one (``-0.0`` included).
+``FEW_ROWS`` rows to the engines' scalar forms (``NodeScorer.score_few``, ``ScorePlan.score_few``,
+``crossquota.fits_few``). Equal totals go to the first node name, so every float must be the
+vectorised one (``-0.0`` included), and every verdict the vectorised filter's.
 """
 
 from __future__ import annotations
@@ -58,7 +59,34 @@ def test_crossquota_score_few_equals_score_nodes_rows(
 ) -> None:
     scorer, is_gpu, quota, used, rows = case
     expected = scorer.score_nodes(is_gpu, quota, used)[np.array(rows, dtype=np.intp)]
-    assert _same(scorer.score_few(is_gpu, quota, used, rows), expected)
+    assert _same(np.array(scorer.score_few(is_gpu, quota, used, rows), dtype=np.float64), expected)
+    # The scheduler hands over Python-list mirrors of the same rows: the same bits.
+    lists = scorer.score_few(is_gpu.tolist(), quota.tolist(), used.tolist(), rows)
+    assert _same(np.array(lists, dtype=np.float64), expected)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_case())
+def test_crossquota_fits_few_equals_filter_nodes_rows(
+    case: tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]],
+) -> None:
+    scorer, is_gpu, quota, used, rows = case
+    fits = cq.filter_nodes(scorer.args, scorer.pod, is_gpu, quota, used).fits
+    expected = fits[np.array(rows, dtype=np.intp)]
+    assert cq.fits_few(scorer.pod, is_gpu, quota, used, rows) == expected.tolist()
+    assert cq.fits_few(scorer.pod, is_gpu.tolist(), quota.tolist(), used.tolist(), rows) == expected.tolist()
+
+
+def test_crossquota_fits_few_example() -> None:
+    """``crossquota.md`` "Predicate": a CPU pod fits a GPU node while used + request <= quota for
+    every quota resource; a non-GPU node always fits."""
+    pod = cq.CrossQuotaPod(True, np.array([1000, 0], dtype=np.int64), cq.ScoringStrategy.MOST_ALLOCATED)
+    quota = np.array([[4000, 10], [4000, 10], [1500, 10], [0, 0]], dtype=np.int64)
+    used = np.array([[3000, 10], [3001, 0], [1000, 0], [5, 5]], dtype=np.int64)
+    is_gpu = np.array([True, True, True, False])
+    assert cq.fits_few(pod, is_gpu, quota, used, [0, 1, 2, 3]) == [True, False, False, True]
+    gpu_pod = cq.CrossQuotaPod(False, pod.request, cq.ScoringStrategy.MOST_ALLOCATED)
+    assert cq.fits_few(gpu_pod, is_gpu, quota, used, [1, 2]) == [True, True]
 
 
 def test_crossquota_score_few_least_allocated_example() -> None:
@@ -71,7 +99,7 @@ def test_crossquota_score_few_least_allocated_example() -> None:
     is_gpu = np.array([True, False, True])
     scores = cq.node_scorer(args, pod).score_few(is_gpu, quota, used, [0, 1, 2, 0])
     expected = 0.5 * args.plugin_weight
-    assert scores.tolist() == [expected, 0.0, 0.0, expected]
+    assert scores == [expected, 0.0, 0.0, expected]
 
 
 @st.composite
@@ -103,7 +131,7 @@ def test_strategy_fit_score_few_equals_score_nodes_by_column_rows(
 ) -> None:
     plan, allocatable, requested, rows = case
     expected = plan.score_nodes_by_column(allocatable, requested)[np.array(rows, dtype=np.intp)]
-    assert _same(plan.score_few(allocatable, requested, rows), expected)
+    assert _same(np.array(plan.score_few(allocatable, requested, rows), dtype=np.float64), expected)
 
 
 def test_strategy_fit_score_few_most_allocated_example() -> None:
@@ -120,4 +148,4 @@ def test_strategy_fit_score_few_most_allocated_example() -> None:
     allocatable = np.array([[4000, 0], [4000, 0], [1500, 0]], dtype=np.int64)
     requested = np.array([[1000, 0], [0, 0], [1000, 0]], dtype=np.int64)
     scores = plan.score_few(allocatable, requested, [0, 1, 2])
-    assert scores.tolist() == [25.0, 12.5, 0.0]
+    assert scores == [25.0, 12.5, 0.0]
