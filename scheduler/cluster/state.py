@@ -39,6 +39,9 @@ DEFAULT_MAX_PODS: Final = 110
 _INITIAL_ROWS: Final = 16
 _INITIAL_COLUMNS: Final = 8
 _MAX_POD_VECTORS: Final = 4096
+# A loose free floor is recomputed (one pass over the live rows) at most once per this many changes.
+_FLOOR_EVERY: Final = 64
+_NO_FLOOR: Final = np.iinfo(np.int64).max
 
 
 class ClusterListener(Protocol):
@@ -90,6 +93,14 @@ class ClusterState:
         # ``allocatable - requested``, kept in step row by row: resource fit is then one comparison
         # per asked column (``free < request``) instead of an addition and a comparison.
         self.free: Int64Array = np.zeros((self._rows, self._cols), dtype=np.int64, order="F")
+        # Per column, a lower bound of ``free`` over live nodes: a request at or below it fits every
+        # node on that resource, and Filter skips the column (memory and pod count rarely bind).
+        # Binds keep it exact (a minimum only falls); releases and node updates leave it low but
+        # valid ("loose") until :meth:`free_floor` recomputes it, at most once per _FLOOR_EVERY
+        # changes.
+        self._floor: Int64Array = np.full(self._cols, _NO_FLOOR, dtype=np.int64)
+        self._floor_loose = False
+        self._floor_at = -_FLOOR_EVERY
         self.alive: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.ready: BoolArray = np.zeros(self._rows, dtype=np.bool_)
         self.unschedulable: BoolArray = np.zeros(self._rows, dtype=np.bool_)
@@ -165,6 +176,20 @@ class ClusterState:
             self._pod_vectors[requests] = vector
         return vector
 
+    def free_floor(self) -> Int64Array:
+        """Per resource column, a lower bound of ``free`` over the live nodes (read-only): no live
+        node has less of the resource left. Exact unless pods were released or nodes updated since
+        it was last recomputed."""
+        if self._floor_loose and self.log.position - self._floor_at >= _FLOOR_EVERY:
+            n = self.n
+            live = self.free[:n][self.alive[:n]]
+            self._floor = (
+                live.min(axis=0) if live.shape[0] else np.full(self._cols, _NO_FLOOR, dtype=np.int64)
+            )
+            self._floor_loose = False
+            self._floor_at = self.log.position
+        return self._floor
+
     def _add_column(self, name: str) -> None:
         column = self.columns.add(name)
         if column >= self._cols:
@@ -172,6 +197,12 @@ class ClusterState:
             self.allocatable = _grow_cols(self.allocatable, self._cols)
             self.requested = _grow_cols(self.requested, self._cols)
             self.free = _grow_cols(self.free, self._cols)
+            floor = np.zeros(self._cols, dtype=np.int64)
+            floor[: self._floor.shape[0]] = self._floor
+            self._floor = floor
+        # Existing rows (and the node being added) have 0 of the new resource so far.
+        self._floor[column] = min(int(self._floor[column]), 0)
+        self._floor_loose = True
 
     @property
     def width(self) -> int:
@@ -239,6 +270,8 @@ class ClusterState:
                 self.static_generation += 1
         self.allocatable[row] = self.vector(allocatable)
         self.free[row] = self.allocatable[row] - self.requested[row]
+        np.minimum(self._floor, self.free[row], out=self._floor)
+        self._floor_loose = self._floor_loose or old is not None  # an update may have raised it
         self.alive[row] = True
         self.ready[row] = node.ready
         self.unschedulable[row] = node.unschedulable
@@ -269,6 +302,7 @@ class ClusterState:
         self.allocatable[row] = 0
         self.requested[row] = 0
         self.free[row] = 0
+        self._floor_loose = True
         self.node_taints[row] = False
         self.labels.clear_node(row)
         self._free_rows.append(row)
@@ -333,6 +367,7 @@ class ClusterState:
         vector = self.pod_vector(pod)
         self.requested[row] += vector
         self.free[row] -= vector
+        np.minimum(self._floor, self.free[row], out=self._floor)
         self.pods[pod.key] = pod
         self.pods_on[row][pod.key] = pod
         self.generation += 1
@@ -351,6 +386,7 @@ class ClusterState:
         vector = self.pod_vector(pod)
         self.requested[row] -= vector
         self.free[row] += vector
+        self._floor_loose = True
         self.generation += 1
         self._changed(row)
         for listener in self._listeners:

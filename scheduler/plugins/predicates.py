@@ -156,12 +156,16 @@ class Predicates(PreFilterPlugin, FilterPlugin):
             self._fit_keys[pod.requests] = key
         return key
 
-    def _over(self, key: _FitKey, n: int) -> list[BoolArray]:
+    def _over(self, key: _FitKey, n: int) -> list[BoolArray | None]:
         """Per asked resource, the rows where ``requested + request > allocatable``, read as
-        ``free < request``: one pass over one contiguous column (the cluster arrays are column-major)."""
-        free = self.handle.cluster.free
+        ``free < request``: one pass over one contiguous column (the cluster arrays are column-major).
+        None for a resource every live node has enough of (at or below the cluster's free floor)."""
+        cluster = self.handle.cluster
+        free, floor = cluster.free, cluster.free_floor()
         less = np.less
-        return [less(free[:n, c], amount) for c, amount in zip(*key, strict=True)]
+        return [
+            None if floor[c] >= amount else less(free[:n, c], amount) for c, amount in zip(*key, strict=True)
+        ]
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         if not pod.node_selector and not pod.affinity and not pod.tolerations:
@@ -189,11 +193,14 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         key = self._fit_key(pod)
         columns = key[0]
         over = self._over(key, n)
-        if len(over) == 1:
-            passed: BoolArray = np.greater(masks.ok, over[0])  # ok & ~over
+        binding = [column_over for column_over in over if column_over is not None]
+        if not binding:
+            passed: BoolArray = masks.ok
+        elif len(binding) == 1:
+            passed = np.greater(masks.ok, binding[0])  # ok & ~over
         else:
-            over_any = np.logical_or(over[0], over[1])
-            for column_over in over[2:]:
+            over_any = np.logical_or(binding[0], binding[1])
+            for column_over in binding[2:]:
                 over_any |= column_over
             passed = np.greater(masks.ok, over_any)
         not_ready, unschedulable, selected = masks.not_ready, masks.unschedulable, masks.selected
@@ -218,7 +225,10 @@ class Predicates(PreFilterPlugin, FilterPlugin):
                 out.append((hit, AFFINITY))
             left &= selected
             for i, column in enumerate(columns):
-                hit = left & over[i]
+                column_over = over[i]
+                if column_over is None:
+                    continue  # no live node short of it
+                hit = left & column_over
                 if hit.any():
                     out.append((hit, insufficient(cluster.columns.names[column])))
             return out

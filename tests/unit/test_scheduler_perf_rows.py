@@ -293,3 +293,29 @@ def test_filter_outcome_is_frozen_at_filter_time_when_kept(keep: bool) -> None:
     else:  # read lazily: valid within the attempt only, which is all a non-kept outcome is used for
         assert first.tolist() == [True, True, True, False]
         assert masks == [[True, True, True, False]]
+
+
+def _true_floor(cluster: ClusterState, key: str) -> int:
+    column = cluster.columns.index[key]
+    live = [row for row in range(cluster.n) if cluster.alive[row]]
+    return min(int(cluster.allocatable[row, column] - cluster.requested[row, column]) for row in live)
+
+
+def test_free_floor_is_exact_after_binds_and_a_lower_bound_after_releases() -> None:
+    """Resource fit skips a resource no live node is short of; that needs a true lower bound."""
+    cluster = cluster_of(3)
+    cpu = cluster.columns.index["cpu"]
+    assert int(cluster.free_floor()[cpu]) == 8000
+    cluster.add_pod(pod("a", "3", "n001"))
+    cluster.add_pod(pod("b", "2", "n001"))
+    assert int(cluster.free_floor()[cpu]) == _true_floor(cluster, "cpu") == 3000
+    cluster.remove_pod("ns/b")  # the true floor rises to 5000; the kept one may stay low
+    assert int(cluster.free_floor()[cpu]) <= _true_floor(cluster, "cpu") == 5000
+    cluster.remove_node("n001")
+    cluster.set_node(node("n000", cpu="2"))  # an update that lowers a row
+    assert int(cluster.free_floor()[cpu]) <= _true_floor(cluster, "cpu") == 2000
+    for i in range(64):  # enough changes: the loose floor is recomputed exactly
+        cluster.add_pod(pod(f"m{i}", "1m", "n002"))
+    assert int(cluster.free_floor()[cpu]) == _true_floor(cluster, "cpu") == 2000
+    cluster.set_node(NodeInfo.from_dict({"metadata": {"name": "g"}, "status": {"allocatable": {"x/y": "4"}}}))
+    assert int(cluster.free_floor()[cluster.columns.index["x/y"]]) <= 0  # the others have none of it
