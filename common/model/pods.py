@@ -24,7 +24,7 @@ from typing import Any, Final
 from common.model import wire
 from common.model.errors import InvalidValue
 from common.model.quantity import PODS, to_units
-from common.model.resources import EMPTY, Resources
+from common.model.resources import EMPTY, Resources, interned
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 GPUQ_SCHEDULER: Final = "gpuq-scheduler"
@@ -275,7 +275,7 @@ class PodInfo:
             preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
-            requests=requests,
+            requests=interned(requests),
             limits=limits,
             node_selector=node_selector,
             affinity=dict(affinity),

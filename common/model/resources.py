@@ -146,3 +146,19 @@ class Resources(Mapping[str, int]):
 
 
 EMPTY = Resources()
+
+# Distinct request vectors, one shared object each (bounded; starts over when full).
+_INTERNED: dict[Resources, Resources] = {EMPTY: EMPTY}
+_MAX_INTERNED = 4096
+
+
+def interned(resources: Resources) -> Resources:
+    """The one shared object equal to ``resources``. Pods of a workload parse to equal but distinct
+    vectors; the scheduler memoises per request vector in a dozen places, and a dict lookup whose
+    key is the very object stored skips the element-by-element comparison."""
+    found = _INTERNED.get(resources)
+    if found is None:
+        if len(_INTERNED) >= _MAX_INTERNED:
+            _INTERNED.clear()
+        _INTERNED[resources] = found = resources
+    return found

@@ -50,9 +50,9 @@ class ClusterEvent(enum.Enum):
 ALL_EVENTS = frozenset(ClusterEvent)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs 3x, and every Filter makes one per pod
 class FilterResult:
-    """One Filter plugin's verdict over all node rows.
+    """One Filter plugin's verdict over all node rows (read-only once made).
 
     ``reasons`` returns (mask of rejected rows, message) pairs, one per distinct message; a rejected
     row may appear under several messages (``Insufficient cpu`` and ``Insufficient memory``).
