@@ -1126,6 +1126,7 @@ class CapacityCard:
         self._demands: dict[tuple[Resources, str | None], CardDemand] = {}
         self._plans: dict[tuple[int, int], TaskPlan] = {}
         self._node_names: dict[str, frozenset[str]] = {}
+        self._name_sets: dict[frozenset[str], frozenset[str]] = {}
         self._charges: dict[
             tuple[int, int, frozenset[str]], tuple[CardDemand, TaskCheck | None, Resources]
         ] = {}
@@ -1175,6 +1176,7 @@ class CapacityCard:
         self._demands.clear()
         self._plans.clear()
         self._node_names.clear()
+        self._name_sets.clear()
         self._charges.clear()
         self._replay()
 
@@ -1268,12 +1270,14 @@ class CapacityCard:
 
     def task_check(self, pod: PodInfo) -> TaskCheck:
         """Task mode verdicts for a pending pod (tracked or not)."""
-        queue = queue_of(pod, self.podgroups)
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            queue = state.queue
+        else:
+            queue = queue_of(pod, self.podgroups)
+            state = self._known_pod_state(pod, queue)
         quota = self.quotas.get(queue)
         ledger = self.ledgers.get(queue)
-        state = self._pods.get(pod.key)
-        if state is None or state.pod is not pod:
-            state = self._known_pod_state(pod, queue)
         if quota is None or ledger is None:
             return unrestricted_check(queue, state.demand or CardDemand())
         if state.error is not None or state.demand is None:
@@ -1281,6 +1285,15 @@ class CapacityCard:
             check = TaskCheck(queue, CardDemand(), self.catalog.names)
             return _with_failure(check, _refuse(GET_TASK_REQUEST_RESOURCE_FAILED, error))
         return self._plan(quota, state.demand).check(ledger)
+
+    def queue_of(self, pod: PodInfo) -> str:
+        """:func:`~common.model.queues.queue_of` against the known PodGroups; for the tracked pod
+        object itself, the queue its state holds, which is the same: :meth:`set_podgroup` and
+        :meth:`remove_podgroup` re-route the pods of a group whenever its queue could change."""
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            return state.queue
+        return queue_of(pod, self.podgroups)
 
     def _plan(self, quota: QueueQuota, demand: CardDemand) -> TaskPlan:
         key = (id(quota), id(demand))
@@ -1304,8 +1317,20 @@ class CapacityCard:
     def allocate(self, pod: PodInfo, node_name: str, check: TaskCheck | None = None) -> Resources:
         """Reserve: charge the pod in its queue for the card type of ``node_name``. Idempotent."""
         bound = pod.with_node_name(node_name)
-        queue = queue_of(bound, self.podgroups)
-        state = self._known_pod_state(bound, queue)
+        old = self._pods.get(pod.key)
+        if (
+            old is not None
+            and old.pod.annotations is bound.annotations
+            and old.pod.requests is bound.requests
+            and old.pod.uid == bound.uid
+        ):
+            # The tracked pod, bound (Reserve): its queue, job and demand read only the annotations
+            # and requests, and the tracked state keeps them current (see queue_of).
+            queue = old.queue
+            state = _PodState(bound, queue, old.job, old.demand, old.error)
+        else:
+            queue = queue_of(bound, self.podgroups)
+            state = self._known_pod_state(bound, queue)
         self._pods[pod.key] = state
         ledger = self.ledgers.get(queue)
         if ledger is None or state.demand is None:
@@ -1356,6 +1381,8 @@ class CapacityCard:
         if names is None:
             node = self.nodes.get(node_name)
             names = frozenset(node.names) if node is not None else frozenset()
+            # One object per distinct set, so the memo key below compares by identity.
+            names = self._name_sets.setdefault(names, names)
             if len(self._node_names) >= _MAX_NODE_MEMO:
                 self._node_names.clear()
             self._node_names[node_name] = names

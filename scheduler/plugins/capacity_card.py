@@ -43,7 +43,7 @@ from common.model.errors import GpuqError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup, Queue, queue_of
+from common.model.queues import PodGroup, Queue
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -242,7 +242,7 @@ class CapacityCardPlugin(
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         self._sync()
         engine = self.engine
-        if queue_of(pod, engine.podgroups) not in engine.quotas:
+        if engine.queue_of(pod) not in engine.quotas:
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
         check = engine.task_check(pod)
         if check.failure is not None:
@@ -279,7 +279,7 @@ class CapacityCardPlugin(
 
     def _verdict(self, check: TaskCheck, n: int) -> _Verdict:
         """``check.filter_nodes(has)``, memoised: it reads nothing else. The result is shared: read-only."""
-        has = self.has(n)
+        self._sync()
         failure = check.failure.message if check.failure is not None else None
         key = (
             n,
@@ -293,7 +293,7 @@ class CapacityCardPlugin(
         if verdict is None:
             if len(self._verdicts) >= _MAX_CLASSES:
                 self._verdicts.clear()
-            verdict = self._verdicts[key] = _Verdict(check.filter_nodes(has))
+            verdict = self._verdicts[key] = _Verdict(check.filter_nodes(self._has[:n]))
         return verdict
 
     # -- node ordering ----------------------------------------------------------------------------
@@ -315,13 +315,13 @@ class CapacityCardPlugin(
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
         n = self.handle.cluster.n
-        has = self.has(n)
+        self._sync()
         key = (pod.annotations.get(CARD_NAME, ""), n)
         scores = self._orders.get(key)
         if scores is None:
             if len(self._orders) >= _MAX_CLASSES:
                 self._orders.clear()
-            scores = self._orders[key] = self.engine.node_order_scores(pod, has)
+            scores = self._orders[key] = self.engine.node_order_scores(pod, self._has[:n])
         copy: FloatArray = scores.copy()
         return copy
 
