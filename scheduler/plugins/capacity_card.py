@@ -260,6 +260,7 @@ class CapacityCardPlugin(
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
+        self._sync()  # a node change since the memo was filled clears it
         check = state.read(NAME, TaskCheck)
         if check is None:
             check = self.engine.task_check(pod)
