@@ -79,6 +79,10 @@ BASE_SCORE: Final = 100.0
 # Job mode enumerates unions of alternative sets (see check_enqueue); past this many distinct sets in
 # one queue it checks each requested set alone, as upstream does.
 _MAX_EXACT_SETS: Final = 12
+# Bounds of CapacityCard's memos: far above the distinct pod classes of a real cluster; a workload
+# past them only recomputes.
+_MAX_MEMO: Final = 4096
+_MAX_NODE_MEMO: Final = 65536
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -397,7 +401,7 @@ class _Job:
         return (reserve if reserving else EMPTY), elastic
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pod:
     job: str | None
     pending: Resources
@@ -430,6 +434,11 @@ class QueueLedger:
     def allocated(self) -> Resources:
         """Charged to bound pods: cpu, memory, concrete card types."""
         return Resources(self._allocated).nonzero()
+
+    @property
+    def allocated_amounts(self) -> Mapping[str, int]:
+        """:attr:`allocated` without building a :class:`Resources` (no zero entries; read-only view)."""
+        return self._allocated
 
     @property
     def inqueue(self) -> Resources:
@@ -510,6 +519,13 @@ class QueueLedger:
             return False
         if entry is None:
             entry = _Pod(job_key, EMPTY, None, bool(charge.without(CPU_MEMORY)))
+        elif entry.job is None:
+            # The Reserve of a tracked jobless pod: move its request from pending to allocated in
+            # place (no job totals to update, and no entry to rebuild).
+            _add(self._pending, entry.pending, -1)
+            entry.charge = charge
+            _add(self._allocated, charge, +1)
+            return True
         else:
             self._remove_entry(pod_key)
         self._add_entry(pod_key, _Pod(entry.job, entry.pending, charge, entry.uses_cards))
@@ -585,7 +601,9 @@ class QueueLedger:
 
 
 def _add(total: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
-    for key, value in amounts.items():
+    # Mapping.items() on a Resources goes through __iter__ and __getitem__ per key: read its dict.
+    items = amounts._amounts.items() if type(amounts) is Resources else amounts.items()
+    for key, value in items:
         new = total.get(key, 0) + sign * value
         if new:
             total[key] = new
@@ -802,7 +820,7 @@ def check_task(
         return _with_failure(base, _empty_capability(quota))
     for resource, reason in ((CPU, INSUFFICIENT_CPU_QUOTA), (MEMORY, INSUFFICIENT_MEMORY_QUOTA)):
         asked = charged.amount(resource)
-        used = ledger.allocated.amount(resource)
+        used = ledger.allocated_amounts.get(resource, 0)
         limit = quota.capability.amount(resource)
         if asked > 0 and used + asked > limit:
             return _with_failure(base, _refuse(reason, _exceeded(quota.name, resource, asked, used, limit)))
@@ -810,7 +828,7 @@ def check_task(
     messages = [""] * count
     decisions: dict[str, Decision] = {}
     groups: list[npt.NDArray[np.intp]] = []
-    allocated = ledger.allocated
+    allocated = ledger.allocated_amounts
     for group in demand.groups:
         ids = []
         for name in group:
@@ -819,7 +837,7 @@ def check_task(
                 continue
             ids.append(index)
             asked = demand.amounts[name]
-            used = allocated.amount(name)
+            used = allocated.get(name, 0)
             limit = quota.capability.amount(name)
             if used + asked <= limit:
                 decision = ALLOW
@@ -893,6 +911,72 @@ def task_quota_refusal(
         d.message for d in refused
     )
     return Decision(False, INSUFFICIENT_SCALAR_QUOTA, message, refused[0].error if refused else None)
+
+
+class TaskPlan:
+    """:func:`check_task` for one ``(quota, demand)`` under one catalog and arguments, memoised.
+
+    The scheduler asks the same question for every pod of a workload, and the answer depends on the
+    ledger only through a few numbers: whether cpu and memory fit, and per candidate card type
+    whether it fits and, when it does not, its usage (the refusal message names it). :meth:`check`
+    reads those from the ledger's plain dict and returns the :class:`TaskCheck` computed for the same
+    numbers before, so the shared checks are read-only. A cpu/memory refusal (its message names the
+    usage too) takes the reference path every time: it is rare and stops the pod anyway.
+    """
+
+    __slots__ = ("_checks", "_fixed", "_limits", "args", "candidates", "catalog", "demand", "quota")
+
+    _MAX_CHECKS: Final = 64
+
+    def __init__(
+        self, quota: QueueQuota, demand: CardDemand, catalog: CardCatalog, args: CapacityCardArgs
+    ) -> None:
+        self.quota = quota
+        self.demand = demand
+        self.catalog = catalog
+        self.args = args
+        charged = _charged_cpu_memory(demand, args)
+        capability = quota.capability
+        self._fixed: TaskCheck | None = None
+        if not quota.open or (
+            not quota.configured and (demand.uses_cards or not charged.nonzero().is_zero())
+        ):
+            # Refused before any usage is read: the same check whatever the ledger holds.
+            self._fixed = check_task(quota, QueueLedger(quota.name), demand, catalog, args)
+        self._limits = tuple(
+            (resource, charged.amount(resource), capability.amount(resource))
+            for resource in CPU_MEMORY
+            if charged.amount(resource) > 0
+        )
+        self.candidates = tuple(
+            (name, demand.amounts[name], capability.amount(name))
+            for group in demand.groups
+            for name in group
+            if catalog.id_of(name) is not None
+        )
+        self._checks: dict[tuple[int | None, ...], TaskCheck] = {}
+
+    def check(self, ledger: QueueLedger) -> TaskCheck:
+        """``check_task(quota, ledger, demand, catalog, args)``."""
+        if self._fixed is not None:
+            return self._fixed
+        used = ledger.allocated_amounts
+        for resource, asked, limit in self._limits:
+            if used.get(resource, 0) + asked > limit:
+                return check_task(self.quota, ledger, self.demand, self.catalog, self.args)
+        # None for a candidate that fits (its verdict does not depend on how much is used), else its
+        # usage, which the refusal message quotes.
+        parts: list[int | None] = []
+        for name, asked, limit in self.candidates:
+            amount = used.get(name, 0)
+            parts.append(None if amount + asked <= limit else amount)
+        key = tuple(parts)
+        check = self._checks.get(key)
+        if check is None:
+            if len(self._checks) >= self._MAX_CHECKS:
+                self._checks.clear()
+            check = self._checks[key] = check_task(self.quota, ledger, self.demand, self.catalog, self.args)
+        return check
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1006,7 +1090,7 @@ def queue_card_metrics(
 # The engine over cluster state
 
 
-@dataclass
+@dataclass(slots=True)
 class _PodState:
     pod: PodInfo
     queue: str
@@ -1035,6 +1119,17 @@ class CapacityCard:
         self.podgroups: dict[str, PodGroup] = {}
         self._pods: dict[str, _PodState] = {}
         self._events: list[EventRecord] = []
+        # Memos over the current catalog (cleared by set_nodes). Demands are shared by pods of the same
+        # requests and card.name, so plans and charges can be keyed by the demand's identity; each
+        # entry holds its key objects, and a hit compares them with ``is``, so a recycled id never
+        # matches.
+        self._demands: dict[tuple[Resources, str | None], CardDemand] = {}
+        self._plans: dict[tuple[int, int], TaskPlan] = {}
+        self._node_names: dict[str, frozenset[str]] = {}
+        self._name_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._charges: dict[
+            tuple[int, int, frozenset[str]], tuple[CardDemand, TaskCheck | None, Resources]
+        ] = {}
 
     @classmethod
     def rebuild(
@@ -1078,11 +1173,19 @@ class CapacityCard:
             EventRecord(p.where or "Node//", "Warning", INVALID_ANNOTATION, str(p)) for p in catalog.problems
         )
         self.catalog = catalog
+        self._demands.clear()
+        self._plans.clear()
+        self._node_names.clear()
+        self._name_sets.clear()
+        self._charges.clear()
         self._replay()
 
     def set_queue(self, queue: Queue) -> None:
         quota = queue_quota(queue)
         previous = self.quotas.get(queue.name)
+        if previous is not None and previous == quota:
+            # A status write or an unrelated edit: keep the object, whose identity keys the task plans.
+            quota = previous
         self.quotas[queue.name] = quota
         if previous is None or previous.events != quota.events:
             self._events.extend(quota.events)
@@ -1167,19 +1270,39 @@ class CapacityCard:
 
     def task_check(self, pod: PodInfo) -> TaskCheck:
         """Task mode verdicts for a pending pod (tracked or not)."""
-        queue = queue_of(pod, self.podgroups)
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            queue = state.queue
+        else:
+            queue = queue_of(pod, self.podgroups)
+            state = self._known_pod_state(pod, queue)
         quota = self.quotas.get(queue)
         ledger = self.ledgers.get(queue)
-        state = self._pods.get(pod.key)
-        if state is None or state.pod is not pod:
-            state = self._known_pod_state(pod, queue)
         if quota is None or ledger is None:
             return unrestricted_check(queue, state.demand or CardDemand())
         if state.error is not None or state.demand is None:
             error = state.error or InvalidValue("pod", pod.ref, "a readable card request", pod.ref)
             check = TaskCheck(queue, CardDemand(), self.catalog.names)
             return _with_failure(check, _refuse(GET_TASK_REQUEST_RESOURCE_FAILED, error))
-        return check_task(quota, ledger, state.demand, self.catalog, self.args)
+        return self._plan(quota, state.demand).check(ledger)
+
+    def queue_of(self, pod: PodInfo) -> str:
+        """:func:`~common.model.queues.queue_of` against the known PodGroups; for the tracked pod
+        object itself, the queue its state holds, which is the same: :meth:`set_podgroup` and
+        :meth:`remove_podgroup` re-route the pods of a group whenever its queue could change."""
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            return state.queue
+        return queue_of(pod, self.podgroups)
+
+    def _plan(self, quota: QueueQuota, demand: CardDemand) -> TaskPlan:
+        key = (id(quota), id(demand))
+        plan = self._plans.get(key)
+        if plan is None or plan.quota is not quota or plan.demand is not demand:
+            if len(self._plans) >= _MAX_MEMO:
+                self._plans.clear()
+            plan = self._plans[key] = TaskPlan(quota, demand, self.catalog, self.args)
+        return plan
 
     def node_order_scores(self, pod: PodInfo, has: BoolArray) -> FloatArray:
         text = pod.annotations.get(CARD_NAME)
@@ -1194,16 +1317,25 @@ class CapacityCard:
     def allocate(self, pod: PodInfo, node_name: str, check: TaskCheck | None = None) -> Resources:
         """Reserve: charge the pod in its queue for the card type of ``node_name``. Idempotent."""
         bound = pod.with_node_name(node_name)
-        queue = queue_of(bound, self.podgroups)
-        state = self._known_pod_state(bound, queue)
+        old = self._pods.get(pod.key)
+        if (
+            old is not None
+            and old.pod.annotations is bound.annotations
+            and old.pod.requests is bound.requests
+            and old.pod.uid == bound.uid
+        ):
+            # The tracked pod, bound (Reserve): its queue, job and demand read only the annotations
+            # and requests, and the tracked state keeps them current (see queue_of).
+            queue = old.queue
+            state = _PodState(bound, queue, old.job, old.demand, old.error)
+        else:
+            queue = queue_of(bound, self.podgroups)
+            state = self._known_pod_state(bound, queue)
         self._pods[pod.key] = state
         ledger = self.ledgers.get(queue)
         if ledger is None or state.demand is None:
             return EMPTY
-        allowed = check.allowed_names if check is not None else None
-        charge = resolve_charge(
-            state.demand, self.nodes.get(node_name, NodeCards(node_name)), self.args, allowed
-        )
+        charge = self._charge(state.demand, node_name, check)
         if not ledger.allocate(pod.key, charge, state.job):
             return ledger.charge_of(pod.key) or EMPTY
         return charge
@@ -1242,9 +1374,44 @@ class CapacityCard:
 
     # -- internals
 
+    def _charge(self, demand: CardDemand, node_name: str, check: TaskCheck | None) -> Resources:
+        """``resolve_charge`` on ``node_name`` with ``check``'s verdicts, memoised: it reads only the
+        demand, the verdicts and which card types the node has."""
+        names = self._node_names.get(node_name)
+        if names is None:
+            node = self.nodes.get(node_name)
+            names = frozenset(node.names) if node is not None else frozenset()
+            # One object per distinct set, so the memo key below compares by identity.
+            names = self._name_sets.setdefault(names, names)
+            if len(self._node_names) >= _MAX_NODE_MEMO:
+                self._node_names.clear()
+            self._node_names[node_name] = names
+        key = (id(demand), id(check), names)
+        memo = self._charges.get(key)
+        if memo is not None and memo[0] is demand and memo[1] is check:
+            return memo[2]
+        allowed = check.allowed_names if check is not None else None
+        charge = resolve_charge(demand, self.nodes.get(node_name, NodeCards(node_name)), self.args, allowed)
+        if len(self._charges) >= _MAX_MEMO:
+            self._charges.clear()
+        self._charges[key] = (demand, check, charge)
+        return charge
+
+    def _demand(self, pod: PodInfo) -> CardDemand:
+        """``pod_card_demand``, shared by pods with the same requests and ``card.name``: it reads
+        nothing else of the pod but its name, and that only in the error it raises (never memoised)."""
+        key = (pod.requests, pod.annotations.get(CARD_NAME))
+        demand = self._demands.get(key)
+        if demand is None:
+            demand = pod_card_demand(pod, self.catalog)
+            if len(self._demands) >= _MAX_MEMO:
+                self._demands.clear()
+            self._demands[key] = demand
+        return demand
+
     def _pod_state(self, pod: PodInfo, queue: str) -> _PodState:
         try:
-            demand: CardDemand | None = pod_card_demand(pod, self.catalog)
+            demand: CardDemand | None = self._demand(pod)
             error = None
         except InvalidValue as err:
             demand, error = None, err

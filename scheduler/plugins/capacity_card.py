@@ -43,7 +43,7 @@ from common.model.errors import GpuqError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup, Queue, queue_of
+from common.model.queues import PodGroup, Queue
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -98,8 +98,10 @@ class CapacityCardPlugin(
         self._has: BoolArray = np.zeros((0, 0), dtype=np.bool_)
         self._stale = False
         # Per ``has``: verdicts per (TaskCheck inputs, n), node-order scores per (alternatives, n).
-        self._verdicts: dict[tuple[object, ...], NodeFilter] = {}
+        self._verdicts: dict[tuple[object, ...], _Verdict] = {}
+        self._checked: dict[int, tuple[TaskCheck, int, _Verdict]] = {}  # by TaskCheck identity
         self._orders: dict[tuple[str, int], FloatArray] = {}
+        self._scored: dict[str, bool] = {}  # card.name text -> has alternatives to order nodes by
         self._reserved: PodInfo | None = None  # the pod Reserve charged last, until it is assumed
         self._seen_events: set[EventRecord] = set()
         self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
@@ -125,6 +127,7 @@ class CapacityCardPlugin(
         self.engine.set_nodes([c for c in self._cards if c.node])
         self._has = self.engine.catalog.node_matrix(self._cards)
         self._verdicts.clear()
+        self._checked.clear()
         self._orders.clear()
         self._emit()
 
@@ -239,7 +242,7 @@ class CapacityCardPlugin(
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         self._sync()
         engine = self.engine
-        if queue_of(pod, engine.podgroups) not in engine.quotas:
+        if engine.queue_of(pod) not in engine.quotas:
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
         check = engine.task_check(pod)
         if check.failure is not None:
@@ -257,25 +260,27 @@ class CapacityCardPlugin(
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
+        self._sync()  # a node change since the memo was filled clears it
         check = state.read(NAME, TaskCheck)
         if check is None:
             check = self.engine.task_check(pod)
-        verdict = self._verdict(check, n)
-        passed = verdict.mask
-        if not passed.any():
+        memo = self._checked.get(id(check))
+        if memo is None or memo[0] is not check or memo[1] != n:
+            # The engine shares one TaskCheck between the pods of a workload while their verdicts
+            # stand: key the result by its identity (held by the entry, so the id is not reused).
+            if len(self._checked) >= _MAX_CLASSES:
+                self._checked.clear()
+            memo = self._checked[id(check)] = (check, n, self._verdict(check, n))
+        verdict = memo[2]
+        if not verdict.any_passed:
             refused = next((d for d in check.decisions.values() if not d.ok), None)
             if refused is not None:
                 self._record_refusal(pod, refused)
+        return FilterResult(verdict.passed, verdict.reasons, unresolvable=verdict.unresolvable)
 
-        def reasons() -> ReasonMasks:
-            index = verdict.reason_index
-            return [(index == code, verdict.reasons[int(code)]) for code in np.unique(index[index >= 0])]
-
-        return FilterResult(passed, reasons, unresolvable=~passed)
-
-    def _verdict(self, check: TaskCheck, n: int) -> NodeFilter:
+    def _verdict(self, check: TaskCheck, n: int) -> _Verdict:
         """``check.filter_nodes(has)``, memoised: it reads nothing else. The result is shared: read-only."""
-        has = self.has(n)
+        self._sync()
         failure = check.failure.message if check.failure is not None else None
         key = (
             n,
@@ -289,7 +294,7 @@ class CapacityCardPlugin(
         if verdict is None:
             if len(self._verdicts) >= _MAX_CLASSES:
                 self._verdicts.clear()
-            verdict = self._verdicts[key] = check.filter_nodes(has)
+            verdict = self._verdicts[key] = _Verdict(check.filter_nodes(self._has[:n]))
         return verdict
 
     # -- node ordering ----------------------------------------------------------------------------
@@ -297,21 +302,27 @@ class CapacityCardPlugin(
         text = pod.annotations.get(CARD_NAME)
         if text is None:
             return Status.skip()
-        try:
-            alternatives = parse_card_names(text, pod.ref)
-        except InvalidAnnotation:
-            return Status.skip()
-        return Status.success() if len(alternatives) > 1 else Status.skip()
+        scored = self._scored.get(text)
+        if scored is None:
+            # Depends on the text alone (the pod's name only appears in the error, ignored here).
+            try:
+                scored = len(parse_card_names(text, pod.ref)) > 1
+            except InvalidAnnotation:
+                scored = False
+            if len(self._scored) >= _MAX_CLASSES:
+                self._scored.clear()
+            self._scored[text] = scored
+        return Status.success() if scored else Status.skip()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
         n = self.handle.cluster.n
-        has = self.has(n)
+        self._sync()
         key = (pod.annotations.get(CARD_NAME, ""), n)
         scores = self._orders.get(key)
         if scores is None:
             if len(self._orders) >= _MAX_CLASSES:
                 self._orders.clear()
-            scores = self._orders[key] = self.engine.node_order_scores(pod, has)
+            scores = self._orders[key] = self.engine.node_order_scores(pod, self._has[:n])
         copy: FloatArray = scores.copy()
         return copy
 
@@ -373,6 +384,32 @@ class CapacityCardPlugin(
             cards = self._cards[row] if row is not None and row < len(self._cards) else _EMPTY_NODE
             charged = next((c.name for c in cards.cards if pod.requests.amount(c.resource) > 0), None)
         return {"cardType": charged}
+
+
+class _Verdict:
+    """A memoised :class:`NodeFilter` and what Filter derives from it: computed once per verdict,
+    not per pod. Every part is immutable once built, so a ``reasons`` call that comes late (after
+    further pods were bound, or the inventory changed) still describes the Filter call it came from."""
+
+    __slots__ = ("_reasons", "any_passed", "nodes", "passed", "unresolvable")
+
+    def __init__(self, nodes: NodeFilter) -> None:
+        self.nodes = nodes
+        self.passed = nodes.mask
+        self.any_passed = bool(nodes.mask.any())
+        self.unresolvable: BoolArray = ~nodes.mask
+        self._reasons: ReasonMasks | None = None
+
+    def reasons(self) -> ReasonMasks:
+        """One (rejected rows, message) pair per distinct reason, built on first demand (FitError)."""
+        if self._reasons is None:
+            index = self.nodes.reason_index
+            messages = self.nodes.reasons
+            # The codes in use, ascending: np.bincount does what np.unique would, without its sort
+            # (and its ~10 ms lazy import on the first call).
+            used = np.flatnonzero(np.bincount(index[index >= 0], minlength=len(messages)))
+            self._reasons = [(index == code, messages[int(code)]) for code in used]
+        return list(self._reasons)
 
 
 def _with_phase(group: PodGroup, phase: str) -> PodGroup:

@@ -1,0 +1,231 @@
+"""The capacity-card hot-path memos agree with the reference functions they stand for.
+
+``TaskPlan.check`` stands for :func:`check_task`, ``CapacityCard.task_check`` / ``allocate`` for
+:func:`check_task` / :func:`resolve_charge` over a fresh :func:`pod_card_demand`, and the plugin's
+memoised Filter reasons for the per-call computation it replaced, even when called late.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.model.capacity_card import (
+    CapacityCard,
+    CapacityCardArgs,
+    NodeFilter,
+    TaskCheck,
+    TaskPlan,
+    check_task,
+    pod_card_demand,
+    queue_quota,
+    resolve_charge,
+)
+from common.model.errors import InvalidAnnotation
+from common.model.pods import PodInfo
+from scheduler.framework.cycle_state import CycleState
+from scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
+from tests.unit.test_capacity_card import CATALOG, NODES, ledger_with, make_pod, make_queue
+from tests.unit.test_scheduler_quota_plugins import _node, _plugin, _pod, _queue, _scheduler
+
+CARDS = ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"]
+CARD_NAMES = [None, "NVIDIA-A100", "NVIDIA-H100|NVIDIA-A100", "NVIDIA-T4|NVIDIA-V100", "NVIDIA-V100"]
+
+
+def assert_same_check(fast: TaskCheck, slow: TaskCheck) -> None:
+    assert fast.queue == slow.queue
+    assert fast.demand == slow.demand
+    assert fast.card_names == slow.card_names
+    assert [ids.tolist() for ids in fast.groups] == [ids.tolist() for ids in slow.groups]
+    assert fast.allowed.tolist() == slow.allowed.tolist()
+    assert fast.messages == slow.messages
+    assert list(fast.decisions.items()) == list(slow.decisions.items())
+    assert [d.reason for d in fast.decisions.values()] == [d.reason for d in slow.decisions.values()]
+    assert fast.failure == slow.failure
+    assert fast.ok == slow.ok
+
+
+def quota_text(quota: dict[str, int]) -> str | None:
+    return None if not quota else "{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    quota=st.dictionaries(st.sampled_from(CARDS), st.integers(0, 4)),
+    usages=st.lists(
+        st.dictionaries(st.sampled_from([*CARDS, "cpu", "memory"]), st.integers(0, 6)), min_size=1, max_size=6
+    ),
+    card_name=st.sampled_from(CARD_NAMES[:4]),
+    gpu=st.integers(0, 3),
+    cpu=st.integers(1, 6),
+    cpu_cap=st.sampled_from([None, "3", "8", "8"]),
+    state=st.sampled_from(["Open", "Open", "Open", "Closed"]),
+    unlimited=st.booleans(),
+)
+def test_task_plan_agrees_with_check_task_whatever_the_usage(
+    *,
+    quota: dict[str, int],
+    usages: list[dict[str, int]],
+    card_name: str | None,
+    gpu: int,
+    cpu: int,
+    cpu_cap: str | None,
+    state: str,
+    unlimited: bool,
+) -> None:
+    """One plan asked under successive usages (cached checks reused) answers as check_task each time."""
+    capability = {"memory": "10Gi"} if cpu_cap is None else {"cpu": cpu_cap, "memory": "10Gi"}
+    q = queue_quota(make_queue(quota=quota_text(quota), state=state, **capability))
+    try:
+        demand = pod_card_demand(make_pod(card_name=card_name, gpu=gpu, cpu=str(cpu)), CATALOG)
+    except InvalidAnnotation:
+        return
+    args = CapacityCardArgs(card_unlimited_cpu_memory=unlimited)
+    plan = TaskPlan(q, demand, CATALOG, args)
+    for allocated in usages + usages:  # the second round answers from the memo
+        ledger = ledger_with(allocated)
+        assert_same_check(plan.check(ledger), check_task(q, ledger, demand, CATALOG, args))
+
+
+def _engine(quota: dict[str, int], unlimited: bool) -> CapacityCard:
+    engine = CapacityCard(CapacityCardArgs(card_unlimited_cpu_memory=unlimited))
+    engine.set_nodes(NODES)
+    engine.set_queue(make_queue(quota=quota_text(quota), cpu="12", memory="64Gi"))
+    return engine
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    quota=st.dictionaries(st.sampled_from(CARDS), st.integers(0, 6)),
+    pods=st.lists(
+        st.tuples(
+            st.sampled_from(CARD_NAMES),
+            st.integers(0, 2),
+            st.sampled_from(["1", "2"]),
+            st.sampled_from([node.node for node in NODES]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    unlimited=st.booleans(),
+)
+def test_engine_hot_path_agrees_with_the_reference_functions(
+    *, quota: dict[str, int], pods: list[tuple[str | None, int, str, str, bool]], unlimited: bool
+) -> None:
+    """Pods of a few shared classes go pending, get checked and reserved (some unreserved and reserved
+    again, some rejected by quota), and every answer equals check_task / resolve_charge from scratch."""
+    engine = _engine(quota, unlimited)
+    q = engine.quotas["team-a"]
+    nodes = {node.node: node for node in NODES}
+    pending: list[PodInfo] = []
+    for i, (card_name, gpu, cpu, _, _) in enumerate(pods):
+        pod = make_pod(f"p{i}", card_name=card_name, gpu=gpu, cpu=cpu)
+        engine.set_pod(pod)
+        pending.append(pod)
+    for rounds in range(2):
+        for pod, (_, _, _, node, unreserve) in zip(pending, pods, strict=True):
+            ledger = engine.ledgers["team-a"]
+            check = engine.task_check(pod)
+            try:
+                demand = pod_card_demand(pod, engine.catalog)
+            except InvalidAnnotation:
+                assert check.failure is not None
+                assert engine.allocate(pod.with_node_name(node), node, check) == {}
+                continue
+            assert_same_check(check, check_task(q, ledger, demand, engine.catalog, engine.args))
+            if not check.ok or ledger.charge_of(pod.key) is not None:
+                continue
+            charge = engine.allocate(pod.with_node_name(node), node, check)
+            assert charge == resolve_charge(demand, nodes[node], engine.args, check.allowed_names)
+            assert ledger.charge_of(pod.key) == charge
+            if unreserve and rounds == 0:
+                assert engine.deallocate(pod) == charge
+    total: dict[str, int] = {}
+    for pod in pending:
+        for key, value in (engine.ledgers["team-a"].charge_of(pod.key) or {}).items():
+            total[key] = total.get(key, 0) + value
+    assert engine.ledgers["team-a"].allocated == {k: v for k, v in total.items() if v}
+
+
+def test_pods_of_one_class_share_their_demand_and_check() -> None:
+    engine = _engine({"NVIDIA-A100": 4}, False)
+    first, second = (make_pod(name, card_name="NVIDIA-A100", gpu=1) for name in ("a", "b"))
+    engine.set_pod(first)
+    engine.set_pod(second)
+    assert engine.task_check(first) is engine.task_check(second)
+    engine.allocate(first.with_node_name("a1"), "a1", engine.task_check(first))
+    # Usage changed but the verdict did not: still the shared check, still right.
+    assert_same_check(
+        engine.task_check(second),
+        check_task(
+            engine.quotas["team-a"],
+            engine.ledgers["team-a"],
+            pod_card_demand(second, engine.catalog),
+            engine.catalog,
+            engine.args,
+        ),
+    )
+
+
+def test_a_queue_status_write_keeps_the_quota_object() -> None:
+    engine = _engine({"NVIDIA-A100": 4}, False)
+    before = engine.quotas["team-a"]
+    queue = make_queue(quota=quota_text({"NVIDIA-A100": 4}), cpu="12", memory="64Gi")
+    engine.set_queue(queue.model_copy(update={"status": queue.status.model_copy(update={"running": 3})}))
+    assert engine.quotas["team-a"] is before
+    engine.set_queue(make_queue(quota=quota_text({"NVIDIA-A100": 5}), cpu="12", memory="64Gi"))
+    assert engine.quotas["team-a"] is not before
+    assert engine.quotas["team-a"].capability.amount("NVIDIA-A100") == 5000
+
+
+def _reference_reasons(verdict: NodeFilter) -> list[tuple[list[bool], str]]:
+    index = verdict.reason_index
+    return [((index == code).tolist(), verdict.reasons[int(code)]) for code in np.unique(index[index >= 0])]
+
+
+@settings(max_examples=100, deadline=None)
+@given(codes=st.lists(st.integers(-1, 3), max_size=20))
+def test_memoised_reasons_equal_the_per_call_computation(codes: list[int]) -> None:
+    index = np.array(codes, dtype=np.int32)
+    nodes = NodeFilter(index < 0, index, ("a", "b", "c", "d"))
+    verdict = _Verdict(nodes)
+    for _ in range(2):
+        got = verdict.reasons()
+        assert [(mask.tolist(), message) for mask, message in got] == _reference_reasons(nodes)
+        assert isinstance(got, list)
+        got.clear()  # a caller's list is its own
+    assert verdict.any_passed == bool((index < 0).any())
+    assert verdict.unresolvable.tolist() == (index >= 0).tolist()
+
+
+def test_filter_reasons_called_late_describe_the_filter_call() -> None:
+    """FitError asks for the reasons after the cycle went on: they still describe that Filter call."""
+    sched, _ = _scheduler()
+    sched.set_node(_node("a100", "NVIDIA-A100", 8))
+    sched.set_node(_node("h100", "NVIDIA-H100", 8))
+    sched.put_object(_queue("q", {"NVIDIA-A100": 2, "NVIDIA-H100": 1}))
+    plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
+    annotations = {"scheduling.volcano.sh/queue-name": "q", "volcano.sh/card.name": "NVIDIA-A100|NVIDIA-H100"}
+    first = _pod("first", 2, **annotations)
+    second = _pod("second", 2, **annotations)
+    sched.add_pod(first)
+    sched.add_pod(second)
+    n = sched.cluster.n
+    state = CycleState()
+    assert plugin.pre_filter(state, second).is_success
+    early = plugin.filter(state, second)
+    expected = _reference_reasons(plugin._verdict(plugin.engine.task_check(second), n).nodes)
+    assert len(expected) == 1 and early.passed.tolist().count(True) == 1  # H100 has too little quota
+    # Bind the first pod to the A100 node: A100 is exhausted too, a new Filter rejects both nodes.
+    bound = first.with_node_name("a100")
+    first_state = CycleState()
+    assert plugin.pre_filter(first_state, first).is_success
+    assert plugin.reserve(first_state, bound, sched.cluster.row_of["a100"]).is_success
+    later_state = CycleState()
+    assert plugin.pre_filter(later_state, second).is_success
+    later = plugin.filter(later_state, second)
+    assert not later.passed.any()
+    assert [(m.tolist(), r) for m, r in early.reasons()] == expected
+    assert len(later.reasons()) == 2
