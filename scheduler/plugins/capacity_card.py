@@ -323,8 +323,7 @@ class CapacityCardPlugin(
             if len(self._orders) >= _MAX_CLASSES:
                 self._orders.clear()
             scores = self._orders[key] = self.engine.node_order_scores(pod, self._has[:n])
-        copy: FloatArray = scores.copy()
-        return copy
+        return scores  # the cache's own: the framework only reads it
 
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
