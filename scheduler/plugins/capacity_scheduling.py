@@ -41,6 +41,8 @@ from scheduler.framework.status import Status
 NAME: Final = "capacity-scheduling"
 
 Int64Array = npt.NDArray[np.int64]
+# Pending freeable-array updates applied at once; bounds the list when PostFilter never runs.
+_MAX_PENDING: Final = 4096
 
 
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
@@ -55,6 +57,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # PostFilter only asks the engine about nodes where evicting every eligible pod could help.
         self._freeable: dict[str, Int64Array] = {}
         self._unquoted: Int64Array = np.zeros((0, 0), dtype=np.int64)
+        # Pod events not yet applied to those arrays, as (namespace, row, pod, sign): only PostFilter
+        # reads them, so a bind costs an append instead of a numpy row update (see _flush).
+        self._pending: list[tuple[str, int, PodInfo, int]] = []
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
@@ -86,13 +91,18 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- freeable arrays --------------------------------------------------------------------------
     def _array(self, namespace: str) -> Int64Array:
-        cluster = self.handle.cluster
-        rows, cols = cluster.allocatable.shape
-        if namespace in self.infos:
-            array = self._freeable.get(namespace)
-            if array is None or array.shape != (rows, cols):
-                array = self._freeable[namespace] = _resized(array, rows, cols)
-            return array
+        """The freeable array of ``namespace`` (the shared one if it has no quota), sized to the
+        cluster; the caller flushes pending events first if it reads the values."""
+        if namespace not in self.infos:
+            return self._array_unquoted()
+        rows, cols = self.handle.cluster.allocatable.shape
+        array = self._freeable.get(namespace)
+        if array is None or array.shape != (rows, cols):
+            array = self._freeable[namespace] = _resized(array, rows, cols)
+        return array
+
+    def _array_unquoted(self) -> Int64Array:
+        rows, cols = self.handle.cluster.allocatable.shape
         if self._unquoted.shape != (rows, cols):
             self._unquoted = _resized(self._unquoted, rows, cols)
         return self._unquoted
@@ -101,21 +111,61 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         self._freeable = {}
         self._unquoted = np.zeros((0, 0), dtype=np.int64)
         cluster = self.handle.cluster
-        for pod in cluster.pods.values():
-            self._array(pod.namespace)[cluster.row_of[pod.node_name]] += cluster.pod_vector(pod)
+        # The cluster's pods already include every pending event.
+        self._pending = [
+            (pod.namespace, cluster.row_of[pod.node_name], pod, 1) for pod in cluster.pods.values()
+        ]
+        self._flush()
+
+    def _flush(self) -> None:
+        """Apply the pending pod events, one ``np.add.at`` per array (integer sums: order-free)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        pod_vector = self.handle.cluster.pod_vector
+        infos = self.infos
+        quoted: dict[str, bool] = {}
+        # Keyed by the namespace with a quota, None for the namespaces without (one shared array).
+        groups: dict[str | None, tuple[list[int], list[Int64Array]]] = {}
+        for namespace, row, pod, sign in pending:
+            has_quota = quoted.get(namespace)
+            if has_quota is None:
+                has_quota = quoted[namespace] = namespace in infos
+            target = namespace if has_quota else None
+            group = groups.get(target)
+            if group is None:
+                group = groups[target] = ([], [])
+            group[0].append(row)
+            vector = pod_vector(pod)
+            group[1].append(vector if sign > 0 else -vector)
+        for target, (rows, vectors) in groups.items():
+            array = self._array_unquoted() if target is None else self._array(target)
+            np.add.at(array, np.asarray(rows, dtype=np.intp), np.array(vectors)[:, : array.shape[1]])
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         return
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        self.infos.reserve_pod(pod)
-        self._array(pod.namespace)[row] += self.handle.cluster.pod_vector(pod)
-        self._priorities.setdefault(pod.namespace, Counter())[pod.priority or 0] += 1
+        # After this plugin's own Reserve the pod is charged already: reserve_pod answers False.
+        namespace = pod.namespace
+        self.infos.reserve(namespace, pod.key, pod.requests)
+        pending = self._pending
+        pending.append((namespace, row, pod, 1))
+        if len(pending) >= _MAX_PENDING:
+            self._flush()
+        counts = self._priorities.get(namespace)
+        if counts is None:
+            counts = self._priorities[namespace] = Counter()
+        counts[pod.priority or 0] += 1
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self.infos.unreserve_pod(pod)
-        self._array(pod.namespace)[row] -= self.handle.cluster.pod_vector(pod)
+        pending = self._pending
+        pending.append((pod.namespace, row, pod, -1))
+        if len(pending) >= _MAX_PENDING:
+            self._flush()
         counts = self._priorities.get(pod.namespace)
         if counts is not None:
             counts[pod.priority or 0] -= 1
@@ -141,6 +191,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def _reachable(self, pod: PodInfo, scope: engine.VictimScope) -> Int64Array | None:
         """Per node, an upper bound of what evicting every eligible pod frees; None if nothing is."""
+        self._flush()
         priority = pod.priority or 0
         if scope is engine.VictimScope.SAME_NAMESPACE:
             if not self._has_lower((pod.namespace,), priority):
