@@ -210,34 +210,34 @@ def _add_into(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> 
 
 # Per request vector, its items as plain tuples: reading a Resources through the Mapping protocol
 # costs a Python-level __getitem__ per key, and every pod of a workload asks for the same vector.
-# Bounded: a cleared cache only costs recomputation.
+# (all items in order: what a charge adds; the amounts PreFilter compares: positive, not ``pods``,
+# sorted.) Bounded: a cleared cache only costs recomputation. ``_LAST`` answers the same object
+# again without hashing it: PreFilter then Reserve read one pod's vector back to back.
 _MAX_MEMO: Final = 4096
-_ITEMS: dict[Resources, tuple[tuple[str, int], ...]] = {}
-_CHECKED: dict[Resources, tuple[tuple[str, int], ...]] = {}
+_Items = tuple[tuple[str, int], ...]
+_SHAPES: dict[Resources, tuple[_Items, _Items]] = {}
+_LAST: list[Any] = [None, ((), ())]
 
 
-def _items(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    """Every ``(resource, amount)`` of ``request``, in its order (what a charge adds)."""
-    if type(request) is not Resources:
-        return tuple(request.items())
-    items = _ITEMS.get(request)
-    if items is None:
-        if len(_ITEMS) >= _MAX_MEMO:
-            _ITEMS.clear()
-        items = _ITEMS[request] = tuple(request.items())
-    return items
+def _shape(request: Mapping[str, int]) -> tuple[_Items, _Items]:
+    if request is _LAST[0]:
+        last: tuple[_Items, _Items] = _LAST[1]
+        return last
+    if not isinstance(request, Resources):  # a plain mapping: not hashable, not cached
+        return _shape_of(request)
+    found = _SHAPES.get(request)
+    if found is None:
+        if len(_SHAPES) >= _MAX_MEMO:
+            _SHAPES.clear()
+        found = _SHAPES[request] = _shape_of(request)
+    _LAST[0] = request
+    _LAST[1] = found
+    return found
 
 
-def _checked(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    """The amounts PreFilter compares: positive, not ``pods``, sorted by resource."""
-    items = _CHECKED.get(request) if type(request) is Resources else None
-    if items is None:
-        items = tuple((k, v) for k, v in sorted(request.items()) if v > 0 and k != PODS)
-        if type(request) is Resources:
-            if len(_CHECKED) >= _MAX_MEMO:
-                _CHECKED.clear()
-            _CHECKED[request] = items
-    return items
+def _shape_of(request: Mapping[str, int]) -> tuple[_Items, _Items]:
+    items = tuple(request.items())
+    return items, tuple((k, v) for k, v in sorted(items) if v > 0 and k != PODS)
 
 
 class ElasticQuotaInfos:
@@ -371,7 +371,7 @@ class ElasticQuotaInfos:
         if used is None:
             return
         total = self._total_used
-        for key, value in _items(delta):
+        for key, value in _shape(delta)[0]:
             change = value if sign > 0 else -value
             used[key] = used.get(key, 0) + change
             total[key] = total.get(key, 0) + change
@@ -386,8 +386,15 @@ class ElasticQuotaInfos:
         if pods is None or namespace not in self._owned:
             pods = self._own_pods(namespace)
         pods[key] = request
-        if namespace in self._used:
-            self._charge(namespace, request, 1)
+        used = self._used.get(namespace)
+        if used is not None:
+            # _charge inlined: this runs for every pod the scheduler places.
+            total = self._total_used
+            for resource, amount in _shape(request)[0]:
+                used[resource] = used.get(resource, 0) + amount
+                total[resource] = total.get(resource, 0) + amount
+            self._stale.add(namespace)
+            self._dirty.add(namespace)
         return True
 
     def reserve_pod(self, pod: PodInfo) -> bool:
@@ -481,7 +488,7 @@ class ElasticQuotaInfos:
         # below, which find and describe it (the two test the same inequalities).
         limits = self._max[namespace]
         refs, total_used, total_min = self._min_refs, self._total_used, self._total_min
-        for key, amount in _checked(request):
+        for key, amount in _shape(request)[1]:
             limit = limits.get(key)
             if limit is not None and used.get(key, 0) + amount > limit:
                 return self._prefilter_slow(namespace, request, pod_ref)

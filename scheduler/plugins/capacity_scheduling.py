@@ -175,12 +175,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         decision = self.infos.prefilter(pod.namespace, pod.requests, "")
-        if decision.ok:
+        if decision is engine.ALLOWED or decision.ok:
             return Status.success()
         return Status.unschedulable(decision.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        self.infos.reserve_pod(pod)
+        self.infos.reserve(pod.namespace, pod.key, pod.requests)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
