@@ -235,6 +235,11 @@ def _shape(request: Mapping[str, int]) -> tuple[_Items, _Items]:
     return found
 
 
+def request_items(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """``request``'s items as a tuple, memoised: equal vectors read in a row share one object."""
+    return _shape(request)[0]
+
+
 def _shape_of(request: Mapping[str, int]) -> tuple[_Items, _Items]:
     items = tuple(request.items())
     return items, tuple((k, v) for k, v in sorted(items) if v > 0 and k != PODS)

@@ -57,9 +57,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # PostFilter only asks the engine about nodes where evicting every eligible pod could help.
         self._freeable: dict[str, Int64Array] = {}
         self._unquoted: Int64Array = np.zeros((0, 0), dtype=np.int64)
-        # Pod events not yet applied to those arrays, as (namespace, row, pod, sign): only PostFilter
-        # reads them, so a bind costs an append instead of a numpy row update (see _flush).
-        self._pending: list[tuple[str, int, PodInfo, int]] = []
+        # Pod events not yet applied to those arrays, as (namespace, row, pod, sign, items): only
+        # PostFilter reads them, so a bind costs an append instead of a numpy row update (_flush).
+        # ``items`` is the engine's memoised tuple of the pod's request: pods asking the same share
+        # it, so the flush builds one vector per distinct request, found by identity.
+        self._pending: list[tuple[str, int, PodInfo, int, tuple[tuple[str, int], ...]]] = []
+        # The pod this plugin's Reserve charged last: the cluster's add of the same pod follows, and
+        # is recognised without asking the engine (which would answer "already charged" anyway).
+        self._reserved: str | None = None
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
@@ -113,7 +118,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         cluster = self.handle.cluster
         # The cluster's pods already include every pending event.
         self._pending = [
-            (pod.namespace, cluster.row_of[pod.node_name], pod, 1) for pod in cluster.pods.values()
+            (pod.namespace, cluster.row_of[pod.node_name], pod, 1, engine.request_items(pod.requests))
+            for pod in cluster.pods.values()
         ]
         self._flush()
 
@@ -126,9 +132,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         pod_vector = self.handle.cluster.pod_vector
         infos = self.infos
         quoted: dict[str, bool] = {}
-        # Keyed by the namespace with a quota, None for the namespaces without (one shared array).
-        groups: dict[str | None, tuple[list[int], list[Int64Array]]] = {}
-        for namespace, row, pod, sign in pending:
+        # Distinct request vectors (signed), by the id of their items tuple: pending keeps every
+        # tuple alive, so an id cannot be reused during the flush.
+        index: dict[tuple[int, int], int] = {}
+        vectors: list[Int64Array] = []
+        # Keyed by the namespace with a quota, None for the namespaces without (one shared array):
+        # the rows and, per row, the index of its vector.
+        groups: dict[str | None, tuple[list[int], list[int]]] = {}
+        for namespace, row, pod, sign, items in pending:
             has_quota = quoted.get(namespace)
             if has_quota is None:
                 has_quota = quoted[namespace] = namespace in infos
@@ -137,22 +148,31 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             if group is None:
                 group = groups[target] = ([], [])
             group[0].append(row)
-            vector = pod_vector(pod)
-            group[1].append(vector if sign > 0 else -vector)
-        for target, (rows, vectors) in groups.items():
+            which = (id(items), sign)
+            at = index.get(which)
+            if at is None:
+                vector = pod_vector(pod)
+                at = index[which] = len(vectors)
+                vectors.append(vector if sign > 0 else -vector)
+            group[1].append(at)
+        matrix = np.array(vectors)
+        for target, (rows, picks) in groups.items():
             array = self._array_unquoted() if target is None else self._array(target)
-            np.add.at(array, np.asarray(rows, dtype=np.intp), np.array(vectors)[:, : array.shape[1]])
+            np.add.at(array, np.asarray(rows, dtype=np.intp), matrix[picks, : array.shape[1]])
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         return
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        # After this plugin's own Reserve the pod is charged already: reserve_pod answers False.
         namespace = pod.namespace
-        self.infos.reserve(namespace, pod.key, pod.requests)
+        key = pod.key
+        if key == self._reserved:
+            self._reserved = None
+        else:
+            self.infos.reserve(namespace, key, pod.requests)
         pending = self._pending
-        pending.append((namespace, row, pod, 1))
+        pending.append((namespace, row, pod, 1, engine.request_items(pod.requests)))
         if len(pending) >= _MAX_PENDING:
             self._flush()
         counts = self._priorities.get(namespace)
@@ -161,9 +181,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         counts[pod.priority or 0] += 1
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._reserved = None
         self.infos.unreserve_pod(pod)
         pending = self._pending
-        pending.append((pod.namespace, row, pod, -1))
+        pending.append((pod.namespace, row, pod, -1, engine.request_items(pod.requests)))
         if len(pending) >= _MAX_PENDING:
             self._flush()
         counts = self._priorities.get(pod.namespace)
@@ -180,10 +201,13 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         return Status.unschedulable(decision.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        self.infos.reserve(pod.namespace, pod.key, pod.requests)
+        key = pod.key
+        self.infos.reserve(pod.namespace, key, pod.requests)
+        self._reserved = key
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._reserved = None
         self.infos.unreserve_pod(pod)
 
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
