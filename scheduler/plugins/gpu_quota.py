@@ -117,6 +117,10 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         # Per request vector, what PreFilter prepares for a card-derived pod (None: no card asked);
         # depends on the cluster's card resources, so cleared with them.
         self._prepared: dict[Resources, _GpuPod | None] = {}
+        # The pod (key, row) this plugin's Reserve settled last (charged, or nothing to charge): the
+        # cluster's add of that pod follows and has nothing to do. Forgotten on anything that could
+        # change the answer (Unreserve, a removal, a node change).
+        self._settled: tuple[str, int] | None = None
         self._status: dict[str, dict[str, Any]] = {}
         for namespace, name, obj in handle.objects.list(GPU_RESOURCE_QUOTA):
             self._object(GPU_RESOURCE_QUOTA, namespace, name, obj)
@@ -148,12 +152,18 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         cards = self._cards[row] = discover_cards(new) if new is not None else _EMPTY_NODE
         labels = self._labels[row] = new.labels if new is not None else {}
         self._row_shares[row] = tuple((card, card_share(card, labels)) for card in cards.cards)
+        self._settled = None
         self._shares.clear()
         self._card_resources = None
         self._prepared.clear()
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         """A bound pod: charged unchecked when someone else bound it (it runs already)."""
+        settled = self._settled
+        if settled is not None:
+            self._settled = None
+            if settled[1] == row and settled[0] == pod.key:
+                return
         if self.store.is_allocated(pod.namespace, pod.key):
             return
         try:
@@ -173,6 +183,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._reconcile()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._settled = None
         self.store.deallocate(pod.namespace, pod.key)
 
     def _reconcile(self) -> None:
@@ -318,15 +329,17 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             request = self._request_on(pod, row)
         except InvalidValue as err:
             return Status.unresolvable(str(err))
-        if request is None:
-            return Status.success()
-        try:
-            self.store.check_and_allocate(pod.namespace, request, pod.key)
-        except QuotaExceeded as err:
-            return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+        key = pod.key
+        if request is not None:
+            try:
+                self.store.check_and_allocate(pod.namespace, request, key)
+            except QuotaExceeded as err:
+                return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+        self._settled = (key, row)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._settled = None
         self.store.deallocate(pod.namespace, pod.key)
 
     # -- status and report ------------------------------------------------------------------------

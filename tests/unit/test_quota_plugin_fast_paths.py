@@ -25,6 +25,7 @@ from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Resources
 from scheduler.cycle import Scheduler
+from scheduler.framework.cycle_state import CycleState
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
@@ -242,3 +243,29 @@ def test_capacity_scheduling_deferred_freeable_matches_a_direct_sum() -> None:
     for target, array in expected.items():
         got = plugin._unquoted if target is None else plugin._freeable[target]
         assert np.array_equal(got, array)
+
+
+def test_cluster_add_after_reserve_charges_once_and_after_unreserve_charges_again() -> None:
+    sched = _scheduler()
+    gpu = next(p for p in sched.framework.plugins if isinstance(p, GPUQuota))
+    elastic = next(p for p in sched.framework.plugins if isinstance(p, CapacityScheduling))
+    state = CycleState()
+    first, second = _gpu_pod("p1", "tf", 1, {}), _gpu_pod("p2", "a", 2, {})
+    for pod in (first, second):
+        assert gpu.reserve(state, pod, 0).is_success
+        elastic.reserve(state, pod, 0)
+        sched.cluster.add_pod(pod.with_node_name("n0"))
+    assert gpu.store.usage("tf").gpu_count == 1
+    assert gpu.store.usage("a").gpu_count == 1
+    info = elastic.infos.get("a")
+    assert info is not None and info.used == Resources({"cpu": 1000, "nvidia.com/gpu": 2000})
+    # Reserved, released, then bound by someone else: the cluster's add charges it.
+    third = _gpu_pod("p3", "a", 1, {})
+    assert gpu.reserve(state, third, 0).is_success
+    elastic.reserve(state, third, 0)
+    gpu.unreserve(state, third, 0)
+    elastic.unreserve(state, third, 0)
+    sched.cluster.add_pod(third.with_node_name("n0"))
+    assert gpu.store.usage("a").gpu_count == 2
+    info = elastic.infos.get("a")
+    assert info is not None and info.used == Resources({"cpu": 2000, "nvidia.com/gpu": 3000})
