@@ -216,13 +216,14 @@ def _add_into(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> 
 _MAX_MEMO: Final = 4096
 _Items = tuple[tuple[str, int], ...]
 _SHAPES: dict[Resources, tuple[_Items, _Items]] = {}
-_LAST: list[Any] = [None, ((), ())]
+# One (request, shape) pair, replaced as a whole: a reader never pairs one vector with another's shape.
+_LAST: list[tuple[object, tuple[_Items, _Items]]] = [(None, ((), ()))]
 
 
 def _shape(request: Mapping[str, int]) -> tuple[_Items, _Items]:
-    if request is _LAST[0]:
-        last: tuple[_Items, _Items] = _LAST[1]
-        return last
+    last = _LAST[0]
+    if request is last[0]:
+        return last[1]
     if not isinstance(request, Resources):  # a plain mapping: not hashable, not cached
         return _shape_of(request)
     found = _SHAPES.get(request)
@@ -230,8 +231,7 @@ def _shape(request: Mapping[str, int]) -> tuple[_Items, _Items]:
         if len(_SHAPES) >= _MAX_MEMO:
             _SHAPES.clear()
         found = _SHAPES[request] = _shape_of(request)
-    _LAST[0] = request
-    _LAST[1] = found
+    _LAST[0] = (request, found)
     return found
 
 
