@@ -208,6 +208,43 @@ def _add_into(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> 
         target[key] = target.get(key, 0) + sign * value
 
 
+# Per request vector, its items as plain tuples: reading a Resources through the Mapping protocol
+# costs a Python-level __getitem__ per key, and every pod of a workload asks for the same vector.
+# (all items in order: what a charge adds; the amounts PreFilter compares: positive, not ``pods``,
+# sorted.) Bounded: a cleared cache only costs recomputation. ``_LAST`` answers the same object
+# again without hashing it: PreFilter then Reserve read one pod's vector back to back.
+_MAX_MEMO: Final = 4096
+_Items = tuple[tuple[str, int], ...]
+_SHAPES: dict[Resources, tuple[_Items, _Items]] = {}
+# One (request, shape) pair, replaced as a whole: a reader never pairs one vector with another's shape.
+_LAST: list[tuple[object, tuple[_Items, _Items]]] = [(None, ((), ()))]
+
+
+def _shape(request: Mapping[str, int]) -> tuple[_Items, _Items]:
+    last = _LAST[0]
+    if request is last[0]:
+        return last[1]
+    if not isinstance(request, Resources):  # a plain mapping: not hashable, not cached
+        return _shape_of(request)
+    found = _SHAPES.get(request)
+    if found is None:
+        if len(_SHAPES) >= _MAX_MEMO:
+            _SHAPES.clear()
+        found = _SHAPES[request] = _shape_of(request)
+    _LAST[0] = (request, found)
+    return found
+
+
+def request_items(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """``request``'s items as a tuple, memoised: equal vectors read in a row share one object."""
+    return _shape(request)[0]
+
+
+def _shape_of(request: Mapping[str, int]) -> tuple[_Items, _Items]:
+    items = tuple(request.items())
+    return items, tuple((k, v) for k, v in sorted(items) if v > 0 and k != PODS)
+
+
 class ElasticQuotaInfos:
     """All ElasticQuotas and the pods charged to them; the capacity-scheduling cache.
 
@@ -217,12 +254,31 @@ class ElasticQuotaInfos:
 
     :meth:`snapshot` is copy-on-write: O(number of quotas), sharing each namespace's pod table until
     one side changes it, so PreFilter can snapshot on every cycle with thousands of namespaces.
+
+    A namespace's ``used`` lives in a plain mutable dict that every charge updates in place; the
+    immutable :class:`ElasticQuotaInfo` handed out by :meth:`get` is rebuilt from it only when read
+    after a change (Reserve runs for every pod, readers are PostFilter and the status sync).
     """
 
-    __slots__ = ("_dirty", "_infos", "_min_refs", "_owned", "_pods", "_total_min", "_total_used")
+    __slots__ = (
+        "_dirty",
+        "_infos",
+        "_max",
+        "_min_refs",
+        "_owned",
+        "_pods",
+        "_stale",
+        "_total_min",
+        "_total_used",
+        "_used",
+    )
 
     def __init__(self) -> None:
+        # Each quota's info; its ``used`` is outdated for the namespaces in ``_stale``.
         self._infos: dict[str, ElasticQuotaInfo] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._max: dict[str, dict[str, int]] = {}
+        self._stale: set[str] = set()
         # Every bound pod of every namespace, quota or not: a quota created later starts right.
         self._pods: dict[str, dict[str, Resources]] = {}
         self._owned: set[str] = set()
@@ -240,7 +296,13 @@ class ElasticQuotaInfos:
         return len(self._infos)
 
     def get(self, namespace: str) -> ElasticQuotaInfo | None:
-        return self._infos.get(namespace)
+        info = self._infos.get(namespace)
+        if info is not None and namespace in self._stale:
+            info = self._infos[namespace] = ElasticQuotaInfo(
+                info.namespace, info.name, info.min, info.max, Resources(self._used[namespace])
+            )
+            self._stale.discard(namespace)
+        return info
 
     def namespaces(self) -> list[str]:
         return sorted(self._infos)
@@ -267,11 +329,13 @@ class ElasticQuotaInfos:
     def upsert(self, quota: ElasticQuota) -> None:
         """Add or replace a namespace's quota; usage is recomputed from the pods already tracked."""
         self._drop(quota.namespace)
-        used = EMPTY
+        used: dict[str, int] = {}
         for request in self._pods.get(quota.namespace, {}).values():
-            used = used + request
-        info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, used)
+            _add_into(used, request, 1)
+        info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, Resources(used))
         self._infos[quota.namespace] = info
+        self._used[quota.namespace] = used
+        self._max[quota.namespace] = dict(quota.max)
         _add_into(self._total_min, info.min, 1)
         _add_into(self._total_used, info.used, 1)
         for key in info.min:
@@ -287,8 +351,11 @@ class ElasticQuotaInfos:
         old = self._infos.pop(namespace, None)
         if old is None:
             return
+        used = self._used.pop(namespace)
+        del self._max[namespace]
+        self._stale.discard(namespace)
         _add_into(self._total_min, old.min, -1)
-        _add_into(self._total_used, old.used, -1)
+        _add_into(self._total_used, used, -1)
         for key in old.min:
             self._min_refs[key] -= 1
 
@@ -304,14 +371,16 @@ class ElasticQuotaInfos:
             self._owned.add(namespace)
         return pods
 
-    def _charge(self, namespace: str, delta: Resources, sign: int) -> None:
-        info = self._infos.get(namespace)
-        if info is None:
+    def _charge(self, namespace: str, delta: Mapping[str, int], sign: int) -> None:
+        used = self._used.get(namespace)
+        if used is None:
             return
-        used = info.used + delta if sign > 0 else info.used - delta
-        # The constructor, not dataclasses.replace: this runs on every Reserve.
-        self._infos[namespace] = ElasticQuotaInfo(info.namespace, info.name, info.min, info.max, used)
-        _add_into(self._total_used, delta, sign)
+        total = self._total_used
+        for key, value in _shape(delta)[0]:
+            change = value if sign > 0 else -value
+            used[key] = used.get(key, 0) + change
+            total[key] = total.get(key, 0) + change
+        self._stale.add(namespace)
         self._dirty.add(namespace)
 
     def reserve(self, namespace: str, key: str, request: Resources) -> bool:
@@ -319,8 +388,18 @@ class ElasticQuotaInfos:
         pods = self._pods.get(namespace)
         if pods is not None and key in pods:
             return False
-        self._own_pods(namespace)[key] = request
-        self._charge(namespace, request, 1)
+        if pods is None or namespace not in self._owned:
+            pods = self._own_pods(namespace)
+        pods[key] = request
+        used = self._used.get(namespace)
+        if used is not None:
+            # _charge inlined: this runs for every pod the scheduler places.
+            total = self._total_used
+            for resource, amount in _shape(request)[0]:
+                used[resource] = used.get(resource, 0) + amount
+                total[resource] = total.get(resource, 0) + amount
+            self._stale.add(namespace)
+            self._dirty.add(namespace)
         return True
 
     def reserve_pod(self, pod: PodInfo) -> bool:
@@ -350,11 +429,13 @@ class ElasticQuotaInfos:
             if pod.holds_resources:
                 self._own_pods(pod.namespace)[pod.key] = pod.requests
         self._total_used = {}
+        self._stale = set()
         for namespace, info in list(self._infos.items()):
-            used = EMPTY
+            used: dict[str, int] = {}
             for request in self._pods.get(namespace, {}).values():
-                used = used + request
-            self._infos[namespace] = dataclasses.replace(info, used=used)
+                _add_into(used, request, 1)
+            self._used[namespace] = used
+            self._infos[namespace] = dataclasses.replace(info, used=Resources(used))
             _add_into(self._total_used, used, 1)
         self._dirty.update(self._infos)
 
@@ -362,6 +443,9 @@ class ElasticQuotaInfos:
         """An independent copy for one scheduling cycle (upstream ``snapshotElasticQuota``)."""
         copy = ElasticQuotaInfos()
         copy._infos = dict(self._infos)
+        copy._used = {ns: dict(used) for ns, used in self._used.items()}
+        copy._max = dict(self._max)
+        copy._stale = set(self._stale)
         copy._pods = dict(self._pods)
         copy._total_min = dict(self._total_min)
         copy._total_used = dict(self._total_used)
@@ -379,12 +463,17 @@ class ElasticQuotaInfos:
 
     def status(self, namespace: str) -> dict[str, Any]:
         """The ``status`` to patch: ``{"used": {resource: quantity}}`` (Semantics 4)."""
-        info = self._infos[namespace]
+        info = self.get(namespace)
+        if info is None:
+            raise KeyError(namespace)
         return {"used": info.used.nonzero().to_quantities()}
 
     def used_numbers(self, namespace: str) -> dict[str, int | float]:
         """``used`` in each resource's own unit, for ``elastic_quota_used{namespace,resource}``."""
-        return self._infos[namespace].used.to_numbers()
+        info = self.get(namespace)
+        if info is None:
+            raise KeyError(namespace)
+        return info.used.to_numbers()
 
     # -- PreFilter --------------------------------------------------------------------------------
 
@@ -397,7 +486,23 @@ class ElasticQuotaInfos:
         A namespace without an ElasticQuota is not checked. Both failures are resolvable by
         preemption (the scheduler should run PostFilter).
         """
-        info = self._infos.get(namespace)
+        used = self._used.get(namespace)
+        if used is None:
+            return ALLOWED
+        # Plain-int pass over the compared amounts; any failure goes to the reference checks
+        # below, which find and describe it (the two test the same inequalities).
+        limits = self._max[namespace]
+        refs, total_used, total_min = self._min_refs, self._total_used, self._total_min
+        for key, amount in _shape(request)[1]:
+            limit = limits.get(key)
+            if limit is not None and used.get(key, 0) + amount > limit:
+                return self._prefilter_slow(namespace, request, pod_ref)
+            if refs.get(key, 0) > 0 and total_used.get(key, 0) + amount > total_min.get(key, 0):
+                return self._prefilter_slow(namespace, request, pod_ref)
+        return ALLOWED
+
+    def _prefilter_slow(self, namespace: str, request: Mapping[str, int], pod_ref: str) -> PreFilterDecision:
+        info = self.get(namespace)
         if info is None:
             return ALLOWED
         request = {k: v for k, v in request.items() if k != PODS}

@@ -533,6 +533,39 @@ def pod_gpu_request(
     )
 
 
+# Card-derived requests repeat a few (TFLOPS, VRAM, count) triples; GPURequest is immutable, so
+# every pod asking the same shares one. Bounded: a cleared cache only costs recomputation.
+_MAX_MEMO: Final = 4096
+_CARD_REQUESTS: dict[tuple[int, int, int], GPURequest] = {}
+
+TF_ANNOTATION_KEYS: Final = frozenset(ann.TENSOR_FUSION_ANNOTATIONS)
+
+
+def has_tf_annotations(pod: PodInfo) -> bool:
+    """The pod sets some tensor-fusion annotation (its request then comes from them)."""
+    annotations = pod.annotations
+    return bool(annotations) and not TF_ANNOTATION_KEYS.isdisjoint(annotations)
+
+
+def card_request(
+    units: int, share: CardShare, *, require_tflops: bool = True, require_vram: bool = True
+) -> GPURequest | None:
+    """:func:`request_from_card` for ``units`` (> 0) of a card worth ``share``, from the share
+    already computed; ``None`` where :func:`request_from_card` raises (a required amount unknown),
+    so a caller re-asks it for the error."""
+    tflops, vram = share.tflops, share.vram
+    if (tflops is None and require_tflops) or (vram is None and require_vram):
+        return None
+    key = (tflops or 0, vram or 0, math.ceil(units / 1000))
+    request = _CARD_REQUESTS.get(key)
+    if request is None:
+        if len(_CARD_REQUESTS) >= _MAX_MEMO:
+            _CARD_REQUESTS.clear()
+        t, v, count = key
+        request = _CARD_REQUESTS[key] = GPURequest(t, v, t, v, count)
+    return request
+
+
 # --------------------------------------------------------------------------------------------------
 # The store
 # --------------------------------------------------------------------------------------------------
@@ -548,6 +581,8 @@ class _Entry:
         "lim_vram",
         "max_gpu_count",
         "max_workers",
+        "needs_tflops",
+        "needs_vram",
         "pods",
         "quota",
         "req_tflops",
@@ -591,6 +626,9 @@ class _Entry:
         self.s_lim_tflops = lim(q.max_limits.tflops)
         self.s_lim_vram = lim(q.max_limits.vram)
         self.max_gpu_count = lim(q.max_gpu_count)
+        # What a card-derived request must know (pod_gpu_request's require_*), read per pod.
+        self.needs_tflops = quota is not None and quota.uses_tflops
+        self.needs_vram = quota is not None and quota.uses_vram
 
 
 @dataclass(frozen=True, slots=True)
@@ -672,6 +710,14 @@ class GPUQuotaStore:
             node_name=node_name,
             label_prefix=label_prefix,
         )
+
+    def card_request(self, namespace: str, units: int, share: CardShare) -> GPURequest | None:
+        """:meth:`request_for` of a pod of ``namespace`` without tensor-fusion annotations that asks
+        ``units`` (> 0) of a card worth ``share``; ``None`` where :meth:`request_for` raises."""
+        e = self._entries.get(namespace)
+        if e is None:
+            return card_request(units, share, require_tflops=False, require_vram=False)
+        return card_request(units, share, require_tflops=e.needs_tflops, require_vram=e.needs_vram)
 
     # -- checks -----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 
@@ -114,6 +115,8 @@ def lookup(product: str) -> GpuSpec | None:
     return best[1] if best else None
 
 
+# A cluster has a handful of products and every node of one asks the same (the answer is pure).
+@lru_cache(maxsize=256)
 def card_tflops(product: str) -> float | None:
     """Dense FP16 Tensor Core TFLOPS of one ``product`` card, or ``None`` when gpuq does not know it."""
     spec = lookup(product)

@@ -41,6 +41,8 @@ from scheduler.framework.status import Status
 NAME: Final = "capacity-scheduling"
 
 Int64Array = npt.NDArray[np.int64]
+# Pending freeable-array updates applied at once; bounds the list when PostFilter never runs.
+_MAX_PENDING: Final = 4096
 
 
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
@@ -55,6 +57,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # PostFilter only asks the engine about nodes where evicting every eligible pod could help.
         self._freeable: dict[str, Int64Array] = {}
         self._unquoted: Int64Array = np.zeros((0, 0), dtype=np.int64)
+        # Pod events not yet applied to those arrays, as (namespace, row, pod, sign, items): only
+        # PostFilter reads them, so a bind costs an append instead of a numpy row update (_flush).
+        # ``items`` is the engine's memoised tuple of the pod's request: pods asking the same share
+        # it, so the flush builds one vector per distinct request, found by identity.
+        self._pending: list[tuple[str, int, PodInfo, int, tuple[tuple[str, int], ...]]] = []
+        # The pod this plugin's Reserve charged last: the cluster's add of the same pod follows, and
+        # is recognised without asking the engine (which would answer "already charged" anyway).
+        self._reserved: str | None = None
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
@@ -86,13 +96,18 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- freeable arrays --------------------------------------------------------------------------
     def _array(self, namespace: str) -> Int64Array:
-        cluster = self.handle.cluster
-        rows, cols = cluster.allocatable.shape
-        if namespace in self.infos:
-            array = self._freeable.get(namespace)
-            if array is None or array.shape != (rows, cols):
-                array = self._freeable[namespace] = _resized(array, rows, cols)
-            return array
+        """The freeable array of ``namespace`` (the shared one if it has no quota), sized to the
+        cluster; the caller flushes pending events first if it reads the values."""
+        if namespace not in self.infos:
+            return self._array_unquoted()
+        rows, cols = self.handle.cluster.allocatable.shape
+        array = self._freeable.get(namespace)
+        if array is None or array.shape != (rows, cols):
+            array = self._freeable[namespace] = _resized(array, rows, cols)
+        return array
+
+    def _array_unquoted(self) -> Int64Array:
+        rows, cols = self.handle.cluster.allocatable.shape
         if self._unquoted.shape != (rows, cols):
             self._unquoted = _resized(self._unquoted, rows, cols)
         return self._unquoted
@@ -101,21 +116,77 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         self._freeable = {}
         self._unquoted = np.zeros((0, 0), dtype=np.int64)
         cluster = self.handle.cluster
-        for pod in cluster.pods.values():
-            self._array(pod.namespace)[cluster.row_of[pod.node_name]] += cluster.pod_vector(pod)
+        # The cluster's pods already include every pending event.
+        self._pending = [
+            (pod.namespace, cluster.row_of[pod.node_name], pod, 1, engine.request_items(pod.requests))
+            for pod in cluster.pods.values()
+        ]
+        self._flush()
+
+    def _flush(self) -> None:
+        """Apply the pending pod events, one ``np.add.at`` per array (integer sums: order-free)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        pod_vector = self.handle.cluster.pod_vector
+        infos = self.infos
+        quoted: dict[str, bool] = {}
+        # Distinct request vectors (signed), by the id of their items tuple: pending keeps every
+        # tuple alive, so an id cannot be reused during the flush.
+        index: dict[tuple[int, int], int] = {}
+        vectors: list[Int64Array] = []
+        # Keyed by the namespace with a quota, None for the namespaces without (one shared array):
+        # the rows and, per row, the index of its vector.
+        groups: dict[str | None, tuple[list[int], list[int]]] = {}
+        for namespace, row, pod, sign, items in pending:
+            has_quota = quoted.get(namespace)
+            if has_quota is None:
+                has_quota = quoted[namespace] = namespace in infos
+            target = namespace if has_quota else None
+            group = groups.get(target)
+            if group is None:
+                group = groups[target] = ([], [])
+            group[0].append(row)
+            which = (id(items), sign)
+            at = index.get(which)
+            if at is None:
+                vector = pod_vector(pod)
+                at = index[which] = len(vectors)
+                vectors.append(vector if sign > 0 else -vector)
+            group[1].append(at)
+        matrix = np.array(vectors)
+        for target, (rows, picks) in groups.items():
+            array = self._array_unquoted() if target is None else self._array(target)
+            np.add.at(array, np.asarray(rows, dtype=np.intp), matrix[picks, : array.shape[1]])
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         return
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        self.infos.reserve_pod(pod)
-        self._array(pod.namespace)[row] += self.handle.cluster.pod_vector(pod)
-        self._priorities.setdefault(pod.namespace, Counter())[pod.priority or 0] += 1
+        namespace = pod.namespace
+        key = pod.key
+        if key == self._reserved:
+            self._reserved = None
+        else:
+            self.infos.reserve(namespace, key, pod.requests)
+        pending = self._pending
+        pending.append((namespace, row, pod, 1, engine.request_items(pod.requests)))
+        if len(pending) >= _MAX_PENDING:
+            self._flush()
+        counts = self._priorities.get(namespace)
+        if counts is None:
+            counts = self._priorities[namespace] = Counter()
+        counts[pod.priority or 0] += 1
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._reserved = None
         self.infos.unreserve_pod(pod)
-        self._array(pod.namespace)[row] -= self.handle.cluster.pod_vector(pod)
+        pending = self._pending
+        pending.append((pod.namespace, row, pod, -1, engine.request_items(pod.requests)))
+        if len(pending) >= _MAX_PENDING:
+            self._flush()
         counts = self._priorities.get(pod.namespace)
         if counts is not None:
             counts[pod.priority or 0] -= 1
@@ -125,15 +196,18 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         decision = self.infos.prefilter(pod.namespace, pod.requests, "")
-        if decision.ok:
+        if decision is engine.ALLOWED or decision.ok:
             return Status.success()
         return Status.unschedulable(decision.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        self.infos.reserve_pod(pod)
+        key = pod.key
+        self.infos.reserve(pod.namespace, key, pod.requests)
+        self._reserved = key
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._reserved = None
         self.infos.unreserve_pod(pod)
 
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
@@ -141,6 +215,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def _reachable(self, pod: PodInfo, scope: engine.VictimScope) -> Int64Array | None:
         """Per node, an upper bound of what evicting every eligible pod frees; None if nothing is."""
+        self._flush()
         priority = pod.priority or 0
         if scope is engine.VictimScope.SAME_NAMESPACE:
             if not self._has_lower((pod.namespace,), priority):

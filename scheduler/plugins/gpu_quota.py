@@ -28,19 +28,21 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.annotations import TENSOR_FUSION_ANNOTATIONS
-from common.model.cards import CARD_UNIT, NodeCards, discover_cards
+from common.model.cards import CARD_UNIT, CardType, NodeCards, discover_cards
 from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.gpu_quota import (
+    CardShare,
     GPUQuotaStore,
     GPURequest,
     GPUResourceQuota,
     card_share,
+    has_tf_annotations,
     request_from_annotations,
 )
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.resources import Resources
 from scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -64,6 +66,7 @@ _EMPTY_NODE: Final = NodeCards("")
 _UNKNOWN: Final = -1
 
 Int64Array = npt.NDArray[np.int64]
+_MAX_PREPARED: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,9 @@ class _GpuPod:
     request: GPURequest | None
     resource: str = ""
     count: int = 0
+
+
+_UNPREPARED: Final = _GpuPod(None)
 
 
 class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
@@ -105,6 +111,16 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         self._labels: list[Mapping[str, str]] = []
         self._shares: dict[str, _Shares] = {}
         self._card_resources: frozenset[str] | None = None
+        # Per node row, its card types with what one unit of each is worth, in discovery order:
+        # computed when the node changes, read for every pod charged there.
+        self._row_shares: list[tuple[tuple[CardType, CardShare], ...]] = []
+        # Per request vector, what PreFilter prepares for a card-derived pod (None: no card asked);
+        # depends on the cluster's card resources, so cleared with them.
+        self._prepared: dict[Resources, _GpuPod | None] = {}
+        # The pod (key, row) this plugin's Reserve settled last (charged, or nothing to charge): the
+        # cluster's add of that pod follows and has nothing to do. Forgotten on anything that could
+        # change the answer (Unreserve, a removal, a node change).
+        self._settled: tuple[str, int] | None = None
         self._status: dict[str, dict[str, Any]] = {}
         for namespace, name, obj in handle.objects.list(GPU_RESOURCE_QUOTA):
             self._object(GPU_RESOURCE_QUOTA, namespace, name, obj)
@@ -132,13 +148,22 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         while len(self._cards) <= row:
             self._cards.append(_EMPTY_NODE)
             self._labels.append({})
-        self._cards[row] = discover_cards(new) if new is not None else _EMPTY_NODE
-        self._labels[row] = new.labels if new is not None else {}
+            self._row_shares.append(())
+        cards = self._cards[row] = discover_cards(new) if new is not None else _EMPTY_NODE
+        labels = self._labels[row] = new.labels if new is not None else {}
+        self._row_shares[row] = tuple((card, card_share(card, labels)) for card in cards.cards)
+        self._settled = None
         self._shares.clear()
         self._card_resources = None
+        self._prepared.clear()
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         """A bound pod: charged unchecked when someone else bound it (it runs already)."""
+        settled = self._settled
+        if settled is not None:
+            self._settled = None
+            if settled[1] == row and settled[0] == pod.key:
+                return
         if self.store.is_allocated(pod.namespace, pod.key):
             return
         try:
@@ -158,6 +183,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._reconcile()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._settled = None
         self.store.deallocate(pod.namespace, pod.key)
 
     def _reconcile(self) -> None:
@@ -171,7 +197,22 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     # -- requests ---------------------------------------------------------------------------------
     def _request_on(self, pod: PodInfo, row: int) -> GPURequest | None:
-        """The pod's request on node ``row`` (Semantics 5); raises InvalidValue when underivable."""
+        """The pod's request on node ``row`` (Semantics 5); raises InvalidValue when underivable.
+
+        Runs in Reserve and for every bound pod: a pod without tensor-fusion annotations is answered
+        from the row's cached card shares; the rest, and every error, by :meth:`_request_slow`."""
+        if row >= len(self._cards) or has_tf_annotations(pod):
+            return self._request_slow(pod, row)
+        requests = pod.requests
+        for card, share in self._row_shares[row]:
+            units = requests.amount(card.resource)
+            if units > 0:
+                request = self.store.card_request(pod.namespace, units, share)
+                return request if request is not None else self._request_slow(pod, row)
+        return None
+
+    def _request_slow(self, pod: PodInfo, row: int) -> GPURequest | None:
+        """The reference derivation :meth:`_request_on` must agree with."""
         cards = self._cards[row] if row < len(self._cards) else _EMPTY_NODE
         card = next((c for c in cards.cards if pod.requests.amount(c.resource) > 0), None)
         return self.store.request_for(pod, card, self._labels[row] if card else None, node_name=cards.node)
@@ -183,12 +224,11 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         tflops = np.full(n, _UNKNOWN, dtype=np.int64)
         vram = np.full(n, _UNKNOWN, dtype=np.int64)
         present = np.zeros(n, dtype=np.bool_)
-        for row, cards in enumerate(self._cards[:n]):
-            card = cards.by_resource(resource)
-            if card is None:
+        for row, row_shares in enumerate(self._row_shares[:n]):
+            share = next((share for card, share in row_shares if card.resource == resource), None)
+            if share is None:
                 continue
             present[row] = True
-            share = card_share(card, self._labels[row])
             tflops[row] = _UNKNOWN if share.tflops is None else share.tflops
             vram[row] = _UNKNOWN if share.vram is None else share.vram
         shares = self._shares[resource] = _Shares(tflops, vram, present)
@@ -199,8 +239,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         namespace = pod.namespace
         if not self.store.has_quota(namespace):
             return Status.skip()
-        annotated = any(key in pod.annotations for key in TENSOR_FUSION_ANNOTATIONS)
-        if annotated:
+        if has_tf_annotations(pod):
             try:
                 request = request_from_annotations(pod, self.store.quota(namespace))
             except InvalidValue as err:
@@ -214,14 +253,23 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             if total is not None:
                 return Status.unresolvable(str(total))
             return Status.skip()  # the same on every node: nothing for Filter to add
-        resource = next(
-            (r for r in sorted(pod.requests) if pod.requests[r] > 0 and self._is_card_resource(r)), ""
-        )
-        if not resource:
+        requests = pod.requests
+        prepared = self._prepared.get(requests, _UNPREPARED)
+        if prepared is _UNPREPARED:
+            prepared = self._prepare(requests)
+            if len(self._prepared) >= _MAX_PREPARED:
+                self._prepared.clear()
+            self._prepared[requests] = prepared
+        if prepared is None:
             return Status.skip()
-        count = -(-pod.requests[resource] // CARD_UNIT)
-        state.write(NAME, _GpuPod(None, resource, count))
+        state.write(NAME, prepared)
         return Status.success()
+
+    def _prepare(self, requests: Resources) -> _GpuPod | None:
+        resource = next((r for r in sorted(requests) if requests[r] > 0 and self._is_card_resource(r)), "")
+        if not resource:
+            return None
+        return _GpuPod(None, resource, -(-requests[resource] // CARD_UNIT))
 
     def _is_card_resource(self, resource: str) -> bool:
         if self._card_resources is None:
@@ -281,15 +329,17 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             request = self._request_on(pod, row)
         except InvalidValue as err:
             return Status.unresolvable(str(err))
-        if request is None:
-            return Status.success()
-        try:
-            self.store.check_and_allocate(pod.namespace, request, pod.key)
-        except QuotaExceeded as err:
-            return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+        key = pod.key
+        if request is not None:
+            try:
+                self.store.check_and_allocate(pod.namespace, request, key)
+            except QuotaExceeded as err:
+                return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+        self._settled = (key, row)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._settled = None
         self.store.deallocate(pod.namespace, pod.key)
 
     # -- status and report ------------------------------------------------------------------------
