@@ -54,7 +54,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from common.model import wire
-from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
+from common.model.allocation import Term, row_sums, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import (
     CROSSQUOTA_PERCENTAGE_PREFIX,
     CROSSQUOTA_PREFIX,
@@ -664,14 +664,8 @@ def score_nodes(
         ratio = (q.astype(np.float64) - after_f) / safe_q
     ratio = np.where(q == 0, 0.0, ratio)
     overflow = ((after > q) & (q != 0)).any(axis=1)
-    scores: npt.NDArray[np.float64] = (ratio * weights).sum(axis=1) / weight_sum * args.plugin_weight
+    scores: npt.NDArray[np.float64] = row_sums(ratio * weights) / weight_sum * args.plugin_weight
     return np.where(is_gpu_node & ~overflow, scores, 0.0)
-
-
-# Below this many scored resources numpy's row sum adds left to right, which a column-by-column
-# accumulation reproduces bit for bit; from 8 on it sums pairwise, so the kernels defer to the
-# [N, k] form.
-_SEQUENTIAL_SUM_MAX: Final = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -706,11 +700,6 @@ class NodeScorer:
         n = is_gpu_node.shape[0]
         if self.scores_nothing:
             return np.zeros(n, dtype=np.float64)
-        if len(self.columns) > _SEQUENTIAL_SUM_MAX:
-            # Row-major, as the [N, k] form sums a row of 8+ terms pairwise.
-            return score_nodes(
-                self.args, self.pod, is_gpu_node, np.ascontiguousarray(quota), np.ascontiguousarray(used)
-            )
         total, overflow = weighted_ratios(quota, used, self.terms())
         scores = total / self.weight_sum * self.args.plugin_weight
         result: npt.NDArray[np.float64] = np.where(np.greater(is_gpu_node, overflow), scores, 0.0)
@@ -733,13 +722,6 @@ class NodeScorer:
         """
         if self.scores_nothing:
             return [0.0] * len(rows)
-        if len(self.columns) > _SEQUENTIAL_SUM_MAX and rows:
-            scores: list[float] = self.score_nodes(
-                np.array([bool(is_gpu_node[row]) for row in rows], dtype=np.bool_),
-                _int_rows(quota, rows),
-                _int_rows(used, rows),
-            ).tolist()
-            return scores
         weight_sum = float(self.weight_sum)
         plugin_weight = float(self.args.plugin_weight)
         out = [0.0] * len(rows)
@@ -749,16 +731,6 @@ class NodeScorer:
             if not overflow:
                 out[i] = total / weight_sum * plugin_weight
         return out
-
-
-def _int_rows(
-    values: Sequence[Sequence[int]] | npt.NDArray[np.int64], rows: Sequence[int]
-) -> npt.NDArray[np.int64]:
-    """``values[rows]`` as an int64 [len(rows), k] array, from numpy or from per-row lists."""
-    if isinstance(values, np.ndarray):
-        picked: npt.NDArray[np.int64] = values[np.asarray(rows, dtype=np.intp)]
-        return picked
-    return np.array([list(values[row]) for row in rows], dtype=np.int64).reshape(len(rows), -1)
 
 
 def node_scorer(args: CrossQuotaArgs, pod: CrossQuotaPod) -> NodeScorer:

@@ -50,7 +50,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from common.model import wire
-from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
+from common.model.allocation import Term, row_sums, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
 from common.model.events import INVALID_ANNOTATION, EventRecord
@@ -62,9 +62,6 @@ RESOURCES_KEY: Final = "resources"
 DEFAULT_PLUGIN_WEIGHT: Final = 10
 DEFAULT_RESOURCE_WEIGHT: Final = 1
 MAX_NODE_SCORE: Final = 100
-# Below this many scored resources numpy's row sum adds left to right, which a column-by-column
-# accumulation reproduces bit for bit; from 8 on it sums pairwise.
-_SEQUENTIAL_SUM_MAX: Final = 7
 
 _EXPECTED_PATTERN: Final = (
     "a resource name, or a suffix wildcard with one trailing '*' after a non-empty prefix "
@@ -419,7 +416,7 @@ class ScorePlan:
         ratio = np.where(self.most_allocated, after_f / safe, (capacity.astype(np.float64) - after_f) / safe)
         ratio = np.where(capacity == 0, 0.0, ratio)
         overflow = ((after > capacity) & (capacity != 0)).any(axis=1)
-        scores = (ratio * self.weights).sum(axis=1) / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
+        scores = row_sums(ratio * self.weights) / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
         result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
         return result
 
@@ -435,9 +432,6 @@ class ScorePlan:
         weight_sum = float(self.weights.sum()) + self.missing_weight
         if weight_sum == 0 or self.columns.size == 0:
             return np.zeros(n, dtype=np.float64)
-        if self.columns.size > _SEQUENTIAL_SUM_MAX:
-            # Row-major, as the [N, k] form sums a row of 8+ terms pairwise.
-            return self.score_nodes(np.ascontiguousarray(allocatable), np.ascontiguousarray(requested))
         total, overflow = weighted_ratios(allocatable, requested, self.terms())
         scores = total / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
         result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
@@ -453,10 +447,8 @@ class ScorePlan:
         since a pod class was last scored this costs a fraction of numpy's per-call overhead.
         """
         weight_sum = float(self.weights.sum()) + self.missing_weight
-        if weight_sum == 0 or self.columns.size == 0 or self.columns.size > _SEQUENTIAL_SUM_MAX:
-            index = np.asarray(rows, dtype=np.intp)
-            scores: list[float] = self.score_nodes_by_column(allocatable[index], requested[index]).tolist()
-            return scores
+        if weight_sum == 0 or self.columns.size == 0:
+            return [0.0] * len(rows)
         factor = MAX_NODE_SCORE * self.plugin_weight
         out = [0.0] * len(rows)
         pairs = ((allocatable[row].tolist(), requested[row].tolist()) for row in rows)

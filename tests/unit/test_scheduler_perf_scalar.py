@@ -149,3 +149,26 @@ def test_strategy_fit_score_few_most_allocated_example() -> None:
     requested = np.array([[1000, 0], [0, 0], [1000, 0]], dtype=np.int64)
     scores = plan.score_few(allocatable, requested, [0, 1, 2])
     assert scores == [25.0, 12.5, 0.0]
+
+
+def test_eight_or_more_scored_resources_add_in_order_for_one_row_as_for_many() -> None:
+    """numpy's row sum may go pairwise from 8 terms, differently for one row than for many; the
+    engines add left to right everywhere, so one changed row rescored alone gets the same bits."""
+    resources = RESOURCES[:9]
+    arguments: dict[str, object] = {
+        "gpu-resource-names": "nvidia.com/gpu",
+        "quota-resources": ",".join(resources),
+    }
+    args = cq.parse_arguments(arguments)
+    pod = cq.CrossQuotaPod(True, np.ones(9, dtype=np.int64), cq.ScoringStrategy.LEAST_ALLOCATED)
+    scorer = cq.node_scorer(args, pod)
+    rng = np.random.default_rng(7)
+    quota = np.asfortranarray(rng.choice(np.array([500, 4096, 64000, 2**40, 2**53 + 1]), size=(64, 9)))
+    used = np.asfortranarray(rng.integers(0, 400, size=(64, 9), dtype=np.int64))
+    is_gpu = np.ones(64, dtype=np.bool_)
+    full = scorer.score_nodes(is_gpu, quota, used)
+    assert _same(full, cq.score_nodes(args, pod, is_gpu, quota, used))
+    for row in range(64):
+        alone = cq.score_nodes(args, pod, is_gpu[row : row + 1], quota[row : row + 1], used[row : row + 1])
+        assert alone.tobytes() == full[row : row + 1].tobytes()
+        assert scorer.score_few(is_gpu, quota, used, [row]) == [full[row]]
