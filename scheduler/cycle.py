@@ -380,7 +380,7 @@ class Scheduler:
             return self._fail(pod, pre, None, post, message)
         outcome = self.framework.run_filter(state, pod)
         feasible = outcome.feasible
-        if not feasible.any():
+        if not outcome.feasible_count:
             status = Status.unschedulable(plugin="Filter")
             post = self._post_filter(state, pod, outcome, None)
             message = fit_error(num_nodes, outcome, None, post.message)

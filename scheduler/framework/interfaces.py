@@ -228,7 +228,7 @@ class FilterOutcome:
     once when the outcome must outlive the attempt (explanations kept, no feasible node).
     """
 
-    __slots__ = ("_pending", "_results", "feasible", "prefilter")
+    __slots__ = ("_feasible_count", "_pending", "_results", "feasible", "prefilter")
 
     def __init__(
         self,
@@ -237,13 +237,21 @@ class FilterOutcome:
         prefilter: Status | None = None,
         *,
         pending: tuple[BoolArray, tuple[tuple[str, FilterResult], ...]] | None = None,
+        feasible_count: int | None = None,
     ) -> None:
         self.feasible = feasible
+        self._feasible_count = feasible_count
         self.prefilter = prefilter if prefilter is not None else Status.success()
         self._results: tuple[tuple[str, FilterResult, BoolArray], ...] | None = (
             results if pending is None else None
         )
         self._pending = pending
+
+    @property
+    def feasible_count(self) -> int:
+        if self._feasible_count is None:
+            self._feasible_count = int(np.count_nonzero(self.feasible))
+        return self._feasible_count
 
     @property
     def results(self) -> tuple[tuple[str, FilterResult, BoolArray], ...]:

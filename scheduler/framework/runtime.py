@@ -145,8 +145,9 @@ class Framework:
             # and live state now, as they stand at Filter time.
             verdicts = [(name, _frozen(result)) for name, result in verdicts]
             alive = alive.copy()
-        outcome = FilterOutcome(feasible, pending=(alive, tuple(verdicts)))
-        if self.keep_outcomes or not count_nonzero(feasible):
+        count = int(count_nonzero(feasible))
+        outcome = FilterOutcome(feasible, pending=(alive, tuple(verdicts)), feasible_count=count)
+        if self.keep_outcomes or not count:
             outcome.results  # noqa: B018 - worked out while the plugins' arrays are current
         self._timed("Filter", started)
         return outcome
