@@ -35,6 +35,7 @@ class QueuedPod:
     pool: str = ""
     message: str = ""
     seq: int = field(default=0)
+    parked_at: float = 0.0  # when it last went to the unschedulable pool
 
 
 class SchedulingQueue:
@@ -112,7 +113,8 @@ class SchedulingQueue:
         queued.pod = pod
         queued.rejected_by = frozenset(rejected_by)
         queued.message = message
-        queued.backoff_until = self._clock() + self.backoff_duration(queued.attempts)
+        queued.parked_at = self._clock()
+        queued.backoff_until = queued.parked_at + self.backoff_duration(queued.attempts)
         queued.pool = "unschedulable"
 
     def requeue(self, pod: PodInfo) -> None:
@@ -154,6 +156,21 @@ class SchedulingQueue:
             else:
                 self._to_backoff(queued)
             moved += 1
+        return moved
+
+    def flush_unschedulable(self, max_age: float) -> int:
+        """Retry pods parked for ``max_age`` seconds or longer whatever happened (kube-scheduler's
+        flushUnschedulablePodsLeftover, podMaxInUnschedulablePodsDuration): the safety net for a
+        change no plugin declared interest in. Returns how many moved."""
+        now = self._clock()
+        moved = 0
+        for queued in self._pods.values():
+            if queued.pool == "unschedulable" and now - queued.parked_at >= max_age:
+                if queued.backoff_until <= now:
+                    self._to_active(queued)
+                else:
+                    self._to_backoff(queued)
+                moved += 1
         return moved
 
     # -- introspection ----------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from common.model.pods import GPUQ_SCHEDULER
 from scheduler.cycle import Scheduler
 from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
 from scheduler.kube.feed import REPLAY_ORDER, Feed
-from scheduler.kube.loop import SchedulingLoop
+from scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
 from scheduler.kube.quota_status import QuotaStatus
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import default_registry
@@ -86,6 +86,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help=f"binding requests in flight at most (default {DEFAULT_BIND_CONCURRENCY})",
     )
     p.add_argument("--flush-interval", type=float, default=0.5, help="seconds between batched writes")
+    p.add_argument(
+        "--max-unschedulable-seconds",
+        type=float,
+        default=DEFAULT_MAX_UNSCHEDULABLE,
+        metavar="SECONDS",
+        help="retry a pod parked as unschedulable this long even without a relevant event "
+        f"(kube-scheduler's podMaxInUnschedulablePodsDuration; default {DEFAULT_MAX_UNSCHEDULABLE:.0f})",
+    )
     p.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(func=main)
@@ -139,6 +147,11 @@ def main(args: argparse.Namespace) -> int:
             timings.validate()
         if args.bind_concurrency < 1:
             raise GpuqError(f"--bind-concurrency: invalid value {args.bind_concurrency}: expected at least 1")
+        if not args.max_unschedulable_seconds > 0:
+            raise GpuqError(
+                f"--max-unschedulable-seconds: invalid value {args.max_unschedulable_seconds}: "
+                "expected a positive number of seconds"
+            )
         # Plugin arguments are validated when the plugins are built: do it now, not after start-up.
         Scheduler(config, default_registry(), _NoBackend(), clock=time.monotonic)
     except GpuqError as err:
@@ -249,7 +262,9 @@ class Service:
             observe=self.metrics.observe,
         )
         feed = self.feed = Feed(scheduler)
-        scheduling = SchedulingLoop(scheduler, feed, self.metrics)
+        scheduling = SchedulingLoop(
+            scheduler, feed, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
+        )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
         backend.on_evict_failed = feed.refeed

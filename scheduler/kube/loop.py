@@ -3,7 +3,8 @@
 It runs attempts back to back while the queue has ready pods (yielding to the event loop after each,
 so watch events and bind completions are never starved), and otherwise sleeps until something
 happens: an informer change or a bind completion (``wake``), the earliest backoff expiring, or the
-housekeeping tick (gang Permit timeouts, unconfirmed binds).
+housekeeping tick (gang Permit timeouts, unconfirmed binds; every 30 s, pods parked as unschedulable
+for longer than ``max_unschedulable`` go back to the queue, as kube-scheduler's leftover flush does).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 log = logging.getLogger(__name__)
 
 TICK: Final = 1.0
+# kube-scheduler's defaults: every 30 s, pods parked as unschedulable for 5 minutes are retried even
+# without an event that could help them.
+FLUSH_EVERY: Final = 30.0
+DEFAULT_MAX_UNSCHEDULABLE: Final = 300.0
 
 
 def attempt_result(attempt: Attempt) -> str:
@@ -42,8 +47,10 @@ class SchedulingLoop:
         metrics: SchedulerMetrics,
         *,
         clock: Callable[[], float] = time.monotonic,
+        max_unschedulable: float = DEFAULT_MAX_UNSCHEDULABLE,
     ) -> None:
         self.scheduler = scheduler
+        self.max_unschedulable = max_unschedulable
         self.feed = feed
         self.metrics = metrics
         self.clock = clock
@@ -56,6 +63,7 @@ class SchedulingLoop:
     async def run(self, stop: asyncio.Event) -> None:
         scheduler = self.scheduler
         next_tick = self.clock() + TICK
+        next_flush = self.clock() + FLUSH_EVERY
         while not stop.is_set():
             self.woken.clear()
             scheduler.run_enqueue()
@@ -82,6 +90,14 @@ class SchedulingLoop:
                 scheduler.expire_waiting()
                 self.feed.expire_assumed()
                 next_tick = now + TICK
+            if now >= next_flush:
+                next_flush = now + FLUSH_EVERY
+                moved = scheduler.queue.flush_unschedulable(self.max_unschedulable)
+                if moved:
+                    log.info(
+                        "retrying %d pod(s) unschedulable for %.0f s or longer", moved, self.max_unschedulable
+                    )
+                    continue  # schedule them now
             timeout = next_tick - now
             upcoming = scheduler.queue.next_backoff()
             if upcoming is not None:

@@ -90,6 +90,29 @@ def test_queue_parks_unschedulable_until_relevant_event_then_backs_off() -> None
     assert again is not None and again.key == "ns/p"
 
 
+def test_queue_retries_pods_parked_too_long_without_any_event() -> None:
+    """kube-scheduler's leftover flush: a pod parked for max_age is retried even if no event a
+    rejecting plugin declared ever comes (a change nobody declared interest in)."""
+    clock = Clock()
+    queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
+    for name in ("old", "young"):
+        queue.add(_pod(name))
+    old, young = queue.pop(), queue.pop()
+    assert old is not None and young is not None
+    queue.unschedulable(old, {"predicates"}, "no room")
+    clock.now = 200.0
+    queue.unschedulable(young, {"predicates"}, "no room")
+    clock.now = 299.0
+    assert queue.flush_unschedulable(300.0) == 0
+    clock.now = 300.0
+    assert queue.flush_unschedulable(300.0) == 1  # only the one parked at 0 s
+    popped = queue.pop()
+    assert popped is not None and popped.key == "ns/old"
+    assert queue.pop() is None
+    parked = queue.get("ns/young")
+    assert parked is not None and parked.pool == "unschedulable"
+
+
 @pytest.mark.parametrize(
     ("attempts", "seconds"), [(0, 0.0), (1, 1.0), (2, 2.0), (4, 8.0), (5, 10.0), (30, 10.0)]
 )
