@@ -382,8 +382,11 @@ class Scheduler:
         feasible = outcome.feasible
         if not outcome.feasible_count:
             status = Status.unschedulable(plugin="Filter")
+            # The reasons as Filter saw them: preemption below may evict pods they would read.
+            message = fit_error(num_nodes, outcome, None)
             post = self._post_filter(state, pod, outcome, None)
-            message = fit_error(num_nodes, outcome, None, post.message)
+            if post.message:
+                message += f" {post.message}"
             return self._fail(pod, status, outcome, post, message)
         total, scores = self.framework.run_score(state, pod, feasible)
         row = self._pick(feasible, total)
@@ -474,9 +477,10 @@ class Scheduler:
         self.backend.set_pod_condition(pod, UNSCHEDULABLE_REASON, message, nominated)
         self.record(EventRecord(pod.ref, "Warning", FAILED_SCHEDULING, message))
         self.queue.unschedulable(pod, rejected_by, message)
-        if nominated:
+        if nominated and post is not None and post.victims:
             # The victims are gone: retry the preemptor now, ahead of lower-ordered pods that would
             # otherwise take the room it made (kube-scheduler protects it with the nomination).
+            # Never without victims: nothing changed, and the retry would loop.
             self.queue.activate(pod.key)
         if attempt is None:
             attempt = Attempt(pod, status, outcome=outcome)

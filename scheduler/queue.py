@@ -135,7 +135,8 @@ class SchedulingQueue:
     def backoff_duration(self, attempts: int) -> float:
         if attempts <= 0:
             return 0.0
-        return float(min(self._initial * 2 ** (attempts - 1), self._max))
+        # The exponent is capped: 2 ** attempts for a pod retried thousands of times overflows a float.
+        return float(min(self._initial * 2 ** min(attempts - 1, 64), self._max))
 
     # -- events --------------------------------------------------------------------------------------
     def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:

@@ -309,6 +309,15 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             if not selection.ok:
                 last_reason = selection.reason
                 continue
+            if not selection.victims:
+                # Room and quota are there already: another plugin's Filter (crossquota, capacity-card,
+                # ...) rejected the node, which evicting pods for room or quota does not change. A
+                # nomination here would evict nobody and retry the pod at once, forever.
+                last_reason = (
+                    f"node {cluster.names[row]} has room and quota for {pod.ref} already; "
+                    "what rejected it is not helped by evicting pods"
+                )
+                continue
             prios = [v.priority or 0 for v in selection.victims]
             rank = (max(prios, default=-(2**31)), sum(prios), len(selection.victims), int(ranks[row]))
             if best is None or rank < best[0]:
