@@ -44,6 +44,8 @@ class StateSnapshot:
     queue_cards: Iterable[QueueCardSample] = ()
     gpu_quota_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, type)
     elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
+    elastic_min: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
+    elastic_max: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
 
 
 class SchedulerMetrics:
@@ -155,3 +157,14 @@ class _StateCollector(Collector):
         for (namespace, resource), value in sorted(state.elastic_used.items()):
             used.add_metric([namespace, resource], value)
         yield used
+        # The guarantee and the ceiling beside the usage: a dashboard shows who borrows and how close
+        # each namespace is to its max without reading the ElasticQuota objects.
+        for bound, values in (("min", state.elastic_min), ("max", state.elastic_max)):
+            family = GaugeMetricFamily(
+                f"elastic_quota_{bound}",
+                f"ElasticQuota spec.{bound} per namespace, in the resource's own unit.",
+                labels=["namespace", "resource"],
+            )
+            for (namespace, resource), value in sorted(values.items()):
+                family.add_metric([namespace, resource], value)
+            yield family

@@ -87,11 +87,19 @@ class QuotaStatus:
                 for m in self.cards.metrics()
             ]
         used: dict[tuple[str, str], float] = {}
+        lower: dict[tuple[str, str], float] = {}
+        upper: dict[tuple[str, str], float] = {}
         if self.elastic is not None:
             for namespace in self.elastic.namespaces():
                 for resource, amount in self.elastic.used_numbers(namespace).items():
                     used[(namespace, resource)] = float(amount)
+                info = self.elastic.get(namespace)
+                if info is not None:
+                    for resource, amount in info.min.to_numbers().items():
+                        lower[(namespace, resource)] = float(amount)
+                    for resource, amount in info.max.to_numbers().items():
+                        upper[(namespace, resource)] = float(amount)
         # A quota deleted since its last status write no longer has a ratio.
         live = set(self.gpu.namespaces()) if self.gpu is not None else {ns for ns, _ in self.gpu_ratios}
         ratios = {k: v for k, v in self.gpu_ratios.items() if k[0] in live}
-        return StateSnapshot(pools, samples, ratios, used)
+        return StateSnapshot(pools, samples, ratios, used, lower, upper)

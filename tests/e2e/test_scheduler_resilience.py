@@ -167,7 +167,7 @@ async def _holder_is(cluster: Cluster, lease: str, identity: str) -> bool:
 
 async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFactory) -> None:
     """/metrics carries DESIGN.md's names with values that match what happened: 4 pods scheduled,
-    1 unschedulable (parked), elastic_quota_used 4 cores, extension-point timings observed."""
+    1 unschedulable (parked), elastic_quota_used 4 cores (min and max 4), extension-point timings observed."""
     name = f"gpuq-{cluster.test_id}"
     await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
     await cluster.create(
@@ -186,6 +186,8 @@ async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFac
     text = await eventually(final, 30, "elastic_quota_used cpu 4", scheduler.log)
     ns = cluster.namespace
     assert metric_value(text, "elastic_quota_used", {"namespace": ns, "resource": "cpu"}) == 4
+    assert metric_value(text, "elastic_quota_min", {"namespace": ns, "resource": "cpu"}) == 4
+    assert metric_value(text, "elastic_quota_max", {"namespace": ns, "resource": "cpu"}) == 4
     assert metric_value(text, "scheduler_schedule_attempts_total", {"result": "scheduled"}) == 4
     assert (metric_value(text, "scheduler_schedule_attempts_total", {"result": "unschedulable"}) or 0) >= 1
     assert metric_value(text, "scheduler_schedule_attempts_total", {"result": "error"}) == 0

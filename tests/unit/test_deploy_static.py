@@ -92,6 +92,8 @@ def test_dashboard_has_the_panels_the_issue_lists() -> None:
         "volcano_queue_card_capacity",
         "gpu_quota_usage_ratio",
         "elastic_quota_used",
+        "elastic_quota_min",
+        "elastic_quota_max",
         "scheduler_schedule_attempts_total",
         "scheduler_scheduling_attempt_duration_seconds_bucket",
         "scheduler_pending_pods",

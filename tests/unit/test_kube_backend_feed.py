@@ -317,6 +317,8 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     assert 'scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter"}' in text
     assert 'scheduler_pending_pods{queue="unschedulable"} 1.0' in text
     assert 'elastic_quota_used{namespace="ns",resource="cpu"} 1.0' in text
+    assert 'elastic_quota_min{namespace="ns",resource="cpu"} 2.0' in text
+    assert 'elastic_quota_max{namespace="ns",resource="cpu"} 2.0' in text
     assert 'gpu_quota_usage_ratio{namespace="ns",resource_type="workers"} 0.75' in text
     for family in ("deserved", "allocated", "request", "capacity"):
         assert f"# TYPE volcano_queue_card_{family} gauge" in text
