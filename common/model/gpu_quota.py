@@ -40,10 +40,17 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from common.model import annotations as ann
-from common.model.cards import CardType
+from common.model.cards import (
+    MIG_RESOURCE_PREFIX,
+    MPS_RESOURCE,
+    NVIDIA_GPU,
+    CardType,
+    NodeCards,
+)
 from common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, QUOTA_ALERT_THRESHOLD, EventRecord
 from common.model.gpu_specs import card_tflops
+from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.quantity import format_bytes, format_units, parse_quantity, to_units
 from common.model.wire import namespaced_object
@@ -466,6 +473,42 @@ def card_share(
         if vram is not None:
             vram = math.ceil(vram / card.replicas)
     return CardShare(tflops_milli, vram)
+
+
+UNIDENTIFIED: Final = "(no product label)"
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """A device-plugin GPU resource whatever the node's labels: ``nvidia.com/gpu``, MPS replicas,
+    MIG instances, and ``<vendor>/gpu``."""
+    return (
+        resource in (NVIDIA_GPU, MPS_RESOURCE)
+        or resource.startswith(MIG_RESOURCE_PREFIX)
+        or resource.endswith("/gpu")
+    )
+
+
+def with_unidentified_cards(node: NodeInfo, cards: NodeCards) -> NodeCards:
+    """``cards`` plus a nameless card type for each GPU resource of ``node`` that card discovery could
+    not name (no ``.product`` label). Queues cannot quote such a card, but a GPUResourceQuota must not
+    be bypassed on it (Semantics 5: each pod is one worker): TFLOPS come from a ``.tflops`` label and
+    a whole card's VRAM from its ``.memory`` label when the node has them; otherwise they are
+    underivable and a quota that limits them refuses the node, as for an unknown product."""
+    named = {card.resource for card in cards.cards}
+    extra: list[CardType] = []
+    for resource in sorted(node.allocatable):
+        if resource in named or not is_gpu_resource(resource):
+            continue
+        # A whole card's memory label; an MPS replica's or MIG instance's share needs the card type.
+        memory = node.labels.get(f"{resource}.memory", "") if resource.endswith("/gpu") else ""
+        memory_mib = int(memory) if memory.isdigit() and int(memory) > 0 else None
+        count = node.allocatable.amount(resource) // 1000
+        extra.append(
+            CardType(f"{resource} {UNIDENTIFIED}", "whole", UNIDENTIFIED, resource, count, memory_mib)
+        )
+    if not extra:
+        return cards
+    return NodeCards(cards.node, cards.cards + tuple(extra), cards.problems)
 
 
 def request_from_card(

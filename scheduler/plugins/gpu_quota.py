@@ -39,6 +39,7 @@ from common.model.gpu_quota import (
     card_share,
     has_tf_annotations,
     request_from_annotations,
+    with_unidentified_cards,
 )
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
@@ -149,7 +150,10 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._cards.append(_EMPTY_NODE)
             self._labels.append({})
             self._row_shares.append(())
-        cards = self._cards[row] = discover_cards(new) if new is not None else _EMPTY_NODE
+        # Unlabelled GPU resources count too: a quota must not be bypassed on a node without labels.
+        cards = self._cards[row] = (
+            with_unidentified_cards(new, discover_cards(new)) if new is not None else _EMPTY_NODE
+        )
         labels = self._labels[row] = new.labels if new is not None else {}
         self._row_shares[row] = tuple((card, card_share(card, labels)) for card in cards.cards)
         self._settled = None
