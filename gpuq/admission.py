@@ -68,7 +68,12 @@ def admit(docs: Sequence[Document], options: AdmissionOptions | None = None) -> 
         kind = _kind(doc)
         assert kind is not None  # filtered above
         obj = _with_namespace(doc.body, kind)
-        if kind == POD and (obj.get("spec") or {}).get("nodeName"):
+        spec = obj.get("spec")
+        if kind == POD and spec is not None and not isinstance(spec, Mapping):
+            # The apiserver's schema refuses it before any webhook: the loader reports it (exit 2).
+            outcome.admitted.append(doc)
+            continue
+        if kind == POD and spec and spec.get("nodeName"):
             outcome.admitted.append(replace(doc, body=obj))
             continue
         ref = object_reference(obj)
@@ -84,7 +89,7 @@ def admit(docs: Sequence[Document], options: AdmissionOptions | None = None) -> 
                 outcome.rejected_pods.append(
                     {
                         "namespace": meta["namespace"],
-                        "name": meta["name"],
+                        "name": meta.get("name", ""),
                         "node": None,
                         "phase": REJECTED,
                         "reason": decision.message,

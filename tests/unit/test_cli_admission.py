@@ -94,3 +94,15 @@ def test_running_pods_are_not_admitted_again(tmp_path: Path, capsys: pytest.Capt
     code, out = simulate(tmp_path, capsys, NODE, QUEUE, pod("running", 8, node="a100-1"))
     assert code == 0
     assert out["pods"][0]["phase"] == "Bound" and out["rejected"] == []
+
+
+@pytest.mark.parametrize("admission", [True, False])
+def test_a_pod_whose_spec_is_not_a_mapping_is_an_input_error_with_or_without_admission(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], admission: bool
+) -> None:
+    """Found by fuzzing: --admission read the spec before anything checked it (a traceback)."""
+    bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: oops\n"
+    code, err = simulate(tmp_path, capsys, NODE, bad, admission=admission)
+    assert code == 2
+    assert "Pod/default/x: spec: invalid value 'oops': expected a mapping" in err
+    assert "Traceback" not in err
