@@ -720,6 +720,29 @@ def select_victims_on_node(
     return VictimSelection(True, tuple(candidates[i] for i in sorted(best)))
 
 
+def spare_gang_members(
+    pods: Sequence[PodInfo], gang_of: Callable[[PodInfo], tuple[str, int] | None]
+) -> list[PodInfo]:
+    """The pods preemption may take without breaking a gang. ``gang_of(pod)`` is None for a pod
+    outside a gang (a PodGroup with minMember above 1), else its gang's key and how many members it
+    runs beyond minMember. A gang gives up at most that many, its least important first (Volcano's
+    gang rule: a job is preemptable only while it keeps minAvailable running); every other pod stays
+    eligible. Least important first, as :func:`select_victims_on_node` orders them."""
+    spare: dict[str, int] = {}
+    out: list[PodInfo] = []
+    for pod in sorted(pods, key=lambda p: (_priority(p), _neg_time(p.creation_timestamp), p.key)):
+        gang = gang_of(pod)
+        if gang is None:
+            out.append(pod)
+            continue
+        key, beyond_min = gang
+        left = spare.setdefault(key, beyond_min)
+        if left > 0:
+            spare[key] = left - 1
+            out.append(pod)
+    return out
+
+
 def _neg_time(timestamp: str) -> tuple[int, ...]:
     # RFC 3339 timestamps in UTC sort as strings; negate character codes to put the newest first.
     return tuple(-ord(c) for c in timestamp)

@@ -284,6 +284,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             "within the node and the elastic quotas"
         )
 
+    def _gang_of(self, pod: PodInfo) -> tuple[str, int] | None:
+        """A running pod's gang and how many members it runs beyond minMember (victim selection
+        leaves it at least minMember)."""
+        group = self.handle.group_of(pod)
+        if group is None or group.min_member <= 1:
+            return None
+        return group.key, self.handle.ready_members(group) - group.min_member
+
     def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
         cluster = self.handle.cluster
         candidates, why_not = self._candidates(pod, outcome)
@@ -304,7 +312,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     if column is None
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
-            node_pods = list(cluster.pods_on[row].values())
+            node_pods = engine.spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
             selection = engine.select_victims_on_node(pod, node_pods, free, self.infos)
             if not selection.ok:
                 last_reason = selection.reason
