@@ -25,6 +25,9 @@ PreFilter that the rest of the cycle reads) and deliberately differs where upstr
   count towards any ``used``, may only preempt lower-priority pods of other such namespaces, and are
   never victims of a preemptor that has a quota. gpuq still remembers their pods, so an ElasticQuota
   created later starts with the right ``used`` (upstream starts it at zero).
+* **Gangs.** Upstream knows no PodGroups and may evict one member of a running gang, leaving it
+  below minMember with its other members still holding their nodes. gpuq takes from a gang only
+  its members beyond minMember (:func:`spare_gang_members`, Volcano's gang preemptable rule).
 
 Everything here is synchronous and pure over explicit state; the scheduler is single-threaded
 asyncio, so the live state needs no lock (upstream's RWMutex guards informer goroutines).
