@@ -99,7 +99,8 @@ def _general_limits(spec: Mapping[str, Any], where: str) -> Resources:
 
 def _plain_units(quantities: Any) -> dict[str, int] | None:
     """A ResourceList of string names and string quantities in units; None for anything else,
-    including a quantity :func:`to_units` refuses (the general path then raises the named error)."""
+    including a quantity :func:`to_units` or :meth:`Resources.parse` refuses (a negative one): the
+    general path then raises the named error."""
     if quantities is None:
         return {}
     if type(quantities) is not dict:
@@ -109,9 +110,12 @@ def _plain_units(quantities: Any) -> dict[str, int] | None:
         if type(name) is not str or type(value) is not str:
             return None
         try:
-            units[name] = _quantity_units(name, value)
+            amount = _quantity_units(name, value)
         except InvalidValue:
             return None
+        if amount < 0:
+            return None  # refused by the general path, which names the field
+        units[name] = amount
     return units
 
 

@@ -175,9 +175,13 @@ class PodGroupCondition(_Model):
     message: str = ""
 
 
+_INT32_MAX: Final = 2**31 - 1
+
+
 class PodGroupSpec(_Model):
-    minMember: int = Field(default=0, ge=0)
-    minTaskMember: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    # int32 in the CRD (the apiserver refuses more).
+    minMember: int = Field(default=0, ge=0, le=_INT32_MAX)
+    minTaskMember: dict[str, Annotated[int, Field(ge=0, le=_INT32_MAX)]] = Field(default_factory=dict)
     # CRD default "default"; an empty string is what Go sees for an absent field.
     queue: str = DEFAULT_QUEUE
     priorityClassName: str = ""

@@ -14,7 +14,7 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from common.model.errors import InvalidValue
+from common.model.errors import InvalidQuantity, InvalidValue
 from common.model.quantity import format_units, to_units, units_to_number
 
 
@@ -49,7 +49,12 @@ class Resources(Mapping[str, int]):
             return EMPTY
         parsed: dict[str, int] = {}
         for name, value in quantities.items():
-            amount = to_units(str(name), value, f"{where}[{name}]" if where else str(name))
+            field = f"{where}[{name}]" if where else str(name)
+            amount = to_units(str(name), value, field)
+            if amount < 0:
+                # The apiserver refuses negative requests, limits, allocatable and quota amounts; a
+                # hand-written manifest saying so must not be read as zero (or as free capacity).
+                raise InvalidQuantity(field, value, "a non-negative Kubernetes quantity")
             parsed[str(name)] = amount
         return cls(parsed)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.errors import InvalidValue
+from common.model.errors import InvalidQuantity, InvalidValue
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
 from tests.unit.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
@@ -253,8 +253,10 @@ def test_one_pass_requests_and_limits_match_the_general_rules(spec: dict[str, An
         )
 
 
-def test_one_pass_path_clamps_a_negative_total_like_the_general_rules() -> None:
-    """A negative request (accepted by the quantity parser) totals to 0, as max(sum, init peak) does."""
+def test_a_negative_quantity_is_refused_on_both_paths() -> None:
+    """The apiserver refuses negative requests and limits; so does gpuq, naming the field (it used to
+    read -1 cpu as a request that clamps the pod's total)."""
     spec = {"containers": [container("a", {"cpu": "-1", "memory": "1Ki"}, limits={"cpu": "-2"})]}
-    assert pod_requests(spec) == {"cpu": 0, "memory": 1024} == _general_requests(spec, "spec")
-    assert pod_limits(spec) == {"cpu": -2000} == _general_limits(spec, "spec")
+    for compute in (pod_requests, _general_requests):
+        with pytest.raises(InvalidQuantity, match=r"cpu\]: invalid value '-1': expected a non-negative"):
+            compute(spec, "spec")

@@ -133,6 +133,8 @@ def test_podgroup_defaults() -> None:
     [
         ({"minMember": -1}, "spec.minMember"),
         ({"minMember": 1.5}, "spec.minMember"),
+        ({"minMember": 2**31}, "spec.minMember"),  # int32 in the CRD
+        ({"minTaskMember": {"worker": 2**31}}, "spec.minTaskMember.worker"),
         ({"queue": 5}, "spec.queue"),
         ({"minResources": {"cpu": "x"}}, "spec.minResources.cpu"),
     ],
