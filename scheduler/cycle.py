@@ -233,6 +233,16 @@ class Scheduler:
         if group is not None:
             self.queue.on_event(ClusterEvent.POD_ADDED, only=lambda p: self.group_of(p) is group)
 
+    def _gate_members(self, group: GroupInfo) -> None:
+        """A PodGroup that appears after some of its pods: those queued meanwhile wait for enqueue
+        like the rest (until then gang's PreFilter kept them from being scheduled alone)."""
+        if not self.framework.enqueue_enabled or group.phase != PENDING:
+            return
+        for pod_key in sorted(self.members.get(group.key, ())):
+            if pod_key in self.pending:
+                self.queue.delete(pod_key)
+                self._held.setdefault(group.key, set()).add(pod_key)
+
     def _gate(self, pod: PodInfo) -> None:
         """Queue ``pod`` unless its PodGroup still waits for enqueue."""
         group = self.group_of(pod)
@@ -280,7 +290,11 @@ class Scheduler:
                 model = PodGroup.from_dict(obj)
                 previous = self.groups.get(key)
                 phase = model.phase if previous is None else previous.phase
-                self.groups[key] = GroupInfo(namespace, name, model.spec.minMember, model.queue, phase, model)
+                group = self.groups[key] = GroupInfo(
+                    namespace, name, model.spec.minMember, model.queue, phase, model
+                )
+                if previous is None:
+                    self._gate_members(group)
             self.queue.on_event(ClusterEvent.PODGROUP_CHANGED)
         elif kind in (QUEUE, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, PRIORITY_CLASS, NAMESPACE):
             # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).

@@ -1,15 +1,16 @@
 """``gang``: a PodGroup's pods start together or not at all (Volcano's gang, coscheduling's Permit).
 
 PreFilter refuses a pod whose group has fewer pods than ``minMember`` (nothing could complete the
-gang); Permit holds each placed pod, reserved, until ``minMember`` of the group are bound or waiting,
-then releases them all. The cycle rolls back a gang whose quorum never comes (a timeout in a
-cluster, the end of the queue in ``gpuq simulate``).
+gang), and a pod whose PodGroup does not exist (yet). Permit holds each placed pod, reserved, until
+``minMember`` of the group are bound or waiting, then releases them all. The cycle rolls back a
+gang whose quorum never comes (a timeout in a cluster, the end of the queue in ``gpuq simulate``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from common.model.annotations import GROUP_NAME
 from common.model.pods import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Handle, PermitPlugin, PreFilterPlugin
@@ -27,7 +28,15 @@ class Gang(PreFilterPlugin, PermitPlugin):
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         group = self.handle.group_of(pod)
-        if group is None or group.min_member <= 1:
+        if group is None:
+            name = pod.annotations.get(GROUP_NAME)
+            if name:
+                # Its PodGroup is not here yet (created after the pod, or its watch event is behind
+                # the pod's): scheduling it alone would bypass the gang and the enqueue check, so it
+                # waits, as Volcano and coscheduling make it. Retried when a PodGroup changes.
+                return Status.unresolvable(f"PodGroup {pod.namespace}/{name} not found: its pods wait for it")
+            return Status.skip()
+        if group.min_member <= 1:
             return Status.skip()
         members = len(self.handle.group_members(group))
         if members < group.min_member:

@@ -278,3 +278,21 @@ def test_gang_with_too_few_pods_never_starts() -> None:
     _run(sched)
     assert backend.bindings == {}
     assert "PodGroup ns/pg has 1 pod(s), fewer than minMember 3" in backend.conditions["ns/w0"].message
+
+
+def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_a_gang() -> None:
+    """Pods and PodGroups arrive on separate watches: a member seen first must not start alone
+    (as Volcano and coscheduling, it waits for its PodGroup)."""
+    sched, backend = _scheduler()
+    sched.set_node(_node("a", allocatable={"cpu": "8", "nvidia.com/gpu": "4"}))
+    member = {"scheduling.k8s.io/group-name": "pg"}
+    sched.add_pod(_pod("w0", {"nvidia.com/gpu": "1"}, annotations=member))
+    _run(sched)
+    assert backend.bindings == {}
+    assert backend.conditions["ns/w0"].message.endswith("PodGroup ns/pg not found: its pods wait for it.")
+    sched.add_pod(_pod("w1", {"nvidia.com/gpu": "1"}, annotations=member))
+    sched.put_object(_group("pg", 2))
+    assert sched.queue.get("ns/w0") is None  # held for enqueue with the group's other pods
+    _run(sched)
+    assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
+    assert sched.groups["ns/pg"].phase == "Running"
