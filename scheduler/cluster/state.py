@@ -277,7 +277,8 @@ class ClusterState:
         self.unschedulable[row] = node.unschedulable
         self.node_taints[row] = False
         for taint in node.taints:
-            self.node_taints[row, self._taint_id(taint)] = True
+            tid = self._taint_id(taint)  # first: a new taint may grow (replace) the matrix
+            self.node_taints[row, tid] = True
         self.labels.set_node(row, node.labels)
         self.generation += 1
         self._changed(row)

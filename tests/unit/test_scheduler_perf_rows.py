@@ -319,3 +319,44 @@ def test_free_floor_is_exact_after_binds_and_a_lower_bound_after_releases() -> N
     assert int(cluster.free_floor()[cpu]) == _true_floor(cluster, "cpu") == 2000
     cluster.set_node(NodeInfo.from_dict({"metadata": {"name": "g"}, "status": {"allocatable": {"x/y": "4"}}}))
     assert int(cluster.free_floor()[cluster.columns.index["x/y"]]) <= 0  # the others have none of it
+
+
+def test_a_fifth_distinct_taint_grows_the_taint_matrix_and_is_kept() -> None:
+    """Found by fuzzing: the row was written into the matrix being replaced (IndexError at start-up
+    of any cluster with more than four distinct NoSchedule taints)."""
+    sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
+    for i in range(6):
+        taints = [{"key": f"k{j}", "value": "v", "effect": "NoSchedule"} for j in range(i + 1)]
+        sched.set_node(
+            NodeInfo.from_dict(
+                {
+                    "metadata": {"name": f"n{i}"},
+                    "spec": {"taints": taints},
+                    "status": {"allocatable": {"cpu": "4"}},
+                }
+            )
+        )
+    cluster = sched.cluster
+    row = cluster.row_of["n5"]
+    assert sorted(
+        cluster.taints[t].key for t in range(len(cluster.taints)) if cluster.node_taints[row, t]
+    ) == [f"k{j}" for j in range(6)]
+    tolerate_all_but_k5 = [{"key": f"k{j}", "operator": "Exists"} for j in range(5)]
+    sched.add_pod(pod("p", "1"))
+    sched.add_pod(
+        PodInfo.from_dict(
+            {
+                "metadata": {"name": "q", "namespace": "ns"},
+                "spec": {
+                    "schedulerName": "gpuq-scheduler",
+                    "tolerations": tolerate_all_but_k5,
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            }
+        )
+    )
+    placed = {}
+    while (attempt := sched.schedule_one()) is not None:
+        placed[attempt.pod.name] = attempt.node
+    assert placed["p"] == ""  # every node is tainted
+    assert placed["q"] in {"n0", "n1", "n2", "n3", "n4"}  # only n5 has k5, which q does not tolerate
