@@ -97,6 +97,23 @@ def create_ca(
     return KeyPair(certificate, key)
 
 
+def ca_still_good(
+    ca: KeyPair, *, for_at_least: dt.timedelta = DEFAULT_LEAF_VALIDITY, now: dt.datetime | None = None
+) -> bool:
+    """Whether ``ca`` may sign the next leaf: a CA certificate valid now and for at least
+    ``for_at_least`` more (a leaf is cut at its CA's expiry, so a nearly expired CA would make the
+    next rotation come early); otherwise a new CA is due, with a new caBundle."""
+    at = now or dt.datetime.now(dt.UTC)
+    cert = ca.certificate
+    try:
+        constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except x509.ExtensionNotFound:
+        return False
+    return (
+        constraints.ca and cert.not_valid_before_utc <= at and cert.not_valid_after_utc - at >= for_at_least
+    )
+
+
 def issue_serving_certificate(
     ca: KeyPair,
     *,

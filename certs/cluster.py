@@ -1,4 +1,5 @@
-"""Writing certificates into the cluster: a ``kubernetes.io/tls`` Secret, and the caBundle of the
+"""Certificates in the cluster: the ``kubernetes.io/tls`` Secret the webhook mounts, the CA kept in a
+Secret of its own (reused by the next rotation, so the caBundle stays), and the caBundle of the
 webhook configurations (so the apiserver trusts the webhook's serving certificate)."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from certs.authority import KeyPair
+from certs.files import key_pair_from_pem
+from common.model.errors import InvalidValue
 
 
 def _b64(data: bytes) -> str:
@@ -31,12 +34,50 @@ async def write_tls_secret(api_client: Any, namespace: str, name: str, pair: Key
             "ca.crt": _b64(ca_pem),
         },
     }
+    await _create_or_replace(core, namespace, name, body)
+
+
+async def _create_or_replace(core: Any, namespace: str, name: str, body: Any) -> None:
     try:
         await core.create_namespaced_secret(namespace, body)
     except ApiException as err:
         if err.status != 409:
             raise
         await core.replace_namespaced_secret(name, namespace, body)
+
+
+async def read_ca_secret(api_client: Any, namespace: str, name: str) -> KeyPair | None:
+    """The CA kept in Secret ``namespace/name`` (``ca.crt``, ``ca.key``); None if there is none yet.
+    A Secret that holds something else raises InvalidValue naming it (nothing is overwritten)."""
+    core = client.CoreV1Api(api_client)
+    try:
+        secret = await core.read_namespaced_secret(name, namespace)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    data = secret.data or {}
+    where = f"Secret/{namespace}/{name}"
+    if "ca.crt" not in data or "ca.key" not in data:
+        raise InvalidValue(where, sorted(data), "data with ca.crt and ca.key (a CA gpuq stored)")
+    return key_pair_from_pem(
+        base64.b64decode(data["ca.crt"]),
+        base64.b64decode(data["ca.key"]),
+        f"{where} ca.crt",
+        f"{where} ca.key",
+    )
+
+
+async def write_ca_secret(api_client: Any, namespace: str, name: str, ca: KeyPair) -> None:
+    """Keep the CA in Secret ``namespace/name`` (Opaque: ``ca.crt``, ``ca.key``) for the next run."""
+    body: Any = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "gpuq"}},
+        "data": {"ca.crt": _b64(ca.certificate_pem()), "ca.key": _b64(ca.private_key_pem())},
+    }
+    await _create_or_replace(client.CoreV1Api(api_client), namespace, name, body)
 
 
 async def inject_ca_bundle(

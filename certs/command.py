@@ -1,25 +1,31 @@
 """``gpuq certs``: issue the webhook's CA and serving certificate, and inject the CA bundle.
 
     gpuq certs issue --service gpuq-webhook --namespace gpuq-system --out-dir ./certs
-        [--ca-cert F --ca-key F] [--secret gpuq-webhook-tls] [--kubeconfig P]
-        [--inject-validating gpuq --inject-mutating gpuq]
+        [--ca-cert F --ca-key F | --ca-secret gpuq-webhook-ca] [--secret gpuq-webhook-tls]
+        [--kubeconfig P] [--inject-validating gpuq --inject-mutating gpuq]
     gpuq certs inject --ca-file ca.crt --validating gpuq --mutating gpuq [--kubeconfig P]
 
 The serving certificate covers the Service's DNS names (``svc``, ``svc.ns``, ``svc.ns.svc``,
-``svc.ns.svc.cluster.local``) plus any ``--dns-name``/``--ip``. An existing CA (``--ca-cert/--ca-key``)
-is reused so rotating the serving certificate does not require a new caBundle.
+``svc.ns.svc.cluster.local``) plus any ``--dns-name``/``--ip``. An existing CA (``--ca-cert/--ca-key``,
+or the one kept in ``--ca-secret``) is reused so rotating the serving certificate does not change the
+caBundle: the apiserver trusts the new certificate the moment the webhook serves it. With
+``--ca-secret`` the CA is created and stored there on the first run, and replaced only when it is
+within a leaf's validity (a year) of expiring.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from certs.authority import KeyPair, create_ca, issue_serving_certificate
-from certs.cluster import inject_ca_bundle, write_tls_secret
+from kubernetes_asyncio.client.rest import ApiException
+
+from certs.authority import KeyPair, ca_still_good, create_ca, issue_serving_certificate
+from certs.cluster import inject_ca_bundle, read_ca_secret, write_ca_secret, write_tls_secret
 from certs.files import load_key_pair, write_key_pair
 from common.kube.client import new_api_client
 from common.model.errors import GpuqError
@@ -50,6 +56,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     issue.add_argument("--out-dir", type=Path, help="write ca.crt, ca.key, tls.crt, tls.key here")
     issue.add_argument("--ca-cert", type=Path, help="reuse this CA certificate")
     issue.add_argument("--ca-key", type=Path, help="and its key")
+    issue.add_argument(
+        "--ca-secret",
+        help="keep the CA in this Secret of --namespace and reuse it while it is valid for another year",
+    )
     issue.add_argument("--secret", help="also write a kubernetes.io/tls Secret of this name in --namespace")
     issue.add_argument(
         "--inject-validating", action="append", default=[], help="ValidatingWebhookConfiguration"
@@ -77,17 +87,60 @@ def main(args: argparse.Namespace) -> int:
     except (GpuqError, OSError, ValueError) as err:
         print(f"gpuq certs: {err}", file=sys.stderr)
         return 2
+    except ApiException as err:
+        print(
+            f"gpuq certs: the API server answered {err.status} {err.reason}: {_api_message(err)}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _api_message(err: ApiException) -> str:
+    try:
+        body = json.loads(err.body or "{}")
+    except (TypeError, ValueError):
+        return str(err.body or "")
+    return str(body.get("message") or "") if isinstance(body, dict) else str(body)
 
 
 def _issue(args: argparse.Namespace) -> int:
     if bool(args.ca_cert) != bool(args.ca_key):
         print("gpuq certs issue: --ca-cert and --ca-key go together", file=sys.stderr)
         return 2
-    ca: KeyPair = (
-        load_key_pair(args.ca_cert, args.ca_key)
-        if args.ca_cert
-        else create_ca(f"gpuq-webhook-ca.{args.namespace}")
-    )
+    if args.ca_cert and args.ca_secret:
+        print("gpuq certs issue: --ca-cert/--ca-key or --ca-secret, not both", file=sys.stderr)
+        return 2
+    ca: KeyPair
+    if args.ca_secret:
+        ca = asyncio.run(_kept_ca(args))
+    elif args.ca_cert:
+        ca = load_key_pair(args.ca_cert, args.ca_key)
+    else:
+        ca = create_ca(f"gpuq-webhook-ca.{args.namespace}")
+    return _issue_with(args, ca)
+
+
+async def _kept_ca(args: argparse.Namespace) -> KeyPair:
+    """The CA kept in ``--ca-secret`` while it is good for another leaf, else a new one kept there."""
+    api = await new_api_client(args.kubeconfig)
+    try:
+        kept = await read_ca_secret(api, args.namespace, args.ca_secret)
+        where = f"Secret {args.namespace}/{args.ca_secret}"
+        if kept is not None and ca_still_good(kept):
+            ca = kept
+            until = kept.certificate.not_valid_after_utc.date().isoformat()
+            print(f"reusing the CA kept in {where} (valid until {until}): the caBundle does not change")
+        else:
+            ca = create_ca(f"gpuq-webhook-ca.{args.namespace}")
+            await write_ca_secret(api, args.namespace, args.ca_secret, ca)
+            why = "none kept yet" if kept is None else "the kept one is not good for another year"
+            print(f"issued a new CA ({why}), kept in {where}")
+    finally:
+        await api.close()
+    return ca
+
+
+def _issue_with(args: argparse.Namespace, ca: KeyPair) -> int:
     names = service_dns_names(args.service, args.namespace, args.cluster_domain) + list(args.dns_name)
     pair = issue_serving_certificate(ca, dns_names=names, ip_addresses=args.ip)
     if args.out_dir:

@@ -47,11 +47,30 @@ def write_key_pair(pair: KeyPair, certificate_path: Path, private_key_path: Path
 
 def load_key_pair(certificate_path: Path, private_key_path: Path) -> KeyPair:
     """Read a pair written by :func:`write_key_pair` (e.g. to reuse an existing CA)."""
-    certificate = x509.load_pem_x509_certificate(certificate_path.read_bytes())
-    key = serialization.load_pem_private_key(private_key_path.read_bytes(), password=None)
+    return key_pair_from_pem(
+        certificate_path.read_bytes(),
+        private_key_path.read_bytes(),
+        str(certificate_path),
+        str(private_key_path),
+    )
+
+
+def key_pair_from_pem(
+    certificate_pem: bytes, private_key_pem: bytes, certificate: str, private_key: str
+) -> KeyPair:
+    """A certificate and its EC private key from PEM; ``certificate``/``private_key`` name where they
+    came from in errors (a bad PEM, another key type, a key that is not the certificate's)."""
+    try:
+        cert = x509.load_pem_x509_certificate(certificate_pem)
+    except ValueError:
+        raise InvalidValue(certificate, "(not shown)", "a PEM certificate") from None
+    try:
+        key = serialization.load_pem_private_key(private_key_pem, password=None)
+    except (ValueError, TypeError):
+        raise InvalidValue(private_key, "(not shown)", "an unencrypted PEM private key") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise InvalidValue(str(private_key_path), type(key).__name__, "an EC private key")
+        raise InvalidValue(private_key, type(key).__name__, "an EC private key")
     spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if key.public_key().public_bytes(*spki) != certificate.public_key().public_bytes(*spki):
-        raise InvalidValue(str(private_key_path), "(key)", f"the private key of {certificate_path}")
-    return KeyPair(certificate, key)
+    if key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki):
+        raise InvalidValue(private_key, "(key)", f"the private key of {certificate}")
+    return KeyPair(cert, key)

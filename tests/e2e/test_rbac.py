@@ -11,6 +11,7 @@ it grants (not the admin kubeconfig).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import ssl
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
 from certs.authority import create_ca, issue_serving_certificate
 from certs.files import write_key_pair
@@ -105,6 +107,9 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     # certificate Job: one Secret, two webhook configurations, nothing else
     (CERTS, "create", "secrets", "", NAMESPACE, True),
     (CERTS, "update", "secrets/gpuq-webhook-tls", "", NAMESPACE, True),
+    (CERTS, "get", "secrets/gpuq-webhook-ca", "", NAMESPACE, True),
+    (CERTS, "update", "secrets/gpuq-webhook-ca", "", NAMESPACE, True),
+    (CERTS, "get", "secrets/gpuq-webhook-tls", "", NAMESPACE, False),
     (
         CERTS,
         "get",
@@ -304,6 +309,40 @@ def post_review(port: int, ca: Path, path: str, review: dict[str, Any]) -> dict[
     )
     with urllib.request.urlopen(request, timeout=5, context=context) as reply:
         return dict(json.loads(reply.read()))
+
+
+def test_certificate_job_rotates_on_its_token_and_keeps_the_ca(
+    installed_rbac: str, control_plane: ControlPlane, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`gpuq certs issue` as the Job runs it, on the gpuq-certs token: the first run creates and keeps a
+    CA, the second (a rotation) reuses it, so the serving certificate changes and the CA bundle the
+    apiserver trusts does not."""
+    config = token_kubeconfig(control_plane, CERTS, tmp_path / "certs.kubeconfig")
+    for name in ("gpuq-webhook-tls", "gpuq-webhook-ca"):
+        kubectl("delete", "secret", name, "-n", NAMESPACE, "--ignore-not-found")
+    argv = [
+        sys.executable, "-m", "gpuq.cli", "certs", "issue", "--service", "gpuq-webhook",
+        "--namespace", NAMESPACE, "--secret", "gpuq-webhook-tls", "--ca-secret", "gpuq-webhook-ca",
+        "--kubeconfig", str(config),
+    ]  # fmt: skip
+
+    def secret(name: str) -> dict[str, str]:
+        data = json.loads(kubectl("get", "secret", name, "-n", NAMESPACE, "-o", "json").stdout)["data"]
+        return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+    first = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert "issued a new CA (none kept yet)" in first.stdout
+    kept, served = secret("gpuq-webhook-ca"), secret("gpuq-webhook-tls")
+    second = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert "reusing the CA kept in Secret gpuq-system/gpuq-webhook-ca" in second.stdout
+    rotated = secret("gpuq-webhook-tls")
+    assert secret("gpuq-webhook-ca") == kept
+    assert rotated["ca.crt"] == served["ca.crt"] == kept["ca.crt"]
+    assert rotated["tls.crt"] != served["tls.crt"]
+    ca = x509.load_pem_x509_certificate(kept["ca.crt"].encode())
+    x509.load_pem_x509_certificate(rotated["tls.crt"].encode()).verify_directly_issued_by(ca)
 
 
 def test_webhook_runs_on_its_service_account_token(webhook_process: tuple[int, int, Path]) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
-from certs import load_key_pair
+from certs import create_ca, issue_serving_certificate, load_key_pair
+from certs.authority import ca_still_good
 from certs.command import main, register, service_dns_names
+from certs.files import key_pair_from_pem
+from common.model.errors import InvalidValue
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -44,3 +49,39 @@ def test_issue_refuses_half_a_ca_and_nothing_to_do(tmp_path: Path) -> None:
     args = parse("issue", "--service", "s", "--namespace", "n", "--ca-cert", str(tmp_path / "x"))
     assert main(args) == 2
     assert main(parse("issue", "--service", "s", "--namespace", "n")) == 2
+
+
+def test_a_kept_ca_is_reused_only_while_good_for_another_leaf() -> None:
+    """``--ca-secret``: the next rotation keeps the caBundle unless the CA would cut the new leaf short."""
+    now = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    fresh = create_ca("ca", now=now)
+    assert ca_still_good(fresh, now=now)
+    assert ca_still_good(fresh, now=now + dt.timedelta(days=3650 - 366))
+    assert not ca_still_good(fresh, now=now + dt.timedelta(days=3650 - 364))  # under a year left
+    assert not ca_still_good(fresh, now=now - dt.timedelta(days=1))  # not valid yet
+    leaf = issue_serving_certificate(fresh, dns_names=["x"], now=now)
+    assert not ca_still_good(leaf, now=now)  # not a CA
+
+
+def test_a_kept_ca_must_be_a_matching_pem_pair() -> None:
+    ca, other = create_ca("a"), create_ca("b")
+    pair = key_pair_from_pem(
+        ca.certificate_pem(), ca.private_key_pem(), "Secret/ns/x ca.crt", "Secret/ns/x ca.key"
+    )
+    assert pair.certificate == ca.certificate
+    with pytest.raises(
+        InvalidValue, match=r"Secret/ns/x ca.key: .*expected the private key of Secret/ns/x ca.crt"
+    ):
+        key_pair_from_pem(
+            ca.certificate_pem(), other.private_key_pem(), "Secret/ns/x ca.crt", "Secret/ns/x ca.key"
+        )
+    with pytest.raises(InvalidValue, match=r"Secret/ns/x ca.crt: .*expected a PEM certificate"):
+        key_pair_from_pem(b"junk", ca.private_key_pem(), "Secret/ns/x ca.crt", "Secret/ns/x ca.key")
+
+
+def test_ca_cert_and_ca_secret_are_exclusive(tmp_path: Path) -> None:
+    args = parse(
+        "issue", "--service", "s", "--namespace", "n", "--out-dir", str(tmp_path),
+        "--ca-cert", "a", "--ca-key", "b", "--ca-secret", "kept",
+    )  # fmt: skip
+    assert main(args) == 2
