@@ -22,7 +22,7 @@ from typing import Any, Final
 import numpy as np
 
 from common.model.annotations import GROUP_NAME
-from common.model.errors import InvalidValue
+from common.model.errors import GpuqError, InvalidValue
 from common.model.events import FAILED_SCHEDULING, PREEMPTED, SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -151,6 +151,7 @@ class Scheduler:
         self._allowed: set[str] = set()
         self._dirty_groups: set[str] = set()
         self.enqueue_refusals: dict[str, str] = {}  # PodGroup key -> why it is still Pending
+        self.invalid_groups: dict[str, str] = {}  # PodGroup key -> why it could not be read
         self.wall_clock = wall_clock or (lambda: datetime.now(UTC))
         self.objects.subscribe(self._object_changed)
         plugins = registry.build(self, settings.tiers)
@@ -190,6 +191,9 @@ class Scheduler:
 
     def group(self, key: str) -> GroupInfo | None:
         return self.groups.get(key)
+
+    def group_problem(self, key: str) -> str | None:
+        return self.invalid_groups.get(key)
 
     def pending_pod(self, key: str) -> PodInfo | None:
         return self.pending.get(key)
@@ -286,8 +290,21 @@ class Scheduler:
             key = f"{namespace}/{name}"
             if obj is None:
                 self.groups.pop(key, None)
+                self.invalid_groups.pop(key, None)
+                # Pods held for its enqueue go back to the queue, where gang says why they wait.
+                for pod_key in sorted(self._held.pop(key, set())):
+                    held = self.pending.get(pod_key)
+                    if held is not None:
+                        self.queue.add(held)
             else:
-                model = PodGroup.from_dict(obj)
+                try:
+                    model = PodGroup.from_dict(obj)
+                except GpuqError as err:
+                    # Semantics 3: say so (the caller records the Warning) and lose nothing: a group
+                    # read before keeps its last valid version; its pods are told why they wait.
+                    self.invalid_groups[key] = str(err)
+                    raise
+                self.invalid_groups.pop(key, None)
                 previous = self.groups.get(key)
                 phase = model.phase if previous is None else previous.phase
                 group = self.groups[key] = GroupInfo(

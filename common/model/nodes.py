@@ -49,8 +49,8 @@ class NodeInfo:
         try:
             spec = wire.mapping(obj.get("spec"), "spec")
             status = wire.mapping(obj.get("status"), "status")
-            capacity = Resources.parse(status.get("capacity"), "status.capacity")
-            allocatable = Resources.parse(status.get("allocatable"), "status.allocatable")
+            capacity = Resources.parse(status.get("capacity"), "status.capacity", non_negative=True)
+            allocatable = Resources.parse(status.get("allocatable"), "status.allocatable", non_negative=True)
             taint_items = wire.items(spec.get("taints"), "spec.taints")
             conditions = wire.items(status.get("conditions"), "status.conditions")
             # Card discovery and cross-quota overrides parse these values as strings.

@@ -36,8 +36,10 @@ _POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})
 def _container_requests(container: Mapping[str, Any], where: str) -> Resources:
     name = container.get("name", "?")
     resources = wire.mapping(container.get("resources"), f"{where} container {name} resources")
-    requests = Resources.parse(resources.get("requests"), f"{where} container {name} requests")
-    limits = Resources.parse(resources.get("limits"), f"{where} container {name} limits")
+    requests = Resources.parse(
+        resources.get("requests"), f"{where} container {name} requests", non_negative=True
+    )
+    limits = Resources.parse(resources.get("limits"), f"{where} container {name} limits", non_negative=True)
     missing = {k: v for k, v in limits.items() if k not in requests}
     return requests + missing if missing else requests
 
@@ -73,12 +75,14 @@ def _general_requests(spec: Mapping[str, Any], where: str) -> Resources:
 
     pod_level = wire.mapping(spec.get("resources"), "spec.resources").get("requests")
     if pod_level:
-        overrides = Resources.parse(pod_level, f"{where} spec.resources.requests").only(_POD_LEVEL_RESOURCES)
+        overrides = Resources.parse(pod_level, f"{where} spec.resources.requests", non_negative=True).only(
+            _POD_LEVEL_RESOURCES
+        )
         total = total.without(overrides) + overrides
 
     overhead = spec.get("overhead")
     if overhead:
-        total = total + Resources.parse(overhead, f"{where} spec.overhead")
+        total = total + Resources.parse(overhead, f"{where} spec.overhead", non_negative=True)
     return total
 
 
@@ -93,7 +97,7 @@ def _general_limits(spec: Mapping[str, Any], where: str) -> Resources:
     for container in wire.items(spec.get("containers"), "spec.containers"):
         name = container.get("name", "?")
         limits = wire.mapping(container.get("resources"), f"{where} container {name} resources").get("limits")
-        total = total + Resources.parse(limits, f"{where} container {name} limits")
+        total = total + Resources.parse(limits, f"{where} container {name} limits", non_negative=True)
     return total
 
 

@@ -35,10 +35,14 @@ class Resources(Mapping[str, int]):
         self._hash: int | None = None
 
     @classmethod
-    def parse(cls, quantities: Mapping[str, Any] | None, where: str = "") -> Resources:
+    def parse(
+        cls, quantities: Mapping[str, Any] | None, where: str = "", *, non_negative: bool = False
+    ) -> Resources:
         """Build from a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``).
 
         Raises :class:`InvalidValue` (an :class:`InvalidQuantity` for a bad amount) naming ``where``.
+        ``non_negative`` refuses negative amounts, as the apiserver does for Pods and Nodes; custom
+        resources whose schema allows them (Queue, PodGroup, quotas) are checked by their own rules.
         """
         if quantities is None:
             return EMPTY
@@ -51,9 +55,9 @@ class Resources(Mapping[str, int]):
         for name, value in quantities.items():
             field = f"{where}[{name}]" if where else str(name)
             amount = to_units(str(name), value, field)
-            if amount < 0:
-                # The apiserver refuses negative requests, limits, allocatable and quota amounts; a
-                # hand-written manifest saying so must not be read as zero (or as free capacity).
+            if amount < 0 and non_negative:
+                # The apiserver refuses negative pod requests/limits and node capacity; a hand-written
+                # manifest saying so must not be read as zero (or as free capacity).
                 raise InvalidQuantity(field, value, "a non-negative Kubernetes quantity")
             parsed[str(name)] = amount
         return cls(parsed)

@@ -131,6 +131,10 @@ class Handle(Protocol):
         """The PodGroup ``namespace/name`` as the scheduler tracks it (its phase included)."""
         ...
 
+    def group_problem(self, key: str) -> str | None:
+        """Why the PodGroup ``namespace/name`` could not be read (it exists but is invalid), if so."""
+        ...
+
     def pending_pod(self, key: str) -> PodInfo | None:
         """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
         ...

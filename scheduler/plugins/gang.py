@@ -32,9 +32,16 @@ class Gang(PreFilterPlugin, PermitPlugin):
             name = pod.annotations.get(GROUP_NAME)
             if name:
                 # Its PodGroup is not here yet (created after the pod, or its watch event is behind
-                # the pod's): scheduling it alone would bypass the gang and the enqueue check, so it
-                # waits, as Volcano and coscheduling make it. Retried when a PodGroup changes.
-                return Status.unresolvable(f"PodGroup {pod.namespace}/{name} not found: its pods wait for it")
+                # the pod's), or cannot be read: scheduling it alone would bypass the gang and the
+                # enqueue check, so it waits, as Volcano and coscheduling make it. Retried when a
+                # PodGroup changes.
+                key = f"{pod.namespace}/{name}"
+                problem = self.handle.group_problem(key)
+                if problem is not None:
+                    return Status.unresolvable(
+                        f"PodGroup {key} is invalid: {problem}; its pods wait for a valid one"
+                    )
+                return Status.unresolvable(f"PodGroup {key} not found: its pods wait for it")
             return Status.skip()
         if group.min_member <= 1:
             return Status.skip()

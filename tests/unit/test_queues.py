@@ -173,3 +173,18 @@ def test_queue_of(annotations: dict[str, str], queue: str) -> None:
 def test_queue_of_ignores_a_group_in_another_namespace() -> None:
     other = PodInfo(namespace="other", name="p", annotations={"scheduling.k8s.io/group-name": "pg"})
     assert queue_of(other, GROUPS) == "default"
+
+
+def test_negative_amounts_the_crd_schema_admits_are_read_not_refused() -> None:
+    """The Queue and PodGroup CRD patterns allow a sign, so the apiserver stores ``-1``. Refusing the
+    object would drop the Queue's limits (or strand the PodGroup's pods): it is read as written, and
+    the quota rules treat a negative amount as none available (Semantics 3)."""
+    queue = Queue.from_dict({"metadata": {"name": "q"}, "spec": {"capability": {"cpu": "1", "memory": "-1"}}})
+    assert queue.spec.capability == {"cpu": 1000, "memory": -1}
+    group = PodGroup.from_dict(
+        {
+            "metadata": {"name": "g", "namespace": "a"},
+            "spec": {"minMember": 1, "minResources": {"memory": "-1"}},
+        }
+    )
+    assert group.spec.minMember == 1

@@ -296,3 +296,63 @@ def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_
     _run(sched)
     assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
     assert sched.groups["ns/pg"].phase == "Running"
+
+
+def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> None:
+    """Found in review: refusing such a Queue removed it, and its pods then ran unlimited."""
+    sched, backend = _scheduler("capacity-card")
+    sched.set_node(_node("n", allocatable={"cpu": "8", "memory": "8Gi"}))
+    sched.put_object(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {"capability": {"cpu": "1", "memory": "-1"}},
+        }
+    )
+    for i in range(2):
+        sched.add_pod(_pod(f"p{i}", {"cpu": "2"}, annotations={"scheduling.volcano.sh/queue-name": "q"}))
+    _run(sched)
+    assert backend.bindings == {}
+    assert "quota exceeded in Queue//q for cpu" in backend.conditions["ns/p0"].message
+
+
+def test_pods_of_an_invalid_podgroup_are_told_why_they_wait() -> None:
+    """Found in review: they were told their PodGroup was not found, and nothing said why."""
+    sched, backend = _scheduler()
+    sched.set_node(_node("a"))
+    bad = _group("pg", 1)
+    bad["spec"]["minMember"] = -1  # predates the webhook (the CRD schema would refuse it)
+    with pytest.raises(InvalidValue, match=r"spec\.minMember"):
+        sched.put_object(bad)
+    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+    _run(sched)
+    assert backend.bindings == {}
+    message = backend.conditions["ns/w0"].message
+    assert "PodGroup ns/pg is invalid:" in message and "spec.minMember" in message
+    sched.put_object(_group("pg", 1))  # fixed: the pod goes through enqueue and runs
+    _run(sched)
+    assert list(backend.bindings) == ["ns/w0"]
+
+
+def test_pods_held_for_a_deleted_podgroup_go_back_to_the_queue() -> None:
+    sched, backend = _scheduler("capacity-card")
+    sched.set_node(_node("a"))
+    sched.put_object(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "closed"},
+            "spec": {},
+            "status": {"state": "Closed"},
+        }
+    )
+    group = _group("pg", 1)
+    group["spec"]["queue"] = "closed"  # enqueue refuses: the pod is held
+    sched.put_object(group)
+    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+    _run(sched)
+    assert sched.queue.get("ns/w0") is None and backend.bindings == {}
+    sched.objects.delete("PodGroup", "ns", "pg")
+    _run(sched)
+    assert backend.conditions["ns/w0"].message.endswith("PodGroup ns/pg not found: its pods wait for it.")
