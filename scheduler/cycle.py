@@ -291,11 +291,7 @@ class Scheduler:
             if obj is None:
                 self.groups.pop(key, None)
                 self.invalid_groups.pop(key, None)
-                # Pods held for its enqueue go back to the queue, where gang says why they wait.
-                for pod_key in sorted(self._held.pop(key, set())):
-                    held = self.pending.get(pod_key)
-                    if held is not None:
-                        self.queue.add(held)
+                self._release_held(key)  # back to the queue, where gang says why they wait
             else:
                 try:
                     model = PodGroup.from_dict(obj)
@@ -333,11 +329,15 @@ class Scheduler:
             self.enqueue_refusals.pop(key, None)
             self._set_group_phase(group, INQUEUE)
             moved += 1
-            for pod_key in sorted(self._held.pop(key, set())):
-                pod = self.pending.get(pod_key)
-                if pod is not None:
-                    self.queue.add(pod)
+            self._release_held(key)
         return moved
+
+    def _release_held(self, group_key: str) -> None:
+        """Queue the pending pods held for the enqueue of PodGroup ``group_key``."""
+        for pod_key in sorted(self._held.pop(group_key, set())):
+            pod = self.pending.get(pod_key)
+            if pod is not None:
+                self.queue.add(pod)
 
     def _set_group_phase(self, group: GroupInfo, phase: str) -> None:
         if group.phase == phase:

@@ -152,12 +152,16 @@ class SchedulingQueue:
                 continue
             if only is not None and not only(queued.pod):
                 continue
-            if queued.backoff_until <= now:
-                self._to_active(queued)
-            else:
-                self._to_backoff(queued)
+            self._unpark(queued, now)
             moved += 1
         return moved
+
+    def _unpark(self, queued: QueuedPod, now: float) -> None:
+        """A parked pod goes to active, or to backoff while its backoff has not passed yet."""
+        if queued.backoff_until <= now:
+            self._to_active(queued)
+        else:
+            self._to_backoff(queued)
 
     def flush_unschedulable(self, max_age: float) -> int:
         """Retry pods parked for ``max_age`` seconds or longer whatever happened (kube-scheduler's
@@ -167,10 +171,7 @@ class SchedulingQueue:
         moved = 0
         for queued in self._pods.values():
             if queued.pool == "unschedulable" and now - queued.parked_at >= max_age:
-                if queued.backoff_until <= now:
-                    self._to_active(queued)
-                else:
-                    self._to_backoff(queued)
+                self._unpark(queued, now)
                 moved += 1
         return moved
 
