@@ -7,16 +7,14 @@ stop it (DESIGN Semantics 5: each pod is one worker; an amount gpuq cannot deriv
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from common.model.cards import discover_cards
 from common.model.gpu_quota import UNIDENTIFIED, is_gpu_resource, with_unidentified_cards
 from common.model.nodes import NodeInfo
-from gpuq.cli import main
+from tests.unit.simulate_text import pods_by_name, simulate
 
 NODE = """
 apiVersion: v1
@@ -45,24 +43,12 @@ spec:
 """
 
 
-def _simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> dict[str, Any]:
-    path = tmp_path / "cluster.yaml"
-    path.write_text(text)
-    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return out
-
-
-def _pods(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in out["pods"]}
-
-
 def test_workers_are_counted_on_an_unlabelled_gpu_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = NODE % "{}" + QUOTA % "{maxWorkers: 1}" + POD % ("a", 1) + POD % ("b", 2)
-    out = _simulate(tmp_path, capsys, text)
-    pods = _pods(out)
+    out = simulate(tmp_path, capsys, text)
+    pods = pods_by_name(out)
     assert pods["a"]["phase"] == "Bound" and pods["b"]["phase"] == "Pending"
     assert "total.maxWorkers" in pods["b"]["reason"]
     assert out["gpuResourceQuotas"][0]["status"]["used"]["workers"] == 1
@@ -72,7 +58,7 @@ def test_a_limited_amount_gpuq_cannot_derive_refuses_the_node_with_the_label_to_
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = NODE % "{}" + QUOTA % "{requests: {tflops: '100'}}" + POD % ("a", 1)
-    pods = _pods(_simulate(tmp_path, capsys, text))
+    pods = pods_by_name(simulate(tmp_path, capsys, text))
     assert pods["a"]["phase"] == "Pending"
     assert "Node//gpu-nolabel: nvidia.com/gpu.tflops" in pods["a"]["reason"]
 
@@ -83,8 +69,8 @@ def test_tflops_and_memory_labels_are_enough_without_a_product(
     labels = '{nvidia.com/gpu.tflops: "50", nvidia.com/gpu.memory: "40960"}'
     text = NODE % labels + QUOTA % "{requests: {tflops: '120', vram: 100Gi}}" + POD % ("a", 1)
     text += POD % ("b", 2) + POD % ("c", 3)
-    out = _simulate(tmp_path, capsys, text)
-    pods = _pods(out)
+    out = simulate(tmp_path, capsys, text)
+    pods = pods_by_name(out)
     assert [pods[p]["phase"] for p in "abc"] == ["Bound", "Bound", "Pending"]  # 3 x 50 > 120 TFLOPS
     used = out["gpuResourceQuotas"][0]["status"]["used"]
     assert used["requests"] == {"tflops": "100", "vram": "80Gi"} and used["workers"] == 2

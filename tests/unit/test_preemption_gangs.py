@@ -6,15 +6,13 @@ higher-priority pod, leaving the gang below minMember with its other member stil
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from common.model.elastic import spare_gang_members
 from common.model.pods import PodInfo
-from gpuq.cli import main
+from tests.unit.simulate_text import pods_by_name, simulate
 
 HEAD = """
 apiVersion: scheduling.k8s.io/v1
@@ -57,15 +55,8 @@ spec:
 """
 
 
-def _pods(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> dict[str, dict[str, Any]]:
-    path = tmp_path / "cluster.yaml"
-    path.write_text(text)
-    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
-    return {p["name"]: p for p in json.loads(capsys.readouterr().out)["pods"]}
-
-
 def test_a_gang_at_its_minimum_is_not_preempted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pods = _pods(tmp_path, capsys, HEAD % 3 + MEMBER % ("m1", 1) + MEMBER % ("m2", 2))
+    pods = pods_by_name(simulate(tmp_path, capsys, HEAD % 3 + MEMBER % ("m1", 1) + MEMBER % ("m2", 2)))
     assert pods["m1"]["phase"] == pods["m2"]["phase"] == "Bound"
     assert pods["hi"]["phase"] == "Pending" and "preemption" in pods["hi"]["reason"]
 
@@ -76,7 +67,7 @@ def test_a_gang_above_its_minimum_gives_up_only_its_spare_members(
     """3 members running (1 cpu each) with minMember 2 on a 4-cpu node: hi needs one more cpu, and the
     gang can spare one member, its least important (the newest)."""
     text = HEAD % 4 + MEMBER % ("m1", 1) + MEMBER % ("m2", 2) + MEMBER % ("m3", 3)
-    pods = _pods(tmp_path, capsys, text)
+    pods = pods_by_name(simulate(tmp_path, capsys, text))
     assert [pods[m]["phase"] for m in ("m1", "m2", "m3")] == ["Bound", "Bound", "Preempted"]
     assert (pods["hi"]["phase"], pods["hi"]["node"]) == ("Bound", "n1")
 

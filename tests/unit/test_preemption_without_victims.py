@@ -7,14 +7,12 @@ retried it at once, forever (``gpuq simulate`` died in the queue's backoff arith
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gpuq.cli import main
 from scheduler.queue import SchedulingQueue
+from tests.unit.simulate_text import simulate
 
 _GPU_NODE = """
 apiVersion: v1
@@ -65,18 +63,10 @@ spec:
 """
 
 
-def _simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> dict[str, Any]:
-    path = tmp_path / "cluster.yaml"
-    path.write_text(text)
-    assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return out
-
-
 def test_no_victims_needed_is_no_preemption_and_the_pod_waits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _simulate(tmp_path, capsys, _GPU_NODE)
+    out = simulate(tmp_path, capsys, _GPU_NODE)
     pods = {p["name"]: p for p in out["pods"]}
     assert pods["p"]["phase"] == "Pending"
     assert pods["w"]["phase"] == "Bound"  # nobody evicted
@@ -90,7 +80,7 @@ def test_no_victims_needed_is_no_preemption_and_the_pod_waits(
 def test_a_node_where_victims_make_room_is_still_chosen(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _simulate(tmp_path, capsys, _GPU_NODE + _CPU_NODE_WITH_BORROWER)
+    out = simulate(tmp_path, capsys, _GPU_NODE + _CPU_NODE_WITH_BORROWER)
     pods = {p["name"]: p for p in out["pods"]}
     assert (pods["p"]["phase"], pods["p"]["node"]) == ("Bound", "cpu-1")
     assert pods["v"]["phase"] == "Preempted"
