@@ -322,6 +322,16 @@ class _LabelReader:
         return value
 
 
+def is_gpu_resource(resource: str) -> bool:
+    """A device-plugin GPU resource whatever the node's labels: ``nvidia.com/gpu``, MPS replicas,
+    MIG instances, and ``<vendor>/gpu``."""
+    return (
+        resource in (NVIDIA_GPU, MPS_RESOURCE)
+        or resource.startswith(MIG_RESOURCE_PREFIX)
+        or resource.endswith("/gpu")
+    )
+
+
 def discover_cards(node: NodeInfo) -> NodeCards:
     """The card types of a node from its labels and allocatable (capacity-card.md "Node Card Discovery").
 

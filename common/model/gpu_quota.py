@@ -40,13 +40,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from common.model import annotations as ann
-from common.model.cards import (
-    MIG_RESOURCE_PREFIX,
-    MPS_RESOURCE,
-    NVIDIA_GPU,
-    CardType,
-    NodeCards,
-)
+from common.model.cards import CardType, NodeCards, is_gpu_resource
 from common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, QUOTA_ALERT_THRESHOLD, EventRecord
 from common.model.gpu_specs import card_tflops
@@ -476,16 +470,6 @@ def card_share(
 
 
 UNIDENTIFIED: Final = "(no product label)"
-
-
-def is_gpu_resource(resource: str) -> bool:
-    """A device-plugin GPU resource whatever the node's labels: ``nvidia.com/gpu``, MPS replicas,
-    MIG instances, and ``<vendor>/gpu``."""
-    return (
-        resource in (NVIDIA_GPU, MPS_RESOURCE)
-        or resource.startswith(MIG_RESOURCE_PREFIX)
-        or resource.endswith("/gpu")
-    )
 
 
 def with_unidentified_cards(node: NodeInfo, cards: NodeCards) -> NodeCards:

@@ -134,18 +134,7 @@ class ClusterState:
         for pod in self.pods.values():
             listener.pod_added(pod, self.row_of[pod.node_name])
 
-    # -- change log -------------------------------------------------------------------------------
-    @property
-    def log_position(self) -> int:
-        """The position the next change will take: remember it to ask what changed since."""
-        return self.log.position
-
-    def changed_rows(self, since: int, limit: int) -> npt.NDArray[np.intp] | None:
-        """Distinct rows changed at or after log position ``since``; None when more than ``limit``
-        entries (or already dropped): recomputing every row is then as cheap."""
-        rows = self.log.since(since, limit)
-        return None if rows is None else np.array(rows, dtype=np.intp)
-
+    # -- change log (``self.log``) ------------------------------------------------------------------
     def _changed(self, row: int) -> None:
         self.log.record(row, self.n)
 

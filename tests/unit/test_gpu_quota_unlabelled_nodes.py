@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.model.cards import discover_cards
-from common.model.gpu_quota import UNIDENTIFIED, is_gpu_resource, with_unidentified_cards
+from common.model.cards import discover_cards, is_gpu_resource
+from common.model.gpu_quota import UNIDENTIFIED, with_unidentified_cards
 from common.model.nodes import NodeInfo
 from tests.unit.simulate_text import pods_by_name, simulate
 
