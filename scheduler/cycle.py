@@ -22,11 +22,11 @@ from typing import Any, Final
 import numpy as np
 
 from common.model.annotations import GROUP_NAME
+from common.model.crd import PodGroup
 from common.model.errors import GpuqError, InvalidValue
 from common.model.events import FAILED_SCHEDULING, PREEMPTED, SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from common.model.queues import PodGroup
 from scheduler.backend import ClusterBackend, Outcome
 from scheduler.cluster.objects import (
     ELASTIC_QUOTA,

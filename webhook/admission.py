@@ -46,6 +46,7 @@ from common.model.cards import (
     parse_card_request,
     pod_card_resources,
 )
+from common.model.crd import ObjectShape, PodGroup, Queue
 from common.model.elastic import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
 from common.model.errors import GpuqError, InvalidValue
 from common.model.gpu_quota import (
@@ -57,7 +58,7 @@ from common.model.gpu_quota import (
 )
 from common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
 from common.model.quantity import format_units
-from common.model.queues import PodGroup, Queue, queue_of
+from common.model.queues import queue_of
 from common.model.resources import Resources
 from webhook import jsonpatch
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
@@ -193,30 +194,13 @@ def review(
     )
 
 
-class _Meta(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="ignore", strict=True)
-    name: str = ""
-    namespace: str = ""
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-
-
-class _Shape(pydantic.BaseModel):
-    """What the apiserver guarantees of every object it sends; checked before any rule reads it."""
-
-    model_config = pydantic.ConfigDict(extra="ignore", strict=True)
-    metadata: _Meta
-    spec: dict[str, Any] | None = None
-    status: dict[str, Any] | None = None
-
-
 def check_shape(obj: Mapping[str, Any], kind: str) -> None:
     """Raise :class:`InvalidValue` when ``obj`` is not shaped like an API object (metadata with a
     string name and namespace, string-to-string labels and annotations, mapping spec and status)."""
     if _plain_shape(obj):
         return  # nearly every object: no pydantic pass, which costs more than the rest of the check
     try:
-        _Shape.model_validate(obj)
+        ObjectShape.model_validate(obj)
     except pydantic.ValidationError as err:
         first = err.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or "(object)"
@@ -227,10 +211,10 @@ def check_shape(obj: Mapping[str, Any], kind: str) -> None:
 
 
 def _plain_shape(obj: Any) -> bool:
-    """True only for objects :class:`_Shape` accepts, checked without pydantic; False when unsure.
+    """True only for objects :class:`ObjectShape` accepts, checked without pydantic; False when unsure.
 
     Exact types (``type(x) is str``) are stricter than pydantic's strict mode, so anything this does
-    not vouch for goes through :class:`_Shape`, and every refusal and its message come from there.
+    not vouch for goes through :class:`ObjectShape`, and every refusal and its message come from there.
     """
     if type(obj) is not dict:
         return False

@@ -56,6 +56,7 @@ from common.model.cards import (
     parse_card_quota,
     parse_card_request,
 )
+from common.model.crd import PodGroup, Queue
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue, QuotaExceeded
 from common.model.events import (
     EMPTY_QUEUE_CAPABILITY,
@@ -68,7 +69,7 @@ from common.model.events import (
 )
 from common.model.pods import PodInfo
 from common.model.quantity import CPU, MEMORY, format_units
-from common.model.queues import PodGroup, Queue, podgroup_key_of, queue_of
+from common.model.queues import podgroup_key_of, queue_of
 from common.model.resources import EMPTY, Resources
 
 CPU_MEMORY: Final = (CPU, MEMORY)

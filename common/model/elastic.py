@@ -44,45 +44,21 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
+from common.model.crd import ELASTIC_QUOTA_API_VERSION, ELASTIC_QUOTA_KIND, ElasticQuotaWire
 from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.pods import PodInfo
 from common.model.quantity import PODS, format_units
 from common.model.resources import EMPTY, Resources
 from common.model.wire import namespaced_object
 
-API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
-KIND: Final = "ElasticQuota"
+API_VERSION: Final = ELASTIC_QUOTA_API_VERSION
+KIND: Final = ELASTIC_QUOTA_KIND
 PREEMPT_NEVER: Final = "Never"
 
 
 # --------------------------------------------------------------------------------------------------
 # The object
 # --------------------------------------------------------------------------------------------------
-
-
-class _Meta(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str = ""
-    namespace: str = ""
-
-
-class _Spec(BaseModel):
-    # strict: a YAML `cpu: true` is not 1 core (lax mode would coerce the bool).
-    model_config = ConfigDict(extra="ignore", strict=True)
-    min: dict[str, str | int | float] | None = None
-    max: dict[str, str | int | float] | None = None
-
-
-class _Status(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    used: dict[str, str | int | float] | None = None
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    metadata: _Meta = _Meta()
-    spec: _Spec = _Spec()
-    status: _Status = _Status()
 
 
 class ElasticQuota(BaseModel):
@@ -107,7 +83,7 @@ class ElasticQuota(BaseModel):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> ElasticQuota:
         """Parse an API object; raises :class:`InvalidValue` naming the object and the field."""
-        wire, namespace, name, where = namespaced_object(_Wire, obj, KIND)
+        wire, namespace, name, where = namespaced_object(ElasticQuotaWire, obj, KIND)
         try:
             return cls(
                 namespace=namespace,

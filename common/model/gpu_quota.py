@@ -41,6 +41,12 @@ from pydantic import BaseModel, ConfigDict
 
 from common.model import annotations as ann
 from common.model.cards import CardType, NodeCards, is_gpu_resource
+from common.model.crd import (
+    GPU_RESOURCE_QUOTA_API_VERSION,
+    GPU_RESOURCE_QUOTA_KIND,
+    GPUResourceQuotaWire,
+    TflopsVramWire,
+)
 from common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, QUOTA_ALERT_THRESHOLD, EventRecord
 from common.model.gpu_specs import card_tflops
@@ -49,8 +55,8 @@ from common.model.pods import PodInfo
 from common.model.quantity import format_bytes, format_units, parse_quantity, to_units
 from common.model.wire import namespaced_object
 
-API_VERSION: Final = "tensor-fusion.ai/v1"
-KIND: Final = "GPUResourceQuota"
+API_VERSION: Final = GPU_RESOURCE_QUOTA_API_VERSION
+KIND: Final = GPU_RESOURCE_QUOTA_KIND
 DEFAULT_ALERT_THRESHOLD_PERCENT: Final = 95
 # Stands for "no limit" in the store's plain-int hot path: above any real sum, far below int64 overflow.
 UNLIMITED: Final = 1 << 62
@@ -81,50 +87,6 @@ def _fmt_tflops(milli: int) -> str:
 # The object
 # --------------------------------------------------------------------------------------------------
 
-_Quantity = str | int | float
-
-
-class _Amounts(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    tflops: _Quantity | None = None
-    vram: _Quantity | None = None
-
-
-class _Total(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    requests: _Amounts | None = None
-    limits: _Amounts | None = None
-    maxWorkers: int | None = None
-    alertThresholdPercent: int | None = None
-
-
-class _Single(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    maxRequests: _Amounts | None = None
-    maxLimits: _Amounts | None = None
-    maxGPUCount: int | None = None
-    defaultRequests: _Amounts | None = None
-    defaultLimits: _Amounts | None = None
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    total: _Total = _Total()
-    single: _Single = _Single()
-
-
-class _Meta(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str = ""
-    namespace: str = ""
-
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    metadata: _Meta = _Meta()
-    spec: _Spec = _Spec()
-    status: dict[str, Any] | None = None
-
 
 @dataclass(frozen=True, slots=True)
 class TflopsVram:
@@ -137,7 +99,7 @@ class TflopsVram:
 _UNSET: Final = TflopsVram()
 
 
-def _parse_amounts(raw: _Amounts | None, field: str) -> TflopsVram:
+def _parse_amounts(raw: TflopsVramWire | None, field: str) -> TflopsVram:
     if raw is None:
         return _UNSET
     tflops = to_units(TFLOPS, raw.tflops, f"{field}.tflops") if raw.tflops is not None else None
@@ -186,7 +148,7 @@ class GPUResourceQuota(BaseModel):
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> GPUResourceQuota:
         """Parse an API object; raises :class:`InvalidValue` naming the object and the field."""
-        wire, namespace, name, where = namespaced_object(_Wire, obj, KIND)
+        wire, namespace, name, where = namespaced_object(GPUResourceQuotaWire, obj, KIND)
         total, single = wire.spec.total, wire.spec.single
         alert_active = False
         conditions = (wire.status or {}).get("conditions")

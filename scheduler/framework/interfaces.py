@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from common.model.crd import PodGroup
 from common.model.events import EventRecord
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup
 from scheduler.cluster.objects import ObjectStore
 from scheduler.cluster.state import ClusterState
 from scheduler.framework.cycle_state import CycleState

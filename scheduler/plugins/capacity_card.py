@@ -39,11 +39,11 @@ from common.model.capacity_card import (
     TaskCheck,
 )
 from common.model.cards import CardCatalog, NodeCards, discover_cards, parse_card_names
+from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup, Queue
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (

@@ -15,13 +15,13 @@ import yaml
 
 from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
 from common.model.cards import parse_card_names, parse_card_quota, parse_card_request
+from common.model.crd import PodGroup, Queue
 from common.model.crossquota import validate_pod_annotations
 from common.model.elastic import validate_elastic_quota
 from common.model.errors import GpuqError
 from common.model.gpu_quota import request_from_annotations, validate_gpu_resource_quota
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from common.model.queues import PodGroup, Queue
 from common.model.strategy_fit import parse_pod_override
 from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
 from scheduler.plugins.node_selection import compile_selection

@@ -28,6 +28,7 @@ from common.model.capacity_card import (
     task_quota_refusal,
 )
 from common.model.cards import CardCatalog, NodeCards, discover_cards
+from common.model.crd import PodGroup, Queue
 from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
 from common.model.events import (
     EMPTY_QUEUE_CAPABILITY,
@@ -39,7 +40,6 @@ from common.model.events import (
 )
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup, Queue
 from common.model.resources import EMPTY, Resources
 
 GiB = 2**30

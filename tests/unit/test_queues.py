@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from common.model.crd import PodGroup, Queue
 from common.model.errors import InvalidValue
 from common.model.pods import PodInfo
-from common.model.queues import PodGroup, Queue, queue_of
+from common.model.queues import queue_of
 
 QUEUE: dict[str, Any] = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from common.model.capacity_card import CapacityCard, pod_card_demand
+from common.model.crd import Queue
 from common.model.errors import InvalidAnnotation
 from common.model.pods import PodInfo
-from common.model.queues import Queue
 from tests.unit.test_capacity_card import NODES, make_pod
 
 POD = PodInfo.from_dict(
