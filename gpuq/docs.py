@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from common.model import annotations as keys
-from common.model import crossquota, strategy_fit
+from common.model import strategy_fit
 from common.model.capacity_card import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
+from common.model.crossquota import args as crossquota_args
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -74,12 +75,12 @@ PLUGINS: tuple[Plugin, ...] = (
     Plugin(
         "crossquota",
         "crossquota.md",
-        crossquota.CrossQuotaArgs,
-        crossquota.parse_arguments,
-        {crossquota.GPU_RESOURCE_NAMES: "nvidia.com/gpu"},
+        crossquota_args.CrossQuotaArgs,
+        crossquota_args.parse_arguments,
+        {crossquota_args.GPU_RESOURCE_NAMES: "nvidia.com/gpu"},
         (
             Argument(
-                crossquota.GPU_RESOURCE_NAMES,
+                crossquota_args.GPU_RESOURCE_NAMES,
                 ("gpu_resource_patterns",),
                 "nvidia.com/gpu,amd.com/gpu",
                 "Comma-separated regular expressions: a node with a matching allocatable resource is a GPU "
@@ -87,14 +88,14 @@ PLUGINS: tuple[Plugin, ...] = (
                 "(required)",
             ),
             Argument(
-                crossquota.QUOTA_RESOURCES,
+                crossquota_args.QUOTA_RESOURCES,
                 ("quota_resources",),
                 "cpu,memory",
                 "Resources that non-GPU pods are limited in on GPU nodes.",
-                ",".join(crossquota.DEFAULT_QUOTA_RESOURCES),
+                ",".join(crossquota_args.DEFAULT_QUOTA_RESOURCES),
             ),
             Argument(
-                f"{crossquota.QUOTA_PREFIX}<resource>",
+                f"{crossquota_args.QUOTA_PREFIX}<resource>",
                 ("quotas",),
                 "32",
                 "Absolute quota per GPU node for non-GPU pods (a quantity). Overridden per node by the "
@@ -102,26 +103,26 @@ PLUGINS: tuple[Plugin, ...] = (
                 "none",
             ),
             Argument(
-                f"{crossquota.QUOTA_PERCENTAGE_PREFIX}<resource>",
+                f"{crossquota_args.QUOTA_PERCENTAGE_PREFIX}<resource>",
                 ("quota_percentages",),
                 "50",
                 "Quota as a percentage of the node's allocatable, in (0, 100].",
                 "none (100%)",
             ),
             Argument(
-                f"{crossquota.WEIGHT_PREFIX}<resource>",
+                f"{crossquota_args.WEIGHT_PREFIX}<resource>",
                 ("resource_weights",),
                 3,
                 "Weight of the resource in the node score.",
-                ", ".join(f"{k}: {v}" for k, v in crossquota.DEFAULT_RESOURCE_WEIGHTS.items())
-                + f"; others {crossquota.DEFAULT_OTHER_WEIGHT}",
+                ", ".join(f"{k}: {v}" for k, v in crossquota_args.DEFAULT_RESOURCE_WEIGHTS.items())
+                + f"; others {crossquota_args.DEFAULT_OTHER_WEIGHT}",
             ),
             Argument(
-                crossquota.CROSS_QUOTA_WEIGHT,
+                crossquota_args.CROSS_QUOTA_WEIGHT,
                 ("plugin_weight",),
                 5,
                 "Multiplier of the plugin's node score `sum(score*w)/sum(w)`.",
-                str(crossquota.DEFAULT_CROSS_QUOTA_WEIGHT),
+                str(crossquota_args.DEFAULT_CROSS_QUOTA_WEIGHT),
             ),
         ),
     ),

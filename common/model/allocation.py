@@ -34,16 +34,6 @@ class Term(NamedTuple):
     weight: float
 
 
-def row_sums(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Each row of ``values`` [N, k] summed left to right, as the column and scalar forms add. numpy's
-    ``sum(axis=1)`` is not a fixed order: from 8 terms on it may sum pairwise, and differently for
-    one row than for many, so the reference forms sum through here (upstream adds in order too)."""
-    total: npt.NDArray[np.float64] = values[:, 0].copy()
-    for j in range(1, values.shape[1]):
-        total += values[:, j]
-    return total
-
-
 def weighted_ratios(
     capacity: npt.NDArray[np.int64], used: npt.NDArray[np.int64], terms: Sequence[Term]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:

@@ -2,7 +2,7 @@
 
 The keys live here so a grep finds all of them in one place; the rules that parse each value live
 with their concept (card annotations in :mod:`common.model.cards`, cross-quota node overrides in
-:mod:`common.model.crossquota`, and so on).
+:mod:`common.model.crossquota.node_quota`, and so on).
 """
 
 from __future__ import annotations

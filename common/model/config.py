@@ -29,8 +29,9 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from common.model import crossquota, strategy_fit
+from common.model import strategy_fit
 from common.model.capacity_card import CapacityCardArgs
+from common.model.crossquota import args as crossquota_args
 from common.model.errors import ConfigError
 
 SUPPORTED_ACTIONS: Final = ("enqueue", "allocate", "preempt")
@@ -96,7 +97,7 @@ def _argument_parsers() -> dict[str, ArgumentParser]:
     """
     return {
         CAPACITY_CARD: CapacityCardArgs.from_arguments,
-        CROSSQUOTA: crossquota.parse_arguments,
+        CROSSQUOTA: crossquota_args.parse_arguments,
         RESOURCE_STRATEGY_FIT: strategy_fit.parse_arguments,
     }
 

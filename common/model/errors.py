@@ -88,3 +88,19 @@ class QuotaExceeded(GpuqError):
             f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
             f"available {self.available}{used}, limit {self.limit}"
         )
+
+
+class CrossQuotaExceeded(QuotaExceeded):
+    """A non-GPU pod over a GPU node's cross quota (crossquota.md "Predicate Function"), worded as the
+    predicate reports it: ``<res> quota exceeded: required=<q> used=<q> quota=<q>``.
+
+    ``required``, ``used`` and ``quota`` are canonical quantities of ``resource``; ``available`` (what
+    the quota leaves, never negative) fills the :class:`QuotaExceeded` vocabulary.
+    """
+
+    def __init__(self, resource: str, *, required: str, used: str, quota: str, available: str) -> None:
+        super().__init__(resource, required, available, quota, used=used)
+
+    def _render(self) -> str:
+        r = self.resource
+        return f"{r} quota exceeded: required={self.requested} used={self.used} quota={self.limit}"

@@ -50,7 +50,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from common.model import wire
-from common.model.allocation import Term, row_sums, weighted_ratio_rows, weighted_ratios
+from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
 from common.model.events import INVALID_ANNOTATION, EventRecord
@@ -330,41 +330,6 @@ def pod_strategy(args: ResourceStrategyFitArgs, pod: PodInfo) -> PodStrategy:
 # Scores
 
 
-def score_node(
-    strategy: PodStrategy,
-    requests: Mapping[str, int],
-    allocatable: Mapping[str, int],
-    used: Mapping[str, int],
-) -> float:
-    """Scalar score of one node: ``sum(w*s)/sum(w) * 100 * resourceStrategyFitWeight``.
-
-    ``used`` is what the pods already on the node request (kube-scheduler's "requested").
-    """
-    total = 0.0
-    weight_sum = 0
-    for resource, request in requests.items():
-        if request <= 0:  # Semantics 8
-            continue
-        rule = strategy.strategy_for(resource)
-        if rule is None:
-            continue
-        capacity = allocatable.get(resource, 0)
-        after = used.get(resource, 0) + request
-        if capacity == 0:
-            score = 0.0
-        elif after > capacity:
-            return 0.0
-        elif rule.type is ScoringType.MOST_ALLOCATED:
-            score = after / capacity
-        else:
-            score = (capacity - after) / capacity
-        total += score * rule.weight
-        weight_sum += rule.weight
-    if weight_sum == 0:
-        return 0.0
-    return total / weight_sum * MAX_NODE_SCORE * strategy.args.plugin_weight
-
-
 @dataclass(frozen=True, slots=True)
 class ScorePlan:
     """The columns of the scheduler's node arrays that score one pod, with their rules.
@@ -401,32 +366,15 @@ class ScorePlan:
             )
         )
 
-    def score_nodes(
-        self, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        """float64[N] from allocatable[N, R] and requested[N, R] (what is already on each node)."""
-        n = allocatable.shape[0]
-        weight_sum = float(self.weights.sum()) + self.missing_weight
-        if weight_sum == 0 or self.columns.size == 0:
-            return np.zeros(n, dtype=np.float64)
-        capacity = allocatable[:, self.columns]
-        after = requested[:, self.columns] + self.request
-        safe = np.where(capacity == 0, 1, capacity).astype(np.float64)
-        after_f = after.astype(np.float64)
-        ratio = np.where(self.most_allocated, after_f / safe, (capacity.astype(np.float64) - after_f) / safe)
-        ratio = np.where(capacity == 0, 0.0, ratio)
-        overflow = ((after > capacity) & (capacity != 0)).any(axis=1)
-        scores = row_sums(ratio * self.weights) / weight_sum * (MAX_NODE_SCORE * self.plugin_weight)
-        result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
-        return result
-
     def score_nodes_by_column(
         self, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float64]:
-        """:meth:`score_nodes`, the same floats, computed one resource column at a time.
+        """float64[N] from allocatable[N, R] and requested[N, R] (what is already on each node).
 
-        numpy costs many times more on an [N, k] block with a small k than on k contiguous vectors
-        (the scheduler keeps its node arrays column-major). Row-wise like :meth:`score_nodes`.
+        One resource column at a time: numpy costs many times more on an [N, k] block with a small k
+        than on k contiguous vectors (the scheduler keeps its node arrays column-major); the floats are
+        those of the [N, k] form (the tests keep it as their reference). Row-wise: scoring ``rows`` of
+        the inputs gives the full result's ``rows``.
         """
         n = allocatable.shape[0]
         weight_sum = float(self.weights.sum()) + self.missing_weight

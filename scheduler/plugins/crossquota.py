@@ -3,14 +3,14 @@
 Keeps the engine's per-node inputs as rows aligned with the cluster state: ``is_gpu[N]``,
 ``quota[N, Rq]`` (refreshed when a node changes) and ``used[N, Rq]``, the CPU pods' usage (updated
 when a pod is bound or released). Filter and Score hand slices of these to the engine's vectorised
-:func:`~common.model.crossquota.filter_nodes` / :func:`~common.model.crossquota.score_nodes`.
+:func:`~common.model.crossquota.predicate.filter_nodes` and the per-class
+:class:`~common.model.crossquota.score.NodeScorer`.
 
 The arrays are column-major (the engine reads one quota resource over all nodes at a time). Filter
-verdicts and scores (the latter through the engine's per-class
-:class:`~common.model.crossquota.NodeScorer`) are kept per pod class (request vector, strategy) in
-row caches (:mod:`scheduler.cluster.row_cache`) fed by the plugin's own change log: a row is
-handed to the engine again only when its quota, its CPU-pod usage or its GPU-ness changed, which a
-CPU pod bound to a CPU node, or any GPU pod, never does. The prepared pod is memoised per
+verdicts and scores are kept per pod class (request vector, strategy) in row caches
+(:mod:`scheduler.cluster.row_cache`) fed by the plugin's own change log: a row is handed to the
+engine again only when its quota, its CPU-pod usage or its GPU-ness changed, which a CPU pod bound
+to a CPU node, or any GPU pod, never does. The prepared pod is memoised per
 (requests, strategy annotation).
 """
 
@@ -21,8 +21,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model import crossquota as engine
 from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
+from common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from common.model.crossquota.node_quota import node_quota
+from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy, prepare_pod
+from common.model.crossquota.predicate import filter_nodes, fits_few
+from common.model.crossquota.score import NodeScorer, node_scorer
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import Resources
@@ -47,7 +51,7 @@ NAME: Final = "crossquota"
 _MAX_PREPARED: Final = 1024
 
 # A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
-_Key = tuple[bytes, engine.ScoringStrategy, bool]
+_Key = tuple[bytes, ScoringStrategy, bool]
 
 
 def exceeded(resource: str) -> str:
@@ -61,7 +65,7 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.CrossQuotaArgs) or engine.parse_arguments({})
+        self.args = plugin_args(settings, CrossQuotaArgs) or parse_arguments({})
         width = len(self.args.quota_resources)
         self._is_gpu: BoolArray = np.zeros(0, dtype=np.bool_)
         # Column-major, as the cluster arrays: the engine reads one quota resource over all nodes.
@@ -72,8 +76,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._quota_rows: list[list[int]] = []
         self._used_rows: list[list[int]] = []
         self._usages: dict[Resources, npt.NDArray[np.int64] | None] = {}
-        self._prepared_by: dict[tuple[Resources, str | None], engine.CrossQuotaPod] = {}
-        self._scorers: dict[_Key, engine.NodeScorer] = {}
+        self._prepared_by: dict[tuple[Resources, str | None], CrossQuotaPod] = {}
+        self._scorers: dict[_Key, NodeScorer] = {}
         # Rows whose is_gpu / quota / used changed in a way a verdict or score can see.
         self._log = ChangeLog()
         self._fits: RowCache[_Key] = RowCache(
@@ -111,7 +115,7 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         else:
             self._is_gpu[row] = self.args.is_gpu_node(new.allocatable)
             if self._is_gpu[row]:
-                quota = engine.node_quota(self.args, new)
+                quota = node_quota(self.args, new)
                 self._quota[row] = quota.vector(self.args)
                 if old is None or old.annotations != new.annotations:
                     for event in quota.events:
@@ -158,14 +162,12 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return self._is_gpu[rows], self._quota[rows], self._used[rows]
 
     def _fit_rows(self, key: _Key, rows: Rows | None) -> BoolArray:
-        fits = engine.filter_nodes(self.args, self._scorers[key].pod, *self._inputs(rows)).fits
+        fits = filter_nodes(self.args, self._scorers[key].pod, *self._inputs(rows)).fits
         return np.asarray(fits, dtype=np.bool_)
 
     def _fit_few(self, key: _Key, rows: list[int]) -> list[bool]:
         self._ensure(self.handle.cluster.n)
-        return engine.fits_few(
-            self._scorers[key].pod, self._gpu_rows, self._quota_rows, self._used_rows, rows
-        )
+        return fits_few(self._scorers[key].pod, self._gpu_rows, self._quota_rows, self._used_rows, rows)
 
     def _score_rows(self, key: _Key, rows: Rows | None) -> FloatArray:
         return self._scorers[key].score_nodes(*self._inputs(rows))
@@ -174,21 +176,21 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._ensure(self.handle.cluster.n)
         return self._scorers[key].score_few(self._gpu_rows, self._quota_rows, self._used_rows, rows)
 
-    def _key(self, prepared: engine.CrossQuotaPod) -> _Key:
+    def _key(self, prepared: CrossQuotaPod) -> _Key:
         key = (prepared.request.tobytes(), prepared.strategy, prepared.is_cpu_pod)
         if key not in self._scorers:
             if len(self._scorers) >= _MAX_PREPARED:
                 self._scorers.clear()
                 self._scores.clear()
                 self._fits.clear()
-            self._scorers[key] = engine.node_scorer(self.args, prepared)
+            self._scorers[key] = node_scorer(self.args, prepared)
         return key
 
-    def _prepare(self, pod: PodInfo) -> engine.CrossQuotaPod:
+    def _prepare(self, pod: PodInfo) -> CrossQuotaPod:
         memo = (pod.requests, pod.annotations.get(CROSSQUOTA_SCORING_STRATEGY))
         prepared = self._prepared_by.get(memo)
         if prepared is None:
-            prepared = engine.prepare_pod(self.args, pod)
+            prepared = prepare_pod(self.args, pod)
             if prepared.events:
                 return prepared  # the Warning names this pod: not shared
             if len(self._prepared_by) >= _MAX_PREPARED:
@@ -206,8 +208,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         state.write(NAME, prepared)
         return Status.success()
 
-    def _prepared(self, state: CycleState, pod: PodInfo) -> engine.CrossQuotaPod:
-        prepared = state.read(NAME, engine.CrossQuotaPod)
+    def _prepared(self, state: CycleState, pod: PodInfo) -> CrossQuotaPod:
+        prepared = state.read(NAME, CrossQuotaPod)
         return prepared if prepared is not None else self._prepare(pod)
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:

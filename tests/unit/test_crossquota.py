@@ -2,42 +2,124 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model import crossquota as cq
 from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
-from common.model.errors import ConfigError, InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION
+from common.model.crossquota.args import CrossQuotaArgs, parse_amount, parse_arguments, parse_percentage
+from common.model.crossquota.node_quota import QuotaSource, annotation_keys, node_quota
+from common.model.crossquota.pod import ScoringStrategy, prepare_pod, validate_pod_annotations
+from common.model.crossquota.predicate import filter_nodes, quota_exceeded
+from common.model.errors import ConfigError, CrossQuotaExceeded, InvalidAnnotation
+from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.quantity import format_units
+from common.model.refusal import Refusal
 from common.model.resources import Resources
+from tests.builders import Amount, MakeNode, MakePod
 from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
+from tests.unit.reference_scoring import crossquota_score_node, crossquota_score_nodes
 
 GI = 2**30
 BASE: dict[str, Any] = {"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"}
+# 64 cpus, 128Gi, 8 GPUs; copy() before adding to it.
+GPU_NODE = MakeNode("gpu-node-1").alloc(cpu="64", memory="128Gi", **{"nvidia.com/gpu": 8})
 
 
-def args_of(**extra: Any) -> cq.CrossQuotaArgs:
-    return cq.parse_arguments({**BASE, **extra})
+def args_of(**extra: Any) -> CrossQuotaArgs:
+    return parse_arguments({**BASE, **extra})
 
 
-def gpu_node(
-    name: str = "gpu-node-1", annotations: dict[str, str] | None = None, alloc: dict[str, int] | None = None
-) -> NodeInfo:
-    allocatable = {"cpu": 64_000, "memory": 128 * GI, "nvidia.com/gpu": 8_000, **(alloc or {})}
-    return NodeInfo(name=name, annotations=annotations or {}, allocatable=Resources(allocatable))
+def message_of(refusal: Refusal | None) -> str | None:
+    return None if refusal is None else refusal.message
 
 
-def pod(requests: dict[str, int], annotations: dict[str, str] | None = None, **kw: Any) -> PodInfo:
-    return PodInfo(
-        namespace="ns", name="p", requests=Resources(requests), annotations=annotations or {}, **kw
-    )
+def quantities(amounts: Mapping[str, int]) -> dict[str, Amount]:
+    """Amounts in gpuq's units as the quantities a manifest holds (exact: canonical form)."""
+    return {r: format_units(r, v) for r, v in amounts.items()}
+
+
+# ---------------------------------------------------------------------------------------------- references
+# Scalar and per-node forms of the engine that only these tests run: the vectorised engine must agree.
+
+
+def check_node(
+    args: CrossQuotaArgs,
+    requests: Mapping[str, int],
+    *,
+    node_is_gpu: bool,
+    quota: Mapping[str, int],
+    used: Mapping[str, int],
+) -> Refusal | None:
+    """Scalar predicate ("Predicate Function"): None if the pod fits, else the refusal naming the first
+    violation in ``quota-resources`` order. ``used`` is the node's CPU-pod usage (:func:`cpu_pod_usage`)."""
+    if not node_is_gpu or not args.is_cpu_pod(requests):
+        return None
+    for r in args.quota_resources:
+        required, in_use, limit = requests.get(r, 0), used.get(r, 0), quota.get(r, 0)
+        if in_use + required > limit:
+            return quota_exceeded(r, required, in_use, limit)
+    return None
+
+
+def cpu_pod_usage(args: CrossQuotaArgs, pods: Iterable[PodInfo]) -> Resources:
+    """Usage of a node's cross quota: the quota resources requested by its CPU pods that hold
+    resources (bound and not finished)."""
+    total: dict[str, int] = dict.fromkeys(args.quota_resources, 0)
+    for pod in pods:
+        if pod.holds_resources and args.is_cpu_pod(pod.requests):
+            for r in args.quota_resources:
+                total[r] += pod.requests.amount(r)
+    return Resources(total)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeArrays:
+    """Per-node inputs of the vectorised forms, for nodes in a fixed order N."""
+
+    is_gpu_node: npt.NDArray[np.bool_]  # bool[N]
+    quota: npt.NDArray[np.int64]  # int64[N, R]; rows of non-GPU nodes are unused
+    events: tuple[EventRecord, ...]
+
+
+def node_arrays(args: CrossQuotaArgs, nodes: Sequence[NodeInfo]) -> NodeArrays:
+    """Classify and compute the quota of every node, as the plugin does row by row on node updates."""
+    r = len(args.quota_resources)
+    is_gpu = np.zeros(len(nodes), dtype=np.bool_)
+    quota = np.zeros((len(nodes), r), dtype=np.int64)
+    events: list[EventRecord] = []
+    for i, node in enumerate(nodes):
+        if args.is_gpu_node(node.allocatable):
+            is_gpu[i] = True
+            nq = node_quota(args, node)
+            quota[i] = nq.vector(args)
+            events.extend(nq.events)
+    return NodeArrays(is_gpu, quota, tuple(events))
+
+
+def validate_node_annotations(args: CrossQuotaArgs, annotations: Mapping[str, str], where: str = "") -> None:
+    """Raise :class:`InvalidAnnotation` for the first malformed cross-quota annotation of a node.
+
+    Only the quota resources' keys are checked: other ``volcano.sh/crossquota-*`` keys are not read.
+    """
+    for resource in args.quota_resources:
+        absolute_key, percentage_key = annotation_keys(resource)
+        try:
+            if (raw := annotations.get(absolute_key)) is not None and raw.strip():
+                parse_amount(resource, absolute_key, raw.strip(), InvalidAnnotation)
+            if (raw := annotations.get(percentage_key)) is not None and raw.strip():
+                parse_percentage(percentage_key, raw.strip(), InvalidAnnotation)
+        except InvalidAnnotation as err:
+            raise err.located(where) from None
 
 
 # ---------------------------------------------------------------------------------------------- arguments
@@ -45,7 +127,7 @@ def pod(requests: dict[str, int], annotations: dict[str, str] | None = None, **k
 
 def test_defaults_follow_upstream_constants() -> None:
     """spec "Constants": crossQuotaWeight 10, cpu weight 10, memory 1; quota-resources defaults to cpu."""
-    args = cq.parse_arguments({"gpu-resource-names": "nvidia.com/gpu"})
+    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu"})
     assert args.quota_resources == ("cpu",)
     assert args.plugin_weight == 10
     assert args.weight_of("cpu") == 10
@@ -55,7 +137,7 @@ def test_defaults_follow_upstream_constants() -> None:
 
 def test_configuration_format_example_parses() -> None:
     """spec "Configuration Format" example, with YAML numbers and strings both accepted."""
-    args = cq.parse_arguments(
+    args = parse_arguments(
         {
             "gpu-resource-names": "nvidia.com/gpu,amd.com/gpu",
             "quota-resources": "cpu,memory",
@@ -125,12 +207,12 @@ def test_percentage_forms() -> None:
 def test_invalid_arguments_are_config_errors_naming_the_key(arguments: dict[str, Any], field: str) -> None:
     """DESIGN "Scheduler configuration": an invalid configuration is a start-up error naming the key."""
     with pytest.raises(ConfigError) as err:
-        cq.parse_arguments(arguments)
+        parse_arguments(arguments)
     assert err.value.field == field
 
 
 def test_from_arguments_is_the_same_parser() -> None:
-    assert cq.CrossQuotaArgs.from_arguments({**BASE, "quota.cpu": "4"}).quotas == {"cpu": 4000}
+    assert CrossQuotaArgs.from_arguments({**BASE, "quota.cpu": "4"}).quotas == {"cpu": 4000}
 
 
 # ------------------------------------------------------------------------------------------ classification
@@ -149,7 +231,7 @@ def test_from_arguments_is_the_same_parser() -> None:
 )
 def test_is_gpu_node(patterns: str, allocatable: list[str], gpu: bool) -> None:
     """spec "GPU Node Detection"."""
-    assert cq.parse_arguments({"gpu-resource-names": patterns}).is_gpu_node(allocatable) is gpu
+    assert parse_arguments({"gpu-resource-names": patterns}).is_gpu_node(allocatable) is gpu
 
 
 @pytest.mark.parametrize(
@@ -165,7 +247,7 @@ def test_is_gpu_node(patterns: str, allocatable: list[str], gpu: bool) -> None:
 )
 def test_is_cpu_pod(patterns: str, requests: dict[str, int], cpu_pod: bool) -> None:
     """spec "CPU Pod Detection"."""
-    assert cq.parse_arguments({"gpu-resource-names": patterns}).is_cpu_pod(requests) is cpu_pod
+    assert parse_arguments({"gpu-resource-names": patterns}).is_cpu_pod(requests) is cpu_pod
 
 
 def test_usage_vector_is_zero_for_gpu_pods() -> None:
@@ -178,13 +260,13 @@ def test_cpu_pod_usage_counts_bound_live_cpu_pods_only() -> None:
     """spec "Predicate Function" step 4: usage U of CPU pods on N."""
     args = args_of()
     pods = [
-        pod({"cpu": 1000, "memory": GI}, node_name="n", phase="Running"),
-        pod({"cpu": 2000, "memory": GI}, node_name="n", phase="Pending"),
-        pod({"cpu": 4000, "nvidia.com/gpu": 1000}, node_name="n", phase="Running"),  # GPU pod
-        pod({"cpu": 8000}, node_name="n", phase="Succeeded"),  # finished
-        pod({"cpu": 16000}),  # not bound
+        MakePod().req(cpu="1", memory="1Gi").node("n").phase("Running").info(),
+        MakePod().req(cpu="2", memory="1Gi").node("n").phase("Pending").info(),
+        MakePod().req(cpu="4").gpus(1).node("n").phase("Running").info(),  # GPU pod
+        MakePod().req(cpu="8").node("n").phase("Succeeded").info(),  # finished
+        MakePod().req(cpu="16").info(),  # not bound
     ]
-    assert cq.cpu_pod_usage(args, pods) == {"cpu": 3000, "memory": 2 * GI}
+    assert cpu_pod_usage(args, pods) == {"cpu": 3000, "memory": 2 * GI}
 
 
 # ---------------------------------------------------------------------------------------------- node quota
@@ -198,32 +280,32 @@ def test_cpu_pod_usage_counts_bound_live_cpu_pods_only() -> None:
             {"quota.cpu": "32", "quota-percentage.cpu": "10"},
             {"volcano.sh/crossquota-cpu": "48", "volcano.sh/crossquota-percentage-cpu": "75"},
             48_000,
-            cq.QuotaSource.NODE_ANNOTATION,
+            QuotaSource.NODE_ANNOTATION,
         ),
         # 2. node annotation, percentage of allocatable (64 cpus)
         (
             {"quota.cpu": "32"},
             {"volcano.sh/crossquota-percentage-cpu": "75"},
             48_000,
-            cq.QuotaSource.NODE_ANNOTATION_PERCENTAGE,
+            QuotaSource.NODE_ANNOTATION_PERCENTAGE,
         ),
         # 3. argument, absolute, beats the argument percentage (README: quota takes precedence)
-        ({"quota.cpu": "32", "quota-percentage.cpu": "10"}, {}, 32_000, cq.QuotaSource.ARGUMENT),
+        ({"quota.cpu": "32", "quota-percentage.cpu": "10"}, {}, 32_000, QuotaSource.ARGUMENT),
         # 4. argument percentage
-        ({"quota-percentage.cpu": "25"}, {}, 16_000, cq.QuotaSource.ARGUMENT_PERCENTAGE),
+        ({"quota-percentage.cpu": "25"}, {}, 16_000, QuotaSource.ARGUMENT_PERCENTAGE),
         # 5. full allocatable
-        ({}, {}, 64_000, cq.QuotaSource.ALLOCATABLE),
+        ({}, {}, 64_000, QuotaSource.ALLOCATABLE),
         # not capped at allocatable, as upstream
-        ({}, {"volcano.sh/crossquota-cpu": "100"}, 100_000, cq.QuotaSource.NODE_ANNOTATION),
+        ({}, {"volcano.sh/crossquota-cpu": "100"}, 100_000, QuotaSource.NODE_ANNOTATION),
         # blank annotation counts as absent
-        ({"quota.cpu": "8"}, {"volcano.sh/crossquota-cpu": " "}, 8_000, cq.QuotaSource.ARGUMENT),
+        ({"quota.cpu": "8"}, {"volcano.sh/crossquota-cpu": " "}, 8_000, QuotaSource.ARGUMENT),
     ],
 )
 def test_configuration_priority(
-    extra: dict[str, Any], annotations: dict[str, str], quota: int, source: cq.QuotaSource
+    extra: dict[str, Any], annotations: dict[str, str], quota: int, source: QuotaSource
 ) -> None:
     """spec "Configuration Priority": the five levels, highest first."""
-    result = cq.node_quota(args_of(**extra), gpu_node(annotations=annotations))
+    result = node_quota(args_of(**extra), GPU_NODE.copy().annotations(annotations).info())
     assert result.quota["cpu"] == quota
     assert result.sources["cpu"] is source
     assert result.events == ()
@@ -232,20 +314,20 @@ def test_configuration_priority(
 @pytest.mark.parametrize(
     ("annotations", "quota", "source"),
     [
-        ({"volcano.sh/crossquota-cpu": "lots"}, 32_000, cq.QuotaSource.ARGUMENT),
+        ({"volcano.sh/crossquota-cpu": "lots"}, 32_000, QuotaSource.ARGUMENT),
         (
             {"volcano.sh/crossquota-cpu": "-4", "volcano.sh/crossquota-percentage-cpu": "50"},
             32_000,
-            cq.QuotaSource.NODE_ANNOTATION_PERCENTAGE,
+            QuotaSource.NODE_ANNOTATION_PERCENTAGE,
         ),
-        ({"volcano.sh/crossquota-percentage-cpu": "150"}, 32_000, cq.QuotaSource.ARGUMENT),
+        ({"volcano.sh/crossquota-percentage-cpu": "150"}, 32_000, QuotaSource.ARGUMENT),
     ],
 )
 def test_malformed_node_annotation_falls_through_with_warning(
-    annotations: dict[str, str], quota: int, source: cq.QuotaSource
+    annotations: dict[str, str], quota: int, source: QuotaSource
 ) -> None:
     """DESIGN Semantics 3: a crossquota node annotation falls through to the next source + Warning."""
-    result = cq.node_quota(args_of(**{"quota.cpu": "32"}), gpu_node(annotations=annotations))
+    result = node_quota(args_of(**{"quota.cpu": "32"}), GPU_NODE.copy().annotations(annotations).info())
     assert result.quota["cpu"] == quota
     assert result.sources["cpu"] is source
     assert len(result.events) == 1
@@ -258,26 +340,26 @@ def test_malformed_node_annotation_falls_through_with_warning(
 def test_percentages_round_down_to_the_unit() -> None:
     """33% of 3 cpus is 990m (upstream compares against the float 990.0, same verdicts)."""
     args = args_of(**{"quota-percentage.cpu": "33", "quota-percentage.memory": "50"})
-    result = cq.node_quota(args, gpu_node(alloc={"cpu": 3000, "memory": 1001}))
+    result = node_quota(args, GPU_NODE.copy().alloc(cpu="3", memory=1001).info())
     assert result.quota == {"cpu": 990, "memory": 500}
 
 
 def test_annotation_keys_use_the_resource_name_verbatim() -> None:
-    assert cq.annotation_keys("hugepages-1Gi") == (
+    assert annotation_keys("hugepages-1Gi") == (
         "volcano.sh/crossquota-hugepages-1Gi",
         "volcano.sh/crossquota-percentage-hugepages-1Gi",
     )
     args = args_of(**{"quota-resources": "cpu,hugepages-1Gi"})
     annotations = {"volcano.sh/crossquota-hugepages-1Gi": "2Gi"}
-    node = gpu_node(annotations=annotations, alloc={"hugepages-1Gi": 8 * GI})
-    assert cq.node_quota(args, node).quota["hugepages-1Gi"] == 2 * GI
+    node = GPU_NODE.copy().annotations(annotations).alloc(**{"hugepages-1Gi": "8Gi"}).info()
+    assert node_quota(args, node).quota["hugepages-1Gi"] == 2 * GI
 
 
 def test_validate_node_annotations_for_admission() -> None:
     args = args_of()
-    cq.validate_node_annotations(args, {"volcano.sh/crossquota-cpu": "4", "unrelated": "x"})
+    validate_node_annotations(args, {"volcano.sh/crossquota-cpu": "4", "unrelated": "x"})
     with pytest.raises(InvalidAnnotation) as err:
-        cq.validate_node_annotations(args, {"volcano.sh/crossquota-percentage-memory": "0"}, "Node//n")
+        validate_node_annotations(args, {"volcano.sh/crossquota-percentage-memory": "0"}, "Node//n")
     assert err.value.where == "Node//n"
     assert err.value.field == "volcano.sh/crossquota-percentage-memory"
 
@@ -285,11 +367,11 @@ def test_validate_node_annotations_for_admission() -> None:
 def test_node_arrays_classify_and_collect_events() -> None:
     args = args_of(**{"quota.cpu": "32"})
     nodes = [
-        gpu_node("g1"),
-        NodeInfo(name="c1", allocatable=Resources({"cpu": 8000, "memory": GI})),
-        gpu_node("g2", annotations={"volcano.sh/crossquota-memory": "x"}),
+        GPU_NODE.copy().name("g1").info(),
+        MakeNode("c1").alloc(cpu="8", memory="1Gi").info(),
+        GPU_NODE.copy().name("g2").annotation("volcano.sh/crossquota-memory", "x").info(),
     ]
-    arrays = cq.node_arrays(args, nodes)
+    arrays = node_arrays(args, nodes)
     assert arrays.is_gpu_node.tolist() == [True, False, True]
     assert arrays.quota.tolist() == [[32_000, 128 * GI], [0, 0], [32_000, 128 * GI]]
     assert [e.obj for e in arrays.events] == ["Node//g2"]
@@ -305,26 +387,26 @@ PREDICATE_REQUEST = {"cpu": 6_000, "memory": 10 * GI}
 def test_predicate_worked_example() -> None:
     """spec "Predicate Function" example: 28000 + 6000 > 32000 rejects on cpu; memory 60 < 64 passes."""
     args = args_of()
-    violation = cq.check_node(
+    violation = check_node(
         args, PREDICATE_REQUEST, node_is_gpu=True, quota=PREDICATE_QUOTA, used=PREDICATE_USED
     )
-    assert violation == cq.QuotaViolation("cpu", 6_000, 28_000, 32_000)
+    assert violation is not None and isinstance(violation.error, CrossQuotaExceeded)
+    error = violation.error
+    assert (error.resource, error.requested, error.used, error.limit) == ("cpu", "6", "28", "32")
     assert violation.message == "cpu quota exceeded: required=6 used=28 quota=32"
     # memory alone fits
     only_memory = {"cpu": 0, "memory": 10 * GI}
-    assert (
-        cq.check_node(args, only_memory, node_is_gpu=True, quota=PREDICATE_QUOTA, used=PREDICATE_USED) is None
-    )
+    assert check_node(args, only_memory, node_is_gpu=True, quota=PREDICATE_QUOTA, used=PREDICATE_USED) is None
 
 
 def test_predicate_worked_example_vectorised_with_lazy_reason() -> None:
     """spec "Predicate Function" example over nodes: a GPU node that fails, one that fits, a CPU node."""
     args = args_of()
-    prepared = cq.prepare_pod(args, pod(PREDICATE_REQUEST))
+    prepared = prepare_pod(args, MakePod().req(quantities(PREDICATE_REQUEST)).info())
     is_gpu = np.array([True, True, False])
     quota = np.array([[32_000, 64 * GI], [64_000, 64 * GI], [1, 1]], dtype=np.int64)
     used = np.array([[28_000, 50 * GI], [28_000, 50 * GI], [28_000, 50 * GI]], dtype=np.int64)
-    result = cq.filter_nodes(args, prepared, is_gpu, quota, used)
+    result = filter_nodes(args, prepared, is_gpu, quota, used)
     assert result.fits.tolist() == [False, True, True]
     assert result.reason(0) == "cpu quota exceeded: required=6 used=28 quota=32"
     assert result.reason(1) is None and result.reason(2) is None
@@ -332,7 +414,7 @@ def test_predicate_worked_example_vectorised_with_lazy_reason() -> None:
 
 def test_predicate_reports_first_resource_in_configured_order() -> None:
     args = args_of(**{"quota-resources": "memory,cpu"})
-    violation = cq.check_node(
+    violation = check_node(
         args,
         {"cpu": 8000, "memory": 32 * GI},
         node_is_gpu=True,
@@ -355,10 +437,10 @@ def test_predicate_reports_first_resource_in_configured_order() -> None:
 def test_predicate_scope(requests: dict[str, int], is_gpu: bool, fits: bool) -> None:
     """spec "Predicate Function" steps 1-2 and the strict ``>`` of step 5d."""
     args = args_of()
-    got = cq.check_node(args, requests, node_is_gpu=is_gpu, quota=PREDICATE_QUOTA, used=PREDICATE_USED)
+    got = check_node(args, requests, node_is_gpu=is_gpu, quota=PREDICATE_QUOTA, used=PREDICATE_USED)
     assert (got is None) is fits
-    prepared = cq.prepare_pod(args, pod(requests))
-    vec = cq.filter_nodes(
+    prepared = prepare_pod(args, MakePod().req(quantities(requests)).info())
+    vec = filter_nodes(
         args,
         prepared,
         np.array([is_gpu]),
@@ -375,7 +457,7 @@ SCORE_REQUEST = {"cpu": 4_000, "memory": 8 * GI}
 
 
 def _both(
-    args: cq.CrossQuotaArgs,
+    args: CrossQuotaArgs,
     requests: dict[str, int],
     used: dict[str, int],
     strategy: str | None = None,
@@ -383,17 +465,17 @@ def _both(
 ) -> float:
     """Score through the scalar and the vectorised forms; they must agree."""
     quota = quota or SCORE_QUOTA
-    scalar = cq.score_node(
+    scalar = crossquota_score_node(
         args,
         requests,
-        strategy=cq.ScoringStrategy(strategy or "most-allocated"),
+        strategy=ScoringStrategy(strategy or "most-allocated"),
         node_is_gpu=True,
         quota=quota,
         used=used,
     )
     annotations = {CROSSQUOTA_SCORING_STRATEGY: strategy} if strategy else {}
-    prepared = cq.prepare_pod(args, pod(requests, annotations))
-    vector = cq.score_nodes(
+    prepared = prepare_pod(args, MakePod().req(quantities(requests)).annotations(annotations).info())
+    vector = crossquota_score_nodes(
         args,
         prepared,
         np.array([True]),
@@ -420,8 +502,8 @@ def test_least_allocated_worked_example() -> None:
 def test_default_strategy_is_most_allocated() -> None:
     """spec "Strategy Selection": no annotation means most-allocated."""
     args = args_of()
-    prepared = cq.prepare_pod(args, pod(SCORE_REQUEST))
-    assert prepared.strategy is cq.ScoringStrategy.MOST_ALLOCATED and prepared.events == ()
+    prepared = prepare_pod(args, MakePod().req(quantities(SCORE_REQUEST)).info())
+    assert prepared.strategy is ScoringStrategy.MOST_ALLOCATED and prepared.events == ()
 
 
 def test_unrequested_resources_carry_no_weight() -> None:
@@ -454,25 +536,26 @@ def test_only_cpu_pods_on_gpu_nodes_are_scored() -> None:
     args = args_of()
     quota = np.array([[32_000, 64 * GI]] * 2, dtype=np.int64)
     used = np.zeros((2, 2), dtype=np.int64)
-    cpu_pod = cq.prepare_pod(args, pod(SCORE_REQUEST))
-    gpu_pod = cq.prepare_pod(args, pod({**SCORE_REQUEST, "nvidia.com/gpu": 1000}))
-    scores = cq.score_nodes(args, cpu_pod, np.array([True, False]), quota, used)
+    cpu_pod = prepare_pod(args, MakePod().req(quantities(SCORE_REQUEST)).info())
+    gpu_pod = prepare_pod(args, MakePod().req(quantities(SCORE_REQUEST)).gpus(1).info())
+    scores = crossquota_score_nodes(args, cpu_pod, np.array([True, False]), quota, used)
     assert scores[0] > 0 and scores[1] == 0
-    assert cq.score_nodes(args, gpu_pod, np.array([True, True]), quota, used).tolist() == [0.0, 0.0]
+    assert crossquota_score_nodes(args, gpu_pod, np.array([True, True]), quota, used).tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize(
     ("value", "strategy", "warned"),
     [
-        ("least-allocated", cq.ScoringStrategy.LEAST_ALLOCATED, False),
-        ("most-allocated", cq.ScoringStrategy.MOST_ALLOCATED, False),
-        ("LeastAllocated", cq.ScoringStrategy.MOST_ALLOCATED, True),
-        ("", cq.ScoringStrategy.MOST_ALLOCATED, True),
+        ("least-allocated", ScoringStrategy.LEAST_ALLOCATED, False),
+        ("most-allocated", ScoringStrategy.MOST_ALLOCATED, False),
+        ("LeastAllocated", ScoringStrategy.MOST_ALLOCATED, True),
+        ("", ScoringStrategy.MOST_ALLOCATED, True),
     ],
 )
-def test_strategy_annotation(value: str, strategy: cq.ScoringStrategy, warned: bool) -> None:
+def test_strategy_annotation(value: str, strategy: ScoringStrategy, warned: bool) -> None:
     """A malformed strategy is a Warning event on the pod and the default (Semantics 3)."""
-    prepared = cq.prepare_pod(args_of(), pod(SCORE_REQUEST, {CROSSQUOTA_SCORING_STRATEGY: value}))
+    strategy_pod = MakePod().req(quantities(SCORE_REQUEST)).annotation(CROSSQUOTA_SCORING_STRATEGY, value)
+    prepared = prepare_pod(args_of(), strategy_pod.info())
     assert prepared.strategy is strategy
     assert bool(prepared.events) is warned
     if warned:
@@ -482,9 +565,9 @@ def test_strategy_annotation(value: str, strategy: cq.ScoringStrategy, warned: b
 
 
 def test_webhook_validation_of_strategy_annotation() -> None:
-    cq.validate_pod_annotations({CROSSQUOTA_SCORING_STRATEGY: "least-allocated"})
+    validate_pod_annotations({CROSSQUOTA_SCORING_STRATEGY: "least-allocated"})
     with pytest.raises(InvalidAnnotation) as err:
-        cq.validate_pod_annotations({CROSSQUOTA_SCORING_STRATEGY: "spread"}, "Pod/ns/p")
+        validate_pod_annotations({CROSSQUOTA_SCORING_STRATEGY: "spread"}, "Pod/ns/p")
     assert err.value.where == "Pod/ns/p" and err.value.value == "spread"
 
 
@@ -511,18 +594,19 @@ def test_vectorised_equals_scalar(
     requests = {"cpu": request[0], "memory": request[1]}
     if gpu_pod:
         requests["nvidia.com/gpu"] = 1000
-    strategy = cq.ScoringStrategy.LEAST_ALLOCATED if least else cq.ScoringStrategy.MOST_ALLOCATED
-    prepared = cq.prepare_pod(args, pod(requests, {CROSSQUOTA_SCORING_STRATEGY: strategy.value}))
+    strategy = ScoringStrategy.LEAST_ALLOCATED if least else ScoringStrategy.MOST_ALLOCATED
+    scheduled = MakePod().req(quantities(requests)).annotation(CROSSQUOTA_SCORING_STRATEGY, strategy.value)
+    prepared = prepare_pod(args, scheduled.info())
     is_gpu = np.array([r[0] for r in rows])
     quota = np.array([[r[1], r[2]] for r in rows], dtype=np.int64)
     used = np.array([[r[3], r[4]] for r in rows], dtype=np.int64)
-    filtered = cq.filter_nodes(args, prepared, is_gpu, quota, used)
-    scores = cq.score_nodes(args, prepared, is_gpu, quota, used)
+    filtered = filter_nodes(args, prepared, is_gpu, quota, used)
+    scores = crossquota_score_nodes(args, prepared, is_gpu, quota, used)
     for i, (gpu, qc, qm, uc, um) in enumerate(rows):
         q, u = {"cpu": qc, "memory": qm}, {"cpu": uc, "memory": um}
-        violation = cq.check_node(args, requests, node_is_gpu=gpu, quota=q, used=u)
-        assert filtered.violation(i) == violation
-        scalar = cq.score_node(args, requests, strategy=strategy, node_is_gpu=gpu, quota=q, used=u)
+        violation = check_node(args, requests, node_is_gpu=gpu, quota=q, used=u)
+        assert message_of(filtered.refusal(i)) == message_of(violation)  # resource and amounts, exactly
+        scalar = crossquota_score_node(args, requests, strategy=strategy, node_is_gpu=gpu, quota=q, used=u)
         assert scores[i] == pytest.approx(scalar, rel=1e-9, abs=1e-12)
         assert 0.0 <= scores[i] <= args.plugin_weight + 1e-9
 
@@ -531,7 +615,7 @@ def test_huge_node_annotation_falls_through_instead_of_overflowing() -> None:
     """Semantics 3: "1e29" cores does not fit the int64 node arrays; it used to raise OverflowError
     in node_arrays. It is a malformed annotation: Warning event, next source (argument quota.cpu)."""
     args = args_of(**{"quota.cpu": "16"})
-    arrays = cq.node_arrays(args, [gpu_node(annotations={"volcano.sh/crossquota-cpu": "1e29"})])
+    arrays = node_arrays(args, [GPU_NODE.copy().annotation("volcano.sh/crossquota-cpu", "1e29").info()])
     assert arrays.quota[0].tolist() == [16_000, 128 * GI]
     assert [e.reason for e in arrays.events] == [INVALID_ANNOTATION]
     assert "volcano.sh/crossquota-cpu" in arrays.events[0].message
@@ -549,10 +633,10 @@ def test_weight_beyond_the_float_range_is_a_config_error(key: str, value: object
 
 def test_largest_weight_scores() -> None:
     args = args_of(crossQuotaWeight=1_000_000)
-    score = cq.score_node(
+    score = crossquota_score_node(
         args,
         {"cpu": 4_000},
-        strategy=cq.ScoringStrategy.MOST_ALLOCATED,
+        strategy=ScoringStrategy.MOST_ALLOCATED,
         node_is_gpu=True,
         quota={"cpu": 8_000},
         used={},
@@ -563,8 +647,8 @@ def test_largest_weight_scores() -> None:
 @settings(max_examples=200, deadline=None)
 @given(OBJECTS)
 def test_fuzz_parse_arguments_raises_only_config_errors(arguments: dict[str, Any]) -> None:
-    only_gpuq_errors(cq.parse_arguments, {**BASE, **arguments})
-    only_gpuq_errors(cq.parse_arguments, arguments)
+    only_gpuq_errors(parse_arguments, {**BASE, **arguments})
+    only_gpuq_errors(parse_arguments, arguments)
 
 
 @settings(max_examples=200, deadline=None)
@@ -574,8 +658,9 @@ def test_fuzz_node_and_pod_annotations_never_raise(quota: dict[str, str], strate
     args = args_of()
     annotations = {f"volcano.sh/crossquota-{k}": v for k, v in quota.items()}
     annotations |= {f"volcano.sh/crossquota-percentage-{k}": v for k, v in quota.items()}
-    arrays = cq.node_arrays(args, [gpu_node(annotations=annotations)])
+    arrays = node_arrays(args, [GPU_NODE.copy().annotations(annotations).info()])
     assert arrays.quota.shape == (1, 2)
-    only_gpuq_errors(lambda a: cq.validate_node_annotations(args, a), annotations)
-    prepared = cq.prepare_pod(args, pod({"cpu": 1}, {CROSSQUOTA_SCORING_STRATEGY: strategy}))
-    assert prepared.strategy in set(cq.ScoringStrategy)
+    only_gpuq_errors(lambda a: validate_node_annotations(args, a), annotations)
+    scheduled = MakePod().req(cpu="1m").annotation(CROSSQUOTA_SCORING_STRATEGY, strategy)
+    prepared = prepare_pod(args, scheduled.info())
+    assert prepared.strategy in set(ScoringStrategy)

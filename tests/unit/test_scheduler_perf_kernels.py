@@ -1,11 +1,12 @@
-"""The column-wise score kernels equal the engines' [N, k] forms bit for bit, and are row-wise.
+"""The column-wise score kernels equal the [N, k] reference forms bit for bit, and are row-wise.
 
-The scheduler's hot path (issue 4) scores through :class:`common.model.crossquota.NodeScorer` and
-:meth:`common.model.strategy_fit.ScorePlan.score_nodes_by_column`, on column-major arrays and on row
-subsets (its :class:`~scheduler.cluster.row_cache.RowCache`). Equal totals go to the first node name,
-so "close" is not enough: every float must be the one the [N, k] form gives on row-major input, as
-the scheduler passed before. Exercised with every strategy, quota and capacity zeros (the ``safe``
-divisor and the 0 score), overflow, and 1 to 9 scored resources (numpy sums 8+ terms pairwise).
+The scheduler's hot path (issue 4) scores through :class:`common.model.crossquota.score.NodeScorer`
+and :meth:`common.model.strategy_fit.ScorePlan.score_nodes_by_column`, on column-major arrays and on
+row subsets (its :class:`~scheduler.cluster.row_cache.RowCache`). Equal totals go to the first node
+name, so "close" is not enough: every float must be the one the [N, k] form
+(:mod:`tests.unit.reference_scoring`) gives on row-major input, as the scheduler passed before.
+Exercised with every strategy, quota and capacity zeros (the ``safe`` divisor and the 0 score),
+overflow, and 1 to 9 scored resources (numpy sums 8+ terms pairwise).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model import crossquota as cq
 from common.model import strategy_fit as sf
+from common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
+from common.model.crossquota.score import node_scorer
+from tests.unit.reference_scoring import crossquota_score_nodes, strategy_fit_score_nodes
 
 IntArray = npt.NDArray[np.int64]
 
@@ -32,7 +36,7 @@ def _same(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> bool:
 @st.composite
 def crossquota_case(
     draw: st.DrawFn,
-) -> tuple[cq.CrossQuotaArgs, cq.CrossQuotaPod, npt.NDArray[np.bool_], IntArray, IntArray]:
+) -> tuple[CrossQuotaArgs, CrossQuotaPod, npt.NDArray[np.bool_], IntArray, IntArray]:
     k = draw(st.integers(1, len(RESOURCES)))
     resources = RESOURCES[:k]
     arguments: dict[str, object] = {
@@ -42,10 +46,10 @@ def crossquota_case(
     for r in resources:
         arguments[f"weight.{r}"] = draw(st.integers(1, 7))
     arguments["crossQuotaWeight"] = draw(st.integers(0, 20))
-    args = cq.parse_arguments(arguments)
+    args = parse_arguments(arguments)
     request = np.array([draw(st.sampled_from([0, 0, 1, 250, 1000, 4096])) for _ in resources], dtype=np.int64)
-    strategy = draw(st.sampled_from(list(cq.ScoringStrategy)))
-    pod = cq.CrossQuotaPod(True, request, strategy)
+    strategy = draw(st.sampled_from(list(ScoringStrategy)))
+    pod = CrossQuotaPod(True, request, strategy)
     n = draw(st.integers(1, 40))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
@@ -58,36 +62,36 @@ def crossquota_case(
 @settings(max_examples=300, deadline=None)
 @given(crossquota_case(), st.booleans())
 def test_crossquota_node_scorer_equals_score_nodes(
-    case: tuple[cq.CrossQuotaArgs, cq.CrossQuotaPod, npt.NDArray[np.bool_], IntArray, IntArray],
+    case: tuple[CrossQuotaArgs, CrossQuotaPod, npt.NDArray[np.bool_], IntArray, IntArray],
     column_major: bool,
 ) -> None:
     args, pod, is_gpu, quota, used = case
-    expected = cq.score_nodes(args, pod, is_gpu, quota, used)
+    expected = crossquota_score_nodes(args, pod, is_gpu, quota, used)
     if column_major:
         quota, used = np.asfortranarray(quota), np.asfortranarray(used)
-    scorer = cq.node_scorer(args, pod)
+    scorer = node_scorer(args, pod)
     assert _same(scorer.score_nodes(is_gpu, quota, used), expected)
     rows = np.arange(0, is_gpu.shape[0], 3)
     assert _same(scorer.score_nodes(is_gpu[rows], quota[rows], used[rows]), expected[rows])
 
 
 def test_crossquota_node_scorer_of_a_gpu_pod_scores_nothing() -> None:
-    args = cq.parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"})
-    pod = cq.CrossQuotaPod(False, np.array([1000, 2**30], dtype=np.int64), cq.ScoringStrategy.MOST_ALLOCATED)
+    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"})
+    pod = CrossQuotaPod(False, np.array([1000, 2**30], dtype=np.int64), ScoringStrategy.MOST_ALLOCATED)
     quota = np.full((3, 2), 64000, dtype=np.int64)
-    scores = cq.node_scorer(args, pod).score_nodes(np.ones(3, dtype=np.bool_), quota, np.zeros_like(quota))
+    scores = node_scorer(args, pod).score_nodes(np.ones(3, dtype=np.bool_), quota, np.zeros_like(quota))
     assert _same(scores, np.zeros(3))
 
 
 def test_crossquota_node_scorer_spec_worked_numbers() -> None:
     """crossquota.md "Node Ordering": most-allocated = (used+request)/quota, weighted, x crossQuotaWeight;
     a node the pod would overflow and a CPU node score 0."""
-    args = cq.parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
-    pod = cq.CrossQuotaPod(True, np.array([2000], dtype=np.int64), cq.ScoringStrategy.MOST_ALLOCATED)
+    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
+    pod = CrossQuotaPod(True, np.array([2000], dtype=np.int64), ScoringStrategy.MOST_ALLOCATED)
     quota = np.array([[8000], [8000], [1000], [8000]], dtype=np.int64)
     used = np.array([[2000], [0], [0], [0]], dtype=np.int64)
     is_gpu = np.array([True, True, True, False])
-    scores = cq.node_scorer(args, pod).score_nodes(is_gpu, quota, used)
+    scores = node_scorer(args, pod).score_nodes(is_gpu, quota, used)
     assert scores.tolist() == [5.0, 2.5, 0.0, 0.0]
 
 
@@ -117,7 +121,7 @@ def test_strategy_fit_by_column_equals_score_nodes(
     case: tuple[sf.ScorePlan, IntArray, IntArray], column_major: bool
 ) -> None:
     plan, allocatable, requested = case
-    expected = plan.score_nodes(allocatable, requested)
+    expected = strategy_fit_score_nodes(plan, allocatable, requested)
     if column_major:
         allocatable, requested = np.asfortranarray(allocatable), np.asfortranarray(requested)
     assert _same(plan.score_nodes_by_column(allocatable, requested), expected)

@@ -3,7 +3,7 @@
 Between two pods of a class only a handful of node rows change, and rescoring them through numpy
 costs more in per-call overhead than in arithmetic, so the scheduler's row cache hands up to
 ``FEW_ROWS`` rows to the engines' scalar forms (``NodeScorer.score_few``, ``ScorePlan.score_few``,
-``crossquota.fits_few``). Equal totals go to the first node name, so every float must be the
+``predicate.fits_few``). Equal totals go to the first node name, so every float must be the
 vectorised one (``-0.0`` included), and every verdict the vectorised filter's.
 """
 
@@ -14,8 +14,12 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model import crossquota as cq
 from common.model import strategy_fit as sf
+from common.model.crossquota.args import parse_arguments
+from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
+from common.model.crossquota.predicate import filter_nodes, fits_few
+from common.model.crossquota.score import NodeScorer, node_scorer
+from tests.unit.reference_scoring import crossquota_score_nodes
 
 IntArray = npt.NDArray[np.int64]
 
@@ -28,7 +32,7 @@ def _same(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> bool:
 
 
 @st.composite
-def _case(draw: st.DrawFn) -> tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]]:
+def _case(draw: st.DrawFn) -> tuple[NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]]:
     k = draw(st.integers(1, len(RESOURCES)))
     resources = RESOURCES[:k]
     arguments: dict[str, object] = {
@@ -38,9 +42,9 @@ def _case(draw: st.DrawFn) -> tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArr
     for r in resources:
         arguments[f"weight.{r}"] = draw(st.integers(0, 7))
     arguments["crossQuotaWeight"] = draw(st.integers(0, 20))
-    args = cq.parse_arguments(arguments)
+    args = parse_arguments(arguments)
     request = np.array([draw(st.sampled_from([0, 0, 1, 250, 1000, 4096])) for _ in resources], dtype=np.int64)
-    pod = cq.CrossQuotaPod(draw(st.booleans()), request, draw(st.sampled_from(list(cq.ScoringStrategy))))
+    pod = CrossQuotaPod(draw(st.booleans()), request, draw(st.sampled_from(list(ScoringStrategy))))
     n = draw(st.integers(1, 30))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     # 2**53 + 1 is not a float64: the int -> float rounding must be numpy's too.
@@ -49,13 +53,13 @@ def _case(draw: st.DrawFn) -> tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArr
     used = np.asfortranarray(rng.integers(0, 70000, size=(n, k), dtype=np.int64))
     is_gpu = rng.random(n) < 0.7
     rows = draw(st.lists(st.integers(0, n - 1), max_size=16))
-    return cq.node_scorer(args, pod), is_gpu, quota, used, rows
+    return node_scorer(args, pod), is_gpu, quota, used, rows
 
 
 @settings(max_examples=400, deadline=None)
 @given(_case())
 def test_crossquota_score_few_equals_score_nodes_rows(
-    case: tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]],
+    case: tuple[NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]],
 ) -> None:
     scorer, is_gpu, quota, used, rows = case
     expected = scorer.score_nodes(is_gpu, quota, used)[np.array(rows, dtype=np.intp)]
@@ -68,36 +72,36 @@ def test_crossquota_score_few_equals_score_nodes_rows(
 @settings(max_examples=400, deadline=None)
 @given(_case())
 def test_crossquota_fits_few_equals_filter_nodes_rows(
-    case: tuple[cq.NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]],
+    case: tuple[NodeScorer, npt.NDArray[np.bool_], IntArray, IntArray, list[int]],
 ) -> None:
     scorer, is_gpu, quota, used, rows = case
-    fits = cq.filter_nodes(scorer.args, scorer.pod, is_gpu, quota, used).fits
+    fits = filter_nodes(scorer.args, scorer.pod, is_gpu, quota, used).fits
     expected = fits[np.array(rows, dtype=np.intp)]
-    assert cq.fits_few(scorer.pod, is_gpu, quota, used, rows) == expected.tolist()
-    assert cq.fits_few(scorer.pod, is_gpu.tolist(), quota.tolist(), used.tolist(), rows) == expected.tolist()
+    assert fits_few(scorer.pod, is_gpu, quota, used, rows) == expected.tolist()
+    assert fits_few(scorer.pod, is_gpu.tolist(), quota.tolist(), used.tolist(), rows) == expected.tolist()
 
 
 def test_crossquota_fits_few_example() -> None:
     """``crossquota.md`` "Predicate": a CPU pod fits a GPU node while used + request <= quota for
     every quota resource; a non-GPU node always fits."""
-    pod = cq.CrossQuotaPod(True, np.array([1000, 0], dtype=np.int64), cq.ScoringStrategy.MOST_ALLOCATED)
+    pod = CrossQuotaPod(True, np.array([1000, 0], dtype=np.int64), ScoringStrategy.MOST_ALLOCATED)
     quota = np.array([[4000, 10], [4000, 10], [1500, 10], [0, 0]], dtype=np.int64)
     used = np.array([[3000, 10], [3001, 0], [1000, 0], [5, 5]], dtype=np.int64)
     is_gpu = np.array([True, True, True, False])
-    assert cq.fits_few(pod, is_gpu, quota, used, [0, 1, 2, 3]) == [True, False, False, True]
-    gpu_pod = cq.CrossQuotaPod(False, pod.request, cq.ScoringStrategy.MOST_ALLOCATED)
-    assert cq.fits_few(gpu_pod, is_gpu, quota, used, [1, 2]) == [True, True]
+    assert fits_few(pod, is_gpu, quota, used, [0, 1, 2, 3]) == [True, False, False, True]
+    gpu_pod = CrossQuotaPod(False, pod.request, ScoringStrategy.MOST_ALLOCATED)
+    assert fits_few(gpu_pod, is_gpu, quota, used, [1, 2]) == [True, True]
 
 
 def test_crossquota_score_few_least_allocated_example() -> None:
     """Semantics of ``crossquota.md`` "Score": LeastAllocated = (quota - used - request) / quota,
     weighted, times the plugin weight; an overflowing or non-GPU node scores 0."""
-    args = cq.parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
-    pod = cq.CrossQuotaPod(True, np.array([1000], dtype=np.int64), cq.ScoringStrategy.LEAST_ALLOCATED)
+    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
+    pod = CrossQuotaPod(True, np.array([1000], dtype=np.int64), ScoringStrategy.LEAST_ALLOCATED)
     quota = np.array([[4000], [4000], [1500]], dtype=np.int64)
     used = np.array([[1000], [0], [1000]], dtype=np.int64)
     is_gpu = np.array([True, False, True])
-    scores = cq.node_scorer(args, pod).score_few(is_gpu, quota, used, [0, 1, 2, 0])
+    scores = node_scorer(args, pod).score_few(is_gpu, quota, used, [0, 1, 2, 0])
     expected = 0.5 * args.plugin_weight
     assert scores == [expected, 0.0, 0.0, expected]
 
@@ -159,16 +163,18 @@ def test_eight_or_more_scored_resources_add_in_order_for_one_row_as_for_many() -
         "gpu-resource-names": "nvidia.com/gpu",
         "quota-resources": ",".join(resources),
     }
-    args = cq.parse_arguments(arguments)
-    pod = cq.CrossQuotaPod(True, np.ones(9, dtype=np.int64), cq.ScoringStrategy.LEAST_ALLOCATED)
-    scorer = cq.node_scorer(args, pod)
+    args = parse_arguments(arguments)
+    pod = CrossQuotaPod(True, np.ones(9, dtype=np.int64), ScoringStrategy.LEAST_ALLOCATED)
+    scorer = node_scorer(args, pod)
     rng = np.random.default_rng(7)
     quota = np.asfortranarray(rng.choice(np.array([500, 4096, 64000, 2**40, 2**53 + 1]), size=(64, 9)))
     used = np.asfortranarray(rng.integers(0, 400, size=(64, 9), dtype=np.int64))
     is_gpu = np.ones(64, dtype=np.bool_)
     full = scorer.score_nodes(is_gpu, quota, used)
-    assert _same(full, cq.score_nodes(args, pod, is_gpu, quota, used))
+    assert _same(full, crossquota_score_nodes(args, pod, is_gpu, quota, used))
     for row in range(64):
-        alone = cq.score_nodes(args, pod, is_gpu[row : row + 1], quota[row : row + 1], used[row : row + 1])
+        alone = crossquota_score_nodes(
+            args, pod, is_gpu[row : row + 1], quota[row : row + 1], used[row : row + 1]
+        )
         assert alone.tobytes() == full[row : row + 1].tobytes()
         assert scorer.score_few(is_gpu, quota, used, [row]) == [full[row]]

@@ -13,9 +13,9 @@ from common.model import strategy_fit as sf
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION
-from common.model.pods import PodInfo
-from common.model.resources import Resources
+from tests.builders import MakePod
 from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
+from tests.unit.reference_scoring import strategy_fit_score_node, strategy_fit_score_nodes
 
 MOST = sf.ScoringType.MOST_ALLOCATED
 LEAST = sf.ScoringType.LEAST_ALLOCATED
@@ -31,14 +31,8 @@ EXAMPLE = {
 }
 
 
-def pod(requests: dict[str, int] | None = None, annotations: dict[str, str] | None = None) -> PodInfo:
-    return PodInfo(
-        namespace="ns", name="p", requests=Resources(requests or {}), annotations=annotations or {}
-    )
-
-
 def strategy_of(arguments: dict[str, Any], annotations: dict[str, str] | None = None) -> sf.PodStrategy:
-    return sf.pod_strategy(sf.parse_arguments(arguments), pod(annotations=annotations))
+    return sf.pod_strategy(sf.parse_arguments(arguments), MakePod().annotations(annotations or {}).info())
 
 
 # ---------------------------------------------------------------------------------------------- arguments
@@ -183,10 +177,11 @@ def _score(
 ) -> float:
     """Scalar and vectorised score of one node; they must agree."""
     strategy = strategy_of(arguments, annotations)
-    scalar = sf.score_node(strategy, requests, allocatable, used)
+    scalar = strategy_fit_score_node(strategy, requests, allocatable, used)
     columns = sorted(set(allocatable) | set(used) | {"pods"})
     plan = sf.score_plan(strategy, requests, columns)
-    vector = plan.score_nodes(
+    vector = strategy_fit_score_nodes(
+        plan,
         np.array([[allocatable.get(c, 0) for c in columns]], dtype=np.int64),
         np.array([[used.get(c, 0) for c in columns]], dtype=np.int64),
     )
@@ -272,8 +267,10 @@ def test_requested_resource_absent_from_columns_counts_as_zero_capacity() -> Non
     strategy = strategy_of({"resources": {"cpu": {"weight": 1}, "x.io/fpga": {"weight": 1}}})
     plan = sf.score_plan(strategy, {"cpu": 100, "x.io/fpga": 1000}, ["cpu", "memory"])
     assert plan.columns.tolist() == [0] and plan.missing_weight == 1
-    scores = plan.score_nodes(np.array([[500, 0]], dtype=np.int64), np.array([[200, 0]], dtype=np.int64))
-    expected = sf.score_node(strategy, {"cpu": 100, "x.io/fpga": 1000}, {"cpu": 500}, {"cpu": 200})
+    scores = strategy_fit_score_nodes(
+        plan, np.array([[500, 0]], dtype=np.int64), np.array([[200, 0]], dtype=np.int64)
+    )
+    expected = strategy_fit_score_node(strategy, {"cpu": 100, "x.io/fpga": 1000}, {"cpu": 500}, {"cpu": 200})
     assert scores[0] == pytest.approx(expected) == pytest.approx(0.4 / 2 * 1000)
 
 
@@ -328,7 +325,7 @@ def test_malformed_override(annotations: dict[str, str], field: str) -> None:
     assert err.value.field == field and err.value.where == "Pod/ns/p"
 
     args = sf.parse_arguments(EXAMPLE)
-    strategy = sf.pod_strategy(args, pod(annotations=annotations))
+    strategy = sf.pod_strategy(args, MakePod().annotations(annotations).info())
     assert strategy.override is None
     assert strategy.strategy_for("cpu") == sf.ResourceStrategy(LEAST, 1)
     (event,) = strategy.events
@@ -366,12 +363,12 @@ def test_vectorised_equals_scalar(
     plan = sf.score_plan(strategy, requests, columns)
     allocatable = np.array([r[0][:4] for r in rows], dtype=np.int64).reshape(len(rows), 4)
     used = np.array([r[1][:4] for r in rows], dtype=np.int64).reshape(len(rows), 4)
-    scores = plan.score_nodes(allocatable, used)
+    scores = strategy_fit_score_nodes(plan, allocatable, used)
     assert scores.shape == (len(rows),)
     for i in range(len(rows)):
         alloc_i = dict(zip(columns, allocatable[i].tolist(), strict=True))
         used_i = dict(zip(columns, used[i].tolist(), strict=True))
-        scalar = sf.score_node(strategy, requests, alloc_i, used_i)
+        scalar = strategy_fit_score_node(strategy, requests, alloc_i, used_i)
         assert scores[i] == pytest.approx(scalar, rel=1e-9, abs=1e-9)
         assert 0.0 <= scores[i] <= 100 * 3 + 1e-9
 
@@ -412,8 +409,6 @@ def test_fuzz_pod_override(scoring_type: str, weights: str) -> None:
     annotations = {RESOURCE_STRATEGY_SCORING_TYPE: scoring_type, RESOURCE_STRATEGY_WEIGHT: weights}
     only_gpuq_errors(sf.parse_pod_override, annotations)
     # The scheduler never raises: a bad override is a Warning event and the plugin configuration.
-    strategy = sf.pod_strategy(
-        sf.parse_arguments(None), PodInfo(namespace="ns", name="p", annotations=annotations)
-    )
+    strategy = sf.pod_strategy(sf.parse_arguments(None), MakePod().annotations(annotations).info())
     plan = sf.score_plan(strategy, {"cpu": 1_000}, ["cpu"])
-    assert plan.score_nodes(np.array([[4_000]]), np.array([[0]])).shape == (1,)
+    assert strategy_fit_score_nodes(plan, np.array([[4_000]]), np.array([[0]])).shape == (1,)
