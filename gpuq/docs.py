@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from common.model import annotations as keys
 from common.model import crossquota, strategy_fit
-from common.model.capacity_card import CapacityCardArgs
+from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"

@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel
 
 from common.model import crossquota, strategy_fit
-from common.model.capacity_card import CapacityCardArgs
+from common.model.capacity_card.args import CapacityCardArgs
 from common.model.errors import ConfigError
 
 SUPPORTED_ACTIONS: Final = ("enqueue", "allocate", "preempt")
