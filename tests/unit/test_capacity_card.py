@@ -53,6 +53,12 @@ CATALOG = CardCatalog.build(NODES)
 HAS = CATALOG.node_matrix(NODES)
 
 
+def card_pod(pod: MakePod, card_name: str | None, gpu: int) -> PodInfo:
+    """``pod`` asking ``gpu`` cards (none when 0) of the types ``card_name`` (any when None)."""
+    pod = pod if card_name is None else pod.card(card_name)
+    return (pod.gpus(gpu) if gpu else pod).info()
+
+
 def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, ...]:
     return tuple(None if v is None else dict(v) for v in values)
 
@@ -328,8 +334,7 @@ def test_task_mode_counts_allocated_only() -> None:
 )
 def test_unreadable_task_request(card_name: str, gpu: int, expected: str) -> None:
     """spec "Event Recording": GetTaskRequestResourceFailed."""
-    builder = POD.copy().card(card_name)
-    pod = (builder.gpus(gpu) if gpu else builder).info()
+    pod = card_pod(POD.copy(), card_name, gpu)
     with pytest.raises(InvalidAnnotation, match=expected):
         pod_card_demand(pod, CATALOG)
     engine = CapacityCard.rebuild(
@@ -833,9 +838,7 @@ def test_task_quota_refusal_property(
     queue = MakeQueue().capability(**capability).state(state)
     q = queue_quota((queue if text is None else queue.card_quota(text)).model())
     try:
-        builder = POD.copy().req(cpu=str(cpu))
-        builder = builder if card_name is None else builder.card(card_name)
-        demand = pod_card_demand((builder.gpus(gpu) if gpu else builder).info(), CATALOG)
+        demand = pod_card_demand(card_pod(POD.copy().req(cpu=str(cpu)), card_name, gpu), CATALOG)
     except InvalidAnnotation:
         return
     args = CapacityCardArgs(card_unlimited_cpu_memory=unlimited)

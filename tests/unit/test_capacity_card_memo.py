@@ -22,7 +22,7 @@ from common.model.refusal import Refusal
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
 from tests.builders import MakeNode, MakePod, MakeQueue
-from tests.unit.test_capacity_card import CATALOG, NODES, POD, ledger_with
+from tests.unit.test_capacity_card import CATALOG, NODES, POD, card_pod, ledger_with
 from tests.unit.test_scheduler_quota_plugins import _plugin, _scheduler
 
 CARDS = ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"]
@@ -51,12 +51,6 @@ def with_quota(queue: MakeQueue, quota: dict[str, int]) -> MakeQueue:
     if not quota:
         return queue
     return queue.card_quota("{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}")
-
-
-def card_pod(pod: MakePod, card_name: str | None, gpu: int) -> PodInfo:
-    """``pod`` asking ``gpu`` cards (none when 0) of the types ``card_name`` (any when None)."""
-    pod = pod if card_name is None else pod.card(card_name)
-    return (pod.gpus(gpu) if gpu else pod).info()
 
 
 @settings(max_examples=300, deadline=None)

@@ -16,7 +16,7 @@ from common.model.capacity_card.engine import CapacityCard
 from common.model.errors import InvalidAnnotation
 from common.model.pods import PodInfo
 from tests.builders import MakeQueue
-from tests.unit.test_capacity_card import NODES
+from tests.unit.test_capacity_card import NODES, card_pod
 from tests.unit.test_capacity_card import POD as CARD_POD
 
 POD = PodInfo.from_dict(
@@ -70,8 +70,7 @@ def _engine() -> CapacityCard:
 def test_reserve_reusing_the_tracked_demand_charges_as_a_fresh_engine(
     card_name: str | None, gpu: int, node: str
 ) -> None:
-    builder = CARD_POD.copy() if card_name is None else CARD_POD.copy().card(card_name)
-    pod = (builder.gpus(gpu) if gpu else builder).info()
+    pod = card_pod(CARD_POD.copy(), card_name, gpu)
     tracked = _engine()
     tracked.set_pod(pod)  # pending: its demand is derived here and reused by reserve
     untracked = _engine()

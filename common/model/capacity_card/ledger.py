@@ -20,6 +20,8 @@ release reserved the full minimum there and counted partially allocated jobs twi
 The pod vocabulary: :meth:`QueueLedger.track` records a pending pod, :meth:`~QueueLedger.reserve`
 charges it (Reserve, or a bound pod replayed), :meth:`~QueueLedger.unreserve` returns it to pending
 (Unreserve, preemption) and :meth:`~QueueLedger.untrack` drops it (the pod is gone or finished).
+A job's ``inqueue`` reservation is upstream's word for what an admitted PodGroup holds before its pods
+are charged; it follows from the job's phase and its pods, and no pod operation sets it directly.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def split_min(minimum: Mapping[str, int], allocated: Mapping[str, int]) -> tuple
     counts as elastic, so a job asking ``A|B: 4`` that holds ``A: 3, B: 1`` reserves and lends nothing.
     """
     remaining = {k: v for k, v in allocated.items() if v > 0}
-    reserve: dict[str, int] = {}
+    reservation: dict[str, int] = {}
     for key in sorted(minimum, key=is_composite):  # concrete keys first: they can only use their own
         wanted = minimum[key]
         if wanted <= 0:
@@ -52,9 +54,9 @@ def split_min(minimum: Mapping[str, int], allocated: Mapping[str, int]) -> tuple
                 remaining[name] -= take
                 wanted -= take
         if wanted > 0:
-            reserve[key] = wanted
+            reservation[key] = wanted
     elastic = {k: v for k, v in remaining.items() if v > 0}
-    return Resources(reserve), Resources(elastic)
+    return Resources(reservation), Resources(elastic)
 
 
 @dataclass
@@ -87,13 +89,13 @@ class _Job:
 
     def contribution(self) -> tuple[Resources, Resources]:
         minimum = self.minimum
-        reserve, elastic = split_min(minimum, self.allocated)
+        reservation, elastic = split_min(minimum, self.allocated)
         reserving = self.phase == "Inqueue" or (
             self.phase == "Running"
             and (self.has_min_resources or bool(minimum.without(CPU_MEMORY)))
             and self.allocated_tasks >= self.min_member
         )
-        return (reserve if reserving else EMPTY), elastic
+        return (reservation if reserving else EMPTY), elastic
 
 
 @dataclass(slots=True)
