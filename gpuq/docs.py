@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from common.model import annotations as keys
 from common.model import strategy_fit
-from common.model.capacity_card import CapacityCardArgs
+from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
 from common.model.crossquota import args as crossquota_args
 

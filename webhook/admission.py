@@ -27,15 +27,12 @@ from typing import Any, Final, TypeVar
 import pydantic
 
 from common.model import annotations as ann
-from common.model.capacity_card import (
-    CapacityCardArgs,
-    QueueLedger,
-    QueueQuota,
-    check_enqueue,
-    pod_card_demand,
-    queue_quota,
-    task_quota_refusal,
-)
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.demand import pod_card_demand
+from common.model.capacity_card.enqueue import check_enqueue
+from common.model.capacity_card.ledger import QueueLedger
+from common.model.capacity_card.quota import QueueQuota, queue_quota
+from common.model.capacity_card.task import task_quota_refusal
 from common.model.cards import (
     CARD_UNIT,
     CardCatalog,
@@ -321,9 +318,9 @@ def _validate_pod_group(
             warnings,
         )
     # Job mode against the queue's whole quota: usage is the scheduler's business (an empty ledger).
-    decision = check_enqueue(quota, QueueLedger(quota.name), request, _card_args(options))
-    if not decision.ok:
-        return deny(f"{group.ref}: {ann.CARD_REQUEST}: {decision.message}", warnings)
+    refusal = check_enqueue(quota, QueueLedger(quota.name), request, _card_args(options))
+    if refusal is not None:
+        return deny(f"{group.ref}: {ann.CARD_REQUEST}: {refusal.message}", warnings)
     return Decision(warnings=warnings)
 
 

@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel
 
 from common.model import strategy_fit
-from common.model.capacity_card import CapacityCardArgs
+from common.model.capacity_card.args import CapacityCardArgs
 from common.model.crossquota import args as crossquota_args
 from common.model.errors import ConfigError
 

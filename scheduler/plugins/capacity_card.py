@@ -2,7 +2,7 @@
 (spec ``capacity-card.md``; DESIGN Semantics 1, 3, 7).
 
 * Enqueue (job mode, "Job Enqueueable Check"): a Pending PodGroup enters its queue when
-  :meth:`~common.model.capacity_card.CapacityCard.enqueue` allows; a refusal is a Warning event on the
+  :meth:`~common.model.capacity_card.engine.CapacityCard.enqueue` allows; a refusal is a Warning event on the
   PodGroup.
 * PreFilter / Filter (task mode, "Task Allocatable Check"): the engine's :class:`TaskCheck` gives a
   verdict per card type; :meth:`TaskCheck.filter_nodes` applies it to every node at once through the
@@ -31,13 +31,9 @@ from typing import Any, Final
 import numpy as np
 
 from common.model.annotations import CARD_NAME
-from common.model.capacity_card import (
-    CapacityCard,
-    CapacityCardArgs,
-    Decision,
-    NodeFilter,
-    TaskCheck,
-)
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.engine import CapacityCard
+from common.model.capacity_card.task import NodeFilter, TaskCheck
 from common.model.cards import CardCatalog, NodeCards, discover_cards, parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError, InvalidAnnotation
@@ -165,7 +161,7 @@ class CapacityCardPlugin(
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         if self.handle.pending_pod(pod.key) is not None:
-            self.engine.deallocate(pod)  # unreserved or unbound: still waiting, still tracked
+            self.engine.unreserve(pod)  # unreserved or unbound: still waiting, still tracked
         else:
             self.engine.remove_pod(pod)
 
@@ -217,18 +213,16 @@ class CapacityCardPlugin(
         if group.model is None:
             return Status.success()
         self._sync()
-        decision = self.engine.enqueue(_with_phase(group.model, group.phase))
+        refusal = self.engine.enqueue(_with_phase(group.model, group.phase))
         self._emit()
-        if decision.ok:
+        if refusal is None:
             self._refused.pop(group.key, None)
             return Status.success()
         # One event per distinct refusal: the enqueue action runs again after every change.
-        if self._refused.get(group.key) != decision.message:
-            self._refused[group.key] = decision.message
-            event = decision.event(group.ref)
-            if event is not None:
-                self.handle.record(event)
-        return Status.unschedulable(decision.message)
+        if self._refused.get(group.key) != refusal.message:
+            self._refused[group.key] = refusal.message
+            self.handle.record(refusal.event(group.ref))
+        return Status.unschedulable(refusal.message)
 
     def enqueued(self, group: GroupInfo) -> None:
         if group.model is not None:
@@ -246,17 +240,12 @@ class CapacityCardPlugin(
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
         check = engine.task_check(pod)
         if check.failure is not None:
-            self._record_refusal(pod, check.failure)
+            self.handle.record(check.failure.event(pod.ref))
             return Status.unresolvable(check.failure.message)
         if not check.groups:
             return Status.skip()  # no card asked, cpu and memory passed
         state.write(NAME, check)
         return Status.success()
-
-    def _record_refusal(self, pod: PodInfo, decision: Decision) -> None:
-        event = decision.event(pod.ref)
-        if event is not None:
-            self.handle.record(event)
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
@@ -273,9 +262,9 @@ class CapacityCardPlugin(
             memo = self._checked[id(check)] = (check, n, self._verdict(check, n))
         verdict = memo[2]
         if not verdict.any_passed:
-            refused = next((d for d in check.decisions.values() if not d.ok), None)
+            refused = next((r for r in check.refusals.values() if r is not None), None)
             if refused is not None:
-                self._record_refusal(pod, refused)
+                self.handle.record(refused.event(pod.ref))
         return FilterResult(verdict.passed, verdict.reasons, unresolvable=verdict.unresolvable)
 
     def _verdict(self, check: TaskCheck, n: int) -> _Verdict:
@@ -328,13 +317,13 @@ class CapacityCardPlugin(
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         self._sync()
-        self.engine.allocate(pod, pod.node_name, state.read(NAME, TaskCheck))
+        self.engine.reserve(pod, pod.node_name, state.read(NAME, TaskCheck))
         self._reserved = pod
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         self._reserved = None
-        self.engine.deallocate(pod)
+        self.engine.unreserve(pod)
 
     # -- status and report ------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:

@@ -10,23 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.capacity_card import (
-    QUEUE_CLOSED,
-    CapacityCard,
-    CapacityCardArgs,
-    CardDemand,
-    QueueLedger,
-    check_enqueue,
-    check_task,
-    deserved_cards,
-    node_order_score,
-    node_order_scores,
-    pod_card_demand,
-    queue_quota,
-    resolve_charge,
-    split_min,
-    task_quota_refusal,
-)
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
+from common.model.capacity_card.engine import CapacityCard
+from common.model.capacity_card.enqueue import check_enqueue
+from common.model.capacity_card.ledger import QueueLedger, split_min
+from common.model.capacity_card.metrics import deserved_cards
+from common.model.capacity_card.ordering import node_order_score, node_order_scores
+from common.model.capacity_card.quota import queue_quota
+from common.model.capacity_card.refusals import QUEUE_CLOSED
+from common.model.capacity_card.task import check_task, task_quota_refusal
 from common.model.cards import CardCatalog, NodeCards, discover_cards
 from common.model.crd import PodGroup, Queue
 from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
@@ -38,100 +31,32 @@ from common.model.events import (
     INSUFFICIENT_SCALAR_QUOTA,
     INVALID_ANNOTATION,
 )
-from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Resources
+from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
 GiB = 2**30
 DEFAULT = CapacityCardArgs()
 
+# Templates (copy before use): a pending pod of queue team-a in namespace ml asking 1 cpu and 1Gi, and
+# a PodGroup of team-a with minMember 1.
+POD = MakePod("p", "ml").queue("team-a").req(cpu="1", memory="1Gi")
+GROUP = MakePodGroup("pg", "ml").queue("team-a").min_member(1).phase("Pending")
 
-def make_node(
-    name: str, product: str, resource: str = "nvidia.com/gpu", count: str = "4", **labels: str
-) -> NodeCards:
-    all_labels = {"nvidia.com/gpu.product": product, **{k.replace("_", "."): v for k, v in labels.items()}}
-    info = NodeInfo.from_dict(
-        {
-            "metadata": {"name": name, "labels": all_labels},
-            "status": {"allocatable": {resource: count, "cpu": "64"}},
-        }
-    )
-    return discover_cards(info)
-
-
-A1 = make_node("a1", "NVIDIA-A100")
-A2 = make_node("a2", "NVIDIA-A100")
-H1 = make_node("h1", "NVIDIA-H100", count="8")
-T1 = make_node("t1", "NVIDIA-T4")
+A1 = discover_cards(MakeNode("a1").product("NVIDIA-A100").alloc(cpu="64").gpus(4).info())
+A2 = discover_cards(MakeNode("a2").product("NVIDIA-A100").alloc(cpu="64").gpus(4).info())
+H1 = discover_cards(MakeNode("h1").product("NVIDIA-H100").alloc(cpu="64").gpus(8).info())
+T1 = discover_cards(MakeNode("t1").product("NVIDIA-T4").alloc(cpu="64").gpus(4).info())
 CPU_NODE = NodeCards("c1")
 NODES = [A1, A2, H1, T1, CPU_NODE]
 CATALOG = CardCatalog.build(NODES)
 HAS = CATALOG.node_matrix(NODES)
 
 
-def make_queue(
-    name: str = "team-a", quota: str | None = None, state: str = "Open", **capability: str
-) -> Queue:
-    annotations = {} if quota is None else {"volcano.sh/card.quota": quota}
-    return Queue.from_dict(
-        {
-            "metadata": {"name": name, "annotations": annotations},
-            "spec": {"capability": capability},
-            "status": {"state": state},
-        }
-    )
-
-
-def make_pod(
-    name: str = "p",
-    *,
-    card_name: str | None = None,
-    gpu: int = 0,
-    cpu: str = "1",
-    memory: str = "1Gi",
-    node: str = "",
-    resource: str = "nvidia.com/gpu",
-    group: str | None = None,
-    queue: str | None = "team-a",
-    phase: str = "Pending",
-) -> PodInfo:
-    annotations: dict[str, str] = {}
-    if card_name is not None:
-        annotations["volcano.sh/card.name"] = card_name
-    if group is not None:
-        annotations["scheduling.k8s.io/group-name"] = group
-    if queue is not None:
-        annotations["scheduling.volcano.sh/queue-name"] = queue
-    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
-    if gpu:
-        requests[resource] = gpu
-    return PodInfo.from_dict(
-        {
-            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "annotations": annotations},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": requests}}]},
-            "status": {"phase": phase},
-        }
-    )
-
-
-def make_group(
-    name: str = "pg",
-    card_request: str | None = None,
-    phase: str = "Pending",
-    queue: str = "team-a",
-    **min_res: str,
-) -> PodGroup:
-    annotations = {} if card_request is None else {"volcano.sh/card.request": card_request}
-    spec: dict[str, Any] = {"queue": queue, "minMember": 1}
-    if min_res:
-        spec["minResources"] = min_res
-    return PodGroup.from_dict(
-        {
-            "metadata": {"name": name, "namespace": "ml", "annotations": annotations},
-            "spec": spec,
-            "status": {"phase": phase},
-        }
-    )
+def card_pod(pod: MakePod, card_name: str | None, gpu: int) -> PodInfo:
+    """``pod`` asking ``gpu`` cards (none when 0) of the types ``card_name`` (any when None)."""
+    pod = pod if card_name is None else pod.card(card_name)
+    return (pod.gpus(gpu) if gpu else pod).info()
 
 
 def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, ...]:
@@ -140,7 +65,7 @@ def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, 
 
 def ledger_with(allocated: dict[str, int]) -> QueueLedger:
     ledger = QueueLedger("team-a")
-    ledger.allocate("ml/existing", Resources({k: v * 1000 for k, v in allocated.items()}))
+    ledger.reserve("ml/existing", Resources({k: v * 1000 for k, v in allocated.items()}))
     return ledger
 
 
@@ -181,7 +106,10 @@ def test_args_rejected(arguments: dict[str, Any], key: str) -> None:
 def test_queue_quota_from_capability_and_annotation() -> None:
     """spec "Queue Annotations for Card Quotas": cpu/memory from capability, cards from the annotation."""
     quota = queue_quota(
-        make_queue(quota='{"NVIDIA-A100": 5}', cpu="100", memory="500Gi", **{"nvidia.com/gpu": "8"})
+        MakeQueue()
+        .card_quota('{"NVIDIA-A100": 5}')
+        .capability(cpu="100", memory="500Gi", **{"nvidia.com/gpu": "8"})
+        .model()
     )
     assert quota.capability == {"cpu": 100_000, "memory": 500 * GiB, "NVIDIA-A100": 5000}
     assert (quota.configured, quota.open, quota.events) == (True, True, ())
@@ -189,7 +117,7 @@ def test_queue_quota_from_capability_and_annotation() -> None:
 
 def test_bad_quota_annotation_is_zero_and_a_warning() -> None:
     """Semantics 3: a Queue predating the webhook: Warning event, card quota 0, cpu quota kept."""
-    quota = queue_quota(make_queue(quota='{"NVIDIA-A100": 1.5}', cpu="10"))
+    quota = queue_quota(MakeQueue().card_quota('{"NVIDIA-A100": 1.5}').capability(cpu="10").model())
     assert quota.capability == {"cpu": 10_000}
     assert [(e.obj, e.reason) for e in quota.events] == [("Queue//team-a", INVALID_ANNOTATION)]
     assert "volcano.sh/card.quota" in quota.events[0].message
@@ -199,25 +127,25 @@ def test_bad_quota_annotation_is_zero_and_a_warning() -> None:
 
 
 def enqueue(minimum: dict[str, int], allocated: dict[str, int], quota: str, **cap: str) -> Any:
-    q = queue_quota(make_queue(quota=quota, **cap))
+    q = queue_quota(MakeQueue().card_quota(quota).capability(**cap).model())
     request = Resources({k: v * 1000 for k, v in minimum.items()})
     return check_enqueue(q, ledger_with(allocated), request, DEFAULT)
 
 
 def test_example_1_basic_card_quota_enqueues() -> None:
     """spec "Example 1": A100 quota 5, job requests 4 -> enqueues (4 <= 5)."""
-    assert enqueue({"NVIDIA-A100": 4}, {}, '{"NVIDIA-A100": 5}', cpu="100", memory="500Gi").ok
+    assert enqueue({"NVIDIA-A100": 4}, {}, '{"NVIDIA-A100": 5}', cpu="100", memory="500Gi") is None
     refused = enqueue({"NVIDIA-A100": 6}, {}, '{"NVIDIA-A100": 5}', cpu="100", memory="500Gi")
-    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+    assert refused is not None and refused.reason == INSUFFICIENT_SCALAR_QUOTA
 
 
 def test_job_mode_sums_alternatives() -> None:
     """spec "Job Mode" example: A100=5, H100=3, allocated 2+1, A100|H100: 4 -> 7 <= 8 passes."""
     quota = '{"NVIDIA-A100": 5, "NVIDIA-H100": 3}'
     allocated = {"NVIDIA-A100": 2, "NVIDIA-H100": 1}
-    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 4}, allocated, quota).ok
+    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 4}, allocated, quota) is None
     refused = enqueue({"NVIDIA-A100|NVIDIA-H100": 6}, allocated, quota)
-    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+    assert refused is not None and refused.reason == INSUFFICIENT_SCALAR_QUOTA
     assert isinstance(refused.error, QuotaExceeded)
     assert (
         refused.error.resource,
@@ -235,12 +163,12 @@ def test_job_mode_sums_alternatives() -> None:
 
 def test_considerations_six_fits_four_plus_four() -> None:
     """spec "Considerations" 4: "A100|H100": 6 with A100: 4, H100: 4 passes (6 <= 4+4)."""
-    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 6}, {}, '{"NVIDIA-A100": 4, "NVIDIA-H100": 4}').ok
+    assert enqueue({"NVIDIA-A100|NVIDIA-H100": 6}, {}, '{"NVIDIA-A100": 4, "NVIDIA-H100": 4}') is None
 
 
 def test_job_mode_counts_other_jobs_alternative_reservations() -> None:
     """Another Inqueue job's A|B reservation counts (upstream ignores it and would admit 9 into 8)."""
-    q = queue_quota(make_queue(quota='{"A": 5, "B": 3}'))
+    q = queue_quota(MakeQueue().card_quota('{"A": 5, "B": 3}').model())
     ledger = QueueLedger("team-a")
     ledger.set_job(
         "ml/other",
@@ -251,11 +179,11 @@ def test_job_mode_counts_other_jobs_alternative_reservations() -> None:
         min_member=1,
     )
     assert ledger.inqueue == {"A|B": 4000}
-    assert not check_enqueue(q, ledger, Resources({"A|B": 5000}), DEFAULT).ok
-    assert check_enqueue(q, ledger, Resources({"A|B": 4000}), DEFAULT).ok
+    assert check_enqueue(q, ledger, Resources({"A|B": 5000}), DEFAULT) is not None
+    assert check_enqueue(q, ledger, Resources({"A|B": 4000}), DEFAULT) is None
     # 3 more A100 still fit: the other job can take B:3 + A:1, leaving A at 4 <= 5.
-    assert check_enqueue(q, ledger, Resources({"A": 3000}), DEFAULT).ok
-    assert not check_enqueue(q, ledger, Resources({"A": 5000}), DEFAULT).ok
+    assert check_enqueue(q, ledger, Resources({"A": 3000}), DEFAULT) is None
+    assert check_enqueue(q, ledger, Resources({"A": 5000}), DEFAULT) is not None
 
 
 @pytest.mark.parametrize(
@@ -266,37 +194,37 @@ def test_job_mode_counts_other_jobs_alternative_reservations() -> None:
     ],
 )
 def test_job_mode_cpu_memory(minimum: dict[str, int], allocated: dict[str, int], reason: str) -> None:
-    q = queue_quota(make_queue(cpu="100", memory="10Gi"))
+    q = queue_quota(MakeQueue().capability(cpu="100", memory="10Gi").model())
     ledger = QueueLedger("team-a")
-    ledger.allocate("ml/x", Resources(allocated))
-    decision = check_enqueue(q, ledger, Resources(minimum), DEFAULT)
-    assert (decision.ok, decision.reason) == (False, reason)
-    event = decision.event("PodGroup/ml/pg")
+    ledger.reserve("ml/x", Resources(allocated))
+    refusal = check_enqueue(q, ledger, Resources(minimum), DEFAULT)
+    assert refusal is not None and refusal.reason == reason
+    event = refusal.event("PodGroup/ml/pg")
     assert event is not None and (event.type, event.reason) == ("Warning", reason)
 
 
 def test_card_unlimited_cpu_memory_skips_cpu_for_card_jobs_only() -> None:
     """Story 3 / cardUnlimitedCpuMemory: a card job is not held by the cpu quota; a cpu-only job is."""
-    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 5}', cpu="1"))
+    q = queue_quota(MakeQueue().card_quota('{"NVIDIA-A100": 5}').capability(cpu="1").model())
     unlimited = CapacityCardArgs(card_unlimited_cpu_memory=True)
     card_job = Resources({"cpu": 8000, "NVIDIA-A100": 1000})
-    assert check_enqueue(q, QueueLedger("q"), card_job, unlimited).ok
-    assert not check_enqueue(q, QueueLedger("q"), card_job, DEFAULT).ok
-    assert not check_enqueue(q, QueueLedger("q"), Resources({"cpu": 8000}), unlimited).ok
+    assert check_enqueue(q, QueueLedger("q"), card_job, unlimited) is None
+    assert check_enqueue(q, QueueLedger("q"), card_job, DEFAULT) is not None
+    assert check_enqueue(q, QueueLedger("q"), Resources({"cpu": 8000}), unlimited) is not None
 
 
 def test_empty_queue_capability_and_closed_queue() -> None:
-    empty = check_enqueue(queue_quota(make_queue()), QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
-    assert (empty.ok, empty.reason) == (False, EMPTY_QUEUE_CAPABILITY)
-    assert check_enqueue(queue_quota(make_queue()), QueueLedger("q"), EMPTY, DEFAULT).ok
-    closed = queue_quota(make_queue(state="Closing", cpu="10"))
-    decision = check_enqueue(closed, QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
-    assert (decision.ok, decision.reason) == (False, QUEUE_CLOSED)
+    empty = check_enqueue(queue_quota(MakeQueue().model()), QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
+    assert empty is not None and empty.reason == EMPTY_QUEUE_CAPABILITY
+    assert check_enqueue(queue_quota(MakeQueue().model()), QueueLedger("q"), EMPTY, DEFAULT) is None
+    closed = queue_quota(MakeQueue().capability(cpu="10").state("Closing").model())
+    refusal = check_enqueue(closed, QueueLedger("q"), Resources({"cpu": 1}), DEFAULT)
+    assert refusal is not None and refusal.reason == QUEUE_CLOSED
 
 
 def test_elastic_is_subtracted_as_upstream() -> None:
     """to_be_used = allocated + inqueue + min - elastic: a running job above its minimum lends the excess."""
-    q = queue_quota(make_queue(cpu="4"))
+    q = queue_quota(MakeQueue().capability(cpu="4").model())
     ledger = QueueLedger("q")
     ledger.set_job(
         "ml/big",
@@ -306,10 +234,10 @@ def test_elastic_is_subtracted_as_upstream() -> None:
         phase="Running",
         min_member=1,
     )
-    ledger.allocate("ml/p1", Resources({"cpu": 3000}), "ml/big")
+    ledger.reserve("ml/p1", Resources({"cpu": 3000}), "ml/big")
     assert as_dicts(ledger.elastic, ledger.inqueue) == ({"cpu": 2000}, {})
-    assert check_enqueue(q, ledger, Resources({"cpu": 3000}), DEFAULT).ok  # 3 + 3 - 2 <= 4
-    assert not check_enqueue(q, ledger, Resources({"cpu": 3001}), DEFAULT).ok
+    assert check_enqueue(q, ledger, Resources({"cpu": 3000}), DEFAULT) is None  # 3 + 3 - 2 <= 4
+    assert check_enqueue(q, ledger, Resources({"cpu": 3001}), DEFAULT) is not None
 
 
 def test_card_pods_are_their_jobs_card_minimum() -> None:
@@ -325,7 +253,7 @@ def test_card_pods_are_their_jobs_card_minimum() -> None:
     )
     assert ledger.inqueue == {"A": 8000}
     ledger.track("ml/p0", "ml/pg", Resources({"A": 1000}), uses_cards=True)
-    ledger.allocate("ml/p1", Resources({"A": 3000}), "ml/pg")
+    ledger.reserve("ml/p1", Resources({"A": 3000}), "ml/pg")
     assert as_dicts(ledger.inqueue, ledger.elastic, ledger.job_minimum("ml/pg")) == (
         {"A": 1000},
         {},
@@ -338,9 +266,14 @@ def test_card_pods_are_their_jobs_card_minimum() -> None:
 
 def test_semantics_1_alternative_refused_on_exhausted_type_fits_other() -> None:
     """An A|H pod is refused on an A node whose A quota is gone but fits an H node."""
-    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 2}', cpu="10", memory="10Gi"))
+    q = queue_quota(
+        MakeQueue()
+        .card_quota('{"NVIDIA-A100": 1, "NVIDIA-H100": 2}')
+        .capability(cpu="10", memory="10Gi")
+        .model()
+    )
     ledger = ledger_with({"NVIDIA-A100": 1})
-    pod = make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1)
+    pod = POD.copy().card("NVIDIA-A100|NVIDIA-H100").gpus(1).info()
     check = check_task(q, ledger, pod_card_demand(pod, CATALOG), CATALOG, DEFAULT)
     assert check.allowed_names == {"NVIDIA-A100": False, "NVIDIA-H100": True}
     assert check.ok
@@ -357,8 +290,8 @@ def test_semantics_1_alternative_refused_on_exhausted_type_fits_other() -> None:
 
 def test_pod_without_card_name_is_charged_to_node_type() -> None:
     """Semantics 1: nvidia.com/gpu without card.name -> the node's card type, quota checked per type."""
-    q = queue_quota(make_queue(quota='{"NVIDIA-H100": 2}', cpu="10", memory="10Gi"))
-    pod = make_pod(gpu=1)
+    q = queue_quota(MakeQueue().card_quota('{"NVIDIA-H100": 2}').capability(cpu="10", memory="10Gi").model())
+    pod = POD.copy().gpus(1).info()
     demand = pod_card_demand(pod, CATALOG)
     assert demand.groups == (("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"),)
     check = check_task(q, QueueLedger("team-a"), demand, CATALOG, DEFAULT)
@@ -367,12 +300,14 @@ def test_pod_without_card_name_is_charged_to_node_type() -> None:
 
 
 def test_pod_without_cards_only_faces_cpu_memory() -> None:
-    q = queue_quota(make_queue(cpu="2", memory="10Gi"))
-    demand = pod_card_demand(make_pod(cpu="1"), CATALOG)
+    q = queue_quota(MakeQueue().capability(cpu="2", memory="10Gi").model())
+    demand = pod_card_demand(POD.copy().req(cpu="1").info(), CATALOG)
     assert not demand.uses_cards
     check = check_task(q, QueueLedger("team-a"), demand, CATALOG, DEFAULT)
     assert check.filter_nodes(HAS).mask.all()
-    over = check_task(q, QueueLedger("team-a"), pod_card_demand(make_pod(cpu="3"), CATALOG), CATALOG, DEFAULT)
+    over = check_task(
+        q, QueueLedger("team-a"), pod_card_demand(POD.copy().req(cpu="3").info(), CATALOG), CATALOG, DEFAULT
+    )
     assert over.failure is not None and over.failure.reason == INSUFFICIENT_CPU_QUOTA
     rejected = over.filter_nodes(HAS)
     assert not rejected.mask.any() and rejected.reason(4) == over.failure.message
@@ -380,12 +315,13 @@ def test_pod_without_cards_only_faces_cpu_memory() -> None:
 
 def test_task_mode_counts_allocated_only() -> None:
     """spec "Task Allocatable Check": allocated + task.request <= capability (inqueue not counted)."""
-    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 2}', cpu="10", memory="10Gi"))
-    demand = pod_card_demand(make_pod(card_name="NVIDIA-A100", gpu=1), CATALOG)
+    q = queue_quota(MakeQueue().card_quota('{"NVIDIA-A100": 2}').capability(cpu="10", memory="10Gi").model())
+    demand = pod_card_demand(POD.copy().card("NVIDIA-A100").gpus(1).info(), CATALOG)
     assert check_task(q, ledger_with({"NVIDIA-A100": 1}), demand, CATALOG, DEFAULT).ok
     refused = check_task(q, ledger_with({"NVIDIA-A100": 2}), demand, CATALOG, DEFAULT)
     assert not refused.ok
-    assert refused.decisions["NVIDIA-A100"].reason == INSUFFICIENT_SCALAR_QUOTA
+    refusal = refused.refusals["NVIDIA-A100"]
+    assert refusal is not None and refusal.reason == INSUFFICIENT_SCALAR_QUOTA
 
 
 @pytest.mark.parametrize(
@@ -398,10 +334,12 @@ def test_task_mode_counts_allocated_only() -> None:
 )
 def test_unreadable_task_request(card_name: str, gpu: int, expected: str) -> None:
     """spec "Event Recording": GetTaskRequestResourceFailed."""
-    pod = make_pod(card_name=card_name, gpu=gpu)
+    pod = card_pod(POD.copy(), card_name, gpu)
     with pytest.raises(InvalidAnnotation, match=expected):
         pod_card_demand(pod, CATALOG)
-    engine = CapacityCard.rebuild(DEFAULT, NODES, [make_queue(quota='{"NVIDIA-A100": 1}', cpu="9")], [], [])
+    engine = CapacityCard.rebuild(
+        DEFAULT, NODES, [MakeQueue().card_quota('{"NVIDIA-A100": 1}').capability(cpu="9").model()], [], []
+    )
     check = engine.task_check(pod)
     assert check.failure is not None and check.failure.reason == GET_TASK_REQUEST_RESOURCE_FAILED
     assert "Pod/ml/p" in check.failure.message
@@ -409,13 +347,28 @@ def test_unreadable_task_request(card_name: str, gpu: int, expected: str) -> Non
 
 def test_mps_example_3() -> None:
     """spec "Example 3": MPS quota 32, job requests 16, pods use nvidia.com/gpu.shared."""
-    labels = {"nvidia_com/gpu_memory": "81920", "nvidia_com/gpu_replicas": "8"}
-    mps = make_node("m1", "NVIDIA-A100", "nvidia.com/gpu.shared", "32", **labels)
+    labels = {"nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.replicas": "8"}
+    mps = discover_cards(
+        MakeNode("m1")
+        .product("NVIDIA-A100")
+        .labels(labels)
+        .alloc(cpu="64")
+        .gpus(32, "nvidia.com/gpu.shared")
+        .info()
+    )
     assert mps.names == ("NVIDIA-A100/mps-80g*1/8",)
     catalog = CardCatalog.build([mps])
-    q = queue_quota(make_queue(quota='{"NVIDIA-A100/mps-80g*1/8": 32}', cpu="100", memory="100Gi"))
-    assert check_enqueue(q, QueueLedger("team-a"), Resources({"NVIDIA-A100/mps-80g*1/8": 16_000}), DEFAULT).ok
-    pod = make_pod(card_name="NVIDIA-A100/mps-80g*1/8", gpu=1, resource="nvidia.com/gpu.shared")
+    q = queue_quota(
+        MakeQueue()
+        .card_quota('{"NVIDIA-A100/mps-80g*1/8": 32}')
+        .capability(cpu="100", memory="100Gi")
+        .model()
+    )
+    assert (
+        check_enqueue(q, QueueLedger("team-a"), Resources({"NVIDIA-A100/mps-80g*1/8": 16_000}), DEFAULT)
+        is None
+    )
+    pod = POD.copy().card("NVIDIA-A100/mps-80g*1/8").gpus(1, "nvidia.com/gpu.shared").info()
     demand = pod_card_demand(pod, catalog)
     assert resolve_charge(demand, mps, DEFAULT) == {
         "cpu": 1000,
@@ -448,19 +401,24 @@ def test_example_2_prefers_a100_then_h100() -> None:
     engine = CapacityCard.rebuild(
         DEFAULT,
         NODES,
-        [make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 4}', cpu="10", memory="10Gi")],
+        [
+            MakeQueue()
+            .card_quota('{"NVIDIA-A100": 1, "NVIDIA-H100": 4}')
+            .capability(cpu="10", memory="10Gi")
+            .model()
+        ],
         [],
         [],
     )
     placed: list[str] = []
     for i in range(3):
-        pod = make_pod(f"w{i}", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1)
+        pod = POD.copy().name(f"w{i}").card("NVIDIA-A100|NVIDIA-H100").gpus(1).info()
         engine.set_pod(pod)
         check = engine.task_check(pod)
         mask = check.filter_nodes(HAS).mask
         scores = np.where(mask, engine.node_order_scores(pod, HAS), -1.0)
         best = NODES[int(scores.argmax())].node
-        engine.allocate(pod, best, check)
+        engine.reserve(pod, best, check)
         placed.append(engine.charged_card_type(pod) or "")
     assert placed == ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-H100"]
 
@@ -477,14 +435,14 @@ def test_split_min_as_volcano() -> None:
     assert as_dicts(*split_min({"A": 1000, "A|B": 2000}, {"A": 2000, "B": 2000})) == ({}, {"B": 1000})
 
 
-def test_ledger_allocate_is_idempotent_per_pod() -> None:
+def test_ledger_reserve_is_idempotent_per_pod() -> None:
     ledger = QueueLedger("q")
     charge = Resources({"cpu": 1000, "A": 1000})
-    assert ledger.allocate("ml/p", charge)
-    assert not ledger.allocate("ml/p", charge)
+    assert ledger.reserve("ml/p", charge)
+    assert not ledger.reserve("ml/p", charge)
     assert ledger.allocated == charge
-    assert ledger.deallocate("ml/p") == charge
-    assert ledger.deallocate("ml/p") is None
+    assert ledger.unreserve("ml/p") == charge
+    assert ledger.unreserve("ml/p") is None
     assert ledger.allocated == {}
 
 
@@ -504,13 +462,13 @@ def test_inqueue_job_reservation_shrinks_as_pods_allocate() -> None:
         ledger.track(f"ml/p{i}", "ml/pg", Resources({"A": 1000}), uses_cards=True)
     assert ledger.inqueue == {"cpu": 4000, "A": 4000}
     for i in range(2):
-        ledger.allocate(f"ml/p{i}", Resources({"cpu": 1000, "A": 1000}))
+        ledger.reserve(f"ml/p{i}", Resources({"cpu": 1000, "A": 1000}))
     assert ledger.inqueue == {"cpu": 2000, "A": 2000}
     assert ledger.allocated == {"cpu": 2000, "A": 2000}
     ledger.set_phase("ml/pg", "Running")  # 2 allocated < minMember 4: upstream reserves nothing
     assert ledger.inqueue == {}
     for i in range(4):
-        ledger.forget(f"ml/p{i}")
+        ledger.untrack(f"ml/p{i}")
     ledger.remove_job("ml/pg")
     assert as_dicts(ledger.allocated, ledger.inqueue, ledger.elastic, ledger.pending) == ({}, {}, {}, {})
 
@@ -530,7 +488,7 @@ charges = st.dictionaries(st.sampled_from(["cpu", "memory", "A", "B"]), st.integ
     new=charges,
     in_job=st.booleans(),
 )
-def test_allocate_then_deallocate_restores_the_ledger(
+def test_reserve_then_unreserve_restores_the_ledger(
     existing: list[dict[str, int]], phase: str, request: dict[str, int], new: dict[str, int], in_job: bool
 ) -> None:
     ledger = QueueLedger("q")
@@ -543,14 +501,14 @@ def test_allocate_then_deallocate_restores_the_ledger(
         min_member=1,
     )
     for i, charge in enumerate(existing):
-        ledger.allocate(f"ml/e{i}", Resources(charge), "ml/pg" if i % 2 else None)
+        ledger.reserve(f"ml/e{i}", Resources(charge), "ml/pg" if i % 2 else None)
     job = "ml/pg" if in_job else None
     ledger.track("ml/new", job, Resources({"A|B": 1000}), uses_cards=True)
     before = snapshot(ledger)
-    assert ledger.allocate("ml/new", Resources(new), job)
-    ledger.allocate("ml/new", Resources(new), job)
-    assert ledger.deallocate("ml/new") == Resources(new)
-    assert ledger.deallocate("ml/new") is None
+    assert ledger.reserve("ml/new", Resources(new), job)
+    ledger.reserve("ml/new", Resources(new), job)
+    assert ledger.unreserve("ml/new") == Resources(new)
+    assert ledger.unreserve("ml/new") is None
     assert snapshot(ledger) == before
 
 
@@ -558,14 +516,39 @@ def test_allocate_then_deallocate_restores_the_ledger(
 
 
 def cluster() -> tuple[list[Queue], list[PodGroup], list[PodInfo]]:
-    queues = [make_queue(quota='{"NVIDIA-A100": 4, "NVIDIA-H100": 4}', cpu="20", memory="40Gi")]
-    groups = [make_group("pg", '{"NVIDIA-A100|NVIDIA-H100": 4}', phase="Running", cpu="4")]
+    queues = [
+        MakeQueue()
+        .card_quota('{"NVIDIA-A100": 4, "NVIDIA-H100": 4}')
+        .capability(cpu="20", memory="40Gi")
+        .model()
+    ]
+    groups = [
+        GROUP.copy()
+        .card_request('{"NVIDIA-A100|NVIDIA-H100": 4}')
+        .phase("Running")
+        .min_resources(cpu="4")
+        .model()
+    ]
     pods = [
-        make_pod("w0", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="a1", group="pg", phase="Running"),
-        make_pod("w1", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="h1", group="pg", phase="Running"),
-        make_pod("w2", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, group="pg"),
-        make_pod("done", card_name="NVIDIA-A100", gpu=1, node="a1", phase="Succeeded"),
-        make_pod("elsewhere", gpu=1, node="a2", queue="missing"),
+        POD.copy()
+        .name("w0")
+        .card("NVIDIA-A100|NVIDIA-H100")
+        .gpus(1)
+        .node("a1")
+        .group("pg")
+        .phase("Running")
+        .info(),
+        POD.copy()
+        .name("w1")
+        .card("NVIDIA-A100|NVIDIA-H100")
+        .gpus(1)
+        .node("h1")
+        .group("pg")
+        .phase("Running")
+        .info(),
+        POD.copy().name("w2").card("NVIDIA-A100|NVIDIA-H100").gpus(1).group("pg").info(),
+        POD.copy().name("done").card("NVIDIA-A100").gpus(1).node("a1").phase("Succeeded").info(),
+        POD.copy().name("elsewhere").gpus(1).node("a2").queue("missing").info(),
     ]
     return queues, groups, pods
 
@@ -581,7 +564,7 @@ def test_rebuild_charges_concrete_types_and_never_double_counts() -> None:
         engine.set_pod(pod)
     assert engine.ledgers["team-a"].allocated == ledger.allocated
     # Incremental updates reach the same state as a rebuild from scratch.
-    engine.allocate(pods[2], "a2")
+    engine.reserve(pods[2], "a2")
     again = CapacityCard.rebuild(
         DEFAULT,
         NODES,
@@ -589,51 +572,61 @@ def test_rebuild_charges_concrete_types_and_never_double_counts() -> None:
         groups,
         [
             *pods[:2],
-            make_pod(
-                "w2", card_name="NVIDIA-A100|NVIDIA-H100", gpu=1, node="a2", group="pg", phase="Running"
-            ),
+            POD.copy()
+            .name("w2")
+            .card("NVIDIA-A100|NVIDIA-H100")
+            .gpus(1)
+            .node("a2")
+            .group("pg")
+            .phase("Running")
+            .info(),
             *pods[3:],
         ],
     )
     assert snapshot(engine.ledgers["team-a"]) == snapshot(again.ledgers["team-a"])
     assert engine.charged_card_type(pods[2]) == "NVIDIA-A100"
-    engine.deallocate(pods[2])
-    engine.deallocate(pods[2])
+    engine.unreserve(pods[2])
+    engine.unreserve(pods[2])
     assert engine.ledgers["team-a"].allocated.amount("NVIDIA-A100") == 1000
 
 
 def test_enqueue_and_admit_reserve() -> None:
     queues, _, _ = cluster()
     engine = CapacityCard.rebuild(DEFAULT, NODES, queues, [], [])
-    group = make_group("job", '{"NVIDIA-A100|NVIDIA-H100": 6}', cpu="4")
+    group = (
+        GROUP.copy().name("job").card_request('{"NVIDIA-A100|NVIDIA-H100": 6}').min_resources(cpu="4").model()
+    )
     engine.set_podgroup(group)
-    assert engine.enqueue(group).ok
+    assert engine.enqueue(group) is None
     engine.admit(group)
     assert engine.ledgers["team-a"].inqueue == {"cpu": 4000, "NVIDIA-A100|NVIDIA-H100": 6000}
-    second = make_group("job2", '{"NVIDIA-H100": 3}')
+    second = GROUP.copy().name("job2").card_request('{"NVIDIA-H100": 3}').model()
     engine.set_podgroup(second)
     refused = engine.enqueue(second)
-    assert (refused.ok, refused.reason) == (False, INSUFFICIENT_SCALAR_QUOTA)
+    assert refused is not None and refused.reason == INSUFFICIENT_SCALAR_QUOTA
 
 
 def test_engine_queue_missing_is_unrestricted_and_bad_annotations_warn() -> None:
     """Semantics 7: no Queue of that name -> no queue quota. Semantics 3: bad annotations warn."""
-    bad_queue = make_queue("bad", quota="{oops")
-    bad_group = make_group("pg2", "[1]", queue="bad")
+    bad_queue = MakeQueue("bad").card_quota("{oops").model()
+    bad_group = GROUP.copy().name("pg2").queue("bad").card_request("[1]").model()
     engine = CapacityCard.rebuild(DEFAULT, NODES, [bad_queue], [bad_group], [])
     events = engine.take_events()
     assert sorted(e.obj for e in events) == ["PodGroup/ml/pg2", "Queue//bad"]
     assert all(e.reason == INVALID_ANNOTATION for e in events)
     assert engine.take_events() == []
-    free = make_pod(gpu=1, queue="nowhere")
+    free = POD.copy().gpus(1).queue("nowhere").info()
     assert engine.task_check(free).filter_nodes(HAS).mask.all()
-    assert engine.enqueue(make_group("x", '{"NVIDIA-A100": 100}', queue="nowhere")).ok
+    assert (
+        engine.enqueue(GROUP.copy().name("x").queue("nowhere").card_request('{"NVIDIA-A100": 100}').model())
+        is None
+    )
 
 
 def test_metrics_and_deserved() -> None:
     """Metrics per queue and card: capacity, allocated, request (allocated + pending), deserved."""
     queues, groups, pods = cluster()
-    other = make_queue("team-b", quota='{"NVIDIA-A100": 6}')
+    other = MakeQueue("team-b").card_quota('{"NVIDIA-A100": 6}').model()
     engine = CapacityCard.rebuild(DEFAULT, NODES, [*queues, other], groups, pods)
     samples = {(m.queue, m.card): m for m in engine.metrics()}
     a = samples[("team-a", "NVIDIA-A100")]
@@ -647,23 +640,26 @@ def test_metrics_and_deserved() -> None:
 
 
 def test_card_demand_pending_key() -> None:
-    demand = pod_card_demand(make_pod(card_name="NVIDIA-H100|NVIDIA-A100", gpu=2), CATALOG)
+    demand = pod_card_demand(POD.copy().card("NVIDIA-H100|NVIDIA-A100").gpus(2).info(), CATALOG)
     assert demand.pending == {"NVIDIA-H100|NVIDIA-A100": 2000}
     assert CardDemand().pending == {}
 
 
 def test_podgroup_arriving_after_its_pods_and_assumed_pods() -> None:
     """Pods seen before their PodGroup join it (and its queue); an in-flight bind keeps its charge."""
-    queues = [make_queue(quota='{"NVIDIA-A100": 4}', cpu="20", memory="40Gi"), make_queue("other", cpu="1")]
+    queues = [
+        MakeQueue().card_quota('{"NVIDIA-A100": 4}').capability(cpu="20", memory="40Gi").model(),
+        MakeQueue("other").capability(cpu="1").model(),
+    ]
     engine = CapacityCard.rebuild(DEFAULT, NODES, queues, [], [])
-    pod = make_pod("w0", card_name="NVIDIA-A100", gpu=1, group="pg", queue="other")
+    pod = POD.copy().name("w0").card("NVIDIA-A100").gpus(1).group("pg").queue("other").info()
     engine.set_pod(pod)
     assert engine.ledgers["other"].pending == {"NVIDIA-A100": 1000}
-    engine.set_podgroup(make_group("pg", '{"NVIDIA-A100": 2}', phase="Inqueue"))
+    engine.set_podgroup(GROUP.copy().card_request('{"NVIDIA-A100": 2}').phase("Inqueue").model())
     pending = as_dicts(engine.ledgers["other"].pending, engine.ledgers["team-a"].pending)
     assert pending == ({}, {"NVIDIA-A100": 1000})
     assert engine.ledgers["team-a"].inqueue == {"NVIDIA-A100": 1000}
-    engine.allocate(pod, "a1")
+    engine.reserve(pod, "a1")
     engine.set_pod(pod)  # the informer has not seen the binding yet
     assert engine.ledgers["team-a"].allocated.amount("NVIDIA-A100") == 1000
     engine.remove_pod(pod)
@@ -679,8 +675,8 @@ def expected_refusal(check: Any) -> str | None:
         return None
     if check.failure is not None:
         return str(check.failure.message)
-    refusals = [d.message for d in check.decisions.values() if not d.ok]
-    candidates = "|".join(check.demand.alternatives or tuple(check.decisions))
+    refusals = [r.message for r in check.refusals.values() if r is not None]
+    candidates = "|".join(check.demand.alternatives or tuple(check.refusals))
     return f"no card type among {candidates} has quota for the pod: " + "; ".join(refusals)
 
 
@@ -692,7 +688,7 @@ def expected_refusal(check: Any) -> str | None:
             {"cpu": "10", "memory": "10Gi"},
             "Open",
             {"NVIDIA-A100": 1},
-            make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1),
+            POD.copy().card("NVIDIA-A100|NVIDIA-H100").gpus(1).info(),
             DEFAULT,
             None,
         ),
@@ -701,17 +697,25 @@ def expected_refusal(check: Any) -> str | None:
             {"cpu": "10", "memory": "10Gi"},
             "Open",
             {"NVIDIA-A100": 1, "NVIDIA-H100": 2},
-            make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=1),
+            POD.copy().card("NVIDIA-A100|NVIDIA-H100").gpus(1).info(),
             DEFAULT,
             INSUFFICIENT_SCALAR_QUOTA,
         ),
-        ('{"NVIDIA-H100": 2}', {"cpu": "10", "memory": "10Gi"}, "Open", {}, make_pod(gpu=2), DEFAULT, None),
         (
             '{"NVIDIA-H100": 2}',
             {"cpu": "10", "memory": "10Gi"},
             "Open",
             {},
-            make_pod(gpu=3),
+            POD.copy().gpus(2).info(),
+            DEFAULT,
+            None,
+        ),
+        (
+            '{"NVIDIA-H100": 2}',
+            {"cpu": "10", "memory": "10Gi"},
+            "Open",
+            {},
+            POD.copy().gpus(3).info(),
             DEFAULT,
             INSUFFICIENT_SCALAR_QUOTA,
         ),
@@ -720,18 +724,26 @@ def expected_refusal(check: Any) -> str | None:
             {"cpu": "10", "memory": "10Gi"},
             "Closed",
             {},
-            make_pod(gpu=1),
+            POD.copy().gpus(1).info(),
             DEFAULT,
             QUEUE_CLOSED,
         ),
-        (None, {}, "Open", {}, make_pod(cpu="1"), DEFAULT, EMPTY_QUEUE_CAPABILITY),
-        (None, {"cpu": "2"}, "Open", {"cpu": 1}, make_pod(cpu="2"), DEFAULT, INSUFFICIENT_CPU_QUOTA),
+        (None, {}, "Open", {}, POD.copy().req(cpu="1").info(), DEFAULT, EMPTY_QUEUE_CAPABILITY),
+        (
+            None,
+            {"cpu": "2"},
+            "Open",
+            {"cpu": 1},
+            POD.copy().req(cpu="2").info(),
+            DEFAULT,
+            INSUFFICIENT_CPU_QUOTA,
+        ),
         (
             None,
             {"cpu": "2", "memory": "1Gi"},
             "Open",
             {},
-            make_pod(cpu="1", memory="2Gi"),
+            POD.copy().req(cpu="1", memory="2Gi").info(),
             DEFAULT,
             INSUFFICIENT_MEMORY_QUOTA,
         ),
@@ -740,7 +752,7 @@ def expected_refusal(check: Any) -> str | None:
             {"cpu": "1", "memory": "10Gi"},
             "Open",
             {},
-            make_pod(card_name="NVIDIA-A100", gpu=1, cpu="4"),
+            POD.copy().card("NVIDIA-A100").req(cpu="4").gpus(1).info(),
             CapacityCardArgs(card_unlimited_cpu_memory=True),
             None,
         ),
@@ -749,7 +761,7 @@ def expected_refusal(check: Any) -> str | None:
             {"cpu": "1", "memory": "10Gi"},
             "Open",
             {},
-            make_pod(card_name="NVIDIA-A100", gpu=1, cpu="4"),
+            POD.copy().card("NVIDIA-A100").req(cpu="4").gpus(1).info(),
             DEFAULT,
             INSUFFICIENT_CPU_QUOTA,
         ),
@@ -766,7 +778,8 @@ def test_task_quota_refusal_agrees_with_check_task(
     reason: str | None,
 ) -> None:
     """spec "Task Allocatable Check": the webhook's scalar form refuses exactly when check_task does."""
-    q = queue_quota(make_queue(quota=quota, state=state, **capability))
+    queue = MakeQueue().capability(**capability).state(state)
+    q = queue_quota((queue if quota is None else queue.card_quota(quota)).model())
     ledger = ledger_with(allocated)
     demand = pod_card_demand(pod, CATALOG)
     check = check_task(q, ledger, demand, CATALOG, args)
@@ -774,13 +787,18 @@ def test_task_quota_refusal_agrees_with_check_task(
     assert (refusal is None) == check.ok == (reason is None)
     assert (None if refusal is None else refusal.message) == expected_refusal(check)
     if refusal is not None:
-        assert refusal.reason == reason and not refusal.ok
+        assert refusal.reason == reason
 
 
 def test_task_quota_refusal_names_every_refused_candidate() -> None:
     """Semantics 1: an A|H pod with both types exhausted is refused with each type's shortfall."""
-    q = queue_quota(make_queue(quota='{"NVIDIA-A100": 1, "NVIDIA-H100": 1}', cpu="10", memory="10Gi"))
-    demand = pod_card_demand(make_pod(card_name="NVIDIA-A100|NVIDIA-H100", gpu=2), CATALOG)
+    q = queue_quota(
+        MakeQueue()
+        .card_quota('{"NVIDIA-A100": 1, "NVIDIA-H100": 1}')
+        .capability(cpu="10", memory="10Gi")
+        .model()
+    )
+    demand = pod_card_demand(POD.copy().card("NVIDIA-A100|NVIDIA-H100").gpus(2).info(), CATALOG)
     refusal = task_quota_refusal(q, demand, CATALOG, DEFAULT)
     assert refusal is not None
     assert refusal.message.startswith("no card type among NVIDIA-A100|NVIDIA-H100 has quota for the pod: ")
@@ -817,9 +835,10 @@ def test_task_quota_refusal_property(
     """For any queue, usage and pod: task_quota_refusal is None iff check_task(...).ok, same message."""
     text = None if not quota else "{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}"
     capability = {k: v for k, v in (("cpu", cpu_cap), ("memory", memory_cap)) if v is not None}
-    q = queue_quota(make_queue(quota=text, state=state, **capability))
+    queue = MakeQueue().capability(**capability).state(state)
+    q = queue_quota((queue if text is None else queue.card_quota(text)).model())
     try:
-        demand = pod_card_demand(make_pod(card_name=card_name, gpu=gpu, cpu=str(cpu)), CATALOG)
+        demand = pod_card_demand(card_pod(POD.copy().req(cpu=str(cpu)), card_name, gpu), CATALOG)
     except InvalidAnnotation:
         return
     args = CapacityCardArgs(card_unlimited_cpu_memory=unlimited)

@@ -1,6 +1,6 @@
 """The capacity-card hot-path memos agree with the reference functions they stand for.
 
-``TaskPlan.check`` stands for :func:`check_task`, ``CapacityCard.task_check`` / ``allocate`` for
+``TaskPlan.check`` stands for :func:`check_task`, ``CapacityCard.task_check`` / ``reserve`` for
 :func:`check_task` / :func:`resolve_charge` over a fresh :func:`pod_card_demand`, and the plugin's
 memoised Filter reasons for the per-call computation it replaced, even when called late.
 """
@@ -11,23 +11,19 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.capacity_card import (
-    CapacityCard,
-    CapacityCardArgs,
-    NodeFilter,
-    TaskCheck,
-    TaskPlan,
-    check_task,
-    pod_card_demand,
-    queue_quota,
-    resolve_charge,
-)
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.demand import pod_card_demand, resolve_charge
+from common.model.capacity_card.engine import CapacityCard
+from common.model.capacity_card.quota import queue_quota
+from common.model.capacity_card.task import NodeFilter, TaskCheck, TaskPlan, check_task
 from common.model.errors import InvalidAnnotation
 from common.model.pods import PodInfo
+from common.model.refusal import Refusal
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
-from tests.unit.test_capacity_card import CATALOG, NODES, ledger_with, make_pod, make_queue
-from tests.unit.test_scheduler_quota_plugins import _node, _plugin, _pod, _queue, _scheduler
+from tests.builders import MakeNode, MakePod, MakeQueue
+from tests.unit.test_capacity_card import CATALOG, NODES, POD, card_pod, ledger_with
+from tests.unit.test_scheduler_quota_plugins import _plugin, _scheduler
 
 CARDS = ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"]
 CARD_NAMES = [None, "NVIDIA-A100", "NVIDIA-H100|NVIDIA-A100", "NVIDIA-T4|NVIDIA-V100", "NVIDIA-V100"]
@@ -40,14 +36,21 @@ def assert_same_check(fast: TaskCheck, slow: TaskCheck) -> None:
     assert [ids.tolist() for ids in fast.groups] == [ids.tolist() for ids in slow.groups]
     assert fast.allowed.tolist() == slow.allowed.tolist()
     assert fast.messages == slow.messages
-    assert list(fast.decisions.items()) == list(slow.decisions.items())
-    assert [d.reason for d in fast.decisions.values()] == [d.reason for d in slow.decisions.values()]
-    assert fast.failure == slow.failure
+    assert list(fast.refusals.items()) == list(slow.refusals.items())
+    assert [said(r) for r in fast.refusals.values()] == [said(r) for r in slow.refusals.values()]
+    assert fast.failure == slow.failure and said(fast.failure) == said(slow.failure)
     assert fast.ok == slow.ok
 
 
-def quota_text(quota: dict[str, int]) -> str | None:
-    return None if not quota else "{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}"
+def said(refusal: Refusal | None) -> tuple[str, str] | None:
+    return None if refusal is None else (refusal.reason, refusal.message)
+
+
+def with_quota(queue: MakeQueue, quota: dict[str, int]) -> MakeQueue:
+    """``queue`` with the card quota ``quota`` (no annotation when empty)."""
+    if not quota:
+        return queue
+    return queue.card_quota("{" + ", ".join(f'"{k}": {v}' for k, v in quota.items()) + "}")
 
 
 @settings(max_examples=300, deadline=None)
@@ -76,9 +79,9 @@ def test_task_plan_agrees_with_check_task_whatever_the_usage(
 ) -> None:
     """One plan asked under successive usages (cached checks reused) answers as check_task each time."""
     capability = {"memory": "10Gi"} if cpu_cap is None else {"cpu": cpu_cap, "memory": "10Gi"}
-    q = queue_quota(make_queue(quota=quota_text(quota), state=state, **capability))
+    q = queue_quota(with_quota(MakeQueue().capability(**capability).state(state), quota).model())
     try:
-        demand = pod_card_demand(make_pod(card_name=card_name, gpu=gpu, cpu=str(cpu)), CATALOG)
+        demand = pod_card_demand(card_pod(POD.copy().req(cpu=str(cpu)), card_name, gpu), CATALOG)
     except InvalidAnnotation:
         return
     args = CapacityCardArgs(card_unlimited_cpu_memory=unlimited)
@@ -91,7 +94,7 @@ def test_task_plan_agrees_with_check_task_whatever_the_usage(
 def _engine(quota: dict[str, int], unlimited: bool) -> CapacityCard:
     engine = CapacityCard(CapacityCardArgs(card_unlimited_cpu_memory=unlimited))
     engine.set_nodes(NODES)
-    engine.set_queue(make_queue(quota=quota_text(quota), cpu="12", memory="64Gi"))
+    engine.set_queue(with_quota(MakeQueue().capability(cpu="12", memory="64Gi"), quota).model())
     return engine
 
 
@@ -121,7 +124,7 @@ def test_engine_hot_path_agrees_with_the_reference_functions(
     nodes = {node.node: node for node in NODES}
     pending: list[PodInfo] = []
     for i, (card_name, gpu, cpu, _, _) in enumerate(pods):
-        pod = make_pod(f"p{i}", card_name=card_name, gpu=gpu, cpu=cpu)
+        pod = card_pod(POD.copy().name(f"p{i}").req(cpu=cpu), card_name, gpu)
         engine.set_pod(pod)
         pending.append(pod)
     for rounds in range(2):
@@ -132,16 +135,16 @@ def test_engine_hot_path_agrees_with_the_reference_functions(
                 demand = pod_card_demand(pod, engine.catalog)
             except InvalidAnnotation:
                 assert check.failure is not None
-                assert engine.allocate(pod.with_node_name(node), node, check) == {}
+                assert engine.reserve(pod.with_node_name(node), node, check) == {}
                 continue
             assert_same_check(check, check_task(q, ledger, demand, engine.catalog, engine.args))
             if not check.ok or ledger.charge_of(pod.key) is not None:
                 continue
-            charge = engine.allocate(pod.with_node_name(node), node, check)
+            charge = engine.reserve(pod.with_node_name(node), node, check)
             assert charge == resolve_charge(demand, nodes[node], engine.args, check.allowed_names)
             assert ledger.charge_of(pod.key) == charge
             if unreserve and rounds == 0:
-                assert engine.deallocate(pod) == charge
+                assert engine.unreserve(pod) == charge
     total: dict[str, int] = {}
     for pod in pending:
         for key, value in (engine.ledgers["team-a"].charge_of(pod.key) or {}).items():
@@ -151,11 +154,11 @@ def test_engine_hot_path_agrees_with_the_reference_functions(
 
 def test_pods_of_one_class_share_their_demand_and_check() -> None:
     engine = _engine({"NVIDIA-A100": 4}, False)
-    first, second = (make_pod(name, card_name="NVIDIA-A100", gpu=1) for name in ("a", "b"))
+    first, second = (POD.copy().name(name).card("NVIDIA-A100").gpus(1).info() for name in ("a", "b"))
     engine.set_pod(first)
     engine.set_pod(second)
     assert engine.task_check(first) is engine.task_check(second)
-    engine.allocate(first.with_node_name("a1"), "a1", engine.task_check(first))
+    engine.reserve(first.with_node_name("a1"), "a1", engine.task_check(first))
     # Usage changed but the verdict did not: still the shared check, still right.
     assert_same_check(
         engine.task_check(second),
@@ -172,10 +175,10 @@ def test_pods_of_one_class_share_their_demand_and_check() -> None:
 def test_a_queue_status_write_keeps_the_quota_object() -> None:
     engine = _engine({"NVIDIA-A100": 4}, False)
     before = engine.quotas["team-a"]
-    queue = make_queue(quota=quota_text({"NVIDIA-A100": 4}), cpu="12", memory="64Gi")
+    queue = with_quota(MakeQueue().capability(cpu="12", memory="64Gi"), {"NVIDIA-A100": 4}).model()
     engine.set_queue(queue.model_copy(update={"status": queue.status.model_copy(update={"running": 3})}))
     assert engine.quotas["team-a"] is before
-    engine.set_queue(make_queue(quota=quota_text({"NVIDIA-A100": 5}), cpu="12", memory="64Gi"))
+    engine.set_queue(with_quota(MakeQueue().capability(cpu="12", memory="64Gi"), {"NVIDIA-A100": 5}).model())
     assert engine.quotas["team-a"] is not before
     assert engine.quotas["team-a"].capability.amount("NVIDIA-A100") == 5000
 
@@ -203,13 +206,15 @@ def test_memoised_reasons_equal_the_per_call_computation(codes: list[int]) -> No
 def test_filter_reasons_called_late_describe_the_filter_call() -> None:
     """FitError asks for the reasons after the cycle went on: they still describe that Filter call."""
     sched, _ = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.set_node(_node("h100", "NVIDIA-H100", 8))
-    sched.put_object(_queue("q", {"NVIDIA-A100": 2, "NVIDIA-H100": 1}))
+    for name, product in (("a100", "NVIDIA-A100"), ("h100", "NVIDIA-H100")):
+        node = MakeNode(name).product(product).label("nvidia.com/gpu.memory", "81920")
+        sched.set_node(node.alloc(cpu="64", memory="256Gi").gpus(8).info())
+    queue = MakeQueue("q").card_quota('{"NVIDIA-A100": 2, "NVIDIA-H100": 1}')
+    sched.put_object(queue.capability(cpu="100", memory="1Ti").obj())
     plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
-    annotations = {"scheduling.volcano.sh/queue-name": "q", "volcano.sh/card.name": "NVIDIA-A100|NVIDIA-H100"}
-    first = _pod("first", 2, **annotations)
-    second = _pod("second", 2, **annotations)
+    pod = MakePod().queue("q").card("NVIDIA-A100|NVIDIA-H100").req(cpu="1").gpus(2)
+    first = pod.copy().name("first").info()
+    second = pod.copy().name("second").info()
     sched.add_pod(first)
     sched.add_pod(second)
     n = sched.cluster.n

@@ -1,7 +1,7 @@
 """The Reserve-path shortcuts of the second performance pass change nothing observable.
 
 ``PodInfo.key`` is computed once, ``PodInfo.with_node_name`` is ``dataclasses.replace`` without the
-constructor, and ``CapacityCard.allocate`` reuses the tracked pod's card demand: each is checked
+constructor, and ``CapacityCard.reserve`` reuses the tracked pod's card demand: each is checked
 against the slow form it replaces.
 """
 
@@ -11,11 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from common.model.capacity_card import CapacityCard, pod_card_demand
-from common.model.crd import Queue
+from common.model.capacity_card.demand import pod_card_demand
+from common.model.capacity_card.engine import CapacityCard
 from common.model.errors import InvalidAnnotation
 from common.model.pods import PodInfo
-from tests.unit.test_capacity_card import NODES, make_pod
+from tests.builders import MakeQueue
+from tests.unit.test_capacity_card import NODES, card_pod
+from tests.unit.test_capacity_card import POD as CARD_POD
 
 POD = PodInfo.from_dict(
     {
@@ -57,9 +59,7 @@ QUOTA = '{"NVIDIA-A100": 8, "NVIDIA-H100": 8}'
 def _engine() -> CapacityCard:
     engine = CapacityCard()
     engine.set_nodes(NODES)
-    engine.set_queue(
-        Queue.from_dict({"metadata": {"name": "team-a", "annotations": {"volcano.sh/card.quota": QUOTA}}})
-    )
+    engine.set_queue(MakeQueue("team-a").card_quota(QUOTA).model())
     return engine
 
 
@@ -67,30 +67,30 @@ def _engine() -> CapacityCard:
     ("card_name", "gpu", "node"),
     [("NVIDIA-A100", 2, "a1"), ("NVIDIA-A100|NVIDIA-H100", 1, "h1"), (None, 1, "a2"), (None, 0, "c1")],
 )
-def test_allocate_reusing_the_tracked_demand_charges_as_a_fresh_engine(
+def test_reserve_reusing_the_tracked_demand_charges_as_a_fresh_engine(
     card_name: str | None, gpu: int, node: str
 ) -> None:
-    pod = make_pod("p", card_name=card_name, gpu=gpu)
+    pod = card_pod(CARD_POD.copy(), card_name, gpu)
     tracked = _engine()
-    tracked.set_pod(pod)  # pending: its demand is derived here and reused by allocate
+    tracked.set_pod(pod)  # pending: its demand is derived here and reused by reserve
     untracked = _engine()
-    assert tracked.allocate(pod.with_node_name(node), node) == untracked.allocate(pod, node)
+    assert tracked.reserve(pod.with_node_name(node), node) == untracked.reserve(pod, node)
     assert tracked.charged_card_type(pod) == untracked.charged_card_type(pod)
     assert tracked.shares() == untracked.shares()
 
 
-def test_allocate_rederives_the_demand_when_the_pod_changed() -> None:
+def test_reserve_rederives_the_demand_when_the_pod_changed() -> None:
     engine = _engine()
-    engine.set_pod(make_pod("p", card_name="NVIDIA-A100", gpu=1))
-    changed = make_pod("p", card_name="NVIDIA-H100", gpu=2)
-    charge = engine.allocate(changed, "h1")
+    engine.set_pod(CARD_POD.copy().card("NVIDIA-A100").gpus(1).info())
+    changed = CARD_POD.copy().card("NVIDIA-H100").gpus(2).info()
+    charge = engine.reserve(changed, "h1")
     assert engine.charged_card_type(changed) == "NVIDIA-H100"
-    assert charge == _engine().allocate(changed, "h1")
+    assert charge == _engine().reserve(changed, "h1")
 
 
 def test_task_check_of_an_unreadable_card_name_still_fails_after_reuse() -> None:
     engine = _engine()
-    pod = make_pod("p", card_name="NVIDIA-V100", gpu=1)
+    pod = CARD_POD.copy().card("NVIDIA-V100").gpus(1).info()
     engine.set_pod(pod)
     copy = replace(pod)  # not the tracked object: the demand (an error) is reused
     check = engine.task_check(copy)

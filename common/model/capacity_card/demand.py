@@ -1,0 +1,121 @@
+"""What a pod asks of the card quotas, and what it is charged on a node (capacity-card.md "Job
+Resource Card Requests"; DESIGN.md Semantics 1).
+
+A pod's ``volcano.sh/card.name`` lists the card types it accepts (``A|B``); each other card resource it
+requests may land on any card type of that resource. The pod is charged under the *concrete* card type
+of the node it lands on, never ``A|B``: Semantics 1 resolves the type there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from common.model.annotations import CARD_NAME
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.quota import CPU_MEMORY
+from common.model.cards import CardCatalog, NodeCards, card_key, parse_card_names
+from common.model.errors import InvalidAnnotation
+from common.model.pods import PodInfo
+from common.model.resources import EMPTY, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class CardDemand:
+    """What a pod asks of the card quotas, resolved against the catalog.
+
+    ``groups`` holds one tuple of candidate card types per charge, in preference order: the
+    ``card.name`` alternatives the pod requests the resource of, then, for each other card resource
+    the pod requests, every card type of that resource (Semantics 1: charged to the node's type).
+    On a node, each group is charged to its first candidate the node has (and has quota for).
+    ``amounts`` is the milli-unit amount each candidate would be charged. ``pending`` is the
+    reservation key of each group while the pod is unbound (``A|B`` -> amount).
+    """
+
+    alternatives: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
+    amounts: Mapping[str, int] = field(default_factory=dict)
+    cpu_memory: Resources = EMPTY
+
+    @property
+    def uses_cards(self) -> bool:
+        return bool(self.groups)
+
+    @property
+    def pending(self) -> Resources:
+        return Resources({card_key(group): self.amounts[group[0]] for group in self.groups})
+
+
+def pod_card_demand(pod: PodInfo, catalog: CardCatalog) -> CardDemand:
+    """The card demand of a pod; raises :class:`InvalidAnnotation` naming the pod when it has none.
+
+    Refused (upstream's ``GetTaskRequestResourceFailed``): a malformed ``card.name``; a ``card.name``
+    none of whose card types any node has; a ``card.name`` whose card types' resources the pod does
+    not request (spec "Job Resource Card Requests": the resource must be in ``resources``).
+    """
+    requested = {r: v for r, v in pod.requests.items() if v > 0 and catalog.is_card_resource(r)}
+    groups: list[tuple[str, ...]] = []
+    amounts: dict[str, int] = {}
+    alternatives: tuple[str, ...] = ()
+    covered: set[str] = set()
+    text = pod.annotations.get(CARD_NAME)
+    if text is not None:
+        alternatives = parse_card_names(text, pod.ref)
+        known = [(name, catalog.resource_of(name)) for name in alternatives]
+        group = tuple(name for name, resource in known if resource is not None and resource in requested)
+        if not group:
+            resources = sorted({r for _, r in known if r is not None})
+            if not resources:
+                expected = "card types that some node has (none of these has been discovered on any node)"
+            else:
+                expected = (
+                    f"a pod that requests {' or '.join(resources)} for these card types in its resources"
+                )
+            raise InvalidAnnotation(CARD_NAME, text, expected, pod.ref)
+        for name in group:
+            resource = catalog.resource_of(name)
+            assert resource is not None
+            amounts[name] = requested[resource]
+            covered.add(resource)
+        groups.append(group)
+    for resource in sorted(requested):
+        if resource in covered:
+            continue
+        group = catalog.names_for_resource(resource)
+        groups.append(group)
+        for name in group:
+            amounts[name] = requested[resource]
+    return CardDemand(alternatives, tuple(groups), amounts, pod.requests.only(CPU_MEMORY))
+
+
+def charged_cpu_memory(demand: CardDemand, args: CapacityCardArgs) -> Resources:
+    """The cpu and memory a pod is checked for and charged: none for a card pod under
+    ``cardUnlimitedCpuMemory`` (Story 3)."""
+    if args.card_unlimited_cpu_memory and demand.uses_cards:
+        return EMPTY
+    return demand.cpu_memory
+
+
+def resolve_charge(
+    demand: CardDemand,
+    node_cards: NodeCards,
+    args: CapacityCardArgs,
+    allowed: Mapping[str, bool] | None = None,
+) -> Resources:
+    """What a pod is charged on a node: cpu, memory and each group's concrete card type (Semantics 1).
+
+    Each group goes to its first candidate the node has and (when ``allowed`` is given, from
+    :attr:`~common.model.capacity_card.task.TaskCheck.allowed_names`) has quota for; without an
+    allowed one, the first the node has (a pod already bound is charged whatever it took). A group the
+    node has no candidate for charges nothing: the node cannot run it, or the pod was bound by
+    something that ignored the quota.
+    """
+    charge = dict(charged_cpu_memory(demand, args))
+    for group in demand.groups:
+        present = [name for name in group if node_cards.by_name(name) is not None]
+        chosen = next((n for n in present if allowed is None or allowed.get(n, False)), None)
+        if chosen is None and present:
+            chosen = present[0]
+        if chosen is not None:
+            charge[chosen] = charge.get(chosen, 0) + demand.amounts[chosen]
+    return Resources(charge)

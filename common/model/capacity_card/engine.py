@@ -1,0 +1,445 @@
+"""The capacity-card engine over cluster state: catalog, queue quotas, ledgers and the checks over
+them (capacity-card.md; DESIGN.md Semantics 1, 3, 7, "Data flow").
+
+The scheduler's ``capacity-card`` plugin and ``gpuq simulate`` feed :class:`CapacityCard` informer
+events and ask it the job-mode (:mod:`.enqueue`), task-mode (:mod:`.task`) and node-ordering
+(:mod:`.ordering`) questions; Reserve and Unreserve charge and release pods in their queue's
+:class:`~common.model.capacity_card.ledger.QueueLedger`. The checks answer
+:class:`~common.model.refusal.Refusal` values with the upstream event reasons; this module never emits
+anything, its Warning events for malformed objects wait in :meth:`CapacityCard.take_events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from common.model.annotations import CARD_NAME
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
+from common.model.capacity_card.enqueue import check_enqueue, job_min_from_podgroup
+from common.model.capacity_card.ledger import QueueLedger
+from common.model.capacity_card.metrics import (
+    QueueCardMetric,
+    deserved_cards,
+    queue_card_metrics,
+    queue_share,
+)
+from common.model.capacity_card.ordering import FloatArray, node_order_scores
+from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota, queue_quota
+from common.model.capacity_card.task import BoolArray, TaskCheck, TaskPlan, unrestricted_check, with_failure
+from common.model.cards import CardCatalog, NodeCards, parse_card_names
+from common.model.crd import PodGroup, Queue
+from common.model.errors import InvalidAnnotation, InvalidValue
+from common.model.events import GET_TASK_REQUEST_RESOURCE_FAILED, INVALID_ANNOTATION, EventRecord
+from common.model.pods import PodInfo
+from common.model.queues import podgroup_key_of, queue_of
+from common.model.refusal import Refusal
+from common.model.resources import EMPTY, Resources
+
+# Bounds of CapacityCard's memos: far above the distinct pod classes of a real cluster; a workload
+# past them only recomputes.
+_MAX_MEMO: Final = 4096
+_MAX_NODE_MEMO: Final = 65536
+
+
+@dataclass(slots=True)
+class _PodState:
+    pod: PodInfo
+    queue: str
+    job: str | None
+    demand: CardDemand | None
+    error: InvalidValue | None
+
+
+class CapacityCard:
+    """The capacity-card plugin's state: catalog, queue quotas, ledgers, and the checks over them.
+
+    The scheduler (and ``gpuq simulate``) feeds it informer events (:meth:`set_nodes`,
+    :meth:`set_queue`, :meth:`set_podgroup`, :meth:`set_pod` and the removals) and asks it for
+    :meth:`enqueue`, :meth:`task_check`, :meth:`node_order_scores`; Reserve / Unreserve call
+    :meth:`reserve` / :meth:`unreserve`. Usage is derived from pods only, so :meth:`rebuild` after a
+    restart or re-list reproduces the same ledgers. Warning events for malformed objects accumulate
+    in :meth:`take_events`.
+    """
+
+    def __init__(self, args: CapacityCardArgs | None = None) -> None:
+        self.args = args or CapacityCardArgs()
+        self.catalog = CardCatalog()
+        self.nodes: dict[str, NodeCards] = {}
+        self.quotas: dict[str, QueueQuota] = {}
+        self.ledgers: dict[str, QueueLedger] = {}
+        self.podgroups: dict[str, PodGroup] = {}
+        self._pods: dict[str, _PodState] = {}
+        self._events: list[EventRecord] = []
+        # Memos over the current catalog (cleared by set_nodes). Demands are shared by pods of the same
+        # requests and card.name, so plans and charges can be keyed by the demand's identity; each
+        # entry holds its key objects, and a hit compares them with ``is``, so a recycled id never
+        # matches.
+        self._demands: dict[tuple[Resources, str | None], CardDemand] = {}
+        self._plans: dict[tuple[int, int], TaskPlan] = {}
+        self._node_names: dict[str, frozenset[str]] = {}
+        self._name_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._charges: dict[
+            tuple[int, int, frozenset[str]], tuple[CardDemand, TaskCheck | None, Resources]
+        ] = {}
+
+    @classmethod
+    def rebuild(
+        cls,
+        args: CapacityCardArgs,
+        nodes_cards: Iterable[NodeCards],
+        queues: Iterable[Queue],
+        podgroups: Iterable[PodGroup],
+        pods: Iterable[PodInfo],
+    ) -> CapacityCard:
+        """Derive all state from a full listing (start-up, re-list)."""
+        engine = cls(args)
+        engine.set_nodes(nodes_cards)
+        for group in podgroups:
+            engine.podgroups[group.key] = group
+        for queue in queues:
+            engine.set_queue(queue)
+        for pod in pods:
+            engine.set_pod(pod)
+        return engine
+
+    # -- events
+
+    def take_events(self) -> list[EventRecord]:
+        events, self._events = self._events, []
+        return events
+
+    # -- informer updates
+
+    def set_nodes(self, nodes_cards: Iterable[NodeCards]) -> None:
+        """Replace the node card inventory; replays every pod (demands and charges depend on it).
+
+        Call it when a node's cards change (labels, allocatable of a card resource), not on every
+        status heartbeat; :class:`NodeCards` compares by value for that.
+        """
+        self.nodes = {n.node: n for n in nodes_cards}
+        catalog = CardCatalog.build(self.nodes.values())
+        for node_cards in self.nodes.values():
+            self._events.extend(node_cards.events())
+        self._events.extend(
+            EventRecord(p.where or "Node//", "Warning", INVALID_ANNOTATION, str(p)) for p in catalog.problems
+        )
+        self.catalog = catalog
+        self._demands.clear()
+        self._plans.clear()
+        self._node_names.clear()
+        self._name_sets.clear()
+        self._charges.clear()
+        self._replay()
+
+    def set_queue(self, queue: Queue) -> None:
+        quota = queue_quota(queue)
+        previous = self.quotas.get(queue.name)
+        if previous is not None and previous == quota:
+            # A status write or an unrelated edit: keep the object, whose identity keys the task plans.
+            quota = previous
+        self.quotas[queue.name] = quota
+        if previous is None or previous.events != quota.events:
+            self._events.extend(quota.events)
+        if queue.name not in self.ledgers:
+            self._replay_queue(queue.name)
+
+    def remove_queue(self, name: str) -> None:
+        self.quotas.pop(name, None)
+        self.ledgers.pop(name, None)
+
+    def set_podgroup(self, group: PodGroup) -> None:
+        previous = self.podgroups.get(group.key)
+        self.podgroups[group.key] = group
+        ledger = self.ledgers.get(group.queue)
+        if ledger is not None:
+            self._set_job(ledger, group)
+        if previous is None or previous.queue != group.queue:
+            # Its pods were accounted before the group existed (jobless) or in its old queue.
+            if previous is not None and previous.queue in self.ledgers:
+                self.ledgers[previous.queue].remove_job(group.key)
+            self._reroute(group.key)
+
+    def remove_podgroup(self, key: str) -> None:
+        group = self.podgroups.pop(key, None)
+        if group is not None and group.queue in self.ledgers:
+            self.ledgers[group.queue].remove_job(key)
+        if group is not None:
+            self._reroute(key)
+
+    def set_pod(self, pod: PodInfo) -> None:
+        """Add or update a pod: pending pods are tracked, bound ones charged, finished ones forgotten.
+
+        An update still showing a pod unbound after :meth:`reserve` (binding in flight) keeps the
+        charge: only :meth:`unreserve` (Unreserve) or the pod's end releases it.
+        """
+        key = pod.key
+        old = self._pods.get(key)
+        if pod.terminal:
+            self.remove_pod(pod)
+            return
+        queue = queue_of(pod, self.podgroups)
+        if old is not None and old.pod.node_name and not pod.node_name and old.queue == queue:
+            return
+        if old is not None and (old.queue != queue or old.pod.node_name != pod.node_name):
+            self.remove_pod(old.pod)
+        state = self._pod_state(pod, queue)
+        self._pods[key] = state
+        ledger = self.ledgers.get(queue)
+        if ledger is not None:
+            self._account(ledger, state)
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        state = self._pods.pop(pod.key, None)
+        if state is not None and state.queue in self.ledgers:
+            self.ledgers[state.queue].untrack(pod.key)
+
+    # -- decisions
+
+    def enqueue(self, group: PodGroup) -> Refusal | None:
+        """Job mode check for a Pending PodGroup; the caller then records the phase with :meth:`admit`.
+
+        A PodGroup whose Queue does not exist is allowed (Semantics 7); one whose pods' requests cannot
+        be read is refused with ``GetTaskRequestResourceFailed``.
+        """
+        quota = self.quotas.get(group.queue)
+        ledger = self.ledgers.get(group.queue)
+        if quota is None or ledger is None:
+            return None
+        for state in self._pods.values():
+            if state.job == group.key and state.error is not None:
+                return Refusal(state.error, GET_TASK_REQUEST_RESOURCE_FAILED)
+        minimum = ledger.job_minimum(group.key)
+        if minimum is None:
+            min_cpu_memory, card_request, _ = job_min_from_podgroup(group)
+            minimum = min_cpu_memory + card_request
+        return check_enqueue(quota, ledger, minimum, self.args)
+
+    def admit(self, group: PodGroup) -> None:
+        """The PodGroup went Pending -> Inqueue: reserve its minimum in its queue."""
+        admitted = group.model_copy(update={"status": group.status.model_copy(update={"phase": "Inqueue"})})
+        self.set_podgroup(admitted)
+
+    def task_check(self, pod: PodInfo) -> TaskCheck:
+        """Task mode verdicts for a pending pod (tracked or not)."""
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            queue = state.queue
+        else:
+            queue = queue_of(pod, self.podgroups)
+            state = self._known_pod_state(pod, queue)
+        quota = self.quotas.get(queue)
+        ledger = self.ledgers.get(queue)
+        if quota is None or ledger is None:
+            return unrestricted_check(queue, state.demand or CardDemand())
+        if state.error is not None or state.demand is None:
+            error = state.error or InvalidValue("pod", pod.ref, "a readable card request", pod.ref)
+            check = TaskCheck(queue, CardDemand(), self.catalog.names)
+            return with_failure(check, Refusal(error, GET_TASK_REQUEST_RESOURCE_FAILED))
+        return self._plan(quota, state.demand).check(ledger)
+
+    def queue_of(self, pod: PodInfo) -> str:
+        """:func:`~common.model.queues.queue_of` against the known PodGroups; for the tracked pod
+        object itself, the queue its state holds, which is the same: :meth:`set_podgroup` and
+        :meth:`remove_podgroup` re-route the pods of a group whenever its queue could change."""
+        state = self._pods.get(pod.key)
+        if state is not None and state.pod is pod:
+            return state.queue
+        return queue_of(pod, self.podgroups)
+
+    def _plan(self, quota: QueueQuota, demand: CardDemand) -> TaskPlan:
+        key = (id(quota), id(demand))
+        plan = self._plans.get(key)
+        if plan is None or plan.quota is not quota or plan.demand is not demand:
+            if len(self._plans) >= _MAX_MEMO:
+                self._plans.clear()
+            plan = self._plans[key] = TaskPlan(quota, demand, self.catalog, self.args)
+        return plan
+
+    def node_order_scores(self, pod: PodInfo, has: BoolArray) -> FloatArray:
+        text = pod.annotations.get(CARD_NAME)
+        if text is None:
+            return np.zeros(has.shape[0], dtype=np.float64)
+        try:
+            alternatives = parse_card_names(text, pod.ref)
+        except InvalidAnnotation:
+            return np.zeros(has.shape[0], dtype=np.float64)
+        return node_order_scores(alternatives, self.catalog, has, self.args.node_order_weight)
+
+    def reserve(self, pod: PodInfo, node_name: str, check: TaskCheck | None = None) -> Resources:
+        """Reserve: charge the pod in its queue for the card type of ``node_name``. Idempotent."""
+        bound = pod.with_node_name(node_name)
+        old = self._pods.get(pod.key)
+        if (
+            old is not None
+            and old.pod.annotations is bound.annotations
+            and old.pod.requests is bound.requests
+            and old.pod.uid == bound.uid
+        ):
+            # The tracked pod, bound (Reserve): its queue, job and demand read only the annotations
+            # and requests, and the tracked state keeps them current (see queue_of).
+            queue = old.queue
+            state = _PodState(bound, queue, old.job, old.demand, old.error)
+        else:
+            queue = queue_of(bound, self.podgroups)
+            state = self._known_pod_state(bound, queue)
+        self._pods[pod.key] = state
+        ledger = self.ledgers.get(queue)
+        if ledger is None or state.demand is None:
+            return EMPTY
+        charge = self._charge(state.demand, node_name, check)
+        if not ledger.reserve(pod.key, charge, state.job):
+            return ledger.charge_of(pod.key) or EMPTY
+        return charge
+
+    def unreserve(self, pod: PodInfo) -> Resources | None:
+        """Unreserve / preemption: release the pod's charge (no-op if it holds none); it stays pending."""
+        state = self._pods.get(pod.key)
+        if state is None or state.queue not in self.ledgers:
+            return None
+        released = self.ledgers[state.queue].unreserve(pod.key)
+        unbound = state.pod.with_node_name("")
+        self._pods[pod.key] = _PodState(unbound, state.queue, state.job, state.demand, state.error)
+        return released
+
+    def charged_card_type(self, pod: PodInfo) -> str | None:
+        """The concrete card type a pod is charged to (the simulator's ``cardType``)."""
+        state = self._pods.get(pod.key)
+        ledger = self.ledgers.get(state.queue) if state is not None else None
+        charge = ledger.charge_of(pod.key) if ledger is not None else None
+        if not charge:
+            return None
+        return next((name for name in sorted(charge) if name not in CPU_MEMORY), None)
+
+    # -- metrics
+
+    def metrics(self) -> list[QueueCardMetric]:
+        deserved = deserved_cards(self.quotas.values())
+        samples: list[QueueCardMetric] = []
+        for name in sorted(self.quotas):
+            samples.extend(queue_card_metrics(self.quotas[name], self.ledgers[name], deserved[name]))
+        return samples
+
+    def shares(self) -> dict[str, float]:
+        deserved = deserved_cards(self.quotas.values())
+        return {name: queue_share(self.ledgers[name], deserved[name]) for name in sorted(self.quotas)}
+
+    # -- internals
+
+    def _charge(self, demand: CardDemand, node_name: str, check: TaskCheck | None) -> Resources:
+        """``resolve_charge`` on ``node_name`` with ``check``'s verdicts, memoised: it reads only the
+        demand, the verdicts and which card types the node has."""
+        names = self._node_names.get(node_name)
+        if names is None:
+            node = self.nodes.get(node_name)
+            names = frozenset(node.names) if node is not None else frozenset()
+            # One object per distinct set, so the memo key below compares by identity.
+            names = self._name_sets.setdefault(names, names)
+            if len(self._node_names) >= _MAX_NODE_MEMO:
+                self._node_names.clear()
+            self._node_names[node_name] = names
+        key = (id(demand), id(check), names)
+        memo = self._charges.get(key)
+        if memo is not None and memo[0] is demand and memo[1] is check:
+            return memo[2]
+        allowed = check.allowed_names if check is not None else None
+        charge = resolve_charge(demand, self.nodes.get(node_name, NodeCards(node_name)), self.args, allowed)
+        if len(self._charges) >= _MAX_MEMO:
+            self._charges.clear()
+        self._charges[key] = (demand, check, charge)
+        return charge
+
+    def _demand(self, pod: PodInfo) -> CardDemand:
+        """``pod_card_demand``, shared by pods with the same requests and ``card.name``: it reads
+        nothing else of the pod but its name, and that only in the error it raises (never memoised)."""
+        key = (pod.requests, pod.annotations.get(CARD_NAME))
+        demand = self._demands.get(key)
+        if demand is None:
+            demand = pod_card_demand(pod, self.catalog)
+            if len(self._demands) >= _MAX_MEMO:
+                self._demands.clear()
+            self._demands[key] = demand
+        return demand
+
+    def _pod_state(self, pod: PodInfo, queue: str) -> _PodState:
+        try:
+            demand: CardDemand | None = self._demand(pod)
+            error = None
+        except InvalidValue as err:
+            demand, error = None, err
+        job = podgroup_key_of(pod)
+        if job is not None and job not in self.podgroups:
+            job = None
+        return _PodState(pod, queue, job, demand, error)
+
+    def _known_pod_state(self, pod: PodInfo, queue: str) -> _PodState:
+        """:meth:`_pod_state`, reusing the tracked state's card demand when the pod's inputs to it
+        (requests, ``card.name``) are unchanged: every tracked state is derived from the current
+        catalog (:meth:`set_nodes` replays them all), so the demand would come out the same."""
+        old = self._pods.get(pod.key)
+        if old is None:
+            return self._pod_state(pod, queue)
+        before = old.pod
+        if before is not pod and (
+            before.uid != pod.uid
+            or (before.requests is not pod.requests and before.requests != pod.requests)
+            or before.annotations.get(CARD_NAME) != pod.annotations.get(CARD_NAME)
+        ):
+            return self._pod_state(pod, queue)
+        job = podgroup_key_of(pod)
+        if job is not None and job not in self.podgroups:
+            job = None
+        return _PodState(pod, queue, job, old.demand, old.error)
+
+    def _account(self, ledger: QueueLedger, state: _PodState) -> None:
+        demand = state.demand or CardDemand()
+        if state.pod.node_name:
+            node = self.nodes.get(state.pod.node_name, NodeCards(state.pod.node_name))
+            charge = resolve_charge(demand, node, self.args)
+            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
+            ledger.reserve(state.pod.key, charge, state.job)
+        else:
+            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
+
+    def _set_job(self, ledger: QueueLedger, group: PodGroup) -> None:
+        min_cpu_memory, card_request, event = job_min_from_podgroup(group)
+        if event is not None:
+            self._events.append(event)
+        ledger.set_job(
+            group.key,
+            min_cpu_memory=min_cpu_memory,
+            card_request=card_request,
+            has_min_resources=group.spec.minResources is not None,
+            phase=group.phase,
+            min_member=group.spec.minMember,
+        )
+
+    def _reroute(self, job_key: str) -> None:
+        for key in [k for k, state in self._pods.items() if podgroup_key_of(state.pod) == job_key]:
+            pod = self._pods[key].pod
+            self.remove_pod(pod)
+            self.set_pod(pod)
+
+    def _replay(self) -> None:
+        pods = [state.pod for state in self._pods.values()]
+        self._pods = {}
+        self.ledgers = {}
+        for pod in pods:
+            self._pods[pod.key] = self._pod_state(pod, queue_of(pod, self.podgroups))
+        for name in self.quotas:
+            self._replay_queue(name)
+
+    def _replay_queue(self, name: str) -> None:
+        ledger = QueueLedger(name, card_unlimited_cpu_memory=self.args.card_unlimited_cpu_memory)
+        self.ledgers[name] = ledger
+        for group in sorted(self.podgroups.values(), key=lambda g: g.key):
+            if group.queue == name:
+                self._set_job(ledger, group)
+        for key in sorted(self._pods):
+            state = self._pods[key]
+            if state.queue == name:
+                self._account(ledger, state)
