@@ -325,3 +325,8 @@ class MakeGPUResourceQuota(_Namespaced):
     def single(self, **fields: Any) -> Self:
         self._obj["spec"].setdefault("single", {}).update(fields)
         return self
+
+    def spec(self, **fields: Any) -> Self:
+        """Whole ``spec`` fields as given (``total={...}``, ``single={...}``, or fields gpuq ignores)."""
+        self._obj["spec"].update(fields)
+        return self

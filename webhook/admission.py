@@ -46,13 +46,9 @@ from common.model.cards import (
 from common.model.crd import ObjectShape, PodGroup, Queue
 from common.model.elastic import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
 from common.model.errors import GpuqError, InvalidValue
-from common.model.gpu_quota import (
-    GPUQuotaStore,
-    GPURequest,
-    GPUResourceQuota,
-    request_from_annotations,
-    validate_gpu_resource_quota,
-)
+from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
+from common.model.gpu_quota.request import GPURequest, request_from_annotations
+from common.model.gpu_quota.store import GPUQuotaStore
 from common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
 from common.model.quantity import format_units
 from common.model.queues import queue_of
@@ -365,9 +361,9 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
             # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
             request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
         if request is not None:
-            exceeded = limits.check_single(pod.namespace, request)
-            if exceeded is not None:
-                return deny(f"{pod.ref}: {exceeded}")
+            refusal = limits.check_single(pod.namespace, request)
+            if refusal is not None:
+                return deny(f"{pod.ref}: {refusal.message}")
 
     if pod.scheduler_name == options.scheduler_name:
         problem = _pod_queue_problem(pod, catalog, view, options, warnings)

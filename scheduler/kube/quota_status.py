@@ -2,7 +2,7 @@
 
 The engines live inside the plugins (``capacity-scheduling`` holds an
 :class:`~common.model.elastic.ElasticQuotaInfos`, ``gpu-quota`` a
-:class:`~common.model.gpu_quota.GPUQuotaStore`, ``capacity-card`` a
+:class:`~common.model.gpu_quota.store.GPUQuotaStore`, ``capacity-card`` a
 :class:`~common.model.capacity_card.engine.CapacityCard`); they are found by type and only read here.
 Status writes are the scheduler's own batched ``sync_status``.
 """
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from common.model.capacity_card.engine import CapacityCard
 from common.model.elastic import ElasticQuotaInfos
-from common.model.gpu_quota import GPUQuotaStore
+from common.model.gpu_quota.store import GPUQuotaStore
 from scheduler.cluster.objects import GPU_RESOURCE_QUOTA
 from scheduler.cycle import Scheduler
 from scheduler.metrics import QueueCardSample, StateSnapshot

@@ -9,9 +9,10 @@ land on, so it can differ per node:
 * card-derived pods: Filter asks :meth:`GPUQuotaStore.fits_array` with each node's per-GPU TFLOPS and
   VRAM (from this plugin's per-resource node arrays, rebuilt only when a node changes).
 
-Reserve charges with :meth:`GPUQuotaStore.check_and_allocate` (check and charge in one step, so two
-pods cannot both take the last share); Unreserve releases. Every rejection is unresolvable for
-preemption: evicting ElasticQuota victims does not return GPU quota to the namespace.
+Reserve charges with :meth:`GPUQuotaStore.reserve` (check and charge in one step, so two pods
+cannot both take the last share); Unreserve releases with :meth:`GPUQuotaStore.unreserve`. Every
+rejection is unresolvable for preemption: evicting ElasticQuota victims does not return GPU quota to
+the namespace.
 
 Status: the store's dirty namespaces are written once per sync (:meth:`take_status`) with
 ``used``, ``availablePercent`` and the ``Ready`` / ``AlertThresholdReached`` conditions, and the
@@ -31,16 +32,10 @@ import numpy.typing as npt
 from common.model.cards import CARD_UNIT, CardType, NodeCards, discover_cards
 from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, EventRecord
-from common.model.gpu_quota import (
-    CardShare,
-    GPUQuotaStore,
-    GPURequest,
-    GPUResourceQuota,
-    card_share,
-    has_tf_annotations,
-    request_from_annotations,
-    with_unidentified_cards,
-)
+from common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
+from common.model.gpu_quota.quota import GPUResourceQuota
+from common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
+from common.model.gpu_quota.store import GPUQuotaStore
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.resources import Resources
@@ -168,7 +163,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._settled = None
             if settled[1] == row and settled[0] == pod.key:
                 return
-        if self.store.is_allocated(pod.namespace, pod.key):
+        if self.store.is_reserved(pod.namespace, pod.key):
             return
         try:
             request = self._request_on(pod, row)
@@ -180,23 +175,23 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         if request is None:
             return
         try:
-            self.store.check_and_allocate(pod.namespace, request, pod.key)
+            self.store.reserve(pod.namespace, request, pod.key)
         except QuotaExceeded:
             # Running pods over the quota (lowered under them): the store charges unchecked only
-            # through a full reconcile, which this rare case can afford.
-            self._reconcile()
+            # through a full rebuild, which this rare case can afford.
+            self._rebuild()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self._settled = None
-        self.store.deallocate(pod.namespace, pod.key)
+        self.store.unreserve(pod.namespace, pod.key)
 
-    def _reconcile(self) -> None:
+    def _rebuild(self) -> None:
         cluster = self.handle.cluster
 
         def request_of(pod: PodInfo) -> GPURequest | None:
             return self._request_on(pod, cluster.row_of[pod.node_name])
 
-        for event in self.store.reconcile(list(cluster.pods.values()), request_of):
+        for event in self.store.rebuild(list(cluster.pods.values()), request_of):
             self.handle.record(event)
 
     # -- requests ---------------------------------------------------------------------------------
@@ -252,10 +247,10 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             assert request is not None
             single = self.store.check_single(namespace, request)
             if single is not None:
-                return Status.unresolvable(str(single), plugin=SINGLE)
+                return Status.unresolvable(single.message, plugin=SINGLE)
             total = self.store.check(namespace, request)
             if total is not None:
-                return Status.unresolvable(str(total))
+                return Status.unresolvable(total.message)
             return Status.skip()  # the same on every node: nothing for Filter to add
         requests = pod.requests
         prepared = self._prepared.get(requests, _UNPREPARED)
@@ -322,8 +317,8 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 for tv in np.unique(pairs[over], axis=0):
                     same = over & (t == tv[0]) & (v == tv[1])
                     request = GPURequest(int(tv[0]), int(tv[1]), int(tv[0]), int(tv[1]), prepared.count)
-                    error = self.store.check(namespace, request)
-                    out.append((same, str(error) if error is not None else "GPU quota exceeded"))
+                    refusal = self.store.check(namespace, request)
+                    out.append((same, refusal.message if refusal is not None else "GPU quota exceeded"))
             return out
 
         return FilterResult(passed, reasons, unresolvable=~passed)
@@ -336,7 +331,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         key = pod.key
         if request is not None:
             try:
-                self.store.check_and_allocate(pod.namespace, request, key)
+                self.store.reserve(pod.namespace, request, key)
             except QuotaExceeded as err:
                 return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
         self._settled = (key, row)
@@ -344,7 +339,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         self._settled = None
-        self.store.deallocate(pod.namespace, pod.key)
+        self.store.unreserve(pod.namespace, pod.key)
 
     # -- status and report ------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:

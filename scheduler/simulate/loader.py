@@ -19,7 +19,8 @@ from common.model.crd import PodGroup, Queue
 from common.model.crossquota.pod import validate_pod_annotations
 from common.model.elastic import validate_elastic_quota
 from common.model.errors import GpuqError
-from common.model.gpu_quota import request_from_annotations, validate_gpu_resource_quota
+from common.model.gpu_quota.quota import validate_gpu_resource_quota
+from common.model.gpu_quota.request import request_from_annotations
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
 from common.model.strategy_fit import parse_pod_override

@@ -3,14 +3,17 @@
 Run: ``python tests/bench/bench_quota_store.py [--namespaces 1000] [--ops 200000] [--repeat 5]``.
 Prints microseconds per operation (best of N rounds, after a warm-up) for:
 
-* ``check_and_allocate``: a new pod key in a random namespace with a quota (every check passes);
-* ``deallocate``: releasing those keys again;
-* ``mixed``: the scheduler's steady state, one allocate and one deallocate of an older pod per step
+* ``reserve``: a new pod key in a random namespace with a quota (every check passes);
+* ``unreserve``: releasing those keys again;
+* ``mixed``: the scheduler's steady state, one reserve and one unreserve of an older pod per step
   in random namespaces (the spec's "ConcurrentOps": asyncio runs them one at a time, so this is the
   interleaving a busy scheduler produces);
-* ``check (reject)``: a request over a total, the path that builds a QuotaExceeded.
+* ``reserve (rejected)``: a request over a single limit, the path that builds the refusal and raises
+  its QuotaExceeded;
+* ``check (read-only, passes)``: the scheduler's check of an annotated pod that fits.
 
-The Go figures the spec quotes: 1.2 us/op allocate, 1.5 us/op deallocate, 2.1 us/op concurrent.
+The Go figures the spec quotes (BenchmarkQuotaStore_Allocation, _Deallocation, _ConcurrentOps): 1.2 us/op
+allocate, 1.5 us/op deallocate, 2.1 us/op concurrent.
 Importing this module does nothing; only ``main()`` measures.
 """
 
@@ -23,7 +26,9 @@ import time
 from collections.abc import Callable
 
 from common.model.errors import QuotaExceeded
-from common.model.gpu_quota import GPUQuotaStore, GPURequest, GPUResourceQuota
+from common.model.gpu_quota.quota import GPUResourceQuota
+from common.model.gpu_quota.request import GPURequest
+from common.model.gpu_quota.store import GPUQuotaStore
 
 
 def build_store(namespaces: int) -> tuple[GPUQuotaStore, list[str]]:
@@ -72,47 +77,47 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     big = GPURequest(999_000, 80 * 2**30, 999_000, 80 * 2**30, 8)
     plan = [(names[rng.randrange(len(names))], f"pod-{i}") for i in range(ops)]
     keys = [(ns, f"{ns}/{pod}") for ns, pod in plan]
-    allocate = store.check_and_allocate
-    deallocate = store.deallocate
+    reserve = store.reserve
+    unreserve = store.unreserve
 
-    def alloc_round() -> None:
+    def reserve_round() -> None:
         for ns, key in keys:
-            allocate(ns, request, key)
+            reserve(ns, request, key)
 
-    def dealloc_round() -> None:
+    def unreserve_round() -> None:
         for ns, key in keys:
-            deallocate(ns, key)
+            unreserve(ns, key)
 
     results: dict[str, float] = {}
-    # Warm-up: one full allocate/deallocate cycle so dicts are sized and code paths are hot.
-    alloc_round()
-    dealloc_round()
-    a_best = d_best = float("inf")
+    # Warm-up: one full reserve/unreserve cycle so dicts are sized and code paths are hot.
+    reserve_round()
+    unreserve_round()
+    r_best = u_best = float("inf")
     for _ in range(args.repeat):
-        a_best = min(a_best, best_of(1, ops, alloc_round))
-        d_best = min(d_best, best_of(1, ops, dealloc_round))
-    results["check_and_allocate"] = a_best
-    results["deallocate"] = d_best
+        r_best = min(r_best, best_of(1, ops, reserve_round))
+        u_best = min(u_best, best_of(1, ops, unreserve_round))
+    results["reserve"] = r_best
+    results["unreserve"] = u_best
 
     window = 1000  # pods alive at once per step of the mixed workload
     for ns, key in keys[:window]:
-        allocate(ns, request, key)
+        reserve(ns, request, key)
 
     def mixed_round() -> None:
         for i in range(window, ops):
             ns, key = keys[i]
-            allocate(ns, request, key)
+            reserve(ns, request, key)
             old_ns, old_key = keys[i - window]
-            deallocate(old_ns, old_key)
+            unreserve(old_ns, old_key)
         for i in range(window):  # put the window back where it started
             ns, key = keys[ops - window + i]
-            deallocate(ns, key)
+            unreserve(ns, key)
             ns, key = keys[i]
-            allocate(ns, request, key)
+            reserve(ns, request, key)
 
-    results["mixed (allocate + deallocate) per op"] = best_of(args.repeat, 2 * ops, mixed_round)
+    results["mixed (reserve + unreserve) per op"] = best_of(args.repeat, 2 * ops, mixed_round)
     for ns, key in keys[:window]:
-        deallocate(ns, key)
+        unreserve(ns, key)
 
     # Over the single limit: the failure path builds and raises a QuotaExceeded.
     reject_ops = min(ops, 50_000)
@@ -120,9 +125,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     def reject_round() -> None:
         for ns, key in keys[:reject_ops]:
             with contextlib.suppress(QuotaExceeded):
-                allocate(ns, GPURequest(1_001_000, 0, 1_001_000, 0, 1), key)
+                reserve(ns, GPURequest(1_001_000, 0, 1_001_000, 0, 1), key)
 
-    results["check_and_allocate (rejected)"] = best_of(args.repeat, reject_ops, reject_round)
+    results["reserve (rejected)"] = best_of(args.repeat, reject_ops, reject_round)
     check = store.check
 
     def check_round() -> None:

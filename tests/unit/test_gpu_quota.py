@@ -14,55 +14,32 @@ from hypothesis import strategies as st
 from common.model import annotations as ann
 from common.model.cards import CardType
 from common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
-from common.model.gpu_quota import (
-    GPUQuotaStore,
-    GPURequest,
-    GPUResourceQuota,
-    card_share,
-    pod_gpu_request,
-    request_from_annotations,
-    validate_gpu_resource_quota,
-)
+from common.model.gpu_quota.card_share import card_share
+from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
+from common.model.gpu_quota.request import GPURequest, pod_gpu_request, request_from_annotations
+from common.model.gpu_quota.store import GPUQuotaStore
 from common.model.gpu_specs import card_tflops, normalise_product
-from common.model.pods import PodInfo
-from common.model.resources import Resources
+from tests.builders import GPU, MakeGPUResourceQuota, MakePod
 from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 
 GI = 2**30
 NOW = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 
 
-def quota_obj(ns: str = "team-a", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "tensor-fusion.ai/v1",
-        "kind": "GPUResourceQuota",
-        "metadata": {"name": f"{ns}-quota", "namespace": ns},
-        "spec": spec,
-    }
+# Templates: build from a .copy() (builders change in place).
+QUOTA = MakeGPUResourceQuota("team-a-quota", "team-a")
+POD = MakePod("p", "team-a").node("n1").phase("Running")
 
 
 def store_with(**spec: Any) -> GPUQuotaStore:
     store = GPUQuotaStore()
-    store.set_quota(GPUResourceQuota.from_dict(quota_obj(**spec)))
+    store.set_quota(GPUResourceQuota.from_dict(QUOTA.copy().spec(**spec).obj()))
     return store
 
 
 def req(tflops: int = 0, vram_gi: int = 0, count: int = 1, lim_tflops: int | None = None) -> GPURequest:
     lt = tflops if lim_tflops is None else lim_tflops
     return GPURequest(tflops * 1000, vram_gi * GI, lt * 1000, vram_gi * GI, count)
-
-
-def pod(
-    annotations: dict[str, str] | None = None, requests: dict[str, Any] | None = None, **kw: Any
-) -> PodInfo:
-    return PodInfo(
-        namespace=kw.get("ns", "team-a"),
-        name=kw.get("name", "p"),
-        node_name=kw.get("node", "n1"),
-        phase=kw.get("phase", "Running"),
-        annotations=annotations or {},
-        requests=Resources.parse(requests or {}),
-    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,10 +114,11 @@ FULL_SPEC: dict[str, Any] = {
     },
     "futureField": {"ignored": True},
 }
+FULL = QUOTA.copy().spec(**FULL_SPEC)
 
 
 def test_from_dict_parses_every_field() -> None:
-    q = validate_gpu_resource_quota(quota_obj(**FULL_SPEC))
+    q = validate_gpu_resource_quota(FULL.obj())
     assert q.total_requests.tflops == 1_000_000 and q.total_requests.vram == 100 * GI
     assert q.total_limits.tflops == 2_000_000 and q.max_workers == 50
     assert q.alert_threshold_percent == 90 and q.max_gpu_count == 8
@@ -149,7 +127,7 @@ def test_from_dict_parses_every_field() -> None:
 
 
 def test_defaults() -> None:
-    q = GPUResourceQuota.from_dict(quota_obj())
+    q = GPUResourceQuota.from_dict(QUOTA.obj())
     assert q.alert_threshold_percent == 95
     assert q.max_workers is None and q.total_requests.tflops is None
 
@@ -181,14 +159,14 @@ def test_defaults() -> None:
 )
 def test_validation_names_object_field_value(spec: dict[str, Any], field: str, fragment: str) -> None:
     with pytest.raises(InvalidValue) as err:
-        validate_gpu_resource_quota(quota_obj(**spec))
+        validate_gpu_resource_quota(QUOTA.copy().spec(**spec).obj())
     assert err.value.where == "GPUResourceQuota/team-a/team-a-quota"
     assert err.value.field == field
     assert fragment in str(err.value)
 
 
 def test_default_annotations_for_the_mutating_webhook() -> None:
-    q = GPUResourceQuota.from_dict(quota_obj(**FULL_SPEC))
+    q = GPUResourceQuota.from_dict(FULL.obj())
     assert q.default_annotations({ann.TF_TFLOPS_REQUEST: "5"}) == {
         ann.TF_VRAM_REQUEST: "1Gi",
         ann.TF_TFLOPS_LIMIT: "20",
@@ -202,14 +180,16 @@ def test_default_annotations_for_the_mutating_webhook() -> None:
 
 
 def test_request_from_annotations_limits_default_to_requests() -> None:
-    p = pod({ann.TF_TFLOPS_REQUEST: "20", ann.TF_VRAM_REQUEST: "4Gi", ann.TF_GPU_COUNT: "2"})
-    assert request_from_annotations(p) == GPURequest(20_000, 4 * GI, 20_000, 4 * GI, 2)
-    assert request_from_annotations(pod()) is None
+    p = POD.copy().annotations(
+        {ann.TF_TFLOPS_REQUEST: "20", ann.TF_VRAM_REQUEST: "4Gi", ann.TF_GPU_COUNT: "2"}
+    )
+    assert request_from_annotations(p.info()) == GPURequest(20_000, 4 * GI, 20_000, 4 * GI, 2)
+    assert request_from_annotations(POD.info()) is None
 
 
 def test_request_from_annotations_uses_quota_defaults() -> None:
-    q = GPUResourceQuota.from_dict(quota_obj(**FULL_SPEC))
-    p = pod({ann.TF_TFLOPS_REQUEST: "5"})
+    q = GPUResourceQuota.from_dict(FULL.obj())
+    p = POD.copy().annotation(ann.TF_TFLOPS_REQUEST, "5").info()
     assert request_from_annotations(p, q) == GPURequest(5_000, 1 * GI, 20_000, 2 * GI, 1)
 
 
@@ -225,7 +205,7 @@ def test_request_from_annotations_uses_quota_defaults() -> None:
 )
 def test_bad_annotations_name_pod_and_annotation(annotations: dict[str, str], key: str) -> None:
     with pytest.raises(InvalidAnnotation) as err:
-        request_from_annotations(pod(annotations))
+        request_from_annotations(POD.copy().annotations(annotations).info())
     assert err.value.where == "Pod/team-a/p" and err.value.field == key
 
 
@@ -276,26 +256,26 @@ def test_card_share(
 
 
 def test_request_derived_from_the_card_times_cards_requested() -> None:
-    q = GPUResourceQuota.from_dict(quota_obj(total={"requests": {"tflops": "1000"}}))
-    p = pod(requests={"nvidia.com/gpu": 2})
+    q = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"tflops": "1000"}).obj())
+    p = POD.copy().req(**{GPU: 2}).info()
     assert pod_gpu_request(p, A100, quota=q) == GPURequest(312_000, 80 * GI, 312_000, 80 * GI, 2)
-    assert pod_gpu_request(pod(requests={"cpu": 1}), A100, quota=q) is None
+    assert pod_gpu_request(POD.copy().req(cpu=1).info(), A100, quota=q) is None
     assert pod_gpu_request(p) is None  # no annotations, no card: not a GPU-quota pod
 
 
 def test_unknown_tflops_is_an_error_naming_the_node_only_when_needed() -> None:
     mystery = CardType("M", "whole", "Mystery-GPU", "nvidia.com/gpu", 1, memory_mib=1024)
-    p = pod(requests={"nvidia.com/gpu": 1})
-    needs = GPUResourceQuota.from_dict(quota_obj(total={"requests": {"tflops": "10"}}))
+    p = POD.copy().req(**{GPU: 1}).info()
+    needs = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"tflops": "10"}).obj())
     with pytest.raises(InvalidValue) as err:
         pod_gpu_request(p, mystery, quota=needs, node_name="gpu-7")
     assert err.value.where == "Node//gpu-7" and err.value.field == "nvidia.com/gpu.tflops"
-    vram_only = GPUResourceQuota.from_dict(quota_obj(total={"requests": {"vram": "10Gi"}}))
+    vram_only = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"vram": "10Gi"}).obj())
     assert pod_gpu_request(p, mystery, quota=vram_only) == GPURequest(0, 2**30, 0, 2**30, 1)
 
 
 # ------------------------------------------------------------------------------------------------
-# The store: single vs total, atomicity, clamp, reconcile
+# The store: single vs total, atomicity, clamp, rebuild
 # ------------------------------------------------------------------------------------------------
 
 
@@ -312,21 +292,22 @@ def test_unknown_tflops_is_an_error_naming_the_node_only_when_needed() -> None:
 )
 def test_single_vs_total(request_: GPURequest, resource: str | None, unresolvable: bool) -> None:
     store = store_with(**FULL_SPEC)
-    error = store.check("team-a", request_)
+    refusal = store.check("team-a", request_)
     if resource is None:
-        assert error is None
+        assert refusal is None
         return
-    assert error is not None and error.resource == resource and error.unresolvable is unresolvable
+    assert refusal is not None and isinstance(refusal.error, QuotaExceeded)
+    assert refusal.error.resource == resource and refusal.unresolvable is unresolvable
     single = store.check_single("team-a", request_)
     assert (single is not None) is unresolvable
-    assert single is None or single.resource == resource
+    assert single is None or (isinstance(single.error, QuotaExceeded) and single.error.resource == resource)
 
 
 def test_total_error_message_follows_the_spec() -> None:
     store = store_with(**FULL_SPEC)
-    store.check_and_allocate("team-a", req(100, count=7), "team-a/p1")
+    store.reserve("team-a", req(100, count=7), "team-a/p1")
     with pytest.raises(QuotaExceeded) as err:
-        store.check_and_allocate("team-a", req(100, count=4), "team-a/p2")
+        store.reserve("team-a", req(100, count=4), "team-a/p2")
     assert str(err.value) == (
         "quota exceeded in namespace team-a (GPUResourceQuota/team-a/team-a-quota) "
         "for total.requests.tflops: "
@@ -336,66 +317,68 @@ def test_total_error_message_follows_the_spec() -> None:
 
 def test_workers_total() -> None:
     store = store_with(total={"maxWorkers": 2})
-    store.check_and_allocate("team-a", req(1), "team-a/a")
-    store.check_and_allocate("team-a", req(1), "team-a/b")
+    store.reserve("team-a", req(1), "team-a/a")
+    store.reserve("team-a", req(1), "team-a/b")
     with pytest.raises(QuotaExceeded) as err:
-        store.check_and_allocate("team-a", req(1), "team-a/c")
+        store.reserve("team-a", req(1), "team-a/c")
     assert err.value.resource == "total.maxWorkers"
 
 
 def test_a_failed_check_changes_nothing() -> None:
     store = store_with(**FULL_SPEC)
-    store.check_and_allocate("team-a", req(50, vram_gi=10), "team-a/p1")
+    store.reserve("team-a", req(50, vram_gi=10), "team-a/p1")
     store.take_dirty()
     before = store.usage("team-a")
     with pytest.raises(QuotaExceeded):
-        store.check_and_allocate("team-a", req(100, count=8, vram_gi=16), "team-a/p2")
+        store.reserve("team-a", req(100, count=8, vram_gi=16), "team-a/p2")
     assert store.usage("team-a") == before
-    assert not store.is_allocated("team-a", "team-a/p2")
+    assert not store.is_reserved("team-a", "team-a/p2")
     assert store.take_dirty() == set()
 
 
-def test_allocate_is_idempotent_and_deallocate_releases_what_was_charged() -> None:
+def test_reserve_is_idempotent_and_unreserve_releases_what_was_charged() -> None:
     store = store_with(**FULL_SPEC)
-    assert store.check_and_allocate("team-a", req(10, vram_gi=1, count=2), "team-a/p")
-    assert not store.check_and_allocate("team-a", req(90), "team-a/p")
+    assert store.reserve("team-a", req(10, vram_gi=1, count=2), "team-a/p")
+    assert not store.reserve("team-a", req(90), "team-a/p")
     assert store.usage("team-a") == GPURequest(20_000, 2 * GI, 20_000, 2 * GI, 1)
-    assert store.deallocate("team-a", "team-a/p")
-    assert not store.deallocate("team-a", "team-a/p")
+    assert store.unreserve("team-a", "team-a/p")
+    assert not store.unreserve("team-a", "team-a/p")
     assert store.usage("team-a") == GPURequest(0, 0, 0, 0, 0)
 
 
-def test_deallocate_is_clamped_at_zero() -> None:
-    """Spec "safeSub": a release never drives usage negative (here after a reconcile lost the pod's share)."""
+def test_unreserve_is_clamped_at_zero() -> None:
+    """Spec "safeSub": a release never drives usage negative (here after a rebuild lost the pod's share)."""
     store = store_with(**FULL_SPEC)
-    store.check_and_allocate("team-a", req(10, vram_gi=2), "team-a/q")
+    store.reserve("team-a", req(10, vram_gi=2), "team-a/q")
     entry = store._entries["team-a"]  # corrupt the counters, the state the spec guards against
     entry.used_req_tflops, entry.used_req_vram, entry.workers = 5_000, GI, 0
-    store.deallocate("team-a", "team-a/q")
+    store.unreserve("team-a", "team-a/q")
     assert store.usage("team-a") == GPURequest(0, 0, 0, 0, 0)
 
 
 def test_namespace_without_quota_is_unlimited_but_tracked() -> None:
     store = GPUQuotaStore()
     assert store.check("free", req(10**6)) is None
-    assert store.check_and_allocate("free", req(10**6), "free/p")
+    assert store.reserve("free", req(10**6), "free/p")
     assert store.take_dirty() == set()  # nothing to sync without a quota
-    store.set_quota(GPUResourceQuota.from_dict(quota_obj("free", total={"requests": {"tflops": "10"}})))
+    free = MakeGPUResourceQuota("free-quota", "free").total(requests={"tflops": "10"})
+    store.set_quota(GPUResourceQuota.from_dict(free.obj()))
     assert store.usage("free").tflops_request == 10**9  # a quota created later sees the usage
     assert store.check("free", req(1)) is not None
 
 
-def test_reconcile_rebuilds_from_active_pods_and_reports_bad_ones() -> None:
+def test_rebuild_from_active_pods_reports_bad_ones() -> None:
     store = store_with(**FULL_SPEC)
-    store.check_and_allocate("team-a", req(99), "team-a/ghost")
+    store.reserve("team-a", req(99), "team-a/ghost")
+    ten = POD.copy().annotation(ann.TF_TFLOPS_REQUEST, "10")
     pods = [
-        pod({ann.TF_TFLOPS_REQUEST: "10", ann.TF_GPU_COUNT: "2"}, name="a"),
-        pod({ann.TF_TFLOPS_REQUEST: "10"}, name="done", phase="Succeeded"),
-        pod({ann.TF_TFLOPS_REQUEST: "10"}, name="pending", node=""),
-        pod({ann.TF_TFLOPS_REQUEST: "oops"}, name="bad"),
-        pod(name="plain"),
+        ten.copy().name("a").annotation(ann.TF_GPU_COUNT, "2").info(),
+        ten.copy().name("done").phase("Succeeded").info(),
+        MakePod("pending", "team-a").phase("Running").annotation(ann.TF_TFLOPS_REQUEST, "10").info(),
+        POD.copy().name("bad").annotation(ann.TF_TFLOPS_REQUEST, "oops").info(),
+        POD.copy().name("plain").info(),
     ]
-    events = store.reconcile(pods)
+    events = store.rebuild(pods)
     usage = store.usage("team-a")
     assert usage.tflops_request == 20_000 and usage.gpu_count == 1  # one worker
     assert usage.vram_request == 2 * GI  # defaultRequests.vram 1Gi x 2 GPUs
@@ -405,7 +388,7 @@ def test_reconcile_rebuilds_from_active_pods_and_reports_bad_ones() -> None:
 
 def test_fits_array_matches_check() -> None:
     store = store_with(**FULL_SPEC)
-    store.check_and_allocate("team-a", req(100, count=5), "team-a/p")
+    store.reserve("team-a", req(100, count=5), "team-a/p")
     t = np.array([100_000, 100_000, 101_000, 50_000])
     v = np.array([GI, GI, GI, 20 * GI])
     n = np.array([5, 6, 1, 1])
@@ -433,9 +416,10 @@ def test_status_reporting_structure_example() -> None:
     store = store_with(
         total={"requests": {"tflops": "1000", "vram": "100Gi"}, "maxWorkers": 50, "alertThresholdPercent": 90}
     )
-    pods = [pod({ann.TF_TFLOPS_REQUEST: "750", ann.TF_VRAM_REQUEST: "75Gi"}, name="big")]
-    pods += [pod({ann.TF_TFLOPS_REQUEST: "0"}, name=f"w{i}") for i in range(37)]
-    store.reconcile(pods)
+    big = POD.copy().name("big").annotations({ann.TF_TFLOPS_REQUEST: "750", ann.TF_VRAM_REQUEST: "75Gi"})
+    pods = [big.info()]
+    pods += [POD.copy().name(f"w{i}").annotation(ann.TF_TFLOPS_REQUEST, "0").info() for i in range(37)]
+    store.rebuild(pods)
     result = store.status("team-a", NOW)
     status = result.status
     assert status["used"] == {
@@ -470,16 +454,18 @@ def test_status_reporting_structure_example() -> None:
 )
 def test_available_percent_strings(used: int, limit: int, text: str) -> None:
     store = store_with(total={"maxWorkers": limit})
-    store.reconcile([pod({ann.TF_TFLOPS_REQUEST: "1"}, name=f"w{i}") for i in range(used)])
+    store.rebuild(
+        [POD.copy().name(f"w{i}").annotation(ann.TF_TFLOPS_REQUEST, "1").info() for i in range(used)]
+    )
     assert store.status("team-a", NOW).status["availablePercent"]["workers"] == text
 
 
 def test_alert_condition_and_event_only_on_upward_crossing() -> None:
     store = store_with(total={"requests": {"tflops": "100"}, "alertThresholdPercent": 90})
-    store.check_and_allocate("team-a", req(80), "team-a/a")
+    store.reserve("team-a", req(80), "team-a/a")
     first = store.status("team-a", NOW)
     assert first.event is None
-    store.check_and_allocate("team-a", req(10), "team-a/b")  # 90%: reached (>=)
+    store.reserve("team-a", req(10), "team-a/b")  # 90%: reached (>=)
     later = datetime(2024, 1, 15, 11, 0, tzinfo=UTC)
     crossed = store.status("team-a", later)
     assert crossed.event is not None and crossed.event.reason == "QuotaAlertThreshold"
@@ -492,25 +478,25 @@ def test_alert_condition_and_event_only_on_upward_crossing() -> None:
     assert {c["type"]: c for c in again.status["conditions"]}["AlertThresholdReached"][
         "lastTransitionTime"
     ] == "2024-01-15T11:00:00Z"
-    store.deallocate("team-a", "team-a/b")
+    store.unreserve("team-a", "team-a/b")
     assert store.status("team-a", NOW).event is None
-    store.check_and_allocate("team-a", req(10), "team-a/c")
+    store.reserve("team-a", req(10), "team-a/c")
     assert store.status("team-a", NOW).event is not None  # crossed upward again
 
 
 def test_no_repeated_alert_after_restart_when_the_object_says_it_already_fired() -> None:
-    obj = quota_obj(total={"requests": {"tflops": "10"}})
+    obj = QUOTA.copy().total(requests={"tflops": "10"}).obj()
     obj["status"] = {"conditions": [{"type": "AlertThresholdReached", "status": "True"}]}
     store = GPUQuotaStore()
     store.set_quota(GPUResourceQuota.from_dict(obj))
-    store.check_and_allocate("team-a", req(10), "team-a/a")
+    store.reserve("team-a", req(10), "team-a/a")
     assert store.status("team-a", NOW).event is None
 
 
 def test_ready_false_when_usage_is_above_a_lowered_quota() -> None:
     store = store_with(total={"requests": {"tflops": "100"}})
-    store.check_and_allocate("team-a", req(80), "team-a/a")
-    store.set_quota(GPUResourceQuota.from_dict(quota_obj(total={"requests": {"tflops": "50"}})))
+    store.reserve("team-a", req(80), "team-a/a")
+    store.set_quota(GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"tflops": "50"}).obj()))
     ready = {c["type"]: c for c in store.status("team-a", NOW).status["conditions"]}["Ready"]
     assert ready["status"] == "False" and "requests.tflops" in ready["message"]
 
@@ -530,15 +516,13 @@ _requests = st.builds(
 
 
 @given(st.lists(_requests, max_size=20), _requests)
-def test_property_allocate_then_deallocate_restores_state(
-    history: list[GPURequest], extra: GPURequest
-) -> None:
+def test_property_reserve_then_unreserve_restores_state(history: list[GPURequest], extra: GPURequest) -> None:
     store = GPUQuotaStore()
     for i, r in enumerate(history):
-        store.check_and_allocate("ns", r, f"ns/h{i}")
+        store.reserve("ns", r, f"ns/h{i}")
     before = store.usage("ns")
-    store.check_and_allocate("ns", extra, "ns/extra")
-    store.deallocate("ns", "ns/extra")
+    store.reserve("ns", extra, "ns/extra")
+    store.unreserve("ns", "ns/extra")
     assert store.usage("ns") == before
 
 
@@ -553,9 +537,9 @@ def test_property_no_sequence_exceeds_a_total(requests: list[GPURequest]) -> Non
     )
     for i, r in enumerate(requests):
         with contextlib.suppress(QuotaExceeded):
-            store.check_and_allocate("team-a", r, f"team-a/p{i}")
+            store.reserve("team-a", r, f"team-a/p{i}")
         if i % 3 == 2:
-            store.deallocate("team-a", f"team-a/p{i - 1}")
+            store.unreserve("team-a", f"team-a/p{i - 1}")
         u = store.usage("team-a")
         assert u.tflops_request <= 1_000_000 and u.vram_request <= 200 * GI
         assert u.tflops_limit <= 1_500_000 and u.vram_limit <= 300 * GI
@@ -572,7 +556,7 @@ def test_malformed_status_conditions_mean_no_active_alert(conditions: object) ->
 @pytest.mark.parametrize("count", ["1e25", "2147483648", "0", "1.5"])
 def test_gpu_count_out_of_range_is_an_invalid_annotation(count: str) -> None:
     """1e25 GPUs used to pass and overflow fits_array's int64 arrays."""
-    pod = PodInfo(namespace="ns", name="p", annotations={ann.TF_GPU_COUNT: count})
+    pod = MakePod("p", "ns").annotation(ann.TF_GPU_COUNT, count).info()
     with pytest.raises(InvalidAnnotation) as info:
         request_from_annotations(pod)
     assert ann.TF_GPU_COUNT in str(info.value) and "2147483647" in str(info.value)
@@ -588,5 +572,5 @@ def test_fuzz_from_dict_raises_only_gpuq_errors(obj: dict[str, object]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.sampled_from(ann.TENSOR_FUSION_ANNOTATIONS), ANNOTATION_VALUES))
 def test_fuzz_tensor_fusion_annotations(annotations: dict[str, str]) -> None:
-    pod = PodInfo(namespace="ns", name="p", annotations=annotations)
+    pod = MakePod("p", "ns").annotations(annotations).info()
     only_gpuq_errors(request_from_annotations, pod)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from common.model.cards import discover_cards, is_gpu_resource
-from common.model.gpu_quota import UNIDENTIFIED, with_unidentified_cards
-from common.model.nodes import NodeInfo
+from common.model.gpu_quota.card_share import UNIDENTIFIED, with_unidentified_cards
+from tests.builders import GPU, MakeNode
 from tests.unit.simulate_text import pods_by_name, simulate
 
 NODE = """
@@ -80,11 +80,11 @@ def test_only_unnamed_gpu_resources_get_a_nameless_card_type() -> None:
     assert is_gpu_resource("nvidia.com/gpu") and is_gpu_resource("amd.com/gpu")
     assert is_gpu_resource("nvidia.com/gpu.shared") and is_gpu_resource("nvidia.com/mig-1g.5gb")
     assert not is_gpu_resource("cpu") and not is_gpu_resource("example.com/fpga")
-    node = NodeInfo.from_dict(
-        {
-            "metadata": {"name": "n", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"}},
-            "status": {"allocatable": {"nvidia.com/gpu": "8", "amd.com/gpu": "2", "example.com/fpga": "1"}},
-        }
+    node = (
+        MakeNode("n")
+        .product("NVIDIA-A100")
+        .alloc({GPU: "8", "amd.com/gpu": "2", "example.com/fpga": "1"})
+        .info()
     )
     cards = with_unidentified_cards(node, discover_cards(node))
     assert [(c.name, c.resource, c.count) for c in cards.cards] == [

@@ -20,8 +20,8 @@ from common.model.cards import CardType
 from common.model.config import SchedulerConfig
 from common.model.elastic import ElasticQuota, ElasticQuotaInfos
 from common.model.errors import InvalidValue
-from common.model.gpu_quota import CardShare, card_request, card_share, request_from_card
-from common.model.nodes import NodeInfo
+from common.model.gpu_quota.card_share import CardShare, card_share
+from common.model.gpu_quota.request import card_request, request_from_card
 from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Resources
 from scheduler.cycle import Scheduler
@@ -30,6 +30,7 @@ from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
 from scheduler.plugins.gpu_quota import GPUQuota
+from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod
 
 KEYS = ("cpu", "memory", "nvidia.com/gpu", "pods")
 NAMESPACES = ("a", "b", "c")
@@ -143,7 +144,7 @@ def test_card_request_matches_request_from_card(
     card: CardType, tflops_label: str | None, units: int, need_tflops: bool, need_vram: bool
 ) -> None:
     labels = {} if tflops_label is None else {"nvidia.com/gpu.tflops": tflops_label}
-    pod = PodInfo(namespace="ns", name="p", requests=Resources({card.resource: units}))
+    pod = MakePod("p", "ns").req(**{card.resource: f"{units}m"}).info()
     share: CardShare = card_share(card, labels)
     fast = card_request(units, share, require_tflops=need_tflops, require_vram=need_vram)
     try:
@@ -157,12 +158,7 @@ def test_card_request_matches_request_from_card(
 def _scheduler() -> Scheduler:
     sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=lambda: 0.0)
     sched.put_object(
-        {
-            "apiVersion": "tensor-fusion.ai/v1",
-            "kind": "GPUResourceQuota",
-            "metadata": {"name": "gpu", "namespace": "tf"},
-            "spec": {"total": {"requests": {"tflops": "2000", "vram": "2000Ti"}}},
-        }
+        MakeGPUResourceQuota("gpu", "tf").total(requests={"tflops": "2000", "vram": "2000Ti"}).obj()
     )
     for ns in ("a", "b"):
         sched.put_object(
@@ -175,27 +171,18 @@ def _scheduler() -> Scheduler:
         )
     products = ("NVIDIA-A100", "Mystery-GPU", "Tesla-T4", "")
     for i, product in enumerate(products):
-        labels = {"nvidia.com/gpu.memory": "81920"} if i != 2 else {}
-        allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+        node = MakeNode(f"n{i}").alloc(cpu="64", memory="512Gi", pods="110")
+        if i != 2:
+            node.label(f"{GPU}.memory", "81920")
         if product:
-            labels["nvidia.com/gpu.product"] = product
-            allocatable["nvidia.com/gpu"] = "8"
-        sched.set_node(
-            NodeInfo.from_dict(
-                {"metadata": {"name": f"n{i}", "labels": labels}, "status": {"allocatable": allocatable}}
-            )
-        )
+            node.product(product).gpus("8")
+        sched.set_node(node.info())
     return sched
 
 
 def _gpu_pod(name: str, ns: str, gpus: int, annotations: dict[str, str]) -> PodInfo:
-    requests = {"cpu": "1"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
-    return PodInfo.from_dict(
-        {
-            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
-        }
-    )
+    pod = MakePod(name, ns).annotations(annotations).req(cpu="1")
+    return (pod.req(**{GPU: str(gpus)}) if gpus else pod).info()
 
 
 def _outcome(call: Any) -> Any:
