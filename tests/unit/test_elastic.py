@@ -20,21 +20,22 @@ from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.pods import PodInfo
 from common.model.refusal import Refusal
 from common.model.resources import Resources
-from tests.builders import MakePod
+from tests.builders import Amount, MakeElasticQuota, MakePod
 from tests.unit.hostile import OBJECTS, only_gpuq_errors
 
 GPU = "nvidia.com/gpu"
 
 
 def eq(
-    ns: str, min_: Mapping[str, object] | None = None, max_: Mapping[str, object] | None = None
+    ns: str, min_: Mapping[str, Amount] | None = None, max_: Mapping[str, Amount] | None = None
 ) -> ElasticQuota:
-    spec: dict[str, object] = {}
+    """The ElasticQuota of namespace ``ns`` (named after it), parsed."""
+    quota = MakeElasticQuota(ns, ns)
     if min_ is not None:
-        spec["min"] = dict(min_)
+        quota.min(dict(min_))
     if max_ is not None:
-        spec["max"] = dict(max_)
-    return ElasticQuota.from_dict({"metadata": {"name": ns, "namespace": ns}, "spec": spec})
+        quota.max(dict(max_))
+    return ElasticQuota.from_dict(quota.obj())
 
 
 def rule_of(refusal: Refusal | None) -> str | None:
