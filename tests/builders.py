@@ -13,6 +13,7 @@ so a partially built object can be kept as a template only through :meth:`copy`.
 from __future__ import annotations
 
 import copy as _copy
+from collections.abc import Mapping
 from typing import Any, Self
 
 from common.model.crd import PodGroup, Queue
@@ -90,7 +91,7 @@ class MakePod(_Namespaced):
             containers.append({"name": f"c{len(containers)}", "resources": {}})
         return containers[index]
 
-    def req(self, requests: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def req(self, requests: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         """Requests of the first container (merged): ``req(cpu="1", memory="1Gi")`` or a dict."""
         merged = {**(requests or {}), **amounts}
         self._container()["resources"].setdefault("requests", {}).update(merged)

@@ -44,7 +44,7 @@ from common.model.cards import (
     pod_card_resources,
 )
 from common.model.crd import ObjectShape, PodGroup, Queue
-from common.model.elastic import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
+from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
 from common.model.errors import GpuqError, InvalidValue
 from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
 from common.model.gpu_quota.request import GPURequest, request_from_annotations

@@ -1,7 +1,7 @@
 """The scrape-time quota gauges, read from the quota engines.
 
 The engines live inside the plugins (``capacity-scheduling`` holds an
-:class:`~common.model.elastic.ElasticQuotaInfos`, ``gpu-quota`` a
+:class:`~common.model.elastic.ledger.ElasticQuotaInfos`, ``gpu-quota`` a
 :class:`~common.model.gpu_quota.store.GPUQuotaStore`, ``capacity-card`` a
 :class:`~common.model.capacity_card.engine.CapacityCard`); they are found by type and only read here.
 Status writes are the scheduler's own batched ``sync_status``.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from common.model.capacity_card.engine import CapacityCard
-from common.model.elastic import ElasticQuotaInfos
+from common.model.elastic.ledger import ElasticQuotaInfos
 from common.model.gpu_quota.store import GPUQuotaStore
 from scheduler.cluster.objects import GPU_RESOURCE_QUOTA
 from scheduler.cycle import Scheduler

@@ -1,7 +1,7 @@
 """``capacity-scheduling``: ElasticQuota min/max and quota-aware preemption, thin glue over
 :mod:`common.model.elastic` (spec ``capacity-scheduling.md``, DESIGN Semantics 4).
 
-Usage is the engine's :class:`~common.model.elastic.ElasticQuotaInfos`, charged per pod key by cluster
+Usage is the engine's :class:`~common.model.elastic.ledger.ElasticQuotaInfos`, charged per pod key by cluster
 events (bind, assume, release), so Reserve/Unreserve are idempotent and an informer re-list cannot
 double-count. PostFilter asks the engine for victims node by node (single-node preemption, as the
 KEP) on the nodes whose rejection preemption can resolve, and nominates the best one.
@@ -17,7 +17,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model import elastic as engine
+from common.model.elastic.ledger import ElasticQuotaInfos, request_items
+from common.model.elastic.preemption import (
+    VictimScope,
+    VictimSelection,
+    select_victims_on_node,
+    spare_gang_members,
+    victim_scope,
+)
+from common.model.elastic.quota import validate_elastic_quota
 from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
@@ -51,7 +59,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.infos = engine.ElasticQuotaInfos()
+        self.infos = ElasticQuotaInfos()
         # What bound pods request per node row, per namespace with an ElasticQuota and summed over the
         # namespaces without one: the upper bound of what preemption can free on each node, so
         # PostFilter only asks the engine about nodes where evicting every eligible pod could help.
@@ -90,7 +98,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             # deletes it anyway, which may take long; without a controller, never).
             self.infos.remove(namespace)
         else:
-            self.infos.upsert(engine.validate_elastic_quota(obj))
+            self.infos.upsert(validate_elastic_quota(obj))
         if had != (namespace in self.infos):
             self._rebuild_freeable()
 
@@ -118,7 +126,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         cluster = self.handle.cluster
         # The cluster's pods already include every pending event.
         self._pending = [
-            (pod.namespace, cluster.row_of[pod.node_name], pod, 1, engine.request_items(pod.requests))
+            (pod.namespace, cluster.row_of[pod.node_name], pod, 1, request_items(pod.requests))
             for pod in cluster.pods.values()
         ]
         self._flush()
@@ -172,7 +180,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         else:
             self.infos.reserve(namespace, key, pod.requests)
         pending = self._pending
-        pending.append((namespace, row, pod, 1, engine.request_items(pod.requests)))
+        pending.append((namespace, row, pod, 1, request_items(pod.requests)))
         if len(pending) >= _MAX_PENDING:
             self._flush()
         counts = self._priorities.get(namespace)
@@ -184,7 +192,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         self._reserved = None
         self.infos.unreserve_pod(pod)
         pending = self._pending
-        pending.append((pod.namespace, row, pod, -1, engine.request_items(pod.requests)))
+        pending.append((pod.namespace, row, pod, -1, request_items(pod.requests)))
         if len(pending) >= _MAX_PENDING:
             self._flush()
         counts = self._priorities.get(pod.namespace)
@@ -195,10 +203,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        decision = self.infos.prefilter(pod.namespace, pod.requests, "")
-        if decision is engine.ALLOWED or decision.ok:
+        refusal = self.infos.prefilter(pod.namespace, pod.requests, "")
+        if refusal is None:
             return Status.success()
-        return Status.unschedulable(decision.message)
+        return Status.unschedulable(refusal.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         key = pod.key
@@ -213,15 +221,15 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
         return any(p < priority for ns in namespaces for p in self._priorities.get(ns, ()))
 
-    def _reachable(self, pod: PodInfo, scope: engine.VictimScope) -> Int64Array | None:
+    def _reachable(self, pod: PodInfo, scope: VictimScope) -> Int64Array | None:
         """Per node, an upper bound of what evicting every eligible pod frees; None if nothing is."""
         self._flush()
         priority = pod.priority or 0
-        if scope is engine.VictimScope.SAME_NAMESPACE:
+        if scope is VictimScope.SAME_NAMESPACE:
             if not self._has_lower((pod.namespace,), priority):
                 return None
             return self._array(pod.namespace)
-        if scope is engine.VictimScope.NO_QUOTA:
+        if scope is VictimScope.NO_QUOTA:
             if not self._has_lower((ns for ns in self._priorities if ns not in self.infos), priority):
                 return None
             return self._array(pod.namespace)
@@ -251,8 +259,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                 candidates &= ~result.unresolvable
         if not candidates.any():
             return candidates, "no node can be helped by preemption"
-        scope = engine.victim_scope(pod, self.infos)
-        if scope is engine.VictimScope.NONE:
+        scope = victim_scope(pod, self.infos)
+        if scope is VictimScope.NONE:
             return np.zeros(n, dtype=np.bool_), f"{pod.ref}: not eligible to preempt (preemptionPolicy=Never)"
         freeable = self._reachable(pod, scope)
         if freeable is None:
@@ -266,7 +274,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         own = self.infos.get(pod.namespace)
         if own is not None and candidates.any():
             # The engine's quota checks, with the most any single node can free (a necessary condition).
-            own_freed = scope is engine.VictimScope.SAME_NAMESPACE
+            own_freed = scope is VictimScope.SAME_NAMESPACE
             guaranteed = self.infos.guaranteed
             total_used, total_min = self.infos.total_used, self.infos.total_min
             for key, amount in pod.requests.items():
@@ -300,7 +308,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
-        best: tuple[tuple[int, int, int, int], str, engine.VictimSelection] | None = None
+        best: tuple[tuple[int, int, int, int], str, VictimSelection] | None = None
         last_reason = ""
         ranks = cluster.ranks()
         for row in rows:
@@ -312,8 +320,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     if column is None
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
-            node_pods = engine.spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
-            selection = engine.select_victims_on_node(pod, node_pods, free, self.infos)
+            node_pods = spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
+            selection = select_victims_on_node(pod, node_pods, free, self.infos)
             if not selection.ok:
                 last_reason = selection.reason
                 continue

@@ -17,7 +17,7 @@ from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
 from common.model.cards import parse_card_names, parse_card_quota, parse_card_request
 from common.model.crd import PodGroup, Queue
 from common.model.crossquota.pod import validate_pod_annotations
-from common.model.elastic import validate_elastic_quota
+from common.model.elastic.quota import validate_elastic_quota
 from common.model.errors import GpuqError
 from common.model.gpu_quota.quota import validate_gpu_resource_quota
 from common.model.gpu_quota.request import request_from_annotations

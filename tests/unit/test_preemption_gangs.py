@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from common.model.elastic import spare_gang_members
-from common.model.pods import PodInfo
+from common.model.elastic.preemption import spare_gang_members
+from tests.builders import MakePod
 from tests.unit.simulate_text import pods_by_name, simulate
 
 HEAD = """
@@ -72,13 +72,11 @@ def test_a_gang_above_its_minimum_gives_up_only_its_spare_members(
     assert (pods["hi"]["phase"], pods["hi"]["node"]) == ("Bound", "n1")
 
 
-def _pod(name: str, priority: int, ts: str) -> PodInfo:
-    return PodInfo(namespace="a", name=name, priority=priority, creation_timestamp=ts, node_name="n")
-
-
 def test_spare_gang_members_keeps_the_most_important_and_leaves_other_pods_alone() -> None:
-    low_old, low_new = _pod("low-old", 0, "2024-01-01T00:00:01Z"), _pod("low-new", 0, "2024-01-01T00:00:02Z")
-    high, loner = _pod("high", 5, "2024-01-01T00:00:00Z"), _pod("loner", 9, "2024-01-01T00:00:00Z")
+    low_old = MakePod("low-old", "a").node("n").priority(0).created("2024-01-01T00:00:01Z").info()
+    low_new = MakePod("low-new", "a").node("n").priority(0).created("2024-01-01T00:00:02Z").info()
+    high = MakePod("high", "a").node("n").priority(5).created("2024-01-01T00:00:00Z").info()
+    loner = MakePod("loner", "a").node("n").priority(9).created("2024-01-01T00:00:00Z").info()
     gangs = {"a/low-old": ("a/g", 1), "a/low-new": ("a/g", 1), "a/high": ("a/g", 1)}
     allowed = spare_gang_members([high, low_old, loner, low_new], lambda p: gangs.get(p.key))
     assert [p.name for p in allowed] == ["low-new", "loner"]  # one spare: the least important member

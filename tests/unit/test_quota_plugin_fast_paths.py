@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from common.model.cards import CardType
 from common.model.config import SchedulerConfig
-from common.model.elastic import ElasticQuota, ElasticQuotaInfos
+from common.model.elastic.ledger import ElasticQuotaInfos
+from common.model.elastic.quota import ElasticQuota
 from common.model.errors import InvalidValue
 from common.model.gpu_quota.card_share import CardShare, card_share
 from common.model.gpu_quota.request import card_request, request_from_card
@@ -93,7 +94,7 @@ def test_elastic_prefilter_fast_path_matches_the_reference(
     for asked, ref in ((request, "Pod/x/y"), (dict(request), "")):  # a plain dict is not memoised
         fast = infos.prefilter(namespace, asked, ref)
         slow = infos._prefilter_slow(namespace, asked, ref)
-        assert (fast.verdict, fast.message) == (slow.verdict, slow.message)
+        assert (fast and (fast.rule, fast.message)) == (slow and (slow.rule, slow.message))
 
 
 @settings(max_examples=300, deadline=None)
@@ -213,7 +214,10 @@ def test_capacity_scheduling_deferred_freeable_matches_a_direct_sum() -> None:
     plugin = next(p for p in sched.framework.plugins if isinstance(p, CapacityScheduling))
     cluster = sched.cluster
     pods = [
-        _gpu_pod(f"p{i}", ns, i % 3, {}).with_node_name(f"n{i % 4}")
+        MakePod(f"p{i}", ns)
+        .req({"cpu": "1"} | ({"nvidia.com/gpu": str(i % 3)} if i % 3 else {}))
+        .node(f"n{i % 4}")
+        .info()
         for i in range(40)
         for ns in ("a", "b", "c")
     ]
