@@ -264,7 +264,7 @@ def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
     _run(sched)
     assert len(backend.bindings) == bound
     if bound:
-        assert sched.groups["ns/pg"].phase == "Running"
+        assert sched.podgroups.groups["ns/pg"].phase == "Running"
     else:
         assert sched.cluster.pods == {}
         assert "only 2 of minMember 3" in backend.conditions["ns/w0"].message
@@ -295,7 +295,7 @@ def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_
     assert sched.queue.get("ns/w0") is None  # held for enqueue with the group's other pods
     _run(sched)
     assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
-    assert sched.groups["ns/pg"].phase == "Running"
+    assert sched.podgroups.groups["ns/pg"].phase == "Running"
 
 
 def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> None:

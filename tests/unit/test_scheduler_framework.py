@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from common.model.pods import PodInfo
-from scheduler.cycle import fit_error
+from scheduler.failure import fit_error
 from scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
 from scheduler.framework.status import Code, Status
 from scheduler.queue import SchedulingQueue
