@@ -249,7 +249,8 @@ class Scheduler:
         try:
             pre = self.framework.run_pre_filter(state, pod)
         except InvalidValue as err:
-            return self._fail(pod, Status.unresolvable(str(err), plugin="PreFilter"), None, None, str(err))
+            invalid = Status.unresolvable(str(err), plugin="PreFilter")
+            return self._fail(Attempt(pod, invalid), invalid, None, str(err))
         if not pre.is_success:
             outcome = FilterOutcome(np.zeros(self.cluster.n, dtype=np.bool_), ())
             if pre.code is Code.UNSCHEDULABLE and self.framework.post_filter_plugins:
@@ -257,7 +258,7 @@ class Scheduler:
                 outcome = self.framework.run_filter(state, pod)
             post = self._post_filter(state, pod, outcome, pre)
             message = fit_error(num_nodes, None, pre, post.message)
-            return self._fail(pod, pre, None, post, message)
+            return self._fail(Attempt(pod, pre), pre, post, message)
         outcome = self.framework.run_filter(state, pod)
         feasible = outcome.feasible
         if not outcome.feasible_count:
@@ -267,7 +268,7 @@ class Scheduler:
             post = self._post_filter(state, pod, outcome, None)
             if post.message:
                 message += f" {post.message}"
-            return self._fail(pod, status, outcome, post, message)
+            return self._fail(Attempt(pod, status, outcome=outcome), status, post, message)
         total, scores = self.framework.run_score(state, pod, feasible)
         row = self._pick(feasible, total)
         node = self.cluster.names[row]
@@ -279,7 +280,7 @@ class Scheduler:
         reserved = self.framework.run_reserve(state, assumed, row)
         if not reserved.is_success:
             message = f"0/{num_nodes} nodes are available: {reserved.message}."
-            return self._fail(pod, reserved, outcome, None, message, attempt=attempt)
+            return self._fail(attempt, reserved, None, message)
         self.cluster.add_pod(assumed)
         permit = self.framework.run_permit(state, assumed, row)
         if permit.is_wait:
@@ -292,7 +293,7 @@ class Scheduler:
         if not permit.is_success:
             self.framework.run_unreserve(state, assumed, row)
             self.cluster.remove_pod(pod.key)
-            return self._fail(pod, permit, outcome, None, permit.message, attempt=attempt)
+            return self._fail(attempt, permit, None, permit.message)
         return attempt, assumed, row
 
     def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
@@ -332,18 +333,10 @@ class Scheduler:
         self.backend.evict(victim, f"preempted by {preemptor.ref}", done)
 
     def _fail(
-        self,
-        pod: PodInfo,
-        status: Status,
-        outcome: FilterOutcome | None,
-        post: PostFilterResult | None,
-        message: str,
-        *,
-        attempt: Attempt | None = None,
+        self, attempt: Attempt, status: Status, post: PostFilterResult | None, message: str
     ) -> Scheduled:
-        nominated = self.failures.unschedulable(pod, status, outcome, post, message)
-        if attempt is None:
-            attempt = Attempt(pod, status, outcome=outcome)
+        """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)."""
+        nominated = self.failures.unschedulable(attempt.pod, status, attempt.outcome, post, message)
         attempt.status = status
         attempt.node = ""
         attempt.message = message
