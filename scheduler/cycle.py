@@ -7,7 +7,7 @@ and the plugins' :class:`~scheduler.framework.interfaces.Handle`) and the PodGro
 manifests) report. One attempt is split as kube-scheduler's ``schedule_one.go`` splits it: the
 scheduling step (``schedulingCycle``: PreFilter .. Reserve, Permit) decides and reserves, the binding
 step (``bindingCycle``) binds, and on failure unreserves and requeues. Failed attempts are reported
-by :mod:`scheduler.failure`.
+by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`.
 
 It is synchronous; binds and evictions go through the :class:`~scheduler.backend.ClusterBackend`
 with completion callbacks, so the same cycle runs against the in-memory backend (``gpuq simulate``)
@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from common.model.errors import InvalidValue
-from common.model.events import PREEMPTED, SCHEDULED, EventRecord
+from common.model.events import SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
 from scheduler.backend import ClusterBackend, Outcome
@@ -56,6 +56,7 @@ from scheduler.framework.registry import PluginSettings, Registry
 from scheduler.framework.runtime import ALLOCATE, Framework, Observer
 from scheduler.framework.status import Code, Status
 from scheduler.groups import GroupTracker
+from scheduler.preemption import Preemption
 from scheduler.queue import SchedulingQueue
 
 
@@ -130,6 +131,7 @@ class Scheduler:
         self.queue = SchedulingQueue(self.framework.sort_key, clock, interest=self.framework.interest)
         self.podgroups.connect(self.framework, self.queue)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
+        self.preemption = Preemption(self.framework, backend, self.preempted, self.delete_pod)
         self._allocate = ALLOCATE in self.framework.actions
 
     # -- informer-side inputs ---------------------------------------------------------------------
@@ -256,7 +258,7 @@ class Scheduler:
             if pre.code is Code.UNSCHEDULABLE and self.framework.post_filter_plugins:
                 # Preemption needs to know which nodes the victims' removal could help.
                 outcome = self.framework.run_filter(state, pod)
-            post = self._post_filter(state, pod, outcome, pre)
+            post = self.preemption.post_filter(state, pod, outcome, pre)
             message = fit_error(num_nodes, None, pre, post.message)
             return self._fail(Attempt(pod, pre), pre, post, message)
         outcome = self.framework.run_filter(state, pod)
@@ -265,7 +267,7 @@ class Scheduler:
             status = Status.unschedulable(plugin="Filter")
             # The reasons as Filter saw them: preemption below may evict pods they would read.
             message = fit_error(num_nodes, outcome, None)
-            post = self._post_filter(state, pod, outcome, None)
+            post = self.preemption.post_filter(state, pod, outcome, None)
             if post.message:
                 message += f" {post.message}"
             return self._fail(Attempt(pod, status, outcome=outcome), status, post, message)
@@ -305,32 +307,6 @@ class Scheduler:
         if math.isnan(ranked[i]):
             return 0  # as the former full-width argmin over no candidate did
         return int(order[i])
-
-    def _post_filter(
-        self, state: CycleState, pod: PodInfo, outcome: FilterOutcome, pre: Status | None
-    ) -> PostFilterResult:
-        if pre is not None and pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-            return PostFilterResult(Status.unresolvable())
-        if not self.framework.post_filter_plugins:
-            return PostFilterResult(Status.unschedulable())
-        result = self.framework.run_post_filter(state, pod, outcome)
-        if result.status.is_success and result.victims:
-            for victim in result.victims:
-                self._evict(victim, pod, result.nominated_node)
-        return result
-
-    def _evict(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
-        def done(outcome: Outcome) -> None:
-            if outcome.ok:
-                self.preempted[victim.key] = victim
-                self.framework.record(
-                    EventRecord(
-                        victim.ref, "Normal", PREEMPTED, f"Preempted by {preemptor.key} on node {node}"
-                    )
-                )
-                self.delete_pod(victim.key)
-
-        self.backend.evict(victim, f"preempted by {preemptor.ref}", done)
 
     def _fail(
         self, attempt: Attempt, status: Status, post: PostFilterResult | None, message: str
