@@ -10,7 +10,7 @@ The last message per pod is kept for ``gpuq simulate``'s report.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Final
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from common.model.events import FAILED_SCHEDULING, EventRecord
 from common.model.pods import PodInfo
 from scheduler.backend import ClusterBackend
-from scheduler.framework.interfaces import FilterOutcome, PostFilterResult
+from scheduler.framework.interfaces import EventSink, FilterOutcome, PostFilterResult
 from scheduler.framework.status import Status
 from scheduler.queue import SchedulingQueue
 
@@ -60,7 +60,7 @@ class FailureHandler:
         self,
         backend: ClusterBackend,
         queue: SchedulingQueue,
-        record: Callable[[EventRecord], None],
+        record: EventSink,
         reasons: dict[str, str],
     ) -> None:
         self.backend = backend

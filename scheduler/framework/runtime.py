@@ -19,7 +19,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from common.model.events import EventRecord
 from common.model.pods import PodInfo
 from scheduler.cluster.objects import ObjectStore
 from scheduler.cluster.state import ClusterState
@@ -28,6 +27,7 @@ from scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     EnqueuePlugin,
+    EventSink,
     FilterOutcome,
     FilterPlugin,
     FilterResult,
@@ -60,12 +60,18 @@ Observer = Callable[[str, float], None]
 
 
 class Framework:
+    """The plugin chain of one scheduler and the :class:`Handle` its plugins hold.
+
+    ``build_plugins`` makes the plugins given their handle (the registry, from the configuration's
+    tiers); ``groups`` answers the PodGroup and pending-pod queries; ``record`` takes their events.
+    """
+
     def __init__(
         self,
         cluster: ClusterState,
         objects: ObjectStore,
         groups: GroupTracker,
-        record: Callable[[EventRecord], None],
+        record: EventSink,
         build_plugins: Callable[[Handle], Iterable[Plugin]],
         *,
         actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
