@@ -105,8 +105,10 @@ class EventSink(Protocol):
 
 
 class Handle(Protocol):
-    """What plugins may read (kube-scheduler's framework.Handle); :class:`~scheduler.framework.runtime.Framework`
-    implements it."""
+    """What plugins may read (kube-scheduler's framework.Handle).
+
+    :class:`~scheduler.framework.runtime.Framework` implements it, as kube-scheduler's frameworkImpl does.
+    """
 
     @property
     def cluster(self) -> ClusterState: ...
