@@ -99,11 +99,16 @@ class GroupInfo:
 
 
 class EventSink(Protocol):
-    def __call__(self, record: EventRecord) -> None: ...
+    """Where events go (the backend's ``record_event``)."""
+
+    def __call__(self, record: EventRecord, /) -> None: ...
 
 
 class Handle(Protocol):
-    """What plugins may read (kube-scheduler's framework.Handle)."""
+    """What plugins may read (kube-scheduler's framework.Handle).
+
+    :class:`~scheduler.framework.runtime.Framework` implements it, as kube-scheduler's frameworkImpl does.
+    """
 
     @property
     def cluster(self) -> ClusterState: ...

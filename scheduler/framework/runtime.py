@@ -4,27 +4,37 @@ This is the only place that knows the order of a cycle's steps within one extens
 the plugins' answers combine: filters AND their masks (a row is reported under the first plugin
 that rejected it, as kube-scheduler stops at the first failing filter per node), scores add up
 (as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure.
+
+The framework is also the plugins' :class:`~scheduler.framework.interfaces.Handle`, as
+kube-scheduler's frameworkImpl is: it builds them with itself as their handle, holds the pods
+waiting in Permit (:mod:`scheduler.framework.waiting`), and answers their PodGroup and pending-pod
+queries from the scheduler's :class:`~scheduler.groups.GroupTracker`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 
 from common.model.pods import PodInfo
+from scheduler.cluster.objects import ObjectStore
+from scheduler.cluster.state import ClusterState
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
+    ClusterEvent,
     EnqueuePlugin,
+    EventSink,
     FilterOutcome,
     FilterPlugin,
     FilterResult,
     FloatArray,
     GroupInfo,
     Handle,
+    PendingPodListener,
     PermitPlugin,
     Plugin,
     PostFilterPlugin,
@@ -34,8 +44,11 @@ from scheduler.framework.interfaces import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    StatusSource,
 )
 from scheduler.framework.status import Code, Status
+from scheduler.framework.waiting import WaitingPods
+from scheduler.groups import GroupTracker
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
@@ -47,22 +60,44 @@ Observer = Callable[[str, float], None]
 
 
 class Framework:
+    """The plugin chain of one scheduler and the :class:`Handle` its plugins hold.
+
+    ``build_plugins`` makes the plugins given their handle (the registry, from the configuration's
+    tiers); ``groups`` answers the PodGroup and pending-pod queries; ``record`` takes their events.
+    """
+
     def __init__(
         self,
-        handle: Handle,
-        plugins: Sequence[Plugin],
+        cluster: ClusterState,
+        objects: ObjectStore,
+        groups: GroupTracker,
+        record: EventSink,
+        build_plugins: Callable[[Handle], Iterable[Plugin]],
+        *,
         actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
         observe: Observer | None = None,
-        *,
         keep_outcomes: bool = False,
     ) -> None:
-        self.handle = handle
+        # -- the Handle ---------------------------------------------------------------------------
+        self.cluster = cluster
+        self.objects = objects
+        self.record = record
+        self.waiting = WaitingPods()
+        # The tracker's own queries, bound rather than wrapped: plugins ask them once or more per pod.
+        self.group_of = groups.group_of
+        self.group_members = groups.group_members
+        self.ready_members = groups.ready_members
+        self.group = groups.groups.get
+        self.group_problem = groups.invalid.get
+        self.pending_pod = groups.pending.get
+        # -- the plugins --------------------------------------------------------------------------
         # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
         # of the plugins' caches at once instead of read lazily within the attempt.
         self.keep_outcomes = keep_outcomes
-        self.plugins = tuple(plugins)
         self.actions = tuple(actions)
         self._observe = observe
+        # Built last: a plugin may read its handle as it is made (kube-scheduler's NewFramework).
+        plugins = self.plugins = tuple(build_plugins(self))
         sorters = tuple(p for p in plugins if isinstance(p, QueueSortPlugin))
         self.queue_sort = sorters[0] if sorters else None
         self.enqueue_plugins = tuple(p for p in plugins if isinstance(p, EnqueuePlugin))
@@ -75,6 +110,19 @@ class Framework:
         self.score_plugins = tuple(p for p in plugins if isinstance(p, ScorePlugin))
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
         self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))
+        self.status_sources = tuple(p for p in plugins if isinstance(p, StatusSource))
+
+    def allow_group(self, group: GroupInfo) -> None:
+        self.waiting.allow(group.key)
+
+    @property
+    def interest(self) -> Mapping[str, frozenset[ClusterEvent]]:
+        """The events after which a pod each plugin (or plugin:kind) rejected is worth retrying."""
+        interest = {p.name: p.events for p in self.plugins}
+        for plugin in self.plugins:
+            interest.update(plugin.event_groups)
+        return interest
 
     @property
     def enqueue_enabled(self) -> bool:
@@ -126,7 +174,7 @@ class Framework:
 
     def run_filter(self, state: CycleState, pod: PodInfo) -> FilterOutcome:
         started = time.perf_counter()
-        cluster = self.handle.cluster
+        cluster = self.cluster
         n = cluster.n
         alive = cluster.alive[:n]
         feasible: BoolArray = alive.copy()

@@ -146,7 +146,7 @@ class Feed:
             ref = f"{kind}/{change.key[0]}/{change.key[1]}"
             log.warning("%s", err)
             reason = FAILED_SCHEDULING if kind == kinds.PODS.kind else INVALID_ANNOTATION
-            self.scheduler.record(EventRecord(ref, "Warning", reason, str(err)))
+            self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))
 
     def _node(self, change: Change) -> None:
         name = change.key[1]

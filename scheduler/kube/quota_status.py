@@ -78,7 +78,7 @@ class QuotaStatus:
         for queued in queue.pods():
             pool = queued.pool if queued.pool in pools else "active"
             pools[pool] += 1
-        held = self.scheduler._held  # PodGroups not yet Inqueue: kube-scheduler's "gated"
+        held = self.scheduler.podgroups.held  # PodGroups not yet Inqueue: kube-scheduler's "gated"
         pools["gated"] = sum(1 for keys in held.values() for key in keys if queue.get(key) is None)
         samples: list[QueueCardSample] = []
         if self.cards is not None:

@@ -17,7 +17,7 @@ import numpy as np
 from common.model.errors import GpuqError
 from common.model.pods import PodInfo
 from common.model.resources import Resources
-from scheduler.cycle import Attempt, Scheduler
+from scheduler.cycle import Attempt, Scheduler, SchedulerSettings
 from scheduler.framework.registry import Registry
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins.priority import resolve_priority
@@ -59,7 +59,9 @@ class Simulation:
     errors: list[str] = field(default_factory=list)
 
 
-def build(manifests: Manifests, settings: Any, registry: Registry, *, explain: bool = False) -> Simulation:
+def build(
+    manifests: Manifests, settings: SchedulerSettings, registry: Registry, *, explain: bool = False
+) -> Simulation:
     clock = VirtualClock()
     backend = MemoryBackend()
     scheduler = Scheduler(
@@ -176,8 +178,8 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
             elif reason is None and pod.terminal:
                 reason = f"pod is {pod.phase}"
             elif reason is None:
-                group = scheduler.group_of(pod)
-                refusal = scheduler.enqueue_refusals.get(group.key, "") if group is not None else ""
+                group = scheduler.podgroups.group_of(pod)
+                refusal = scheduler.podgroups.enqueue_refusals.get(group.key, "") if group is not None else ""
                 reason = (
                     f"{group.ref} is {group.phase}" + (f": {refusal}" if refusal else "")
                     if group is not None
@@ -197,7 +199,7 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
         "queues": [],
         "podGroups": [
             {"namespace": g.namespace, "name": g.name, "phase": g.phase}
-            for _, g in sorted(scheduler.groups.items())
+            for _, g in sorted(scheduler.podgroups.groups.items())
         ],
         "elasticQuotas": [],
         "gpuResourceQuotas": [],

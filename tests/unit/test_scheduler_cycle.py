@@ -10,11 +10,11 @@ import pytest
 from common.model.config import PluginConfig, SchedulerConfig
 from common.model.errors import InvalidValue
 from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
 from scheduler.cycle import Scheduler
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.node_selection import compile_selection
+from tests.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 
 
 def _config(*names: str) -> SchedulerConfig:
@@ -38,29 +38,9 @@ def _scheduler(*names: str) -> tuple[Scheduler, MemoryBackend]:
     return sched, backend
 
 
-def _node(name: str, labels: dict[str, str] | None = None, **extra: Any) -> NodeInfo:
-    obj: dict[str, Any] = {
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {k: v for k, v in extra.items() if k in ("taints", "unschedulable")},
-        "status": {
-            "allocatable": extra.get("allocatable", {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"})
-        },
-    }
-    if extra.get("ready") is False:
-        obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    return NodeInfo.from_dict(obj)
-
-
-def _pod(name: str, requests: dict[str, str] | None = None, **spec: Any) -> PodInfo:
-    annotations = spec.pop("annotations", {})
-    body = {
-        "schedulerName": "gpuq-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": requests or {"cpu": "1"}}}],
-        **spec,
-    }
-    return PodInfo.from_dict(
-        {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}, "spec": body}
-    )
+# A node with the default room (templates are copied: builders are values).
+NODE = MakeNode().alloc(cpu="4", memory="8Gi", **{GPU: "2"})
+POD = MakePod().req(cpu="1")
 
 
 def _run(sched: Scheduler) -> None:
@@ -81,9 +61,9 @@ def _affinity(*exprs: dict[str, Any]) -> dict[str, Any]:
 
 
 NODES = [
-    _node("a", {"zone": "z1", "gpus": "8"}),
-    _node("b", {"zone": "z2", "gpus": "2"}),
-    _node("c", {"gpus": "x"}),
+    NODE.copy().name("a").labels({"zone": "z1", "gpus": "8"}).info(),
+    NODE.copy().name("b").labels({"zone": "z2", "gpus": "2"}).info(),
+    NODE.copy().name("c").labels({"gpus": "x"}).info(),
 ]
 
 
@@ -138,7 +118,7 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
     sched, backend = _scheduler()
     for node in NODES:
         sched.set_node(node)
-    sched.add_pod(_pod("p", **spec))
+    sched.add_pod(POD.copy().spec(**spec).info())
     _run(sched)
     assert backend.bindings == {"ns/p": expected}
 
@@ -147,22 +127,22 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
     ("nodes", "requests", "tolerations", "message"),
     [
         (
-            [_node("a"), _node("b")],
+            [NODE.copy().name("a").info(), NODE.copy().name("b").info()],
             {"nvidia.com/gpu": "3"},
             [],
             "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
         ),
         (
-            [_node("a", allocatable={"cpu": "4", "pods": "0"})],
+            [MakeNode("a").alloc(cpu="4", pods="0").info()],
             {"cpu": "1"},
             [],
             "0/1 nodes are available: 1 Too many pods.",
         ),
         (
             [
-                _node("a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
-                _node("b", unschedulable=True),
-                _node("c", ready=False),
+                NODE.copy().name("a").taint("k", "NoSchedule", "v").info(),
+                NODE.copy().name("b").unschedulable().info(),
+                NODE.copy().name("c").not_ready().info(),
             ],
             {"cpu": "1"},
             [],
@@ -170,13 +150,13 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
             "1 node(s) were unschedulable.",
         ),
         (
-            [_node("a", taints=[{"key": "k", "value": "v", "effect": "NoExecute"}])],
+            [NODE.copy().name("a").taint("k", "NoExecute", "v").info()],
             {"cpu": "8"},
             [{"operator": "Exists"}],
             "0/1 nodes are available: 1 Insufficient cpu.",
         ),
         (
-            [_node("a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])],
+            [NODE.copy().name("a").taint("k", "NoSchedule", "v").info()],
             {"cpu": "8"},
             [{"key": "k", "operator": "Equal", "value": "other"}],
             "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}.",
@@ -189,7 +169,7 @@ def test_unschedulable_reasons_are_worded_like_kube_scheduler(
     sched, backend = _scheduler()
     for node in nodes:
         sched.set_node(node)
-    sched.add_pod(_pod("p", requests, tolerations=tolerations))
+    sched.add_pod(MakePod().req(**requests).spec(tolerations=tolerations).info())
     _run(sched)
     assert backend.bindings == {}
     assert backend.conditions["ns/p"].message == message
@@ -197,10 +177,11 @@ def test_unschedulable_reasons_are_worded_like_kube_scheduler(
 
 def test_prefer_no_schedule_and_tolerated_taints_do_not_filter() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]))
-    sched.set_node(_node("b", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
-    sched.add_pod(_pod("p1", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]))
-    sched.add_pod(_pod("p2", nodeSelector={}, tolerations=[]))
+    sched.set_node(NODE.copy().name("a").taint("soft", "PreferNoSchedule").info())
+    sched.set_node(NODE.copy().name("b").taint("gpu", "NoSchedule", "yes").info())
+    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    sched.add_pod(POD.copy().name("p1").spec(tolerations=[toleration]).info())
+    sched.add_pod(POD.copy().name("p2").spec(nodeSelector={}, tolerations=[]).info())
     _run(sched)
     assert backend.bindings["ns/p2"] == "a"
     assert backend.bindings["ns/p1"] == "a"  # tie on score: name order
@@ -208,9 +189,9 @@ def test_prefer_no_schedule_and_tolerated_taints_do_not_filter() -> None:
 
 def test_resources_are_counted_incrementally_and_released() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a", allocatable={"cpu": "2"}))
+    sched.set_node(MakeNode("a").alloc(cpu="2").info())
     for name in ("p1", "p2", "p3"):
-        sched.add_pod(_pod(name, {"cpu": "1"}))
+        sched.add_pod(MakePod(name).req(cpu="1").info())
     _run(sched)
     assert sorted(backend.bindings) == ["ns/p1", "ns/p2"]
     assert "Insufficient cpu" in backend.conditions["ns/p3"].message
@@ -225,9 +206,9 @@ def test_resources_are_counted_incrementally_and_released() -> None:
 
 def test_failed_bind_unreserves_and_requeues() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a", allocatable={"cpu": "1"}))
+    sched.set_node(MakeNode("a").alloc(cpu="1").info())
     backend.fail_binds.add("ns/p")
-    sched.add_pod(_pod("p", {"cpu": "1"}))
+    sched.add_pod(MakePod("p").req(cpu="1").info())
     _run(sched)
     assert backend.bindings == {}
     assert "ns/p" not in sched.cluster.pods
@@ -235,7 +216,11 @@ def test_failed_bind_unreserves_and_requeues() -> None:
 
 
 def test_invalid_affinity_is_an_error_naming_the_pod() -> None:
-    pod = _pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}})
+    pod = (
+        POD.copy()
+        .spec(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}})
+        .info()
+    )
     with pytest.raises(
         InvalidValue,
         match=re.escape("Pod/ns/p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoreDuringExecution"),
@@ -243,28 +228,17 @@ def test_invalid_affinity_is_an_error_naming_the_pod() -> None:
         compile_selection(pod)
 
 
-def _group(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"minMember": min_member},
-    }
-
-
 @pytest.mark.parametrize(("gpus_free", "bound"), [(4, 3), (2, 0)])
 def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a", allocatable={"cpu": "8", "nvidia.com/gpu": str(gpus_free)}))
-    sched.put_object(_group("pg", 3))
+    sched.set_node(MakeNode("a").alloc(cpu="8", **{GPU: str(gpus_free)}).info())
+    sched.put_object(MakePodGroup("pg").min_member(3).obj())
     for i in range(3):
-        sched.add_pod(
-            _pod(f"w{i}", {"nvidia.com/gpu": "1"}, annotations={"scheduling.k8s.io/group-name": "pg"})
-        )
+        sched.add_pod(MakePod(f"w{i}").req(**{GPU: "1"}).group("pg").info())
     _run(sched)
     assert len(backend.bindings) == bound
     if bound:
-        assert sched.groups["ns/pg"].phase == "Running"
+        assert sched.podgroups.groups["ns/pg"].phase == "Running"
     else:
         assert sched.cluster.pods == {}
         assert "only 2 of minMember 3" in backend.conditions["ns/w0"].message
@@ -272,9 +246,9 @@ def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
 
 def test_gang_with_too_few_pods_never_starts() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a"))
-    sched.put_object(_group("pg", 3))
-    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+    sched.set_node(NODE.copy().name("a").info())
+    sched.put_object(MakePodGroup("pg").min_member(3).obj())
+    sched.add_pod(POD.copy().name("w0").group("pg").info())
     _run(sched)
     assert backend.bindings == {}
     assert "PodGroup ns/pg has 1 pod(s), fewer than minMember 3" in backend.conditions["ns/w0"].message
@@ -284,34 +258,27 @@ def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_
     """Pods and PodGroups arrive on separate watches: a member seen first must not start alone
     (as Volcano and coscheduling, it waits for its PodGroup)."""
     sched, backend = _scheduler()
-    sched.set_node(_node("a", allocatable={"cpu": "8", "nvidia.com/gpu": "4"}))
-    member = {"scheduling.k8s.io/group-name": "pg"}
-    sched.add_pod(_pod("w0", {"nvidia.com/gpu": "1"}, annotations=member))
+    sched.set_node(MakeNode("a").alloc(cpu="8", **{GPU: "4"}).info())
+    member = MakePod().req(**{GPU: "1"}).group("pg")
+    sched.add_pod(member.copy().name("w0").info())
     _run(sched)
     assert backend.bindings == {}
     assert backend.conditions["ns/w0"].message.endswith("PodGroup ns/pg not found: its pods wait for it.")
-    sched.add_pod(_pod("w1", {"nvidia.com/gpu": "1"}, annotations=member))
-    sched.put_object(_group("pg", 2))
+    sched.add_pod(member.copy().name("w1").info())
+    sched.put_object(MakePodGroup("pg").min_member(2).obj())
     assert sched.queue.get("ns/w0") is None  # held for enqueue with the group's other pods
     _run(sched)
     assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
-    assert sched.groups["ns/pg"].phase == "Running"
+    assert sched.podgroups.groups["ns/pg"].phase == "Running"
 
 
 def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> None:
     """Found in review: refusing such a Queue removed it, and its pods then ran unlimited."""
     sched, backend = _scheduler("capacity-card")
-    sched.set_node(_node("n", allocatable={"cpu": "8", "memory": "8Gi"}))
-    sched.put_object(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "Queue",
-            "metadata": {"name": "q"},
-            "spec": {"capability": {"cpu": "1", "memory": "-1"}},
-        }
-    )
+    sched.set_node(MakeNode("n").alloc(cpu="8", memory="8Gi").info())
+    sched.put_object(MakeQueue("q").capability(cpu="1", memory="-1").obj())
     for i in range(2):
-        sched.add_pod(_pod(f"p{i}", {"cpu": "2"}, annotations={"scheduling.volcano.sh/queue-name": "q"}))
+        sched.add_pod(MakePod(f"p{i}").req(cpu="2").queue("q").info())
     _run(sched)
     assert backend.bindings == {}
     assert "quota exceeded in Queue//q for cpu" in backend.conditions["ns/p0"].message
@@ -320,37 +287,28 @@ def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> No
 def test_pods_of_an_invalid_podgroup_are_told_why_they_wait() -> None:
     """Found in review: they were told their PodGroup was not found, and nothing said why."""
     sched, backend = _scheduler()
-    sched.set_node(_node("a"))
-    bad = _group("pg", 1)
-    bad["spec"]["minMember"] = -1  # predates the webhook (the CRD schema would refuse it)
+    sched.set_node(NODE.copy().name("a").info())
+    bad = MakePodGroup("pg").min_member(-1).obj()  # predates the webhook (the CRD schema would refuse it)
     with pytest.raises(InvalidValue, match=r"spec\.minMember"):
         sched.put_object(bad)
-    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+    sched.add_pod(POD.copy().name("w0").group("pg").info())
     _run(sched)
     assert backend.bindings == {}
     message = backend.conditions["ns/w0"].message
     assert "PodGroup ns/pg is invalid:" in message and "spec.minMember" in message
-    sched.put_object(_group("pg", 1))  # fixed: the pod goes through enqueue and runs
+    sched.put_object(MakePodGroup("pg").min_member(1).obj())  # fixed: the pod goes through enqueue and runs
     _run(sched)
     assert list(backend.bindings) == ["ns/w0"]
 
 
 def test_pods_held_for_a_deleted_podgroup_go_back_to_the_queue() -> None:
     sched, backend = _scheduler("capacity-card")
-    sched.set_node(_node("a"))
+    sched.set_node(NODE.copy().name("a").info())
+    sched.put_object(MakeQueue("closed").state("Closed").obj())
     sched.put_object(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "Queue",
-            "metadata": {"name": "closed"},
-            "spec": {},
-            "status": {"state": "Closed"},
-        }
-    )
-    group = _group("pg", 1)
-    group["spec"]["queue"] = "closed"  # enqueue refuses: the pod is held
-    sched.put_object(group)
-    sched.add_pod(_pod("w0", annotations={"scheduling.k8s.io/group-name": "pg"}))
+        MakePodGroup("pg").min_member(1).queue("closed").obj()
+    )  # enqueue refuses: the pod is held
+    sched.add_pod(POD.copy().name("w0").group("pg").info())
     _run(sched)
     assert sched.queue.get("ns/w0") is None and backend.bindings == {}
     sched.objects.delete("PodGroup", "ns", "pg")

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from common.model.pods import PodInfo
-from scheduler.cycle import fit_error
+from scheduler.failure import fit_error
 from scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
 from scheduler.framework.status import Code, Status
 from scheduler.queue import SchedulingQueue
+from tests.builders import MakePod
 
 
 @pytest.mark.parametrize(
@@ -48,10 +49,6 @@ class Clock:
         return self.now
 
 
-def _pod(name: str, priority: int = 0, ts: str = "2024-01-01T00:00:00Z", ns: str = "ns") -> PodInfo:
-    return PodInfo(namespace=ns, name=name, priority=priority, creation_timestamp=ts)
-
-
 def _key(pod: PodInfo) -> tuple[object, ...]:
     return (-(pod.priority or 0), pod.creation_timestamp, pod.namespace, pod.name)
 
@@ -59,12 +56,13 @@ def _key(pod: PodInfo) -> tuple[object, ...]:
 def test_queue_order_priority_then_time_then_name() -> None:
     """DESIGN "gpuq simulate": priority high first, then creationTimestamp, then namespace/name."""
     queue = SchedulingQueue(_key, Clock())
+    first = "2024-01-01T00:00:00Z"
     for pod in [
-        _pod("late", 0, "2024-01-02T00:00:00Z"),
-        _pod("b", 0),
-        _pod("a", 0),
-        _pod("high", 10, "2024-01-03T00:00:00Z"),
-        _pod("a", 0, ns="aa"),
+        MakePod("late").priority(0).created("2024-01-02T00:00:00Z").info(),
+        MakePod("b").priority(0).created(first).info(),
+        MakePod("a").priority(0).created(first).info(),
+        MakePod("high").priority(10).created("2024-01-03T00:00:00Z").info(),
+        MakePod("a", "aa").priority(0).created(first).info(),
     ]:
         queue.add(pod)
     order = []
@@ -76,7 +74,7 @@ def test_queue_order_priority_then_time_then_name() -> None:
 def test_queue_parks_unschedulable_until_relevant_event_then_backs_off() -> None:
     clock = Clock()
     queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
-    queue.add(_pod("p"))
+    queue.add(MakePod("p").info())
     pod = queue.pop()
     assert pod is not None
     queue.unschedulable(pod, {"predicates"}, "no room")
@@ -96,7 +94,7 @@ def test_queue_retries_pods_parked_too_long_without_any_event() -> None:
     clock = Clock()
     queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
     for name in ("old", "young"):
-        queue.add(_pod(name))
+        queue.add(MakePod(name).info())
     old, young = queue.pop(), queue.pop()
     assert old is not None and young is not None
     queue.unschedulable(old, {"predicates"}, "no room")

@@ -278,8 +278,15 @@ def test_filter_outcome_is_frozen_at_filter_time_when_kept(keep: bool) -> None:
     sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
     for i in range(4):
         sched.set_node(node(f"n{i}"))
-    live = _LiveFilter(sched, np.array([True, False, True, True]))
-    framework = Framework(sched, [live], keep_outcomes=keep)
+    live = _LiveFilter(sched.framework, np.array([True, False, True, True]))
+    framework = Framework(
+        sched.cluster,
+        sched.objects,
+        sched.podgroups,
+        sched.framework.record,
+        lambda _: [live],
+        keep_outcomes=keep,
+    )
     outcome = framework.run_filter(CycleState(), pod("p"))
     assert outcome.feasible.tolist() == [True, False, True, True]
     live.verdict[:] = [False, False, False, True]  # the cache moves on with the next pod

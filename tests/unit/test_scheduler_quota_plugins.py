@@ -142,7 +142,7 @@ def test_enqueue_refuses_a_gang_whose_cards_exceed_the_queue() -> None:
         sched.add_pod(_pod(f"p{i}", 2, **{"scheduling.k8s.io/group-name": "g"}))
     _run(sched)
     assert backend.bindings == {}
-    assert sched.groups["ns/g"].phase == "Pending"
+    assert sched.podgroups.groups["ns/g"].phase == "Pending"
     refusals = [e for e in backend.events if e.obj == "PodGroup/ns/g"]
     assert [e.reason for e in refusals] == ["InsufficientScalarQuota"]  # once, not once per enqueue pass
 

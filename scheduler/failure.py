@@ -1,0 +1,104 @@
+"""What a failed attempt leaves behind (kube-scheduler's ``handleSchedulingFailure`` and ``FitError``).
+
+An unschedulable pod gets the PodScheduled=False condition (Unschedulable, with its nominated node
+after a preemption), a FailedScheduling event, and is parked in the queue until an event that one of
+the plugins that rejected it cares about; a failed bind is an error, not a verdict on the cluster:
+the condition says SchedulerError and the pod is retried after its backoff (DESIGN "Data flow").
+The last message per pod is kept for ``gpuq simulate``'s report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Final
+
+import numpy as np
+
+from common.model.events import FAILED_SCHEDULING, EventRecord
+from common.model.pods import PodInfo
+from scheduler.backend import ClusterBackend
+from scheduler.framework.interfaces import EventSink, FilterOutcome, PostFilterResult
+from scheduler.framework.status import Status
+from scheduler.queue import SchedulingQueue
+
+UNSCHEDULABLE_REASON: Final = "Unschedulable"
+SCHEDULER_ERROR_REASON: Final = "SchedulerError"
+
+
+def fit_error(num_nodes: int, outcome: FilterOutcome | None, prefilter: Status | None, post: str = "") -> str:
+    """kube-scheduler's FitError message: ``0/5 nodes are available: 2 ..., 3 Insufficient cpu.``
+
+    Each node counts under the reasons of the first plugin that rejected it; the "count reason"
+    strings are sorted, as kube-scheduler sorts them, so the message is stable.
+    """
+    message = f"0/{num_nodes} nodes are available:"
+    if prefilter is not None and prefilter.reasons:
+        message += f" {prefilter.message}."
+    if outcome is not None:
+        histogram: Counter[str] = Counter()
+        for _, result, first in outcome.results:
+            if not first.any():
+                continue
+            for mask, reason in result.reasons():
+                count = int(np.count_nonzero(mask & first))
+                if count:
+                    histogram[reason] += count
+        parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+        if parts:
+            message += f" {', '.join(parts)}."
+    if post:
+        message += f" {post}"
+    return message
+
+
+class FailureHandler:
+    """Reports failures through the backend and parks or requeues the pod; ``reasons`` keeps the
+    last PodScheduled message per pod key (the scheduler forgets it when the pod is bound)."""
+
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        queue: SchedulingQueue,
+        record: EventSink,
+        reasons: dict[str, str],
+    ) -> None:
+        self.backend = backend
+        self.queue = queue
+        self.record = record
+        self.reasons = reasons
+
+    def park(self, pod: PodInfo, message: str, rejected_by: Iterable[str], nominated: str = "") -> None:
+        """Unschedulable: condition, event, and parked until an event ``rejected_by`` cares about."""
+        self.reasons[pod.key] = message
+        self.backend.set_pod_condition(pod, UNSCHEDULABLE_REASON, message, nominated)
+        self.record(EventRecord(pod.ref, "Warning", FAILED_SCHEDULING, message))
+        self.queue.unschedulable(pod, rejected_by, message)
+
+    def unschedulable(
+        self,
+        pod: PodInfo,
+        status: Status,
+        outcome: FilterOutcome | None,
+        post: PostFilterResult | None,
+        message: str,
+    ) -> str:
+        """A failed attempt: ``pod`` is parked under the plugins that rejected it; returns the node
+        it is nominated to (a successful preemption), or ""."""
+        rejected_by = {status.plugin} if status.plugin not in ("", "Filter", "PreFilter") else set()
+        if outcome is not None:
+            rejected_by |= {name for name, _, first in outcome.results if first.any()}
+        nominated = post.nominated_node if post is not None and post.status.is_success else ""
+        self.park(pod, message, rejected_by, nominated)
+        if nominated and post is not None and post.victims:
+            # The victims are gone: retry the preemptor now, ahead of lower-ordered pods that would
+            # otherwise take the room it made (kube-scheduler protects it with the nomination).
+            # Never without victims: nothing changed, and the retry would loop.
+            self.queue.activate(pod.key)
+        return nominated
+
+    def bind_failed(self, pod: PodInfo, message: str) -> None:
+        """The bind of ``pod`` (unbound again, already unreserved) failed: retry after its backoff."""
+        self.reasons[pod.key] = message
+        self.backend.set_pod_condition(pod, SCHEDULER_ERROR_REASON, message)
+        self.queue.requeue(pod)

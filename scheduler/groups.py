@@ -1,0 +1,194 @@
+"""PodGroup bookkeeping: the scheduler's view of every PodGroup and of the pods that name one.
+
+Volcano's JobInfo reduced to what the cycle needs: each PodGroup's phase (Pending -> Inqueue ->
+Running, DESIGN "Data flow"), its member pods, the pods held until the enqueue action admits their
+group (kube-scheduler's "gated" pods), why a group is still Pending or could not be read, and which
+groups changed since the last status sync (one PodGroup status patch per sync, never one per pod).
+
+The tracker answers the PodGroup queries of the plugins' :class:`~scheduler.framework.interfaces.Handle`
+(the framework hands them out) and runs the enqueue action's loop through the framework's Enqueue
+plugins; it moves pods into the scheduling queue when their group is admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from common.model.annotations import GROUP_NAME
+from common.model.crd import PodGroup
+from common.model.errors import GpuqError
+from common.model.pods import PodInfo
+from scheduler.cluster.objects import POD_GROUP, Obj
+from scheduler.cluster.state import ClusterState
+from scheduler.framework.interfaces import GroupInfo, StatusPatch
+from scheduler.queue import SchedulingQueue
+
+if TYPE_CHECKING:
+    from scheduler.framework.runtime import Framework
+
+PENDING: Final = "Pending"
+INQUEUE: Final = "Inqueue"
+RUNNING: Final = "Running"
+
+
+class GroupTracker:
+    """PodGroups by ``namespace/name``, their members, held pods, phases and pending status writes.
+
+    ``pending`` is the scheduler's map of the pods it still has to schedule (read here, written by
+    the scheduler). The framework and the queue are built after the tracker (the framework's Handle
+    reads it): :meth:`connect` hands them over before anything is fed.
+    """
+
+    _framework: Framework
+    _queue: SchedulingQueue
+
+    def __init__(self, cluster: ClusterState, pending: Mapping[str, PodInfo]) -> None:
+        self.cluster = cluster
+        self.pending = pending
+        self.groups: dict[str, GroupInfo] = {}
+        self.members: dict[str, set[str]] = {}  # group key -> pod keys naming it (pending and bound)
+        self.held: dict[str, set[str]] = {}  # group key -> pods waiting for the group to be Inqueue
+        self.enqueue_refusals: dict[str, str] = {}  # PodGroup key -> why it is still Pending
+        self.invalid: dict[str, str] = {}  # PodGroup key -> why it could not be read
+        self._dirty: set[str] = set()
+
+    def connect(self, framework: Framework, queue: SchedulingQueue) -> None:
+        """The Enqueue plugins' framework and the queue admitted pods go to."""
+        self._framework = framework
+        self._queue = queue
+
+    # -- queries (the Handle's) ---------------------------------------------------------------------
+    def group_of(self, pod: PodInfo) -> GroupInfo | None:
+        name = pod.annotations.get(GROUP_NAME)
+        return self.groups.get(f"{pod.namespace}/{name}") if name else None
+
+    def group_members(self, group: GroupInfo) -> Sequence[PodInfo]:
+        out: list[PodInfo] = []
+        for key in sorted(self.members.get(group.key, ())):
+            pod = self.pending.get(key) or self.cluster.pods.get(key)
+            if pod is not None:
+                out.append(pod)
+        return out
+
+    def ready_members(self, group: GroupInfo) -> int:
+        # Waiting pods are assumed in the cluster state, so "in cluster.pods" covers all three.
+        return sum(1 for key in self.members.get(group.key, ()) if key in self.cluster.pods)
+
+    def phases(self) -> Mapping[str, str]:
+        return {k: g.phase for k, g in self.groups.items()}
+
+    # -- pods ---------------------------------------------------------------------------------------
+    def add_member(self, pod: PodInfo) -> None:
+        name = pod.annotations.get(GROUP_NAME)
+        if name:
+            self.members.setdefault(f"{pod.namespace}/{name}", set()).add(pod.key)
+
+    def forget_pod(self, key: str) -> None:
+        for held in self.held.values():
+            held.discard(key)
+        for members in self.members.values():
+            members.discard(key)
+
+    def gate(self, pod: PodInfo) -> None:
+        """Queue ``pod`` unless its PodGroup still waits for enqueue."""
+        group = self.group_of(pod)
+        if group is not None and self._framework.enqueue_enabled and group.phase == PENDING:
+            self.held.setdefault(group.key, set()).add(pod.key)
+            return
+        self._queue.add(pod)
+
+    def _gate_members(self, group: GroupInfo) -> None:
+        """A PodGroup that appears after some of its pods: those queued meanwhile wait for enqueue
+        like the rest (until then gang's PreFilter kept them from being scheduled alone)."""
+        if not self._framework.enqueue_enabled or group.phase != PENDING:
+            return
+        for pod_key in sorted(self.members.get(group.key, ())):
+            if pod_key in self.pending:
+                self._queue.delete(pod_key)
+                self.held.setdefault(group.key, set()).add(pod_key)
+
+    def _release_held(self, group_key: str) -> None:
+        """Queue the pending pods held for the enqueue of PodGroup ``group_key``."""
+        for pod_key in sorted(self.held.pop(group_key, set())):
+            pod = self.pending.get(pod_key)
+            if pod is not None:
+                self._queue.add(pod)
+
+    def pod_bound(self, pod: PodInfo) -> None:
+        """``pod`` is bound: its group runs once minMember of its pods are."""
+        group = self.group_of(pod)
+        if group is not None and self.ready_members(group) >= max(group.min_member, 1):
+            self._set_phase(group, RUNNING)
+
+    # -- PodGroup objects ---------------------------------------------------------------------------
+    def podgroup_changed(self, namespace: str, name: str, obj: Obj | None) -> None:
+        """A PodGroup was stored (``obj``) or deleted (None); an invalid one raises its GpuqError."""
+        key = f"{namespace}/{name}"
+        if obj is None:
+            self.groups.pop(key, None)
+            self.invalid.pop(key, None)
+            self._release_held(key)  # back to the queue, where gang says why they wait
+            return
+        try:
+            model = PodGroup.from_dict(obj)
+        except GpuqError as err:
+            # Semantics 3: say so (the caller records the Warning) and lose nothing: a group
+            # read before keeps its last valid version; its pods are told why they wait.
+            self.invalid[key] = str(err)
+            raise
+        self.invalid.pop(key, None)
+        previous = self.groups.get(key)
+        phase = model.phase if previous is None else previous.phase
+        group = self.groups[key] = GroupInfo(namespace, name, model.spec.minMember, model.queue, phase, model)
+        if previous is None:
+            self._gate_members(group)
+
+    # -- the enqueue action ---------------------------------------------------------------------------
+    def run_enqueue(self) -> int:
+        """Move Pending PodGroups to Inqueue when the enqueue plugins allow; returns how many moved."""
+        framework = self._framework
+        moved = 0
+        for key in sorted(self.groups):
+            group = self.groups[key]
+            if group.phase != PENDING:
+                continue
+            if framework.enqueue_enabled:
+                status = framework.run_enqueue(group)
+                if not status.is_success:
+                    self.enqueue_refusals[key] = status.message
+                    continue
+            self.enqueue_refusals.pop(key, None)
+            self._set_phase(group, INQUEUE)
+            moved += 1
+            self._release_held(key)
+        return moved
+
+    def _set_phase(self, group: GroupInfo, phase: str) -> None:
+        if group.phase == phase:
+            return
+        left_inqueue = group.phase == INQUEUE
+        group.phase = phase
+        if left_inqueue:
+            # After the phase is set, so plugins see where the group went (Running keeps a reservation).
+            self._framework.run_dequeued(group)
+        self._dirty.add(group.key)
+
+    # -- status sync ----------------------------------------------------------------------------------
+    def take_status(self) -> list[StatusPatch]:
+        """The status of every PodGroup whose phase changed since the last call."""
+        patches: list[StatusPatch] = []
+        for key in sorted(self._dirty):
+            group = self.groups.get(key)
+            if group is None:
+                continue
+            status: dict[str, Any] = {}
+            if group.model is not None:
+                status = group.model.status.model_dump(exclude_defaults=True)
+            status["phase"] = group.phase
+            running = self.ready_members(group)
+            if running:
+                status["running"] = running
+            patches.append(StatusPatch(POD_GROUP, group.namespace, group.name, status))
+        self._dirty.clear()
+        return patches

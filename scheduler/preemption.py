@@ -1,0 +1,68 @@
+"""Preemption: PostFilter's answer acted on (kube-scheduler's DefaultPreemption, ``prepareCandidate``).
+
+When no node fits, the PostFilter plugins may nominate a node and name the running pods whose
+eviction makes room there (DESIGN "Data flow"). The victims are evicted through the
+:class:`~scheduler.backend.ClusterBackend`; once an eviction is done the victim is remembered as
+preempted (the report's ``Preempted`` phase; the Kubernetes feed ignores the updates its deletion
+causes until the DELETE arrives), a Preempted event names the preemptor, and the scheduler forgets
+the pod so the preemptor's retry sees the room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from common.model.events import PREEMPTED, EventRecord
+from common.model.pods import PodInfo
+from scheduler.backend import ClusterBackend, Outcome
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import FilterOutcome, PostFilterResult
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
+
+
+class Preemption:
+    """Runs PostFilter for a pod no node fits and evicts the victims it names.
+
+    ``preempted`` (pod key -> victim) is the scheduler's; ``forget`` removes an evicted pod from the
+    scheduler's state (:meth:`scheduler.cycle.Scheduler.delete_pod`).
+    """
+
+    def __init__(
+        self,
+        framework: Framework,
+        backend: ClusterBackend,
+        preempted: dict[str, PodInfo],
+        forget: Callable[[str], None],
+    ) -> None:
+        self.framework = framework
+        self.backend = backend
+        self.preempted = preempted
+        self.forget = forget
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, outcome: FilterOutcome, pre: Status | None
+    ) -> PostFilterResult:
+        """PostFilter after a failed PreFilter (``pre``) or Filter; victims named are evicted now."""
+        if pre is not None and pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return PostFilterResult(Status.unresolvable())
+        if not self.framework.post_filter_plugins:
+            return PostFilterResult(Status.unschedulable())
+        result = self.framework.run_post_filter(state, pod, outcome)
+        if result.status.is_success and result.victims:
+            for victim in result.victims:
+                self._evict(victim, pod, result.nominated_node)
+        return result
+
+    def _evict(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+        def done(outcome: Outcome) -> None:
+            if outcome.ok:
+                self.preempted[victim.key] = victim
+                self.framework.record(
+                    EventRecord(
+                        victim.ref, "Normal", PREEMPTED, f"Preempted by {preemptor.key} on node {node}"
+                    )
+                )
+                self.forget(victim.key)
+
+        self.backend.evict(victim, f"preempted by {preemptor.ref}", done)
