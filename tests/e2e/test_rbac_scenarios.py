@@ -17,7 +17,7 @@ from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import test_scheduler_features as features
 from tests.e2e.cluster_fixtures import SchedulerFactory, SchedulerProcess
 from tests.e2e.test_deploy import NAMESPACE
-from tests.e2e.test_rbac import installed_rbac, service_account_kubeconfigs
+from tests.e2e.test_rbac import FORBIDDEN, installed_rbac, service_account_kubeconfigs
 
 pytestmark = pytest.mark.e2e
 
@@ -54,4 +54,4 @@ def run_scheduler(service_account_kubeconfigs: dict[str, Path], tmp_path: Path) 
     for process in started:
         process.terminate()
     for process in started:
-        assert "403" not in process.log(2000) or "Forbidden" not in process.log(2000), process.log(2000)
+        assert not FORBIDDEN.search(process.log(2000)), process.log(2000)
