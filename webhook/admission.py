@@ -20,7 +20,7 @@ and :class:`Admission` is what the HTTPS server calls with the informer-backed v
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
@@ -62,6 +62,7 @@ from webhook.view import (
     POD_GROUP,
     QUEUE,
     ClusterView,
+    Obj,
     group_of,
 )
 
@@ -249,9 +250,13 @@ def validate(
         if kind == POD_GROUP:
             return _validate_pod_group(obj, view, old if operation == "UPDATE" else None, options)
         if kind == ELASTIC_QUOTA:
-            return _validate_elastic_quota(obj, view, operation)
+            elastic = validate_elastic_quota(obj)
+            existing = view.elastic_quotas(elastic.namespace)
+            return _validate_namespace_quota(ELASTIC_QUOTA[1], elastic, existing, operation)
         if kind == GPU_RESOURCE_QUOTA:
-            return _validate_gpu_resource_quota(obj, view, operation)
+            gpu = validate_gpu_resource_quota(obj)
+            existing = view.gpu_resource_quotas(gpu.namespace)
+            return _validate_namespace_quota(GPU_RESOURCE_QUOTA[1], gpu, existing, operation)
     except GpuqError as err:
         return deny(str(err))
     return ALLOW
@@ -502,31 +507,17 @@ def _mutate_pod(
 # ElasticQuota and GPUResourceQuota
 
 
-def _other_quota(items: Any, name: str) -> str | None:
-    for item in items:
+def _validate_namespace_quota(
+    kind: str, quota: ElasticQuota | GPUResourceQuota, existing: Sequence[Obj], operation: str
+) -> Decision:
+    """One ElasticQuota and one GPUResourceQuota per namespace: a second one is refused at CREATE."""
+    if operation != "CREATE":
+        return ALLOW
+    for item in existing:
         other = str(((item.get("metadata") or {}).get("name")) or "")
-        if other and other != name:
-            return other
-    return None
-
-
-def _validate_elastic_quota(obj: Mapping[str, Any], view: ClusterView, operation: str) -> Decision:
-    quota = validate_elastic_quota(obj)
-    other = _other_quota(view.elastic_quotas(quota.namespace), quota.name)
-    if other is not None and operation == "CREATE":
-        return deny(
-            f"{quota.ref}: metadata.name: namespace {quota.namespace} already has ElasticQuota {other!r}: "
-            "expected at most one ElasticQuota per namespace"
-        )
-    return ALLOW
-
-
-def _validate_gpu_resource_quota(obj: Mapping[str, Any], view: ClusterView, operation: str) -> Decision:
-    quota = validate_gpu_resource_quota(obj)
-    other = _other_quota(view.gpu_resource_quotas(quota.namespace), quota.name)
-    if other is not None and operation == "CREATE":
-        return deny(
-            f"{quota.ref}: metadata.name: namespace {quota.namespace} already has GPUResourceQuota "
-            f"{other!r}: expected at most one GPUResourceQuota per namespace"
-        )
+        if other and other != quota.name:
+            return deny(
+                f"{quota.ref}: metadata.name: namespace {quota.namespace} already has {kind} {other!r}: "
+                f"expected at most one {kind} per namespace"
+            )
     return ALLOW
