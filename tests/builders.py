@@ -210,6 +210,11 @@ class MakeNode(_Builder):
         self._obj["status"]["allocatable"].update({**(allocatable or {}), **amounts})
         return self
 
+    def capacity(self, capacity: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+        """``status.capacity`` (allocatable falls back to it for a resource it does not list)."""
+        self._obj["status"].setdefault("capacity", {}).update({**(capacity or {}), **amounts})
+        return self
+
     def product(self, product: str, prefix: str = GPU) -> Self:
         """The GPU feature discovery product label (``nvidia.com/gpu.product``)."""
         return self.label(f"{prefix}.product", product)
