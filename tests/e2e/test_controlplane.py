@@ -76,7 +76,8 @@ async def test_rbac_authorizes_service_account_tokens(
         assert pods.items == []
 
 
-# Extended resources such as nvidia.com/gpu must have requests equal to limits.
+# Extended resources such as nvidia.com/gpu must have requests equal to limits. kubernetes_asyncio
+# sends a dict body as it is; its stubs ask for the model class (hence the type: ignore[arg-type]).
 GPU_POD = (
     MakePod()
     .image("registry.k8s.io/pause:3.10")
@@ -153,12 +154,9 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         )
         assert patched["status"]["phase"] == "Inqueue"
 
-        await core.create_node(
-            MakeNode(node_name)
-            .product(GPU_PRODUCT)
-            .labels({"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"})
-            .obj()
-        )
+        labels = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"}
+        node_body = MakeNode(node_name).product(GPU_PRODUCT).labels(labels).obj()
+        await core.create_node(node_body)  # type: ignore[arg-type]
         capacity = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
         await core.patch_node_status(
             node_name,
@@ -177,9 +175,8 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         assert node.metadata.labels["nvidia.com/gpu.product"] == GPU_PRODUCT
         assert [(c.type, c.status) for c in node.status.conditions] == [("Ready", "True")]
 
-        pod = await core.create_namespaced_pod(
-            namespace, GPU_POD.copy().name("worker-0").namespace(namespace).group("training").obj()
-        )
+        body = GPU_POD.copy().name("worker-0").namespace(namespace).group("training").obj()
+        pod = await core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]
         assert pod.spec.scheduler_name == SCHEDULER_NAME
         await asyncio.sleep(0.5)  # nothing in the harness schedules pods: it must still be unbound
         pod = await core.read_namespaced_pod("worker-0", namespace)
@@ -220,9 +217,8 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         assert "already assigned" in answer["message"]
 
         # A binding carrying a stale UID (the pod was recreated under the same name) is refused.
-        other = await core.create_namespaced_pod(
-            namespace, GPU_POD.copy().name("worker-1").namespace(namespace).group("training").obj()
-        )
+        recreated = GPU_POD.copy().name("worker-1").namespace(namespace).group("training").obj()
+        other = await core.create_namespaced_pod(namespace, recreated)
         other.metadata.uid = "00000000-0000-0000-0000-000000000000"
         status, answer = await bind(core, other, node_name)
         assert status == 409
