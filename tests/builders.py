@@ -13,7 +13,6 @@ so a partially built object can be kept as a template only through :meth:`copy`.
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Mapping
 from typing import Any, Self
 
 from common.model.crd import PodGroup, Queue
@@ -96,18 +95,18 @@ class MakePod(_Namespaced):
             containers.append({"name": f"c{len(containers)}", "resources": {}})
         return containers[index]
 
-    def req(self, requests: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def req(self, requests: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         """Requests of the first container (merged): ``req(cpu="1", memory="1Gi")`` or a dict."""
         merged = {**(requests or {}), **amounts}
         self._container()["resources"].setdefault("requests", {}).update(merged)
         return self
 
-    def lim(self, limits: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def lim(self, limits: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         merged = {**(limits or {}), **amounts}
         self._container()["resources"].setdefault("limits", {}).update(merged)
         return self
 
-    def container(self, requests: Mapping[str, Amount], limits: Mapping[str, Amount] | None = None) -> Self:
+    def container(self, requests: dict[str, Amount], limits: dict[str, Amount] | None = None) -> Self:
         """Add another container with these requests (and limits)."""
         resources: dict[str, Any] = {"requests": dict(requests)}
         if limits is not None:
@@ -116,12 +115,12 @@ class MakePod(_Namespaced):
         containers.append({"name": f"c{len(containers)}", "resources": resources})
         return self
 
-    def init_container(self, requests: Mapping[str, Amount]) -> Self:
+    def init_container(self, requests: dict[str, Amount]) -> Self:
         inits: list[dict[str, Any]] = self._obj["spec"].setdefault("initContainers", [])
         inits.append({"name": f"init{len(inits)}", "resources": {"requests": dict(requests)}})
         return self
 
-    def sidecar(self, requests: Mapping[str, Amount]) -> Self:
+    def sidecar(self, requests: dict[str, Amount]) -> Self:
         """A restartable init container (``restartPolicy: Always``): it runs beside the app containers."""
         self.init_container(requests)
         self._obj["spec"]["initContainers"][-1]["restartPolicy"] = "Always"
@@ -207,11 +206,11 @@ class MakeNode(_Builder):
             "status": {"allocatable": {}},
         }
 
-    def alloc(self, allocatable: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def alloc(self, allocatable: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         self._obj["status"]["allocatable"].update({**(allocatable or {}), **amounts})
         return self
 
-    def capacity(self, capacity: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def capacity(self, capacity: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         """``status.capacity`` (allocatable falls back to it for a resource it does not list)."""
         self._obj["status"].setdefault("capacity", {}).update({**(capacity or {}), **amounts})
         return self
@@ -258,11 +257,11 @@ class MakeQueue(_Builder):
         """``volcano.sh/card.quota`` as JSON text (kept verbatim, so malformed text can be tested)."""
         return self.annotation(CARD_QUOTA, quota)
 
-    def capability(self, capability: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def capability(self, capability: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         self._obj["spec"].setdefault("capability", {}).update({**(capability or {}), **amounts})
         return self
 
-    def deserved(self, deserved: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def deserved(self, deserved: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         self._obj["spec"].setdefault("deserved", {}).update({**(deserved or {}), **amounts})
         return self
 
@@ -297,7 +296,7 @@ class MakePodGroup(_Namespaced):
         self._obj["spec"]["minMember"] = count
         return self
 
-    def min_resources(self, resources: Mapping[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+    def min_resources(self, resources: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         self._obj["spec"].setdefault("minResources", {}).update({**(resources or {}), **amounts})
         return self
 
@@ -329,15 +328,15 @@ class MakeElasticQuota(_Namespaced):
             "spec": {},
         }
 
-    def min(self, amounts: Mapping[str, Amount] | None = None, /, **more: Amount) -> Self:
+    def min(self, amounts: dict[str, Amount] | None = None, /, **more: Amount) -> Self:
         self._obj["spec"].setdefault("min", {}).update({**(amounts or {}), **more})
         return self
 
-    def max(self, amounts: Mapping[str, Amount] | None = None, /, **more: Amount) -> Self:
+    def max(self, amounts: dict[str, Amount] | None = None, /, **more: Amount) -> Self:
         self._obj["spec"].setdefault("max", {}).update({**(amounts or {}), **more})
         return self
 
-    def used(self, amounts: Mapping[str, Amount] | None = None, /, **more: Amount) -> Self:
+    def used(self, amounts: dict[str, Amount] | None = None, /, **more: Amount) -> Self:
         """``status.used``, as the scheduler writes it."""
         self._obj.setdefault("status", {}).setdefault("used", {}).update({**(amounts or {}), **more})
         return self

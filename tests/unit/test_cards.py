@@ -66,7 +66,7 @@ def test_mig_complete_example() -> None:
     """spec "2. MIG Partition Cards": mig-1g.5gb x 7 and mig-2g.10gb x 4, product label alone is enough."""
     labels = {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/mig-1g.5gb.count": "7"}
     allocatable = {"nvidia.com/mig-1g.5gb": "7", "nvidia.com/mig-2g.10gb": "4"}
-    cards = discover_cards(MakeNode().labels(labels).alloc(allocatable).info())
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert [(c.name, c.kind, c.resource, c.count, c.mig_profile) for c in cards.cards] == [
         ("NVIDIA-A100/mig-1g.5gb-mixed", "mig", "nvidia.com/mig-1g.5gb", 7, "1g.5gb"),
         ("NVIDIA-A100/mig-2g.10gb-mixed", "mig", "nvidia.com/mig-2g.10gb", 4, "2g.10gb"),
@@ -78,7 +78,7 @@ def test_label_and_resource_example_finds_all_three_kinds() -> None:
     """spec "Node Label and Resource Examples": whole, MPS and MIG on one node, none mistaken for another."""
     labels = {**A100_LABELS, "nvidia.com/gpu.replicas": "8", "nvidia.com/mig-1g.5gb.count": "7"}
     allocatable = {"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "64", "nvidia.com/mig-1g.5gb": "7"}
-    cards = discover_cards(MakeNode().labels(labels).alloc(allocatable).info())
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert {c.resource: c.name for c in cards.cards} == {
         "nvidia.com/gpu": "NVIDIA-A100",
         "nvidia.com/gpu.shared": "NVIDIA-A100/mps-80g*1/8",
@@ -126,7 +126,7 @@ def test_prefix_resources_are_not_whole_cards() -> None:
     """nvidia.com/gpu.shared and nvidia.com/mig-* start with the nvidia.com prefix but are not A100s."""
     labels = {"nvidia.com/gpu.product": "NVIDIA-A100"}  # no memory/replicas: MPS not discoverable
     allocatable = {"nvidia.com/gpu.shared": "8", "nvidia.com/mig-1g.5gb": "7", "nvidia.com/foo": "1"}
-    cards = discover_cards(MakeNode().labels(labels).alloc(allocatable).info())
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert cards.names == ("NVIDIA-A100/mig-1g.5gb-mixed",)
     assert cards.by_name("NVIDIA-A100") is None
 
@@ -191,7 +191,7 @@ def test_label_problems_are_data_not_exceptions(
     labels: dict[str, str], allocatable: dict[str, str], names: tuple[str, ...], problem_fields: list[str]
 ) -> None:
     """Semantics 3: a bad label becomes a Warning event on the node; discovery goes on."""
-    cards = discover_cards(MakeNode().labels(labels).alloc(allocatable).info())
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert cards.names == names
     assert [p.field for p in cards.problems] == problem_fields
     events = cards.events()
