@@ -63,6 +63,11 @@ class _Builder:
         self._obj["metadata"].setdefault("annotations", {}).update(annotations)
         return self
 
+    def resource_version(self, version: str) -> Self:
+        """``metadata.resourceVersion``, as the informer delivers objects."""
+        self._obj["metadata"]["resourceVersion"] = version
+        return self
+
     def obj(self) -> dict[str, Any]:
         """The API object (a fresh deep copy: later builder calls never change it)."""
         return _copy.deepcopy(self._obj)
@@ -116,6 +121,18 @@ class MakePod(_Namespaced):
         inits.append({"name": f"init{len(inits)}", "resources": {"requests": dict(requests)}})
         return self
 
+    def sidecar(self, requests: dict[str, Amount]) -> Self:
+        """A restartable init container (``restartPolicy: Always``): it runs beside the app containers."""
+        self.init_container(requests)
+        self._obj["spec"]["initContainers"][-1]["restartPolicy"] = "Always"
+        return self
+
+    def image(self, image: str) -> Self:
+        """The image of every container (the apiserver requires one; the scheduler never reads it)."""
+        for container in self._obj["spec"]["containers"]:
+            container["image"] = image
+        return self
+
     def gpus(self, count: int, resource: str = GPU) -> Self:
         """``count`` cards of ``resource`` (requests and limits, as the apiserver requires)."""
         return self.req(**{resource: count}).lim(**{resource: count})
@@ -130,8 +147,12 @@ class MakePod(_Namespaced):
     def queue(self, name: str) -> Self:
         return self.annotation(QUEUE_NAME, name)
 
-    def scheduler(self, name: str) -> Self:
-        self._obj["spec"]["schedulerName"] = name
+    def scheduler(self, name: str | None) -> Self:
+        """``spec.schedulerName``; None leaves it unset (the default scheduler's pod)."""
+        if name is None:
+            self._obj["spec"].pop("schedulerName", None)
+        else:
+            self._obj["spec"]["schedulerName"] = name
         return self
 
     def node(self, name: str) -> Self:
@@ -188,6 +209,11 @@ class MakeNode(_Builder):
 
     def alloc(self, allocatable: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
         self._obj["status"]["allocatable"].update({**(allocatable or {}), **amounts})
+        return self
+
+    def capacity(self, capacity: dict[str, Amount] | None = None, /, **amounts: Amount) -> Self:
+        """``status.capacity`` (allocatable falls back to it for a resource it does not list)."""
+        self._obj["status"].setdefault("capacity", {}).update({**(capacity or {}), **amounts})
         return self
 
     def product(self, product: str, prefix: str = GPU) -> Self:
@@ -283,6 +309,11 @@ class MakePodGroup(_Namespaced):
         self._obj.setdefault("status", {})["phase"] = phase
         return self
 
+    def spec(self, **fields: Any) -> Self:
+        """Any other ``spec`` field (``networkTopology``, ...)."""
+        self._obj["spec"].update(fields)
+        return self
+
     def model(self) -> PodGroup:
         return PodGroup.from_dict(self._obj)
 
@@ -304,6 +335,11 @@ class MakeElasticQuota(_Namespaced):
 
     def max(self, amounts: dict[str, Amount] | None = None, /, **more: Amount) -> Self:
         self._obj["spec"].setdefault("max", {}).update({**(amounts or {}), **more})
+        return self
+
+    def used(self, amounts: dict[str, Amount] | None = None, /, **more: Amount) -> Self:
+        """``status.used``, as the scheduler writes it."""
+        self._obj.setdefault("status", {}).setdefault("used", {}).update({**(amounts or {}), **more})
         return self
 
 

@@ -27,6 +27,7 @@ import pytest_asyncio
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from common.kube.status import MERGE_PATCH, Reply, call
+from tests.builders import MakeNode, MakePod
 from tests.e2e.controlplane.harness import ControlPlane, dns_label, free_ports
 
 T = TypeVar("T")
@@ -211,10 +212,10 @@ class Cluster:
     ) -> str:
         """A Ready node with ``allocatable`` (also its capacity); the name is made unique."""
         full = f"{self.test_id}-{name}"
-        meta: dict[str, Any] = {"name": full, "labels": {TEST_LABEL: self.test_id, **(labels or {})}}
+        node = MakeNode(full).labels({TEST_LABEL: self.test_id, **(labels or {})})
         if annotations:
-            meta["annotations"] = dict(annotations)
-        await self.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
+            node.annotations(dict(annotations))
+        await self.request("POST", "/api/v1/nodes", node.obj())
         self.nodes.append(full)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         status = {
@@ -248,24 +249,20 @@ class Cluster:
         priority_class: str = "",
         namespace: str = "",
     ) -> dict[str, Any]:
-        container: dict[str, Any] = {
-            "name": "main",
-            "image": "registry.k8s.io/pause:3.10",
-            "resources": {"requests": dict(requests), "limits": dict(limits or {})},
-        }
-        spec: dict[str, Any] = {
-            "schedulerName": scheduler,
-            "containers": [container],
-            "nodeSelector": {TEST_LABEL: self.test_id},
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 0,
-        }
+        pod = (
+            MakePod(name, namespace or self.namespace)
+            .image("registry.k8s.io/pause:3.10")
+            .scheduler(scheduler)
+            .req(**requests)
+            .lim(**(limits or {}))
+            .node_selector({TEST_LABEL: self.test_id})
+            .spec(automountServiceAccountToken=False, terminationGracePeriodSeconds=0)
+        )
         if priority_class:
-            spec["priorityClassName"] = priority_class
-        meta: dict[str, Any] = {"name": name, "namespace": namespace or self.namespace}
+            pod.spec(priorityClassName=priority_class)
         if annotations:
-            meta["annotations"] = dict(annotations)
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+            pod.annotations(dict(annotations))
+        return pod.obj()
 
     async def pod(self, name: str, requests: Mapping[str, str], **options: Any) -> dict[str, Any]:
         body = self.pod_body(name, requests, **options)

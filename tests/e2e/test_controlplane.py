@@ -13,6 +13,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
+from tests.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, status_message
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, pinned_versions
 
@@ -75,26 +76,16 @@ async def test_rbac_authorizes_service_account_tokens(
         assert pods.items == []
 
 
-def gpu_pod(name: str, namespace: str, group: str) -> client.V1Pod:
-    # Extended resources such as nvidia.com/gpu must have requests equal to limits.
-    resources = {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"}
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(
-            name=name,
-            namespace=namespace,
-            annotations={"scheduling.k8s.io/group-name": group, "volcano.sh/card.name": GPU_PRODUCT},
-        ),
-        spec=client.V1PodSpec(
-            scheduler_name=SCHEDULER_NAME,
-            containers=[
-                client.V1Container(
-                    name="trainer",
-                    image="registry.k8s.io/pause:3.10",
-                    resources=client.V1ResourceRequirements(requests=resources, limits=dict(resources)),
-                )
-            ],
-        ),
-    )
+# Extended resources such as nvidia.com/gpu must have requests equal to limits. kubernetes_asyncio
+# sends a dict body as it is; its stubs ask for the model class (hence the type: ignore[arg-type]).
+GPU_POD = (
+    MakePod()
+    .image("registry.k8s.io/pause:3.10")
+    .scheduler(SCHEDULER_NAME)
+    .card(GPU_PRODUCT)
+    .req({"cpu": "2", "memory": "8Gi", GPU: "1"})
+    .lim({"cpu": "2", "memory": "8Gi", GPU: "1"})
+)
 
 
 async def bind(core: client.CoreV1Api, pod: client.V1Pod, node: str) -> tuple[int, dict[str, Any]]:
@@ -130,15 +121,10 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
     queue = await custom.create_cluster_custom_object(
         *VOLCANO,
         "queues",
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "Queue",
-            "metadata": {
-                "name": queue_name,
-                "annotations": {"volcano.sh/card.quota": json.dumps({GPU_PRODUCT: 8})},
-            },
-            "spec": {"capability": {"cpu": "64", "memory": "512Gi"}},
-        },
+        MakeQueue(queue_name)
+        .card_quota(json.dumps({GPU_PRODUCT: 8}))
+        .capability(cpu="64", memory="512Gi")
+        .obj(),
     )
     try:
         assert json.loads(queue["metadata"]["annotations"]["volcano.sh/card.quota"]) == {GPU_PRODUCT: 8}
@@ -148,15 +134,12 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
             *VOLCANO,
             namespace,
             "podgroups",
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "PodGroup",
-                "metadata": {
-                    "name": "training",
-                    "annotations": {"volcano.sh/card.request": json.dumps({GPU_PRODUCT: 1})},
-                },
-                "spec": {"queue": queue_name, "minMember": 1, "minResources": {"cpu": "2", "memory": "8Gi"}},
-            },
+            MakePodGroup("training", namespace)
+            .card_request(json.dumps({GPU_PRODUCT: 1}))
+            .queue(queue_name)
+            .min_member(1)
+            .min_resources(cpu="2", memory="8Gi")
+            .obj(),
         )
         assert podgroup["spec"]["queue"] == queue_name
         # The status subresource takes a merge patch: a dict body would go out as JSON-Patch.
@@ -171,18 +154,9 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         )
         assert patched["status"]["phase"] == "Inqueue"
 
-        await core.create_node(
-            client.V1Node(
-                metadata=client.V1ObjectMeta(
-                    name=node_name,
-                    labels={
-                        "nvidia.com/gpu.product": GPU_PRODUCT,
-                        "nvidia.com/gpu.count": "8",
-                        "nvidia.com/gpu.memory": "81920",
-                    },
-                )
-            )
-        )
+        labels = {"nvidia.com/gpu.count": "8", "nvidia.com/gpu.memory": "81920"}
+        node_body = MakeNode(node_name).product(GPU_PRODUCT).labels(labels).obj()
+        await core.create_node(node_body)  # type: ignore[arg-type]
         capacity = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
         await core.patch_node_status(
             node_name,
@@ -201,7 +175,8 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         assert node.metadata.labels["nvidia.com/gpu.product"] == GPU_PRODUCT
         assert [(c.type, c.status) for c in node.status.conditions] == [("Ready", "True")]
 
-        pod = await core.create_namespaced_pod(namespace, gpu_pod("worker-0", namespace, "training"))
+        body = GPU_POD.copy().name("worker-0").namespace(namespace).group("training").obj()
+        pod = await core.create_namespaced_pod(namespace, body)  # type: ignore[arg-type]
         assert pod.spec.scheduler_name == SCHEDULER_NAME
         await asyncio.sleep(0.5)  # nothing in the harness schedules pods: it must still be unbound
         pod = await core.read_namespaced_pod("worker-0", namespace)
@@ -242,7 +217,8 @@ async def test_queue_podgroup_gpu_node_pending_pod_bind_and_watch(
         assert "already assigned" in answer["message"]
 
         # A binding carrying a stale UID (the pod was recreated under the same name) is refused.
-        other = await core.create_namespaced_pod(namespace, gpu_pod("worker-1", namespace, "training"))
+        recreated = GPU_POD.copy().name("worker-1").namespace(namespace).group("training").obj()
+        other = await core.create_namespaced_pod(namespace, recreated)
         other.metadata.uid = "00000000-0000-0000-0000-000000000000"
         status, answer = await bind(core, other, node_name)
         assert status == 409

@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
+from tests.builders import GPU, MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, parse_table, status_message
 from tests.e2e.controlplane.harness import Kubectl, dns_label
 
@@ -234,84 +235,52 @@ def test_spec_doc_gpuresourcequota_sample_is_not_the_crd_shape(kubectl: Kubectl,
         assert f'unknown field "{field}"' in error
 
 
-def _queue(weight: object) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": dns_label("bad-queue")},
-        "spec": {"weight": weight},
-    }
-
-
-def _podgroup(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "bad"},
-        "spec": spec,
-    }
-
-
-def _grq(total: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "tensor-fusion.ai/v1",
-        "kind": "GPUResourceQuota",
-        "metadata": {"name": "bad"},
-        "spec": {"total": total},
-    }
-
-
 @pytest.mark.parametrize(
     ("document", "message"),
     [
         pytest.param(
-            _queue(0),
+            MakeQueue(dns_label("bad-queue")).weight(0).obj(),
             "spec.weight: Invalid value: 0: spec.weight in body should be greater than or equal to 1",
             id="queue-weight-0",
         ),
         pytest.param(
-            _queue(65536),
+            MakeQueue(dns_label("bad-queue")).weight(65536).obj(),
             "spec.weight: Invalid value: 65536: spec.weight in body should be less than or equal to 65535",
             id="queue-weight-too-big",
         ),
         pytest.param(
-            {**_queue(1), "spec": {"capability": {"cpu": "lots"}}},
+            MakeQueue(dns_label("bad-queue")).capability(cpu="lots").obj(),
             'spec.capability.cpu: Invalid value: "lots": spec.capability.cpu in body should match',
             id="queue-capability-not-a-quantity",
         ),
         pytest.param(
-            _podgroup({"minMember": -1}),
+            MakePodGroup("bad").min_member(-1).obj(),
             "spec.minMember: Invalid value: -1: spec.minMember in body should be greater than or equal to 0",
             id="podgroup-negative-min-member",
         ),
         pytest.param(
-            _podgroup({"networkTopology": {"mode": "medium"}}),
+            MakePodGroup("bad").spec(networkTopology={"mode": "medium"}).obj(),
             'spec.networkTopology.mode: Unsupported value: "medium": supported values: "hard", "soft"',
             id="podgroup-topology-mode",
         ),
         pytest.param(
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "ElasticQuota",
-                "metadata": {"name": "bad"},
-                "spec": {"max": {"nvidia.com/gpu": "two"}},
-            },
+            MakeElasticQuota("bad").max({GPU: "two"}).obj(),
             'spec.max.nvidia.com/gpu: Invalid value: "two"',
             id="elasticquota-not-a-quantity",
         ),
         pytest.param(
-            _grq({"alertThresholdPercent": 101}),
+            MakeGPUResourceQuota("bad").total(alertThresholdPercent=101).obj(),
             "spec.total.alertThresholdPercent: Invalid value: 101: "
             "spec.total.alertThresholdPercent in body should be less than or equal to 100",
             id="grq-alert-threshold-over-100",
         ),
         pytest.param(
-            _grq({"requests": {"tflops": "10"}}),
+            MakeGPUResourceQuota("bad").total(requests={"tflops": "10"}).obj(),
             "spec.total.requests.vram: Required value",
             id="grq-requests-without-vram",
         ),
         pytest.param(
-            _grq({"requests": {"tflops": "-5", "vram": "1Gi"}}),
+            MakeGPUResourceQuota("bad").total(requests={"tflops": "-5", "vram": "1Gi"}).obj(),
             'spec.total.requests.tflops: Invalid value: "-5"',
             id="grq-negative-tflops",
         ),
@@ -334,12 +303,7 @@ async def test_defaults_from_the_schemas(api_client: ApiClient, namespace: str) 
         "v1beta1",
         namespace,
         "podgroups",
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "defaults"},
-            "spec": {"minMember": 2, "networkTopology": {}},
-        },
+        MakePodGroup("defaults", namespace).min_member(2).spec(networkTopology={}).obj(),
     )
     assert podgroup["spec"] == {
         "minMember": 2,
@@ -351,12 +315,7 @@ async def test_defaults_from_the_schemas(api_client: ApiClient, namespace: str) 
         "v1",
         namespace,
         "gpuresourcequotas",
-        {
-            "apiVersion": "tensor-fusion.ai/v1",
-            "kind": "GPUResourceQuota",
-            "metadata": {"name": "defaults"},
-            "spec": {"total": {"requests": {"tflops": "10", "vram": "8Gi"}}},
-        },
+        MakeGPUResourceQuota("defaults", namespace).total(requests={"tflops": "10", "vram": "8Gi"}).obj(),
     )
     assert grq["spec"]["total"] == {
         "requests": {"tflops": "10", "vram": "8Gi"},
@@ -419,7 +378,7 @@ async def test_status_subresource_and_printer_columns(
         "scheduling.volcano.sh",
         "v1beta1",
         "queues",
-        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue_name}},
+        MakeQueue(queue_name).obj(),
     )
     try:
         with pytest.raises(ApiException) as rejected:

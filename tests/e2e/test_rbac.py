@@ -29,6 +29,7 @@ from cryptography import x509
 
 from certs.authority import create_ca, issue_serving_certificate
 from certs.files import write_key_pair
+from tests.builders import MakeQueue
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
 from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
@@ -354,12 +355,7 @@ def test_certificate_job_rotates_on_its_token_and_keeps_the_ca(
 def test_webhook_runs_on_its_service_account_token(webhook_process: tuple[int, int, Path]) -> None:
     """The webhook's informers list and watch with the read-only role; a bad card quota is denied."""
     https, _, ca = webhook_process
-    queue = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": "rbac-bad", "annotations": {"volcano.sh/card.quota": '{"NVIDIA-A100": -1}'}},
-        "spec": {"weight": 1},
-    }
+    queue = MakeQueue("rbac-bad").card_quota('{"NVIDIA-A100": -1}').weight(1).obj()
     answer = post_review(
         https, ca, "/validate", admission_review(queue, "scheduling.volcano.sh", "v1beta1", "Queue", "queues")
     )

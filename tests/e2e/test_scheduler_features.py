@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
 
@@ -113,15 +114,6 @@ async def test_crossquota_limits_cpu_pods_on_a_gpu_node(
     assert scheduler.terminate() == 0, scheduler.log()
 
 
-def elastic_quota(namespace: str, minimum: dict[str, str], maximum: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "quota", "namespace": namespace},
-        "spec": {"min": minimum, "max": maximum},
-    }
-
-
 async def test_elastic_quota_borrowing_then_preemption_back_to_min(
     cluster: Cluster, run_scheduler: SchedulerFactory
 ) -> None:
@@ -136,7 +128,7 @@ async def test_elastic_quota_borrowing_then_preemption_back_to_min(
     ns_b = await cluster.extra_namespace("b")
     for ns in (ns_a, ns_b):
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas"
-        await cluster.create(elastic_quota(ns, {"cpu": "4"}, {"cpu": "8"}), path)
+        await cluster.create(MakeElasticQuota("quota", ns).min(cpu="4").max(cpu="8").obj(), path)
     for i in range(4):
         await cluster.pod(f"b-{i}", {"cpu": "2"}, scheduler=name, namespace=ns_b)
     scheduler = run_scheduler(name, config)
@@ -231,13 +223,7 @@ async def test_card_quota_prefers_a100_then_falls_back_to_h100(
     h100 = await cluster.node("h100", GPU_NODE, labels={"nvidia.com/gpu.product": "NVIDIA-H100"})
     quota = json.dumps({"NVIDIA-A100": 2, "NVIDIA-H100": 1})
     await cluster.create(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "Queue",
-            "metadata": {"name": queue, "annotations": {"volcano.sh/card.quota": quota}},
-            "spec": {"weight": 1},
-        },
-        "/apis/scheduling.volcano.sh/v1beta1/queues",
+        MakeQueue(queue).card_quota(quota).weight(1).obj(), "/apis/scheduling.volcano.sh/v1beta1/queues"
     )
     annotations = {
         "volcano.sh/card.name": "NVIDIA-A100|NVIDIA-H100",
@@ -290,22 +276,13 @@ async def test_gpu_resource_quota_refuses_the_worker_over_max_workers(
     ns = cluster.namespace
     config = BASE_TIER + "  - name: gpu-quota\n"
     await cluster.node("a100", GPU_NODE, labels=A100)
-    await cluster.create(
-        {
-            "apiVersion": "tensor-fusion.ai/v1",
-            "kind": "GPUResourceQuota",
-            "metadata": {"name": "gq", "namespace": ns},
-            "spec": {
-                "total": {
-                    "requests": {"tflops": "1000", "vram": "100Gi"},
-                    "limits": {"tflops": "2000", "vram": "200Gi"},
-                    "maxWorkers": 2,
-                    "alertThresholdPercent": 80,
-                }
-            },
-        },
-        f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas",
+    quota = MakeGPUResourceQuota("gq", ns).total(
+        requests={"tflops": "1000", "vram": "100Gi"},
+        limits={"tflops": "2000", "vram": "200Gi"},
+        maxWorkers=2,
+        alertThresholdPercent=80,
     )
+    await cluster.create(quota.obj(), f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas")
     annotations = {
         "tensor-fusion.ai/tflops-request": "100",
         "tensor-fusion.ai/vram-request": "10Gi",
@@ -381,12 +358,7 @@ async def test_pod_group_phase_is_written_through_the_status_subresource(
     ns = cluster.namespace
     await cluster.node("n", {"cpu": "8", "memory": "64Gi", "pods": "110"})
     await cluster.create(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "pg", "namespace": ns},
-            "spec": {"minMember": 2, "minResources": {"cpu": "2"}},
-        },
+        MakePodGroup("pg", ns).min_member(2).min_resources(cpu="2").obj(),
         f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups",
     )
     for i in range(2):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from common.kube.status import call
+from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import (
     Cluster,
@@ -19,7 +20,7 @@ from tests.e2e.cluster_fixtures import (
     node_of,
     scheduled_condition,
 )
-from tests.e2e.test_scheduler_features import BASE_TIER, elastic_quota
+from tests.e2e.test_scheduler_features import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +58,8 @@ async def test_restart_after_sigkill_neither_double_counts_nor_exceeds_quota(
     name = f"gpuq-{cluster.test_id}"
     await cluster.node("n", {"cpu": "400", "memory": "640Gi", "pods": "1000"})
     await cluster.create(
-        elastic_quota(cluster.namespace, {"cpu": "150"}, {"cpu": "150"}), eq_path(cluster.namespace)
+        MakeElasticQuota("quota", cluster.namespace).min(cpu="150").max(cpu="150").obj(),
+        eq_path(cluster.namespace),
     )
     total = 300
     await asyncio.gather(*(cluster.pod(f"p-{i:03d}", {"cpu": "1"}, scheduler=name) for i in range(total)))
@@ -171,7 +173,8 @@ async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFac
     name = f"gpuq-{cluster.test_id}"
     await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
     await cluster.create(
-        elastic_quota(cluster.namespace, {"cpu": "4"}, {"cpu": "4"}), eq_path(cluster.namespace)
+        MakeElasticQuota("quota", cluster.namespace).min(cpu="4").max(cpu="4").obj(),
+        eq_path(cluster.namespace),
     )
     for i in range(5):
         await cluster.pod(f"p-{i}", {"cpu": "1"}, scheduler=name)

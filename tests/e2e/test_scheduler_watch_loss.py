@@ -21,10 +21,11 @@ import pytest_asyncio
 from common.kube import resources as kinds
 from common.kube.client import new_api_client
 from common.kube.informer import Gone, Informer
+from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane, ControlPlaneError, free_ports
-from tests.e2e.test_scheduler_features import BASE_TIER, elastic_quota
+from tests.e2e.test_scheduler_features import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
@@ -92,7 +93,7 @@ async def test_scheduler_recovers_from_compaction_and_apiserver_restart(
     ns = cluster.namespace
     await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
     path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas"
-    await cluster.create(elastic_quota(ns, {"cpu": "3"}, {"cpu": "3"}), path)
+    await cluster.create(MakeElasticQuota("quota", ns).min(cpu="3").max(cpu="3").obj(), path)
     for i in range(3):
         await cluster.pod(f"before-{i}", {"cpu": "1"}, scheduler=NAME)
     scheduler = start_scheduler(own_plane, tmp_path)

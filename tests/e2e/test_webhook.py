@@ -25,6 +25,15 @@ from aiohttp import web
 from certs import create_ca, issue_serving_certificate, write_key_pair
 from certs.cluster import inject_ca_bundle
 from common.kube.client import new_api_client
+from tests.builders import (
+    GPU,
+    MakeElasticQuota,
+    MakeGPUResourceQuota,
+    MakeNode,
+    MakePod,
+    MakePodGroup,
+    MakeQueue,
+)
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 from webhook.admission import Admission
 from webhook.cluster import InformerView
@@ -166,15 +175,8 @@ def webhook(
     pair = issue_serving_certificate(ca, ip_addresses=["127.0.0.1"])
     write_key_pair(pair, directory / "tls.crt", directory / "tls.key")
     # A fake GPU node: card discovery reads its labels and allocatable (no kubelet needed).
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": NODE,
-            "labels": {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/gpu.memory": "81920"},
-        },
-    }
-    kubectl("create", "-f", "-", stdin=json.dumps(node))
+    node = MakeNode(NODE).product("NVIDIA-A100").label("nvidia.com/gpu.memory", "81920")
+    kubectl("create", "-f", "-", stdin=json.dumps(node.obj()))
     status = {
         "status": {
             "capacity": {"cpu": "64", "nvidia.com/gpu": "8", "pods": "110"},
@@ -218,37 +220,9 @@ def create(kubectl: Kubectl, document: dict[str, Any]) -> tuple[bool, str]:
     return result.returncode == 0, result.stdout if result.returncode == 0 else result.stderr
 
 
-def queue(name: str, quota: str, state: str | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {
-            "name": name,
-            "labels": {LABEL: "true"},
-            "annotations": {"volcano.sh/card.quota": quota},
-        },
-        "spec": {"capability": {"cpu": "100", "memory": "200Gi"}},
-    }
-
-
-def pod(
-    ns: str, name: str, annotations: dict[str, str], gpus: int = 1, scheduler: str = "gpuq-scheduler"
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "busybox",
-                    "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-        },
-    }
+# Templates (copy() before use). Queues carry the label the webhook configurations match.
+QUEUE = MakeQueue().label(LABEL, "true").capability(cpu="100", memory="200Gi")
+POD = MakePod().image("busybox")
 
 
 def _wait_visible(server_kind: str, check: Any) -> None:
@@ -265,13 +239,13 @@ def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
 ) -> None:
     suffix = ns[-8:]
     good_queue = f"wq-{suffix}"
-    ok, out = create(kubectl, queue(good_queue, '{"NVIDIA-A100": 2}'))
+    ok, out = create(kubectl, QUEUE.copy().name(good_queue).card_quota('{"NVIDIA-A100": 2}').obj())
     assert ok, out
-    ok, out = create(kubectl, queue(f"bad-{suffix}", '{"NVIDIA-A100": -1}'))
+    ok, out = create(kubectl, QUEUE.copy().name(f"bad-{suffix}").card_quota('{"NVIDIA-A100": -1}').obj())
     assert not ok
     assert "denied the request" in out and f"Queue//bad-{suffix}" in out and "volcano.sh/card.quota" in out
     closed = f"closed-{suffix}"
-    assert create(kubectl, queue(closed, '{"NVIDIA-A100": 2}'))[0]
+    assert create(kubectl, QUEUE.copy().name(closed).card_quota('{"NVIDIA-A100": 2}').obj())[0]
     kubectl(
         "patch",
         "queue",
@@ -283,66 +257,51 @@ def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
     )
     time.sleep(0.5)  # the webhook's informer sees the queues
 
-    def podgroup(name: str, queue_name: str, request: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": ns, "annotations": {"volcano.sh/card.request": request}},
-            "spec": {"queue": queue_name, "minMember": 1},
-        }
-
+    group = MakePodGroup("pg", ns).min_member(1)
+    one_card = POD.copy().namespace(ns).lim({"cpu": "1", GPU: "1"})
+    a100 = one_card.copy().queue(good_queue).card("NVIDIA-A100")
     cases: list[tuple[dict[str, Any], bool, list[str]]] = [
-        (podgroup("pg-ok", good_queue, '{"NVIDIA-A100": 2}'), True, []),
+        (group.copy().name("pg-ok").queue(good_queue).card_request('{"NVIDIA-A100": 2}').obj(), True, []),
         (
-            podgroup("pg-over", good_queue, '{"NVIDIA-A100": 3}'),
+            group.copy().name("pg-over").queue(good_queue).card_request('{"NVIDIA-A100": 3}').obj(),
             False,
             [f"PodGroup/{ns}/pg-over", "requested 3", "available 2"],
         ),
-        (podgroup("pg-noq", "no-such-queue", '{"NVIDIA-A100": 1}'), False, ["spec.queue", "no-such-queue"]),
-        (podgroup("pg-closed", closed, '{"NVIDIA-A100": 1}'), False, ["Open", "Closed"]),
-        (podgroup("pg-json", good_queue, "{"), False, ["volcano.sh/card.request", "invalid JSON"]),
         (
-            pod(
-                ns,
-                "p-ok",
-                {"scheduling.volcano.sh/queue-name": good_queue, "volcano.sh/card.name": "NVIDIA-A100"},
-            ),
-            True,
-            [],
+            group.copy().name("pg-noq").queue("no-such-queue").card_request('{"NVIDIA-A100": 1}').obj(),
+            False,
+            ["spec.queue", "no-such-queue"],
         ),
         (
-            pod(
-                ns,
-                "p-over",
-                {"scheduling.volcano.sh/queue-name": good_queue, "volcano.sh/card.name": "NVIDIA-A100"},
-                gpus=3,
-            ),
+            group.copy().name("pg-closed").queue(closed).card_request('{"NVIDIA-A100": 1}').obj(),
+            False,
+            ["Open", "Closed"],
+        ),
+        (
+            group.copy().name("pg-json").queue(good_queue).card_request("{").obj(),
+            False,
+            ["volcano.sh/card.request", "invalid JSON"],
+        ),
+        (a100.copy().name("p-ok").obj(), True, []),
+        (
+            a100.copy().name("p-over").lim({GPU: "3"}).obj(),
             False,
             [f"Pod/{ns}/p-over", "NVIDIA-A100", "requested 3", "available 2"],
         ),
-        (pod(ns, "p-syntax", {"volcano.sh/card.name": "A||B"}), False, ["volcano.sh/card.name", "empty"]),
         (
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "ElasticQuota",
-                "metadata": {"name": "eq-bad", "namespace": ns},
-                "spec": {"min": {"cpu": "4"}, "max": {"cpu": "2"}},
-            },
+            one_card.copy().name("p-syntax").card("A||B").obj(),
+            False,
+            ["volcano.sh/card.name", "empty"],
+        ),
+        (
+            MakeElasticQuota("eq-bad", ns).min(cpu="4").max(cpu="2").obj(),
             False,
             [f"ElasticQuota/{ns}/eq-bad", "spec.min[cpu]"],
         ),
         (
-            {
-                "apiVersion": "tensor-fusion.ai/v1",
-                "kind": "GPUResourceQuota",
-                "metadata": {"name": "grq-bad", "namespace": ns},
-                "spec": {
-                    "total": {
-                        "requests": {"tflops": "10", "vram": "10Gi"},
-                        "limits": {"tflops": "10", "vram": "1Gi"},
-                    }
-                },
-            },
+            MakeGPUResourceQuota("grq-bad", ns)
+            .total(requests={"tflops": "10", "vram": "10Gi"}, limits={"tflops": "10", "vram": "1Gi"})
+            .obj(),
             False,
             [f"GPUResourceQuota/{ns}/grq-bad", "spec.total.limits.vram"],
         ),
@@ -356,24 +315,18 @@ def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
 
 
 def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str, kubectl: Kubectl) -> None:
-    quota = {
-        "apiVersion": "tensor-fusion.ai/v1",
-        "kind": "GPUResourceQuota",
-        "metadata": {"name": "quota", "namespace": ns},
-        "spec": {
-            "single": {
-                "maxGPUCount": 2,
-                "defaultRequests": {"tflops": "10", "vram": "4Gi"},
-                "defaultLimits": {"tflops": "20", "vram": "8Gi"},
-            }
-        },
-    }
-    ok, out = create(kubectl, quota)
+    quota = MakeGPUResourceQuota("quota", ns).single(
+        maxGPUCount=2,
+        defaultRequests={"tflops": "10", "vram": "4Gi"},
+        defaultLimits={"tflops": "20", "vram": "8Gi"},
+    )
+    ok, out = create(kubectl, quota.obj())
     assert ok, out
-    ok, out = create(kubectl, {**quota, "metadata": {"name": "second", "namespace": ns}})
+    ok, out = create(kubectl, quota.copy().name("second").obj())
     assert not ok and "at most one GPUResourceQuota" in out
     time.sleep(0.5)
-    ok, out = create(kubectl, pod(ns, "worker", {}, gpus=2, scheduler="default-scheduler"))
+    default_pod = POD.copy().namespace(ns).scheduler("default-scheduler").lim(cpu="1")
+    ok, out = create(kubectl, default_pod.copy().name("worker").lim({GPU: "2"}).obj())
     assert ok, out
     annotations = json.loads(out)["metadata"]["annotations"]
     assert annotations["tensor-fusion.ai/tflops-request"] == "10"
@@ -381,7 +334,7 @@ def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str,
     assert annotations["tensor-fusion.ai/tflops-limit"] == "20"
     assert annotations["tensor-fusion.ai/vram-limit"] == "8Gi"
     assert annotations["tensor-fusion.ai/gpu-count"] == "2"
-    ok, out = create(kubectl, pod(ns, "too-many", {}, gpus=3, scheduler="default-scheduler"))
+    ok, out = create(kubectl, default_pod.copy().name("too-many").lim({GPU: "3"}).obj())
     assert not ok and "single.maxGPUCount" in out and "requested 3" in out
 
 

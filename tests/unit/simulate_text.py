@@ -1,4 +1,5 @@
-"""Drive ``gpuq simulate -o json`` on a manifest given as text (the regression tests' common step)."""
+"""Drive ``gpuq simulate -o json`` on a manifest given as text (the regression tests' common step) or
+on manifest files (the worked examples' tests)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> d
     path = tmp_path / "cluster.yaml"
     path.write_text(text)
     assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def simulate_explained(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """The JSON report of ``gpuq simulate ARGS -o json --explain`` (asserting exit 0)."""
+    assert main(["simulate", *args, "-o", "json", "--explain"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
 

@@ -30,17 +30,8 @@ from common.model.cards import (
 )
 from common.model.errors import InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION
-from common.model.nodes import NodeInfo
 from common.model.resources import Resources
-
-
-def node(
-    name: str = "n1", labels: dict[str, str] | None = None, allocatable: dict[str, Any] | None = None
-) -> NodeInfo:
-    return NodeInfo.from_dict(
-        {"metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": allocatable or {}}}
-    )
-
+from tests.builders import MakeNode
 
 A100_LABELS = {
     "nvidia.com/gpu.product": "NVIDIA-A100",
@@ -54,7 +45,7 @@ A100_LABELS = {
 
 def test_whole_card_complete_example() -> None:
     """spec "3. Whole Cards": nvidia.com/gpu.product NVIDIA-A100 + allocatable nvidia.com/gpu 8."""
-    cards = discover_cards(node(labels=A100_LABELS, allocatable={"nvidia.com/gpu": "8", "cpu": "64"}))
+    cards = discover_cards(MakeNode().labels(A100_LABELS).alloc({"nvidia.com/gpu": "8", "cpu": "64"}).info())
     assert cards.cards == (
         CardType("NVIDIA-A100", "whole", "NVIDIA-A100", "nvidia.com/gpu", 8, memory_mib=81920),
     )
@@ -64,7 +55,7 @@ def test_whole_card_complete_example() -> None:
 def test_mps_complete_example() -> None:
     """spec "1. MPS Shared Cards": 81920 MB, 8 replicas, 64 shared -> NVIDIA-A100/mps-80g*1/8 x 64."""
     labels = {**A100_LABELS, "nvidia.com/gpu.replicas": "8"}
-    cards = discover_cards(node(labels=labels, allocatable={"nvidia.com/gpu.shared": "64"}))
+    cards = discover_cards(MakeNode().labels(labels).alloc({"nvidia.com/gpu.shared": "64"}).info())
     assert cards.names == ("NVIDIA-A100/mps-80g*1/8",)
     mps = cards.by_resource("nvidia.com/gpu.shared")
     assert mps is not None and (mps.kind, mps.count, mps.replicas, mps.memory_mib) == ("mps", 64, 8, 81920)
@@ -75,7 +66,7 @@ def test_mig_complete_example() -> None:
     """spec "2. MIG Partition Cards": mig-1g.5gb x 7 and mig-2g.10gb x 4, product label alone is enough."""
     labels = {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/mig-1g.5gb.count": "7"}
     allocatable = {"nvidia.com/mig-1g.5gb": "7", "nvidia.com/mig-2g.10gb": "4"}
-    cards = discover_cards(node(labels=labels, allocatable=allocatable))
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert [(c.name, c.kind, c.resource, c.count, c.mig_profile) for c in cards.cards] == [
         ("NVIDIA-A100/mig-1g.5gb-mixed", "mig", "nvidia.com/mig-1g.5gb", 7, "1g.5gb"),
         ("NVIDIA-A100/mig-2g.10gb-mixed", "mig", "nvidia.com/mig-2g.10gb", 4, "2g.10gb"),
@@ -87,7 +78,7 @@ def test_label_and_resource_example_finds_all_three_kinds() -> None:
     """spec "Node Label and Resource Examples": whole, MPS and MIG on one node, none mistaken for another."""
     labels = {**A100_LABELS, "nvidia.com/gpu.replicas": "8", "nvidia.com/mig-1g.5gb.count": "7"}
     allocatable = {"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "64", "nvidia.com/mig-1g.5gb": "7"}
-    cards = discover_cards(node(labels=labels, allocatable=allocatable))
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert {c.resource: c.name for c in cards.cards} == {
         "nvidia.com/gpu": "NVIDIA-A100",
         "nvidia.com/gpu.shared": "NVIDIA-A100/mps-80g*1/8",
@@ -109,14 +100,14 @@ def test_label_and_resource_example_finds_all_three_kinds() -> None:
 def test_mps_memory_rounds_half_away_from_zero(memory: str, expected: str) -> None:
     """DESIGN.md Semantics 2 and 9: memory label in MiB, GiB rounded half away from zero."""
     labels = {"nvidia.com/gpu.product": "P", "nvidia.com/gpu.memory": memory, "nvidia.com/gpu.replicas": "2"}
-    cards = discover_cards(node(labels=labels, allocatable={"nvidia.com/gpu.shared": "4"}))
+    cards = discover_cards(MakeNode().labels(labels).alloc({"nvidia.com/gpu.shared": "4"}).info())
     assert cards.names == (f"P/mps-{expected}*1/2",)
 
 
 def test_whole_card_needs_only_the_product_label() -> None:
     """Semantics 2: no .count or .memory needed for whole cards (upstream wanted both)."""
     cards = discover_cards(
-        node(labels={"nvidia.com/gpu.product": "Tesla-T4"}, allocatable={"nvidia.com/gpu": 4})
+        MakeNode().labels({"nvidia.com/gpu.product": "Tesla-T4"}).alloc({"nvidia.com/gpu": 4}).info()
     )
     assert [(c.name, c.count, c.memory_mib) for c in cards.cards] == [("Tesla-T4", 4, None)]
 
@@ -124,7 +115,7 @@ def test_whole_card_needs_only_the_product_label() -> None:
 def test_non_nvidia_prefix_follows_the_generic_rule() -> None:
     labels = {"huawei.com/ascend-910.product": "Ascend-910B"}
     cards = discover_cards(
-        node(labels=labels, allocatable={"huawei.com/ascend-910": "8", "huawei.com/other": "1"})
+        MakeNode().labels(labels).alloc({"huawei.com/ascend-910": "8", "huawei.com/other": "1"}).info()
     )
     assert [(c.name, c.resource, c.count) for c in cards.cards] == [
         ("Ascend-910B", "huawei.com/ascend-910", 8)
@@ -135,22 +126,22 @@ def test_prefix_resources_are_not_whole_cards() -> None:
     """nvidia.com/gpu.shared and nvidia.com/mig-* start with the nvidia.com prefix but are not A100s."""
     labels = {"nvidia.com/gpu.product": "NVIDIA-A100"}  # no memory/replicas: MPS not discoverable
     allocatable = {"nvidia.com/gpu.shared": "8", "nvidia.com/mig-1g.5gb": "7", "nvidia.com/foo": "1"}
-    cards = discover_cards(node(labels=labels, allocatable=allocatable))
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert cards.names == ("NVIDIA-A100/mig-1g.5gb-mixed",)
     assert cards.by_name("NVIDIA-A100") is None
 
 
 def test_zero_allocatable_keeps_the_card_type_with_count_zero() -> None:
-    cards = discover_cards(node(labels=A100_LABELS, allocatable={"nvidia.com/gpu": "0"}))
+    cards = discover_cards(MakeNode().labels(A100_LABELS).alloc({"nvidia.com/gpu": "0"}).info())
     assert [(c.name, c.count) for c in cards.cards] == [("NVIDIA-A100", 0)]
 
 
 def test_product_label_without_resource_is_no_card() -> None:
-    assert discover_cards(node(labels=A100_LABELS, allocatable={"cpu": "8"})).cards == ()
+    assert discover_cards(MakeNode().labels(A100_LABELS).alloc({"cpu": "8"}).info()).cards == ()
 
 
 def test_node_without_labels_has_no_cards() -> None:
-    assert discover_cards(node(allocatable={"nvidia.com/gpu": "8"})) == NodeCards("n1")
+    assert discover_cards(MakeNode().alloc({"nvidia.com/gpu": "8"}).info()) == NodeCards("n1")
 
 
 @pytest.mark.parametrize(
@@ -200,7 +191,7 @@ def test_label_problems_are_data_not_exceptions(
     labels: dict[str, str], allocatable: dict[str, str], names: tuple[str, ...], problem_fields: list[str]
 ) -> None:
     """Semantics 3: a bad label becomes a Warning event on the node; discovery goes on."""
-    cards = discover_cards(node(labels=labels, allocatable=allocatable))
+    cards = discover_cards(MakeNode().labels(labels).alloc(**allocatable).info())
     assert cards.names == names
     assert [p.field for p in cards.problems] == problem_fields
     events = cards.events()
@@ -215,10 +206,17 @@ def test_label_problems_are_data_not_exceptions(
 
 def test_catalog_maps_names_and_resources_and_totals() -> None:
     """spec "Plugin Initialization": card name -> resource, and the cluster total per card type."""
-    a = discover_cards(node("a", A100_LABELS, {"nvidia.com/gpu": "4"}))
-    b = discover_cards(node("b", A100_LABELS, {"nvidia.com/gpu": "4"}))
-    h = discover_cards(node("h", {"nvidia.com/gpu.product": "NVIDIA-H100"}, {"nvidia.com/gpu": "8"}))
-    mig = discover_cards(node("m", {"nvidia.com/gpu.product": "NVIDIA-A100"}, {"nvidia.com/mig-1g.5gb": "7"}))
+    a = discover_cards(MakeNode("a").labels(A100_LABELS).alloc({"nvidia.com/gpu": "4"}).info())
+    b = discover_cards(MakeNode("b").labels(A100_LABELS).alloc({"nvidia.com/gpu": "4"}).info())
+    h = discover_cards(
+        MakeNode("h").labels({"nvidia.com/gpu.product": "NVIDIA-H100"}).alloc({"nvidia.com/gpu": "8"}).info()
+    )
+    mig = discover_cards(
+        MakeNode("m")
+        .labels({"nvidia.com/gpu.product": "NVIDIA-A100"})
+        .alloc({"nvidia.com/mig-1g.5gb": "7"})
+        .info()
+    )
     catalog = CardCatalog.build([a, b, h, mig])
     assert catalog.names == ("NVIDIA-A100", "NVIDIA-A100/mig-1g.5gb-mixed", "NVIDIA-H100")
     assert catalog.resource_of("NVIDIA-H100") == "nvidia.com/gpu"
@@ -241,8 +239,12 @@ def test_catalog_maps_names_and_resources_and_totals() -> None:
 
 
 def test_catalog_reports_a_name_with_two_resources() -> None:
-    one = discover_cards(node("a", {"nvidia.com/gpu.product": "X"}, {"nvidia.com/gpu": "1"}))
-    two = discover_cards(node("b", {"example.com/acc.product": "X"}, {"example.com/acc": "1"}))
+    one = discover_cards(
+        MakeNode("a").labels({"nvidia.com/gpu.product": "X"}).alloc({"nvidia.com/gpu": "1"}).info()
+    )
+    two = discover_cards(
+        MakeNode("b").labels({"example.com/acc.product": "X"}).alloc({"example.com/acc": "1"}).info()
+    )
     catalog = CardCatalog.build([two, one])
     assert catalog.resource_of("X") == "nvidia.com/gpu"
     assert [p.where for p in catalog.problems] == ["Node//b"]
@@ -252,8 +254,12 @@ def test_catalog_reports_a_name_with_two_resources() -> None:
 def test_share_resource_and_pod_card_resources() -> None:
     """spec "Single-Instance Multi-Card Request": alternatives must share one Kubernetes resource."""
     labels = {**A100_LABELS, "nvidia.com/gpu.replicas": "2"}
-    a = discover_cards(node("a", labels, {"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "16"}))
-    h = discover_cards(node("h", {"nvidia.com/gpu.product": "NVIDIA-H100"}, {"nvidia.com/gpu": "8"}))
+    a = discover_cards(
+        MakeNode("a").labels(labels).alloc({"nvidia.com/gpu": "8", "nvidia.com/gpu.shared": "16"}).info()
+    )
+    h = discover_cards(
+        MakeNode("h").labels({"nvidia.com/gpu.product": "NVIDIA-H100"}).alloc({"nvidia.com/gpu": "8"}).info()
+    )
     catalog = CardCatalog.build([a, h])
     assert card_names_share_resource(("NVIDIA-A100", "NVIDIA-H100"), catalog)
     assert not card_names_share_resource(("NVIDIA-A100", "NVIDIA-A100/mps-80g*1/2"), catalog)

@@ -14,20 +14,11 @@ from typing import Any
 import pytest
 
 from gpuq.cli import main
+from tests.unit.simulate_text import pods_by_name, simulate_explained
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CARD = EXAMPLES / "specs" / "capacity-card"
 ELASTIC = EXAMPLES / "specs" / "capacity-scheduling"
-
-
-def _simulate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    assert main(["simulate", *args, "-o", "json", "--explain"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return out
-
-
-def _pods(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in out["pods"]}
 
 
 def _queue(out: dict[str, Any], name: str) -> dict[str, Any]:
@@ -43,8 +34,8 @@ def _events(out: dict[str, Any], obj: str, reason: str) -> list[str]:
 
 def test_capacity_card_example1_basic_quota(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-card.md Example 1: card.request A100: 4 <= quota 5 enqueues; all four tasks run."""
-    out = _simulate(capsys, "-f", str(CARD / "example1-basic-quota.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(CARD / "example1-basic-quota.yaml"))
+    pods = pods_by_name(out)
     assert {p["phase"] for p in pods.values()} == {"Bound"}
     assert {p["cardType"] for p in pods.values()} == {"NVIDIA-A100"}
     assert out["podGroups"] == [{"namespace": "ex1", "name": "training", "phase": "Running"}]
@@ -58,8 +49,8 @@ def test_capacity_card_example2_multi_card_falls_back_when_preferred_quota_is_go
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """capacity-card.md Example 2: A100 first; once the A100 quota is exhausted, H100."""
-    out = _simulate(capsys, "-f", str(CARD / "example2-multi-card.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(CARD / "example2-multi-card.yaml"))
+    pods = pods_by_name(out)
     placed = [
         (pods[f"flexible-training-{i}"]["node"], pods[f"flexible-training-{i}"]["cardType"]) for i in range(4)
     ]
@@ -81,8 +72,8 @@ def test_capacity_card_example3_sixteen_pods_share_four_a100_via_mps(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """capacity-card.md Example 3: 16 inference pods share 4 A100 as NVIDIA-A100/mps-80g*1/8."""
-    out = _simulate(capsys, "-f", str(CARD / "example3-mps.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(CARD / "example3-mps.yaml"))
+    pods = pods_by_name(out)
     assert len(pods) == 16
     assert {(p["phase"], p["node"], p["cardType"]) for p in pods.values()} == {
         ("Bound", "ex3-mps-1", "NVIDIA-A100/mps-80g*1/8")
@@ -95,8 +86,8 @@ def test_capacity_card_example3_sixteen_pods_share_four_a100_via_mps(
 def test_capacity_card_example4_node_order_scores_200_100_50(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-card.md Example 4: nodeOrderWeight 2.0 scores A100 200, H100 100, T4 50 in --explain."""
     config = str(EXAMPLES / "configs" / "node-order-weight-2.yaml")
-    out = _simulate(capsys, "-f", str(CARD / "example4-node-order.yaml"), "--config", config)
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(CARD / "example4-node-order.yaml"), "--config", config)
+    pods = pods_by_name(out)
     nodes = pods["multi-card-training-0"]["nodes"]
     assert {name: n["scores"].get("capacity-card") for name, n in nodes.items()} == {
         "ex4-a100-1": 200,
@@ -114,10 +105,10 @@ def test_capacity_card_job_mode_7_of_8_enqueues_and_the_next_job_waits(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """capacity-card.md "Job Mode": A100=5, H100=3, allocated 2+1, A100|H100: 4 -> 7 <= 8 enqueues."""
-    out = _simulate(capsys, "-f", str(CARD / "job-mode-7-of-8.yaml"))
+    out = simulate_explained(capsys, "-f", str(CARD / "job-mode-7-of-8.yaml"))
     phases = {g["name"]: g["phase"] for g in out["podGroups"]}
     assert phases == {"flexible": "Running", "one-more": "Pending"}
-    pods = _pods(out)
+    pods = pods_by_name(out)
     assert all(pods[f"flexible-{i}"]["phase"] == "Bound" for i in range(4))
     refusals = _events(out, "PodGroup/jm/one-more", "InsufficientScalarQuota")
     # At its first enqueue the flexible job's 4 were reserved: 3 allocated + 4 inqueue = 7 of 8.
@@ -130,7 +121,7 @@ def test_capacity_card_job_mode_7_of_8_enqueues_and_the_next_job_waits(
 
 def test_capacity_card_job_mode_6_within_4_plus_4(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-card.md Considerations 4: A100|H100: 6 enqueues with A100: 4, H100: 4 (6 <= 4+4)."""
-    out = _simulate(capsys, "-f", str(CARD / "job-mode-6-of-4-plus-4.yaml"))
+    out = simulate_explained(capsys, "-f", str(CARD / "job-mode-6-of-4-plus-4.yaml"))
     assert out["podGroups"][0]["phase"] == "Running"
     types = sorted(p["cardType"] for p in out["pods"])
     assert types == ["NVIDIA-A100"] * 4 + ["NVIDIA-H100"] * 2
@@ -138,8 +129,8 @@ def test_capacity_card_job_mode_6_within_4_plus_4(capsys: pytest.CaptureFixture[
 
 def test_semantics1_card_type_is_resolved_per_node(capsys: pytest.CaptureFixture[str]) -> None:
     """DESIGN Semantics 1: an A|H task never lands on an A node whose A quota is gone."""
-    out = _simulate(capsys, "-f", str(CARD / "semantics1-per-node-type.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(CARD / "semantics1-per-node-type.yaml"))
+    pods = pods_by_name(out)
     assert (pods["task-0"]["node"], pods["task-0"]["cardType"]) == ("s1-a100-1", "NVIDIA-A100")
     assert (pods["task-1"]["node"], pods["task-1"]["cardType"]) == ("s1-h100-1", "NVIDIA-H100")
     assert pods["task-2"]["phase"] == "Pending"
@@ -156,8 +147,8 @@ def test_semantics1_card_type_is_resolved_per_node(capsys: pytest.CaptureFixture
 
 def test_heterogeneous_cluster_runs_with_the_default_config(capsys: pytest.CaptureFixture[str]) -> None:
     """The README's first command: every plugin, A100/H100/T4/MIG/MPS nodes, two queues, gangs."""
-    out = _simulate(capsys, "-f", str(EXAMPLES / "heterogeneous-cluster"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(EXAMPLES / "heterogeneous-cluster"))
+    pods = pods_by_name(out)
     assert [pods[f"finetune-{i}"]["cardType"] for i in range(4)] == ["NVIDIA-A100"] * 2 + ["NVIDIA-H100"] * 2
     assert pods["notebook-3"]["cardType"] == "NVIDIA-A100/mig-1g.10gb-mixed"
     assert pods["notebook-4"]["phase"] == "Pending"
@@ -172,8 +163,8 @@ def test_heterogeneous_cluster_runs_with_the_default_config(capsys: pytest.Captu
 
 def test_elastic_story2_reclaims_from_the_quota_over_its_min(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-scheduling.md Story 2: B.used + 1 <= min -> a pod of A (over min) is the victim, not C."""
-    out = _simulate(capsys, "-f", str(ELASTIC / "story2-borrowers.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(ELASTIC / "story2-borrowers.yaml"))
+    pods = pods_by_name(out)
     preempted = {(p["namespace"], p["name"]) for p in out["pods"] if p["phase"] == "Preempted"}
     assert preempted == {("user-a", "a1")}
     assert pods["b-new"]["phase"] == "Bound"
@@ -185,8 +176,8 @@ def test_elastic_story2_preempts_within_the_namespace_over_its_min(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """capacity-scheduling.md Story 2: B.used + 1 > min -> PodA (B's own lower-priority pod) is the victim."""
-    out = _simulate(capsys, "-f", str(ELASTIC / "story2-same-namespace.yaml"))
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(ELASTIC / "story2-same-namespace.yaml"))
+    pods = pods_by_name(out)
     assert pods["pod-a"]["phase"] == "Preempted"
     assert pods["pod-a"]["reason"] == "preempted by Pod/user-b/pod-c"
     assert pods["pod-c"]["phase"] == "Bound"
@@ -197,7 +188,7 @@ def test_elastic_namespace_example_high_priority_pod_stays_pending(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """capacity-scheduling.md "Cross-namespace vs. single-namespace preemption": quota2's pod waits."""
-    out = _simulate(capsys, "-f", str(ELASTIC / "namespace-preemption.yaml"))
+    out = simulate_explained(capsys, "-f", str(ELASTIC / "namespace-preemption.yaml"))
     pods = {(p["namespace"], p["name"]): p for p in out["pods"]}
     assert pods[("quota1", "nginx")]["phase"] == "Bound"
     waiting = pods[("quota2", "nginx")]
@@ -209,7 +200,7 @@ def test_elastic_namespace_example_high_priority_pod_stays_pending(
 
 def test_elastic_cross_node_preemption_is_not_supported(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-scheduling.md Known Limitations: preempting on one node alone cannot help; nothing evicted."""
-    out = _simulate(capsys, "-f", str(ELASTIC / "cross-node-limitation.yaml"))
+    out = simulate_explained(capsys, "-f", str(ELASTIC / "cross-node-limitation.yaml"))
     pods = {(p["namespace"], p["name"]): p for p in out["pods"]}
     assert [p["phase"] for p in pods.values()] == ["Bound", "Bound", "Pending"]
     assert "would not make room within the node and the elastic quotas" in pods[("quota2", "nginx")]["reason"]
@@ -220,12 +211,12 @@ def test_elastic_cross_node_preemption_is_not_supported(capsys: pytest.CaptureFi
 
 @pytest.fixture
 def gpu_quota(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    return _simulate(capsys, "-f", str(EXAMPLES / "gpu-resource-quota"))
+    return simulate_explained(capsys, "-f", str(EXAMPLES / "gpu-resource-quota"))
 
 
 def test_gpu_quota_refuses_the_worker_over_max_workers(gpu_quota: dict[str, Any]) -> None:
     """gpu-resource-quota.md "Quota Validation Workflow": total.maxWorkers 4 refuses the fifth worker."""
-    pods = _pods(gpu_quota)
+    pods = pods_by_name(gpu_quota)
     assert [pods[f"worker-{i}"]["phase"] for i in range(1, 6)] == ["Bound"] * 4 + ["Pending"]
     assert pods["worker-5"]["reason"] == (
         "0/2 nodes are available: quota exceeded in namespace ml (GPUResourceQuota/ml/ml-quota) for "
@@ -235,13 +226,13 @@ def test_gpu_quota_refuses_the_worker_over_max_workers(gpu_quota: dict[str, Any]
 
 def test_gpu_quota_refuses_over_total_tflops(gpu_quota: dict[str, Any]) -> None:
     """gpu-resource-quota.md: 300 + 300 TFLOPS > total.requests.tflops 500."""
-    reason = _pods(gpu_quota)["exp-2"]["reason"]
+    reason = pods_by_name(gpu_quota)["exp-2"]["reason"]
     assert "for total.requests.tflops: requested 300, available 200, used 300, limit 500" in reason
 
 
 def test_gpu_quota_single_limit_is_unresolvable(gpu_quota: dict[str, Any]) -> None:
     """gpu-resource-quota.md "Check Single Limits": 4 GPUs > single.maxGPUCount 2, not preemptable."""
-    pods = _pods(gpu_quota)
+    pods = pods_by_name(gpu_quota)
     assert pods["exp-wide"]["phase"] == "Pending"
     assert "for single.maxGPUCount: requested 4, available 2, limit 2" in pods["exp-wide"]["reason"]
     assert "preemption" not in pods["exp-wide"]["reason"]

@@ -23,6 +23,7 @@ from scheduler.memory_backend import MemoryBackend
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import default_registry
 from scheduler.service import JsonFormatter
+from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
 
 CONFIG = """\
 actions: "enqueue, allocate, preempt"
@@ -43,42 +44,10 @@ class Clock:
         return self.now
 
 
-def node(name: str, cpu: str = "4") -> dict[str, Any]:
-    return {
-        "kind": "Node",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "resourceVersion": "1"},
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def pod(name: str, cpu: str = "1", node_name: str = "", uid: str = "", rv: str = "1") -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": "gpuq-scheduler",
-        "priority": 0,
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "resourceVersion": rv},
-        "spec": spec,
-        "status": {"phase": "Pending"},
-    }
-
-
-def elastic_quota(cpu: str) -> dict[str, Any]:
-    return {
-        "kind": "ElasticQuota",
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "metadata": {"name": "q", "namespace": "ns", "resourceVersion": "1"},
-        "spec": {"min": {"cpu": cpu}, "max": {"cpu": cpu}},
-    }
+# As the informer delivers them: a resourceVersion, the pods Pending at priority 0.
+NODE = MakeNode().resource_version("1").alloc(cpu="4", memory="8Gi", pods="110")
+POD = MakePod().image("x").req(cpu="1").priority(0).phase("Pending").resource_version("1")
+QUOTA = MakeElasticQuota("q").resource_version("1")
 
 
 def key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -115,14 +84,17 @@ def test_bound_pods_count_before_pending_ones_are_tried() -> None:
     """Restart safety: however the informer delivered them, usage comes first (DESIGN "Data flow")."""
     scheduler, backend, feed, _ = make()
 
-    items = [pod("pending", "2"), pod("running", "3", node_name="n1")]
+    items = [
+        POD.copy().name("pending").uid("uid-pending").req(cpu="2").obj(),
+        POD.copy().name("running").uid("uid-running").req(cpu="3").node("n1").obj(),
+    ]
     feed.ready = False
-    for change in [add(node("n1")), *(add(p) for p in items)]:
+    for change in [add(NODE.copy().name("n1").obj()), *(add(p) for p in items)]:
         feed.handler(change)  # before the replay: ignored
     assert scheduler.cluster.node_count == 0
     informers = InformerSet([])
     informers.informers = {
-        "Node": _Cache({key(n): n for n in [node("n1")]}),  # type: ignore[dict-item]
+        "Node": _Cache({key(n): n for n in [NODE.copy().name("n1").obj()]}),  # type: ignore[dict-item]
         "Pod": _Cache({key(p): p for p in items}),  # type: ignore[dict-item]
     }
     feed.replay(informers)
@@ -146,53 +118,51 @@ class _Cache:
 
 def test_a_pod_bound_to_a_node_not_yet_seen_counts_once_the_node_arrives() -> None:
     scheduler, _, feed, _ = make()
-    feed.apply(add(pod("early", "3", node_name="n1")))
+    feed.apply(add(POD.copy().name("early").uid("uid-early").req(cpu="3").node("n1").obj()))
     assert "ns/early" not in scheduler.cluster.pods
-    feed.apply(add(node("n1")))
+    feed.apply(add(NODE.copy().name("n1").obj()))
     assert scheduler.cluster.pods["ns/early"].node_name == "n1"
 
 
 def test_status_only_updates_do_not_requeue_a_pending_pod() -> None:
     """Our own PodScheduled write comes back as a MODIFIED event; it must not cause a retry."""
     scheduler, _, feed, _ = make()
-    feed.apply(add(node("n1", cpu="1")))
-    old = pod("p", "2")
+    feed.apply(add(NODE.copy().name("n1").alloc(cpu="1").obj()))
+    old = POD.copy().name("p").uid("uid-p").req(cpu="2").obj()
     feed.apply(add(old))
     assert len(drain(scheduler)) == 1  # unschedulable, parked
-    new = pod("p", "2", rv="2")
+    new = POD.copy().name("p").uid("uid-p").req(cpu="2").resource_version("2").obj()
     new["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
     feed.apply(update(old, new))
     assert drain(scheduler) == []
     # A real change (a label) is news: the pod is tried again.
-    changed = pod("p", "2", rv="3")
-    changed["metadata"]["labels"] = {"a": "b"}
+    changed = POD.copy().name("p").uid("uid-p").req(cpu="2").resource_version("3").label("a", "b").obj()
     feed.apply(update(new, changed))
     assert [a.pod.name for a in drain(scheduler)] == ["p"]
 
 
 def test_an_assumed_pod_is_not_requeued_by_a_stale_unbound_update() -> None:
     scheduler, backend, feed, _ = make()
-    feed.apply(add(node("n1")))
-    first = pod("p")
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    first = POD.copy().name("p").uid("uid-p").obj()
     feed.apply(add(first))
     (attempt,) = drain(scheduler)
     assert attempt.node == "n1" and backend.bindings == {"ns/p": "n1"}
     feed.assume("ns/p")
-    late = pod("p", rv="2")
-    late["metadata"]["labels"] = {"changed": "before the bind"}
+    late = POD.copy().name("p").uid("uid-p").resource_version("2").label("changed", "before the bind").obj()
     feed.apply(update(first, late))
     assert drain(scheduler) == []
     assert scheduler.cluster.pods["ns/p"].node_name == "n1"
     # The watch confirms: no longer assumed.
-    feed.apply(update(late, pod("p", node_name="n1", rv="3")))
+    feed.apply(update(late, POD.copy().name("p").uid("uid-p").node("n1").resource_version("3").obj()))
     assert feed.assumed == {}
     assert feed.expire_assumed() == 0
 
 
 def test_an_unconfirmed_bind_expires_and_the_pod_is_fed_again() -> None:
     scheduler, _, feed, clock = make()
-    feed.apply(add(node("n1")))
-    feed.apply(add(pod("p")))
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    feed.apply(add(POD.copy().name("p").uid("uid-p").obj()))
     drain(scheduler)
     feed.assume("ns/p")
     clock.now += feed.assume_ttl + 1
@@ -202,11 +172,11 @@ def test_an_unconfirmed_bind_expires_and_the_pod_is_fed_again() -> None:
 
 def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
     scheduler, _, feed, _ = make()
-    feed.apply(add(node("n1")))
-    old = pod("p", node_name="n1", uid="a")
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    old = POD.copy().name("p").uid("a").node("n1").obj()
     feed.apply(add(old))
     assert scheduler.cluster.pods["ns/p"].uid == "a"
-    new = pod("p", uid="b", rv="9")
+    new = POD.copy().name("p").uid("b").resource_version("9").obj()
     feed.apply(update(old, new))
     assert "ns/p" not in scheduler.cluster.pods
     assert [a.pod.uid for a in drain(scheduler)] == ["b"]
@@ -214,11 +184,11 @@ def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
 
 def test_deletes_release_usage_and_quota() -> None:
     scheduler, backend, feed, clock = make()
-    feed.apply(add(node("n1")))
-    feed.apply(add(elastic_quota("1")))
-    bound = pod("a", node_name="n1")
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    feed.apply(add(QUOTA.copy().min(cpu="1").max(cpu="1").obj()))
+    bound = POD.copy().name("a").uid("uid-a").node("n1").obj()
     feed.apply(add(bound))
-    feed.apply(add(pod("b")))
+    feed.apply(add(POD.copy().name("b").uid("uid-b").obj()))
     (attempt,) = drain(scheduler)
     assert attempt.node == "" and "ElasticQuota" in attempt.message
     feed.apply(Change("delete", key(bound), bound))
@@ -233,14 +203,10 @@ def test_a_preempted_victim_is_not_brought_back_by_the_updates_its_delete_causes
     DELETE arrives as a MODIFIED event. Re-adding the victim then made the pods tried meanwhile see
     its room taken twice and decide on that. Only the delete event (or a failed DELETE) ends it."""
     scheduler, backend, feed, _ = make()
-    feed.apply(add(node("n1", cpu="2")))
-    low = {
-        **pod("low", "2", node_name="n1"),
-        "spec": {**pod("low", "2", node_name="n1")["spec"], "priority": 0},
-    }
+    feed.apply(add(NODE.copy().name("n1").alloc(cpu="2").obj()))
+    low = POD.copy().name("low").uid("uid-low").req(cpu="2").node("n1").obj()
     feed.apply(add(low))
-    high = pod("high", "2")
-    high["spec"]["priority"] = 100
+    high = POD.copy().name("high").uid("uid-high").req(cpu="2").priority(100).obj()
     feed.apply(add(high))
     preempting, binding = drain(scheduler)  # preempts "low", then takes its room
     assert preempting.nominated == "n1" and binding.node == "n1"
@@ -252,18 +218,25 @@ def test_a_preempted_victim_is_not_brought_back_by_the_updates_its_delete_causes
     assert backend.bindings == {"ns/high": "n1"}
     feed.apply(Change("delete", key(disrupted), disrupted))
     assert "ns/low" not in scheduler.preempted  # forgotten once really deleted: no leak
-    recreated = pod("low", "1", node_name="n1", uid="uid-new")
+    recreated = POD.copy().name("low").uid("uid-new").node("n1").obj()
     feed.apply(add(recreated))  # the same name, a new pod: it counts
     assert "ns/low" in scheduler.cluster.pods
+
+
+P = POD.copy().name("p").uid("uid-p")
 
 
 @pytest.mark.parametrize(
     ("old", "new", "matters"),
     [
-        (pod("p"), pod("p", rv="2"), False),
-        (pod("p"), {**pod("p", rv="2"), "status": {"phase": "Pending", "conditions": []}}, False),
-        (pod("p"), pod("p", cpu="2"), True),
-        (pod("p"), {**pod("p"), "metadata": {**pod("p")["metadata"], "annotations": {"a": "b"}}}, True),
+        (P.obj(), P.copy().resource_version("2").obj(), False),
+        (
+            P.obj(),
+            {**P.copy().resource_version("2").obj(), "status": {"phase": "Pending", "conditions": []}},
+            False,
+        ),
+        (P.obj(), P.copy().req(cpu="2").obj(), True),
+        (P.obj(), P.copy().annotation("a", "b").obj(), True),
     ],
 )
 def test_pod_update_matters(old: dict[str, Any], new: dict[str, Any], matters: bool) -> None:
@@ -271,10 +244,11 @@ def test_pod_update_matters(old: dict[str, Any], new: dict[str, Any], matters: b
 
 
 def test_object_update_matters() -> None:
-    quota = elastic_quota("1")
-    assert not object_update_matters("ElasticQuota", quota, {**quota, "status": {"used": {"cpu": "1"}}})
-    assert object_update_matters("ElasticQuota", quota, elastic_quota("2"))
-    queue = {"kind": "Queue", "metadata": {"name": "q"}, "spec": {}, "status": {"state": "Open"}}
+    one_cpu = QUOTA.copy().min(cpu="1").max(cpu="1")
+    quota = one_cpu.obj()
+    assert not object_update_matters("ElasticQuota", quota, one_cpu.copy().used(cpu="1").obj())
+    assert object_update_matters("ElasticQuota", quota, QUOTA.copy().min(cpu="2").max(cpu="2").obj())
+    queue = MakeQueue("q").obj()
     assert not object_update_matters("Queue", queue, {**queue, "status": {"state": "Open", "allocated": {}}})
     assert object_update_matters("Queue", queue, {**queue, "status": {"state": "Closed"}})
     priority = {"kind": "PriorityClass", "metadata": {"name": "p"}, "value": 1}
@@ -300,10 +274,10 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     metrics = SchedulerMetrics()
     quota = QuotaStatus.of(scheduler)
     metrics.watch(quota.snapshot)
-    feed.apply(add(node("n1")))
-    feed.apply(add(elastic_quota("2")))
-    feed.apply(add(pod("a", node_name="n1")))
-    feed.apply(add(pod("b", cpu="3")))
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    feed.apply(add(QUOTA.copy().min(cpu="2").max(cpu="2").obj()))
+    feed.apply(add(POD.copy().name("a").uid("uid-a").node("n1").obj()))
+    feed.apply(add(POD.copy().name("b").uid("uid-b").req(cpu="3").obj()))
     for attempt in drain(scheduler):
         metrics.attempt(attempt_result(attempt), 0.001)
     metrics.observe("Filter", 0.0001)
@@ -339,37 +313,28 @@ def namespace(name: str, *, terminating: bool = False) -> dict[str, Any]:
     return {"kind": "Namespace", "apiVersion": "v1", "metadata": meta, "spec": {}, "status": status}
 
 
-def quota_in(ns: str, min_cpu: str, max_cpu: str) -> dict[str, Any]:
-    obj = elastic_quota(min_cpu)
-    obj["metadata"] = {**obj["metadata"], "namespace": ns}
-    obj["spec"] = {"min": {"cpu": min_cpu}, "max": {"cpu": max_cpu}}
-    return obj
-
-
-def pod_in(ns: str, name: str, cpu: str, node_name: str = "") -> dict[str, Any]:
-    obj = pod(name, cpu, node_name=node_name, uid=f"uid-{ns}-{name}")
-    obj["metadata"] = {**obj["metadata"], "namespace": ns}
-    return obj
-
-
 def test_an_elastic_quota_of_a_terminating_namespace_is_not_in_the_sum_of_min() -> None:
     """Regression (ElasticQuota e2e run after another test on the same apiserver): the quotas left in
     the earlier test's Terminating namespaces (no namespace controller deletes them) were counted in
     "the sum of all ElasticQuota min", so A's pod over its min passed PreFilter and failed on cpu."""
     scheduler, backend, feed, clock = make()
     feed.apply(add(namespace("old", terminating=True)))
-    feed.apply(add(quota_in("old", "4", "8")))  # a leftover: guarantees nothing any more
+    feed.apply(
+        add(QUOTA.copy().namespace("old").min(cpu="4").max(cpu="8").obj())
+    )  # a leftover: guarantees nothing any more
     feed.apply(add(namespace("going")))
-    feed.apply(add(quota_in("going", "4", "8")))
+    feed.apply(add(QUOTA.copy().namespace("going").min(cpu="4").max(cpu="8").obj()))
     for ns in ("a", "b"):
         feed.apply(add(namespace(ns)))
-        feed.apply(add(quota_in(ns, "4", "8")))
-    feed.apply(add(node("n1", cpu="8")))
+        feed.apply(add(QUOTA.copy().namespace(ns).min(cpu="4").max(cpu="8").obj()))
+    feed.apply(add(NODE.copy().name("n1").alloc(cpu="8").obj()))
     for i in range(4):
-        feed.apply(add(pod_in("b", f"b-{i}", "2", node_name="n1")))  # B borrows 4
+        feed.apply(
+            add(POD.copy().name(f"b-{i}").namespace("b").uid(f"uid-b-b-{i}").req(cpu="2").node("n1").obj())
+        )  # B borrows 4
     feed.apply(update(namespace("going"), namespace("going", terminating=True)))  # deletion starts
     for i in range(3):
-        feed.apply(add(pod_in("a", f"a-{i}", "2")))
+        feed.apply(add(POD.copy().name(f"a-{i}").namespace("a").uid(f"uid-a-a-{i}").req(cpu="2").obj()))
     attempts = drain(scheduler)
     for _ in range(3):  # past the backoffs
         clock.now += 60

@@ -11,93 +11,67 @@ from hypothesis import strategies as st
 from common.model.errors import InvalidQuantity, InvalidValue
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
+from tests.builders import MakeNode, MakePod
 from tests.unit.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
 
 
-def container(name: str, requests: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests is not None:
-        resources["requests"] = requests
-    if "limits" in extra:
-        resources["limits"] = extra.pop("limits")
-    return {"name": name, "resources": resources, **extra}
-
-
 @pytest.mark.parametrize(
-    ("spec", "expected"),
+    ("pod", "expected"),
     [
         pytest.param(
-            {"containers": [container("a", {"cpu": "1"}), container("b", {"cpu": "500m", "memory": "1Gi"})]},
+            MakePod().req(cpu="1").container({"cpu": "500m", "memory": "1Gi"}),
             {"cpu": 1500, "memory": 2**30},
             id="containers add up",
         ),
         pytest.param(
-            {
-                "containers": [container("a", {"cpu": "1"})],
-                "initContainers": [container("i", {"cpu": "3", "memory": "1Ki"})],
-            },
+            MakePod().req(cpu="1").init_container({"cpu": "3", "memory": "1Ki"}),
             {"cpu": 3000, "memory": 1024},
             id="init container raises the max per resource",
         ),
         pytest.param(
-            {
-                "containers": [container("a", {"cpu": "1"})],
-                "initContainers": [
-                    container("sidecar", {"cpu": "500m"}, restartPolicy="Always"),
-                    container("init", {"cpu": "1"}),
-                ],
-            },
+            MakePod().req(cpu="1").sidecar({"cpu": "500m"}).init_container({"cpu": "1"}),
             # sidecar runs beside the app: 1 + 0.5; the later init runs beside the sidecar: 1 + 0.5
             {"cpu": 1500},
             id="sidecar adds to the sum and to later init containers",
         ),
         pytest.param(
-            {
-                "containers": [container("a", {"cpu": "1"})],
-                "initContainers": [
-                    container("sidecar", {"cpu": "500m"}, restartPolicy="Always"),
-                    container("big-init", {"cpu": "2"}),
-                ],
-            },
+            MakePod().req(cpu="1").sidecar({"cpu": "500m"}).init_container({"cpu": "2"}),
             {"cpu": 2500},
             id="init beside sidecar exceeds the sum",
         ),
         pytest.param(
-            {"containers": [container("a", {"cpu": "1"})], "overhead": {"cpu": "250m", "memory": "120Mi"}},
+            MakePod().req(cpu="1").spec(overhead={"cpu": "250m", "memory": "120Mi"}),
             {"cpu": 1250, "memory": 120 * 2**20},
             id="overhead is added",
         ),
         pytest.param(
-            {"containers": [container("a", limits={"nvidia.com/gpu": 1, "cpu": "2"})]},
+            MakePod().lim({"nvidia.com/gpu": 1, "cpu": "2"}),
             {"nvidia.com/gpu": 1000, "cpu": 2000},
             id="limits default requests like the apiserver",
         ),
         pytest.param(
-            {
-                "containers": [container("a", {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1})],
-                "resources": {"requests": {"cpu": "4"}},
-            },
+            MakePod()
+            .req({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1})
+            .spec(resources={"requests": {"cpu": "4"}}),
             {"cpu": 4000, "memory": 2**30, "nvidia.com/gpu": 1000},
             id="pod-level requests replace cpu",
         ),
-        pytest.param({"containers": [{"name": "a"}]}, {}, id="no requests"),
+        pytest.param(MakePod(), {}, id="no requests"),
     ],
 )
-def test_pod_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
-    assert pod_requests(spec) == expected
+def test_pod_requests(pod: MakePod, expected: dict[str, int]) -> None:
+    assert pod_requests(pod.obj()["spec"]) == expected
 
 
 def test_pod_from_dict() -> None:
-    pod = PodInfo.from_dict(
-        {
-            "metadata": {"name": "p", "namespace": "team-a", "uid": "u1", "annotations": {"k": "v"}},
-            "spec": {
-                "schedulerName": "gpuq-scheduler",
-                "priority": 100,
-                "containers": [container("a", {"cpu": "1"})],
-                "tolerations": [{"key": "gpu", "operator": "Exists"}],
-            },
-        }
+    pod = (
+        MakePod("p", "team-a")
+        .uid("u1")
+        .annotation("k", "v")
+        .priority(100)
+        .req(cpu="1")
+        .spec(tolerations=[{"key": "gpu", "operator": "Exists"}])
+        .info()
     )
     assert (pod.key, pod.ref, pod.uid, pod.priority) == ("team-a/p", "Pod/team-a/p", "u1", 100)
     assert pod.scheduler_name == "gpuq-scheduler"
@@ -107,38 +81,25 @@ def test_pod_from_dict() -> None:
 
 def test_pod_bad_quantity_names_the_pod_container_and_value() -> None:
     with pytest.raises(InvalidValue) as info:
-        PodInfo.from_dict(
-            {
-                "metadata": {"name": "p", "namespace": "ns"},
-                "spec": {"containers": [container("c", {"cpu": "x"})]},
-            }
-        )
+        MakePod().req(cpu="x").info()
     message = str(info.value)
     assert "Pod/ns/p" in message and "container c" in message and "'x'" in message
 
 
 def test_terminal_pod_holds_nothing() -> None:
-    pod = PodInfo.from_dict(
-        {
-            "metadata": {"name": "p"},
-            "spec": {"nodeName": "n1", "containers": []},
-            "status": {"phase": "Succeeded"},
-        }
-    )
+    pod = MakePod().node("n1").phase("Succeeded").info()
     assert pod.bound and pod.terminal and not pod.holds_resources
 
 
 def test_node_from_dict() -> None:
-    node = NodeInfo.from_dict(
-        {
-            "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"}},
-            "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
-            "status": {
-                "capacity": {"cpu": "64", "ephemeral-storage": "100Gi"},
-                "allocatable": {"cpu": "62", "nvidia.com/gpu": "8"},
-                "conditions": [{"type": "Ready", "status": "False"}],
-            },
-        }
+    node = (
+        MakeNode("gpu-1")
+        .product("NVIDIA-A100")
+        .taint("gpu", value="true")
+        .capacity({"cpu": "64", "ephemeral-storage": "100Gi"})
+        .alloc({"cpu": "62", "nvidia.com/gpu": "8"})
+        .not_ready()
+        .info()
     )
     assert node.allocatable == {"cpu": 62000, "nvidia.com/gpu": 8000, "ephemeral-storage": 100 * 2**30}
     assert node.taints[0].key == "gpu" and not node.ready
@@ -146,7 +107,7 @@ def test_node_from_dict() -> None:
 
 def test_node_bad_allocatable() -> None:
     with pytest.raises(InvalidValue, match=r"Node//n1: status.allocatable\[cpu\]"):
-        NodeInfo.from_dict({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "many"}}})
+        MakeNode().alloc(cpu="many").info()
 
 
 @pytest.mark.parametrize(
@@ -256,7 +217,7 @@ def test_one_pass_requests_and_limits_match_the_general_rules(spec: dict[str, An
 def test_a_negative_quantity_is_refused_on_both_paths() -> None:
     """The apiserver refuses negative requests and limits; so does gpuq, naming the field (it used to
     read -1 cpu as a request that clamps the pod's total)."""
-    spec = {"containers": [container("a", {"cpu": "-1", "memory": "1Ki"}, limits={"cpu": "-2"})]}
+    spec = MakePod().req(cpu="-1", memory="1Ki").lim(cpu="-2").obj()["spec"]
     for compute in (pod_requests, _general_requests):
         with pytest.raises(InvalidQuantity, match=r"cpu\]: invalid value '-1': expected a non-negative"):
             compute(spec, "spec")

@@ -8,8 +8,8 @@ import pytest
 
 from common.model.crd import PodGroup, Queue
 from common.model.errors import InvalidValue
-from common.model.pods import PodInfo
 from common.model.queues import queue_of
+from tests.builders import MakePod, MakePodGroup
 
 QUEUE: dict[str, Any] = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -146,13 +146,7 @@ def test_podgroup_errors(spec: dict[str, Any], field: str) -> None:
     assert (caught.value.field, caught.value.where) == (field, "PodGroup/ml/pg")
 
 
-def pod(annotations: dict[str, str]) -> PodInfo:
-    return PodInfo(namespace="ml", name="p", annotations=annotations)
-
-
-GROUPS = {
-    "ml/pg": PodGroup.from_dict({"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"queue": "team-a"}})
-}
+GROUPS = {"ml/pg": MakePodGroup("pg", "ml").queue("team-a").model()}
 
 
 @pytest.mark.parametrize(
@@ -168,11 +162,11 @@ GROUPS = {
 )
 def test_queue_of(annotations: dict[str, str], queue: str) -> None:
     """Semantics 7: PodGroup's spec.queue, else the queue-name annotation, else default."""
-    assert queue_of(pod(annotations), GROUPS) == queue
+    assert queue_of(MakePod("p", "ml").annotations(annotations).info(), GROUPS) == queue
 
 
 def test_queue_of_ignores_a_group_in_another_namespace() -> None:
-    other = PodInfo(namespace="other", name="p", annotations={"scheduling.k8s.io/group-name": "pg"})
+    other = MakePod("p", "other").group("pg").info()
     assert queue_of(other, GROUPS) == "default"
 
 

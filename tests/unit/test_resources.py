@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.model.errors import InvalidQuantity, InvalidValue
-from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Absent, Resources, interned
+from tests.builders import MakePod
 
 KEYS = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"])
 VECTORS = st.dictionaries(KEYS, st.integers(min_value=-(10**9), max_value=10**9)).map(Resources)
@@ -92,13 +92,10 @@ def test_parse_non_mapping_names_where(value: object) -> None:
 def test_pods_with_equal_requests_share_one_interned_vector() -> None:
     """The scheduler's per-request memos then hit by identity; unequal requests stay apart."""
 
-    def parsed(name: str, cpu: str) -> PodInfo:
-        container = {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
-        return PodInfo.from_dict(
-            {"metadata": {"name": name, "namespace": "ns"}, "spec": {"containers": [container]}}
-        )
-
-    a, b, c = parsed("a", "500m"), parsed("b", "0.5"), parsed("c", "1")
+    a, b, c = (
+        MakePod(name).req(cpu=cpu, memory="1Gi").info()
+        for name, cpu in [("a", "500m"), ("b", "0.5"), ("c", "1")]
+    )
     assert a.requests is b.requests and a.requests == Resources({"cpu": 500, "memory": 1024**3})
     assert c.requests is not a.requests and c.requests != a.requests
     assert interned(Resources({"cpu": 500, "memory": 1024**3})) is a.requests

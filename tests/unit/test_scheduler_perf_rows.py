@@ -11,7 +11,6 @@ import numpy.typing as npt
 import pytest
 
 from common.model.config import SchedulerConfig
-from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from scheduler.cluster.change_log import ChangeLog
 from scheduler.cluster.row_cache import FEW_ROWS, RowCache, Rows
@@ -23,30 +22,10 @@ from scheduler.framework.runtime import Framework
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.simulate.run import VirtualClock
+from tests.builders import MakeNode, MakePod
 
-
-def node(name: str, cpu: str = "8", labels: dict[str, str] | None = None, **status: Any) -> NodeInfo:
-    return NodeInfo.from_dict(
-        {
-            "metadata": {"name": name, "labels": labels or {}},
-            "status": {"allocatable": {"cpu": cpu, "memory": "64Gi"}, **status},
-        }
-    )
-
-
-def pod(name: str, cpu: str = "1", node_name: str = "", selector: dict[str, str] | None = None) -> PodInfo:
-    spec: dict[str, Any] = {
-        "schedulerName": "gpuq-scheduler",
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    if selector:
-        spec["nodeSelector"] = selector
-    meta = {"name": name, "namespace": "ns", "creationTimestamp": "2024-01-01T00:00:00Z"}
-    return PodInfo.from_dict(
-        {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node_name else ""}}
-    )
+NODE = MakeNode().alloc(cpu="8", memory="64Gi")
+POD = MakePod().req(cpu="1", memory="1Gi").created("2024-01-01T00:00:00Z")
 
 
 class Counting:
@@ -75,7 +54,7 @@ def fresh(cluster: ClusterState, key: str) -> list[int]:
 def cluster_of(count: int) -> ClusterState:
     cluster = ClusterState()
     for i in range(count):
-        cluster.set_node(node(f"n{i:03d}"))
+        cluster.set_node(NODE.copy().name(f"n{i:03d}").info())
     return cluster
 
 
@@ -87,9 +66,9 @@ def test_row_cache_recomputes_only_the_rows_changed_since_its_last_use() -> None
     assert compute.calls == [None]
     assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
     assert compute.calls == [None]  # nothing changed: no work
-    cluster.add_pod(pod("a", "2", "n007"))
-    cluster.add_pod(pod("b", "1", "n007"))
-    cluster.add_pod(pod("c", "1", "n030"))
+    cluster.add_pod(POD.copy().name("a").req(cpu="2").node("n007").phase("Running").info())
+    cluster.add_pod(POD.copy().name("b").node("n007").phase("Running").info())
+    cluster.add_pod(POD.copy().name("c").node("n030").phase("Running").info())
     assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
     assert compute.calls[-1] == [7, 30]
     cluster.remove_pod("ns/a")
@@ -108,12 +87,12 @@ def test_row_cache_hands_a_few_rows_to_compute_few_and_many_to_compute() -> None
 
     cache: RowCache[str] = RowCache(cluster, compute, compute_few=few)
     cache.get("cpu")
-    cluster.add_pod(pod("a", "2", "n007"))
-    cluster.add_pod(pod("b", "1", "n300"))
+    cluster.add_pod(POD.copy().name("a").req(cpu="2").node("n007").phase("Running").info())
+    cluster.add_pod(POD.copy().name("b").node("n300").phase("Running").info())
     assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
     assert few_calls == [[7, 300]] and compute.calls == [None]
     for i in range(FEW_ROWS + 1):
-        cluster.add_pod(pod(f"m{i}", "1", f"n{i:03d}"))
+        cluster.add_pod(POD.copy().name(f"m{i}").node(f"n{i:03d}").phase("Running").info())
     assert cache.get("cpu").tolist() == fresh(cluster, "cpu")
     assert compute.calls[-1] == list(range(FEW_ROWS + 1)) and len(few_calls) == 1
 
@@ -126,8 +105,8 @@ def test_row_cache_with_its_own_log_sees_only_the_rows_logged_there() -> None:
     compute = Counting(cluster)
     cache: RowCache[str] = RowCache(cluster, compute, log=own)
     cache.get("cpu")
-    cluster.add_pod(pod("a", "2", "n007"))
-    cluster.add_pod(pod("b", "2", "n009"))
+    cluster.add_pod(POD.copy().name("a").req(cpu="2").node("n007").phase("Running").info())
+    cluster.add_pod(POD.copy().name("b").req(cpu="2").node("n009").phase("Running").info())
     own.record(9, cluster.n)
     values = cache.get("cpu").tolist()
     assert compute.calls[-1] == [9]
@@ -138,8 +117,14 @@ def test_row_cache_with_its_own_log_sees_only_the_rows_logged_there() -> None:
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda c: [c.add_pod(pod(f"p{i}", "1", f"n{i:03d}")) for i in range(20)], "more changes than N/8"),
-        (lambda c: c.set_node(node("n999")), "a new row"),
+        (
+            lambda c: [
+                c.add_pod(POD.copy().name(f"p{i}").node(f"n{i:03d}").phase("Running").info())
+                for i in range(20)
+            ],
+            "more changes than N/8",
+        ),
+        (lambda c: c.set_node(NODE.copy().name("n999").info()), "a new row"),
     ],
 )
 def test_row_cache_recomputes_everything_when_that_is_cheaper_or_rows_grew(change: Any, why: str) -> None:
@@ -176,19 +161,19 @@ def test_change_log_drops_its_head_and_then_answers_none() -> None:
     cluster = cluster_of(4)
     since = cluster.log.position
     for i in range(5000):
-        cluster.add_pod(pod(f"p{i}", "1m", f"n{i % 4:03d}"))
+        cluster.add_pod(POD.copy().name(f"p{i}").req(cpu="1m").node(f"n{i % 4:03d}").phase("Running").info())
     assert cluster.log.since(since, 10**9) is None
     recent = cluster.log.position
-    cluster.add_pod(pod("x", "1m", "n002"))
+    cluster.add_pod(POD.copy().name("x").req(cpu="1m").node("n002").phase("Running").info())
     assert cluster.log.since(recent, 10) == [2]
 
 
 def test_static_generation_moves_with_labels_taints_and_conditions_only() -> None:
     cluster = cluster_of(2)
     generation = cluster.static_generation
-    cluster.set_node(node("n000", cpu="16"))  # allocatable only
+    cluster.set_node(NODE.copy().name("n000").alloc(cpu="16").info())  # allocatable only
     assert cluster.static_generation == generation
-    cluster.set_node(node("n000", cpu="16", labels={"zone": "a"}))
+    cluster.set_node(NODE.copy().name("n000").alloc(cpu="16").labels({"zone": "a"}).info())
     assert cluster.static_generation > generation
     generation = cluster.static_generation
     cluster.remove_node("n001")
@@ -197,16 +182,12 @@ def test_static_generation_moves_with_labels_taints_and_conditions_only() -> Non
 
 def test_pod_vector_is_shared_read_only_and_follows_new_columns() -> None:
     cluster = cluster_of(1)
-    first, second = pod("a", "2"), pod("b", "2")
+    first, second = POD.copy().name("a").req(cpu="2").info(), POD.copy().name("b").req(cpu="2").info()
     vector = cluster.pod_vector(first)
     assert cluster.pod_vector(second) is vector
     with pytest.raises(ValueError, match="read-only"):
         vector[0] = 5
-    cluster.set_node(
-        NodeInfo.from_dict(
-            {"metadata": {"name": "g"}, "status": {"allocatable": {"cpu": "8", "example.com/x": "1"}}}
-        )
-    )
+    cluster.set_node(MakeNode("g").alloc({"cpu": "8", "example.com/x": "1"}).info())
     assert cluster.pod_vector(first).shape[0] == cluster.width
 
 
@@ -216,23 +197,23 @@ def scheduler() -> Scheduler:
 
 def test_node_mask_cache_follows_label_changes() -> None:
     sched = scheduler()
-    sched.set_node(node("a", labels={"zone": "z1"}))
-    sched.set_node(node("b", labels={"zone": "z2"}))
-    sched.add_pod(pod("p1", selector={"zone": "z2"}))
+    sched.set_node(NODE.copy().name("a").labels({"zone": "z1"}).info())
+    sched.set_node(NODE.copy().name("b").labels({"zone": "z2"}).info())
+    sched.add_pod(POD.copy().name("p1").node_selector({"zone": "z2"}).info())
     first = sched.schedule_one()
     assert first is not None and first.node == "b"
-    sched.set_node(node("a", labels={"zone": "z2"}))
-    sched.set_node(node("b", labels={"zone": "z1"}))
-    sched.add_pod(pod("p2", selector={"zone": "z2"}))
+    sched.set_node(NODE.copy().name("a").labels({"zone": "z2"}).info())
+    sched.set_node(NODE.copy().name("b").labels({"zone": "z1"}).info())
+    sched.add_pod(POD.copy().name("p2").node_selector({"zone": "z2"}).info())
     second = sched.schedule_one()
     assert second is not None and second.node == "a"
 
 
 def test_fit_follows_binds_and_releases_on_the_same_node() -> None:
     sched = scheduler()
-    sched.set_node(node("a", cpu="2"))
-    sched.add_pod(pod("p1", cpu="2"))
-    sched.add_pod(pod("p2", cpu="2"))
+    sched.set_node(NODE.copy().name("a").alloc(cpu="2").info())
+    sched.add_pod(POD.copy().name("p1").req(cpu="2").info())
+    sched.add_pod(POD.copy().name("p2").req(cpu="2").info())
     placed = sched.schedule_one()
     refused = sched.schedule_one()
     assert placed is not None and placed.node == "a"
@@ -246,14 +227,14 @@ def test_fit_follows_binds_and_releases_on_the_same_node() -> None:
 def test_removing_a_node_with_pods_releases_them_and_frees_the_row() -> None:
     """A node deleted under its pods (formerly a KeyError): the pods stop counting, the row is reused."""
     sched = scheduler()
-    sched.set_node(node("a", cpu="2"))
-    sched.set_node(node("b", cpu="2"))
-    sched.add_pod(pod("running", cpu="2", node_name="a"))
+    sched.set_node(NODE.copy().name("a").alloc(cpu="2").info())
+    sched.set_node(NODE.copy().name("b").alloc(cpu="2").info())
+    sched.add_pod(POD.copy().name("running").req(cpu="2").node("a").phase("Running").info())
     sched.remove_node("a")
     assert "ns/running" not in sched.cluster.pods
     assert sched.cluster.node_count == 1
-    sched.set_node(node("c", cpu="2"))
-    sched.add_pod(pod("p", cpu="2"))
+    sched.set_node(NODE.copy().name("c").alloc(cpu="2").info())
+    sched.add_pod(POD.copy().name("p").req(cpu="2").info())
     placed = sched.schedule_one()
     assert placed is not None and placed.node == "b"  # equal scores: the first name
     assert sched.cluster.row_of["c"] == 0  # a's row, reused
@@ -277,7 +258,7 @@ def test_filter_outcome_is_frozen_at_filter_time_when_kept(keep: bool) -> None:
     """Explanations are read after the run: a kept outcome must not follow the plugins' caches."""
     sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
     for i in range(4):
-        sched.set_node(node(f"n{i}"))
+        sched.set_node(NODE.copy().name(f"n{i}").info())
     live = _LiveFilter(sched.framework, np.array([True, False, True, True]))
     framework = Framework(
         sched.cluster,
@@ -287,7 +268,7 @@ def test_filter_outcome_is_frozen_at_filter_time_when_kept(keep: bool) -> None:
         lambda _: [live],
         keep_outcomes=keep,
     )
-    outcome = framework.run_filter(CycleState(), pod("p"))
+    outcome = framework.run_filter(CycleState(), POD.copy().name("p").info())
     assert outcome.feasible.tolist() == [True, False, True, True]
     live.verdict[:] = [False, False, False, True]  # the cache moves on with the next pod
     _, result, first = outcome.results[0]
@@ -312,18 +293,18 @@ def test_free_floor_is_exact_after_binds_and_a_lower_bound_after_releases() -> N
     cluster = cluster_of(3)
     cpu = cluster.columns.index["cpu"]
     assert int(cluster.free_floor()[cpu]) == 8000
-    cluster.add_pod(pod("a", "3", "n001"))
-    cluster.add_pod(pod("b", "2", "n001"))
+    cluster.add_pod(POD.copy().name("a").req(cpu="3").node("n001").phase("Running").info())
+    cluster.add_pod(POD.copy().name("b").req(cpu="2").node("n001").phase("Running").info())
     assert int(cluster.free_floor()[cpu]) == _true_floor(cluster, "cpu") == 3000
     cluster.remove_pod("ns/b")  # the true floor rises to 5000; the kept one may stay low
     assert int(cluster.free_floor()[cpu]) <= _true_floor(cluster, "cpu") == 5000
     cluster.remove_node("n001")
-    cluster.set_node(node("n000", cpu="2"))  # an update that lowers a row
+    cluster.set_node(NODE.copy().name("n000").alloc(cpu="2").info())  # an update that lowers a row
     assert int(cluster.free_floor()[cpu]) <= _true_floor(cluster, "cpu") == 2000
     for i in range(64):  # enough changes: the loose floor is recomputed exactly
-        cluster.add_pod(pod(f"m{i}", "1m", "n002"))
+        cluster.add_pod(POD.copy().name(f"m{i}").req(cpu="1m").node("n002").phase("Running").info())
     assert int(cluster.free_floor()[cpu]) == _true_floor(cluster, "cpu") == 2000
-    cluster.set_node(NodeInfo.from_dict({"metadata": {"name": "g"}, "status": {"allocatable": {"x/y": "4"}}}))
+    cluster.set_node(MakeNode("g").alloc({"x/y": "4"}).info())
     assert int(cluster.free_floor()[cluster.columns.index["x/y"]]) <= 0  # the others have none of it
 
 
@@ -332,35 +313,18 @@ def test_a_fifth_distinct_taint_grows_the_taint_matrix_and_is_kept() -> None:
     of any cluster with more than four distinct NoSchedule taints)."""
     sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=VirtualClock())
     for i in range(6):
-        taints = [{"key": f"k{j}", "value": "v", "effect": "NoSchedule"} for j in range(i + 1)]
-        sched.set_node(
-            NodeInfo.from_dict(
-                {
-                    "metadata": {"name": f"n{i}"},
-                    "spec": {"taints": taints},
-                    "status": {"allocatable": {"cpu": "4"}},
-                }
-            )
-        )
+        node = MakeNode(f"n{i}").alloc(cpu="4")
+        for j in range(i + 1):
+            node.taint(f"k{j}", value="v")
+        sched.set_node(node.info())
     cluster = sched.cluster
     row = cluster.row_of["n5"]
     assert sorted(
         cluster.taints[t].key for t in range(len(cluster.taints)) if cluster.node_taints[row, t]
     ) == [f"k{j}" for j in range(6)]
     tolerate_all_but_k5 = [{"key": f"k{j}", "operator": "Exists"} for j in range(5)]
-    sched.add_pod(pod("p", "1"))
-    sched.add_pod(
-        PodInfo.from_dict(
-            {
-                "metadata": {"name": "q", "namespace": "ns"},
-                "spec": {
-                    "schedulerName": "gpuq-scheduler",
-                    "tolerations": tolerate_all_but_k5,
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                },
-            }
-        )
-    )
+    sched.add_pod(POD.copy().name("p").info())
+    sched.add_pod(MakePod("q").req(cpu="1").spec(tolerations=tolerate_all_but_k5).info())
     placed = {}
     while (attempt := sched.schedule_one()) is not None:
         placed[attempt.pod.name] = attempt.node

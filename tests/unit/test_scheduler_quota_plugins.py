@@ -7,8 +7,6 @@ from dataclasses import replace
 from typing import Any
 
 from common.model.config import SchedulerConfig
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
 from scheduler.cycle import Scheduler
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ClusterEvent
@@ -16,6 +14,7 @@ from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_card import CapacityCardPlugin
 from scheduler.plugins.gpu_quota import GPUQuota
+from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
 
 
 class Clock:
@@ -42,46 +41,14 @@ def _scheduler() -> tuple[Scheduler, CountingBackend]:
     return sched, backend
 
 
-def _node(name: str, product: str, gpus: int) -> NodeInfo:
-    return NodeInfo.from_dict(
-        {
-            "metadata": {
-                "name": name,
-                "labels": {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": "81920"},
-            },
-            "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(gpus)}},
-        }
-    )
-
-
-def _pod(name: str, gpus: int = 1, ns: str = "ns", **annotations: str) -> PodInfo:
-    return PodInfo.from_dict(
-        {
-            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-            "spec": {
-                "schedulerName": "gpuq-scheduler",
-                "containers": [
-                    {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}
-                ],
-            },
-        }
-    )
-
-
-def _queue(name: str, cards: dict[str, int]) -> dict[str, Any]:
-    return {
-        "kind": "Queue",
-        "metadata": {"name": name, "annotations": {"volcano.sh/card.quota": json.dumps(cards)}},
-        "spec": {"capability": {"cpu": "100", "memory": "1Ti"}},
-    }
-
-
-def _group(name: str, queue: str, min_member: int) -> dict[str, Any]:
-    return {
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"queue": queue, "minMember": min_member},
-    }
+A100_NODE = (
+    MakeNode("a100")
+    .product("NVIDIA-A100")
+    .label("nvidia.com/gpu.memory", "81920")
+    .alloc(cpu="64", memory="256Gi")
+)
+POD = MakePod().req(cpu="1")
+CARD_QUEUE = MakeQueue().capability(cpu="100", memory="1Ti")
 
 
 def _run(sched: Scheduler) -> None:
@@ -98,10 +65,10 @@ def _plugin(sched: Scheduler, kind: type[Any]) -> Any:
 
 def test_capacity_card_reserve_and_unreserve_are_idempotent() -> None:
     sched, _ = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.put_object(_queue("q", {"NVIDIA-A100": 4}))
+    sched.set_node(A100_NODE.copy().gpus(8).info())
+    sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 4})).obj())
     plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
-    pod = _pod("p", 2, **{"scheduling.volcano.sh/queue-name": "q"})
+    pod = POD.copy().name("p").req({GPU: 2}).queue("q").info()
     sched.add_pod(pod)
     state = CycleState()
     assert plugin.pre_filter(state, pod).is_success
@@ -118,12 +85,11 @@ def test_gang_waits_in_permit_with_its_card_charges_and_rolls_back_together() ->
     """A gang of three 2-card pods (queue quota 6 A100) on a node with 4 free cards: two reserve and
     wait in Permit, the third does not fit, so the whole gang rolls back and nothing stays charged."""
     sched, backend = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 4))
-    sched.put_object(_queue("q", {"NVIDIA-A100": 6}))
-    sched.put_object(_group("g", "q", 3))
-    group = {"scheduling.k8s.io/group-name": "g", "volcano.sh/card.name": "NVIDIA-A100"}
+    sched.set_node(A100_NODE.copy().gpus(4).info())
+    sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 6})).obj())
+    sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
     for i in range(3):
-        sched.add_pod(_pod(f"p{i}", 2, **group))
+        sched.add_pod(POD.copy().name(f"p{i}").req({GPU: 2}).group("g").card("NVIDIA-A100").info())
     _run(sched)
     plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
     assert backend.bindings == {}
@@ -135,11 +101,11 @@ def test_gang_waits_in_permit_with_its_card_charges_and_rolls_back_together() ->
 def test_enqueue_refuses_a_gang_whose_cards_exceed_the_queue() -> None:
     """capacity-card job mode: the pods' card requests (3 x 2) are the job minimum; 6 > 4 stays Pending."""
     sched, backend = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.put_object(_queue("q", {"NVIDIA-A100": 4}))
-    sched.put_object(_group("g", "q", 3))
+    sched.set_node(A100_NODE.copy().gpus(8).info())
+    sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 4})).obj())
+    sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
     for i in range(3):
-        sched.add_pod(_pod(f"p{i}", 2, **{"scheduling.k8s.io/group-name": "g"}))
+        sched.add_pod(POD.copy().name(f"p{i}").req({GPU: 2}).group("g").info())
     _run(sched)
     assert backend.bindings == {}
     assert sched.podgroups.groups["ns/g"].phase == "Pending"
@@ -149,17 +115,11 @@ def test_enqueue_refuses_a_gang_whose_cards_exceed_the_queue() -> None:
 
 def test_gang_within_quota_binds_all_members_and_charges_the_queue() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.put_object(_queue("q", {"NVIDIA-A100": 6}))
-    sched.put_object(
-        {
-            "kind": "PodGroup",
-            "metadata": {"name": "g", "namespace": "ns"},
-            "spec": {"queue": "q", "minMember": 3},
-        }
-    )
+    sched.set_node(A100_NODE.copy().gpus(8).info())
+    sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 6})).obj())
+    sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
     for i in range(3):
-        sched.add_pod(_pod(f"p{i}", 2, **{"scheduling.k8s.io/group-name": "g"}))
+        sched.add_pod(POD.copy().name(f"p{i}").req({GPU: 2}).group("g").info())
     _run(sched)
     assert sorted(backend.bindings) == ["ns/p0", "ns/p1", "ns/p2"]
     plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
@@ -167,20 +127,16 @@ def test_gang_within_quota_binds_all_members_and_charges_the_queue() -> None:
     assert backend.statuses[("Queue", "", "q")]["allocated"]["NVIDIA-A100"] == "6"
 
 
-def _gpu_quota(max_gpu_count: int = 1, max_workers: int = 10) -> dict[str, Any]:
-    return {
-        "kind": "GPUResourceQuota",
-        "metadata": {"name": "gq", "namespace": "ns"},
-        "spec": {"total": {"maxWorkers": max_workers}, "single": {"maxGPUCount": max_gpu_count}},
-    }
-
-
 def test_gpu_quota_single_limit_is_not_retried_on_unrelated_events() -> None:
     sched, _ = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.put_object(_gpu_quota(max_gpu_count=1))
+    sched.set_node(A100_NODE.copy().gpus(8).info())
+    sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=10).single(maxGPUCount=1).obj())
     sched.add_pod(
-        _pod("wide", 2, **{"tensor-fusion.ai/tflops-request": "10", "tensor-fusion.ai/gpu-count": "2"})
+        POD.copy()
+        .name("wide")
+        .req({GPU: 2})
+        .annotations({"tensor-fusion.ai/tflops-request": "10", "tensor-fusion.ai/gpu-count": "2"})
+        .info()
     )
     _run(sched)
     queued = sched.queue.get("ns/wide")
@@ -194,10 +150,10 @@ def test_gpu_quota_single_limit_is_not_retried_on_unrelated_events() -> None:
 
 def test_gpu_quota_reserve_is_atomic_and_idempotent_and_status_is_synced_once_per_namespace() -> None:
     sched, backend = _scheduler()
-    sched.set_node(_node("a100", "NVIDIA-A100", 8))
-    sched.put_object(_gpu_quota(max_gpu_count=8, max_workers=2))
+    sched.set_node(A100_NODE.copy().gpus(8).info())
+    sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=2).single(maxGPUCount=8).obj())
     for i in range(3):
-        sched.add_pod(_pod(f"w{i}", 1))
+        sched.add_pod(POD.copy().name(f"w{i}").req({GPU: 1}).info())
     _run(sched)
     assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
     assert "total.maxWorkers" in sched.reasons["ns/w2"]

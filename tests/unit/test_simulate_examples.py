@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpuq.cli import main
+from tests.unit.simulate_text import pods_by_name, simulate_explained
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 NO_CARDS = str(EXAMPLES / "configs" / "no-cards.yaml")
 
 
-def _simulate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    assert main(["simulate", *args, "-o", "json", "--explain"]) == 0
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return out
-
-
-def _pods(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in out["pods"]}
-
-
 def test_capacity_scheduling_story1_borrowing_and_preemption(capsys: pytest.CaptureFixture[str]) -> None:
     """capacity-scheduling.md Story 1: B reclaims its min by preempting one 2-GPU pod of A (6 -> 4)."""
-    out = _simulate(capsys, "-f", str(EXAMPLES / "elastic-quota-preemption"), "--config", NO_CARDS)
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(EXAMPLES / "elastic-quota-preemption"), "--config", NO_CARDS)
+    pods = pods_by_name(out)
     assert pods["a3"]["phase"] == "Preempted"
     assert pods["b-train"] == pods["b-train"] | {"phase": "Bound", "node": "gpu-2"}
     assert pods["b-extra"]["phase"] == "Pending"
@@ -45,8 +34,8 @@ def test_capacity_scheduling_story1_borrowing_and_preemption(capsys: pytest.Capt
 
 def test_crossquota_worked_examples(capsys: pytest.CaptureFixture[str]) -> None:
     """crossquota.md: Most-Allocated 8.64, Least-Allocated 6.25, Predicate 28 + 6 > 32 rejects."""
-    out = _simulate(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", NO_CARDS)
-    pods = _pods(out)
+    out = simulate_explained(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", NO_CARDS)
+    pods = pods_by_name(out)
     assert pods["batch-job"]["nodes"]["gpu-a"]["scores"]["crossquota"] == pytest.approx(8.64, abs=0.005)
     assert pods["web-service"]["nodes"]["gpu-b"]["scores"]["crossquota"] == pytest.approx(6.25)
     assert pods["web-service"]["node"] == "gpu-b"
@@ -61,14 +50,14 @@ def test_crossquota_worked_examples(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_resource_strategy_fit_packs_gpu_and_spreads_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     """resource-strategy-fit.md Story 1: GPU workers aggregate, the CPU master spreads."""
-    out = _simulate(
+    out = simulate_explained(
         capsys,
         "-f",
         str(EXAMPLES / "resource-strategy-fit"),
         "--config",
         str(EXAMPLES / "configs" / "strategy-fit.yaml"),
     )
-    pods = _pods(out)
+    pods = pods_by_name(out)
     assert pods["worker-0"]["node"] == pods["worker-1"]["node"] == "gpu-2"
     assert pods["master-0"]["node"] == "cpu-2"
     scores = pods["worker-0"]["nodes"]
@@ -80,7 +69,7 @@ def test_resource_strategy_fit_packs_gpu_and_spreads_cpu(capsys: pytest.CaptureF
 
 def test_same_input_same_output(capsys: pytest.CaptureFixture[str]) -> None:
     args = ("-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", NO_CARDS)
-    assert _simulate(capsys, *args) == _simulate(capsys, *args)
+    assert simulate_explained(capsys, *args) == simulate_explained(capsys, *args)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certs import KeyPair, create_ca, issue_serving_certificate, write_key_pair
+from tests.builders import GPU, MakeNode, MakePod, MakeQueue
 from webhook.admission import Admission
 from webhook.metrics import WebhookMetrics
 from webhook.server import ServerLimits, create_app, create_metrics_app, create_server, start_site
@@ -96,34 +97,10 @@ class ServerThread:
         self._loop.close()
 
 
-QUEUE = {
-    "apiVersion": "scheduling.volcano.sh/v1beta1",
-    "kind": "Queue",
-    "metadata": {"name": "team-a", "annotations": {"volcano.sh/card.quota": '{"NVIDIA-A100": 2}'}},
-    "spec": {"capability": {"cpu": "10"}},
-}
-NODE = {
-    "apiVersion": "v1",
-    "kind": "Node",
-    "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"}},
-    "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}},
-}
-
-
-def pod(gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "p",
-            "namespace": "ns",
-            "annotations": {"scheduling.volcano.sh/queue-name": "team-a", **(annotations or {})},
-        },
-        "spec": {
-            "schedulerName": "gpuq-scheduler",
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-        },
-    }
+QUEUE = MakeQueue("team-a").card_quota('{"NVIDIA-A100": 2}').capability(cpu="10").obj()
+NODE = MakeNode("n1").product("NVIDIA-A100").gpus("8").alloc(cpu="64").obj()
+# A pod of queue team-a asking for cards by limits alone (requests default to them): copy() and lim().
+GPU_POD = MakePod().queue("team-a")
 
 
 def admission_review(obj: dict[str, Any], uid: str = "u-1", operation: str = "CREATE") -> dict[str, Any]:
@@ -190,7 +167,10 @@ def test_denial_echoes_uid_and_names_object_resource_asked_and_left(
     https: tuple[ServerThread, Client],
 ) -> None:
     _, client = https
-    status, body = client.post("/validate", json.dumps(admission_review(pod(3), uid="abc-123")).encode())
+    status, body = client.post(
+        "/validate",
+        json.dumps(admission_review(GPU_POD.copy().lim({GPU: "3"}).obj(), uid="abc-123")).encode(),
+    )
     assert status == 200
     answer = json.loads(body)
     assert answer["apiVersion"] == "admission.k8s.io/v1"
@@ -206,7 +186,9 @@ def test_denial_echoes_uid_and_names_object_resource_asked_and_left(
 
 def test_allowed_and_mutation_is_base64_jsonpatch(https: tuple[ServerThread, Client]) -> None:
     _, client = https
-    review = admission_review(pod(1, {"volcano.sh/card.name": " NVIDIA-A100 "}))
+    review = admission_review(
+        GPU_POD.copy().lim({GPU: "1"}).annotations({"volcano.sh/card.name": " NVIDIA-A100 "}).obj()
+    )
     status, body = client.post("/mutate", json.dumps(review).encode())
     assert status == 200
     response = json.loads(body)["response"]
@@ -216,13 +198,15 @@ def test_allowed_and_mutation_is_base64_jsonpatch(https: tuple[ServerThread, Cli
     assert patch == [
         {"op": "replace", "path": "/metadata/annotations/volcano.sh~1card.name", "value": "NVIDIA-A100"}
     ]
-    status, body = client.post("/validate", json.dumps(admission_review(pod(1))).encode())
+    status, body = client.post(
+        "/validate", json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode()
+    )
     assert json.loads(body)["response"] == {"uid": "u-1", "allowed": True}
 
 
 def test_v1beta1_is_echoed(https: tuple[ServerThread, Client]) -> None:
     _, client = https
-    review = admission_review(pod(1))
+    review = admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())
     review["apiVersion"] = "admission.k8s.io/v1beta1"
     status, body = client.post("/validate", json.dumps(review).encode())
     assert status == 200 and json.loads(body)["apiVersion"] == "admission.k8s.io/v1beta1"
@@ -259,7 +243,7 @@ def test_body_size_limit(ca: KeyPair, tmp_path: Path) -> None:
         StaticView(), CertificateReloader(cert, key), limits=ServerLimits(max_body_bytes=4096)
     ) as server:
         client = Client(server.port, client_context(ca))
-        big = admission_review(pod(1, {"x": "y" * 5000}))
+        big = admission_review(GPU_POD.copy().lim({GPU: "1"}).annotations({"x": "y" * 5000}).obj())
         status, text = client.post("/validate", json.dumps(big).encode())
         assert status == 413
         assert b"4096" in text
@@ -288,7 +272,7 @@ def _raw_post(port: int, head_and_part: bytes, rest: bytes, pause: float) -> byt
     ],
 )
 def test_body_read_timeout_only_fails_slow_bodies(pause: float, status: bytes) -> None:
-    body = json.dumps(admission_review(pod(1))).encode()
+    body = json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode()
     head = (
         f"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
@@ -302,7 +286,7 @@ def test_json_that_orjson_refuses_is_judged_like_any_other(https: tuple[ServerTh
     """An integer beyond 64 bits is valid JSON: the review is answered (denied, naming the field),
     not refused as "not valid JSON" because the fast parser cannot hold it."""
     _, client = https
-    obj = pod(1)
+    obj = GPU_POD.copy().lim({GPU: "1"}).obj()
     obj["spec"]["priority"] = 10**30
     status, body = client.post("/validate", json.dumps(admission_review(obj)).encode())
     assert status == 200
@@ -314,7 +298,7 @@ def test_json_that_orjson_refuses_is_judged_like_any_other(https: tuple[ServerTh
 def test_routing_of_the_low_level_server() -> None:
     """Unknown paths are 404, a wrong method 405 naming the right one, HEAD probes work, and a client
     that sends ``Expect: 100-continue`` gets its go-ahead (as aiohttp's router would give it)."""
-    review = json.dumps(admission_review(pod(1))).encode()
+    review = json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode()
     with ServerThread(StaticView([QUEUE, NODE])) as server:
         client = Client(server.port)
         assert client.get("/nope")[0] == 404
@@ -356,7 +340,11 @@ async def _answer_of(app: Any, body: bytes) -> tuple[int, bytes]:
 
 @pytest.mark.parametrize(
     "body",
-    [json.dumps(admission_review(pod(1))).encode(), json.dumps(admission_review(pod(5))).encode(), b"{x"],
+    [
+        json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode(),
+        json.dumps(admission_review(GPU_POD.copy().lim({GPU: "5"}).obj())).encode(),
+        b"{x",
+    ],
     ids=["allowed", "denied", "malformed"],
 )
 def test_application_and_low_level_server_answer_alike(body: bytes) -> None:
@@ -376,7 +364,9 @@ def test_application_and_low_level_server_answer_alike(body: bytes) -> None:
 
 def test_chunked_body_over_the_limit_is_413() -> None:
     """Without a Content-Length the limit is checked on the body itself, however it arrived."""
-    body = json.dumps(admission_review(pod(1, {"x": "y" * 5000}))).encode()
+    body = json.dumps(
+        admission_review(GPU_POD.copy().lim({GPU: "1"}).annotations({"x": "y" * 5000}).obj())
+    ).encode()
     chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
     head = b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     with ServerThread(StaticView([QUEUE, NODE]), limits=ServerLimits(max_body_bytes=4096)) as server:
@@ -395,8 +385,8 @@ def test_probes_and_metrics(ca: KeyPair, tmp_path: Path) -> None:
         assert client.get("/readyz")[0] == 503
         ready["value"] = True
         assert client.get("/readyz")[0] == 200
-        client.post("/validate", json.dumps(admission_review(pod(3))).encode())
-        client.post("/validate", json.dumps(admission_review(pod(1))).encode())
+        client.post("/validate", json.dumps(admission_review(GPU_POD.copy().lim({GPU: "3"}).obj())).encode())
+        client.post("/validate", json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode())
         client.post("/validate", b"junk")
         plain = Client(server.metrics_port)
         status, text = plain.get("/metrics")
@@ -460,7 +450,7 @@ def test_rotation_under_load_fails_no_request(ca: KeyPair, tmp_path: Path) -> No
     cert, key, first = write_serving_pair(ca, tmp_path)
     reloader = CertificateReloader(cert, key, interval=0.02)
     context = client_context(ca)
-    body = json.dumps(admission_review(pod(1))).encode()
+    body = json.dumps(admission_review(GPU_POD.copy().lim({GPU: "1"}).obj())).encode()
     stop = threading.Event()
     failures: list[str] = []
     counts = [0, 0]
