@@ -33,16 +33,10 @@ from common.model.capacity_card.enqueue import check_enqueue
 from common.model.capacity_card.ledger import QueueLedger
 from common.model.capacity_card.quota import QueueQuota, queue_quota
 from common.model.capacity_card.task import task_quota_refusal
-from common.model.cards import (
-    CARD_UNIT,
-    CardCatalog,
-    card_names_share_resource,
-    normalise_card_names,
-    parse_card_names,
-    parse_card_quota,
-    parse_card_request,
-    pod_card_resources,
-)
+from common.model.cards.amounts import parse_card_quota, parse_card_request
+from common.model.cards.card_type import CARD_UNIT
+from common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
+from common.model.cards.names import normalise_card_names, parse_card_names
 from common.model.crd import ObjectShape, PodGroup, Queue
 from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
 from common.model.errors import GpuqError, InvalidValue

@@ -14,7 +14,8 @@ from typing import Any
 from common.kube import resources as kinds
 from common.kube.diff import Change, strip_managed_fields
 from common.kube.informer import Informer, InformerSet
-from common.model.cards import CardCatalog, NodeCards
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards
 from webhook.view import Obj, node_cards
 
 WATCHED = (kinds.NODES, kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)

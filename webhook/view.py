@@ -5,7 +5,7 @@ Objects are the API's JSON dicts. In the webhook the view reads the informer cac
 :class:`StaticView` over the objects they hold. Admission never reads Pods or Nodes: whatever depends on
 current usage is the scheduler's call, and a webhook that cached every Pod of a large cluster would pay
 memory and watch traffic for warnings only. Nodes are read only for their cards: the
-:class:`~common.model.cards.CardCatalog` tells which resource each card type name stands for.
+:class:`~common.model.cards.catalog.CardCatalog` tells which resource each card type name stands for.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from common.model.cards import CardCatalog, NodeCards, discover_cards
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.errors import InvalidValue
 from common.model.nodes import NodeInfo
 

@@ -34,7 +34,9 @@ from common.model.annotations import CARD_NAME
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.capacity_card.engine import CapacityCard
 from common.model.capacity_card.task import NodeFilter, TaskCheck
-from common.model.cards import CardCatalog, NodeCards, discover_cards, parse_card_names
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards, discover_cards
+from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError, InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION, EventRecord

@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards import CARD_UNIT, CardType, NodeCards, discover_cards
+from common.model.cards.card_type import CARD_UNIT, CardType
+from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards

@@ -14,7 +14,8 @@ from typing import Any, Final
 import yaml
 
 from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
-from common.model.cards import parse_card_names, parse_card_quota, parse_card_request
+from common.model.cards.amounts import parse_card_quota, parse_card_request
+from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.crossquota.pod import validate_pod_annotations
 from common.model.elastic.quota import validate_elastic_quota

@@ -20,7 +20,8 @@ from common.model.capacity_card.ordering import node_order_score, node_order_sco
 from common.model.capacity_card.quota import queue_quota
 from common.model.capacity_card.refusals import QUEUE_CLOSED
 from common.model.capacity_card.task import check_task, task_quota_refusal
-from common.model.cards import CardCatalog, NodeCards, discover_cards
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.crd import PodGroup, Queue
 from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
 from common.model.events import (

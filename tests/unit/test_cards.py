@@ -14,20 +14,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
-from common.model.cards import (
+from common.model.cards.amounts import parse_card_quota, parse_card_request
+from common.model.cards.card_type import CardType
+from common.model.cards.catalog import (
     CardCatalog,
-    CardType,
-    NodeCards,
     card_names_resources,
     card_names_share_resource,
-    discover_cards,
-    normalise_card_names,
-    parse_card_names,
-    parse_card_quota,
-    parse_card_request,
     pod_card_resources,
     unknown_card_names,
 )
+from common.model.cards.discovery import NodeCards, discover_cards
+from common.model.cards.names import normalise_card_names, parse_card_names
 from common.model.errors import InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION
 from common.model.resources import Resources

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.model import annotations as ann
-from common.model.cards import CardType
+from common.model.cards.card_type import CardType
 from common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
 from common.model.gpu_quota.card_share import card_share
 from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota

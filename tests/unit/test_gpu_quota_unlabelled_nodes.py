@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from common.model.cards import discover_cards, is_gpu_resource
+from common.model.cards.discovery import discover_cards, is_gpu_resource
 from common.model.gpu_quota.card_share import UNIDENTIFIED, with_unidentified_cards
 from tests.builders import GPU, MakeNode
 from tests.unit.simulate_text import pods_by_name, simulate

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.cards import CardType
+from common.model.cards.card_type import CardType
 from common.model.config import SchedulerConfig
 from common.model.elastic.ledger import ElasticQuotaInfos
 from common.model.elastic.quota import ElasticQuota

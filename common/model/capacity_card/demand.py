@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from common.model.annotations import CARD_NAME
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.capacity_card.quota import CPU_MEMORY
-from common.model.cards import CardCatalog, NodeCards, card_key, parse_card_names
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards
+from common.model.cards.names import card_key, parse_card_names
 from common.model.errors import InvalidAnnotation
 from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Resources

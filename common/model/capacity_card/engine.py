@@ -31,7 +31,9 @@ from common.model.capacity_card.metrics import (
 from common.model.capacity_card.ordering import FloatArray, node_order_scores
 from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota, queue_quota
 from common.model.capacity_card.task import BoolArray, TaskCheck, TaskPlan, unrestricted_check, with_failure
-from common.model.cards import CardCatalog, NodeCards, parse_card_names
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards
+from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.errors import InvalidAnnotation, InvalidValue
 from common.model.events import GET_TASK_REQUEST_RESOURCE_FAILED, INVALID_ANNOTATION, EventRecord

@@ -17,7 +17,8 @@ from common.model.capacity_card.args import CapacityCardArgs
 from common.model.capacity_card.ledger import QueueLedger
 from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
 from common.model.capacity_card.refusals import cpu_memory_refusal, empty_capability, exceeded, queue_closed
-from common.model.cards import card_key, is_composite, key_alternatives, parse_card_request
+from common.model.cards.amounts import parse_card_request
+from common.model.cards.names import card_key, is_composite, key_alternatives
 from common.model.crd import PodGroup
 from common.model.errors import InvalidAnnotation
 from common.model.events import INSUFFICIENT_SCALAR_QUOTA, INVALID_ANNOTATION, EventRecord

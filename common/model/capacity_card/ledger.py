@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.model.capacity_card.quota import CPU_MEMORY
-from common.model.cards import is_composite, key_alternatives
+from common.model.cards.names import is_composite, key_alternatives
 from common.model.resources import EMPTY, Resources
 
 

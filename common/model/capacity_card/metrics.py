@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from common.model.capacity_card.ledger import QueueLedger
 from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from common.model.cards import CARD_UNIT
+from common.model.cards.card_type import CARD_UNIT
 from common.model.resources import Resources
 
 

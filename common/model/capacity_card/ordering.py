@@ -13,7 +13,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards import CardCatalog, NodeCards
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards
 
 # Upstream's "Node Ordering" base score for the preferred card type.
 BASE_SCORE: Final = 100.0

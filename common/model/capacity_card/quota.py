@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from common.model.annotations import CARD_QUOTA
-from common.model.cards import parse_card_quota
+from common.model.cards.amounts import parse_card_quota
 from common.model.crd import Queue
 from common.model.errors import InvalidAnnotation
 from common.model.events import INVALID_ANNOTATION, EventRecord

@@ -27,7 +27,7 @@ from common.model.capacity_card.refusals import (
     exceeded,
     queue_closed,
 )
-from common.model.cards import CardCatalog
+from common.model.cards.catalog import CardCatalog
 from common.model.errors import QuotaExceeded
 from common.model.events import INSUFFICIENT_SCALAR_QUOTA
 from common.model.refusal import Refusal

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from common.model.cards import CardType, NodeCards, is_gpu_resource
+from common.model.cards.card_type import CardType
+from common.model.cards.discovery import NodeCards, is_gpu_resource
 from common.model.errors import InvalidValue
 from common.model.gpu_quota.quota import TFLOPS
 from common.model.gpu_specs import card_tflops

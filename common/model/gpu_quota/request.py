@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Final
 
 from common.model import annotations as ann
-from common.model.cards import CardType
+from common.model.cards.card_type import CardType
 from common.model.errors import InvalidAnnotation, InvalidValue
 from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, card_share
 from common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount

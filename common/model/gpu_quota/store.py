@@ -20,7 +20,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards import CardType
+from common.model.cards.card_type import CardType
 from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.events import INVALID_ANNOTATION, EventRecord
 from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare

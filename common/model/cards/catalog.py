@@ -1,0 +1,134 @@
+"""The cluster-wide card catalog: card type name <-> Kubernetes resource, and the total per card type
+(capacity-card "Plugin Initialization"). Both processes resolve card names through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from common.model.cards.card_type import CARD_UNIT
+from common.model.cards.discovery import NodeCards
+from common.model.errors import InvalidAnnotation
+from common.model.resources import EMPTY, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class CardCatalog:
+    """Card type name <-> Kubernetes resource for the whole cluster, and the total per card type.
+
+    capacity-card.md "Plugin Initialization": *build mapping: card name -> K8s resource name* and
+    *calculate cluster total resources*. ``names`` is sorted and a card type's **id** is its index:
+    every per-card numpy array in :mod:`common.model.capacity_card` is indexed by it. ``capacity`` is
+    the allocatable sum over nodes in milli-units. A card name found with two different resources on
+    different nodes keeps the first (node name order) and is reported in ``problems``.
+    """
+
+    names: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    capacity: Resources = EMPTY
+    problems: tuple[InvalidAnnotation, ...] = ()
+    _ids: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _by_resource: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def build(cls, nodes_cards: Iterable[NodeCards]) -> CardCatalog:
+        resource_of: dict[str, tuple[str, str]] = {}  # name -> (resource, first node)
+        totals: dict[str, int] = {}
+        problems: list[InvalidAnnotation] = []
+        for node_cards in sorted(nodes_cards, key=lambda n: n.node):
+            for card in node_cards.cards:
+                known = resource_of.get(card.name)
+                if known is None:
+                    resource_of[card.name] = (card.resource, node_cards.node)
+                elif known[0] != card.resource:
+                    problems.append(
+                        InvalidAnnotation(
+                            f"card type {card.name}",
+                            card.resource,
+                            f"the same resource as on node {known[1]} ({known[0]})",
+                            f"Node//{node_cards.node}",
+                        )
+                    )
+                    continue
+                totals[card.name] = totals.get(card.name, 0) + card.count * CARD_UNIT
+        names = tuple(sorted(resource_of))
+        resources = tuple(resource_of[name][0] for name in names)
+        by_resource: dict[str, list[str]] = {}
+        for name, resource in zip(names, resources, strict=True):
+            by_resource.setdefault(resource, []).append(name)
+        return cls(
+            names=names,
+            resources=resources,
+            capacity=Resources(totals),
+            problems=tuple(problems),
+            _ids={name: i for i, name in enumerate(names)},
+            _by_resource={r: tuple(n) for r, n in by_resource.items()},
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ids
+
+    def id_of(self, name: str) -> int | None:
+        return self._ids.get(name)
+
+    def resource_of(self, name: str) -> str | None:
+        """The Kubernetes resource pods request for a card type; None if no node has it."""
+        index = self._ids.get(name)
+        return None if index is None else self.resources[index]
+
+    @property
+    def card_resources(self) -> frozenset[str]:
+        """Every Kubernetes resource that is some card type's resource."""
+        return frozenset(self._by_resource)
+
+    def is_card_resource(self, resource: str) -> bool:
+        return resource in self._by_resource
+
+    def names_for_resource(self, resource: str) -> tuple[str, ...]:
+        """The card types that use a resource (``nvidia.com/gpu`` -> every whole NVIDIA card type)."""
+        return self._by_resource.get(resource, ())
+
+    def node_matrix(self, nodes_cards: Sequence[NodeCards]) -> npt.NDArray[np.bool_]:
+        """``has[n, c]``: node n has card type id c; shape (N, C), rows in the order given.
+
+        The scheduler builds it once per node-set change; every vectorised quota rule of the
+        capacity-card engine takes it.
+        """
+        has = np.zeros((len(nodes_cards), len(self.names)), dtype=np.bool_)
+        for row, node_cards in enumerate(nodes_cards):
+            for card in node_cards.cards:
+                index = self._ids.get(card.name)
+                if index is not None and self.resources[index] == card.resource:
+                    has[row, index] = True
+        return has
+
+
+def card_names_resources(names: Sequence[str], catalog: CardCatalog) -> frozenset[str]:
+    """The Kubernetes resources the known card types among ``names`` use (unknown names ignored)."""
+    return frozenset(r for r in (catalog.resource_of(n) for n in names) if r is not None)
+
+
+def unknown_card_names(names: Sequence[str], catalog: CardCatalog) -> tuple[str, ...]:
+    """The names no node in the cluster has (yet)."""
+    return tuple(n for n in names if n not in catalog)
+
+
+def card_names_share_resource(names: Sequence[str], catalog: CardCatalog) -> bool:
+    """All known alternatives use one Kubernetes resource (spec "Single-Instance Multi-Card Request").
+
+    ``NVIDIA-A100|NVIDIA-H800/mps-80*1/2`` does not (``nvidia.com/gpu`` vs ``nvidia.com/gpu.shared``):
+    the pod's ``resources`` are fixed at creation and cannot follow the card type chosen later.
+    """
+    return len(card_names_resources(names, catalog)) <= 1
+
+
+def pod_card_resources(requests: Mapping[str, int], catalog: CardCatalog) -> Resources:
+    """The card resources a pod requests: its requests that are some card type's resource, > 0."""
+    return Resources({r: v for r, v in requests.items() if v > 0 and catalog.is_card_resource(r)})
