@@ -144,12 +144,7 @@ class LeaderElector:
         now_wall = self.wall_clock()
         current = await call(self.api_client, "GET", self.path)
         if current.status == 404:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, None),
-            }
+            body = self._lease(lease_spec(self.identity, self.timings.lease_duration, now_wall, None))
             reply = await call(self.api_client, "POST", self.path.rsplit("/", 1)[0], body)
             return self._accept(reply)
         if not current.ok:
@@ -164,19 +159,21 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
         if holder and holder != self.identity and self._observed_at + duration > self.clock():
             return False
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": str(meta.get("resourceVersion") or ""),
-            },
-            "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, spec),
-        }
+        body = self._lease(
+            lease_spec(self.identity, self.timings.lease_duration, now_wall, spec),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
         if holder != self.identity:
             self.transitions += 1
         return self._accept(await call(self.api_client, "PUT", self.path, body))
+
+    def _lease(self, spec: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        """Our Lease object with ``spec``; a write over an existing one carries the resourceVersion
+        read (optimistic concurrency: of two racing writers one gets 409)."""
+        metadata = {"name": self.name, "namespace": self.namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
 
     def _accept(self, reply: Reply) -> bool:
         if not reply.ok:
@@ -199,16 +196,10 @@ class LeaderElector:
                 return
             meta = current.body.get("metadata") or {}
             now = micro_time(self.wall_clock())
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": str(meta.get("resourceVersion") or ""),
-                },
-                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
-            }
+            body = self._lease(
+                {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
+                resource_version=str(meta.get("resourceVersion") or ""),
+            )
             reply = await call(self.api_client, "PUT", self.path, body)
             if reply.ok:
                 log.info("released Lease %s/%s", self.namespace, self.name)
