@@ -168,12 +168,27 @@ def _meta_and_ref(obj: Any, kind: str, namespaced: bool) -> tuple[Mapping[str, A
     return meta, where
 
 
-class Queue(_Model):
-    """A Volcano Queue (cluster-scoped)."""
+class _VolcanoObject(_Model):
+    """What a Queue and a PodGroup share: Volcano's apiVersion, full metadata, and the names gpuq
+    reads from that metadata."""
 
     apiVersion: str = API_VERSION
-    kind: Literal["Queue"] = "Queue"
+    kind: str
     metadata: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.metadata.annotations
+
+
+class Queue(_VolcanoObject):
+    """A Volcano Queue (cluster-scoped)."""
+
+    kind: Literal["Queue"] = "Queue"
     spec: QueueSpec = Field(default_factory=QueueSpec)
     status: QueueStatus = Field(default_factory=QueueStatus)
 
@@ -185,16 +200,8 @@ class Queue(_Model):
         return queue
 
     @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
     def ref(self) -> str:
         return f"Queue//{self.metadata.name}"
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.metadata.annotations
 
     @property
     def open(self) -> bool:
@@ -233,12 +240,10 @@ class PodGroupStatus(_Model):
     failed: int = 0
 
 
-class PodGroup(_Model):
+class PodGroup(_VolcanoObject):
     """A Volcano PodGroup (namespaced): the gang and the unit of the enqueue check."""
 
-    apiVersion: str = API_VERSION
     kind: Literal["PodGroup"] = "PodGroup"
-    metadata: ObjectMeta
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
 
@@ -254,10 +259,6 @@ class PodGroup(_Model):
         return group
 
     @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
     def namespace(self) -> str:
         return self.metadata.namespace
 
@@ -268,11 +269,7 @@ class PodGroup(_Model):
 
     @property
     def ref(self) -> str:
-        return f"PodGroup/{self.metadata.namespace}/{self.metadata.name}"
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.metadata.annotations
+        return f"PodGroup/{self.key}"
 
     @property
     def queue(self) -> str:
