@@ -46,9 +46,7 @@ class NodeInfo:
             allocatable = Resources.parse(status.get("allocatable"), "status.allocatable", non_negative=True)
             taint_items = wire.items(spec.get("taints"), "spec.taints")
             conditions = wire.items(status.get("conditions"), "status.conditions")
-            # Card discovery and cross-quota overrides parse these values as strings.
-            labels = wire.string_map(meta.get("labels"), "metadata.labels")
-            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
+            labels, annotations = wire.labels_and_annotations(meta)
         except InvalidValue as err:
             raise err.located(where) from None
         merged = capacity.without(allocatable) + allocatable if capacity else allocatable

@@ -253,9 +253,7 @@ class PodInfo:
                 raise InvalidValue("spec.priority", priority, "an integer")
             both = _plain_requests_and_limits(spec)
             requests, limits = both if both is not None else (pod_requests(spec), pod_limits(spec))
-            # Annotation values feed the quota parsers, which expect strings as the apiserver enforces.
-            labels = wire.string_map(meta.get("labels"), "metadata.labels")
-            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
+            labels, annotations = wire.labels_and_annotations(meta)
             node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")

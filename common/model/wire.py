@@ -88,6 +88,15 @@ def object_parts(obj: Any, kind: str, *, namespaced: bool) -> ObjectParts:
     return ObjectParts(meta, spec, status, namespace, name, where)
 
 
+def labels_and_annotations(metadata: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """An object's labels and annotations as string maps: the values feed parsers that take strings
+    (card discovery, quota annotations), as the apiserver enforces."""
+    return (
+        string_map(metadata.get("labels"), "metadata.labels"),
+        string_map(metadata.get("annotations"), "metadata.annotations"),
+    )
+
+
 def weight(value: Any, field: str, error: type[InvalidValue], *, minimum: int) -> int:
     """A plugin weight: an integer (or integral float or digit string) from ``minimum`` to MAX_WEIGHT.
 
