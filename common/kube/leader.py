@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,32 +81,25 @@ def lease_spec(
     }
 
 
+@dataclass(eq=False)
 class LeaderElector:
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        namespace: str,
-        name: str,
-        identity: str,
-        timings: LeaseTimings = LeaseTimings(),
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-    ) -> None:
-        timings.validate()
-        self.api_client = api_client
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.timings = timings
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.leading = asyncio.Event()
-        self.lost = asyncio.Event()
-        self.transitions = 0
-        self._observed_spec: Mapping[str, Any] | None = None
-        self._observed_at = 0.0
-        self._resource_version = ""
+    api_client: Any
+    _: KW_ONLY
+    namespace: str
+    name: str
+    identity: str
+    timings: LeaseTimings = LeaseTimings()
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    leading: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    lost: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    transitions: int = field(default=0, init=False)
+    # The Lease spec as last seen, and when (on ``clock``) it was first seen so: client-go's observedTime.
+    _observed_spec: Mapping[str, Any] | None = field(default=None, init=False)
+    _observed_at: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.timings.validate()
 
     @property
     def path(self) -> str:

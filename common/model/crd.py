@@ -176,7 +176,8 @@ class _VolcanoObject(_Model):
     apiVersion: str = API_VERSION
     kind: str
     metadata: ObjectMeta
-    _namespaced: ClassVar[bool]
+    # A cluster-scoped kind (Queue) sets False: its ref and errors have an empty namespace.
+    _namespaced: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
@@ -252,7 +253,6 @@ class PodGroup(_VolcanoObject):
     kind: Literal["PodGroup"] = "PodGroup"
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
-    _namespaced: ClassVar[bool] = True
 
     @classmethod
     def from_dict(cls, obj: Any) -> Self:
