@@ -24,7 +24,7 @@ ERROR: Final = "error"
 # kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
 _ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
 _POINT_BUCKETS: Final = tuple(0.0001 * 2**i for i in range(12))
-Key = TypeVar("Key", bound=tuple[str, ...])  # a gauge sample's label values
+_Key = TypeVar("_Key", bound=tuple[str, ...])  # a gauge sample's label values
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +164,7 @@ class _StateCollector(Collector):
 
 
 def _gauge(
-    name: str, documentation: str, labels: list[str], samples: Mapping[Key, float]
+    name: str, documentation: str, labels: list[str], samples: Mapping[_Key, float]
 ) -> GaugeMetricFamily:
     """A gauge family with one sample per ``samples`` entry (label values -> value), in label order."""
     family = GaugeMetricFamily(name, documentation, labels=labels)
