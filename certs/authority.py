@@ -139,15 +139,9 @@ def issue_serving_certificate(
     sans += [x509.IPAddress(ip) for ip in ips]
     cn = common_name if common_name is not None else (dns[0] if dns else str(ips[0]))
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _require_name(cn, "common_name"))])
-    builder = _leaf_builder(ca, subject, validity, now, ExtendedKeyUsageOID.SERVER_AUTH)
-    key = generate_private_key()
-    certificate = (
-        builder.public_key(key.public_key())
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(ca.private_key, hashes.SHA256())
+    return _issue_leaf(
+        ca, subject, validity, now, ExtendedKeyUsageOID.SERVER_AUTH, x509.SubjectAlternativeName(sans)
     )
-    return KeyPair(certificate, key)
 
 
 def issue_client_certificate(
@@ -168,29 +162,26 @@ def issue_client_certificate(
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, _require_name(org, "organizations"))
         for org in organizations
     ]
-    builder = _leaf_builder(ca, x509.Name(attributes), validity, now, ExtendedKeyUsageOID.CLIENT_AUTH)
-    key = generate_private_key()
-    certificate = (
-        builder.public_key(key.public_key())
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(ca.private_key, hashes.SHA256())
-    )
-    return KeyPair(certificate, key)
+    return _issue_leaf(ca, x509.Name(attributes), validity, now, ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
-def _leaf_builder(
+def _issue_leaf(
     ca: KeyPair,
     subject: x509.Name,
     validity: dt.timedelta,
     now: dt.datetime | None,
     usage: x509.ObjectIdentifier,
-) -> x509.CertificateBuilder:
+    *extensions: x509.ExtensionType,
+) -> KeyPair:
+    """A new key and its leaf certificate signed by ``ca``, with ``extensions`` (non-critical)
+    besides those every leaf has."""
     not_before, not_after = _validity(validity, now)
     # A leaf outliving its CA fails verification at the CA's expiry anyway; cap it so the
     # certificate says what it is worth.
     not_after = min(not_after, ca.certificate.not_valid_after_utc)
     ca_ski = ca.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    return (
+    key = generate_private_key()
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca.certificate.subject)
@@ -201,7 +192,14 @@ def _leaf_builder(
         .add_extension(_key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .public_key(key.public_key())
     )
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
+    certificate = builder.add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+    ).sign(ca.private_key, hashes.SHA256())
+    return KeyPair(certificate, key)
 
 
 def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:

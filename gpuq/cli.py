@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
@@ -18,15 +17,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from certs import command as certs_command
-from common.model.config import CAPACITY_CARD, SchedulerConfig
+from common.model.config import CAPACITY_CARD
 from common.model.errors import GpuqError
 from common.model.quantity import format_bytes
 from gpuq.admission import AdmissionOutcome, admit
 from scheduler.kube.explain import live_simulation
 from scheduler.plugins import default_registry
+from scheduler.service import load_config
 from scheduler.service import register as register_scheduler
 from scheduler.simulate.loader import ingest, read
-from scheduler.simulate.run import Simulation, build, report, run
+from scheduler.simulate.run import Simulation, prepare, report, run
 from webhook import command as webhook_command
 from webhook.admission import AdmissionOptions
 
@@ -74,22 +74,12 @@ def _fail(problems: Sequence[str]) -> int:
     return EXIT_INVALID
 
 
-def _config(path: str | None) -> SchedulerConfig:
-    if path is None:
-        return SchedulerConfig.default()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise GpuqError(f"{path}: cannot read: {err.strerror}") from None
-    return SchedulerConfig.from_yaml(text)
-
-
 def _simulate(
     files: Sequence[str], config_path: str | None, explain: bool, admission: AdmissionOutcome | None = None
 ) -> Simulation | list[str]:
     """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused."""
     try:
-        config = _config(config_path)
+        config = load_config(config_path)
     except GpuqError as err:
         where = config_path or "default config"
         return [f"{where}: {err}"]
@@ -103,15 +93,9 @@ def _simulate(
         admission.rejected_pods.extend(outcome.rejected_pods)
         admission.rejected.extend(outcome.rejected)
         admission.warnings.extend(outcome.warnings)
-    manifests = ingest(docs, errors)
-    if manifests.errors:
-        return manifests.errors
-    try:
-        sim = build(manifests, config, default_registry(), explain=explain)
-    except GpuqError as err:
-        return [str(err)]
-    if sim.errors:
-        return sim.errors
+    sim = prepare(ingest(docs, errors), config, default_registry(), explain=explain)
+    if isinstance(sim, list):
+        return sim
     pending = sum(1 for p in sim.input_pods if not p.bound)
     if pending >= PROGRESS_THRESHOLD and sys.stderr.isatty():
         with Progress(

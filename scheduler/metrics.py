@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -24,6 +24,7 @@ ERROR: Final = "error"
 # kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
 _ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
 _POINT_BUCKETS: Final = tuple(0.0001 * 2**i for i in range(12))
+_Key = TypeVar("_Key", bound=tuple[str, ...])  # a gauge sample's label values
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +114,12 @@ class _StateCollector(Collector):
 
     @staticmethod
     def _families(state: StateSnapshot) -> Iterator[Metric]:
-        pending = GaugeMetricFamily(
+        yield _gauge(
             "scheduler_pending_pods",
             "Pending pods by queue pool (active, backoff, unschedulable, gated).",
-            labels=["queue"],
+            ["queue"],
+            {(pool,): count for pool, count in state.pending.items()},
         )
-        for pool, count in sorted(state.pending.items()):
-            pending.add_metric([pool], count)
-        yield pending
         families = {
             name: GaugeMetricFamily(
                 f"volcano_queue_card_{name}",
@@ -141,30 +140,34 @@ class _StateCollector(Collector):
             families["request"].add_metric(labels, sample.request)
             families["capacity"].add_metric(labels, sample.capacity)
         yield from families.values()
-        ratio = GaugeMetricFamily(
+        yield _gauge(
             "gpu_quota_usage_ratio",
             "GPUResourceQuota used / limit per namespace and resource type.",
-            labels=["namespace", "resource_type"],
+            ["namespace", "resource_type"],
+            state.gpu_quota_ratios,
         )
-        for (namespace, kind), value in sorted(state.gpu_quota_ratios.items()):
-            ratio.add_metric([namespace, kind], value)
-        yield ratio
-        used = GaugeMetricFamily(
+        yield _gauge(
             "elastic_quota_used",
             "ElasticQuota usage per namespace, in the resource's own unit.",
-            labels=["namespace", "resource"],
+            ["namespace", "resource"],
+            state.elastic_used,
         )
-        for (namespace, resource), value in sorted(state.elastic_used.items()):
-            used.add_metric([namespace, resource], value)
-        yield used
         # The guarantee and the ceiling beside the usage: a dashboard shows who borrows and how close
         # each namespace is to its max without reading the ElasticQuota objects.
         for bound, values in (("min", state.elastic_min), ("max", state.elastic_max)):
-            family = GaugeMetricFamily(
+            yield _gauge(
                 f"elastic_quota_{bound}",
                 f"ElasticQuota spec.{bound} per namespace, in the resource's own unit.",
-                labels=["namespace", "resource"],
+                ["namespace", "resource"],
+                values,
             )
-            for (namespace, resource), value in sorted(values.items()):
-                family.add_metric([namespace, resource], value)
-            yield family
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str], samples: Mapping[_Key, float]
+) -> GaugeMetricFamily:
+    """A gauge family with one sample per ``samples`` entry (label values -> value), in label order."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for values, value in sorted(samples.items()):
+        family.add_metric(list(values), value)
+    return family

@@ -69,34 +69,28 @@ def apply(document: Mapping[str, Any], ops: Iterable[PatchOp]) -> dict[str, Any]
         for token in tokens[:-1]:
             parent = _child(parent, token, path)
         last = tokens[-1]
-        if kind in ("add", "replace"):
-            value = copy.deepcopy(op.get("value"))
-            if isinstance(parent, dict):
-                if kind == "replace" and last not in parent:
-                    raise PatchError(f"replace of missing {path!r}")
-                parent[last] = value
-            elif isinstance(parent, list):
-                if last == "-" and kind == "add":
-                    parent.append(value)
-                else:
-                    index = _index(parent, last, path, inserting=kind == "add")
-                    if kind == "add":
-                        parent.insert(index, value)
-                    else:
-                        parent[index] = value
-            else:
-                raise PatchError(f"parent of {path!r} is not a container")
-        elif kind == "remove":
-            if isinstance(parent, dict):
-                if last not in parent:
-                    raise PatchError(f"remove of missing {path!r}")
-                del parent[last]
-            elif isinstance(parent, list):
-                del parent[_index(parent, last, path, inserting=False)]
-            else:
-                raise PatchError(f"parent of {path!r} is not a container")
-        else:
+        if kind not in ("add", "replace", "remove"):
             raise PatchError(f"unsupported op {kind!r}")
+        if not isinstance(parent, (dict, list)):
+            raise PatchError(f"parent of {path!r} is not a container")
+        value = copy.deepcopy(op.get("value"))
+        if isinstance(parent, dict):
+            if kind != "add" and last not in parent:
+                raise PatchError(f"{kind} of missing {path!r}")
+            if kind == "remove":
+                del parent[last]
+            else:
+                parent[last] = value
+        elif last == "-" and kind == "add":
+            parent.append(value)
+        else:
+            index = _index(parent, last, path, inserting=kind == "add")
+            if kind == "add":
+                parent.insert(index, value)
+            elif kind == "replace":
+                parent[index] = value
+            else:
+                del parent[index]
     out: dict[str, Any] = result
     return out
 

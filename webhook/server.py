@@ -21,7 +21,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -203,28 +203,6 @@ class _Endpoints:
     def _reject(self, status: int, reason: str, message: str) -> web.Response:
         self.metrics.malformed.labels(reason).inc()
         return web.Response(status=status, text=message.replace("\n", " ") + "\n")
-
-
-@overload
-async def start_site(
-    app: web.Application,
-    host: str,
-    port: int,
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    shutdown_timeout: float = 10.0,
-) -> tuple[web.AppRunner, int]: ...
-
-
-@overload
-async def start_site(
-    app: web.Server,
-    host: str,
-    port: int,
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    shutdown_timeout: float = 10.0,
-) -> tuple[web.ServerRunner, int]: ...
 
 
 async def start_site(

@@ -20,8 +20,8 @@ import hashlib
 import logging
 import os
 import ssl
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from cryptography import x509
 
@@ -39,8 +39,9 @@ def server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     return context
 
 
-@dataclass(frozen=True, slots=True)
-class _Stamp:
+class _Stamp(NamedTuple):
+    """What identifies a version of a file without reading it: a rewrite or an atomic rename changes it."""
+
     mtime_ns: int
     inode: int
     size: int

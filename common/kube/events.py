@@ -18,7 +18,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -94,33 +94,23 @@ def event_body(
     }
 
 
+@dataclass(eq=False)
 class EventRecorder:
     """Aggregates events in memory; :meth:`flush` writes them (create new, patch changed series)."""
 
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        controller: str,
-        instance: str,
-        resolve: Resolver | None = None,
-        series_interval: float = 10.0,
-        forget_after: float = 360.0,
-        clock: Callable[[], float] = time.time,
-        concurrency: int = 8,
-    ) -> None:
-        self.api_client = api_client
-        self.controller = controller
-        self.instance = instance
-        self.resolve = resolve
-        self.series_interval = series_interval
-        self.forget_after = forget_after
-        self.clock = clock
-        self.concurrency = concurrency
-        self._series: OrderedDict[tuple[str, str, str], Series] = OrderedDict()
-        self.created = 0
-        self.patched = 0
-        self.dropped = 0
+    api_client: Any
+    _: KW_ONLY
+    controller: str
+    instance: str
+    resolve: Resolver | None = None
+    series_interval: float = 10.0
+    forget_after: float = 360.0
+    clock: Callable[[], float] = time.time
+    concurrency: int = 8
+    _series: OrderedDict[tuple[str, str, str], Series] = field(default_factory=OrderedDict, init=False)
+    created: int = field(default=0, init=False)
+    patched: int = field(default=0, init=False)
+    dropped: int = field(default=0, init=False)
 
     def record(self, ref: str, type_: str, reason: str, note: str) -> None:
         now = self.clock()

@@ -24,6 +24,7 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import aiohttp
@@ -49,37 +50,25 @@ class ApiError(Exception):
     """The apiserver answered a list or watch with an error status."""
 
 
+@dataclass(eq=False)
 class Informer:
     """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
 
-    def __init__(
-        self,
-        api_client: Any,
-        kind: ResourceKind,
-        *,
-        handlers: Iterable[Handler] = (),
-        transform: Transform | None = strip_managed_fields,
-        page_size: int = 500,
-        watch_timeout: tuple[int, int] = (300, 600),
-        inactivity_timeout: float = 150.0,
-        backoff: tuple[float, float] = (0.5, 30.0),
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> None:
-        self.api_client = api_client
-        self.kind = kind
-        self.handlers: list[Handler] = list(handlers)
-        self.transform = transform
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.inactivity_timeout = inactivity_timeout
-        self.backoff = backoff
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.synced = asyncio.Event()
-        self.relists = 0
-        self._cache: dict[Key, Obj] = {}
-        self._resource_version = ""
+    api_client: Any
+    kind: ResourceKind
+    _: KW_ONLY
+    handlers: Sequence[Handler] = ()
+    transform: Transform | None = strip_managed_fields
+    page_size: int = 500
+    watch_timeout: tuple[int, int] = (300, 600)
+    inactivity_timeout: float = 150.0
+    backoff: tuple[float, float] = (0.5, 30.0)
+    label_selector: str = ""
+    field_selector: str = ""
+    synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    relists: int = field(default=0, init=False)
+    _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
+    _resource_version: str = field(default="", init=False)
 
     # --- cache ---------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:

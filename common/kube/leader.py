@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,32 +81,25 @@ def lease_spec(
     }
 
 
+@dataclass(eq=False)
 class LeaderElector:
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        namespace: str,
-        name: str,
-        identity: str,
-        timings: LeaseTimings = LeaseTimings(),
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-    ) -> None:
-        timings.validate()
-        self.api_client = api_client
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.timings = timings
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.leading = asyncio.Event()
-        self.lost = asyncio.Event()
-        self.transitions = 0
-        self._observed_spec: Mapping[str, Any] | None = None
-        self._observed_at = 0.0
-        self._resource_version = ""
+    api_client: Any
+    _: KW_ONLY
+    namespace: str
+    name: str
+    identity: str
+    timings: LeaseTimings = LeaseTimings()
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    leading: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    lost: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    transitions: int = field(default=0, init=False)
+    # The Lease spec as last seen, and when (on ``clock``) it was first seen so: client-go's observedTime.
+    _observed_spec: Mapping[str, Any] | None = field(default=None, init=False)
+    _observed_at: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.timings.validate()
 
     @property
     def path(self) -> str:
@@ -144,12 +137,7 @@ class LeaderElector:
         now_wall = self.wall_clock()
         current = await call(self.api_client, "GET", self.path)
         if current.status == 404:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, None),
-            }
+            body = self._lease(lease_spec(self.identity, self.timings.lease_duration, now_wall, None))
             reply = await call(self.api_client, "POST", self.path.rsplit("/", 1)[0], body)
             return self._accept(reply)
         if not current.ok:
@@ -164,19 +152,21 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.timings.lease_duration)
         if holder and holder != self.identity and self._observed_at + duration > self.clock():
             return False
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": str(meta.get("resourceVersion") or ""),
-            },
-            "spec": lease_spec(self.identity, self.timings.lease_duration, now_wall, spec),
-        }
+        body = self._lease(
+            lease_spec(self.identity, self.timings.lease_duration, now_wall, spec),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
         if holder != self.identity:
             self.transitions += 1
         return self._accept(await call(self.api_client, "PUT", self.path, body))
+
+    def _lease(self, spec: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+        """Our Lease object with ``spec``; a write over an existing one carries the resourceVersion
+        read (optimistic concurrency: of two racing writers one gets 409)."""
+        metadata = {"name": self.name, "namespace": self.namespace}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
 
     def _accept(self, reply: Reply) -> bool:
         if not reply.ok:
@@ -199,16 +189,10 @@ class LeaderElector:
                 return
             meta = current.body.get("metadata") or {}
             now = micro_time(self.wall_clock())
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": str(meta.get("resourceVersion") or ""),
-                },
-                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
-            }
+            body = self._lease(
+                {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
+                resource_version=str(meta.get("resourceVersion") or ""),
+            )
             reply = await call(self.api_client, "PUT", self.path, body)
             if reply.ok:
                 log.info("released Lease %s/%s", self.namespace, self.name)

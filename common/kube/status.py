@@ -87,18 +87,8 @@ def merge_patch(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[s
     ``{}`` means nothing to write.
     """
     old = old or {}
-    patch: dict[str, Any] = {}
-    for key in old:
-        if key not in new:
-            patch[key] = None
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            inner = merge_patch(before, value)
-            if inner:
-                patch[key] = inner
-        elif key not in old or before != value:
-            patch[key] = _plain(value)
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    patch.update(status_patch(old, new))
     return patch
 
 
@@ -107,6 +97,7 @@ def status_patch(seen: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> d
 
     Other writers' keys (a Queue's ``state``, set by Volcano's controller) are left alone; inside a
     key we own, the value is made exactly ``wanted``'s (absent sub-keys deleted with ``None``).
+    :func:`merge_patch` is this plus ``None`` for the keys ``wanted`` lacks.
     """
     seen = seen or {}
     patch: dict[str, Any] = {}

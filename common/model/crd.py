@@ -21,7 +21,7 @@ which names the field in its errors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -156,7 +156,8 @@ def _validate(cls: type[_Model], obj: Any, where: str) -> Any:
         raise InvalidValue(path, first.get("input"), expected, where) from None
 
 
-def _meta_and_ref(obj: Any, kind: str, namespaced: bool) -> tuple[Mapping[str, Any], str]:
+def _location(obj: Any, kind: str, namespaced: bool) -> str:
+    """``Kind/namespace/name`` of a Volcano object about to be validated; its name must be set."""
     if not isinstance(obj, Mapping):
         raise InvalidValue(kind, obj, f"a {kind} object (a JSON mapping)")
     meta = obj.get("metadata") or {}
@@ -165,36 +166,49 @@ def _meta_and_ref(obj: Any, kind: str, namespaced: bool) -> tuple[Mapping[str, A
     where = f"{kind}/{namespace}/{name or ''}"
     if not isinstance(name, str) or not name:
         raise InvalidValue("metadata.name", name, f"a non-empty {kind} name", where)
-    return meta, where
+    return where
 
 
-class Queue(_Model):
-    """A Volcano Queue (cluster-scoped)."""
+class _VolcanoObject(_Model):
+    """What a Queue and a PodGroup share: Volcano's apiVersion, full metadata, and the names gpuq
+    reads from that metadata."""
 
     apiVersion: str = API_VERSION
-    kind: Literal["Queue"] = "Queue"
+    kind: str
     metadata: ObjectMeta
-    spec: QueueSpec = Field(default_factory=QueueSpec)
-    status: QueueStatus = Field(default_factory=QueueStatus)
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> Self:
-        """Parse a Queue API object; raises :class:`InvalidValue` naming ``Queue//<name>`` and the field."""
-        _, where = _meta_and_ref(obj, "Queue", namespaced=False)
-        queue: Self = _validate(cls, obj, where)
-        return queue
+    # A cluster-scoped kind (Queue) sets False: its ref and errors have an empty namespace.
+    _namespaced: ClassVar[bool] = True
 
     @property
     def name(self) -> str:
         return self.metadata.name
 
     @property
-    def ref(self) -> str:
-        return f"Queue//{self.metadata.name}"
-
-    @property
     def annotations(self) -> Mapping[str, str]:
         return self.metadata.annotations
+
+    @property
+    def ref(self) -> str:
+        """``Kind/namespace/name``, the namespace empty for a cluster-scoped kind."""
+        namespace = self.metadata.namespace if self._namespaced else ""
+        return f"{self.kind}/{namespace}/{self.metadata.name}"
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> Self:
+        """Parse the API object; raises :class:`InvalidValue` naming the object (as :attr:`ref` does)
+        and the field."""
+        where = _location(obj, cls.model_fields["kind"].default, namespaced=cls._namespaced)
+        parsed: Self = _validate(cls, obj, where)
+        return parsed
+
+
+class Queue(_VolcanoObject):
+    """A Volcano Queue (cluster-scoped)."""
+
+    kind: Literal["Queue"] = "Queue"
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: QueueStatus = Field(default_factory=QueueStatus)
+    _namespaced: ClassVar[bool] = False
 
     @property
     def open(self) -> bool:
@@ -233,29 +247,21 @@ class PodGroupStatus(_Model):
     failed: int = 0
 
 
-class PodGroup(_Model):
+class PodGroup(_VolcanoObject):
     """A Volcano PodGroup (namespaced): the gang and the unit of the enqueue check."""
 
-    apiVersion: str = API_VERSION
     kind: Literal["PodGroup"] = "PodGroup"
-    metadata: ObjectMeta
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus = Field(default_factory=PodGroupStatus)
 
     @classmethod
     def from_dict(cls, obj: Any) -> Self:
-        """Parse a PodGroup API object; raises :class:`InvalidValue` naming ``PodGroup/<ns>/<name>``."""
-        _, where = _meta_and_ref(obj, "PodGroup", namespaced=True)
-        group: Self = _validate(cls, obj, where)
+        group = super().from_dict(obj)
         if not group.metadata.namespace:
             # A manifest without a namespace lands in "default", as kubectl would put it.
             meta = group.metadata.model_copy(update={"namespace": "default"})
             group = group.model_copy(update={"metadata": meta})
         return group
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
 
     @property
     def namespace(self) -> str:
@@ -265,14 +271,6 @@ class PodGroup(_Model):
     def key(self) -> str:
         """``<namespace>/<name>``: how pods refer to it (``scheduling.k8s.io/group-name`` + namespace)."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
-
-    @property
-    def ref(self) -> str:
-        return f"PodGroup/{self.metadata.namespace}/{self.metadata.name}"
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.metadata.annotations
 
     @property
     def queue(self) -> str:

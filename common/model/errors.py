@@ -3,11 +3,13 @@
 Every error a user can cause (a malformed annotation, a bad configuration value, a request over a
 quota) is a subclass of :class:`GpuqError` and renders as a single line that names the object, the
 field, the value and what was expected, so the webhook can return it as a denial message, the
-scheduler can put it in an Event, and the CLI can print it without a traceback.
+scheduler can put it in an Event, and the CLI can print it without a traceback. The errors that
+carry fields are dataclasses (compared by identity and shown by message, like any exception).
 """
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 
@@ -15,6 +17,7 @@ class GpuqError(Exception):
     """Base of every error gpuq raises on purpose."""
 
 
+@dataclass(eq=False, repr=False)
 class InvalidValue(GpuqError, ValueError):
     """A value in user input is malformed.
 
@@ -22,16 +25,14 @@ class InvalidValue(GpuqError, ValueError):
     annotation; ``value`` what was found; ``expected`` what would have been accepted.
     """
 
-    def __init__(self, field: str, value: Any, expected: str, where: str = "") -> None:
-        self.field = field
-        self.value = value
-        self.expected = expected
-        self.where = where
-        super().__init__(self._render())
+    field: str
+    value: Any
+    expected: str
+    where: str = ""
 
-    def _render(self) -> str:
+    def __post_init__(self) -> None:
         prefix = f"{self.where}: " if self.where else ""
-        return f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}"
+        super().__init__(f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}")
 
     def located(self, where: str) -> InvalidValue:
         """The same error, attributed to an object (keeps the most specific location)."""
@@ -52,6 +53,7 @@ class ConfigError(InvalidValue):
     """The scheduler configuration (Volcano format) is invalid; a start-up error."""
 
 
+@dataclass(eq=False, repr=False)
 class QuotaExceeded(GpuqError):
     """A request does not fit in a quota.
 
@@ -61,30 +63,19 @@ class QuotaExceeded(GpuqError):
     scheduler reports those as UnschedulableAndUnresolvable and the webhook denies them outright.
     """
 
-    def __init__(
-        self,
-        resource: str,
-        requested: str,
-        available: str,
-        limit: str,
-        *,
-        scope: str = "",
-        used: str | None = None,
-        unresolvable: bool = False,
-    ) -> None:
-        self.resource = resource
-        self.requested = requested
-        self.available = available
-        self.limit = limit
-        self.scope = scope
-        self.used = used
-        self.unresolvable = unresolvable
-        super().__init__(self._render())
+    resource: str
+    requested: str
+    available: str
+    limit: str
+    _: KW_ONLY
+    scope: str = ""
+    used: str | None = None
+    unresolvable: bool = False
 
-    def _render(self) -> str:
+    def __post_init__(self) -> None:
         where = f" in {self.scope}" if self.scope else ""
         used = f", used {self.used}" if self.used is not None else ""
-        return (
+        super().__init__(
             f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
             f"available {self.available}{used}, limit {self.limit}"
         )

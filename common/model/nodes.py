@@ -40,22 +40,13 @@ class NodeInfo:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeInfo:
-        obj = wire.mapping(obj, "Node")
-        meta = wire.mapping(obj.get("metadata"), "metadata", "Node")
-        name = str(meta.get("name") or "")
-        where = f"Node//{name}"
-        if not name:
-            raise InvalidValue("metadata.name", name, "a non-empty node name", where)
+        meta, spec, status, _, name, where = wire.object_parts(obj, "Node", namespaced=False)
         try:
-            spec = wire.mapping(obj.get("spec"), "spec")
-            status = wire.mapping(obj.get("status"), "status")
             capacity = Resources.parse(status.get("capacity"), "status.capacity", non_negative=True)
             allocatable = Resources.parse(status.get("allocatable"), "status.allocatable", non_negative=True)
             taint_items = wire.items(spec.get("taints"), "spec.taints")
             conditions = wire.items(status.get("conditions"), "status.conditions")
-            # Card discovery and cross-quota overrides parse these values as strings.
-            labels = wire.string_map(meta.get("labels"), "metadata.labels")
-            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
+            labels, annotations = wire.labels_and_annotations(meta)
         except InvalidValue as err:
             raise err.located(where) from None
         merged = capacity.without(allocatable) + allocatable if capacity else allocatable

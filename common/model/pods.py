@@ -55,6 +55,12 @@ def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> Resources:
     return fast[0] if fast is not None else _general_requests(spec, where)
 
 
+def pod_limits(spec: Mapping[str, Any], where: str = "spec") -> Resources:
+    """Sum of the regular containers' limits (what card and GPU limit checks look at)."""
+    fast = _plain_requests_and_limits(spec)
+    return fast[1] if fast is not None else _general_limits(spec, where)
+
+
 def _general_requests(spec: Mapping[str, Any], where: str) -> Resources:
     total = EMPTY
     for container in wire.items(spec.get("containers"), "spec.containers"):
@@ -84,12 +90,6 @@ def _general_requests(spec: Mapping[str, Any], where: str) -> Resources:
     if overhead:
         total = total + Resources.parse(overhead, f"{where} spec.overhead", non_negative=True)
     return total
-
-
-def pod_limits(spec: Mapping[str, Any], where: str = "spec") -> Resources:
-    """Sum of the regular containers' limits (what card and GPU limit checks look at)."""
-    fast = _plain_requests_and_limits(spec)
-    return fast[1] if fast is not None else _general_limits(spec, where)
 
 
 def _general_limits(spec: Mapping[str, Any], where: str) -> Resources:
@@ -246,24 +246,14 @@ class PodInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod API object (as JSON); raises :class:`InvalidValue` naming the pod."""
-        obj = wire.mapping(obj, "Pod")
-        meta = wire.mapping(obj.get("metadata"), "metadata", "Pod")
-        namespace = str(meta.get("namespace") or "default")
-        name = str(meta.get("name") or "")
-        where = f"Pod/{namespace}/{name}"
-        if not name:
-            raise InvalidValue("metadata.name", name, "a non-empty pod name", where)
+        meta, spec, status, namespace, name, where = wire.object_parts(obj, "Pod", namespaced=True)
         try:
-            spec = wire.mapping(obj.get("spec"), "spec")
-            status = wire.mapping(obj.get("status"), "status")
             priority = spec.get("priority")
             if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
                 raise InvalidValue("spec.priority", priority, "an integer")
             both = _plain_requests_and_limits(spec)
             requests, limits = both if both is not None else (pod_requests(spec), pod_limits(spec))
-            # Annotation values feed the quota parsers, which expect strings as the apiserver enforces.
-            labels = wire.string_map(meta.get("labels"), "metadata.labels")
-            annotations = wire.string_map(meta.get("annotations"), "metadata.annotations")
+            labels, annotations = wire.labels_and_annotations(meta)
             node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -54,6 +54,47 @@ def string_map(value: Any, field: str, where: str = "") -> dict[str, str]:
             raise InvalidValue(f"{field}[{key}]", item, "a string value under a string key", where)
         result[key] = item
     return result
+
+
+class ObjectParts(NamedTuple):
+    """A core API object's parts as mappings, with the ``Kind/namespace/name`` that errors name."""
+
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    namespace: str
+    name: str
+    where: str
+
+
+def object_parts(obj: Any, kind: str, *, namespaced: bool) -> ObjectParts:
+    """``obj``'s metadata, spec and status, checked to be mappings, and its non-empty name.
+
+    A namespaced object without a namespace is in ``default``, as the apiserver defaults it; a
+    cluster-scoped one has the empty namespace (``Node//name``).
+    """
+    obj = mapping(obj, kind)
+    meta = mapping(obj.get("metadata"), "metadata", kind)
+    namespace = str(meta.get("namespace") or "default") if namespaced else ""
+    name = str(meta.get("name") or "")
+    where = f"{kind}/{namespace}/{name}"
+    if not name:
+        raise InvalidValue("metadata.name", name, f"a non-empty {kind.lower()} name", where)
+    try:
+        spec = mapping(obj.get("spec"), "spec")
+        status = mapping(obj.get("status"), "status")
+    except InvalidValue as err:
+        raise err.located(where) from None
+    return ObjectParts(meta, spec, status, namespace, name, where)
+
+
+def labels_and_annotations(metadata: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """An object's labels and annotations as string maps: the values feed parsers that take strings
+    (card discovery, quota annotations), as the apiserver enforces."""
+    return (
+        string_map(metadata.get("labels"), "metadata.labels"),
+        string_map(metadata.get("annotations"), "metadata.annotations"),
+    )
 
 
 def weight(value: Any, field: str, error: type[InvalidValue], *, minimum: int) -> int:

@@ -23,7 +23,7 @@ from scheduler.kube.feed import REPLAY_ORDER
 from scheduler.plugins import default_registry
 from scheduler.service import load_config
 from scheduler.simulate.loader import Manifests
-from scheduler.simulate.run import Simulation, build, run
+from scheduler.simulate.run import Simulation, prepare, run
 
 
 async def _snapshot(kubeconfig: str | None) -> dict[str, list[Any]]:
@@ -101,13 +101,7 @@ def live_simulation(
         manifests = live_manifests(kubeconfig, target)
     except (OSError, aiohttp.ClientError, ConfigException) as err:
         return [f"cannot read the cluster: {err}"]
-    if manifests.errors:
-        return manifests.errors
-    try:
-        sim = build(manifests, config, default_registry(), explain=True)
-    except GpuqError as err:
-        return [str(err)]
-    if sim.errors:
-        return sim.errors
-    run(sim)
+    sim = prepare(manifests, config, default_registry(), explain=True)
+    if not isinstance(sim, list):
+        run(sim)
     return sim

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
 from common.kube import resources as kinds
@@ -82,28 +82,24 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     return rest_old != rest_new
 
 
+@dataclass(eq=False)
 class Feed:
     """Delivers informer changes to ``scheduler``; ``wake()`` is called after every delivered change."""
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        *,
-        wake: Callable[[], None] = lambda: None,
-        assume_ttl: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.scheduler = scheduler
-        self.wake = wake
-        self.assume_ttl = assume_ttl
-        self.clock = clock
-        self.ready = False
-        self.informers: InformerSet | None = None
-        self.assumed: dict[str, float] = {}  # pod key -> deadline for the watch to confirm the bind
-        self._nodes: dict[str, NodeInfo] = {}
-        self._uids: dict[str, str] = {}  # pod key -> uid we know it by
-        self._orphans: dict[str, dict[str, PodInfo]] = {}  # node -> bound pods seen before the node
-        self.handled = 0
+    scheduler: Scheduler
+    _: KW_ONLY
+    wake: Callable[[], None] = lambda: None
+    assume_ttl: float = 30.0
+    clock: Callable[[], float] = time.monotonic
+    ready: bool = field(default=False, init=False)
+    informers: InformerSet | None = field(default=None, init=False)
+    # pod key -> deadline for the watch to confirm the bind
+    assumed: dict[str, float] = field(default_factory=dict, init=False)
+    _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
+    _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
+    # node -> bound pods seen before the node
+    _orphans: dict[str, dict[str, PodInfo]] = field(default_factory=dict, init=False)
+    handled: int = field(default=0, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:

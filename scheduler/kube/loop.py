@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 from scheduler.cycle import Attempt, Scheduler
@@ -39,23 +40,16 @@ def attempt_result(attempt: Attempt) -> str:
     return ERROR
 
 
+@dataclass(eq=False)
 class SchedulingLoop:
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        feed: Feed,
-        metrics: SchedulerMetrics,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        max_unschedulable: float = DEFAULT_MAX_UNSCHEDULABLE,
-    ) -> None:
-        self.scheduler = scheduler
-        self.max_unschedulable = max_unschedulable
-        self.feed = feed
-        self.metrics = metrics
-        self.clock = clock
-        self.woken = asyncio.Event()
-        self.attempts = 0
+    scheduler: Scheduler
+    feed: Feed
+    metrics: SchedulerMetrics
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+    max_unschedulable: float = DEFAULT_MAX_UNSCHEDULABLE
+    woken: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    attempts: int = field(default=0, init=False)
 
     def wake(self) -> None:
         self.woken.set()

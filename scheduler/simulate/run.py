@@ -97,6 +97,20 @@ def build(
     return Simulation(scheduler, backend, pods, errors)
 
 
+def prepare(
+    manifests: Manifests, settings: Any, registry: Registry, *, explain: bool = False
+) -> Simulation | list[str]:
+    """:func:`build`, or the problems that stop the run (one line each): the input's, else the
+    configuration's or the objects'."""
+    if manifests.errors:
+        return manifests.errors
+    try:
+        sim = build(manifests, settings, registry, explain=explain)
+    except GpuqError as err:
+        return [str(err)]
+    return sim.errors or sim
+
+
 def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> None:
     """Schedule until nothing more can change."""
     scheduler = sim.scheduler

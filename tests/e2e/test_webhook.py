@@ -72,7 +72,7 @@ class WebhookThread:
         api = await new_api_client(str(self.kubeconfig))
         view = self.view = InformerView(api)
         view.informers.start()
-        runner: web.AppRunner | None = None
+        runner: web.BaseRunner | None = None
         try:
             await view.informers.wait_synced(60)
             app = create_app(Admission(view), metrics=WebhookMetrics(), ready=lambda: view.synced)
