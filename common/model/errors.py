@@ -31,8 +31,11 @@ class InvalidValue(GpuqError, ValueError):
     where: str = ""
 
     def __post_init__(self) -> None:
+        super().__init__(self._render())
+
+    def _render(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
-        super().__init__(f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}")
+        return f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}"
 
     def located(self, where: str) -> InvalidValue:
         """The same error, attributed to an object (keeps the most specific location)."""
@@ -73,9 +76,13 @@ class QuotaExceeded(GpuqError):
     unresolvable: bool = False
 
     def __post_init__(self) -> None:
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        """The message; a subclass worded by its design overrides it."""
         where = f" in {self.scope}" if self.scope else ""
         used = f", used {self.used}" if self.used is not None else ""
-        super().__init__(
+        return (
             f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
             f"available {self.available}{used}, limit {self.limit}"
         )
