@@ -12,6 +12,7 @@ tests that issue many certificates), and the certificates stay small.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -202,20 +203,15 @@ def _issue_leaf(
     return KeyPair(certificate, key)
 
 
+# Every key usage x509.KeyUsage takes (all required); each is granted (True) or not.
+_KEY_USAGES = tuple(inspect.signature(x509.KeyUsage).parameters)
+
+
 def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
     # ECDHE key agreement signs with the key: digital_signature is what TLS needs. key_encipherment
-    # only applies to RSA key transport and is left off for EC keys.
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
+    # only applies to RSA key transport and is left off for EC keys. A CA also signs certificates and CRLs.
+    granted = {"digital_signature", "key_cert_sign", "crl_sign"} if cert_sign else {"digital_signature"}
+    return x509.KeyUsage(**{usage: usage in granted for usage in _KEY_USAGES})
 
 
 def _validity(validity: dt.timedelta, now: dt.datetime | None) -> tuple[dt.datetime, dt.datetime]:

@@ -8,6 +8,7 @@ they describe.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
@@ -52,36 +53,29 @@ class StateSnapshot:
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        self.attempts = Counter(
+        counter = functools.partial(Counter, registry=self.registry)
+        histogram = functools.partial(Histogram, registry=self.registry)
+        self.attempts = counter(
             "scheduler_schedule_attempts",
             "Scheduling attempts by result (scheduled, unschedulable, error).",
             ["result"],
-            registry=self.registry,
         )
-        self.attempt_duration = Histogram(
+        self.attempt_duration = histogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency (the cycle up to the bind being submitted).",
             buckets=_ATTEMPT_BUCKETS,
-            registry=self.registry,
         )
-        self.extension_point = Histogram(
+        self.extension_point = histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency of running all plugins of one extension point.",
             ["extension_point"],
             buckets=_POINT_BUCKETS,
-            registry=self.registry,
         )
-        self.binds = Counter(
-            "scheduler_binds",
-            "Binding requests by outcome (ok, conflict, error).",
-            ["result"],
-            registry=self.registry,
+        self.binds = counter(
+            "scheduler_binds", "Binding requests by outcome (ok, conflict, error).", ["result"]
         )
-        self.status_writes = Counter(
-            "scheduler_status_writes",
-            "Batched status merge patches sent, by kind.",
-            ["kind"],
-            registry=self.registry,
+        self.status_writes = counter(
+            "scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)

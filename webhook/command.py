@@ -22,6 +22,7 @@ from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
 from webhook.server import (
     DEFAULT_MAX_BODY_BYTES,
+    Endpoints,
     ServerLimits,
     create_metrics_app,
     create_server,
@@ -112,12 +113,8 @@ async def serve(args: argparse.Namespace) -> None:
         options = AdmissionOptions(
             scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
         )
-        app = create_server(
-            Admission(view, options),
-            metrics=metrics,
-            ready=lambda: view.synced,
-            limits=ServerLimits(max_body_bytes=args.max_body_bytes),
-        )
+        limits = ServerLimits(max_body_bytes=args.max_body_bytes)
+        app = create_server(Endpoints(Admission(view, options), metrics, lambda: view.synced, limits))
         runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
         log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
         await stop.wait()

@@ -6,6 +6,7 @@ unbounded label would let any client grow the metric without limit.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -19,11 +20,11 @@ _BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 class WebhookMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
+        counter = functools.partial(Counter, registry=self.registry)
+        self.requests = counter(
             "admission_requests",
             "AdmissionReviews answered, by kind, operation and whether the object was allowed.",
             ["kind", "operation", "allowed"],
-            registry=self.registry,
         )
         self.duration = Histogram(
             "admission_request_duration_seconds",
@@ -32,26 +33,22 @@ class WebhookMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
-        self.malformed = Counter(
+        self.malformed = counter(
             "admission_malformed_requests",
             "Request bodies answered with HTTP 4xx (not an AdmissionReview, too large, too slow).",
             ["reason"],
-            registry=self.registry,
         )
-        self.errors = Counter(
+        self.errors = counter(
             "admission_internal_errors",
             "Reviews whose evaluation raised an unexpected error (answered as a denial; see the log).",
-            registry=self.registry,
         )
         self.certificate_expiry = Gauge(
             "admission_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix time.",
             registry=self.registry,
         )
-        self.certificate_reloads = Counter(
-            "admission_certificate_reloads",
-            "Serving certificate pairs loaded after a change of the files.",
-            registry=self.registry,
+        self.certificate_reloads = counter(
+            "admission_certificate_reloads", "Serving certificate pairs loaded after a change of the files."
         )
         self._children: dict[tuple[str, str, bool], Counter] = {}
         self.validate_duration = self.duration.labels("validate")

@@ -55,16 +55,9 @@ class ServerLimits:
     read_timeout: float = 5.0
 
 
-def create_app(
-    admitter: Admitter,
-    *,
-    metrics: WebhookMetrics,
-    ready: Callable[[], bool] = lambda: True,
-    limits: ServerLimits = ServerLimits(),
-) -> web.Application:
+def create_app(endpoints: Endpoints) -> web.Application:
     """The admission application (serve it over TLS; see :func:`webhook.command.run`)."""
-    app = web.Application(client_max_size=limits.max_body_bytes)
-    endpoints = _Endpoints(admitter, metrics, ready, limits)
+    app = web.Application(client_max_size=endpoints.limits.max_body_bytes)
     app.router.add_post("/validate", endpoints.validate)
     app.router.add_post("/mutate", endpoints.mutate)
     app.router.add_get("/livez", endpoints.livez)
@@ -72,20 +65,14 @@ def create_app(
     return app
 
 
-def create_server(
-    admitter: Admitter,
-    *,
-    metrics: WebhookMetrics,
-    ready: Callable[[], bool] = lambda: True,
-    limits: ServerLimits = ServerLimits(),
-) -> web.Server:
+def create_server(endpoints: Endpoints) -> web.Server:
     """The admission endpoints of :func:`create_app` on aiohttp's low-level server: what
     ``gpuq webhook`` serves. Call it with the event loop running.
 
     Four fixed endpoints need no router, URL dispatch objects or per-request application context;
     skipping them takes about a tenth off the cost of a review (tests/bench/bench_webhook.py).
     """
-    endpoints = _Endpoints(admitter, metrics, ready, limits)
+    limits = endpoints.limits
     routes: dict[str, tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]]] = {
         "/validate": ("POST", endpoints.validate),
         "/mutate": ("POST", endpoints.mutate),
@@ -121,7 +108,7 @@ def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lamb
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    endpoints = _Endpoints(None, metrics, ready, ServerLimits())
+    endpoints = Endpoints(None, metrics, ready)
     app = web.Application()
     app.router.add_get("/metrics", serve_metrics)
     app.router.add_get("/livez", endpoints.livez)
@@ -129,18 +116,18 @@ def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lamb
     return app
 
 
-class _Endpoints:
-    def __init__(
-        self,
-        admitter: Admitter | None,
-        metrics: WebhookMetrics,
-        ready: Callable[[], bool],
-        limits: ServerLimits,
-    ) -> None:
-        self.admitter = admitter
-        self.metrics = metrics
-        self.ready = ready
-        self.limits = limits
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """The webhook's request handlers: what :func:`create_server` and :func:`create_app` serve.
+
+    ``ready`` answers ``/readyz``; ``admitter`` is None for the plain-HTTP metrics port, which only
+    serves the probes.
+    """
+
+    admitter: Admitter | None
+    metrics: WebhookMetrics
+    ready: Callable[[], bool] = lambda: True
+    limits: ServerLimits = ServerLimits()
 
     async def livez(self, _: web.BaseRequest) -> web.Response:
         return web.Response(text="ok\n")

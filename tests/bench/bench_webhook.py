@@ -37,7 +37,7 @@ from certs import create_ca, issue_serving_certificate, write_key_pair
 from webhook.admission import Admission
 from webhook.metrics import WebhookMetrics
 from webhook.review import ALLOW
-from webhook.server import create_server, run, start_site
+from webhook.server import Endpoints, create_server, run, start_site
 from webhook.tls import CertificateReloader
 from webhook.view import StaticView
 
@@ -142,7 +142,7 @@ def serve(cert: str, key: str, port_queue: Any, core: int | None, null: bool) ->
     async def main() -> None:
         reloader = CertificateReloader(Path(cert), Path(key))
         admitter = _NullAdmitter() if null else Admission(StaticView([QUEUE, NODE, GPU_QUOTA]))
-        app = create_server(admitter, metrics=WebhookMetrics())
+        app = create_server(Endpoints(admitter, WebhookMetrics()))
         _, port = await start_site(app, "127.0.0.1", 0, ssl_context=reloader.context)
         port_queue.put(port)
         await asyncio.Event().wait()

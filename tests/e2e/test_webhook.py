@@ -38,7 +38,7 @@ from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 from webhook.admission import Admission
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
-from webhook.server import create_app, start_site
+from webhook.server import Endpoints, create_app, start_site
 from webhook.tls import CertificateReloader
 
 pytestmark = pytest.mark.e2e
@@ -75,7 +75,7 @@ class WebhookThread:
         runner: web.BaseRunner | None = None
         try:
             await view.informers.wait_synced(60)
-            app = create_app(Admission(view), metrics=WebhookMetrics(), ready=lambda: view.synced)
+            app = create_app(Endpoints(Admission(view), WebhookMetrics(), lambda: view.synced))
             runner, self.port = await start_site(app, "127.0.0.1", 0, ssl_context=self.reloader.context)
             self._ready.set()
             await self._stop.wait()

@@ -25,7 +25,7 @@ from certs import KeyPair, create_ca, issue_serving_certificate, write_key_pair
 from tests.builders import GPU, MakeNode, MakePod, MakeQueue
 from webhook.admission import Admission
 from webhook.metrics import WebhookMetrics
-from webhook.server import ServerLimits, create_app, create_metrics_app, create_server, start_site
+from webhook.server import Endpoints, ServerLimits, create_app, create_metrics_app, create_server, start_site
 from webhook.tls import CertificateReloader
 from webhook.view import StaticView
 
@@ -76,7 +76,7 @@ class ServerThread:
     async def _start(self) -> None:
         context = self.reloader.context if self.reloader else None
         # What `gpuq webhook` serves: the low-level server (it needs the running loop).
-        server = create_server(self.admission, metrics=self.metrics, ready=self.ready, limits=self.limits)
+        server = create_server(Endpoints(self.admission, self.metrics, self.ready, self.limits))
         runner, self.port = await start_site(server, "127.0.0.1", 0, ssl_context=context)
         metrics_runner, self.metrics_port = await start_site(create_metrics_app(self.metrics), "127.0.0.1", 0)
         self._runners = [runner, metrics_runner]
@@ -353,8 +353,8 @@ def test_application_and_low_level_server_answer_alike(body: bytes) -> None:
 
     async def both() -> tuple[tuple[int, bytes], tuple[int, bytes]]:
         admission = Admission(StaticView([QUEUE, NODE]))
-        app = create_app(admission, metrics=WebhookMetrics())
-        server = create_server(admission, metrics=WebhookMetrics())
+        app = create_app(Endpoints(admission, WebhookMetrics()))
+        server = create_server(Endpoints(admission, WebhookMetrics()))
         return await _answer_of(app, body), await _answer_of(server, body)
 
     routed, low_level = asyncio.run(both())
