@@ -6,8 +6,11 @@ the scheduler or simulator turns them into Kubernetes Events or JSON.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
+
+from common.model.errors import InvalidAnnotation
 
 GET_TASK_REQUEST_RESOURCE_FAILED: Final = "GetTaskRequestResourceFailed"
 EMPTY_QUEUE_CAPABILITY: Final = "EmptyQueueCapability"
@@ -32,3 +35,21 @@ class EventRecord:
     type: EventType
     reason: str
     message: str
+
+
+Parsed = TypeVar("Parsed")
+
+
+def annotation_or_fallback(
+    obj: str, parse: Callable[[], Parsed], fallback: Parsed, consequence: str
+) -> tuple[Parsed, EventRecord | None]:
+    """``parse()``, or ``fallback`` and the Warning event that says so (design.md Semantics 3).
+
+    A malformed annotation on an object that predates the webhook never stops the scheduler: the
+    rule falls back to its documented default and the object gets an ``InvalidAnnotation`` event
+    whose message is the parse error followed by ``consequence`` (what gpuq does meanwhile).
+    """
+    try:
+        return parse(), None
+    except InvalidAnnotation as err:
+        return fallback, EventRecord(obj, "Warning", INVALID_ANNOTATION, f"{err}; {consequence}")

@@ -53,7 +53,7 @@ from common.model import wire
 from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
 from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, annotation_or_fallback
 from common.model.pods import PodInfo
 from common.model.quantity import CPU, MEMORY, PODS
 
@@ -313,11 +313,14 @@ class PodStrategy:
 
 def pod_strategy(args: ResourceStrategyFitArgs, pod: PodInfo) -> PodStrategy:
     """The pod's scoring rules; a malformed override is ignored with a Warning event on the pod."""
-    try:
-        override = parse_pod_override(pod.annotations, pod.ref)
-    except InvalidAnnotation as err:
-        message = f"{err}; scoring with the plugin configuration"
-        return PodStrategy(args, None, (EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, message),))
+    override, event = annotation_or_fallback(
+        pod.ref,
+        lambda: parse_pod_override(pod.annotations, pod.ref),
+        None,
+        "scoring with the plugin configuration",
+    )
+    if event is not None:
+        return PodStrategy(args, None, (event,))
     table = None
     if override is not None and override.weights is not None:
         table = StrategyTable(

@@ -20,8 +20,11 @@ from common.model.capacity_card.refusals import cpu_memory_refusal, empty_capabi
 from common.model.cards.amounts import parse_card_request
 from common.model.cards.names import card_key, is_composite, key_alternatives
 from common.model.crd import PodGroup
-from common.model.errors import InvalidAnnotation
-from common.model.events import INSUFFICIENT_SCALAR_QUOTA, INVALID_ANNOTATION, EventRecord
+from common.model.events import (
+    INSUFFICIENT_SCALAR_QUOTA,
+    EventRecord,
+    annotation_or_fallback,
+)
 from common.model.refusal import Refusal
 from common.model.resources import EMPTY, Resources
 
@@ -36,11 +39,13 @@ def job_min_from_podgroup(group: PodGroup) -> tuple[Resources, Resources, EventR
     text = group.annotations.get(CARD_REQUEST)
     if text is None:
         return min_cpu_memory, EMPTY, None
-    try:
-        return min_cpu_memory, parse_card_request(text, group.ref), None
-    except InvalidAnnotation as err:
-        message = f"{err}; card request treated as 0 until the annotation is fixed"
-        return min_cpu_memory, EMPTY, EventRecord(group.ref, "Warning", INVALID_ANNOTATION, message)
+    request, event = annotation_or_fallback(
+        group.ref,
+        lambda: parse_card_request(text, group.ref),
+        EMPTY,
+        "card request treated as 0 until the annotation is fixed",
+    )
+    return min_cpu_memory, request, event
 
 
 def check_enqueue(

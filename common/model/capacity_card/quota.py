@@ -15,8 +15,7 @@ from typing import Final
 from common.model.annotations import CARD_QUOTA
 from common.model.cards.amounts import parse_card_quota
 from common.model.crd import Queue
-from common.model.errors import InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, annotation_or_fallback
 from common.model.quantity import CPU, MEMORY
 from common.model.resources import EMPTY, Resources
 
@@ -49,15 +48,16 @@ class QueueQuota:
 
 def queue_quota(queue: Queue) -> QueueQuota:
     """The quota of a Queue (spec "Queue Annotations for Card Quotas"; DESIGN.md Semantics 3, 7)."""
-    events: list[EventRecord] = []
-    cards = EMPTY
+    cards: Resources = EMPTY
+    event = None
     text = queue.annotations.get(CARD_QUOTA)
     if text is not None:
-        try:
-            cards = parse_card_quota(text, queue.ref)
-        except InvalidAnnotation as err:
-            message = f"{err}; card quota treated as 0 until the annotation is fixed"
-            events.append(EventRecord(queue.ref, "Warning", INVALID_ANNOTATION, message))
+        cards, event = annotation_or_fallback(
+            queue.ref,
+            lambda: parse_card_quota(text, queue.ref),
+            EMPTY,
+            "card quota treated as 0 until the annotation is fixed",
+        )
     cpu_memory = queue.spec.capability.only(CPU_MEMORY)
     return QueueQuota(
         name=queue.name,
@@ -66,5 +66,5 @@ def queue_quota(queue: Queue) -> QueueQuota:
         configured=bool(cpu_memory) or bool(cards),
         guarantee=queue.spec.guarantee.resource.only(CPU_MEMORY) + cards,
         deserved=queue.spec.deserved.only(CPU_MEMORY) + cards,
-        events=tuple(events),
+        events=() if event is None else (event,),
     )

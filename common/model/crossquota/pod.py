@@ -20,7 +20,7 @@ import numpy.typing as npt
 from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
 from common.model.crossquota.args import CrossQuotaArgs
 from common.model.errors import InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, annotation_or_fallback
 from common.model.pods import PodInfo
 
 
@@ -63,13 +63,14 @@ class CrossQuotaPod:
 def prepare_pod(args: CrossQuotaArgs, pod: PodInfo) -> CrossQuotaPod:
     """Classify the pod and read its strategy; a malformed strategy annotation gives a Warning event
     on the pod and the default ``most-allocated``."""
-    strategy = DEFAULT_SCORING_STRATEGY
-    events: tuple[EventRecord, ...] = ()
+    strategy, event = DEFAULT_SCORING_STRATEGY, None
     value = pod.annotations.get(CROSSQUOTA_SCORING_STRATEGY)
     if value is not None:
-        try:
-            strategy = parse_scoring_strategy(value, pod.ref)
-        except InvalidAnnotation as err:
-            message = f"{err}; scoring with {DEFAULT_SCORING_STRATEGY.value}"
-            events = (EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, message),)
+        strategy, event = annotation_or_fallback(
+            pod.ref,
+            lambda: parse_scoring_strategy(value, pod.ref),
+            DEFAULT_SCORING_STRATEGY,
+            f"scoring with {DEFAULT_SCORING_STRATEGY.value}",
+        )
+    events = () if event is None else (event,)
     return CrossQuotaPod(args.is_cpu_pod(pod.requests), args.request_vector(pod.requests), strategy, events)
