@@ -37,6 +37,11 @@ class EventRecord:
     message: str
 
 
+def invalid_annotation(obj: str, message: str) -> EventRecord:
+    """The Warning event on an object gpuq met malformed (design.md Semantics 3)."""
+    return EventRecord(obj, "Warning", INVALID_ANNOTATION, message)
+
+
 Parsed = TypeVar("Parsed")
 
 
@@ -52,4 +57,4 @@ def annotation_or_fallback(
     try:
         return parse(), None
     except InvalidAnnotation as err:
-        return fallback, EventRecord(obj, "Warning", INVALID_ANNOTATION, f"{err}; {consequence}")
+        return fallback, invalid_annotation(obj, f"{err}; {consequence}")

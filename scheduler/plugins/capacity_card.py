@@ -39,7 +39,7 @@ from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError, InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, invalid_annotation
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
@@ -187,7 +187,7 @@ class CapacityCardPlugin(
                 self.engine.set_queue(Queue.from_dict(obj))
             except GpuqError as err:
                 self.engine.remove_queue(name)
-                self.handle.record(EventRecord(f"Queue//{name}", "Warning", INVALID_ANNOTATION, str(err)))
+                self.handle.record(invalid_annotation(f"Queue//{name}", str(err)))
         elif kind == POD_GROUP:
             key = f"{namespace}/{name}"
             if obj is None:
@@ -197,9 +197,7 @@ class CapacityCardPlugin(
             try:
                 model = PodGroup.from_dict(obj)
             except GpuqError as err:
-                self.handle.record(
-                    EventRecord(f"PodGroup/{namespace}/{name}", "Warning", INVALID_ANNOTATION, str(err))
-                )
+                self.handle.record(invalid_annotation(f"PodGroup/{namespace}/{name}", str(err)))
                 return
             self._sync()
             tracked = self.handle.group(key)

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from common.model.cards.card_type import CARD_UNIT, CardType
 from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, invalid_annotation
 from common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
 from common.model.gpu_quota.quota import GPUResourceQuota
 from common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
@@ -135,11 +135,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         try:
             self.store.set_quota(GPUResourceQuota.from_dict(obj))
         except GpuqError as err:
-            self.handle.record(
-                EventRecord(
-                    f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}", "Warning", INVALID_ANNOTATION, str(err)
-                )
-            )
+            self.handle.record(invalid_annotation(f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}", str(err)))
 
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         while len(self._cards) <= row:
@@ -169,9 +165,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         try:
             request = self._request_on(pod, row)
         except InvalidValue as err:
-            self.handle.record(
-                EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, f"GPU quota not charged: {err}")
-            )
+            self.handle.record(invalid_annotation(pod.ref, f"GPU quota not charged: {err}"))
             return
         if request is None:
             return
@@ -243,7 +237,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             try:
                 request = request_from_annotations(pod, self.store.quota(namespace))
             except InvalidValue as err:
-                self.handle.record(EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, str(err)))
+                self.handle.record(invalid_annotation(pod.ref, str(err)))
                 return Status.unresolvable(str(err), plugin=SINGLE)
             assert request is not None
             single = self.store.check_single(namespace, request)

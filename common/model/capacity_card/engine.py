@@ -36,7 +36,11 @@ from common.model.cards.discovery import NodeCards
 from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
 from common.model.errors import InvalidAnnotation, InvalidValue
-from common.model.events import GET_TASK_REQUEST_RESOURCE_FAILED, INVALID_ANNOTATION, EventRecord
+from common.model.events import (
+    GET_TASK_REQUEST_RESOURCE_FAILED,
+    EventRecord,
+    invalid_annotation,
+)
 from common.model.pods import PodInfo
 from common.model.queues import podgroup_key_of, queue_of
 from common.model.refusal import Refusal
@@ -127,9 +131,7 @@ class CapacityCard:
         catalog = CardCatalog.build(self.nodes.values())
         for node_cards in self.nodes.values():
             self._events.extend(node_cards.events())
-        self._events.extend(
-            EventRecord(p.where or "Node//", "Warning", INVALID_ANNOTATION, str(p)) for p in catalog.problems
-        )
+        self._events.extend(invalid_annotation(p.where or "Node//", str(p)) for p in catalog.problems)
         self.catalog = catalog
         self._demands.clear()
         self._plans.clear()

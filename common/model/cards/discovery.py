@@ -32,7 +32,7 @@ from common.model.cards.card_type import (
     CardType,
 )
 from common.model.errors import InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, invalid_annotation
 from common.model.nodes import NodeInfo
 
 
@@ -62,10 +62,7 @@ class NodeCards:
 
     def events(self) -> tuple[EventRecord, ...]:
         """One Warning event per label problem, on the Node (DESIGN.md Semantics 3)."""
-        return tuple(
-            EventRecord(f"Node//{self.node}", "Warning", INVALID_ANNOTATION, str(problem))
-            for problem in self.problems
-        )
+        return tuple(invalid_annotation(f"Node//{self.node}", str(problem)) for problem in self.problems)
 
 
 def _round_half_up(numerator: int, denominator: int) -> int:

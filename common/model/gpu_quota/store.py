@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from common.model.cards.card_type import CardType
 from common.model.errors import InvalidValue, QuotaExceeded
-from common.model.events import INVALID_ANNOTATION, EventRecord
+from common.model.events import EventRecord, invalid_annotation
 from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
 from common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
 from common.model.gpu_quota.request import GPURequest, card_request, pod_gpu_request, request_from_annotations
@@ -330,9 +330,7 @@ class GPUQuotaStore:
             try:
                 request = resolve(pod)
             except InvalidValue as err:
-                events.append(
-                    EventRecord(pod.ref, "Warning", INVALID_ANNOTATION, f"GPU quota not charged: {err}")
-                )
+                events.append(invalid_annotation(pod.ref, f"GPU quota not charged: {err}"))
                 continue
             if request is None:
                 continue
