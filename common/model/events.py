@@ -42,19 +42,23 @@ def invalid_annotation(obj: str, message: str) -> EventRecord:
     return EventRecord(obj, "Warning", INVALID_ANNOTATION, message)
 
 
+Raw = TypeVar("Raw")
 Parsed = TypeVar("Parsed")
 
 
 def annotation_or_fallback(
-    obj: str, parse: Callable[[], Parsed], fallback: Parsed, consequence: str
+    obj: str, raw: Raw | None, parse: Callable[[Raw, str], Parsed], fallback: Parsed, consequence: str
 ) -> tuple[Parsed, EventRecord | None]:
-    """``parse()``, or ``fallback`` and the Warning event that says so (design.md Semantics 3).
+    """``parse(raw, obj)``; ``fallback`` when ``raw`` is absent (None), or when it is malformed, with the
+    Warning event that says so (design.md Semantics 3).
 
     A malformed annotation on an object that predates the webhook never stops the scheduler: the
     rule falls back to its documented default and the object gets an ``InvalidAnnotation`` event
     whose message is the parse error followed by ``consequence`` (what gpuq does meanwhile).
     """
+    if raw is None:
+        return fallback, None
     try:
-        return parse(), None
+        return parse(raw, obj), None
     except InvalidAnnotation as err:
         return fallback, invalid_annotation(obj, f"{err}; {consequence}")

@@ -313,12 +313,8 @@ class PodStrategy:
 
 def pod_strategy(args: ResourceStrategyFitArgs, pod: PodInfo) -> PodStrategy:
     """The pod's scoring rules; a malformed override is ignored with a Warning event on the pod."""
-    override, event = annotation_or_fallback(
-        pod.ref,
-        lambda: parse_pod_override(pod.annotations, pod.ref),
-        None,
-        "scoring with the plugin configuration",
-    )
+    consequence = "scoring with the plugin configuration"
+    override, event = annotation_or_fallback(pod.ref, pod.annotations, parse_pod_override, None, consequence)
     if event is not None:
         return PodStrategy(args, None, (event,))
     table = None

@@ -37,14 +37,8 @@ def job_min_from_podgroup(group: PodGroup) -> tuple[Resources, Resources, EventR
     """``(min cpu/memory, card.request)`` of a PodGroup; a malformed card.request is a Warning and 0."""
     min_cpu_memory = (group.spec.minResources or EMPTY).only(CPU_MEMORY)
     text = group.annotations.get(CARD_REQUEST)
-    if text is None:
-        return min_cpu_memory, EMPTY, None
-    request, event = annotation_or_fallback(
-        group.ref,
-        lambda: parse_card_request(text, group.ref),
-        EMPTY,
-        "card request treated as 0 until the annotation is fixed",
-    )
+    consequence = "card request treated as 0 until the annotation is fixed"
+    request, event = annotation_or_fallback(group.ref, text, parse_card_request, EMPTY, consequence)
     return min_cpu_memory, request, event
 
 

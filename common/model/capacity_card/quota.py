@@ -48,16 +48,9 @@ class QueueQuota:
 
 def queue_quota(queue: Queue) -> QueueQuota:
     """The quota of a Queue (spec "Queue Annotations for Card Quotas"; DESIGN.md Semantics 3, 7)."""
-    cards: Resources = EMPTY
-    event = None
     text = queue.annotations.get(CARD_QUOTA)
-    if text is not None:
-        cards, event = annotation_or_fallback(
-            queue.ref,
-            lambda: parse_card_quota(text, queue.ref),
-            EMPTY,
-            "card quota treated as 0 until the annotation is fixed",
-        )
+    consequence = "card quota treated as 0 until the annotation is fixed"
+    cards, event = annotation_or_fallback(queue.ref, text, parse_card_quota, EMPTY, consequence)
     cpu_memory = queue.spec.capability.only(CPU_MEMORY)
     return QueueQuota(
         name=queue.name,

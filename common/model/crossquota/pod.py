@@ -63,14 +63,8 @@ class CrossQuotaPod:
 def prepare_pod(args: CrossQuotaArgs, pod: PodInfo) -> CrossQuotaPod:
     """Classify the pod and read its strategy; a malformed strategy annotation gives a Warning event
     on the pod and the default ``most-allocated``."""
-    strategy, event = DEFAULT_SCORING_STRATEGY, None
     value = pod.annotations.get(CROSSQUOTA_SCORING_STRATEGY)
-    if value is not None:
-        strategy, event = annotation_or_fallback(
-            pod.ref,
-            lambda: parse_scoring_strategy(value, pod.ref),
-            DEFAULT_SCORING_STRATEGY,
-            f"scoring with {DEFAULT_SCORING_STRATEGY.value}",
-        )
+    default, consequence = DEFAULT_SCORING_STRATEGY, f"scoring with {DEFAULT_SCORING_STRATEGY.value}"
+    strategy, event = annotation_or_fallback(pod.ref, value, parse_scoring_strategy, default, consequence)
     events = () if event is None else (event,)
     return CrossQuotaPod(args.is_cpu_pod(pod.requests), args.request_vector(pod.requests), strategy, events)
