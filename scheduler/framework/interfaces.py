@@ -17,15 +17,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from common.model.crd import PodGroup
-from common.model.events import EventRecord
+from common.model.errors import GpuqError
+from common.model.events import EventRecord, invalid_annotation
 from common.model.pods import PodInfo
-from scheduler.cluster.objects import ObjectStore
+from scheduler.cluster.objects import Obj, ObjectStore
 from scheduler.cluster.state import ClusterState
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Status
@@ -143,6 +144,19 @@ class Handle(Protocol):
     def pending_pod(self, key: str) -> PodInfo | None:
         """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
         ...
+
+
+Model = TypeVar("Model")
+
+
+def read_or_warn(handle: Handle, ref: str, parse: Callable[[Obj], Model], obj: Obj) -> Model | None:
+    """``parse(obj)``; None after recording a Warning event on ``ref`` when the object is malformed
+    (an object that predates the webhook, design.md Semantics 3): the plugin then treats it as absent."""
+    try:
+        return parse(obj)
+    except GpuqError as err:
+        handle.record(invalid_annotation(ref, str(err)))
+        return None
 
 
 @runtime_checkable

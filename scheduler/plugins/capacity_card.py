@@ -38,8 +38,8 @@ from common.model.cards.catalog import CardCatalog
 from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.cards.names import parse_card_names
 from common.model.crd import PodGroup, Queue
-from common.model.errors import GpuqError, InvalidAnnotation
-from common.model.events import EventRecord, invalid_annotation
+from common.model.errors import InvalidAnnotation
+from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
@@ -59,6 +59,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
     StatusPatch,
+    read_or_warn,
 )
 from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
@@ -179,25 +180,22 @@ class CapacityCardPlugin(
     # -- API objects ------------------------------------------------------------------------------
     def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
         if kind == QUEUE:
-            if obj is None:
+            queue = None if obj is None else read_or_warn(self.handle, f"Queue//{name}", Queue.from_dict, obj)
+            if queue is not None:
+                self.engine.set_queue(queue)
+            else:  # deleted, or unreadable: it grants nothing
                 self.engine.remove_queue(name)
-                self._queue_status.pop(name, None)
-                return
-            try:
-                self.engine.set_queue(Queue.from_dict(obj))
-            except GpuqError as err:
-                self.engine.remove_queue(name)
-                self.handle.record(invalid_annotation(f"Queue//{name}", str(err)))
+                if obj is None:
+                    self._queue_status.pop(name, None)
+                    return
         elif kind == POD_GROUP:
             key = f"{namespace}/{name}"
             if obj is None:
                 self.engine.remove_podgroup(key)
                 self._refused.pop(key, None)
                 return
-            try:
-                model = PodGroup.from_dict(obj)
-            except GpuqError as err:
-                self.handle.record(invalid_annotation(f"PodGroup/{namespace}/{name}", str(err)))
+            model = read_or_warn(self.handle, f"PodGroup/{namespace}/{name}", PodGroup.from_dict, obj)
+            if model is None:
                 return
             self._sync()
             tracked = self.handle.group(key)

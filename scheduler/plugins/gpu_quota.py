@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from common.model.cards.card_type import CARD_UNIT, CardType
 from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.errors import GpuqError, InvalidValue, QuotaExceeded
+from common.model.errors import InvalidValue, QuotaExceeded
 from common.model.events import EventRecord, invalid_annotation
 from common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
 from common.model.gpu_quota.quota import GPUResourceQuota
@@ -52,6 +52,7 @@ from scheduler.framework.interfaces import (
     ReasonMasks,
     ReservePlugin,
     StatusPatch,
+    read_or_warn,
 )
 from scheduler.framework.registry import PluginSettings
 from scheduler.framework.status import Status
@@ -132,10 +133,10 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self.store.remove_quota(namespace)
             self._status.pop(namespace, None)
             return
-        try:
-            self.store.set_quota(GPUResourceQuota.from_dict(obj))
-        except GpuqError as err:
-            self.handle.record(invalid_annotation(f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}", str(err)))
+        ref = f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}"
+        quota = read_or_warn(self.handle, ref, GPUResourceQuota.from_dict, obj)
+        if quota is not None:
+            self.store.set_quota(quota)
 
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         while len(self._cards) <= row:
