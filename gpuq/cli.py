@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(result)
         out = report(result, explain=args.explain)
         if admission is not None:
-            # DESIGN "gpuq simulate": rejected Pods are listed with phase Rejected; other rejected
+            # design.md "gpuq simulate": rejected Pods are listed with phase Rejected; other rejected
             # objects under "rejected". Admission warnings (usage-dependent checks) are kept too.
             out["pods"] = sorted(
                 [*out["pods"], *admission.rejected_pods], key=lambda p: (p["namespace"], p["name"])

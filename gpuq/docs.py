@@ -264,7 +264,7 @@ def render() -> str:
     out += [
         "",
         "Card discovery node labels: `<prefix>/<type>.product`, `.count`, `.memory` (MiB), `.replicas` "
-        "(capacity-card.md; DESIGN.md Semantics 2 and 9).",
+        "(capacity-card.md; design.md Semantics 2 and 9).",
         "",
     ]
     return "\n".join(out)

@@ -1,5 +1,5 @@
 """The scheduling cycle: enqueue -> PreFilter -> Filter -> (PostFilter) -> PreScore -> Score -> pick ->
-Reserve -> Permit -> Bind, with Unreserve on any later failure (DESIGN "Data flow").
+Reserve -> Permit -> Bind, with Unreserve on any later failure (design.md "Data flow").
 
 :class:`Scheduler` owns the cluster state, the API objects, the queue, the framework (the plugin chain
 and the plugins' :class:`~scheduler.framework.interfaces.Handle`) and the PodGroup bookkeeping
@@ -14,7 +14,7 @@ with completion callbacks, so the same cycle runs against the in-memory backend 
 and the Kubernetes one.
 
 The chosen node is the feasible node with the highest total score; equal totals go to the node whose
-name sorts first (DESIGN "gpuq simulate"), so a run is deterministic.
+name sorts first (design.md "gpuq simulate"), so a run is deterministic.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An unschedulable pod gets the PodScheduled=False condition (Unschedulable, with its nominated node
 after a preemption), a FailedScheduling event, and is parked in the queue until an event that one of
 the plugins that rejected it cares about; a failed bind is an error, not a verdict on the cluster:
-the condition says SchedulerError and the pod is retried after its backoff (DESIGN "Data flow").
+the condition says SchedulerError and the pod is retried after its backoff (design.md "Data flow").
 The last message per pod is kept for ``gpuq simulate``'s report.
 """
 

@@ -1,7 +1,7 @@
 """PodGroup bookkeeping: the scheduler's view of every PodGroup and of the pods that name one.
 
 Volcano's JobInfo reduced to what the cycle needs: each PodGroup's phase (Pending -> Inqueue ->
-Running, DESIGN "Data flow"), its member pods, the pods held until the enqueue action admits their
+Running, design.md "Data flow"), its member pods, the pods held until the enqueue action admits their
 group (kube-scheduler's "gated" pods), why a group is still Pending or could not be read, and which
 groups changed since the last status sync (one PodGroup status patch per sync, never one per pod).
 

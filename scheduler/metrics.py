@@ -1,4 +1,4 @@
-"""Scheduler metrics (DESIGN.md "Metrics"), in a registry of their own (tests build many).
+"""Scheduler metrics (design.md "Metrics"), in a registry of their own (tests build many).
 
 Counters and histograms are updated as things happen. Gauges that mirror state (pending pods per
 queue pool, per-queue card usage, quota usage) are computed at scrape time by a collector over the

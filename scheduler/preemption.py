@@ -1,7 +1,7 @@
 """Preemption: PostFilter's answer acted on (kube-scheduler's DefaultPreemption, ``prepareCandidate``).
 
 When no node fits, the PostFilter plugins may nominate a node and name the running pods whose
-eviction makes room there (DESIGN "Data flow"). The victims are evicted through the
+eviction makes room there (design.md "Data flow"). The victims are evicted through the
 :class:`~scheduler.backend.ClusterBackend`; once an eviction is done the victim is remembered as
 preempted (the report's ``Preempted`` phase; the Kubernetes feed ignores the updates its deletion
 causes until the DELETE arrives), a Preempted event names the preemptor, and the scheduler forgets

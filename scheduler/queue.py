@@ -1,7 +1,7 @@
 """The scheduling queue: active, backoff and unschedulable pools (kube-scheduler's PriorityQueue).
 
 * active: a heap in queue order (the QueueSort plugin's key: priority high first, then creation
-  time, then namespace/name - DESIGN "gpuq simulate");
+  time, then namespace/name - design.md "gpuq simulate");
 * backoff: pods that failed recently wait ``initial * 2^(attempts-1)`` seconds, at most ``maximum``;
 * unschedulable: pods parked until a :class:`ClusterEvent` that one of the plugins that rejected them
   cares about; then they go through backoff (or straight to active once their backoff has passed).

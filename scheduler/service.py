@@ -1,4 +1,4 @@
-"""``gpuq scheduler``: the secondary scheduler process against a real cluster (DESIGN "Command line").
+"""``gpuq scheduler``: the secondary scheduler process against a real cluster (design.md "Command line").
 
 Start-up: configuration (an invalid one is exit code 2 with one line, before anything starts) ->
 metrics and probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches

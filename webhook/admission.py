@@ -231,7 +231,7 @@ def validate(
     old: Mapping[str, Any] | None = None,
     options: AdmissionOptions = DEFAULT_OPTIONS,
 ) -> Decision:
-    """The validating webhook's verdict on one object (DESIGN.md, "Webhook endpoints")."""
+    """The validating webhook's verdict on one object (design.md, "Webhook endpoints")."""
     try:
         if kind in _REVIEWED and operation in ("CREATE", "UPDATE"):
             check_shape(obj, kind[1])

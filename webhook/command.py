@@ -1,4 +1,4 @@
-"""``gpuq webhook``: the admission webhook process (DESIGN.md, "Command line").
+"""``gpuq webhook``: the admission webhook process (design.md, "Command line").
 
 Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
 ``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.

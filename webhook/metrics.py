@@ -1,4 +1,4 @@
-"""Webhook metrics (DESIGN.md, "Metrics"), in a registry of their own so tests can build many apps.
+"""Webhook metrics (design.md, "Metrics"), in a registry of their own so tests can build many apps.
 
 ``kind`` is bounded to the kinds gpuq reviews plus ``other``: the label comes from the request and an
 unbounded label would let any client grow the metric without limit.

@@ -8,7 +8,7 @@ would only cost time. A body orjson refuses (not JSON, or JSON it does not take:
 bits, ``NaN``) goes through pydantic's JSON parser, so the answer never depends on which parser ran.
 
 A body that is not an AdmissionReview raises :class:`MalformedReview`, which the server turns into an
-HTTP 400 with a one-line reason (DESIGN.md, "Webhook endpoints"): never a 500.
+HTTP 400 with a one-line reason (design.md, "Webhook endpoints"): never a 500.
 """
 
 from __future__ import annotations

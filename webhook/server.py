@@ -1,6 +1,6 @@
 """The webhook's HTTPS server (aiohttp): ``POST /validate``, ``POST /mutate``, probes, and metrics.
 
-Contract (DESIGN.md, "Webhook endpoints"): the answer echoes apiVersion, kind and ``request.uid``; a
+Contract (design.md, "Webhook endpoints"): the answer echoes apiVersion, kind and ``request.uid``; a
 body that is not an AdmissionReview is an HTTP 400 with a one-line reason; nothing a client sends
 produces a 500. Bounds a platform engineer relies on:
 

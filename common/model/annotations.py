@@ -1,4 +1,4 @@
-"""Every annotation and label key gpuq reads or writes (DESIGN.md, "Annotations and labels").
+"""Every annotation and label key gpuq reads or writes (design.md, "Annotations and labels").
 
 The keys live here so a grep finds all of them in one place; the rules that parse each value live
 with their concept (card annotations in :mod:`common.model.cards`, cross-quota node overrides in

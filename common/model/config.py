@@ -1,4 +1,4 @@
-"""The scheduler configuration, in Volcano's format (DESIGN.md, "Scheduler configuration").
+"""The scheduler configuration, in Volcano's format (design.md, "Scheduler configuration").
 
 ```yaml
 actions: "enqueue, allocate, preempt"

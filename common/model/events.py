@@ -1,4 +1,4 @@
-"""Event reasons gpuq emits (DESIGN.md, "Events"), and the event record the engines return.
+"""Event reasons gpuq emits (design.md, "Events"), and the event record the engines return.
 
 Engines never emit events themselves (they do no I/O): they return :class:`EventRecord` values and
 the scheduler or simulator turns them into Kubernetes Events or JSON.

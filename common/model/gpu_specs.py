@@ -1,6 +1,6 @@
 """Built-in TFLOPS of common GPU products, keyed by the names GPU feature discovery writes.
 
-DESIGN.md Semantics 5: a pod without tensor-fusion annotations is charged the TFLOPS of the card it
+design.md Semantics 5: a pod without tensor-fusion annotations is charged the TFLOPS of the card it
 lands on, taken from a ``<prefix>.tflops`` node label or, failing that, from this table.
 
 The metric is tensor-fusion's ``fp16TFlops`` (NexusGPU/tensor-fusion,

@@ -1,4 +1,4 @@
-"""Which queue a pod is in (DESIGN.md Semantics 7), and which PodGroup.
+"""Which queue a pod is in (design.md Semantics 7), and which PodGroup.
 
 The Queue and PodGroup objects themselves are in :mod:`common.model.crd`.
 """
@@ -19,7 +19,7 @@ def podgroup_key_of(pod: PodInfo) -> str | None:
 
 
 def queue_of(pod: PodInfo, podgroups: Mapping[str, PodGroup]) -> str:
-    """The queue a pod's usage counts against (DESIGN.md Semantics 7).
+    """The queue a pod's usage counts against (design.md Semantics 7).
 
     Its PodGroup's ``spec.queue`` (the group named by ``scheduling.k8s.io/group-name``, looked up in
     ``podgroups`` by ``<namespace>/<name>``), else its ``scheduling.volcano.sh/queue-name``

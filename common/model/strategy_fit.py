@@ -6,7 +6,7 @@ pod requests that has a configured strategy:
 * MostAllocated: ``(used + requested) / allocatable`` (packs);
 * LeastAllocated: ``(allocatable - (used + requested)) / allocatable`` (spreads);
 
-node score ``sum(w * s) / sum(w) * 100 * resourceStrategyFitWeight`` (DESIGN "Units": Volcano's
+node score ``sum(w * s) / sum(w) * 100 * resourceStrategyFitWeight`` (design.md "Units": Volcano's
 ``MaxNodeScore`` of 100, so weights tuned for Volcano carry over).
 
 Upstream behaviour kept (each pinned by a test):
@@ -21,12 +21,12 @@ Where gpuq differs or the spec is silent (decisions):
 
 * Invalid values are :class:`ConfigError` rather than silently replaced (upstream turns a weight <= 0
   into the default and an unknown ``type`` into LeastAllocated), and an invalid wildcard pattern is an
-  error rather than a filtered-out warning (DESIGN Semantics 6).
+  error rather than a filtered-out warning (design.md Semantics 6).
 * A wildcard is one trailing ``*`` after a non-empty prefix. ``<prefix>/*`` matches every name that
   starts with ``<prefix>`` (so ``nvidia.com/gpu/*`` covers ``nvidia.com/gpu-a100``, as the spec's Story 2
   and configuration example intend); ``<prefix>*`` matches names starting with ``<prefix>``. Rejected:
   ``*``, ``/*``, ``*x``, ``a*b``, ``a**``, ``vendor.*/gpu``.
-* Only resources with a request > 0 are scored (DESIGN Semantics 8). ``pods`` is never scored (a pod's
+* Only resources with a request > 0 are scored (design.md Semantics 8). ``pods`` is never scored (a pod's
   request does not include its pod count).
 * Pod override (upstream PR #4641, "per-Pod scoring"): ``volcano.sh/resource-strategy-weight`` is a JSON
   object ``{resource or wildcard: positive integer}``; when present the pod is scored by exactly those

@@ -3,7 +3,7 @@
 An API object that went through an apiserver has the right shapes, but gpuq also reads manifests
 (``gpuq simulate``), scheduler configuration files and objects that predate the webhook. A list
 where a map belongs, or a number where a string belongs, must be an :class:`InvalidValue` naming the
-object, the field and the value (DESIGN.md, "Engineering conventions"), never an ``AttributeError``
+object, the field and the value (design.md, "Engineering conventions"), never an ``AttributeError``
 from deep inside a parser. These readers are the one place the engines get that from.
 """
 

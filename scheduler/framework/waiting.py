@@ -4,7 +4,7 @@ A pod that Permit answers Wait for stays reserved and assumed in the cluster sta
 quorum is reached: the gang plugin then allows the gang through the
 :class:`~scheduler.framework.interfaces.Handle`, and the binding step binds every waiting member
 after the pod that completed it. A gang that never gets there is rejected as a whole, at the end of a
-simulation round or after the gang timeout (kube-scheduler's Permit timeout; DESIGN "Data flow").
+simulation round or after the gang timeout (kube-scheduler's Permit timeout; design.md "Data flow").
 
 The framework owns the map, as kube-scheduler's frameworkImpl does; the cycle adds to it and takes
 from it.

@@ -5,7 +5,7 @@ Three rules keep the scheduler's view honest:
 1. **Nothing before everything.** Until every informer has listed, changes are not delivered (the
    caches fill up on their own); then :meth:`Feed.replay` feeds the caches in dependency order:
    nodes, then the objects quotas are defined by, then bound pods, then pending pods. A pending pod
-   is therefore never tried against a cluster whose usage is half known (restart safety, DESIGN
+   is therefore never tried against a cluster whose usage is half known (restart safety, design.md
    "Data flow": usage is re-derived from bound pods, never persisted).
 2. **Our own writes are not news.** A status-only change (the PodScheduled condition we wrote, a
    quota status we patched) neither re-queues a pod nor re-parses a quota object: that would turn

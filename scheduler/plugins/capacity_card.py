@@ -1,5 +1,5 @@
 """``capacity-card``: per-queue quotas per GPU card type, thin glue over :mod:`common.model.capacity_card`
-(spec ``capacity-card.md``; DESIGN Semantics 1, 3, 7).
+(spec ``capacity-card.md``; design.md Semantics 1, 3, 7).
 
 * Enqueue (job mode, "Job Enqueueable Check"): a Pending PodGroup enters its queue when
   :meth:`~common.model.capacity_card.engine.CapacityCard.enqueue` allows; a refusal is a Warning event on the

@@ -1,5 +1,5 @@
 """``capacity-scheduling``: ElasticQuota min/max and quota-aware preemption, thin glue over
-:mod:`common.model.elastic` (spec ``capacity-scheduling.md``, DESIGN Semantics 4).
+:mod:`common.model.elastic` (spec ``capacity-scheduling.md``, design.md Semantics 4).
 
 Usage is the engine's :class:`~common.model.elastic.ledger.ElasticQuotaInfos`, charged per pod key by cluster
 events (bind, assume, release), so Reserve/Unreserve are idempotent and an informer re-list cannot

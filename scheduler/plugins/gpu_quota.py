@@ -1,5 +1,5 @@
 """``gpu-quota``: GPUResourceQuota (TFLOPS, VRAM, workers per namespace), thin glue over
-:mod:`common.model.gpu_quota` (spec ``gpu-resource-quota.md``; DESIGN Semantics 5).
+:mod:`common.model.gpu_quota` (spec ``gpu-resource-quota.md``; design.md Semantics 5).
 
 A pod's request comes from its tensor-fusion annotations, else from the card of the node it would
 land on, so it can differ per node:

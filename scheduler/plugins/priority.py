@@ -1,7 +1,7 @@
 """``priority``: queue order (Volcano's priority plugin, kube's PrioritySort).
 
 Higher PriorityClass value first, then earlier creationTimestamp, then namespace/name, so the same
-input always schedules in the same order (DESIGN "gpuq simulate").
+input always schedules in the same order (design.md "gpuq simulate").
 """
 
 from __future__ import annotations

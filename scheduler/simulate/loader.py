@@ -169,7 +169,7 @@ def _take(doc: Any, out: Manifests) -> str | None:
         elif kind == POD:
             pod = PodInfo.from_dict(doc)
             if not (doc.get("spec") or {}).get("schedulerName"):
-                # DESIGN "gpuq simulate": an unset schedulerName is scheduled by gpuq here (in a
+                # design.md "gpuq simulate": an unset schedulerName is scheduled by gpuq here (in a
                 # cluster the apiserver would have defaulted it to default-scheduler).
                 pod = replace(pod, scheduler_name=GPUQ_SCHEDULER)
             compile_selection(pod)

@@ -1,4 +1,4 @@
-"""Run a simulation and build its report (the JSON schema of DESIGN "gpuq simulate").
+"""Run a simulation and build its report (the JSON schema of design.md "gpuq simulate").
 
 Time is virtual: when no pod is ready, the clock jumps to the end of the earliest backoff, so a
 simulation of retries costs no wall-clock time. The run ends when the queue has nothing ready and

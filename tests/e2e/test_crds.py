@@ -74,7 +74,7 @@ spec:
 """
 
 # NexusGPU/tensor-fusion config/samples/v1_gpuresourcequota.yaml (first object): the shape of the
-# upstream CRD and of DESIGN.md.
+# upstream CRD and of design.md.
 GPURESOURCEQUOTA_SAMPLE = """
 apiVersion: tensor-fusion.ai/v1
 kind: GPUResourceQuota
@@ -108,7 +108,7 @@ spec:
 """
 
 # gpu-resource-quota.md, "GPUResourceQuota Specification": this sample uses flat keys
-# (requests.tflops, workers, single.max/min) that neither upstream's CRD nor DESIGN.md has.
+# (requests.tflops, workers, single.max/min) that neither upstream's CRD nor design.md has.
 GPURESOURCEQUOTA_DOC_SAMPLE = """
 apiVersion: tensor-fusion.ai/v1
 kind: GPUResourceQuota

@@ -351,7 +351,7 @@ async def test_gpu_resource_quota_refuses_the_worker_over_max_workers(
 async def test_pod_group_phase_is_written_through_the_status_subresource(
     cluster: Cluster, run_scheduler: SchedulerFactory, control_plane: Any
 ) -> None:
-    """Gang scheduling (DESIGN "Data flow"): a PodGroup of minMember 2 is enqueued (Pending ->
+    """Gang scheduling (design.md "Data flow"): a PodGroup of minMember 2 is enqueued (Pending ->
     Inqueue) and, once both members are bound, Running; the phase is written to podgroups/status.
     Then ``gpuq explain ns/pod --kubeconfig`` explains a member from the live state."""
     name = f"gpuq-{cluster.test_id}"

@@ -51,7 +51,7 @@ async def settled(cluster: Cluster, total: int) -> dict[str, Any] | None:
 async def test_restart_after_sigkill_neither_double_counts_nor_exceeds_quota(
     cluster: Cluster, run_scheduler: SchedulerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """DESIGN "Data flow": usage is re-derived from bound pods at start. 300 one-core pods against an
+    """design.md "Data flow": usage is re-derived from bound pods at start. 300 one-core pods against an
     ElasticQuota of max 150 cores: the scheduler is SIGKILLed as soon as the first binds land, then
     restarted. Exactly 150 end up bound (fewer would mean the restart double-counted, more that it
     forgot), and status.used says 150."""
@@ -168,7 +168,7 @@ async def _holder_is(cluster: Cluster, lease: str, identity: str) -> bool:
 
 
 async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFactory) -> None:
-    """/metrics carries DESIGN.md's names with values that match what happened: 4 pods scheduled,
+    """/metrics carries design.md's names with values that match what happened: 4 pods scheduled,
     1 unschedulable (parked), elastic_quota_used 4 cores (min and max 4), extension-point timings observed."""
     name = f"gpuq-{cluster.test_id}"
     await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})

@@ -1,7 +1,7 @@
 """Hostile user input for the parsers' fuzz tests: JSON/YAML-shaped values of the wrong shape.
 
 Every parser of user input must answer malformed input with a :class:`GpuqError` that names the
-problem, never with a stray ``AttributeError``/``TypeError``/``OverflowError`` (DESIGN.md, "One
+problem, never with a stray ``AttributeError``/``TypeError``/``OverflowError`` (design.md, "One
 error hierarchy"). The fuzz tests feed these values in and call :func:`only_gpuq_errors`.
 """
 

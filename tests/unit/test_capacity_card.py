@@ -1,4 +1,4 @@
-"""The capacity-card engine (capacity-card.md; DESIGN.md Semantics 1, 3, 7)."""
+"""The capacity-card engine (capacity-card.md; design.md Semantics 1, 3, 7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Card discovery, the catalog and the card annotations.
 
-capacity-card.md "Node Card Discovery" and "API Design"; DESIGN.md Semantics 2, 3 and 9.
+capacity-card.md "Node Card Discovery" and "API Design"; design.md Semantics 2, 3 and 9.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_label_and_resource_example_finds_all_three_kinds() -> None:
     ],
 )
 def test_mps_memory_rounds_half_away_from_zero(memory: str, expected: str) -> None:
-    """DESIGN.md Semantics 2 and 9: memory label in MiB, GiB rounded half away from zero."""
+    """design.md Semantics 2 and 9: memory label in MiB, GiB rounded half away from zero."""
     labels = {"nvidia.com/gpu.product": "P", "nvidia.com/gpu.memory": memory, "nvidia.com/gpu.replicas": "2"}
     cards = discover_cards(MakeNode().labels(labels).alloc({"nvidia.com/gpu.shared": "4"}).info())
     assert cards.names == (f"P/mps-{expected}*1/2",)

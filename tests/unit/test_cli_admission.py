@@ -1,4 +1,4 @@
-"""`gpuq simulate --admission`: the webhook's rules run offline before scheduling (DESIGN "gpuq simulate")."""
+"""`gpuq simulate --admission`: the webhook's rules run offline before scheduling (design.md, simulate)."""
 
 from __future__ import annotations
 

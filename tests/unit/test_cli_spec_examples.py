@@ -128,7 +128,7 @@ def test_capacity_card_job_mode_6_within_4_plus_4(capsys: pytest.CaptureFixture[
 
 
 def test_semantics1_card_type_is_resolved_per_node(capsys: pytest.CaptureFixture[str]) -> None:
-    """DESIGN Semantics 1: an A|H task never lands on an A node whose A quota is gone."""
+    """design.md Semantics 1: an A|H task never lands on an A node whose A quota is gone."""
     out = simulate_explained(capsys, "-f", str(CARD / "semantics1-per-node-type.yaml"))
     pods = pods_by_name(out)
     assert (pods["task-0"]["node"], pods["task-0"]["cardType"]) == ("s1-a100-1", "NVIDIA-A100")

@@ -1,4 +1,4 @@
-"""The Volcano-format scheduler configuration (DESIGN.md, "Scheduler configuration")."""
+"""The Volcano-format scheduler configuration (design.md, "Scheduler configuration")."""
 
 from __future__ import annotations
 

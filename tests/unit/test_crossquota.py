@@ -1,4 +1,4 @@
-"""crossquota engine (specs/crossquota.md; DESIGN Semantics 3 and 8)."""
+"""crossquota engine (specs/crossquota.md; design.md Semantics 3 and 8)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def test_percentage_forms() -> None:
     ],
 )
 def test_invalid_arguments_are_config_errors_naming_the_key(arguments: dict[str, Any], field: str) -> None:
-    """DESIGN "Scheduler configuration": an invalid configuration is a start-up error naming the key."""
+    """design.md "Scheduler configuration": an invalid configuration is a start-up error naming the key."""
     with pytest.raises(ConfigError) as err:
         parse_arguments(arguments)
     assert err.value.field == field
@@ -326,7 +326,7 @@ def test_configuration_priority(
 def test_malformed_node_annotation_falls_through_with_warning(
     annotations: dict[str, str], quota: int, source: QuotaSource
 ) -> None:
-    """DESIGN Semantics 3: a crossquota node annotation falls through to the next source + Warning."""
+    """design.md Semantics 3: a crossquota node annotation falls through to the next source + Warning."""
     result = node_quota(args_of(**{"quota.cpu": "32"}), GPU_NODE.copy().annotations(annotations).info())
     assert result.quota["cpu"] == quota
     assert result.sources["cpu"] is source
@@ -507,7 +507,7 @@ def test_default_strategy_is_most_allocated() -> None:
 
 
 def test_unrequested_resources_carry_no_weight() -> None:
-    """DESIGN Semantics 8: memory request 0 contributes neither score nor weight."""
+    """design.md Semantics 8: memory request 0 contributes neither score nor weight."""
     score = _both(args_of(), {"cpu": 4_000}, {"cpu": 24_000, "memory": 60 * GI})
     assert score == pytest.approx(28 / 32 * 10)
 

@@ -1,4 +1,4 @@
-"""ElasticQuota engine (capacity-scheduling.md; DESIGN.md Semantics 4)."""
+"""ElasticQuota engine (capacity-scheduling.md; design.md Semantics 4)."""
 
 from __future__ import annotations
 

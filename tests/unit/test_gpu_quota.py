@@ -1,4 +1,4 @@
-"""GPUResourceQuota engine and TFLOPS table (gpu-resource-quota.md; DESIGN.md Semantics 5)."""
+"""GPUResourceQuota engine and TFLOPS table (gpu-resource-quota.md; design.md Semantics 5)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Found by fuzzing ``gpuq simulate``: a pod asking ``nvidia.com/gpu`` on a node without the
 ``nvidia.com/gpu.product`` label was never charged, so ``maxWorkers: 0`` and a 1 TFLOPS total did not
-stop it (DESIGN Semantics 5: each pod is one worker; an amount gpuq cannot derive refuses the node).
+stop it (design.md Semantics 5: each pod is one worker; an amount gpuq cannot derive refuses the node).
 """
 
 from __future__ import annotations

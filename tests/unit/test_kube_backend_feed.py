@@ -81,7 +81,7 @@ def drain(scheduler: Scheduler) -> list[Attempt]:
 
 
 def test_bound_pods_count_before_pending_ones_are_tried() -> None:
-    """Restart safety: however the informer delivered them, usage comes first (DESIGN "Data flow")."""
+    """Restart safety: however the informer delivered them, usage comes first (design.md "Data flow")."""
     scheduler, backend, feed, _ = make()
 
     items = [

@@ -1,4 +1,4 @@
-"""Kubernetes quantities as exact integers (DESIGN.md Semantics, "Units")."""
+"""Kubernetes quantities as exact integers (design.md Semantics, "Units")."""
 
 from __future__ import annotations
 

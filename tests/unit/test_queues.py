@@ -1,4 +1,4 @@
-"""Volcano Queue / PodGroup models and the queue a pod belongs to (DESIGN.md Semantics 7)."""
+"""Volcano Queue / PodGroup models and the queue a pod belongs to (design.md Semantics 7)."""
 
 from __future__ import annotations
 

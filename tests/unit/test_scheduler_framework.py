@@ -54,7 +54,7 @@ def _key(pod: PodInfo) -> tuple[object, ...]:
 
 
 def test_queue_order_priority_then_time_then_name() -> None:
-    """DESIGN "gpuq simulate": priority high first, then creationTimestamp, then namespace/name."""
+    """design.md "gpuq simulate": priority high first, then creationTimestamp, then namespace/name."""
     queue = SchedulingQueue(_key, Clock())
     first = "2024-01-01T00:00:00Z"
     for pod in [

@@ -1,4 +1,4 @@
-"""resource-strategy-fit engine (specs/resource-strategy-fit.md; DESIGN Semantics 3, 6, 8)."""
+"""resource-strategy-fit engine (specs/resource-strategy-fit.md; design.md Semantics 3, 6, 8)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_defaults_follow_upstream() -> None:
 
 
 def test_design_example_parses() -> None:
-    """spec "Design Details" config (and DESIGN "Scheduler configuration")."""
+    """spec "Design Details" config (and design.md "Scheduler configuration")."""
     args = sf.parse_arguments(
         {
             "resourceStrategyFitWeight": 10,
@@ -81,7 +81,7 @@ def test_entry_defaults() -> None:
     "pattern", ["*", "*x", "a*b", "a**", "vendor.*/gpu", "*/gpu", "vendor.com/**", "/*", "-*"]
 )
 def test_invalid_wildcard_patterns_are_config_errors(pattern: str) -> None:
-    """DESIGN Semantics 6 (spec "Wildcard Syntax Support" lists them as invalid; upstream filters)."""
+    """design.md Semantics 6 (spec "Wildcard Syntax Support" lists them as invalid; upstream filters)."""
     with pytest.raises(ConfigError) as err:
         sf.parse_arguments({"resources": {pattern: {"type": "MostAllocated", "weight": 1}}})
     assert err.value.field == f"resources.{pattern}"
@@ -225,7 +225,7 @@ def test_formula_by_hand(arguments: dict[str, Any], allocatable: dict[str, int],
 
 
 def test_design_config_gpu_pod_example() -> None:
-    """DESIGN config: gpu MostAllocated w2, cpu LeastAllocated w1; gpu 4/8 and cpu 20/32 free."""
+    """design.md config: gpu MostAllocated w2, cpu LeastAllocated w1; gpu 4/8 and cpu 20/32 free."""
     arguments = {
         "resourceStrategyFitWeight": 10,
         "resources": {
@@ -250,7 +250,7 @@ def test_over_allocatable_scores_the_node_zero() -> None:
 
 
 def test_zero_requests_carry_no_weight() -> None:
-    """DESIGN Semantics 8: a resource with request 0 contributes neither score nor weight."""
+    """design.md Semantics 8: a resource with request 0 contributes neither score nor weight."""
     arguments = _two(("LeastAllocated", 1), ("MostAllocated", 1))
     score = _score(arguments, {"cpu": 0, "memory": 100}, {"cpu": 500, "memory": 400}, USED)
     # memory alone: 300/400; counting cpu (request 0) would give (0.6 + 0.75) / 2

@@ -1,4 +1,4 @@
-"""The capacity-card engine: per-queue quotas per card type (capacity-card.md, DESIGN.md Semantics 1,
+"""The capacity-card engine: per-queue quotas per card type (capacity-card.md, design.md Semantics 1,
 3, 7), one module per concept:
 
 * :mod:`.args`: the plugin arguments (``cardUnlimitedCpuMemory``, ``nodeOrderWeight``);

@@ -1,5 +1,5 @@
 """What a pod asks of the card quotas, and what it is charged on a node (capacity-card.md "Job
-Resource Card Requests"; DESIGN.md Semantics 1).
+Resource Card Requests"; design.md Semantics 1).
 
 A pod's ``volcano.sh/card.name`` lists the card types it accepts (``A|B``); each other card resource it
 requests may land on any card type of that resource. The pod is charged under the *concrete* card type

@@ -1,5 +1,5 @@
 """The capacity-card engine over cluster state: catalog, queue quotas, ledgers and the checks over
-them (capacity-card.md; DESIGN.md Semantics 1, 3, 7, "Data flow").
+them (capacity-card.md; design.md Semantics 1, 3, 7, "Data flow").
 
 The scheduler's ``capacity-card`` plugin and ``gpuq simulate`` feed :class:`CapacityCard` informer
 events and ask it the job-mode (:mod:`.enqueue`), task-mode (:mod:`.task`) and node-ordering

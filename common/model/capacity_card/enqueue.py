@@ -1,4 +1,4 @@
-"""Job mode: may a PodGroup enter its queue? (capacity-card.md "Job Enqueueable Check"; DESIGN.md
+"""Job mode: may a PodGroup enter its queue? (capacity-card.md "Job Enqueueable Check"; design.md
 Semantics 3, 7).
 
 A job's minimum is its ``spec.minResources`` (cpu, memory) plus its ``volcano.sh/card.request``

@@ -1,5 +1,5 @@
 """A queue's card ledger: what its pods are charged and its admitted jobs reserve (capacity-card.md
-"Resource Tracking"; DESIGN.md "Data flow", Semantics 1).
+"Resource Tracking"; design.md "Data flow", Semantics 1).
 
 Per queue, :class:`QueueLedger` keeps, like Volcano's capacity-card plugin:
 
@@ -111,7 +111,7 @@ class QueueLedger:
 
     Every change is keyed by pod key or PodGroup key and idempotent: :meth:`reserve` twice charges
     once, :meth:`unreserve` of an uncharged pod is a no-op, so replaying bound pods after a restart
-    or a re-list never double-counts (DESIGN.md "Data flow"). Totals are kept incrementally; each
+    or a re-list never double-counts (design.md "Data flow"). Totals are kept incrementally; each
     operation costs O(resources of the job), not O(pods in the queue).
     """
 

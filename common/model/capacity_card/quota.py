@@ -1,5 +1,5 @@
 """A Queue's quota as the capacity-card engine sees it (capacity-card.md "Queue Annotations for Card
-Quotas"; DESIGN.md Semantics 3, 7).
+Quotas"; design.md Semantics 3, 7).
 
 A Queue's capability is ``spec.capability`` for cpu and memory and the ``volcano.sh/card.quota``
 annotation for card types; both default to 0 ("If not set, the default quota is also 0"), every other
@@ -47,7 +47,7 @@ class QueueQuota:
 
 
 def queue_quota(queue: Queue) -> QueueQuota:
-    """The quota of a Queue (spec "Queue Annotations for Card Quotas"; DESIGN.md Semantics 3, 7)."""
+    """The quota of a Queue (spec "Queue Annotations for Card Quotas"; design.md Semantics 3, 7)."""
     text = queue.annotations.get(CARD_QUOTA)
     consequence = "card quota treated as 0 until the annotation is fixed"
     cards, event = annotation_or_fallback(queue.ref, text, parse_card_quota, EMPTY, consequence)

@@ -23,7 +23,7 @@ QUEUE_CLOSED: Final = "QueueClosed"
 
 
 class NoCardTypeFits(QuotaExceeded):
-    """No card type among a pod's candidates has quota left for it (DESIGN.md Semantics 1: each card
+    """No card type among a pod's candidates has quota left for it (design.md Semantics 1: each card
     type is checked on its own). Its fields are the first refused candidate's; its message names
     every refused candidate's shortfall."""
 

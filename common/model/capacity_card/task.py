@@ -1,5 +1,5 @@
 """Task mode: may a pod take a node, as far as its queue's quota goes? (capacity-card.md "Task
-Allocatable Check", resolved per card type: DESIGN.md Semantics 1).
+Allocatable Check", resolved per card type: design.md Semantics 1).
 
 :func:`check_task` gives a pod a verdict per candidate card type (:class:`TaskCheck`), which
 :meth:`TaskCheck.filter_nodes` applies to every node at once; :class:`TaskPlan` memoises it for the
@@ -135,7 +135,7 @@ def check_task(
 
     Upstream passes an ``A|B`` task when *any* alternative has quota and may then place it on a node
     of an exhausted one; here every candidate gets its own verdict and the node filter only keeps
-    nodes whose card type passed (DESIGN.md Semantics 1). cpu and memory are checked first
+    nodes whose card type passed (design.md Semantics 1). cpu and memory are checked first
     (``allocated + request <= capability``) unless ``cardUnlimitedCpuMemory`` and the pod uses cards.
     """
     count = len(catalog.names)
@@ -188,7 +188,7 @@ def task_quota_refusal(
 ) -> Refusal | None:
     """Scalar :func:`check_task` for admission: None exactly when ``check_task(...).ok``, else why not.
 
-    Same rules (spec "Task Allocatable Check", DESIGN.md Semantics 1) without the per-node arrays the
+    Same rules (spec "Task Allocatable Check", design.md Semantics 1) without the per-node arrays the
     scheduler needs: the webhook asks one question per review, whether *some* node could take the pod
     as far as quota goes. A refusal is the closed-queue, empty-capability or cpu/memory refusal
     :func:`check_task` reports as ``failure``, else an ``InsufficientScalarQuota`` refusal

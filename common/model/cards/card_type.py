@@ -14,7 +14,7 @@ CardKind = Literal["whole", "mps", "mig"]
 
 @dataclass(frozen=True, slots=True)
 class CardType:
-    """One card type found on a node (DESIGN.md Semantics 2).
+    """One card type found on a node (design.md Semantics 2).
 
     ``name`` is the canonical card type name queues use in ``volcano.sh/card.quota``:
     ``NVIDIA-A100`` (whole), ``NVIDIA-A100/mps-80g*1/8`` (MPS), ``NVIDIA-A100/mig-1g.5gb-mixed`` (MIG).

@@ -61,7 +61,7 @@ class NodeCards:
         return next((card for card in self.cards if card.resource == resource), None)
 
     def events(self) -> tuple[EventRecord, ...]:
-        """One Warning event per label problem, on the Node (DESIGN.md Semantics 3)."""
+        """One Warning event per label problem, on the Node (design.md Semantics 3)."""
         return tuple(invalid_annotation(f"Node//{self.node}", str(problem)) for problem in self.problems)
 
 

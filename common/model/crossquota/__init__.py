@@ -7,7 +7,7 @@ resource (predicate), and are steered by a most- or least-allocated score agains
 order). Everything else passes the filter and scores 0.
 
 One concept per module, each stating where upstream behaviour is kept on purpose (each pinned by a
-test) and where gpuq deliberately differs (DESIGN Semantics 3, "Scheduler configuration"):
+test) and where gpuq deliberately differs (design.md Semantics 3, "Scheduler configuration"):
 
 * :mod:`~common.model.crossquota.args`: the plugin arguments and GPU-node / CPU-pod classification;
 * :mod:`~common.model.crossquota.node_quota`: a node's cross quota ("Configuration Priority");

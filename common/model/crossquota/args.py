@@ -8,9 +8,9 @@ Where upstream behaviour is kept on purpose (each is pinned by a test):
   Anchor with ``^...$`` for an exact match.
 * A pod is classified by its requested *extended* resources only (upstream looks at
   ``Resreq.ScalarResources``): ``cpu`` and ``memory`` never make a pod a GPU pod, whatever the patterns.
-  gpuq additionally ignores zero requests (``nvidia.com/gpu: 0`` asks for no GPU; DESIGN Semantics 8).
+  gpuq additionally ignores zero requests (``nvidia.com/gpu: 0`` asks for no GPU; design.md Semantics 8).
 
-Where gpuq deliberately differs (DESIGN Semantics 3, "Scheduler configuration"): invalid arguments are
+Where gpuq deliberately differs (design.md Semantics 3, "Scheduler configuration"): invalid arguments are
 a :class:`ConfigError` (upstream logs and skips them), including unknown keys, ``quota.*``/``weight.*``
 for a resource missing from ``quota-resources`` (upstream silently ignores those) and a missing
 ``gpu-resource-names`` (upstream then silently disables the plugin).

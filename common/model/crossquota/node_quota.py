@@ -14,7 +14,7 @@ Where upstream behaviour is kept on purpose (each is pinned by a test):
 * The quota is not capped at allocatable (upstream does not cap it; the node's own fit check still
   applies).
 
-Where gpuq deliberately differs (DESIGN Semantics 3): a malformed node annotation falls through to the
+Where gpuq deliberately differs (design.md Semantics 3): a malformed node annotation falls through to the
 next source and yields a Warning event on the node (upstream sets the resource's quota to 0 and logs).
 """
 

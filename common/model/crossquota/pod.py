@@ -1,7 +1,7 @@
 """The pod being scheduled, as crossquota sees it: whether it is a CPU pod, its request of the quota
 resources, and its node-order strategy (crossquota.md "Scoring Strategies", "Strategy Selection").
 
-Where gpuq deliberately differs (DESIGN Semantics 3): a malformed
+Where gpuq deliberately differs (design.md Semantics 3): a malformed
 ``volcano.sh/crossquota-scoring-strategy`` on a pod yields a Warning event on the pod and the default
 ``most-allocated`` (upstream defaults silently); the webhook denies it at creation through
 :func:`parse_scoring_strategy`.

@@ -1,7 +1,7 @@
 """The cross-quota node order (crossquota.md "Node Ordering Function").
 
 A CPU pod on a GPU node scores ``sum(score*w)/sum(w) * crossQuotaWeight`` over the quota resources it
-requests (DESIGN Semantics 8), where a resource's score is most-allocated ``(used + request) / quota``
+requests (design.md Semantics 8), where a resource's score is most-allocated ``(used + request) / quota``
 or least-allocated ``(quota - used - request) / quota`` (:mod:`common.model.allocation`); anything
 else scores 0.
 

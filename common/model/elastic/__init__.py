@@ -6,7 +6,7 @@ rest of the cycle reads) and deliberately differs where upstream is a trap; each
 in the module whose rule it changes:
 
 * :mod:`.quota`: the ElasticQuota object, its admission validation, and one namespace's quota with
-  its usage (absent ``min``/``max`` keys, DESIGN.md Semantics 4);
+  its usage (absent ``min``/``max`` keys, design.md Semantics 4);
 * :mod:`.ledger`: every quota and the pods charged to them (reserve / unreserve / rebuild, the
   per-cycle snapshot, ``status.used``) and the KEP's two PreFilter checks (which resources are
   compared; namespaces without a quota);

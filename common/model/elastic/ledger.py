@@ -1,5 +1,5 @@
 """The capacity-scheduling ledger: every ElasticQuota and the pods charged to it, and the KEP's two
-PreFilter checks against it (capacity-scheduling.md, "Additional Preemption Details"; DESIGN.md
+PreFilter checks against it (capacity-scheduling.md, "Additional Preemption Details"; design.md
 Semantics 4).
 
 As scheduler-plugins' ``ElasticQuotaInfos``: mutated only in Reserve/Unreserve and by pod events
@@ -258,7 +258,7 @@ class ElasticQuotaInfos:
     def rebuild(self, pods: Iterable[PodInfo]) -> None:
         """Reset all usage and recharge every pod that holds resources (bound, not terminal).
 
-        Called at start and after every re-list (DESIGN.md, Data flow): nothing is persisted, so a
+        Called at start and after every re-list (design.md, Data flow): nothing is persisted, so a
         restart or a lost watch never double-counts.
         """
         self._pods = {}

@@ -1,5 +1,5 @@
 """Quota-aware preemption: who may be preempted, and the victims on one node (capacity-scheduling.md,
-PostFilter; DESIGN.md Semantics 4).
+PostFilter; design.md Semantics 4).
 
 scheduler-plugins' ``PostFilter`` / ``SelectVictimsOnNode``, single-node as the KEP ("cross-node
 preemption is not supported"), over the cycle's snapshot of the ledger. Where gpuq deliberately

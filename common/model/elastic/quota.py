@@ -1,10 +1,10 @@
 """The ElasticQuota object, its admission validation, and one namespace's quota with its usage
-(capacity-scheduling.md; DESIGN.md Semantics 4).
+(capacity-scheduling.md; design.md Semantics 4).
 
 The wire layout is :class:`~common.model.crd.ElasticQuotaWire`; here amounts become gpuq's integer
 units. Where gpuq deliberately differs from scheduler-plugins:
 
-* **Absent keys** (DESIGN.md Semantics 4, the KEP's "Max is infinite ... min is 0 by default"): a
+* **Absent keys** (design.md Semantics 4, the KEP's "Max is infinite ... min is 0 by default"): a
   resource absent from ``max`` is unlimited and absent from ``min`` is 0, for every resource. Upstream
   applies those defaults only when the whole list is missing; a ``max`` without ``memory`` caps memory
   at 0 there. The maps keep exactly the keys the object lists; :class:`ElasticQuotaInfo`'s checks

@@ -1,4 +1,4 @@
-"""GPUResourceQuota: namespace quotas in TFLOPS, VRAM and workers (gpu-resource-quota.md; DESIGN.md
+"""GPUResourceQuota: namespace quotas in TFLOPS, VRAM and workers (gpu-resource-quota.md; design.md
 Semantics 5), one concept per module:
 
 * :mod:`.quota`: the object, parsed from the wire model, its admission validation and the

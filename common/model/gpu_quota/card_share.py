@@ -1,4 +1,4 @@
-"""A card share: the TFLOPS and VRAM one allocatable unit of a card type is worth (DESIGN.md Semantics 5).
+"""A card share: the TFLOPS and VRAM one allocatable unit of a card type is worth (design.md Semantics 5).
 
 A pod without tensor-fusion annotations is charged to its namespace's GPUResourceQuota
 (gpu-resource-quota.md) by the card it lands on: :func:`card_share` works out what one unit of that

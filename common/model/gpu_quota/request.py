@@ -1,4 +1,4 @@
-"""A pod's GPU request: what one worker is charged to its namespace's GPUResourceQuota (DESIGN.md
+"""A pod's GPU request: what one worker is charged to its namespace's GPUResourceQuota (design.md
 Semantics 5; gpu-resource-quota.md).
 
 Per-GPU TFLOPS and VRAM, requests and limits, and the number of GPUs (:class:`GPURequest`): from the

@@ -1,5 +1,5 @@
 """The GPU quota ledger: :class:`GPUQuotaStore`, the authoritative in-memory usage of every namespace
-against its GPUResourceQuota (gpu-resource-quota.md "QuotaStore"; DESIGN.md Semantics 5).
+against its GPUResourceQuota (gpu-resource-quota.md "QuotaStore"; design.md Semantics 5).
 
 Single and total checks (answering :class:`~common.model.refusal.Refusal` ``| None``), an atomic
 check-and-charge (:meth:`GPUQuotaStore.reserve`), a clamped release (:meth:`GPUQuotaStore.unreserve`,
