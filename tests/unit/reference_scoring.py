@@ -1,4 +1,4 @@
-"""Reference forms of the crossquota and resource-strategy-fit node scores, for the property tests.
+"""Reference forms of the crossquota, resource-strategy-fit and capacity-card node scores, for the tests.
 
 The engines score through column-wise kernels (:class:`common.model.crossquota.score.NodeScorer`,
 :meth:`common.model.strategy_fit.ScorePlan.score_nodes_by_column`) and their few-rows Python forms.
@@ -13,11 +13,13 @@ The tests compare those against the two forms kept here, which nothing in the sc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from common.model.capacity_card.ordering import BASE_SCORE
+from common.model.cards.discovery import NodeCards
 from common.model.crossquota.args import CrossQuotaArgs
 from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 from common.model.strategy_fit import MAX_NODE_SCORE, PodStrategy, ScorePlan, ScoringType
@@ -162,3 +164,14 @@ def strategy_fit_score_nodes(
     scores = row_sums(ratio * plan.weights) / weight_sum * (MAX_NODE_SCORE * plan.plugin_weight)
     result: npt.NDArray[np.float64] = np.where(overflow, 0.0, scores)
     return result
+
+
+def node_order_score(alternatives: Sequence[str], node_cards: NodeCards, weight: float) -> float:
+    """capacity-card "Node Ordering", one node at a time: the scalar form of
+    :func:`common.model.capacity_card.ordering.node_order_scores` (200/100/50 with weight 2.0)."""
+    if len(alternatives) < 2:
+        return 0.0
+    for i, name in enumerate(alternatives):
+        if node_cards.by_name(name) is not None:
+            return BASE_SCORE * 0.5**i * weight
+    return 0.0

@@ -16,7 +16,7 @@ from common.model.capacity_card.engine import CapacityCard
 from common.model.capacity_card.enqueue import check_enqueue
 from common.model.capacity_card.ledger import QueueLedger, split_min
 from common.model.capacity_card.metrics import deserved_cards
-from common.model.capacity_card.ordering import node_order_score, node_order_scores
+from common.model.capacity_card.ordering import node_order_scores
 from common.model.capacity_card.quota import queue_quota
 from common.model.capacity_card.refusals import QUEUE_CLOSED
 from common.model.capacity_card.task import check_task, task_quota_refusal
@@ -35,6 +35,7 @@ from common.model.events import (
 from common.model.pods import PodInfo
 from common.model.resources import EMPTY, Resources
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.unit.reference_scoring import node_order_score
 
 GiB = 2**30
 DEFAULT = CapacityCardArgs()

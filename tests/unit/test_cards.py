@@ -21,7 +21,6 @@ from common.model.cards.catalog import (
     card_names_resources,
     card_names_share_resource,
     pod_card_resources,
-    unknown_card_names,
 )
 from common.model.cards.discovery import NodeCards, discover_cards
 from common.model.cards.names import normalise_card_names, parse_card_names
@@ -219,7 +218,7 @@ def test_catalog_maps_names_and_resources_and_totals() -> None:
     assert catalog.resource_of("NVIDIA-H100") == "nvidia.com/gpu"
     assert catalog.resource_of("nope") is None
     assert catalog.names_for_resource("nvidia.com/gpu") == ("NVIDIA-A100", "NVIDIA-H100")
-    assert catalog.card_resources == {"nvidia.com/gpu", "nvidia.com/mig-1g.5gb"}
+    assert set(catalog.resources) == {"nvidia.com/gpu", "nvidia.com/mig-1g.5gb"}
     assert catalog.capacity == {
         "NVIDIA-A100": 8000,
         "NVIDIA-H100": 8000,
@@ -261,7 +260,7 @@ def test_share_resource_and_pod_card_resources() -> None:
     assert card_names_share_resource(("NVIDIA-A100", "NVIDIA-H100"), catalog)
     assert not card_names_share_resource(("NVIDIA-A100", "NVIDIA-A100/mps-80g*1/2"), catalog)
     assert card_names_resources(("NVIDIA-A100", "T4"), catalog) == {"nvidia.com/gpu"}
-    assert unknown_card_names(("NVIDIA-A100", "T4"), catalog) == ("T4",)
+    assert [name for name in ("NVIDIA-A100", "T4") if name not in catalog] == ["T4"]
     requests = Resources(
         {"cpu": 1000, "nvidia.com/gpu": 1000, "example.com/foo": 1000, "nvidia.com/gpu.shared": 0}
     )

@@ -14,7 +14,6 @@ import numpy as np
 import numpy.typing as npt
 
 from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards
 
 # Upstream's "Node Ordering" base score for the preferred card type.
 BASE_SCORE: Final = 100.0
@@ -47,13 +46,3 @@ def node_order_scores(
         return np.zeros(has.shape[0], dtype=np.float64)
     result: FloatArray = (has * per_card).max(axis=1)
     return result
-
-
-def node_order_score(alternatives: Sequence[str], node_cards: NodeCards, weight: float) -> float:
-    """Scalar form of :func:`node_order_scores` for one node (200/100/50 with weight 2.0)."""
-    if len(alternatives) < 2:
-        return 0.0
-    for i, name in enumerate(alternatives):
-        if node_cards.by_name(name) is not None:
-            return BASE_SCORE * 0.5**i * weight
-    return 0.0

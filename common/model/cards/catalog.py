@@ -83,11 +83,6 @@ class CardCatalog:
         index = self._ids.get(name)
         return None if index is None else self.resources[index]
 
-    @property
-    def card_resources(self) -> frozenset[str]:
-        """Every Kubernetes resource that is some card type's resource."""
-        return frozenset(self._by_resource)
-
     def is_card_resource(self, resource: str) -> bool:
         return resource in self._by_resource
 
@@ -113,11 +108,6 @@ class CardCatalog:
 def card_names_resources(names: Sequence[str], catalog: CardCatalog) -> frozenset[str]:
     """The Kubernetes resources the known card types among ``names`` use (unknown names ignored)."""
     return frozenset(r for r in (catalog.resource_of(n) for n in names) if r is not None)
-
-
-def unknown_card_names(names: Sequence[str], catalog: CardCatalog) -> tuple[str, ...]:
-    """The names no node in the cluster has (yet)."""
-    return tuple(n for n in names if n not in catalog)
 
 
 def card_names_share_resource(names: Sequence[str], catalog: CardCatalog) -> bool:
