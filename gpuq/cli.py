@@ -19,6 +19,7 @@ from rich.table import Table
 from certs import command as certs_command
 from common.model.config import CAPACITY_CARD
 from common.model.errors import GpuqError
+from common.model.events import FAILED_SCHEDULING
 from common.model.quantity import format_bytes
 from gpuq.admission import AdmissionOutcome, admit
 from scheduler.kube.explain import live_simulation
@@ -169,6 +170,7 @@ def _print_table(out: dict[str, Any]) -> None:
             t.add_row(*cells)
         console.print(t)
     _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
+    _print_warnings(console, out.get("events") or [])
     for section, title in (
         ("rejected", "Rejected by admission"),
         ("admissionWarnings", "Admission warnings"),
@@ -199,6 +201,20 @@ def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:
         conditions = ", ".join(f"{c['type']}={c['status']}" for c in status.get("conditions") or ())
         available = _fmt(status.get("availablePercent"))
         t.add_row(row["namespace"], row["name"], used_text or "-", available, conditions)
+    console.print(t)
+
+
+def _print_warnings(console: Console, events: list[dict[str, Any]]) -> None:
+    """The Warning events (a malformed annotation met, a quota refusal...); FailedScheduling is left
+    out: the Pods table's REASON column already says why each pending pod waits."""
+    rows = [e for e in events if e["type"] == "Warning" and e["reason"] != FAILED_SCHEDULING]
+    if not rows:
+        return
+    t = Table(title="Warning events", title_justify="left")
+    for column in ("OBJECT", "REASON", "MESSAGE"):
+        t.add_column(column, overflow="fold")
+    for event in rows:
+        t.add_row(event["object"], event["reason"], event["message"])
     console.print(t)
 
 

@@ -13,20 +13,12 @@ from typing import Any, Final
 
 import yaml
 
-from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
-from common.model.cards.amounts import parse_card_quota, parse_card_request
-from common.model.cards.names import parse_card_names
-from common.model.crd import PodGroup, Queue
-from common.model.crossquota.pod import validate_pod_annotations
-from common.model.elastic.quota import validate_elastic_quota
 from common.model.errors import GpuqError
-from common.model.gpu_quota.quota import validate_gpu_resource_quota
-from common.model.gpu_quota.request import request_from_annotations
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from common.model.strategy_fit import parse_pod_override
 from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
 from scheduler.plugins.node_selection import compile_selection
+from scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
 
 NODE: Final = "Node"
 POD: Final = "Pod"
@@ -99,14 +91,28 @@ def read(paths: Sequence[str]) -> tuple[list[Document], list[str]]:
     return docs, errors
 
 
-def ingest(docs: Iterable[Document], errors: Sequence[str] = ()) -> Manifests:
-    """Parse documents into a simulation's input, collecting every problem."""
+def ingest(
+    docs: Iterable[Document],
+    errors: Sequence[str] = (),
+    crds: Mapping[str, CustomResourceDefinition] | None = None,
+) -> Manifests:
+    """Parse documents into a simulation's input, collecting every problem.
+
+    Custom resources are held to their CRD schemas (``crds``, by kind; the shipped ``deploy/crds``
+    when not given), as the apiserver holds them: what it would refuse is a problem here too.
+    """
     out = Manifests(errors=list(errors))
+    if crds is None:
+        try:
+            crds = load_crds()
+        except GpuqError as err:
+            out.errors.append(str(err))
+            return out
     seen: dict[str, str] = {}
     for doc in docs:
-        error = _take(doc.body, out)
-        if error is not None:
-            out.errors.append(f"{doc.where}: {error}")
+        problems = _take(doc.body, out, crds)
+        if problems:
+            out.errors.extend(f"{doc.where}: {problem}" for problem in problems)
             continue
         ref = _ref(doc.body)
         if ref in seen:
@@ -144,25 +150,23 @@ def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
         out.objects.pop()
 
 
-def _check_pod_annotations(pod: PodInfo) -> None:
-    """The annotation checks the webhook makes on create (an input file has not been through it)."""
-    if CARD_NAME in pod.annotations:
-        parse_card_names(pod.annotations[CARD_NAME], pod.ref)
-    validate_pod_annotations(pod.annotations, pod.ref)
-    parse_pod_override(pod.annotations, pod.ref)
-    request_from_annotations(pod)
-
-
-def _take(doc: Any, out: Manifests) -> str | None:
-    """Parse one document into ``out``; returns the problem, if any."""
+def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]) -> list[str]:
+    """Parse one document into ``out``; returns its problems (none when it was taken)."""
     if not isinstance(doc, Mapping):
-        return f"expected a Kubernetes object (a mapping with kind and metadata), got {type(doc).__name__}"
+        return [f"expected a Kubernetes object (a mapping with kind and metadata), got {type(doc).__name__}"]
     kind = doc.get("kind")
     if kind not in SUPPORTED_KINDS:
-        return f"kind: invalid value {kind!r}: expected one of {', '.join(SUPPORTED_KINDS)}"
+        return [f"kind: invalid value {kind!r}: expected one of {', '.join(SUPPORTED_KINDS)}"]
     meta = doc.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("name"):
-        return f"{kind}: metadata.name: missing: expected a non-empty name"
+        return [f"{kind}: metadata.name: missing: expected a non-empty name"]
+    if kind in crds:
+        ref = _ref(doc)
+        problems = check_custom_resource(crds[kind], doc)
+        if problems:
+            return [problem.render(ref) for problem in problems]
+        out.objects.append(doc)
+        return []
     try:
         if kind == NODE:
             out.nodes.append(NodeInfo.from_dict(doc))
@@ -173,22 +177,9 @@ def _take(doc: Any, out: Manifests) -> str | None:
                 # cluster the apiserver would have defaulted it to default-scheduler).
                 pod = replace(pod, scheduler_name=GPUQ_SCHEDULER)
             compile_selection(pod)
-            _check_pod_annotations(pod)
             out.pods.append(pod)
         else:
-            if kind == "Queue":
-                queue = Queue.from_dict(doc)
-                if CARD_QUOTA in queue.annotations:
-                    parse_card_quota(queue.annotations[CARD_QUOTA], queue.ref)
-            elif kind == "PodGroup":
-                group = PodGroup.from_dict(doc)
-                if CARD_REQUEST in group.annotations:
-                    parse_card_request(group.annotations[CARD_REQUEST], group.ref)
-            elif kind == "ElasticQuota":
-                validate_elastic_quota(doc)
-            elif kind == "GPUResourceQuota":
-                validate_gpu_resource_quota(doc)
             out.objects.append(doc)
     except GpuqError as err:
-        return str(err)
-    return None
+        return [str(err)]
+    return []

@@ -15,13 +15,14 @@ from typing import Any, Final, Protocol, runtime_checkable
 import numpy as np
 
 from common.model.errors import GpuqError
+from common.model.events import invalid_annotation
 from common.model.pods import PodInfo
 from common.model.resources import Resources
 from scheduler.cycle import Attempt, Scheduler, SchedulerSettings
 from scheduler.framework.registry import Registry
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins.priority import resolve_priority
-from scheduler.simulate.loader import Manifests
+from scheduler.simulate.loader import Manifests, object_reference
 
 BOUND: Final = "Bound"
 PENDING: Final = "Pending"
@@ -73,7 +74,9 @@ def build(
         try:
             scheduler.put_object(obj)
         except GpuqError as err:
-            errors.append(str(err))
+            # Semantics 3, as the cluster scheduler's feed does: an object the apiserver holds but a
+            # plugin cannot read gets a Warning event and is treated as the plugin documents.
+            scheduler.framework.record(invalid_annotation(object_reference(obj), str(err)))
     for node in manifests.nodes:
         scheduler.set_node(node)
     pods: list[PodInfo] = []

@@ -80,9 +80,12 @@ def test_rejected_pod_and_queue_are_reported_not_scheduled(
 
 def test_mutation_is_applied_before_scheduling(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spaced = pod("spaced", 1, card_name=" NVIDIA-A100 ")
-    # without admission the un-normalised annotation is an input error ...
-    code, err = simulate(tmp_path, capsys, NODE, QUEUE, spaced, admission=False)
-    assert code == 2 and "volcano.sh/card.name" in err
+    # without admission the scheduler meets the un-normalised annotation as it would in a cluster
+    # (a pod created before the webhook): a Warning event, and the pod waits ...
+    code, out = simulate(tmp_path, capsys, NODE, QUEUE, spaced, admission=False)
+    assert code == 0 and out["pods"][0]["phase"] == "Pending"
+    warnings = [e for e in out["events"] if e["type"] == "Warning" and e["object"].endswith("/spaced")]
+    assert warnings and all("volcano.sh/card.name" in e["message"] for e in warnings)
     # ... with it, the webhook's mutator normalises it first, as the apiserver would store it
     code, out = simulate(tmp_path, capsys, NODE, QUEUE, spaced)
     assert code == 0

@@ -256,7 +256,7 @@ def test_gpu_quota_status_available_percent_and_conditions(gpu_quota: dict[str, 
         "Ready": ("True", "QuotaActive"),
         "AlertThresholdReached": ("True", "ThresholdReached"),
     }
-    assert status["research"]["availablePercent"] == {"requests.tflops": "40.00"}
+    assert status["research"]["availablePercent"] == {"requests.tflops": "40.00", "requests.vram": "100.00"}
     assert _events(gpu_quota, "GPUResourceQuota/ml/ml-quota", "QuotaAlertThreshold") == [
         "Usage of requests.tflops, requests.vram, workers reached the 80% alert threshold"
     ]

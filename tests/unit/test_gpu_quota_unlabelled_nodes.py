@@ -57,7 +57,7 @@ def test_workers_are_counted_on_an_unlabelled_gpu_node(
 def test_a_limited_amount_gpuq_cannot_derive_refuses_the_node_with_the_label_to_add(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = NODE % "{}" + QUOTA % "{requests: {tflops: '100'}}" + POD % ("a", 1)
+    text = NODE % "{}" + QUOTA % "{requests: {tflops: '100', vram: 100Gi}}" + POD % ("a", 1)
     pods = pods_by_name(simulate(tmp_path, capsys, text))
     assert pods["a"]["phase"] == "Pending"
     assert "Node//gpu-nolabel: nvidia.com/gpu.tflops" in pods["a"]["reason"]
