@@ -2,6 +2,11 @@
 
 Every problem is collected, not just the first: a platform engineer fixing a 300-line input wants
 the whole list at once. Each problem is one line naming the file, the object and the field.
+
+A problem is what the apiserver would refuse (design.md "gpuq simulate"): custom resources are held
+to their CRD schemas (:mod:`scheduler.simulate.schema`), Pods and Nodes to the core API's checks. gpuq's
+own annotation rules are not applied here: an object that breaks them is simulated as the scheduler
+meets it in a cluster (a Warning event and the Semantics-3 fallback).
 """
 
 from __future__ import annotations
