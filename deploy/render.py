@@ -8,6 +8,7 @@ Generated (never edit them by hand; edit deploy/helm/gpuq and re-run):
     deploy/cert-manager/gpuq.yaml       the same with certManager.enabled (no certificate Job)
     deploy/monitoring/monitoring.yaml   ServiceMonitors, PrometheusRule, Grafana dashboard ConfigMap
     deploy/helm/gpuq/crds/*.yaml        copies of deploy/crds (Helm installs crds/ only when absent)
+    scheduler/simulate/crds/*.yaml      copies of deploy/crds (package data for gpuq simulate's schema check)
 
 Helm is found as $HELM, else on PATH, else where tests/e2e/controlplane/build.sh caches it.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 DEPLOY = Path(__file__).resolve().parent
 CHART = DEPLOY / "helm" / "gpuq"
 CRDS = DEPLOY / "crds"
+CRD_COPIES = (CHART / "crds", DEPLOY.parent / "scheduler" / "simulate" / "crds")
 RELEASE = "gpuq"
 NAMESPACE = "gpuq-system"
 HELM_VERSION = "v3.22.0"
@@ -91,13 +93,14 @@ def outputs(helm: str) -> dict[Path, str]:
     }
     for crd in sorted(CRDS.glob("*.yaml")):
         if crd.name != "kustomization.yaml":
-            files[CHART / "crds" / crd.name] = crd.read_text(encoding="utf-8")
+            for copies in CRD_COPIES:
+                files[copies / crd.name] = crd.read_text(encoding="utf-8")
     return files
 
 
 def stale(expected: dict[Path, str]) -> list[Path]:
     wrong = [p for p, text in expected.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
-    extra = [p for p in (CHART / "crds").glob("*.yaml") if p not in expected]
+    extra = [p for copies in CRD_COPIES for p in copies.glob("*.yaml") if p not in expected]
     return sorted(wrong + extra)
 
 

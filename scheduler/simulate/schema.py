@@ -29,8 +29,9 @@ from common.model.errors import GpuqError
 
 Schema = Mapping[str, Any]
 
-# Where the shipped CRDs are, from this file: <root>/scheduler/simulate/schema.py -> <root>/deploy/crds.
-CRD_DIRECTORY: Final = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+# The shipped CRDs, installed with the package (pip, the image): copies of deploy/crds that
+# deploy/render.py keeps identical (`python deploy/render.py --check` fails when they drift).
+CRD_DIRECTORY: Final = Path(__file__).resolve().parent / "crds"
 
 _INT_BOUNDS: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _DATE_TIME: Final = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")

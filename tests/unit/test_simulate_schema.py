@@ -219,5 +219,12 @@ def test_what_the_apiserver_refuses_in_a_gpu_resource_quota(change: dict[str, An
     assert len(found) == 1 and found[0].startswith(expected), found
 
 
-def test_the_crd_directory_is_the_repositorys() -> None:
-    assert Path(__file__).resolve().parents[2] / "deploy" / "crds" == CRD_DIRECTORY
+def test_simulate_validates_with_the_crds_the_repository_ships() -> None:
+    """The package's copies (what pip and the image install) are deploy/crds, file for file."""
+    shipped = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+    copies = {path.name: path.read_text() for path in CRD_DIRECTORY.glob("*.yaml")}
+    originals = {
+        path.name: path.read_text() for path in shipped.glob("*.yaml") if path.name != "kustomization.yaml"
+    }
+    assert copies == originals
+    assert len(copies) == 4
