@@ -17,12 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from certs import command as certs_command
+from common.kube.config_file import read_config
 from common.model.errors import GpuqError
 from common.model.quantity import format_bytes
 from gpuq.admission import AdmissionOutcome, admit
 from scheduler.kube.explain import live_simulation
 from scheduler.plugins import default_registry
-from scheduler.service import load_config
 from scheduler.service import register as register_scheduler
 from scheduler.simulate.loader import ingest, read
 from scheduler.simulate.run import Simulation, prepare, report, run
@@ -77,7 +77,7 @@ def _simulate(
 ) -> Simulation | list[str]:
     """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused."""
     try:
-        config = load_config(config_path)
+        config = read_config(config_path)
     except GpuqError as err:
         where = config_path or "default config"
         return [f"{where}: {err}"]

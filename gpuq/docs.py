@@ -234,7 +234,7 @@ def render() -> str:
         "plugin, an unknown argument or a value of the wrong type is a start-up error naming the key and "
         "the value. Both read the file once, at start: a changed configuration takes effect when both "
         "restart, which the `checksum/config` annotation on both pod templates does on `helm upgrade` "
-        "(docs/operations.md, \"Change the configuration\").",
+        '(docs/operations.md, "Change the configuration").',
         "",
         "## Default configuration",
         "",

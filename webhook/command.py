@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from common.kube.client import new_api_client
+from common.kube.config_file import read_config
 from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
 from webhook.admission import Admission
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
-from webhook.options import AdmissionOptions, admission_options, read_config
+from webhook.options import AdmissionOptions, admission_options
 from webhook.server import (
     DEFAULT_MAX_BODY_BYTES,
     Endpoints,

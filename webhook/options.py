@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import (
@@ -37,7 +36,6 @@ from common.model.config import (
     SchedulerConfig,
 )
 from common.model.crossquota.pod import validate_pod_annotations
-from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
 from common.model.strategy_fit import parse_pod_override
 
@@ -77,18 +75,6 @@ def admission_options(
         crossquota=config.plugin(CROSSQUOTA) is not None,
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
     )
-
-
-def read_config(path: str | Path | None) -> SchedulerConfig:
-    """The configuration file ``--config`` names; the default configuration without one.
-    Raises :class:`GpuqError` (one line) when the file cannot be read or is invalid."""
-    if path is None:
-        return SchedulerConfig.default()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise GpuqError(f"cannot read: {err.strerror}") from None
-    return SchedulerConfig.from_yaml(text)
 
 
 def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options: AdmissionOptions) -> None:

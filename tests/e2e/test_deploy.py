@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import scheduler_config
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 
 pytestmark = pytest.mark.e2e
@@ -190,16 +191,7 @@ def test_optional_trees_are_accepted_with_their_crds(
     assert "prometheusrule.monitoring.coreos.com/gpuq" in applied
 
 
-GPU_QUOTA_ONLY = """\
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: gpu-quota
-"""
+GPU_QUOTA_ONLY = scheduler_config("name: gpu-quota")
 
 
 def test_one_config_map_reaches_both_processes_and_a_change_rolls_both(

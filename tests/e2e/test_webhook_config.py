@@ -42,7 +42,7 @@ from common.model.annotations import (
 )
 from common.model.config import DEFAULT_CONFIG_YAML
 from gpuq.cli import main as gpuq_main
-from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
+from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue, scheduler_config
 from tests.e2e.cluster_fixtures import REPO_ROOT
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
 from tests.e2e.test_webhook import configurations, create
@@ -54,20 +54,11 @@ NODE = "gpuq-webhook-config-e2e-a100"
 SMALL, BIG = "gpuq-cfg-small", "gpuq-cfg-big"
 ALLOCATABLE = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"}
 
-BASE = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-"""
 CONFIGS = {
-    "card": BASE + "  - name: capacity-card\n",
-    "gpu": BASE + "  - name: gpu-quota\n",
+    "card": scheduler_config("name: capacity-card"),
+    "gpu": scheduler_config("name: gpu-quota"),
     "all": DEFAULT_CONFIG_YAML,
-    "unlimited": BASE + "  - name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true}\n",
+    "unlimited": scheduler_config("name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true}"),
 }
 
 

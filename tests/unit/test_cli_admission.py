@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gpuq.cli import main
+from tests.builders import scheduler_config
 
 NODE = """\
 apiVersion: v1
@@ -134,16 +135,6 @@ spec:
   - name: c
     resources: {requests: {cpu: "1"}}
 """
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: {plugin}
-"""
 
 
 @pytest.mark.parametrize(("plugin", "phase"), [("capacity-card", "Rejected"), ("gpu-quota", "Bound")])
@@ -152,7 +143,7 @@ def test_admission_applies_the_rules_the_simulated_configuration_switches_on(
 ) -> None:
     """design.md Semantics 10: a pod in Volcano's default Queue (no capability) is refused only when
     capacity-card runs, as by `gpuq webhook --config` with the same file; never hidden by simulate."""
-    config = CONFIG.replace("{plugin}", plugin)
+    config = scheduler_config(f"name: {plugin}")
     code, out = simulate(tmp_path, capsys, NODE, DEFAULT_QUEUE, CPU_POD, config=config)
     assert code == 0
     (result,) = out["pods"]

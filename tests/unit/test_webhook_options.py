@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from common.kube.config_file import read_config
 from common.model.annotations import (
     CROSSQUOTA_SCORING_STRATEGY,
     RESOURCE_STRATEGY_SCORING_TYPE,
@@ -17,27 +18,16 @@ from common.model.annotations import (
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from gpuq.cli import main
-from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue, scheduler_config
 from webhook.admission import mutate, review, validate
-from webhook.options import AdmissionOptions, admission_options, read_config
+from webhook.options import AdmissionOptions, admission_options
 from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
 
-BASE = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-"""
-
 
 def config(*plugins: str) -> SchedulerConfig:
-    """The base tiers plus ``plugins`` (YAML lines of the second tier, indented as plugin entries)."""
-    return SchedulerConfig.from_yaml(BASE + "".join(f"  - {p}\n" for p in plugins))
+    return SchedulerConfig.from_yaml(scheduler_config(*plugins))
 
 
 CARD_ONLY = config("name: capacity-card")
@@ -222,11 +212,11 @@ def test_gpu_quota_off_checks_no_single_limit_and_fills_no_default() -> None:
 def test_read_config_is_the_default_without_a_file_and_one_line_errors_otherwise(tmp_path: Path) -> None:
     assert read_config(None) == SchedulerConfig.default()
     path = tmp_path / "c.yaml"
-    path.write_text(BASE + "  - name: gpu-quota\n")
+    path.write_text(scheduler_config("name: gpu-quota"))
     assert admission_options(read_config(path)) == admission_options(GPU_QUOTA_ONLY)
     with pytest.raises(GpuqError, match="cannot read"):
         read_config(tmp_path / "missing.yaml")
-    path.write_text(BASE + "  - name: no-such-plugin\n")
+    path.write_text(scheduler_config("name: no-such-plugin"))
     with pytest.raises(GpuqError, match="no-such-plugin"):
         read_config(path)
 
@@ -235,7 +225,7 @@ def test_webhook_with_an_invalid_config_exits_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(BASE + "  - name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: maybe}\n")
+    path.write_text(scheduler_config("name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: maybe}"))
     code = main(["webhook", "--tls-cert-file", "x", "--tls-private-key-file", "y", "--config", str(path)])
     err = capsys.readouterr().err
     assert code == 2
