@@ -1,13 +1,14 @@
 """One configuration for scheduler and webhook (design.md Semantics 10), through the real apiserver.
 
 Under each of four configurations (capacity-card only; gpu-quota only; all plugins; capacity-card with
-``cardUnlimitedCpuMemory``) the test keeps the configuration in one ConfigMap, runs the real
-``gpuq webhook --config`` process on the file that ConfigMap holds (over TLS, registered with the
-apiserver), creates a set of pods through the apiserver and checks that the webhook admits exactly
-what the scheduler could ever place under that configuration:
+``cardUnlimitedCpuMemory``) the test keeps the configuration in one ConfigMap and runs both real
+processes on the file that ConfigMap holds: ``gpuq webhook --config`` (over TLS, registered with the
+apiserver) and ``gpuq scheduler --config``. It creates a set of pods through the apiserver and checks
+that the webhook admits exactly what the scheduler could ever place under that configuration:
 
 * every pod's verdict is the one expected for that configuration (the table below), and a denial names
   the pod;
+* the running scheduler binds every admitted pod (they all fit together on the one GPU node);
 * for each pod without a malformed annotation, the scheduler itself (``gpuq simulate`` with the same
   file, the same Node, Queues and GPUResourceQuota, the pod alone, as the apiserver stored it) binds it
   exactly when the webhook admitted it;
@@ -41,10 +42,11 @@ from common.model.annotations import (
     RESOURCE_STRATEGY_WEIGHT,
 )
 from common.model.config import DEFAULT_CONFIG_YAML
+from common.model.pods import GPUQ_SCHEDULER
 from gpuq.cli import main as gpuq_main
 from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue, scheduler_config
-from tests.e2e.cluster_fixtures import REPO_ROOT
-from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
+from tests.e2e.cluster_fixtures import REPO_ROOT, SchedulerProcess
+from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, free_ports
 from tests.e2e.test_webhook import configurations, create
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +73,7 @@ class Case:
 
 
 def _pod(queue: str | None = BIG, cpu: str = "1") -> MakePod:
-    pod = MakePod().image("busybox").req(cpu=cpu)
+    pod = MakePod().image("busybox").req(cpu=cpu).node_selector({LABEL: "node"})
     return pod.queue(queue) if queue else pod
 
 
@@ -132,8 +134,11 @@ CASES = [
 
 
 def _node() -> dict[str, Any]:
-    node = MakeNode(NODE).product("NVIDIA-A100").label("nvidia.com/gpu.memory", "81920").obj()
-    return {**node, "status": {"capacity": ALLOCATABLE, "allocatable": ALLOCATABLE}}
+    node = MakeNode(NODE).product("NVIDIA-A100").labels({"nvidia.com/gpu.memory": "81920", LABEL: "node"})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}
+    status = {"capacity": ALLOCATABLE, "allocatable": ALLOCATABLE, "conditions": [ready]}
+    return {**node.obj(), "status": status}
 
 
 QUEUES = [
@@ -164,6 +169,8 @@ def setup(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     node = _node()
     kubectl("create", "-f", "-", stdin=json.dumps({k: v for k, v in node.items() if k != "status"}))
     kubectl("patch", "node", NODE, "--subresource=status", "--type=merge", "-p", json.dumps(node))
+    # TaintNodesByCondition added node.kubernetes.io/not-ready; no node lifecycle controller removes it.
+    kubectl("patch", "node", NODE, "--type=merge", "-p", '{"spec": {"taints": null}}')
     kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": QUEUES}))
     try:
         yield Setup(
@@ -178,13 +185,13 @@ def setup(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
 class WebhookProcess:
     """``gpuq webhook --config``: the real process, on 127.0.0.1."""
 
-    def __init__(self, setup: Setup, config: Path, log: Path) -> None:
+    def __init__(self, setup: Setup, config: Path, scheduler: str, log: Path) -> None:
         self.port, metrics = free_ports(2)
         self.log = log
         argv = [
             *(sys.executable, "-m", "gpuq.cli", "webhook", "--kubeconfig", str(setup.plane.kubeconfig)),
             *("--tls-cert-file", str(setup.cert), "--tls-private-key-file", str(setup.key)),
-            *("--config", str(config), "--bind-address", "127.0.0.1"),
+            *("--config", str(config), "--bind-address", "127.0.0.1", "--scheduler-name", scheduler),
             *("--port", str(self.port), "--metrics-port", str(metrics), "--log-level", "WARNING"),
         ]
         with log.open("wb") as out:
@@ -237,11 +244,40 @@ def _wait_registered(kubectl: Kubectl, document: dict[str, Any]) -> None:
     raise AssertionError("the apiserver never called the webhook")
 
 
+def _wait_bound(
+    kubectl: Kubectl, namespace: str, names: set[str], scheduler: SchedulerProcess
+) -> dict[str, str]:
+    """The node of each of ``names`` once all are bound (or what is bound after 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        listing = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)
+        nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in listing["items"]}
+        bound = {n: nodes[n] for n in names if nodes.get(n)}
+        if len(bound) == len(names) or time.monotonic() > deadline or not scheduler.running:
+            return bound
+        time.sleep(0.2)
+
+
+def _why_pending(kubectl: Kubectl, namespace: str) -> str:
+    listing = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)
+    return "".join(
+        f"{p['metadata']['name']}: {c.get('message')}\n"
+        for p in listing["items"]
+        for c in (p.get("status") or {}).get("conditions") or ()
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    )
+
+
 def _scheduler_binds(
     directory: Path, config: Path, objects: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> bool:
     """Whether the scheduler binds the one pod of ``objects`` (``gpuq simulate`` with ``config``)."""
     directory.mkdir(parents=True, exist_ok=True)
+    # simulate schedules the pods of gpuq-scheduler; the running scheduler had a name of its own.
+    objects = [
+        {**o, "spec": {**o["spec"], "schedulerName": GPUQ_SCHEDULER}} if o["kind"] == "Pod" else o
+        for o in objects
+    ]
     (directory / "input.yaml").write_text(yaml.safe_dump_all(objects))
     capsys.readouterr()
     code = gpuq_main(["simulate", "-f", str(directory / "input.yaml"), "--config", str(config), "-o", "json"])
@@ -261,10 +297,21 @@ def test_the_webhook_admits_what_the_scheduler_could_ever_place(
 ) -> None:
     kubectl = setup.plane.kubectl
     config = _config_file(kubectl, namespace, CONFIGS[key], tmp_path / "config.yaml")
+    # Its own scheduler name: pods of other tests, left Pending in their namespaces, are not its business.
+    name = dns_label("cfg", key, max_length=30)
+    scheduler = SchedulerProcess(
+        [
+            *(sys.executable, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(setup.plane.kubeconfig)),
+            *("--config", str(config), "--scheduler-name", name, "--bind-address", "127.0.0.1"),
+            *("--metrics-port", str(free_ports(1)[0]), "--flush-interval", "0.2"),
+        ],
+        tmp_path / "scheduler.log",
+        0,
+    ).start()
     quota = MakeGPUResourceQuota("quota", namespace).single(maxGPUCount=4).obj()
     kubectl("create", "-f", "-", stdin=json.dumps(quota))
     kubectl("label", "namespace", namespace, f"{LABEL}={key}")
-    webhook = WebhookProcess(setup, config, tmp_path / "webhook.log")
+    webhook = WebhookProcess(setup, config, name, tmp_path / "webhook.log")
     prefix = f"gpuq-e2e-config-{key}"
     try:
         webhook.wait_serving()
@@ -272,28 +319,37 @@ def test_the_webhook_admits_what_the_scheduler_could_ever_place(
         kubectl(
             "create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents})
         )
+        pods = {c.name: c.pod.copy().name(c.name).namespace(namespace).scheduler(name).obj() for c in CASES}
         first_denied = next(c for c in CASES if key not in c.admitted_under)
-        _wait_registered(kubectl, first_denied.pod.copy().name("probe").namespace(namespace).obj())
+        _wait_registered(
+            kubectl, {**pods[first_denied.name], "metadata": {"name": "probe", "namespace": namespace}}
+        )
 
         verdicts: dict[str, tuple[bool, str]] = {}
         stored: dict[str, dict[str, Any]] = {}
         for case in CASES:
-            document = case.pod.copy().name(case.name).namespace(namespace).obj()
-            ok, out = create(kubectl, document)
+            ok, out = create(kubectl, pods[case.name])
             verdicts[case.name] = (ok, out)
-            stored[case.name] = json.loads(out) if ok else document
+            stored[case.name] = json.loads(out) if ok else pods[case.name]
+        admitted = {n for n, (ok, _) in verdicts.items() if ok}
+        bound = _wait_bound(kubectl, namespace, admitted, scheduler)
     finally:
         kubectl("delete", "validatingwebhookconfiguration", f"{prefix}-validate", "--ignore-not-found")
         kubectl("delete", "mutatingwebhookconfiguration", f"{prefix}-mutate", "--ignore-not-found")
         webhook.stop()
+        scheduler.terminate()
+        # Without a kubelet bound pods stay, and would count on the node and in the Queues under the
+        # next configuration: remove them now (the namespace itself is only marked for deletion).
+        kubectl("delete", "pods", "--all", "-n", namespace, "--force", "--grace-period=0", "--wait=false")
 
     expected = {c.name: key in c.admitted_under for c in CASES}
     assert {name: ok for name, (ok, _) in verdicts.items()} == expected, {
         name: out.strip()[-300:] for name, (ok, out) in verdicts.items() if ok != expected[name]
     }
-    for name, (ok, out) in verdicts.items():
+    for pod, (ok, out) in verdicts.items():
         if not ok:
-            assert "denied the request" in out and f"Pod/{namespace}/{name}" in out, out
+            assert "denied the request" in out and f"Pod/{namespace}/{pod}" in out, out
+    assert bound == dict.fromkeys(admitted, NODE), _why_pending(kubectl, namespace) + scheduler.log()
 
     # The scheduler under the same file, each pod alone against the same objects: it binds exactly
     # the pods the webhook admitted (malformed annotations aside: Semantics 3 denies them regardless).
