@@ -18,10 +18,18 @@ from common.model.annotations import (
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from gpuq.cli import main
-from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue, scheduler_config
+from tests.builders import (
+    MakeElasticQuota,
+    MakeGPUResourceQuota,
+    MakeNode,
+    MakePod,
+    MakePodGroup,
+    MakeQueue,
+    scheduler_config,
+)
 from webhook.admission import mutate, review, validate
 from webhook.options import AdmissionOptions, admission_options
-from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
+from webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
 
@@ -230,3 +238,19 @@ def test_webhook_with_an_invalid_config_exits_2_with_one_line(
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and str(path) in err and "cardUnlimitedCpuMemory" in err and "maybe" in err
+
+
+# ------------------------------------------------------------------------------ capacity-scheduling
+
+
+def test_capacity_scheduling_off_checks_no_elastic_quota_and_warns_of_none() -> None:
+    on, off = admission_options(config("name: capacity-scheduling")), admission_options(GPU_QUOTA_ONLY)
+    inverted = MakeElasticQuota("eq").min(cpu="4").max(cpu="2").obj()
+    v = StaticView([GPU_NODE])
+    assert not validate(ELASTIC_QUOTA, "CREATE", inverted, v, options=on).allowed
+    assert validate(ELASTIC_QUOTA, "CREATE", inverted, v, options=off).allowed
+    full = MakeElasticQuota("eq").max(cpu="2").used(cpu="2").obj()
+    pod = MakePod("p").image("x").req(cpu="1").obj()
+    warned = validate(POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=on)
+    assert warned.allowed and "ElasticQuota/ns/eq" in " ".join(warned.warnings)
+    assert validate(POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=off).warnings == ()
