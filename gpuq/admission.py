@@ -8,7 +8,9 @@ creation order beyond file order, so the cluster objects (Queues, PodGroups, Ela
 GPUResourceQuotas) are admitted first, in file order, each against those admitted before it; then the
 Pods, against every admitted object. Nodes are not subject to the webhook (as in a cluster), and
 neither are Pods that already run (``spec.nodeName`` set): they predate what is being simulated.
-A mutated object is simulated as mutated, exactly as the apiserver would store it.
+A mutated object is simulated as mutated, exactly as the apiserver would store it. The rules that
+apply are those the simulated configuration switches on (:func:`webhook.options.admission_options`,
+design.md Semantics 10), the same derivation ``gpuq webhook --config`` makes.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from scheduler.cluster.objects import CLUSTER_SCOPED
 from scheduler.simulate.loader import NODE, POD, Document, object_reference
-from webhook.admission import AdmissionOptions, review
+from webhook.admission import review
+from webhook.options import admission_options
 from webhook.review import deny
 from webhook.view import StaticView
 
@@ -54,9 +58,10 @@ def _with_namespace(body: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return obj
 
 
-def admit(docs: Sequence[Document], options: AdmissionOptions | None = None) -> AdmissionOutcome:
-    """Run every admissible document through the webhook's rules (see the module doc for the order)."""
-    settings = options or AdmissionOptions()
+def admit(docs: Sequence[Document], config: SchedulerConfig | None = None) -> AdmissionOutcome:
+    """Run every admissible document through the webhook's rules (see the module doc for the order),
+    those ``config`` switches on, as ``gpuq webhook --config`` does (default: the default configuration)."""
+    settings = admission_options(config or SchedulerConfig.default())
     outcome = AdmissionOutcome()
     view = StaticView(d.body for d in docs if _kind(d) == NODE)
     cluster_objects = [d for d in docs if _kind(d) not in (None, NODE, POD)]

@@ -17,19 +17,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from certs import command as certs_command
-from common.model.config import CAPACITY_CARD
+from common.kube.config_file import read_config
 from common.model.errors import GpuqError
 from common.model.events import FAILED_SCHEDULING
 from common.model.quantity import format_bytes
 from gpuq.admission import AdmissionOutcome, admit
 from scheduler.kube.explain import live_simulation
 from scheduler.plugins import default_registry
-from scheduler.service import load_config
 from scheduler.service import register as register_scheduler
 from scheduler.simulate.loader import ingest, read
 from scheduler.simulate.run import Simulation, prepare, report, run
 from webhook import command as webhook_command
-from webhook.admission import AdmissionOptions
 
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
@@ -80,16 +78,13 @@ def _simulate(
 ) -> Simulation | list[str]:
     """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused."""
     try:
-        config = load_config(config_path)
+        config = read_config(config_path)
     except GpuqError as err:
         where = config_path or "default config"
         return [f"{where}: {err}"]
     docs, errors = read(files)
     if admission is not None and not errors:
-        card_plugin = config.plugin(CAPACITY_CARD)
-        card_args = card_plugin.args if card_plugin is not None else None
-        unlimited = bool(getattr(card_args, "card_unlimited_cpu_memory", False))
-        outcome = admit(docs, AdmissionOptions(card_unlimited_cpu_memory=unlimited))
+        outcome = admit(docs, config)
         docs = outcome.admitted
         admission.rejected_pods.extend(outcome.rejected_pods)
         admission.rejected.extend(outcome.rejected)

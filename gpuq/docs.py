@@ -227,9 +227,14 @@ def render() -> str:
         " Do not edit. -->",
         "# Configuration reference",
         "",
-        "The scheduler reads a Volcano-format configuration (`gpuq scheduler --config CONF.yaml`; the Helm "
-        "value `scheduler.config`, the ConfigMap `gpuq-scheduler-config`). An unknown plugin, an unknown "
-        "argument or a value of the wrong type is a start-up error naming the key and the value.",
+        "The scheduler and the webhook read one Volcano-format configuration (`gpuq scheduler --config "
+        "CONF.yaml`, `gpuq webhook --config CONF.yaml`; the Helm value `scheduler.config`, the ConfigMap "
+        "`gpuq-scheduler-config` mounted into both Deployments). The webhook applies a plugin's admission "
+        "rules only when that plugin is enabled, with its arguments (design.md Semantics 10). An unknown "
+        "plugin, an unknown argument or a value of the wrong type is a start-up error naming the key and "
+        "the value. Both read the file once, at start: a changed configuration takes effect when both "
+        "restart, which the `checksum/config` annotation on both pod templates does on `helm upgrade` "
+        '(docs/operations.md, "Change the configuration").',
         "",
         "## Default configuration",
         "",

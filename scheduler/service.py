@@ -25,7 +25,6 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
@@ -33,6 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from common.kube import resources as kinds
 from common.kube.client import new_api_client
+from common.kube.config_file import read_config
 from common.kube.diff import Change
 from common.kube.events import EventRecorder
 from common.kube.informer import Informer, InformerSet
@@ -126,20 +126,10 @@ def configure_logging(fmt: str, level: str) -> None:
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
 
 
-def load_config(path: str | None) -> SchedulerConfig:
-    if path is None:
-        return SchedulerConfig.default()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise GpuqError(f"cannot read: {err.strerror}") from None
-    return SchedulerConfig.from_yaml(text)
-
-
 def main(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     try:
-        config = load_config(args.config)
+        config = read_config(args.config)
         timings = LeaseTimings(
             args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period
         )

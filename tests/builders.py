@@ -367,3 +367,13 @@ class MakeGPUResourceQuota(_Namespaced):
         """Whole ``spec`` fields as given (``total={...}``, ``single={...}``, or fields gpuq ignores)."""
         self._obj["spec"].update(fields)
         return self
+
+
+def scheduler_config(*plugins: str) -> str:
+    """A Volcano-format scheduler configuration: priority and gang, then predicates and ``plugins``, each
+    a plugin entry as YAML (``"name: gpu-quota"``, or with ``"\\n    arguments: {...}"``)."""
+    entries = "".join(f"  - {plugin}\n" for plugin in ("name: predicates", *plugins))
+    return (
+        'actions: "enqueue, allocate, preempt"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n" + entries
+    )

@@ -13,6 +13,9 @@ GPUResourceQuota validation from ``elastic`` and ``gpu_quota``); this module onl
   tensor-fusion annotations filled from the namespace's GPUResourceQuota defaults, and optionally
   ``spec.schedulerName`` set for pods that request card resources.
 
+Which of these rules apply is the scheduler configuration's business (:mod:`webhook.options`,
+design.md Semantics 10): a plugin's rules only when that plugin is enabled, with its arguments.
+
 No I/O: :func:`review` is what ``gpuq simulate --admission`` calls with a :class:`~webhook.view.StaticView`,
 and :class:`Admission` is what the HTTPS server calls with the informer-backed view.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import pydantic
@@ -43,11 +46,12 @@ from common.model.errors import GpuqError, InvalidValue
 from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
 from common.model.gpu_quota.request import GPURequest, request_from_annotations
 from common.model.gpu_quota.store import GPUQuotaStore
-from common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
+from common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from common.model.quantity import format_units
 from common.model.queues import queue_of
 from common.model.resources import Resources
 from webhook import jsonpatch
+from webhook.options import AdmissionOptions, check_scoring_annotations
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
 from webhook.view import (
     ELASTIC_QUOTA,
@@ -92,18 +96,6 @@ class _ParseCache:
 _CACHE: Final = _ParseCache()
 _REVIEWED: Final = frozenset({POD, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA})
 ANNOTATIONS_PATH: Final = ("metadata", "annotations")
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionOptions:
-    """``scheduler_name``: pods with this ``spec.schedulerName`` are subject to queue quotas.
-    ``set_scheduler_name``: the mutation sets it on pods that request a card resource and name no
-    other scheduler (``default-scheduler`` or unset). ``card_unlimited_cpu_memory``: the
-    capacity-card argument of the same name, as the scheduler is configured."""
-
-    scheduler_name: str = GPUQ_SCHEDULER
-    set_scheduler_name: bool = False
-    card_unlimited_cpu_memory: bool = False
 
 
 DEFAULT_OPTIONS: Final = AdmissionOptions()
@@ -239,15 +231,16 @@ def validate(
             return _validate_pod(obj, view, options)
         if operation not in ("CREATE", "UPDATE"):
             return ALLOW
-        if kind == QUEUE:
+        # Semantics 10: a plugin's rules apply only when the configuration enables it.
+        if kind == QUEUE and options.capacity_card:
             return _validate_queue(obj)
-        if kind == POD_GROUP:
+        if kind == POD_GROUP and options.capacity_card:
             return _validate_pod_group(obj, view, old if operation == "UPDATE" else None, options)
-        if kind == ELASTIC_QUOTA:
+        if kind == ELASTIC_QUOTA and options.capacity_scheduling:
             elastic = validate_elastic_quota(obj)
             existing = view.elastic_quotas(elastic.namespace)
             return _validate_namespace_quota(ELASTIC_QUOTA[1], elastic, existing, operation)
-        if kind == GPU_RESOURCE_QUOTA:
+        if kind == GPU_RESOURCE_QUOTA and options.gpu_quota:
             gpu = validate_gpu_resource_quota(obj)
             existing = view.gpu_resource_quotas(gpu.namespace)
             return _validate_namespace_quota(GPU_RESOURCE_QUOTA[1], gpu, existing, operation)
@@ -341,8 +334,10 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
     annotations = pod.annotations
     catalog = view.card_catalog()
     warnings: list[str] = []
+    if pod.scheduler_name == options.scheduler_name:
+        check_scoring_annotations(annotations, pod.ref, options)
 
-    if ann.CARD_NAME in annotations:
+    if options.capacity_card and ann.CARD_NAME in annotations:
         names = parse_card_names(annotations[ann.CARD_NAME], pod.ref)
         if not card_names_share_resource(names, catalog):
             per_name = ", ".join(f"{n} -> {catalog.resource_of(n)}" for n in names if n in catalog)
@@ -351,26 +346,33 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
                 f"alternatives that all map to one Kubernetes resource ({per_name})"
             )
 
-    limits = _namespace_gpu_limits(view, pod.namespace)
-    gpu_quota = limits.quota(pod.namespace) if limits is not None else None
-    request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
-    if limits is not None:
-        cards = pod_card_resources(pod.requests, catalog) if request is None else None
-        if cards:
-            # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
-            request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
-        if request is not None:
-            refusal = limits.check_single(pod.namespace, request)
-            if refusal is not None:
-                return deny(f"{pod.ref}: {refusal.message}")
+    problem = _gpu_single_problem(pod, catalog, view) if options.gpu_quota else None
+    if problem:
+        return deny(problem)
 
-    if pod.scheduler_name == options.scheduler_name:
+    if options.capacity_card and pod.scheduler_name == options.scheduler_name:
         problem = _pod_queue_problem(pod, catalog, view, options, warnings)
         if problem:
             return deny(problem, tuple(warnings))
 
-    warnings.extend(_elastic_warnings(pod, view))
+    if options.capacity_scheduling:
+        warnings.extend(_elastic_warnings(pod, view))
     return Decision(warnings=tuple(warnings))
+
+
+def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -> str | None:
+    """gpu-quota: the tensor-fusion annotations' syntax, and the namespace's per-workload limits."""
+    limits = _namespace_gpu_limits(view, pod.namespace)
+    gpu_quota = limits.quota(pod.namespace) if limits is not None else None
+    request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
+    if limits is None:
+        return None
+    cards = pod_card_resources(pod.requests, catalog) if request is None else None
+    if cards:
+        # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
+        request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
+    refusal = limits.check_single(pod.namespace, request) if request is not None else None
+    return None if refusal is None else f"{pod.ref}: {refusal.message}"
 
 
 def _whole_cards(cards: Resources) -> int:
@@ -470,18 +472,22 @@ def _mutate_pod(
         ops += jsonpatch.set_entries(obj, ("spec",), {"schedulerName": scheduler})
 
     added: dict[str, str] = {}
-    card_name = pod.annotations.get(ann.CARD_NAME)
+    card_name = pod.annotations.get(ann.CARD_NAME) if options.capacity_card else None
     if isinstance(card_name, str):
         normal = normalise_card_names(card_name)
         if normal != card_name:
             added[ann.CARD_NAME] = normal
-    if scheduler == options.scheduler_name and not pod.annotations.get(ann.QUEUE_NAME):
+    if (
+        options.capacity_card
+        and scheduler == options.scheduler_name
+        and not pod.annotations.get(ann.QUEUE_NAME)
+    ):
         group_name = pod.annotations.get(ann.GROUP_NAME)
         raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
         queue = str(((raw_group or {}).get("spec") or {}).get("queue") or ann.DEFAULT_QUEUE)
         added[ann.QUEUE_NAME] = queue
 
-    quota = _namespace_gpu_quota(view, pod.namespace)
+    quota = _namespace_gpu_quota(view, pod.namespace) if options.gpu_quota else None
     has_tf = any(key in pod.annotations for key in ann.TENSOR_FUSION_ANNOTATIONS)
     if quota is not None and (cards or has_tf):
         defaults = quota.default_annotations(pod.annotations)

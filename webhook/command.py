@@ -3,6 +3,10 @@
 Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
 ``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.
 SIGTERM stops accepting connections and lets requests in flight finish.
+
+``--config`` is read once, at start (as the scheduler reads it): an invalid file is exit 2 before
+anything listens, and a changed file takes effect on the next start (the Deployments roll on a
+changed ConfigMap through their ``checksum/config`` annotation; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -12,14 +16,18 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 from common.kube.client import new_api_client
+from common.kube.config_file import read_config
+from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
-from webhook.admission import Admission, AdmissionOptions
+from webhook.admission import Admission
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
+from webhook.options import AdmissionOptions, admission_options
 from webhook.server import (
     DEFAULT_MAX_BODY_BYTES,
     Endpoints,
@@ -32,6 +40,7 @@ from webhook.server import (
 from webhook.tls import CertificateReloader
 
 log = logging.getLogger("gpuq.webhook")
+EXIT_INVALID = 2
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,6 +59,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument(
         "--kubeconfig", default=None, help="kubeconfig (default: in-cluster, else ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--config",
+        metavar="CONF.yaml",
+        help="the scheduler's configuration (Volcano format, the file `gpuq scheduler --config` reads): "
+        "a plugin's admission rules apply only when it is enabled (default: the default configuration)",
     )
     parser.add_argument(
         "--scheduler-name",
@@ -78,11 +93,20 @@ def main(args: argparse.Namespace) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    run(serve(args))
+    try:
+        config = read_config(args.config)
+    except GpuqError as err:
+        print(f"error: {args.config or 'configuration'}: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    options = admission_options(
+        config, scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
+    )
+    log.info("admission rules: %s", options)
+    run(serve(args, options))
     return 0
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, options: AdmissionOptions) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,9 +134,6 @@ async def serve(args: argparse.Namespace) -> None:
         if not synced.done():
             synced.cancel()
             return
-        options = AdmissionOptions(
-            scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
-        )
         limits = ServerLimits(max_body_bytes=args.max_body_bytes)
         app = create_server(Endpoints(Admission(view, options), metrics, lambda: view.synced, limits))
         runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)

@@ -15,13 +15,13 @@ import aiohttp
 from kubernetes_asyncio.config import ConfigException
 
 from common.kube.client import new_api_client
+from common.kube.config_file import read_config
 from common.kube.informer import Informer
 from common.model.errors import GpuqError
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
 from scheduler.kube.feed import REPLAY_ORDER
 from scheduler.plugins import default_registry
-from scheduler.service import load_config
 from scheduler.simulate.loader import Manifests
 from scheduler.simulate.run import Simulation, prepare, run
 
@@ -94,7 +94,7 @@ def live_simulation(
     """Schedule the live cluster's pending pods in memory, keeping every attempt for ``--explain``;
     a list of problems (one line each) instead when the input or configuration is invalid."""
     try:
-        config = load_config(config_path)
+        config = read_config(config_path)
     except GpuqError as err:
         return [f"{config_path or 'default config'}: {err}"]
     try:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import scheduler_config
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 
 pytestmark = pytest.mark.e2e
@@ -188,3 +189,41 @@ def test_optional_trees_are_accepted_with_their_crds(
     } <= set(monitoring)
     applied = dry_run(kubectl, "-f", "-", stdin=helm("certManager.enabled=true", "monitoring.enabled=true"))
     assert "prometheusrule.monitoring.coreos.com/gpuq" in applied
+
+
+GPU_QUOTA_ONLY = scheduler_config("name: gpu-quota")
+
+
+def test_one_config_map_reaches_both_processes_and_a_change_rolls_both(
+    system_namespace: str, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """design.md Semantics 10: the chart mounts the one ConfigMap into the scheduler and the webhook, passes
+    --config to both, and a changed scheduler.config changes the checksum on both pod templates."""
+    config = tmp_path / "config.yaml"
+    config.write_text(GPU_QUOTA_ONLY)
+
+    def deployments(*extra: str) -> dict[str, dict[str, Any]]:
+        docs = documents(render.helm_template(render.find_helm(), (), *extra))
+        return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+
+    default, changed = deployments(), deployments("--set-file", f"scheduler.config={config}")
+    for name in ("gpuq-scheduler", "gpuq-webhook"):
+        template = changed[name]["spec"]["template"]
+        (container,) = template["spec"]["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert f"--config={mounts['config']}/config.yaml" in container["args"], name
+        assert {"name": "config", "configMap": {"name": "gpuq-scheduler-config"}} in template["spec"][
+            "volumes"
+        ]
+        before = default[name]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        after = template["metadata"]["annotations"]["checksum/config"]
+        assert before != after, name
+    checksums = {
+        d["spec"]["template"]["metadata"]["annotations"]["checksum/config"] for d in changed.values()
+    }
+    assert len(checksums) == 1
+    manifests = render.helm_template(render.find_helm(), (), "--set-file", f"scheduler.config={config}")
+    config_map = next(d for d in documents(manifests) if d["kind"] == "ConfigMap")
+    assert config_map["data"]["config.yaml"].strip() == GPU_QUOTA_ONLY.strip()
+    applied = dry_run(kubectl, "-f", "-", stdin=manifests)
+    assert {"deployment.apps/gpuq-webhook", "configmap/gpuq-scheduler-config"} <= set(applied)

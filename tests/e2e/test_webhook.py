@@ -97,7 +97,12 @@ class WebhookThread:
         self._thread.join(30)
 
 
-def configurations(port: int, ca_bundle: str) -> list[dict[str, Any]]:
+def configurations(
+    port: int, ca_bundle: str, prefix: str = "gpuq-e2e", label: tuple[str, str] = (LABEL, "true")
+) -> list[dict[str, Any]]:
+    """Url-based webhook configurations ``<prefix>-validate`` and ``<prefix>-mutate`` for a webhook on
+    127.0.0.1:``port``, matching namespaces and Queues that carry ``label``."""
+
     def hook(name: str, path: str, rules: list[dict[str, Any]], **selectors: Any) -> dict[str, Any]:
         return {
             "name": name,
@@ -141,12 +146,12 @@ def configurations(port: int, ca_bundle: str) -> list[dict[str, Any]]:
             "scope": "Cluster",
         }
     ]
-    ns_selector = {"namespaceSelector": {"matchLabels": {LABEL: "true"}}}
-    obj_selector = {"objectSelector": {"matchLabels": {LABEL: "true"}}}
+    ns_selector = {"namespaceSelector": {"matchLabels": dict([label])}}
+    obj_selector = {"objectSelector": {"matchLabels": dict([label])}}
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "gpuq-e2e-validate"},
+        "metadata": {"name": f"{prefix}-validate"},
         "webhooks": [
             hook("validate.gpuq.e2e", "/validate", namespaced, **ns_selector),
             hook("validate-queues.gpuq.e2e", "/validate", queues, **obj_selector),
@@ -155,7 +160,7 @@ def configurations(port: int, ca_bundle: str) -> list[dict[str, Any]]:
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "gpuq-e2e-mutate"},
+        "metadata": {"name": f"{prefix}-mutate"},
         "webhooks": [
             {
                 **hook("mutate.gpuq.e2e", "/mutate", namespaced[:1], **ns_selector),

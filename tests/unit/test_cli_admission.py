@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gpuq.cli import main
+from tests.builders import scheduler_config
 
 NODE = """\
 apiVersion: v1
@@ -54,10 +55,20 @@ spec:
 """
 
 
-def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: str, admission: bool = True) -> Any:
+def simulate(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    *docs: str,
+    admission: bool = True,
+    config: str | None = None,
+) -> Any:
     path = tmp_path / "input.yaml"
     path.write_text("---\n".join(docs))
-    code = main(["simulate", "-f", str(path), "-o", "json", *(["--admission"] if admission else [])])
+    options = ["--admission"] if admission else []
+    if config is not None:
+        (tmp_path / "config.yaml").write_text(config)
+        options += ["--config", str(tmp_path / "config.yaml")]
+    code = main(["simulate", "-f", str(path), "-o", "json", *options])
     captured = capsys.readouterr()
     return code, (json.loads(captured.out) if code == 0 else captured.err)
 
@@ -109,3 +120,40 @@ def test_a_pod_whose_spec_is_not_a_mapping_is_an_input_error_with_or_without_adm
     assert code == 2
     assert "Pod/default/x: spec: invalid value 'oops': expected a mapping" in err
     assert "Traceback" not in err
+
+
+DEFAULT_QUEUE = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {weight: 1}
+"""
+CPU_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: cpu, namespace: ns}
+spec:
+  schedulerName: gpuq-scheduler
+  containers:
+  - name: c
+    resources: {requests: {cpu: "1"}}
+"""
+
+
+@pytest.mark.parametrize(("plugin", "phase"), [("capacity-card", "Rejected"), ("gpu-quota", "Bound")])
+def test_admission_applies_the_rules_the_simulated_configuration_switches_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plugin: str, phase: str
+) -> None:
+    """design.md Semantics 10: a pod in Volcano's default Queue (no capability) is refused only when
+    capacity-card runs, as by `gpuq webhook --config` with the same file; never hidden by simulate."""
+    config = scheduler_config(f"name: {plugin}")
+    code, out = simulate(tmp_path, capsys, NODE, DEFAULT_QUEUE, CPU_POD, config=config)
+    assert code == 0
+    (result,) = out["pods"]
+    assert result["phase"] == phase, result
+    if phase == "Rejected":
+        assert "default" in result["reason"] and "capability" in result["reason"]
+    # what admission rejects is what the scheduler itself never places under that configuration
+    code, out = simulate(tmp_path, capsys, NODE, DEFAULT_QUEUE, CPU_POD, admission=False, config=config)
+    assert code == 0
+    assert (out["pods"][0]["phase"] == "Bound") == (phase == "Bound")

@@ -4,6 +4,7 @@ The server-side checks are in tests/e2e/test_deploy.py and test_rbac.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -55,7 +56,23 @@ def test_deployments_probe_and_shut_down_gracefully(name: str, grace: int) -> No
 def test_scheduler_runs_with_leader_election_in_its_namespace() -> None:
     args = objects("Deployment")["gpuq-scheduler"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--leader-elect" in args and "--leader-elect-resource-namespace=gpuq-system" in args
-    assert "--config=/etc/gpuq/config.yaml" in args
+    assert "--config=/etc/gpuq/config/config.yaml" in args
+
+
+@pytest.mark.parametrize("name", ["gpuq-scheduler", "gpuq-webhook"])
+def test_both_processes_read_the_one_config_map_and_roll_when_it_changes(name: str) -> None:
+    """design.md Semantics 10: one ConfigMap, mounted into both Deployments and passed as --config; the
+    same checksum of it on both pod templates, so a changed configuration restarts both."""
+    template = objects("Deployment")[name]["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert volumes["config"]["configMap"] == {"name": "gpuq-scheduler-config"}
+    assert f"--config={mounts['config']}/config.yaml" in container["args"]
+    config = objects("ConfigMap")["gpuq-scheduler-config"]["data"]["config.yaml"]
+    digest = hashlib.sha256(VALUES["scheduler"]["config"].encode()).hexdigest()
+    assert template["metadata"]["annotations"]["checksum/config"] == digest
+    assert config == VALUES["scheduler"]["config"]
 
 
 def test_scheduler_config_is_the_built_in_default_and_valid() -> None:

@@ -23,13 +23,13 @@ from tests.builders import (
 )
 from webhook import jsonpatch
 from webhook.admission import (
-    AdmissionOptions,
     _plain_shape,
     check_shape,
     mutate,
     review,
     validate,
 )
+from webhook.options import AdmissionOptions
 from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]

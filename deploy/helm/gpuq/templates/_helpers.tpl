@@ -34,3 +34,9 @@ seccompProfile: {type: RuntimeDefault}
 {{- $names := append (.Values.webhook.excludedNamespaces | default list) .Release.Namespace | uniq -}}
 {{ toJson $names }}
 {{- end -}}
+
+{{/* On both pod templates: a changed configuration rolls the scheduler and the webhook together, as
+both read it once, at start (design.md Semantics 10). */}}
+{{- define "gpuq.configChecksum" -}}
+checksum/config: {{ .Values.scheduler.config | sha256sum }}
+{{- end -}}

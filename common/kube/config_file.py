@@ -1,0 +1,25 @@
+"""The scheduler configuration file, read by both processes (``--config``; design.md Semantics 10).
+
+``gpuq scheduler``, ``gpuq webhook``, ``gpuq simulate`` and ``gpuq explain`` read the same file the same
+way: no file means the default configuration; an unreadable or invalid file is a one-line
+:class:`~common.model.errors.GpuqError` (the commands exit 2 with it). Parsing is the model's
+(:class:`~common.model.config.SchedulerConfig`); this is only the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common.model.config import SchedulerConfig
+from common.model.errors import GpuqError
+
+
+def read_config(path: str | Path | None) -> SchedulerConfig:
+    """The configuration ``path`` holds; the default configuration when ``path`` is None."""
+    if path is None:
+        return SchedulerConfig.default()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise GpuqError(f"cannot read: {err.strerror}") from None
+    return SchedulerConfig.from_yaml(text)

@@ -1,0 +1,86 @@
+"""Which admission rules a scheduler configuration switches on (design.md, Semantics 10).
+
+The webhook reads the scheduler's own configuration file (``gpuq webhook --config``, the same
+Volcano-format file and ConfigMap as ``gpuq scheduler --config``) and applies a plugin's rules only
+when that plugin is enabled, with that plugin's arguments: it admits what the scheduler could ever
+place. :func:`admission_options` is the one derivation, used by ``gpuq webhook``,
+``gpuq simulate --admission`` and the tests.
+
+Per plugin, the rules it switches on:
+
+* capacity-card: Queue ``card.quota``; PodGroup ``card.request`` and its Queue (exists, Open, whole
+  quota); Pod ``card.name`` and its Queue's whole capability and card quota (honouring
+  ``cardUnlimitedCpuMemory``); the mutations ``card.name`` normalised and the queue annotation defaulted;
+* gpu-quota: GPUResourceQuota validation; Pod tensor-fusion annotations and per-workload (``single``)
+  limits; the default-annotation mutation;
+* capacity-scheduling: ElasticQuota validation; the Pod warning when ``max - used`` leaves no room;
+* crossquota: Pod ``volcano.sh/crossquota-scoring-strategy``;
+* resource-strategy-fit: Pod ``volcano.sh/resource-strategy-scoring-type`` and
+  ``volcano.sh/resource-strategy-weight``.
+
+The scoring annotations are checked on pods of the configured scheduler only (no other reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.config import (
+    CAPACITY_CARD,
+    CAPACITY_SCHEDULING,
+    CROSSQUOTA,
+    GPU_QUOTA,
+    RESOURCE_STRATEGY_FIT,
+    SchedulerConfig,
+)
+from common.model.crossquota.pod import validate_pod_annotations
+from common.model.pods import GPUQ_SCHEDULER
+from common.model.strategy_fit import parse_pod_override
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOptions:
+    """``scheduler_name``: pods with this ``spec.schedulerName`` are subject to queue quotas.
+    ``set_scheduler_name``: the mutation sets it on pods that request a card resource and name no
+    other scheduler (``default-scheduler`` or unset). The other fields say which plugins' rules apply
+    (see the module doc); the defaults are those of the default configuration, every plugin on.
+    ``card_unlimited_cpu_memory``: the capacity-card argument of the same name."""
+
+    scheduler_name: str = GPUQ_SCHEDULER
+    set_scheduler_name: bool = False
+    capacity_card: bool = True
+    card_unlimited_cpu_memory: bool = False
+    gpu_quota: bool = True
+    capacity_scheduling: bool = True
+    crossquota: bool = True
+    resource_strategy_fit: bool = True
+
+
+def admission_options(
+    config: SchedulerConfig, *, scheduler_name: str = GPUQ_SCHEDULER, set_scheduler_name: bool = False
+) -> AdmissionOptions:
+    """The admission rules ``config`` switches on (pure: the same answer for the same configuration)."""
+    card = config.plugin(CAPACITY_CARD)
+    card_args = card.args if card is not None else None
+    unlimited = isinstance(card_args, CapacityCardArgs) and card_args.card_unlimited_cpu_memory
+    return AdmissionOptions(
+        scheduler_name=scheduler_name,
+        set_scheduler_name=set_scheduler_name,
+        capacity_card=card is not None,
+        card_unlimited_cpu_memory=unlimited,
+        gpu_quota=config.plugin(GPU_QUOTA) is not None,
+        capacity_scheduling=config.plugin(CAPACITY_SCHEDULING) is not None,
+        crossquota=config.plugin(CROSSQUOTA) is not None,
+        resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
+    )
+
+
+def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options: AdmissionOptions) -> None:
+    """Raise :class:`~common.model.errors.InvalidAnnotation` for a malformed scoring annotation of an
+    enabled plugin: crossquota's strategy, resource-strategy-fit's per-pod type and weights."""
+    if options.crossquota:
+        validate_pod_annotations(annotations, ref)
+    if options.resource_strategy_fit:
+        parse_pod_override(annotations, ref)
