@@ -258,7 +258,7 @@ def test_gpu_quota_status_available_percent_and_conditions(gpu_quota: dict[str, 
     }
     assert status["research"]["availablePercent"] == {"requests.tflops": "40.00"}
     assert _events(gpu_quota, "GPUResourceQuota/ml/ml-quota", "QuotaAlertThreshold") == [
-        "Usage of requests.tflops, requests.vram, workers reached the 80% alert threshold"
+        "Usage of requests.tflops, workers exceeded the 80% alert threshold"
     ]
 
 
