@@ -309,7 +309,7 @@ def _validate_pod_group(
         state = (raw_queue.get("status") or {}).get("state")
         return deny(
             f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected an Open Queue "
-            f"(Queue//{quota.name} is {state})",
+            f"(Queue/{quota.name} is {state})",
             warnings,
         )
     # Job mode against the queue's whole quota: usage is the scheduler's business (an empty ledger).

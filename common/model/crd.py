@@ -35,6 +35,7 @@ from pydantic import (
 from common.model.annotations import DEFAULT_QUEUE
 from common.model.errors import InvalidValue
 from common.model.resources import EMPTY, Resources
+from common.model.wire import object_ref
 
 API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 
@@ -157,13 +158,14 @@ def _validate(cls: type[_Model], obj: Any, where: str) -> Any:
 
 
 def _location(obj: Any, kind: str, namespaced: bool) -> str:
-    """``Kind/namespace/name`` of a Volcano object about to be validated; its name must be set."""
+    """How errors name a Volcano object about to be validated (``Queue/q``, ``PodGroup/ns/pg``); its
+    name must be set."""
     if not isinstance(obj, Mapping):
         raise InvalidValue(kind, obj, f"a {kind} object (a JSON mapping)")
     meta = obj.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, Mapping) else None
     namespace = (meta.get("namespace") or "default") if isinstance(meta, Mapping) and namespaced else ""
-    where = f"{kind}/{namespace}/{name or ''}"
+    where = object_ref(kind, str(namespace), str(name or ""))
     if not isinstance(name, str) or not name:
         raise InvalidValue("metadata.name", name, f"a non-empty {kind} name", where)
     return where
@@ -176,7 +178,7 @@ class _VolcanoObject(_Model):
     apiVersion: str = API_VERSION
     kind: str
     metadata: ObjectMeta
-    # A cluster-scoped kind (Queue) sets False: its ref and errors have an empty namespace.
+    # A cluster-scoped kind (Queue) sets False: its ref and errors name it ``Kind/name``.
     _namespaced: ClassVar[bool] = True
 
     @property
@@ -189,9 +191,9 @@ class _VolcanoObject(_Model):
 
     @property
     def ref(self) -> str:
-        """``Kind/namespace/name``, the namespace empty for a cluster-scoped kind."""
+        """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped kind (``Queue/team-a``)."""
         namespace = self.metadata.namespace if self._namespaced else ""
-        return f"{self.kind}/{namespace}/{self.metadata.name}"
+        return object_ref(self.kind, namespace, self.metadata.name)
 
     @classmethod
     def from_dict(cls, obj: Any) -> Self:

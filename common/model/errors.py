@@ -21,7 +21,7 @@ class GpuqError(Exception):
 class InvalidValue(GpuqError, ValueError):
     """A value in user input is malformed.
 
-    ``where`` names the object (``Queue//team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
+    ``where`` names the object (``Queue/team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
     annotation; ``value`` what was found; ``expected`` what would have been accepted.
     """
 

@@ -12,8 +12,9 @@ node score ``sum(w * s) / sum(w) * 100 * resourceStrategyFitWeight`` (design.md 
 Upstream behaviour kept (each pinned by a test):
 
 * ``resourceStrategyFitWeight`` defaults to 10; 0 switches the plugin's scoring off (the scheduler
-  does not call it at Score: design.md Semantics 11); ``resources`` absent or empty defaults to cpu and memory,
-  LeastAllocated, weight 1; an entry without ``type`` is LeastAllocated, without ``weight`` weighs 1.
+  does not call it at Score: design.md Semantics 11); ``resources`` absent or empty defaults to cpu
+  and memory, LeastAllocated, weight 1; an entry without ``type`` is LeastAllocated, without
+  ``weight`` weighs 1.
 * A resource the node has 0 of scores 0 but keeps its weight; if any scored resource would go over the
   node's allocatable the whole node scores 0.
 * Matching ("Matching Priority"): an exact key first, else the wildcard with the longest prefix.

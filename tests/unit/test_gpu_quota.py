@@ -269,7 +269,7 @@ def test_unknown_tflops_is_an_error_naming_the_node_only_when_needed() -> None:
     needs = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"tflops": "10"}).obj())
     with pytest.raises(InvalidValue) as err:
         pod_gpu_request(p, mystery, quota=needs, node_name="gpu-7")
-    assert err.value.where == "Node//gpu-7" and err.value.field == "nvidia.com/gpu.tflops"
+    assert err.value.where == "Node/gpu-7" and err.value.field == "nvidia.com/gpu.tflops"
     vram_only = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"vram": "10Gi"}).obj())
     assert pod_gpu_request(p, mystery, quota=vram_only) == GPURequest(0, 2**30, 0, 2**30, 1)
 

@@ -62,7 +62,9 @@ def test_weight_zero_leaves_the_plugin_out_of_scoring(
             assert node["total"] == pytest.approx(sum(node["scores"].values()))
 
 
-def test_crossquota_weight_zero_keeps_its_predicate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_crossquota_weight_zero_keeps_its_predicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """crossquota.md "Predicate": 28 + 6 > 32 still rejects gpu-c with scoring switched off."""
     pods = pods_by_name(_run(tmp_path, capsys, 0, 0))
     assert pods["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded"

@@ -24,6 +24,7 @@ from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, c
 from common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount
 from common.model.pods import PodInfo
 from common.model.quantity import parse_quantity, to_units
+from common.model.wire import object_ref
 
 # tensor-fusion's gpu-count is a uint32-sized count; bounding it keeps per-GPU amount x count within
 # the int64 arrays of GPUQuotaStore.fits_array instead of overflowing there.
@@ -142,7 +143,7 @@ def request_from_card(
         return None
     count = math.ceil(units / 1000)
     share = card_share(card, node_labels, label_prefix)
-    where = f"Node//{node_name}" if node_name else pod.ref
+    where = object_ref("Node", "", node_name) if node_name else pod.ref
     if share.tflops is None and require_tflops:
         raise InvalidValue(
             f"{label_prefix}.tflops",
