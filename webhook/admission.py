@@ -358,7 +358,7 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
         cards = pod_card_resources(pod.requests, catalog) if request is None else None
         if cards:
             # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
-            request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
+            request = GPURequest.count_only(_whole_cards(cards))
         if request is not None:
             refusal = limits.check_single(pod.namespace, request)
             if refusal is not None:

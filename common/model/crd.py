@@ -3,8 +3,9 @@
 One place for the field layouts of ``scheduling.volcano.sh/v1beta1`` Queue and PodGroup (volcano-sh/apis
 ``pkg/apis/scheduling/v1beta1/types.go``), ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota
 (scheduler-plugins ``apis/scheduling/v1alpha1``) and ``tensor-fusion.ai/v1`` GPUResourceQuota
-(tensor-fusion ``api/v1/gpuresourcequota_types.go``), with upstream's JSON names and Go zero-value
-defaults, so existing objects load unchanged. The engines (:mod:`common.model.queues`,
+(tensor-fusion ``api/v1/gpuresourcequota_types.go``, and the gpu-resource-quota design's own layout:
+design.md Semantics 12), with upstream's JSON names and Go zero-value defaults, so existing objects
+load unchanged. The engines (:mod:`common.model.queues`,
 :mod:`common.model.elastic`, :mod:`common.model.gpu_quota`) turn them into their own integer-unit
 models; the webhook checks :class:`ObjectShape` before any rule reads an object.
 
@@ -339,6 +340,18 @@ class GPUTotalWire(_Strict):
     limits: TflopsVramWire | None = None
     maxWorkers: int | None = None
     alertThresholdPercent: int | None = None
+    # The gpu-resource-quota design's layout (design.md Semantics 12): flat keys with a dot.
+    requests_tflops: Quantity | None = Field(default=None, alias="requests.tflops")
+    requests_vram: Quantity | None = Field(default=None, alias="requests.vram")
+    workers: int | None = None
+
+
+class GPUSingleMaxWire(_Strict):
+    """The design's ``single.max``: one workload's largest request and GPU count."""
+
+    tflops: Quantity | None = None
+    vram: Quantity | None = None
+    workers: int | None = None
 
 
 class GPUSingleWire(_Strict):
@@ -347,6 +360,9 @@ class GPUSingleWire(_Strict):
     maxGPUCount: int | None = None
     defaultRequests: TflopsVramWire | None = None
     defaultLimits: TflopsVramWire | None = None
+    # The design's layout: per-workload maxima and minima.
+    max: GPUSingleMaxWire | None = None
+    min: TflopsVramWire | None = None
 
 
 class GPUResourceQuotaSpec(_Strict):

@@ -88,6 +88,16 @@ class QuotaExceeded(GpuqError):
         )
 
 
+class BelowMinimum(QuotaExceeded):
+    """A workload's request below a per-workload minimum (gpu-resource-quota ``single.min``): like a
+    per-workload maximum, unresolvable; ``limit`` is the minimum."""
+
+    def _render(self) -> str:
+        where = f" in {self.scope}" if self.scope else ""
+        resource, requested = self.resource, self.requested
+        return f"request below the minimum{where} for {resource}: requested {requested}, minimum {self.limit}"
+
+
 class CrossQuotaExceeded(QuotaExceeded):
     """A non-GPU pod over a GPU node's cross quota (crossquota.md "Predicate Function"), worded as the
     predicate reports it: ``<res> quota exceeded: required=<q> used=<q> quota=<q>``.

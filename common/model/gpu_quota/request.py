@@ -41,6 +41,14 @@ class GPURequest:
     tflops_limit: int = 0
     vram_limit: int = 0
     gpu_count: int = 1
+    # False for :meth:`count_only`: the amounts are unknown (0 stands in), so minima are not checked.
+    amounts_known: bool = True
+
+    @classmethod
+    def count_only(cls, gpu_count: int) -> GPURequest:
+        """A card pod without tensor-fusion annotations before a node is chosen: only its GPU count
+        is known (admission checks it against ``maxGPUCount``, never against ``single.min``)."""
+        return cls(0, 0, 0, 0, gpu_count, amounts_known=False)
 
     def totals(self) -> tuple[int, int, int, int]:
         """(requests.tflops, requests.vram, limits.tflops, limits.vram) charged to the namespace."""
