@@ -47,6 +47,7 @@ from common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
 from common.model.quantity import format_units
 from common.model.queues import queue_of
 from common.model.resources import Resources
+from common.model.wire import object_ref
 from webhook import jsonpatch
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
 from webhook.view import (
@@ -194,7 +195,9 @@ def check_shape(obj: Mapping[str, Any], kind: str) -> None:
         field = ".".join(str(part) for part in first["loc"]) or "(object)"
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         name = meta.get("name") if isinstance(meta, Mapping) else None
-        where = f"{kind}/{name}" if isinstance(name, str) else kind
+        namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+        namespace = namespace if isinstance(namespace, str) else ""
+        where = object_ref(kind, namespace, name) if isinstance(name, str) else kind
         raise InvalidValue(field, first.get("input"), first["msg"], where) from None
 
 

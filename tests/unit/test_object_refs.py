@@ -14,6 +14,7 @@ from common.model.nodes import NodeInfo
 from common.model.wire import object_ref, split_ref
 from scheduler.cluster.objects import object_ref as store_ref
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from webhook.admission import check_shape
 
 
 @pytest.mark.parametrize(
@@ -64,3 +65,16 @@ def test_refusals_and_events_name_the_queue_as_kind_slash_name() -> None:
     bad = queue_quota(Queue.from_dict(MakeQueue("team-a").card_quota("{not json").obj()))
     assert [e.obj for e in bad.events] == ["Queue/team-a"]
     assert "//" not in "".join(e.message for e in bad.events)
+
+
+@pytest.mark.parametrize(
+    ("kind", "metadata", "where"),
+    [
+        ("Pod", {"name": "p", "namespace": "ml"}, "Pod/ml/p"),
+        ("Queue", {"name": "q"}, "Queue/q"),
+    ],
+)
+def test_webhook_shape_errors_name_the_object(kind: str, metadata: dict[str, str], where: str) -> None:
+    with pytest.raises(InvalidValue) as err:
+        check_shape({"metadata": metadata, "spec": []}, kind)
+    assert err.value.where == where and err.value.field == "spec"

@@ -8,30 +8,39 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.unit.simulate_text import pods_by_name, simulate_explained
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: crossquota
-    arguments: {{gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", crossQuotaWeight: {cq}}}
-  - name: resource-strategy-fit
-    arguments: {{resourceStrategyFitWeight: {rsf}, resources: {{cpu: {{type: MostAllocated, weight: 1}}}}}}
-"""
+
+def config(cq: int, rsf: int) -> dict[str, Any]:
+    """Volcano's format: crossquota and resource-strategy-fit with the given plugin weights."""
+    crossquota = {
+        "gpu-resource-names": "nvidia.com/gpu",
+        "quota-resources": "cpu,memory",
+        "crossQuotaWeight": cq,
+    }
+    strategy = {
+        "resourceStrategyFitWeight": rsf,
+        "resources": {"cpu": {"type": "MostAllocated", "weight": 1}},
+    }
+    plugins = [
+        {"name": "predicates"},
+        {"name": "crossquota", "arguments": crossquota},
+        {"name": "resource-strategy-fit", "arguments": strategy},
+    ]
+    return {
+        "actions": "enqueue, allocate, preempt",
+        "tiers": [{"plugins": [{"name": "priority"}]}, {"plugins": plugins}],
+    }
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], cq: int, rsf: int) -> dict[str, Any]:
-    config = tmp_path / f"config-{cq}-{rsf}.yaml"
-    config.write_text(CONFIG.format(cq=cq, rsf=rsf))
-    return simulate_explained(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", str(config))
+    path = tmp_path / f"config-{cq}-{rsf}.yaml"
+    path.write_text(yaml.safe_dump(config(cq, rsf)))
+    return simulate_explained(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", str(path))
 
 
 def _scored_by(out: dict[str, Any]) -> set[str]:

@@ -150,31 +150,18 @@ class GPUResourceQuota(BaseModel):
     alert_active: bool = False
 
     @property
+    def _limits(self) -> tuple[TflopsVram, ...]:
+        """Every {tflops, vram} pair that limits a pod (defaults only fill requests in)."""
+        return (self.total_requests, self.total_limits, self.max_requests, self.max_limits, self.min_requests)
+
+    @property
     def uses_tflops(self) -> bool:
         """Some limit is in TFLOPS, so a pod's TFLOPS must be known to check it."""
-        return any(
-            x.tflops is not None
-            for x in (
-                self.total_requests,
-                self.total_limits,
-                self.max_requests,
-                self.max_limits,
-                self.min_requests,
-            )
-        )
+        return any(x.tflops is not None for x in self._limits)
 
     @property
     def uses_vram(self) -> bool:
-        return any(
-            x.vram is not None
-            for x in (
-                self.total_requests,
-                self.total_limits,
-                self.max_requests,
-                self.max_limits,
-                self.min_requests,
-            )
-        )
+        return any(x.vram is not None for x in self._limits)
 
     def field_name(self, field: str) -> str:
         """``field`` (``single.maxGPUCount``, optionally ``spec.``-prefixed) as this quota spells it:
