@@ -259,6 +259,17 @@ def test_admission_refuses_a_request_below_single_min() -> None:
     assert not allowed and "for single.max.workers: requested 9" in message
 
 
+def test_admission_takes_either_layout_and_denies_conflicting_ones() -> None:
+    assert review(DESIGN.copy().obj(), "CREATE", StaticView([])).allowed
+    conflicting = DESIGN.copy().single(maxGPUCount=4).obj()
+    decision = review(conflicting, "CREATE", StaticView([]))
+    assert not decision.allowed
+    assert decision.message == (
+        "GPUResourceQuota/team-a/team-a-quota: spec.single.max.workers: invalid value '8': expected 4, "
+        "the value of spec.single.maxGPUCount (a limit set in both layouts must agree)"
+    )
+
+
 # -- scheduler (gpuq simulate) ---------------------------------------------------------------------
 
 
