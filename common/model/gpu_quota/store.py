@@ -292,14 +292,14 @@ class GPUQuotaStore:
             & (t_lim <= e.s_lim_tflops)
             & (v_lim <= e.s_lim_vram)
             & (count <= e.max_gpu_count)
-            & (t_req >= e.s_min_tflops)
-            & (v_req >= e.s_min_vram)
             & (e.used_req_tflops + t_req * count <= e.req_tflops)
             & (e.used_req_vram + v_req * count <= e.req_vram)
             & (e.used_lim_tflops + t_lim * count <= e.lim_tflops)
             & (e.used_lim_vram + v_lim * count <= e.lim_vram)
             & (e.workers + 1 <= e.max_workers)
         )
+        if e.s_min_tflops or e.s_min_vram:  # single.min (Semantics 12): only quotas that set one pay
+            ok &= (t_req >= e.s_min_tflops) & (v_req >= e.s_min_vram)
         return np.broadcast_to(ok, shape).copy()
 
     # -- usage ------------------------------------------------------------------------------------
@@ -426,11 +426,8 @@ def _check_single(e: _Entry, namespace: str, request: GPURequest) -> Refusal | N
     )
     for resource, asked, minimum, fmt in minima:
         if asked < minimum and request.amounts_known:
-            scope = f"namespace {namespace} ({quota.ref})"
-            error = BelowMinimum(
-                resource, fmt(asked), fmt(minimum), fmt(minimum), scope=scope, unresolvable=True
-            )
-            return Refusal(error)
+            shown, scope = fmt(minimum), f"namespace {namespace} ({quota.ref})"
+            return Refusal(BelowMinimum(resource, fmt(asked), shown, shown, scope=scope, unresolvable=True))
     return None
 
 
