@@ -121,7 +121,8 @@ PLUGINS: tuple[Plugin, ...] = (
                 crossquota_args.CROSS_QUOTA_WEIGHT,
                 ("plugin_weight",),
                 5,
-                "Multiplier of the plugin's node score `sum(score*w)/sum(w)`.",
+                "Multiplier of the plugin's node score `sum(score*w)/sum(w)`; 0 switches the plugin's "
+                "scoring off (its filter stays).",
                 str(crossquota_args.DEFAULT_CROSS_QUOTA_WEIGHT),
             ),
         ),
@@ -137,7 +138,8 @@ PLUGINS: tuple[Plugin, ...] = (
                 strategy_fit.PLUGIN_WEIGHT_KEY,
                 ("plugin_weight",),
                 10,
-                "Multiplier of the node score `sum(score*w)/sum(w) * 100`.",
+                "Multiplier of the node score `sum(score*w)/sum(w) * 100`; 0 switches the plugin's "
+                "scoring off.",
                 str(strategy_fit.DEFAULT_PLUGIN_WEIGHT),
             ),
             Argument(

@@ -41,6 +41,7 @@ from common.kube.status import StatusWriter
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
+from common.model.wire import split_ref
 from scheduler.cycle import Scheduler
 from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
 from scheduler.kube.feed import REPLAY_ORDER, Feed
@@ -211,8 +212,7 @@ class Service:
         return None if obj is None else (obj.get("status") or {})
 
     def _resolve(self, ref: str) -> tuple[str, str] | None:
-        kind, _, rest = ref.partition("/")
-        namespace, _, name = rest.partition("/")
+        kind, namespace, name = split_ref(ref)
         obj = self._cached(kind, namespace, name)
         if obj is None:
             return None

@@ -50,6 +50,7 @@ from common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from common.model.quantity import format_units
 from common.model.queues import queue_of
 from common.model.resources import Resources
+from common.model.wire import object_ref
 from webhook import jsonpatch
 from webhook.options import AdmissionOptions, check_scoring_annotations
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
@@ -186,7 +187,9 @@ def check_shape(obj: Mapping[str, Any], kind: str) -> None:
         field = ".".join(str(part) for part in first["loc"]) or "(object)"
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         name = meta.get("name") if isinstance(meta, Mapping) else None
-        where = f"{kind}/{name}" if isinstance(name, str) else kind
+        namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+        namespace = namespace if isinstance(namespace, str) else ""
+        where = object_ref(kind, namespace, name) if isinstance(name, str) else kind
         raise InvalidValue(field, first.get("input"), first["msg"], where) from None
 
 
@@ -302,7 +305,7 @@ def _validate_pod_group(
         state = (raw_queue.get("status") or {}).get("state")
         return deny(
             f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected an Open Queue "
-            f"(Queue//{quota.name} is {state})",
+            f"(Queue/{quota.name} is {state})",
             warnings,
         )
     # Job mode against the queue's whole quota: usage is the scheduler's business (an empty ledger).
@@ -370,7 +373,7 @@ def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -
     cards = pod_card_resources(pod.requests, catalog) if request is None else None
     if cards:
         # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
-        request = GPURequest(0, 0, 0, 0, _whole_cards(cards))
+        request = GPURequest.count_only(_whole_cards(cards))
     refusal = limits.check_single(pod.namespace, request) if request is not None else None
     return None if refusal is None else f"{pod.ref}: {refusal.message}"
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 import aiohttp
 
 from common.kube.status import MERGE_PATCH, call
+from common.model.wire import split_ref
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +33,13 @@ ACTION: Final = "Scheduling"
 _MAX_SERIES: Final = 10_000
 _MAX_NOTE: Final = 1024  # events.k8s.io/v1 rejects a longer note
 
-# ``Kind/namespace/name`` -> (apiVersion, uid) of the object, or None when unknown.
+# ``Kind/namespace/name`` or ``Kind/name`` -> (apiVersion, uid) of the object, or None when unknown.
 Resolver = Callable[[str], tuple[str, str] | None]
 
 
 def micro_time(at: float) -> str:
     """MicroTime as the API wants it for eventTime and series.lastObservedTime."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def split_ref(ref: str) -> tuple[str, str, str]:
-    kind, _, rest = ref.partition("/")
-    namespace, _, name = rest.partition("/")
-    return kind, namespace, name
 
 
 @dataclass(slots=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from common.model.wire import object_ref
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
@@ -30,8 +32,8 @@ class ResourceKind:
         return f"{base}/{self.plural}"
 
     def ref(self, namespace: str, name: str) -> str:
-        """``Kind/namespace/name`` (empty namespace for cluster-scoped kinds), as errors name objects."""
-        return f"{self.kind}/{namespace if self.namespaced else ''}/{name}"
+        """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped kind, as errors name objects."""
+        return object_ref(self.kind, namespace if self.namespaced else "", name)
 
 
 NODES: Final = ResourceKind("Node", "", "v1", "nodes", namespaced=False)

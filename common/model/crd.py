@@ -3,8 +3,9 @@
 One place for the field layouts of ``scheduling.volcano.sh/v1beta1`` Queue and PodGroup (volcano-sh/apis
 ``pkg/apis/scheduling/v1beta1/types.go``), ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota
 (scheduler-plugins ``apis/scheduling/v1alpha1``) and ``tensor-fusion.ai/v1`` GPUResourceQuota
-(tensor-fusion ``api/v1/gpuresourcequota_types.go``), with upstream's JSON names and Go zero-value
-defaults, so existing objects load unchanged. The engines (:mod:`common.model.queues`,
+(tensor-fusion ``api/v1/gpuresourcequota_types.go``, and the gpu-resource-quota design's own layout:
+design.md Semantics 12), with upstream's JSON names and Go zero-value defaults, so existing objects
+load unchanged. The engines (:mod:`common.model.queues`,
 :mod:`common.model.elastic`, :mod:`common.model.gpu_quota`) turn them into their own integer-unit
 models; the webhook checks :class:`ObjectShape` before any rule reads an object.
 
@@ -35,6 +36,7 @@ from pydantic import (
 from common.model.annotations import DEFAULT_QUEUE
 from common.model.errors import InvalidValue
 from common.model.resources import EMPTY, Resources
+from common.model.wire import object_ref
 
 API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 
@@ -157,13 +159,14 @@ def _validate(cls: type[_Model], obj: Any, where: str) -> Any:
 
 
 def _location(obj: Any, kind: str, namespaced: bool) -> str:
-    """``Kind/namespace/name`` of a Volcano object about to be validated; its name must be set."""
+    """How errors name a Volcano object about to be validated (``Queue/q``, ``PodGroup/ns/pg``); its
+    name must be set."""
     if not isinstance(obj, Mapping):
         raise InvalidValue(kind, obj, f"a {kind} object (a JSON mapping)")
     meta = obj.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, Mapping) else None
     namespace = (meta.get("namespace") or "default") if isinstance(meta, Mapping) and namespaced else ""
-    where = f"{kind}/{namespace}/{name or ''}"
+    where = object_ref(kind, str(namespace), str(name or ""))
     if not isinstance(name, str) or not name:
         raise InvalidValue("metadata.name", name, f"a non-empty {kind} name", where)
     return where
@@ -176,7 +179,7 @@ class _VolcanoObject(_Model):
     apiVersion: str = API_VERSION
     kind: str
     metadata: ObjectMeta
-    # A cluster-scoped kind (Queue) sets False: its ref and errors have an empty namespace.
+    # A cluster-scoped kind (Queue) sets False: its ref and errors name it ``Kind/name``.
     _namespaced: ClassVar[bool] = True
 
     @property
@@ -189,9 +192,9 @@ class _VolcanoObject(_Model):
 
     @property
     def ref(self) -> str:
-        """``Kind/namespace/name``, the namespace empty for a cluster-scoped kind."""
+        """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped kind (``Queue/team-a``)."""
         namespace = self.metadata.namespace if self._namespaced else ""
-        return f"{self.kind}/{namespace}/{self.metadata.name}"
+        return object_ref(self.kind, namespace, self.metadata.name)
 
     @classmethod
     def from_dict(cls, obj: Any) -> Self:
@@ -337,6 +340,18 @@ class GPUTotalWire(_Strict):
     limits: TflopsVramWire | None = None
     maxWorkers: int | None = None
     alertThresholdPercent: int | None = None
+    # The gpu-resource-quota design's layout (design.md Semantics 12): flat keys with a dot.
+    requests_tflops: Quantity | None = Field(default=None, alias="requests.tflops")
+    requests_vram: Quantity | None = Field(default=None, alias="requests.vram")
+    workers: int | None = None
+
+
+class GPUSingleMaxWire(_Strict):
+    """The design's ``single.max``: one workload's largest request and GPU count."""
+
+    tflops: Quantity | None = None
+    vram: Quantity | None = None
+    workers: int | None = None
 
 
 class GPUSingleWire(_Strict):
@@ -345,6 +360,9 @@ class GPUSingleWire(_Strict):
     maxGPUCount: int | None = None
     defaultRequests: TflopsVramWire | None = None
     defaultLimits: TflopsVramWire | None = None
+    # The design's layout: per-workload maxima and minima.
+    max: GPUSingleMaxWire | None = None
+    min: TflopsVramWire | None = None
 
 
 class GPUResourceQuotaSpec(_Strict):

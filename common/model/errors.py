@@ -21,7 +21,7 @@ class GpuqError(Exception):
 class InvalidValue(GpuqError, ValueError):
     """A value in user input is malformed.
 
-    ``where`` names the object (``Queue//team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
+    ``where`` names the object (``Queue/team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
     annotation; ``value`` what was found; ``expected`` what would have been accepted.
     """
 
@@ -86,6 +86,16 @@ class QuotaExceeded(GpuqError):
             f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
             f"available {self.available}{used}, limit {self.limit}"
         )
+
+
+class BelowMinimum(QuotaExceeded):
+    """A workload's request below a per-workload minimum (gpu-resource-quota ``single.min``): like a
+    per-workload maximum, unresolvable; ``limit`` is the minimum."""
+
+    def _render(self) -> str:
+        where = f" in {self.scope}" if self.scope else ""
+        resource, requested = self.resource, self.requested
+        return f"request below the minimum{where} for {resource}: requested {requested}, minimum {self.limit}"
 
 
 class CrossQuotaExceeded(QuotaExceeded):

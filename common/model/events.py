@@ -29,7 +29,7 @@ EventType = Literal["Normal", "Warning"]
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    """An event to emit: ``obj`` is ``Kind/namespace/name`` (empty namespace for cluster scope)."""
+    """An event to emit: ``obj`` is ``Kind/namespace/name``, ``Kind/name`` for cluster scope."""
 
     obj: str
     type: EventType

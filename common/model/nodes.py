@@ -9,6 +9,7 @@ from typing import Any
 from common.model import wire
 from common.model.errors import InvalidValue
 from common.model.resources import EMPTY, Resources
+from common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ class NodeInfo:
 
     @property
     def ref(self) -> str:
-        return f"Node//{self.name}"
+        return object_ref("Node", "", self.name)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeInfo:

@@ -11,15 +11,17 @@ node score ``sum(w * s) / sum(w) * 100 * resourceStrategyFitWeight`` (design.md 
 
 Upstream behaviour kept (each pinned by a test):
 
-* ``resourceStrategyFitWeight`` defaults to 10; ``resources`` absent or empty defaults to cpu and memory,
-  LeastAllocated, weight 1; an entry without ``type`` is LeastAllocated, without ``weight`` weighs 1.
+* ``resourceStrategyFitWeight`` defaults to 10; 0 switches the plugin's scoring off (the scheduler
+  does not call it at Score: design.md Semantics 11); ``resources`` absent or empty defaults to cpu
+  and memory, LeastAllocated, weight 1; an entry without ``type`` is LeastAllocated, without
+  ``weight`` weighs 1.
 * A resource the node has 0 of scores 0 but keeps its weight; if any scored resource would go over the
   node's allocatable the whole node scores 0.
 * Matching ("Matching Priority"): an exact key first, else the wildcard with the longest prefix.
 
 Where gpuq differs or the spec is silent (decisions):
 
-* Invalid values are :class:`ConfigError` rather than silently replaced (upstream turns a weight <= 0
+* Invalid values are :class:`ConfigError` rather than silently replaced (upstream turns an invalid weight
   into the default and an unknown ``type`` into LeastAllocated), and an invalid wildcard pattern is an
   error rather than a filtered-out warning (design.md Semantics 6).
 * A wildcard is one trailing ``*`` after a non-empty prefix. ``<prefix>/*`` matches every name that
@@ -185,7 +187,8 @@ def parse_arguments(arguments: Mapping[str, Any] | None) -> ResourceStrategyFitA
             )
     plugin_weight = DEFAULT_PLUGIN_WEIGHT
     if PLUGIN_WEIGHT_KEY in args:
-        plugin_weight = _positive_int(args[PLUGIN_WEIGHT_KEY], PLUGIN_WEIGHT_KEY, ConfigError)
+        # 0 switches the plugin's scoring off, as Volcano does (design.md Semantics 11).
+        plugin_weight = wire.weight(args[PLUGIN_WEIGHT_KEY], PLUGIN_WEIGHT_KEY, ConfigError, minimum=0)
     raw = args.get(RESOURCES_KEY)
     if raw is None or (isinstance(raw, Mapping) and not raw):
         return ResourceStrategyFitArgs(plugin_weight=plugin_weight, resources=default_resources())

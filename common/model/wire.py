@@ -25,6 +25,21 @@ MAX_WEIGHT: Final = 1_000_000
 _INTEGER_TEXT: Final = re.compile(r"\s*[+]?[0-9]{1,18}\s*")
 
 
+def object_ref(kind: str, namespace: str, name: str) -> str:
+    """How messages and events name an object (design.md "Object references"): ``Kind/namespace/name``
+    for a namespaced object, ``Kind/name`` for a cluster-scoped one (empty ``namespace``): ``Pod/ns/p``,
+    ``Queue/team-a``, ``Node/n1``."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def split_ref(ref: str) -> tuple[str, str, str]:
+    """``(kind, namespace, name)`` of an :func:`object_ref`; the namespace is empty for ``Kind/name``
+    (object names never hold a ``/``)."""
+    kind, _, rest = ref.partition("/")
+    namespace, slash, name = rest.partition("/")
+    return (kind, namespace, name) if slash else (kind, "", namespace)
+
+
 def mapping(value: Any, field: str, where: str = "") -> Mapping[str, Any]:
     """``value`` as a mapping; ``None`` (an absent or ``null`` field) is an empty one."""
     if value is None:
@@ -71,13 +86,13 @@ def object_parts(obj: Any, kind: str, *, namespaced: bool) -> ObjectParts:
     """``obj``'s metadata, spec and status, checked to be mappings, and its non-empty name.
 
     A namespaced object without a namespace is in ``default``, as the apiserver defaults it; a
-    cluster-scoped one has the empty namespace (``Node//name``).
+    cluster-scoped one has the empty namespace (its ``where`` is ``Node/name``).
     """
     obj = mapping(obj, kind)
     meta = mapping(obj.get("metadata"), "metadata", kind)
     namespace = str(meta.get("namespace") or "default") if namespaced else ""
     name = str(meta.get("name") or "")
-    where = f"{kind}/{namespace}/{name}"
+    where = object_ref(kind, namespace, name)
     if not name:
         raise InvalidValue("metadata.name", name, f"a non-empty {kind.lower()} name", where)
     try:
@@ -142,7 +157,7 @@ def namespaced_object(model: type[Model], obj: Any, kind: str) -> tuple[Model, s
     """
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     meta = meta if isinstance(meta, Mapping) else {}
-    where = f"{kind}/{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+    where = object_ref(kind, str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
     try:
         parsed = model.model_validate(obj)
     except ValidationError as err:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
+from common.model import wire
+
 QUEUE: Final = "Queue"
 POD_GROUP: Final = "PodGroup"
 ELASTIC_QUOTA: Final = "ElasticQuota"
@@ -24,8 +26,8 @@ ObjectListener = Callable[[str, str, str, Obj | None], None]
 
 
 def object_ref(kind: str, namespace: str, name: str) -> str:
-    """``Kind/namespace/name`` with an empty namespace for cluster-scoped kinds (``Queue//q``)."""
-    return f"{kind}/{'' if kind in CLUSTER_SCOPED else namespace}/{name}"
+    """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped kind (``Queue/q``)."""
+    return wire.object_ref(kind, "" if kind in CLUSTER_SCOPED else namespace, name)
 
 
 class ObjectStore:

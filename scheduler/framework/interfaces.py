@@ -304,6 +304,13 @@ class PreScorePlugin(Plugin):
 
 
 class ScorePlugin(Plugin):
+    @property
+    def scoring(self) -> bool:
+        """False when the configuration switches this plugin's scoring off (a plugin weight of 0, as
+        Volcano then registers no node-order function): the framework calls neither its PreScore nor
+        its Score, so an explanation lists no score for it (design.md Semantics 11)."""
+        return True
+
     @abstractmethod
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
         """float64 over all node rows; only feasible rows are read.

@@ -106,8 +106,14 @@ class Framework:
         self.post_filter_plugins = tuple(
             p for p in plugins if isinstance(p, PostFilterPlugin) and PREEMPT in self.actions
         )
-        self.pre_score_plugins = tuple(p for p in plugins if isinstance(p, PreScorePlugin))
-        self.score_plugins = tuple(p for p in plugins if isinstance(p, ScorePlugin))
+        # A plugin whose scoring its configuration switches off (weight 0) takes no part in scoring.
+        scoring_off = {p.name for p in plugins if isinstance(p, ScorePlugin) and not p.scoring}
+        self.pre_score_plugins = tuple(
+            p for p in plugins if isinstance(p, PreScorePlugin) and p.name not in scoring_off
+        )
+        self.score_plugins = tuple(
+            p for p in plugins if isinstance(p, ScorePlugin) and p.name not in scoring_off
+        )
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
         self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
         self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))

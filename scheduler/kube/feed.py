@@ -31,6 +31,7 @@ from common.model.errors import GpuqError
 from common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.wire import object_ref
 from scheduler.cycle import Scheduler
 from scheduler.plugins.priority import resolve_priority
 
@@ -139,7 +140,7 @@ class Feed:
                 self._object(kind, change)
         except GpuqError as err:
             # A malformed object that predates the webhook (Semantics 3): say so on the object.
-            ref = f"{kind}/{change.key[0]}/{change.key[1]}"
+            ref = object_ref(kind, change.key[0], change.key[1])
             log.warning("%s", err)
             reason = FAILED_SCHEDULING if kind == kinds.PODS.kind else INVALID_ANNOTATION
             self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))

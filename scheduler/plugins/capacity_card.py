@@ -42,6 +42,7 @@ from common.model.errors import InvalidAnnotation
 from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.wire import object_ref
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -180,7 +181,8 @@ class CapacityCardPlugin(
     # -- API objects ------------------------------------------------------------------------------
     def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
         if kind == QUEUE:
-            queue = None if obj is None else read_or_warn(self.handle, f"Queue//{name}", Queue.from_dict, obj)
+            ref = object_ref(QUEUE, "", name)
+            queue = None if obj is None else read_or_warn(self.handle, ref, Queue.from_dict, obj)
             if queue is not None:
                 self.engine.set_queue(queue)
             else:  # deleted, or unreadable: it grants nothing

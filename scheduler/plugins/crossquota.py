@@ -89,6 +89,10 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._zeros: FloatArray = np.zeros(0, dtype=np.float64)
         handle.cluster.subscribe(self)
 
+    @property
+    def scoring(self) -> bool:
+        return self.args.plugin_weight > 0  # crossQuotaWeight 0: scoring off, the predicate stays
+
     def _ensure(self, row: int) -> None:
         if row < self._is_gpu.shape[0]:
             return

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from common.model.errors import InvalidValue
 from common.model.pods import PodInfo
+from common.model.wire import object_ref
 from scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
 from scheduler.framework.interfaces import Handle, QueueSortPlugin
 from scheduler.framework.registry import PluginSettings
@@ -42,7 +43,7 @@ def _value(obj: Any) -> int:
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, int):
         name = (obj.get("metadata") or {}).get("name", "")
-        raise InvalidValue("value", value, "an integer", f"PriorityClass//{name}")
+        raise InvalidValue("value", value, "an integer", object_ref("PriorityClass", "", name))
     return value
 
 

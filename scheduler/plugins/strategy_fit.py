@@ -54,6 +54,10 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
             handle.cluster, self._score_rows, compute_few=self._score_few
         )
 
+    @property
+    def scoring(self) -> bool:
+        return self.args.plugin_weight > 0  # resourceStrategyFitWeight 0: scoring off (Semantics 11)
+
     def _score_rows(self, key: _PlanKey, rows: Rows | None) -> FloatArray:
         cluster = self.handle.cluster
         plan = self._by_key[key]

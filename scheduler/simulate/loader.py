@@ -134,7 +134,7 @@ def load(paths: Sequence[str]) -> Manifests:
 
 
 def object_reference(doc: Mapping[str, Any]) -> str:
-    """``Kind/namespace/name`` of a document (empty namespace for cluster-scoped kinds)."""
+    """``Kind/namespace/name`` of a document (``Kind/name`` for cluster-scoped kinds)."""
     return _ref(doc)
 
 

@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
+from common.model.gpu_quota.quota import GPUResourceQuota, TflopsVram, validate_gpu_resource_quota
 from tests.builders import GPU, MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, parse_table, status_message
 from tests.e2e.controlplane.harness import Kubectl, dns_label
@@ -107,8 +108,9 @@ spec:
       vram: "2Gi"
 """
 
-# gpu-resource-quota.md, "GPUResourceQuota Specification": this sample uses flat keys
-# (requests.tflops, workers, single.max/min) that neither upstream's CRD nor design.md has.
+# gpu-resource-quota.md, "GPUResourceQuota Specification": the design's own layout (flat keys
+# requests.tflops/requests.vram, workers, single.max/min), which gpuq's CRD accepts besides
+# tensor-fusion's (design.md Semantics 12).
 GPURESOURCEQUOTA_DOC_SAMPLE = """
 apiVersion: tensor-fusion.ai/v1
 kind: GPUResourceQuota
@@ -227,11 +229,42 @@ async def test_spec_samples_are_accepted_and_listed_by_kubectl(kubectl: Kubectl,
         kubectl("delete", "queue", queue_name)
 
 
-def test_spec_doc_gpuresourcequota_sample_is_not_the_crd_shape(kubectl: Kubectl, namespace: str) -> None:
-    # The design doc's flat keys are unknown fields: kubectl's strict validation names each one
-    # rather than letting the API server prune them silently.
-    error = create(kubectl, manifest(GPURESOURCEQUOTA_DOC_SAMPLE, namespace=namespace), check=False)
-    for field in ("spec.total.requests.tflops", "spec.total.workers", "spec.single.max", "spec.single.min"):
+def test_spec_doc_gpuresourcequota_sample_is_accepted_and_read_as_the_crd_layout(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    """Semantics 12: the design's layout goes through the apiserver unpruned (kubectl's strict field
+    validation finds no unknown field) and gpuq reads it as the same limits as tensor-fusion's layout,
+    although the apiserver adds the CRD's maxWorkers default next to the design's workers."""
+    stored = json.loads(create(kubectl, manifest(GPURESOURCEQUOTA_DOC_SAMPLE, namespace=namespace)))
+    assert stored["spec"]["total"] == {
+        "requests.tflops": "1000",
+        "requests.vram": "100Gi",
+        "workers": 50,
+        "alertThresholdPercent": 90,
+        "maxWorkers": 32768,
+    }
+    assert stored["spec"]["single"] == {
+        "max": {"tflops": "100", "vram": "16Gi", "workers": 8},
+        "min": {"tflops": "1", "vram": "1Gi"},
+    }
+    quota = validate_gpu_resource_quota(stored)
+    twin = GPUResourceQuota.from_dict(
+        MakeGPUResourceQuota("team-a-quota", namespace)
+        .total(requests={"tflops": "1000", "vram": "100Gi"}, maxWorkers=50, alertThresholdPercent=90)
+        .single(maxRequests={"tflops": "100", "vram": "16Gi"}, maxGPUCount=8)
+        .obj()
+    )
+    same = ("total_requests", "max_workers", "alert_threshold_percent", "max_requests", "max_gpu_count")
+    assert {f: getattr(quota, f) for f in same} == {f: getattr(twin, f) for f in same}
+    assert quota.min_requests == TflopsVram(tflops=1000, vram=1024**3)
+
+
+def test_unknown_gpuresourcequota_fields_are_still_refused(kubectl: Kubectl, namespace: str) -> None:
+    document = manifest(GPURESOURCEQUOTA_DOC_SAMPLE, namespace=namespace, name="typo")
+    document["spec"]["single"]["max"]["gpus"] = 8
+    document["spec"]["total"]["requests.cpu"] = "4"
+    error = create(kubectl, document, check=False)
+    for field in ("spec.single.max.gpus", "spec.total.requests.cpu"):
         assert f'unknown field "{field}"' in error
 
 

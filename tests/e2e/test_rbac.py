@@ -362,7 +362,7 @@ def test_webhook_runs_on_its_service_account_token(webhook_process: tuple[int, i
     response = answer["response"]
     assert response["allowed"] is False and response["status"]["code"] == 403, answer
     assert (
-        "Queue//rbac-bad" in response["status"]["message"]
+        "Queue/rbac-bad" in response["status"]["message"]
         and "volcano.sh/card.quota" in response["status"]["message"]
     )
 

@@ -251,7 +251,7 @@ async def test_card_quota_prefers_a100_then_falls_back_to_h100(
     message = await eventually(
         lambda: pending_message(cluster, pending, "quota exceeded"), 30, "the 4th pod refused", scheduler.log
     )
-    assert f"Queue//{queue} for NVIDIA-A100" in message and f"Queue//{queue} for NVIDIA-H100" in message
+    assert f"Queue/{queue} for NVIDIA-A100" in message and f"Queue/{queue} for NVIDIA-H100" in message
 
     async def allocated() -> bool:
         obj = await cluster.get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}")

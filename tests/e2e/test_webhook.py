@@ -248,7 +248,7 @@ def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
     assert ok, out
     ok, out = create(kubectl, QUEUE.copy().name(f"bad-{suffix}").card_quota('{"NVIDIA-A100": -1}').obj())
     assert not ok
-    assert "denied the request" in out and f"Queue//bad-{suffix}" in out and "volcano.sh/card.quota" in out
+    assert "denied the request" in out and f"Queue/bad-{suffix}" in out and "volcano.sh/card.quota" in out
     closed = f"closed-{suffix}"
     assert create(kubectl, QUEUE.copy().name(closed).card_quota('{"NVIDIA-A100": 2}').obj())[0]
     kubectl(

@@ -22,6 +22,7 @@ KEYS = st.sampled_from(
         "tolerations", "affinity", "capacity", "allocatable", "taints", "conditions", "type", "key",
         "min", "max", "used", "total", "single", "maxWorkers", "maxGPUCount", "maxRequests",
         "defaultRequests", "alertThresholdPercent", "tflops", "vram", "cpu", "memory", "nvidia.com/gpu",
+        "workers", "requests.tflops", "requests.vram",
     ]
 )  # fmt: skip
 LEAVES = st.one_of(

@@ -121,7 +121,7 @@ def test_bad_quota_annotation_is_zero_and_a_warning() -> None:
     """Semantics 3: a Queue predating the webhook: Warning event, card quota 0, cpu quota kept."""
     quota = queue_quota(MakeQueue().card_quota('{"NVIDIA-A100": 1.5}').capability(cpu="10").model())
     assert quota.capability == {"cpu": 10_000}
-    assert [(e.obj, e.reason) for e in quota.events] == [("Queue//team-a", INVALID_ANNOTATION)]
+    assert [(e.obj, e.reason) for e in quota.events] == [("Queue/team-a", INVALID_ANNOTATION)]
     assert "volcano.sh/card.quota" in quota.events[0].message
 
 
@@ -160,7 +160,7 @@ def test_job_mode_sums_alternatives() -> None:
         "5",
         "8",
     )
-    assert "Queue//team-a" in refused.message
+    assert "Queue/team-a" in refused.message
 
 
 def test_considerations_six_fits_four_plus_four() -> None:
@@ -614,7 +614,7 @@ def test_engine_queue_missing_is_unrestricted_and_bad_annotations_warn() -> None
     bad_group = GROUP.copy().name("pg2").queue("bad").card_request("[1]").model()
     engine = CapacityCard.rebuild(DEFAULT, NODES, [bad_queue], [bad_group], [])
     events = engine.take_events()
-    assert sorted(e.obj for e in events) == ["PodGroup/ml/pg2", "Queue//bad"]
+    assert sorted(e.obj for e in events) == ["PodGroup/ml/pg2", "Queue/bad"]
     assert all(e.reason == INVALID_ANNOTATION for e in events)
     assert engine.take_events() == []
     free = POD.copy().gpus(1).queue("nowhere").info()

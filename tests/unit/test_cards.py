@@ -191,10 +191,10 @@ def test_label_problems_are_data_not_exceptions(
     assert cards.names == names
     assert [p.field for p in cards.problems] == problem_fields
     events = cards.events()
-    assert [(e.obj, e.type, e.reason) for e in events] == [("Node//n1", "Warning", INVALID_ANNOTATION)] * len(
+    assert [(e.obj, e.type, e.reason) for e in events] == [("Node/n1", "Warning", INVALID_ANNOTATION)] * len(
         problem_fields
     )
-    assert all(p.where == "Node//n1" for p in cards.problems)
+    assert all(p.where == "Node/n1" for p in cards.problems)
 
 
 # -- catalog
@@ -243,7 +243,7 @@ def test_catalog_reports_a_name_with_two_resources() -> None:
     )
     catalog = CardCatalog.build([two, one])
     assert catalog.resource_of("X") == "nvidia.com/gpu"
-    assert [p.where for p in catalog.problems] == ["Node//b"]
+    assert [p.where for p in catalog.problems] == ["Node/b"]
     assert catalog.capacity == {"X": 1000}
 
 
@@ -372,16 +372,16 @@ MALFORMED = [
 def test_malformed_card_annotations(parse: Any, key: str, text: str, problem: str) -> None:
     """Every malformed value names the object, the annotation, the value and what was expected."""
     with pytest.raises(InvalidAnnotation) as caught:
-        parse(text, "Queue//team-a")
+        parse(text, "Queue/team-a")
     err = caught.value
-    assert err.where == "Queue//team-a"
+    assert err.where == "Queue/team-a"
     assert err.field.startswith(key)
     assert problem in str(err)
 
 
 def test_card_quota_rejects_composite_keys() -> None:
     with pytest.raises(InvalidAnnotation, match="single card type"):
-        parse_card_quota('{"A|B": 4}', "Queue//q")
+        parse_card_quota('{"A|B": 4}', "Queue/q")
 
 
 def test_card_request_rejects_the_same_set_twice() -> None:

@@ -81,9 +81,9 @@ def test_rejected_pod_and_queue_are_reported_not_scheduled(
     phases = {p["name"]: (p["phase"], p["node"]) for p in out["pods"]}
     assert phases == {"fits": ("Bound", "a100-1"), "too-big": ("Rejected", None)}
     too_big = next(p for p in out["pods"] if p["name"] == "too-big")
-    assert "Queue//team-a" in too_big["reason"] and "requested 8" in too_big["reason"]
+    assert "Queue/team-a" in too_big["reason"] and "requested 8" in too_big["reason"]
     assert "available 4" in too_big["reason"]
-    assert [r["object"] for r in out["rejected"]] == ["Queue//bad"]
+    assert [r["object"] for r in out["rejected"]] == ["Queue/bad"]
     assert "volcano.sh/card.quota" in out["rejected"][0]["message"]
     # the rejected Queue never reached the scheduler
     assert [q["name"] for q in out["queues"]] == ["team-a"]

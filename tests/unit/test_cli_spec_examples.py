@@ -57,7 +57,7 @@ def test_capacity_card_example2_multi_card_falls_back_when_preferred_quota_is_go
     assert placed == [("ex2-a100-1", "NVIDIA-A100")] * 2 + [("ex2-h100-1", "NVIDIA-H100")] * 2
     third = pods["flexible-training-2"]["nodes"]
     assert third["ex2-a100-1"]["filtered"] == (
-        "quota exceeded in Queue//ex2-team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2"
+        "quota exceeded in Queue/ex2-team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2"
     )
     # The ledger holds the concrete types, never the composite key (Semantics 1).
     assert _queue(out, "ex2-team-a")["allocated"] == {
@@ -113,7 +113,7 @@ def test_capacity_card_job_mode_7_of_8_enqueues_and_the_next_job_waits(
     refusals = _events(out, "PodGroup/jm/one-more", "InsufficientScalarQuota")
     # At its first enqueue the flexible job's 4 were reserved: 3 allocated + 4 inqueue = 7 of 8.
     assert refusals[0] == (
-        "quota exceeded in Queue//jm-team for NVIDIA-A100|NVIDIA-H100: "
+        "quota exceeded in Queue/jm-team for NVIDIA-A100|NVIDIA-H100: "
         "requested 2, available 1, used 7, limit 8"
     )
     assert pods["one-more-0"]["reason"].startswith("PodGroup/jm/one-more is Pending: quota exceeded")
@@ -135,12 +135,12 @@ def test_semantics1_card_type_is_resolved_per_node(capsys: pytest.CaptureFixture
     assert (pods["task-1"]["node"], pods["task-1"]["cardType"]) == ("s1-h100-1", "NVIDIA-H100")
     assert pods["task-2"]["phase"] == "Pending"
     assert pods["task-2"]["reason"].startswith(
-        "0/2 nodes are available: 1 quota exceeded in Queue//s1-team for NVIDIA-A100: "
+        "0/2 nodes are available: 1 quota exceeded in Queue/s1-team for NVIDIA-A100: "
         "requested 1, available 0,"
     )
     assert "preemption: no node can be helped by preemption." in pods["task-2"]["reason"]
     assert pods["task-2"]["nodes"]["s1-h100-1"]["filtered"].startswith(
-        "quota exceeded in Queue//s1-team for NVIDIA-H100"
+        "quota exceeded in Queue/s1-team for NVIDIA-H100"
     )
     assert _events(out, "Pod/s1/task-2", "InsufficientScalarQuota")
 
@@ -258,7 +258,7 @@ def test_gpu_quota_status_available_percent_and_conditions(gpu_quota: dict[str, 
     }
     assert status["research"]["availablePercent"] == {"requests.tflops": "40.00", "requests.vram": "100.00"}
     assert _events(gpu_quota, "GPUResourceQuota/ml/ml-quota", "QuotaAlertThreshold") == [
-        "Usage of requests.tflops, requests.vram, workers reached the 80% alert threshold"
+        "Usage of requests.tflops, workers exceeded the 80% alert threshold"
     ]
 
 

@@ -26,6 +26,25 @@ def test_volcano_switches_are_accepted() -> None:
     assert plugin is not None and plugin.switches == {"enabledJobReady": False}
 
 
+def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
+    """Semantics 11: 0 switches the plugin's scoring off (it used to be a start-up error); below 0 is
+    still one, naming the argument."""
+    text = (
+        "actions: allocate\ntiers: [{plugins: [{name: crossquota,"
+        " arguments: {gpu-resource-names: nvidia.com/gpu, crossQuotaWeight: 0}},"
+        " {name: resource-strategy-fit, arguments: {resourceStrategyFitWeight: 0}}]}]"
+    )
+    config = SchedulerConfig.from_yaml(text)
+    weights = [getattr(p.args, "plugin_weight", None) for p in config.plugins]
+    assert weights == [0, 0]
+    with pytest.raises(ConfigError) as info:
+        SchedulerConfig.from_yaml(
+            text.replace("resourceStrategyFitWeight: 0", "resourceStrategyFitWeight: -1")
+        )
+    assert "tiers[0].plugins[1].arguments.resourceStrategyFitWeight" in str(info.value)
+    assert "an integer from 0 to" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [

@@ -332,7 +332,7 @@ def test_malformed_node_annotation_falls_through_with_warning(
     assert result.sources["cpu"] is source
     assert len(result.events) == 1
     event = result.events[0]
-    assert (event.obj, event.type, event.reason) == ("Node//gpu-node-1", "Warning", INVALID_ANNOTATION)
+    assert (event.obj, event.type, event.reason) == ("Node/gpu-node-1", "Warning", INVALID_ANNOTATION)
     bad_key = next(iter(annotations))
     assert bad_key in event.message and repr(annotations[bad_key]) in event.message
 
@@ -359,8 +359,8 @@ def test_validate_node_annotations_for_admission() -> None:
     args = args_of()
     validate_node_annotations(args, {"volcano.sh/crossquota-cpu": "4", "unrelated": "x"})
     with pytest.raises(InvalidAnnotation) as err:
-        validate_node_annotations(args, {"volcano.sh/crossquota-percentage-memory": "0"}, "Node//n")
-    assert err.value.where == "Node//n"
+        validate_node_annotations(args, {"volcano.sh/crossquota-percentage-memory": "0"}, "Node/n")
+    assert err.value.where == "Node/n"
     assert err.value.field == "volcano.sh/crossquota-percentage-memory"
 
 
@@ -374,7 +374,7 @@ def test_node_arrays_classify_and_collect_events() -> None:
     arrays = node_arrays(args, nodes)
     assert arrays.is_gpu_node.tolist() == [True, False, True]
     assert arrays.quota.tolist() == [[32_000, 128 * GI], [0, 0], [32_000, 128 * GI]]
-    assert [e.obj for e in arrays.events] == ["Node//g2"]
+    assert [e.obj for e in arrays.events] == ["Node/g2"]
 
 
 # ---------------------------------------------------------------------------------------------- predicate

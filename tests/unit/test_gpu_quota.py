@@ -269,7 +269,7 @@ def test_unknown_tflops_is_an_error_naming_the_node_only_when_needed() -> None:
     needs = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"tflops": "10"}).obj())
     with pytest.raises(InvalidValue) as err:
         pod_gpu_request(p, mystery, quota=needs, node_name="gpu-7")
-    assert err.value.where == "Node//gpu-7" and err.value.field == "nvidia.com/gpu.tflops"
+    assert err.value.where == "Node/gpu-7" and err.value.field == "nvidia.com/gpu.tflops"
     vram_only = GPUResourceQuota.from_dict(QUOTA.copy().total(requests={"vram": "10Gi"}).obj())
     assert pod_gpu_request(p, mystery, quota=vram_only) == GPURequest(0, 2**30, 0, 2**30, 1)
 
@@ -460,12 +460,45 @@ def test_available_percent_strings(used: int, limit: int, text: str) -> None:
     assert store.status("team-a", NOW).status["availablePercent"]["workers"] == text
 
 
+@pytest.mark.parametrize(
+    ("workers", "max_workers", "threshold", "alerting"),
+    [
+        (9, 10, 90, False),  # exactly at the threshold: not above it
+        (10, 10, 90, True),
+        (4, 5, 80, False),
+        (5, 5, 80, True),
+        (0, 0, 0, False),  # nothing used of a zero limit
+        (1, 0, 100, True),  # any use of a zero limit exceeds every threshold
+        (0, 4, 0, False),  # threshold 0: usage 0 does not exceed it
+        (1, 4, 0, True),
+    ],
+)
+def test_alert_only_when_usage_exceeds_the_threshold(
+    workers: int, max_workers: int, threshold: int, alerting: bool
+) -> None:
+    """Semantics 11: tensor-fusion alerts when usage *exceeds* alertThresholdPercent (strictly)."""
+    store = store_with(total={"maxWorkers": max_workers, "alertThresholdPercent": threshold})
+    store.rebuild(
+        [POD.copy().name(f"w{i}").annotation(ann.TF_TFLOPS_REQUEST, "1").info() for i in range(workers)]
+    )
+    result = store.status("team-a", NOW)
+    alert = {c["type"]: c for c in result.status["conditions"]}["AlertThresholdReached"]
+    assert alert["status"] == ("True" if alerting else "False")
+    assert (result.event is not None) is alerting
+    if alerting:
+        assert alert["message"] == f"Usage of workers exceeded the {threshold}% alert threshold"
+    else:
+        assert alert["message"] == f"Usage is at or below the {threshold}% alert threshold"
+
+
 def test_alert_condition_and_event_only_on_upward_crossing() -> None:
     store = store_with(total={"requests": {"tflops": "100"}, "alertThresholdPercent": 90})
     store.reserve("team-a", req(80), "team-a/a")
     first = store.status("team-a", NOW)
     assert first.event is None
-    store.reserve("team-a", req(10), "team-a/b")  # 90%: reached (>=)
+    store.reserve("team-a", req(10), "team-a/b")  # 90%: at the threshold, not above it
+    assert store.status("team-a", NOW).event is None
+    store.reserve("team-a", req(1), "team-a/b2")  # 91%: exceeds it
     later = datetime(2024, 1, 15, 11, 0, tzinfo=UTC)
     crossed = store.status("team-a", later)
     assert crossed.event is not None and crossed.event.reason == "QuotaAlertThreshold"

@@ -60,7 +60,7 @@ def test_a_limited_amount_gpuq_cannot_derive_refuses_the_node_with_the_label_to_
     text = NODE % "{}" + QUOTA % "{requests: {tflops: '100', vram: 100Gi}}" + POD % ("a", 1)
     pods = pods_by_name(simulate(tmp_path, capsys, text))
     assert pods["a"]["phase"] == "Pending"
-    assert "Node//gpu-nolabel: nvidia.com/gpu.tflops" in pods["a"]["reason"]
+    assert "Node/gpu-nolabel: nvidia.com/gpu.tflops" in pods["a"]["reason"]
 
 
 def test_tflops_and_memory_labels_are_enough_without_a_product(

@@ -10,11 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.kube.binding import binding_body, condition_patch
-from common.kube.events import EventRecorder, event_body, micro_time, split_ref
+from common.kube.events import EventRecorder, event_body, micro_time
 from common.kube.leader import LeaseTimings, lease_spec
 from common.kube.resources import ELASTIC_QUOTAS, QUEUES
 from common.kube.status import merge_patch, object_path, status_patch
 from common.model.errors import ConfigError
+from common.model.wire import split_ref
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:
@@ -129,10 +130,13 @@ def test_event_body_is_events_k8s_io_v1() -> None:
 
 
 def test_events_about_cluster_scoped_objects_go_to_default() -> None:
-    body = event_body("Queue//q", "Warning", "R", "n", at=0.0, controller="c", instance="i")
+    body = event_body("Queue/q", "Warning", "R", "n", at=0.0, controller="c", instance="i")
     assert body["metadata"]["namespace"] == "default"
     assert "namespace" not in body["regarding"]
-    assert split_ref("Queue//q") == ("Queue", "", "q")
+    assert body["regarding"]["kind"] == "Queue" and body["regarding"]["name"] == "q"
+    assert split_ref("Queue/q") == ("Queue", "", "q")
+    assert split_ref("Node/n1") == ("Node", "", "n1")
+    assert split_ref("Pod/ns/p") == ("Pod", "ns", "p")
 
 
 class FakeClock:

@@ -118,4 +118,4 @@ def test_cluster_scoped_get_ignores_namespace_and_managed_fields_are_dropped() -
 def test_paths() -> None:
     assert PODS.path == "/api/v1/pods"
     assert QUEUES.path == "/apis/scheduling.volcano.sh/v1beta1/queues"
-    assert QUEUES.ref("x", "q") == "Queue//q"
+    assert QUEUES.ref("x", "q") == "Queue/q"

@@ -106,7 +106,7 @@ def test_node_from_dict() -> None:
 
 
 def test_node_bad_allocatable() -> None:
-    with pytest.raises(InvalidValue, match=r"Node//n1: status.allocatable\[cpu\]"):
+    with pytest.raises(InvalidValue, match=r"Node/n1: status.allocatable\[cpu\]"):
         MakeNode().alloc(cpu="many").info()
 
 

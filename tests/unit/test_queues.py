@@ -35,7 +35,7 @@ def test_queue_fields_as_upstream() -> None:
     queue = Queue.from_dict(QUEUE)
     assert (queue.name, queue.ref, queue.spec.weight, queue.spec.parent, queue.spec.priority) == (
         "team-a",
-        "Queue//team-a",
+        "Queue/team-a",
         3,
         "root",
         2,
@@ -80,7 +80,7 @@ def test_queue_errors_name_object_and_field(obj: dict[str, Any], field: str) -> 
     with pytest.raises(InvalidValue) as caught:
         Queue.from_dict(obj)
     assert caught.value.field == field
-    assert caught.value.where.startswith("Queue//")
+    assert caught.value.where.startswith("Queue/")
 
 
 def test_podgroup_fields_as_upstream() -> None:

@@ -281,7 +281,7 @@ def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> No
         sched.add_pod(MakePod(f"p{i}").req(cpu="2").queue("q").info())
     _run(sched)
     assert backend.bindings == {}
-    assert "quota exceeded in Queue//q for cpu" in backend.conditions["ns/p0"].message
+    assert "quota exceeded in Queue/q for cpu" in backend.conditions["ns/p0"].message
 
 
 def test_pods_of_an_invalid_podgroup_are_told_why_they_wait() -> None:

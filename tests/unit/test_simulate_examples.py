@@ -83,13 +83,13 @@ def test_same_input_same_output(capsys: pytest.CaptureFixture[str]) -> None:
         ("kind: Widget\nmetadata: {name: w}\n", ["kind: invalid value 'Widget'"]),
         (
             "kind: Node\nmetadata: {name: n}\n---\nkind: Node\nmetadata: {name: n}\n",
-            ["Node//n is defined twice"],
+            ["Node/n is defined twice"],
         ),
         (
             "kind: Pod\nmetadata: {name: p}\nspec:\n"
             "  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoreDuringExecution: {}}}\n"
             "  containers: [{name: c}]\n---\nkind: Queue\nmetadata: {name: q}\nspec: {weight: -1}\n",
-            ["requiredDuringSchedulingIgnoreDuringExecution", "Queue//q"],
+            ["requiredDuringSchedulingIgnoreDuringExecution", "Queue/q"],
         ),
         ("kind: Pod\nmetadata: {name: p}\n  bad: [\n", ["invalid YAML"]),
     ],

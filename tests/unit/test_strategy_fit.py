@@ -96,7 +96,6 @@ def test_valid_wildcard_patterns(pattern: str) -> None:
 @pytest.mark.parametrize(
     ("arguments", "field"),
     [
-        ({"resourceStrategyFitWeight": 0}, "resourceStrategyFitWeight"),  # upstream: silently 10
         ({"resourceStrategyFitWeight": -5}, "resourceStrategyFitWeight"),
         ({"resourceStrategyFitWeight": 2.5}, "resourceStrategyFitWeight"),
         ({"resourceStrategyFitWeight": True}, "resourceStrategyFitWeight"),
@@ -114,6 +113,12 @@ def test_invalid_arguments_are_config_errors(arguments: dict[str, Any], field: s
     with pytest.raises(ConfigError) as err:
         sf.parse_arguments(arguments)
     assert err.value.field == field
+
+
+def test_zero_plugin_weight_is_accepted_and_switches_scoring_off() -> None:
+    """Semantics 11: resourceStrategyFitWeight 0 switches the plugin's scoring off, as Volcano does."""
+    assert sf.parse_arguments({"resourceStrategyFitWeight": 0}).plugin_weight == 0
+    assert sf.parse_arguments({"resourceStrategyFitWeight": "0"}).plugin_weight == 0
 
 
 def test_weights_accept_yaml_numbers_and_strings() -> None:

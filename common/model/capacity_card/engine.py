@@ -45,6 +45,7 @@ from common.model.pods import PodInfo
 from common.model.queues import podgroup_key_of, queue_of
 from common.model.refusal import Refusal
 from common.model.resources import EMPTY, Resources
+from common.model.wire import object_ref
 
 # Bounds of CapacityCard's memos: far above the distinct pod classes of a real cluster; a workload
 # past them only recomputes.
@@ -131,7 +132,8 @@ class CapacityCard:
         catalog = CardCatalog.build(self.nodes.values())
         for node_cards in self.nodes.values():
             self._events.extend(node_cards.events())
-        self._events.extend(invalid_annotation(p.where or "Node//", str(p)) for p in catalog.problems)
+        unnamed = object_ref("Node", "", "")
+        self._events.extend(invalid_annotation(p.where or unnamed, str(p)) for p in catalog.problems)
         self.catalog = catalog
         self._demands.clear()
         self._plans.clear()

@@ -17,6 +17,7 @@ from common.model.errors import GpuqError, QuotaExceeded
 from common.model.events import EMPTY_QUEUE_CAPABILITY, INSUFFICIENT_CPU_QUOTA, INSUFFICIENT_MEMORY_QUOTA
 from common.model.quantity import CPU, MEMORY, format_units
 from common.model.refusal import Refusal
+from common.model.wire import object_ref
 
 # Not one of Volcano's event reasons (upstream only logs it); the scheduler shows it as the reason.
 QUEUE_CLOSED: Final = "QueueClosed"
@@ -53,20 +54,20 @@ def exceeded(queue: str, resource: str, requested: int, used: int, limit: int) -
         _amount(resource, requested),
         _amount(resource, max(limit - used, 0)),
         _amount(resource, limit),
-        scope=f"Queue//{queue}",
+        scope=object_ref("Queue", "", queue),
         used=_amount(resource, used),
     )
 
 
 def queue_closed(queue: str, consequence: str) -> Refusal:
     """A Queue that is not Open: ``consequence`` says what it refuses (new jobs, new pods)."""
-    return Refusal(GpuqError(f"Queue//{queue} is closed: {consequence}"), QUEUE_CLOSED)
+    return Refusal(GpuqError(f"{object_ref('Queue', '', queue)} is closed: {consequence}"), QUEUE_CLOSED)
 
 
 def empty_capability(quota: QueueQuota) -> Refusal:
     """A Queue with neither a cpu/memory capability nor a card quota asked for anything."""
     message = (
-        f"Queue//{quota.name} has no capability: set spec.capability (cpu, memory) or the "
+        f"{object_ref('Queue', '', quota.name)} has no capability: set spec.capability (cpu, memory) or the "
         f"{CARD_QUOTA} annotation"
     )
     return Refusal(GpuqError(message), EMPTY_QUEUE_CAPABILITY)

@@ -14,6 +14,7 @@ from common.model.cards.card_type import CARD_UNIT
 from common.model.cards.discovery import NodeCards
 from common.model.errors import InvalidAnnotation
 from common.model.resources import EMPTY, Resources
+from common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class CardCatalog:
                             f"card type {card.name}",
                             card.resource,
                             f"the same resource as on node {known[1]} ({known[0]})",
-                            f"Node//{node_cards.node}",
+                            object_ref("Node", "", node_cards.node),
                         )
                     )
                     continue

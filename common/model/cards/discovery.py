@@ -34,6 +34,7 @@ from common.model.cards.card_type import (
 from common.model.errors import InvalidAnnotation
 from common.model.events import EventRecord, invalid_annotation
 from common.model.nodes import NodeInfo
+from common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ class NodeCards:
 
     def events(self) -> tuple[EventRecord, ...]:
         """One Warning event per label problem, on the Node (design.md Semantics 3)."""
-        return tuple(invalid_annotation(f"Node//{self.node}", str(problem)) for problem in self.problems)
+        ref = object_ref("Node", "", self.node)
+        return tuple(invalid_annotation(ref, str(problem)) for problem in self.problems)
 
 
 def _round_half_up(numerator: int, denominator: int) -> int:

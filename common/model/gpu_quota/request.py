@@ -24,6 +24,7 @@ from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, c
 from common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount
 from common.model.pods import PodInfo
 from common.model.quantity import parse_quantity, to_units
+from common.model.wire import object_ref
 
 # tensor-fusion's gpu-count is a uint32-sized count; bounding it keeps per-GPU amount x count within
 # the int64 arrays of GPUQuotaStore.fits_array instead of overflowing there.
@@ -40,6 +41,14 @@ class GPURequest:
     tflops_limit: int = 0
     vram_limit: int = 0
     gpu_count: int = 1
+    # False for :meth:`count_only`: the amounts are unknown (0 stands in), so minima are not checked.
+    amounts_known: bool = True
+
+    @classmethod
+    def count_only(cls, gpu_count: int) -> GPURequest:
+        """A card pod without tensor-fusion annotations before a node is chosen: only its GPU count
+        is known (admission checks it against ``maxGPUCount``, never against ``single.min``)."""
+        return cls(0, 0, 0, 0, gpu_count, amounts_known=False)
 
     def totals(self) -> tuple[int, int, int, int]:
         """(requests.tflops, requests.vram, limits.tflops, limits.vram) charged to the namespace."""
@@ -142,7 +151,7 @@ def request_from_card(
         return None
     count = math.ceil(units / 1000)
     share = card_share(card, node_labels, label_prefix)
-    where = f"Node//{node_name}" if node_name else pod.ref
+    where = object_ref("Node", "", node_name) if node_name else pod.ref
     if share.tflops is None and require_tflops:
         raise InvalidValue(
             f"{label_prefix}.tflops",

@@ -6,8 +6,10 @@ the ratios behind the ``gpu_quota_usage_ratio`` metric, and the QuotaAlertThresh
 crosses the alert threshold upward. :class:`ReportedStatus` is what the previous sync said, so a
 condition keeps its ``lastTransitionTime`` while its status holds and the event fires once per crossing.
 
-Decisions: ``AlertThresholdReached`` is True when any ratio ``used / limit >= threshold%``; ``Ready``
-is False only while usage is above a total (after the quota was lowered below current usage).
+Decisions: ``AlertThresholdReached`` is True when any ratio ``used / limit`` *exceeds* ``threshold%``
+(strictly greater, as tensor-fusion words and tests it: usage exactly at the threshold does not alert;
+design.md Semantics 11); ``Ready`` is False only while usage is above a total (after the quota was
+lowered below current usage).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def quota_status(
             continue
         available[name] = _available_percent(used, limit)
         ratios[name] = used / limit if limit > 0 else (1.0 if used > 0 else 0.0)
-        if (limit > 0 and used * 100 >= threshold * limit) or (limit == 0 and used > 0):
+        if used * 100 > threshold * limit:  # exceeds (Semantics 11); a limit of 0: any usage
             alerting.append(name)
         if used > limit:
             over.append(name)
@@ -97,10 +99,10 @@ def quota_status(
         alert = (
             "True",
             "ThresholdReached",
-            f"Usage of {', '.join(alerting)} reached the {threshold}% alert threshold",
+            f"Usage of {', '.join(alerting)} exceeded the {threshold}% alert threshold",
         )
     else:
-        alert = ("False", "BelowThreshold", f"Usage is below the {threshold}% alert threshold")
+        alert = ("False", "BelowThreshold", f"Usage is at or below the {threshold}% alert threshold")
     conditions = [
         _condition(reported, CONDITION_READY, ready, stamp),
         _condition(reported, CONDITION_ALERT, alert, stamp),

@@ -6,8 +6,9 @@ check-and-charge (:meth:`GPUQuotaStore.reserve`), a clamped release (:meth:`GPUQ
 the spec's "safeSub"), a full :meth:`GPUQuotaStore.rebuild` from the running pods (spec workflow 4),
 the dirty set a status sync drains and the status itself (:mod:`.status`).
 
-Single limits compare the *per-GPU* request and limit with ``maxRequests``/``maxLimits`` and the GPU
-count with ``maxGPUCount``; totals charge ``per-GPU x count`` (as upstream's calculator). An absent
+Single limits compare the *per-GPU* request and limit with ``maxRequests``/``maxLimits``, the per-GPU
+request with the design layout's ``single.min`` (design.md Semantics 12), and the GPU count with
+``maxGPUCount``; totals charge ``per-GPU x count`` (as upstream's calculator). An absent
 limit is unlimited; an explicit ``0`` is a real limit of 0, for totals and single limits alike.
 """
 
@@ -21,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.model.cards.card_type import CardType
-from common.model.errors import InvalidValue, QuotaExceeded
+from common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
 from common.model.events import EventRecord, invalid_annotation
 from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
 from common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
@@ -52,6 +53,8 @@ class _Entry:
         "req_vram",
         "s_lim_tflops",
         "s_lim_vram",
+        "s_min_tflops",
+        "s_min_vram",
         "s_req_tflops",
         "s_req_vram",
         "used_lim_tflops",
@@ -88,6 +91,8 @@ class _Entry:
         self.s_lim_tflops = lim(q.max_limits.tflops)
         self.s_lim_vram = lim(q.max_limits.vram)
         self.max_gpu_count = lim(q.max_gpu_count)
+        self.s_min_tflops = q.min_requests.tflops or 0
+        self.s_min_vram = q.min_requests.vram or 0
         # What a card-derived request must know (pod_gpu_request's require_*), read per pod.
         self.needs_tflops = quota is not None and quota.uses_tflops
         self.needs_vram = quota is not None and quota.uses_vram
@@ -216,6 +221,8 @@ class GPUQuotaStore:
             or request.tflops_limit > e.s_lim_tflops
             or request.vram_limit > e.s_lim_vram
             or n > e.max_gpu_count
+            or (request.tflops_request < e.s_min_tflops and request.amounts_known)
+            or (request.vram_request < e.s_min_vram and request.amounts_known)
             or new_rt > e.req_tflops
             or new_rv > e.req_vram
             or new_lt > e.lim_tflops
@@ -291,6 +298,8 @@ class GPUQuotaStore:
             & (e.used_lim_vram + v_lim * count <= e.lim_vram)
             & (e.workers + 1 <= e.max_workers)
         )
+        if e.s_min_tflops or e.s_min_vram:  # single.min (Semantics 12): only quotas that set one pay
+            ok &= (t_req >= e.s_min_tflops) & (v_req >= e.s_min_vram)
         return np.broadcast_to(ok, shape).copy()
 
     # -- usage ------------------------------------------------------------------------------------
@@ -407,9 +416,18 @@ def _check_single(e: _Entry, namespace: str, request: GPURequest) -> Refusal | N
     )
     for resource, asked, limit, fmt in rows:
         if asked > limit:
+            name = quota.field_name(resource)
             return _exceeded(
-                namespace, quota, resource, fmt(asked), used=0, limit=limit, fmt=fmt, unresolvable=True
+                namespace, quota, name, fmt(asked), used=0, limit=limit, fmt=fmt, unresolvable=True
             )
+    minima = (
+        ("single.min.tflops", request.tflops_request, e.s_min_tflops, format_tflops),
+        ("single.min.vram", request.vram_request, e.s_min_vram, format_bytes),
+    )
+    for resource, asked, minimum, fmt in minima:
+        if asked < minimum and request.amounts_known:
+            shown, scope = fmt(minimum), f"namespace {namespace} ({quota.ref})"
+            return Refusal(BelowMinimum(resource, fmt(asked), shown, shown, scope=scope, unresolvable=True))
     return None
 
 
@@ -427,7 +445,8 @@ def _check_total(e: _Entry, namespace: str, request: GPURequest) -> Refusal | No
     )
     for resource, asked, used, limit, fmt in rows:
         if used + asked > limit:
+            name = quota.field_name(resource)
             return _exceeded(
-                namespace, quota, resource, fmt(asked), used=used, limit=limit, fmt=fmt, unresolvable=False
+                namespace, quota, name, fmt(asked), used=used, limit=limit, fmt=fmt, unresolvable=False
             )
     return None
