@@ -258,6 +258,7 @@ class Service:
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
         backend.on_evict_failed = feed.refeed
+        backend.settled = feed.settled
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status
         self.metrics.watch(quota.snapshot)

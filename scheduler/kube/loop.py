@@ -3,7 +3,7 @@
 It runs attempts back to back while the queue has ready pods (yielding to the event loop after each,
 so watch events and bind completions are never starved), and otherwise sleeps until something
 happens: an informer change or a bind completion (``wake``), the earliest backoff expiring, or the
-housekeeping tick (gang Permit timeouts, unconfirmed binds; every 30 s, pods parked as unschedulable
+housekeeping tick (gang Permit timeouts; every 30 s, pods parked as unschedulable
 for longer than ``max_unschedulable`` go back to the queue, as kube-scheduler's leftover flush does).
 """
 
@@ -82,7 +82,6 @@ class SchedulingLoop:
             now = self.clock()
             if now >= next_tick:
                 scheduler.expire_waiting()
-                self.feed.expire_assumed()
                 next_tick = now + TICK
             if now >= next_flush:
                 next_flush = now + FLUSH_EVERY
