@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from common.kube.client import WriteRefused
 from common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
 
 POD_SCHEDULED: Final = "PodScheduled"
@@ -70,6 +71,8 @@ async def bind(api_client: Any, namespace: str, name: str, uid: str, node: str) 
             pod_path(namespace, name) + "/binding",
             binding_body(namespace, name, uid, node),
         )
+    except WriteRefused as err:
+        return BindResult(message=f"binding {ref} to {node}: {err}")  # never sent: certainly unbound
     except TRANSPORT_ERRORS as err:
         why = str(err) or type(err).__name__
         found = await read_binding(api_client, namespace, name, uid)

@@ -13,6 +13,7 @@ import pytest
 
 from common.kube import binding
 from common.kube import resources as kinds
+from common.kube.client import GatedClient
 from common.kube.events import EventRecorder
 from common.kube.status import StatusWriter
 from common.model.pods import PodInfo
@@ -93,6 +94,14 @@ def test_404_is_gone_without_a_read() -> None:
     found = bind(api)
     assert found.gone and "not found" in found.message
     assert [m for m, _ in api.requests] == ["POST"]
+
+
+def test_a_bind_the_leadership_gate_refused_was_never_sent() -> None:
+    api = scripted((201, {}))
+    gated = GatedClient(api, lambda: False)
+    found = asyncio.run(binding.bind(gated, "ns", "p", "uid-p", "n1"))
+    assert (found.bound_to, found.gone, found.unknown) == ("", False, False)
+    assert "not the leader" in found.message and api.requests == []
 
 
 def test_a_refused_bind_certainly_did_not_happen() -> None:
