@@ -172,10 +172,16 @@ def run_bind(backend: KubeBackend, pod: PodInfo) -> Outcome:
     ],
 )
 def test_the_backend_reports_each_outcome(post: Answer, get: Answer | None, result: Result) -> None:
+    """And only a pod still there and unbound may get the PodScheduled=False recorded before."""
     bound: list[str] = []
-    backend = kube_backend_for(scripted(post, get or (500, {})), on_bound=bound.append)
+    api = scripted(post, get or (500, {}))
+    backend = kube_backend_for(api, on_bound=bound.append)
+    backend.set_pod_condition(POD.info(), "Unschedulable", "an earlier attempt failed")
     assert run_bind(backend, POD.info()).result is result
     assert bound == (["ns/p"] if result is Result.DONE else [])
+    asyncio.run(backend.flush())
+    condition_writes = [path for method, path in api.requests if method == "PATCH"]
+    assert condition_writes == ([POD_PATH + "/status"] if result is Result.NOT_BOUND else [])
 
 
 def test_an_unknown_outcome_keeps_reading_the_pod_until_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
