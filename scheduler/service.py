@@ -260,7 +260,7 @@ class Service:
         )
         feed = self.feed = Feed(scheduler)
         scheduling = SchedulingLoop(
-            scheduler, feed, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
+            scheduler, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
         )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume

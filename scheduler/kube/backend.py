@@ -35,6 +35,12 @@ DEFAULT_BIND_CONCURRENCY: Final = 16
 # A bind whose outcome is unknown is settled by reading the pod: first after this, then doubling.
 UNKNOWN_FIRST_READ: Final = 0.5
 UNKNOWN_MAX_READ: Final = 10.0
+_SEEN: Final = {
+    Result.DONE: "bound there already",
+    Result.ELSEWHERE: "bound to another node",
+    Result.GONE: "deleted or being deleted",
+    Result.NOT_BOUND: "unbound",
+}
 
 
 def _outcome(found: binding.BindResult, node: str) -> Outcome | None:
@@ -178,7 +184,7 @@ class KubeBackend:
         result = self.settled(pod, node)
         if result is None:
             return None
-        return Outcome(result, f"not binding {pod.ref}: the watch shows it {result.value}")
+        return Outcome(result, f"not binding {pod.ref} to {node}: the watch shows it {_SEEN[result]}")
 
     async def _evict(self, pod: PodInfo, reason: str) -> None:
         async with self._semaphore:

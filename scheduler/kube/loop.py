@@ -18,7 +18,6 @@ from typing import Final
 
 from scheduler.cycle import Attempt, Scheduler
 from scheduler.framework.status import Code
-from scheduler.kube.feed import Feed
 from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,6 @@ def attempt_result(attempt: Attempt) -> str:
 @dataclass(eq=False)
 class SchedulingLoop:
     scheduler: Scheduler
-    feed: Feed
     metrics: SchedulerMetrics
     _: KW_ONLY
     clock: Callable[[], float] = time.monotonic
