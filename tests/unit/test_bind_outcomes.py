@@ -5,7 +5,7 @@ plugin (what its status is written from)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from common.kube.diff import Change
 from common.model.config import SchedulerConfig
@@ -16,30 +16,11 @@ from scheduler.kube.feed import Feed
 from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
-from tests.builders import MakeElasticQuota, MakeNode, MakePod
+from tests.builders import MakeElasticQuota
+from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key
 
-CONFIG = """\
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: priority
-- plugins:
-  - name: predicates
-  - name: capacity-scheduling
-"""
-
-NODE = MakeNode().resource_version("1").alloc(cpu="4", memory="8Gi", pods="110")
-POD = MakePod().image("x").req(cpu="1").priority(0).phase("Pending").resource_version("1")
 # Room for one pod of 1 cpu: a second one placed while the first is charged would overspend.
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="1").max(cpu="1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class World:
@@ -79,14 +60,6 @@ class World:
     def queued(self) -> bool:
         self.clock.now += 3600  # past any backoff
         return bool(self.drain())
-
-
-def key(obj: dict[str, Any]) -> tuple[str, str]:
-    return str(obj["metadata"].get("namespace") or ""), str(obj["metadata"]["name"])
-
-
-def add(obj: dict[str, Any]) -> Change:
-    return Change("add", key(obj), obj)
 
 
 def test_bound_stays_charged_and_leaves_the_queue() -> None:

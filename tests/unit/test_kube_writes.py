@@ -21,6 +21,7 @@ from scheduler.backend import Outcome, Result
 from scheduler.kube import backend as kube_backend
 from scheduler.kube.backend import KubeBackend
 from tests.builders import MakePod
+from tests.unit.test_kube_backend_feed import Clock
 
 Answer = tuple[int, dict[str, Any]] | BaseException
 Handler = Callable[[str, str], Answer]
@@ -207,14 +208,6 @@ def test_an_unknown_outcome_is_settled_by_the_watch_too(monkeypatch: pytest.Monk
     backend = kube_backend_for(api, settled=lambda pod, node: answers.pop(0))
     assert run_bind(backend, POD.info()).result is Result.GONE
     assert [m for m, _ in api.requests] == ["POST", "GET"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_status_writes_back_off_per_object() -> None:

@@ -5,7 +5,6 @@ write but a read passes the gate when it is sent. A scripted API client, real as
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -13,21 +12,10 @@ import pytest
 from common.kube.client import GatedClient, WriteRefused
 from common.kube.leader import LeaderElector, LeaseTimings
 from common.kube.status import call
+from tests.unit.test_kube_writes import Response
 
 # Short but valid (client-go's rules): duration > deadline > 1.2 x retry.
 TIMINGS = LeaseTimings(lease_duration=1.5, renew_deadline=0.4, retry_period=0.1)
-
-
-class Response:
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        self.status = status
-        self._raw = json.dumps(body).encode()
-
-    async def read(self) -> bytes:
-        return self._raw
-
-    def release(self) -> None:
-        pass
 
 
 class LeaseApi:
