@@ -5,9 +5,12 @@ plugin (what its status is written from)."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
+
+import pytest
 
 from common.kube.diff import Change
+from common.kube.informer import InformerSet
 from common.model.config import SchedulerConfig
 from scheduler.backend import Result
 from scheduler.cycle import Attempt, Scheduler
@@ -17,7 +20,7 @@ from scheduler.memory_backend import MemoryBackend
 from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.builders import MakeElasticQuota
-from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key
+from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, _Cache, add, key
 
 # Room for one pod of 1 cpu: a second one placed while the first is charged would overspend.
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="1").max(cpu="1")
@@ -60,6 +63,11 @@ class World:
     def queued(self) -> bool:
         self.clock.now += 3600  # past any backoff
         return bool(self.drain())
+
+
+def deleting(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
 
 
 def test_bound_stays_charged_and_leaves_the_queue() -> None:
@@ -130,9 +138,7 @@ def test_a_pod_deleted_while_its_bind_is_in_flight_is_not_retried() -> None:
 def test_a_deleting_pod_leaves_pending_at_once_and_its_failed_bind_is_not_retried() -> None:
     world = World()
     world.place("p")
-    deleting = POD.copy().name("p").uid("uid-p").resource_version("2").obj()
-    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    world.feed.apply(add(deleting))
+    world.feed.apply(add(deleting(POD.copy().name("p").uid("uid-p").resource_version("2").obj())))
     assert "ns/p" not in world.scheduler.pending
     world.backend.complete("ns/p", Result.NOT_BOUND)
     assert world.used_cpu() == 0 and world.backend.conditions == {} and not world.queued()
@@ -165,3 +171,27 @@ def test_no_quota_overspend_while_a_bind_is_unanswered() -> None:
     world.drain()
     assert len(world.backend.bindings) == 1 and len(world.scheduler.cluster.pods) == 1  # p or q, not both
     assert world.used_cpu() == 1
+
+
+@pytest.mark.parametrize(
+    ("cached", "expected"),
+    [
+        (None, Result.GONE),  # the watch delivered the delete
+        (deleting(POD.copy().name("p").uid("uid-p").obj()), Result.GONE),
+        (POD.copy().name("p").uid("uid-other").obj(), Result.GONE),  # re-created under that name
+        (POD.copy().name("p").uid("uid-p").node("n1").obj(), Result.DONE),
+        (POD.copy().name("p").uid("uid-p").node("n2").obj(), Result.ELSEWHERE),
+        (POD.copy().name("p").uid("uid-p").obj(), None),  # still pending: the bind goes out
+    ],
+)
+def test_what_the_watch_says_before_a_bind_is_sent(
+    cached: dict[str, Any] | None, expected: Result | None
+) -> None:
+    world = World()
+    if cached is not None and cached.pop("deleting", False):
+        cached["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    informers = InformerSet([])
+    pods = {} if cached is None else {key(cached): cached}
+    informers.informers = {"Pod": _Cache(pods)}  # type: ignore[dict-item]
+    world.feed.informers = informers
+    assert world.feed.settled(POD.copy().name("p").uid("uid-p").info(), "n1") is expected
