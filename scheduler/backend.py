@@ -13,18 +13,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 from common.model.events import EventRecord
 from common.model.pods import PodInfo
 
 
+class Result(Enum):
+    """Where a submitted bind left the pod, as far as the API says (never a guess from elapsed time).
+
+    - ``DONE``: bound to the node we chose (an eviction: the victim is being deleted);
+    - ``NOT_BOUND``: the bind certainly did not happen; the pod is still there, unbound: retry it;
+    - ``ELSEWHERE``: the pod is bound to another node (a 409): the watch charges it where it is;
+    - ``GONE``: the pod (this UID) no longer exists, or its deletion was observed: forget it.
+    """
+
+    DONE = "done"
+    NOT_BOUND = "not-bound"
+    ELSEWHERE = "elsewhere"
+    GONE = "gone"
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a submitted bind or eviction ended; ``message`` explains a failure."""
+    """How a submitted bind or eviction ended; ``message`` explains anything but ``DONE``."""
 
-    ok: bool
+    result: Result
     message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result is Result.DONE
+
+
+SUCCESS = Outcome(Result.DONE)
 
 
 Done = Callable[[Outcome], None]

@@ -31,7 +31,7 @@ from common.model.errors import InvalidValue
 from common.model.events import SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from scheduler.backend import ClusterBackend, Outcome
+from scheduler.backend import ClusterBackend, Outcome, Result
 from scheduler.cluster.objects import (
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
@@ -328,23 +328,41 @@ class Scheduler:
                 self._bind(waiting.pod, waiting.row, waiting.state)
 
     def _bind(self, pod: PodInfo, row: int, state: CycleState) -> None:
-        def done(outcome: Outcome) -> None:
-            if outcome.ok:
-                self.pending.pop(pod.key, None)
-                self.queue.done(pod.key)
-                self.reasons.pop(pod.key, None)
-                self.framework.record(
-                    EventRecord(
-                        pod.ref, "Normal", SCHEDULED, f"Successfully assigned {pod.key} to {pod.node_name}"
-                    )
-                )
-                self.podgroups.pod_bound(pod)
-            else:
-                self.framework.run_unreserve(state, pod, row)
-                self.cluster.remove_pod(pod.key)
-                self.failures.bind_failed(pod.with_node_name(""), outcome.message)
+        self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
 
-        self.backend.bind(pod, pod.node_name, done)
+    def bind_done(self, pod: PodInfo, row: int, state: CycleState, outcome: Outcome) -> None:
+        """The one place a bind's outcome acts on the ledger and the queue (``pod`` is assumed on
+        ``row``): bound here stays charged; anything else unreserves our assumption, unless the
+        watch has meanwhile put the pod where it really is (then that is the truth, left alone).
+        Only a pod that is still there and unbound is retried; only that one gets PodScheduled=False."""
+        key = pod.key
+        if outcome.result is Result.DONE:
+            self.pending.pop(key, None)
+            self.queue.done(key)
+            self.reasons.pop(key, None)
+            self.framework.record(
+                EventRecord(pod.ref, "Normal", SCHEDULED, f"Successfully assigned {key} to {pod.node_name}")
+            )
+            self.podgroups.pod_bound(pod)
+            return
+        current = self.cluster.pods.get(key)
+        if current is None or (current.uid == pod.uid and current.node_name == pod.node_name):
+            self.framework.run_unreserve(state, pod, row)
+            self.cluster.remove_pod(key)
+        waiting = self.pending.get(key)
+        if waiting is not None and waiting.uid != pod.uid:
+            return  # a new pod of that name: not this outcome's business
+        if outcome.result is Result.NOT_BOUND and waiting is not None:
+            self.failures.bind_failed(pod.with_node_name(""), outcome.message)
+            return
+        # Bound elsewhere (the watch charges it there), gone, or its delete observed meanwhile
+        # (no longer pending): nothing to retry and no condition to write.
+        self.queue.done(key)
+        self.reasons.pop(key, None)
+        if outcome.result is Result.GONE:
+            self.delete_pod(key)
+        else:
+            self.pending.pop(key, None)
 
     # -- gangs that never reach quorum ------------------------------------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from common.model.events import EventRecord
 from common.model.pods import PodInfo
-from scheduler.backend import Done, Outcome
+from scheduler.backend import SUCCESS, Done, Outcome, Result
 from scheduler.cluster.objects import ObjectStore
 
 
@@ -32,19 +32,38 @@ class MemoryBackend:
     statuses: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict)
     # Pod keys whose bind should fail (tests of the Unreserve path).
     fail_binds: set[str] = field(default_factory=set)
+    # Pod key -> the result its bind reports instead of DONE (tests of each bind outcome).
+    bind_results: dict[str, Result] = field(default_factory=dict)
+    # Pod key -> binds held back: ``done`` is called by :meth:`complete` (a bind in flight).
+    held: set[str] = field(default_factory=set)
+    in_flight: dict[str, tuple[str, Done]] = field(default_factory=dict)
 
     def bind(self, pod: PodInfo, node: str, done: Done) -> None:
-        if pod.key in self.fail_binds:
-            done(Outcome(False, f"binding rejected for {pod.ref}"))
+        if pod.key in self.held:
+            self.in_flight[pod.key] = (node, done)
             return
-        self.bindings[pod.key] = node
-        self.conditions.pop(pod.key, None)
-        done(Outcome(True))
+        self._answer(pod.key, node, done)
+
+    def complete(self, key: str, result: Result = Result.DONE) -> None:
+        """Answer the held bind of ``key`` with ``result``."""
+        node, done = self.in_flight.pop(key)
+        self.held.discard(key)
+        self.bind_results.setdefault(key, result)
+        self._answer(key, node, done)
+
+    def _answer(self, key: str, node: str, done: Done) -> None:
+        result = Result.NOT_BOUND if key in self.fail_binds else self.bind_results.get(key, Result.DONE)
+        if result is not Result.DONE:
+            done(Outcome(result, f"binding Pod/{key} to {node}: {result.value}"))
+            return
+        self.bindings[key] = node
+        self.conditions.pop(key, None)
+        done(SUCCESS)
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
         self.evictions[pod.key] = reason
         self.bindings.pop(pod.key, None)
-        done(Outcome(True))
+        done(SUCCESS)
 
     def record_event(self, event: EventRecord) -> None:
         self.events.append(event)

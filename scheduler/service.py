@@ -31,7 +31,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from common.kube import resources as kinds
-from common.kube.client import new_api_client
+from common.kube.client import GatedClient, new_api_client
 from common.kube.config_file import read_config
 from common.kube.diff import Change
 from common.kube.events import EventRecorder
@@ -181,6 +181,12 @@ class Service:
     def leading(self) -> bool:
         return self.elector is None or self.elector.is_leader
 
+    def writes_allowed(self) -> bool:
+        """The one gate of every write (bind, eviction, status, event, condition), consulted when
+        the request is sent: without ``--leader-elect`` always; else only while the Lease is ours
+        and renewed within the renew deadline, and never again once it was lost."""
+        return self.elector is None or self.elector.writes_allowed()
+
     def _app(self) -> web.Application:
         async def livez(_: web.Request) -> web.Response:
             return web.Response(text="ok")
@@ -231,17 +237,18 @@ class Service:
         await site.start()
         log.info("metrics and probes on http://%s:%d", args.bind_address, args.metrics_port)
 
+        writer = GatedClient(api, self.writes_allowed)
         events = EventRecorder(
-            api, controller=args.scheduler_name, instance=self.identity, resolve=self._resolve
+            writer, controller=args.scheduler_name, instance=self.identity, resolve=self._resolve
         )
-        statuses = StatusWriter(api, STATUS_KINDS, self._current_status)
+        statuses = StatusWriter(writer, STATUS_KINDS, self._current_status)
         backend = KubeBackend(
-            api,
+            writer,
             events=events,
             statuses=statuses,
             metrics=self.metrics,
             bind_concurrency=args.bind_concurrency,
-            may_write=self.leading,
+            may_write=self.writes_allowed,
         )
         scheduler = Scheduler(
             self.config,
@@ -253,11 +260,12 @@ class Service:
         )
         feed = self.feed = Feed(scheduler)
         scheduling = SchedulingLoop(
-            scheduler, feed, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
+            scheduler, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
         )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
         backend.on_evict_failed = feed.refeed
+        backend.settled = feed.settled
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status
         self.metrics.watch(quota.snapshot)
@@ -330,7 +338,7 @@ class Service:
         log.error("leader election lost; exiting")
         self.exit_code = EXIT_LEASE_LOST
         self.stop.set()
-        # Nothing may be bound from here on: in-flight binds see may_write() False.
+        # Nothing is written from here on: every write passes writes_allowed(), False once lost.
 
     async def _writer(self, scheduler: Scheduler, backend: KubeBackend) -> None:
         interval = self.args.flush_interval

@@ -6,10 +6,13 @@ while a decision was in flight must not receive the decision made for its predec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import aiohttp
+
+from common.kube.client import WriteRefused
 from common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
 
 POD_SCHEDULED: Final = "PodScheduled"
@@ -38,33 +41,72 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, An
     }
 
 
+# A request that failed on the way: the apiserver may or may not have acted on it.
+TRANSPORT_ERRORS: Final = (aiohttp.ClientError, TimeoutError, OSError)
+
+
 @dataclass(frozen=True, slots=True)
 class BindResult:
-    """``ok``; ``conflict`` when the pod was already bound (the apiserver's 409)."""
+    """What the API says became of a bind: ``bound_to`` is the pod's node afterwards ("" unbound);
+    ``gone`` when the pod (that UID) does not exist; ``unknown`` when neither the bind nor a read of
+    the pod answered (the bind may stand: the caller keeps the pod charged and reads again);
+    ``conflict`` when the binding got a 409."""
 
-    ok: bool
+    bound_to: str = ""
+    gone: bool = False
+    unknown: bool = False
     conflict: bool = False
     message: str = ""
 
 
 async def bind(api_client: Any, namespace: str, name: str, uid: str, node: str) -> BindResult:
-    """POST pods/{name}/binding. A 409 is resolved by reading the pod: bound to ``node`` is success
-    (an earlier attempt of ours landed, e.g. before a restart), bound elsewhere is a failure."""
-    reply = await call(
-        api_client, "POST", pod_path(namespace, name) + "/binding", binding_body(namespace, name, uid, node)
-    )
+    """POST pods/{name}/binding. A 404 is a pod gone; any other 4xx but 409 is a bind that certainly
+    did not happen. A 409, a 5xx or a transport failure (a timeout: the outcome is unknown) is
+    resolved by reading the pod: where it is bound, if it is, says what happened."""
+    ref = f"Pod/{namespace}/{name}"
+    try:
+        reply = await call(
+            api_client,
+            "POST",
+            pod_path(namespace, name) + "/binding",
+            binding_body(namespace, name, uid, node),
+        )
+    except WriteRefused as err:
+        return BindResult(message=f"binding {ref} to {node}: {err}")  # never sent: certainly unbound
+    except TRANSPORT_ERRORS as err:
+        why = str(err) or type(err).__name__
+        found = await read_binding(api_client, namespace, name, uid)
+        return replace(found, message=f"binding {ref} to {node}: {why}; {found.message}")
     if reply.ok:
-        return BindResult(True)
-    if reply.status == 409:
+        return BindResult(node)
+    if reply.status == 404:
+        return BindResult(gone=True, message=f"binding {ref} to {node}: the pod is gone ({reply.message})")
+    conflict = reply.status == 409
+    if not conflict and reply.status < 500:
+        return BindResult(message=f"binding {ref} to {node} failed: {reply.message}")
+    found = await read_binding(api_client, namespace, name, uid)
+    return replace(
+        found, conflict=conflict, message=f"binding {ref} to {node}: {reply.message}; {found.message}"
+    )
+
+
+async def read_binding(api_client: Any, namespace: str, name: str, uid: str) -> BindResult:
+    """GET the pod: where it is bound, or that it is gone (404, or another pod of that name)."""
+    try:
         current = await call(api_client, "GET", pod_path(namespace, name))
-        spec = current.body.get("spec") or {}
-        meta = current.body.get("metadata") or {}
-        bound_to = str(spec.get("nodeName") or "")
-        if current.ok and bound_to == node and (not uid or meta.get("uid") == uid):
-            return BindResult(True, conflict=True)
-        where = f"bound to {bound_to}" if bound_to else "changed"
-        return BindResult(False, True, f"Pod/{namespace}/{name} is already {where}: {reply.message}")
-    return BindResult(False, False, f"binding Pod/{namespace}/{name} to {node} failed: {reply.message}")
+    except TRANSPORT_ERRORS as err:
+        return BindResult(unknown=True, message=f"reading the pod failed: {err or type(err).__name__}")
+    if current.status == 404:
+        return BindResult(gone=True, message="the pod is gone")
+    if not current.ok:
+        return BindResult(unknown=True, message=f"reading the pod failed: {current.message}")
+    meta = current.body.get("metadata") or {}
+    if uid and meta.get("uid") != uid:
+        return BindResult(gone=True, message="the pod was re-created")
+    bound_to = str((current.body.get("spec") or {}).get("nodeName") or "")
+    if meta.get("deletionTimestamp") and not bound_to:
+        return BindResult(gone=True, message="the pod is being deleted")  # never to be bound
+    return BindResult(bound_to, message=f"bound to {bound_to}" if bound_to else "the pod is not bound")
 
 
 def condition_patch(

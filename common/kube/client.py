@@ -1,10 +1,13 @@
-"""Building a kubernetes_asyncio API client from a kubeconfig file or the in-cluster service account."""
+"""Building a kubernetes_asyncio API client from a kubeconfig file or the in-cluster service account,
+and the leadership gate every write goes through (:class:`GatedClient`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 
 
@@ -20,3 +23,28 @@ async def new_api_client(kubeconfig: str | None = None) -> Any:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return client.ApiClient(configuration)
     return await config.new_client_from_config()
+
+
+class WriteRefused(aiohttp.ClientError):
+    """A write that was not sent: this process may not write (it is not, or no longer, the leader)."""
+
+
+class GatedClient:
+    """``api_client`` for the writers: every request but a read is sent only if ``writes_allowed()``
+    says so *at the moment it is sent* (a write queued before the lease was lost is not sent after).
+    A refused write raises :class:`WriteRefused`, which every writer already handles as a request
+    that failed on the way (logged, never a traceback). Everything else is ``api_client``'s."""
+
+    def __init__(self, api_client: Any, writes_allowed: Callable[[], bool]) -> None:
+        self.api_client = api_client
+        self.writes_allowed = writes_allowed
+        self.refused = 0
+
+    async def call_api(self, path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method != "GET" and not self.writes_allowed():
+            self.refused += 1
+            raise WriteRefused(f"{method} {path} not sent: not the leader")
+        return await self.api_client.call_api(path, method, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api_client, name)

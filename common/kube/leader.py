@@ -8,7 +8,10 @@
   racing for an expired Lease exactly one succeeds, the other gets 409 and stays standby.
 - The leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it has lost the
   lease (another replica may take it after ``lease_duration``) and must stop acting at once, so
-  ``renew_deadline < lease_duration`` leaves a margin in which two replicas never both act.
+  ``renew_deadline < lease_duration`` leaves a margin in which two replicas never both act. Every
+  Lease request times out within ``renew_deadline / 2`` (a hung renew is a failed one, not a wait),
+  and :meth:`LeaderElector.writes_allowed` measures the deadline itself, at the moment a write is
+  sent: writes stop at the deadline even while a renew is still in flight.
 - On a clean shutdown the leader releases the Lease (empty holder, 1 s duration) so a standby takes
   over within one ``retry_period`` instead of waiting for expiry.
 """
@@ -97,6 +100,7 @@ class LeaderElector:
     # The Lease spec as last seen, and when (on ``clock``) it was first seen so: client-go's observedTime.
     _observed_spec: Mapping[str, Any] | None = field(default=None, init=False)
     _observed_at: float = field(default=0.0, init=False)
+    _renewed_at: float = field(default=0.0, init=False)  # on ``clock``: our last successful write
 
     def __post_init__(self) -> None:
         self.timings.validate()
@@ -109,6 +113,10 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self.leading.is_set() and not self.lost.is_set()
 
+    def writes_allowed(self) -> bool:
+        """Leading, and the Lease renewed less than ``renew_deadline`` ago (checked per write)."""
+        return self.is_leader and self.clock() - self._renewed_at < self.timings.renew_deadline
+
     async def run(self) -> None:
         """Acquire, then renew until the lease is lost (sets :attr:`lost` and returns) or cancelled."""
         retry = self.timings.retry_period
@@ -116,30 +124,29 @@ class LeaderElector:
             await asyncio.sleep(retry)
         log.info("became leader of Lease %s/%s as %s", self.namespace, self.name, self.identity)
         self.leading.set()
-        last_renew = self.clock()
         while True:
             await asyncio.sleep(retry)
-            if await self._try():
-                last_renew = self.clock()
-            elif self.clock() - last_renew >= self.timings.renew_deadline:
+            if not await self._try() and self.clock() - self._renewed_at >= self.timings.renew_deadline:
                 log.error("failed to renew Lease %s/%s within the renew deadline", self.namespace, self.name)
                 self.lost.set()
                 return
 
     async def _try(self) -> bool:
         try:
-            return await self._try_acquire_or_renew()
+            async with asyncio.timeout(self.timings.renew_deadline / 2):
+                return await self._try_acquire_or_renew()
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, err or type(err).__name__)
             return False
 
     async def _try_acquire_or_renew(self) -> bool:
+        started = self.clock()  # a renewal counts from when it was sent, not when it was answered
         now_wall = self.wall_clock()
         current = await call(self.api_client, "GET", self.path)
         if current.status == 404:
             body = self._lease(lease_spec(self.identity, self.timings.lease_duration, now_wall, None))
             reply = await call(self.api_client, "POST", self.path.rsplit("/", 1)[0], body)
-            return self._accept(reply)
+            return self._accept(reply, started)
         if not current.ok:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, current.message)
             return False
@@ -158,7 +165,7 @@ class LeaderElector:
         )
         if holder != self.identity:
             self.transitions += 1
-        return self._accept(await call(self.api_client, "PUT", self.path, body))
+        return self._accept(await call(self.api_client, "PUT", self.path, body), started)
 
     def _lease(self, spec: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         """Our Lease object with ``spec``; a write over an existing one carries the resourceVersion
@@ -168,13 +175,14 @@ class LeaderElector:
             metadata["resourceVersion"] = resource_version
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
 
-    def _accept(self, reply: Reply) -> bool:
+    def _accept(self, reply: Reply, started: float) -> bool:
         if not reply.ok:
             if reply.status != 409:
                 log.warning("Lease %s/%s not written: %s", self.namespace, self.name, reply.message)
             return False
         self._observed_spec = reply.body.get("spec") or {}
         self._observed_at = self.clock()
+        self._renewed_at = started
         return True
 
     async def release(self) -> None:

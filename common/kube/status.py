@@ -157,8 +157,9 @@ class StatusWriter:
         self.failures = 0
         self.clock = clock
         self.backoff = backoff
-        self._failed_rounds = 0
-        self._retry_at = 0.0
+        # Per object: consecutive failed writes and when to try it again. One object whose patch
+        # keeps failing (a webhook or validation rejecting it) must not hold the others back.
+        self._failing: dict[StatusKey, tuple[int, float]] = {}
 
     def put(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Want ``status`` on the object; replaces any not-yet-written wish for the same object."""
@@ -174,21 +175,24 @@ class StatusWriter:
 
     async def flush(self) -> int:
         """Write every dirty status once; returns how many patches were sent."""
-        if not self._dirty or self.clock() < self._retry_at:
+        now = self.clock()
+        batch = {k: v for k, v in self._dirty.items() if k not in self._failing or self._failing[k][1] <= now}
+        if not batch:
             return 0
-        batch, self._dirty = self._dirty, {}
-        failed = 0
+        for key in batch:
+            del self._dirty[key]
         semaphore = asyncio.Semaphore(self.concurrency)
         sent = 0
 
         async def one(key: StatusKey, status: Mapping[str, Any]) -> None:
-            nonlocal sent, failed
+            nonlocal sent
             kind, namespace, name = key
             seen = self.current(kind, namespace, name)
             if seen is None:
                 return
             patch = status_patch(seen, status)
             if not patch:
+                self._failing.pop(key, None)
                 return
             async with semaphore:
                 path = object_path(self.kinds[kind], namespace, name) + "/status"
@@ -198,26 +202,23 @@ class StatusWriter:
                     )
                 except (aiohttp.ClientError, TimeoutError) as err:
                     reply = Reply(0, {"message": str(err) or type(err).__name__})
-            if reply.ok:
-                sent += 1
-            elif reply.status != 404:
+            if reply.ok or reply.status == 404:
+                self._failing.pop(key, None)
+                sent += reply.ok
+            else:
                 self.failures += 1
-                failed += 1
                 log.warning("status of %s %s/%s not written: %s", kind, namespace, name, reply.message)
-                # Keep the wish unless a newer one arrived meanwhile; the next flush retries.
+                # Keep the wish unless a newer one arrived meanwhile; retried after its backoff.
                 self._dirty.setdefault(key, status)
+                rounds = self._failing.get(key, (0, 0.0))[0] + 1
+                low, high = self.backoff
+                self._failing[key] = (rounds, self.clock() + min(high, low * 2 ** min(rounds - 1, 16)))
 
         await asyncio.gather(*(one(key, status) for key, status in batch.items()))
         self.writes += sent
-        # An apiserver that is down or overloaded is not retried at the flush rate.
-        if failed:
-            self._failed_rounds += 1
-            low, high = self.backoff
-            self._retry_at = self.clock() + min(high, low * 2 ** min(self._failed_rounds - 1, 16))
-        else:
-            self._failed_rounds = 0
         return sent
 
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone: drop a status not yet written for it."""
         self._dirty.pop((kind, namespace, name), None)
+        self._failing.pop((kind, namespace, name), None)

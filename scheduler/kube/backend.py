@@ -1,8 +1,11 @@
 """The Kubernetes :class:`~scheduler.backend.ClusterBackend`.
 
 - ``bind`` and ``evict`` start a task (at most ``bind_concurrency`` API calls at once) and call the
-  cycle's ``done`` from the event loop when the API answers: a failed bind makes the cycle unreserve
-  and requeue; a successful one leaves the pod assumed (see :mod:`scheduler.kube.feed`).
+  cycle's ``done`` from the event loop when the API answers, with a
+  :class:`~scheduler.backend.Result`: a bind whose outcome is unknown (5xx, timeout) is settled by
+  reading the pod, again and again if need be, never by a timer; a bind is not sent for a pod the
+  watch shows deleted, deleting or bound (``settled``). A successful one leaves the pod assumed
+  (see :mod:`scheduler.kube.feed`).
 - Events, PodScheduled conditions and custom-resource statuses are only *recorded* here (the latest
   wish per pod or object); :meth:`KubeBackend.flush` writes them in batches. A pod that fails the same
   way a hundred times gets one condition write; a Queue whose usage changed with every one of 500
@@ -18,19 +21,37 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
-
 from common.kube import binding
 from common.kube.events import EventRecorder
 from common.kube.status import StatusWriter
 from common.model.events import EventRecord
 from common.model.pods import PodInfo
-from scheduler.backend import Done, Outcome
+from scheduler.backend import SUCCESS, Done, Outcome, Result
 from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND_CONCURRENCY: Final = 16
+# A bind whose outcome is unknown is settled by reading the pod: first after this, then doubling.
+UNKNOWN_FIRST_READ: Final = 0.5
+UNKNOWN_MAX_READ: Final = 10.0
+_SEEN: Final = {
+    Result.DONE: "bound there already",
+    Result.ELSEWHERE: "bound to another node",
+    Result.GONE: "deleted or being deleted",
+    Result.NOT_BOUND: "unbound",
+}
+
+
+def _outcome(found: binding.BindResult, node: str) -> Outcome | None:
+    """The scheduler's view of what the API said (None: unknown, read the pod again)."""
+    if found.unknown:
+        return None
+    if found.gone:
+        return Outcome(Result.GONE, found.message)
+    if found.bound_to == node:
+        return SUCCESS
+    return Outcome(Result.ELSEWHERE if found.bound_to else Result.NOT_BOUND, found.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +76,7 @@ class KubeBackend:
         may_write: Callable[[], bool] = lambda: True,
         on_status: Callable[[str, str, str, Mapping[str, Any]], None] = lambda *a: None,
         on_evict_failed: Callable[[str], None] = lambda key: None,
+        settled: Callable[[PodInfo, str], Result | None] = lambda pod, node: None,
     ) -> None:
         self.api_client = api_client
         self.events = events
@@ -65,6 +87,7 @@ class KubeBackend:
         self.may_write = may_write
         self.on_status = on_status
         self.on_evict_failed = on_evict_failed
+        self.settled = settled
         self._semaphore = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._conditions: dict[str, _Condition] = {}
@@ -85,7 +108,7 @@ class KubeBackend:
         of ElasticQuota preemption caught exactly that). A DELETE that fails puts the victim back
         from the informer cache (``on_evict_failed``)."""
         try:
-            done(Outcome(True))
+            done(SUCCESS)
         except Exception:
             log.exception("eviction completion of %s failed", pod.ref)
         self._spawn(self._evict(pod, reason), f"evict-{pod.key}")
@@ -115,18 +138,17 @@ class KubeBackend:
 
     async def _bind(self, pod: PodInfo, node: str, done: Done) -> None:
         async with self._semaphore:
-            if not self.may_write():
-                result = binding.BindResult(False, message="not the leader any more")
-            else:
-                try:
-                    result = await binding.bind(self.api_client, pod.namespace, pod.name, pod.uid, node)
-                except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                    result = binding.BindResult(
-                        False, message=f"binding {pod.ref}: {err or type(err).__name__}"
-                    )
-        if self.metrics is not None:
-            self.metrics.binds.labels("conflict" if result.conflict else "ok" if result.ok else "error").inc()
-        if result.ok:
+            outcome = await self._send_bind(pod, node)
+        delay = UNKNOWN_FIRST_READ
+        while outcome is None:
+            # The bind may stand: the pod stays charged until the watch or a read of it says.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, UNKNOWN_MAX_READ)
+            outcome = self._from_watch(pod, node)
+            if outcome is None:
+                found = await binding.read_binding(self.api_client, pod.namespace, pod.name, pod.uid)
+                outcome = _outcome(found, node)
+        if outcome.ok:
             now = time.monotonic()
             self.bound += 1
             self.first_bind = self.first_bind if self.first_bind is not None else now
@@ -136,19 +158,40 @@ class KubeBackend:
             self.on_bound(pod.key)
         else:
             self.bind_failures += 1
-            log.warning("%s", result.message)
+            log.warning("%s", outcome.message)
+        if outcome.result is not Result.NOT_BOUND:
+            self._conditions.pop(pod.key, None)  # bound or gone: PodScheduled=False never applies
         try:
-            done(Outcome(result.ok, result.message))
+            done(outcome)
         except Exception:
             log.exception("bind completion of %s failed", pod.ref)
         self.wake()
+
+    async def _send_bind(self, pod: PodInfo, node: str) -> Outcome | None:
+        """Send the bind unless the watch settled it already or we may not write; None: unknown."""
+        settled = self._from_watch(pod, node)
+        if settled is not None:
+            return settled
+        if not self.may_write():
+            return Outcome(Result.NOT_BOUND, "not the leader any more")
+        found = await binding.bind(self.api_client, pod.namespace, pod.name, pod.uid, node)
+        if self.metrics is not None:
+            label = "conflict" if found.conflict else "ok" if found.bound_to == node else "error"
+            self.metrics.binds.labels(label).inc()
+        return _outcome(found, node)
+
+    def _from_watch(self, pod: PodInfo, node: str) -> Outcome | None:
+        result = self.settled(pod, node)
+        if result is None:
+            return None
+        return Outcome(result, f"not binding {pod.ref} to {node}: the watch shows it {_SEEN[result]}")
 
     async def _evict(self, pod: PodInfo, reason: str) -> None:
         async with self._semaphore:
             try:
                 reply = await binding.preempt(self.api_client, pod.namespace, pod.name, pod.uid, reason)
                 ok, message = reply.ok, reply.message
-            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            except binding.TRANSPORT_ERRORS as err:
                 ok, message = False, str(err) or type(err).__name__
         if not ok:
             log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
@@ -171,7 +214,7 @@ class KubeBackend:
                         c.pod.uid,
                         binding.condition_patch(c.reason, c.message, c.nominated),
                     )
-                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                except binding.TRANSPORT_ERRORS as err:
                     log.warning("condition of %s not written: %s", c.pod.ref, err)
                     return
             if reply.ok:

@@ -11,15 +11,15 @@ Three rules keep the scheduler's view honest:
    quota status we patched) neither re-queues a pod nor re-parses a quota object: that would turn
    every write into a retry and spin (kube-scheduler's ``isPodUpdated`` does the same).
 3. **Assumed pods stay put.** A pod we bound is counted on its node at once (assumed) and stays so
-   until the watch shows its ``nodeName``; an older, unbound version of it arriving late must not
-   put it back in the queue. If the watch never confirms (the bind was lost), the assumption expires
-   and the pod is fed again from the cache.
+   until the watch shows it bound (here or elsewhere) or deleted; an older, unbound version of it
+   arriving late must not put it back in the queue. Never a timer (Semantics 13): a binding the API
+   accepted stands, so forgetting it on a clock would hand its room out twice while the watch
+   lags. A bind whose outcome is unknown is settled by reading the pod (:mod:`common.kube.binding`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
@@ -32,6 +32,7 @@ from common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventReco
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.wire import object_ref
+from scheduler.backend import Result
 from scheduler.cycle import Scheduler
 from scheduler.plugins.priority import resolve_priority
 
@@ -90,12 +91,10 @@ class Feed:
     scheduler: Scheduler
     _: KW_ONLY
     wake: Callable[[], None] = lambda: None
-    assume_ttl: float = 30.0
-    clock: Callable[[], float] = time.monotonic
     ready: bool = field(default=False, init=False)
     informers: InformerSet | None = field(default=None, init=False)
-    # pod key -> deadline for the watch to confirm the bind
-    assumed: dict[str, float] = field(default_factory=dict, init=False)
+    # pods we bound that the watch has not shown bound yet
+    assumed: set[str] = field(default_factory=set, init=False)
     _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
     _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
     # node -> bound pods seen before the node
@@ -191,7 +190,7 @@ class Feed:
             # failed (refeed).
             return
         if pod.bound:
-            self.assumed.pop(key, None)
+            self.assumed.discard(key)
             if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
                 return
@@ -199,7 +198,9 @@ class Feed:
                 orphans.pop(key, None)
             self.scheduler.add_pod(self._with_priority(pod))
             return
-        if key in self.assumed or (key in self.scheduler.cluster.pods and known_uid == pod.uid):
+        if not pod.deleting and (
+            key in self.assumed or (key in self.scheduler.cluster.pods and known_uid == pod.uid)
+        ):
             return  # ours, bound or being bound; the watch has not caught up yet
         if change.old is not None and known_uid == pod.uid and not pod_update_matters(change.old, change.obj):
             return
@@ -213,7 +214,7 @@ class Feed:
     def _forget_pod(self, key: str) -> None:
         self.scheduler.preempted.pop(key, None)  # gone for good: nothing left to shield, no leak
         self._uids.pop(key, None)
-        self.assumed.pop(key, None)
+        self.assumed.discard(key)
         for orphans in self._orphans.values():
             orphans.pop(key, None)
         self.scheduler.delete_pod(key)
@@ -230,25 +231,27 @@ class Feed:
 
     # -- assumed pods ------------------------------------------------------------------------------
     def assume(self, key: str) -> None:
-        """A bind of ``key`` succeeded: keep it counted until the watch shows it bound."""
-        self.assumed[key] = self.clock() + self.assume_ttl
+        """A bind of ``key`` succeeded: keep it counted until the watch shows it bound or deleted.
+        Not if its deletion was observed while the bind was in flight (nothing left to confirm)."""
+        if key in self.scheduler.cluster.pods:
+            self.assumed.add(key)
 
-    def expire_assumed(self) -> int:
-        """Drop assumptions the watch never confirmed; re-feed those pods from the cache."""
-        now = self.clock()
-        expired = [key for key, deadline in self.assumed.items() if deadline <= now]
-        for key in expired:
-            del self.assumed[key]
-            namespace, _, name = key.partition("/")
-            cached = self.informers[kinds.PODS.kind].get(namespace, name) if self.informers else None
-            if cached is not None and (cached.get("spec") or {}).get("nodeName"):
-                continue  # confirmed after all (the event was merged into a re-list)
-            log.warning("bind of Pod/%s was not confirmed within %.0fs; forgetting it", key, self.assume_ttl)
-            self.scheduler.delete_pod(key)
-            self._uids.pop(key, None)
-            if cached is not None:
-                self.apply(Change("add", (namespace, name), cached))
-        return len(expired)
+    def settled(self, pod: PodInfo, node: str) -> Result | None:
+        """What the watch already says of a bind of ``pod`` to ``node`` about to be sent: None when
+        it may go; GONE when the pod is deleted, deleting or re-created under another UID (a pod
+        whose delete was observed is never bound); DONE / ELSEWHERE when it is bound already."""
+        if self.informers is None or kinds.PODS.kind not in self.informers.informers:
+            return None
+        cached = self.informers[kinds.PODS.kind].get(pod.namespace, pod.name)
+        if cached is None:
+            return Result.GONE
+        meta = cached.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (pod.uid and meta.get("uid") != pod.uid):
+            return Result.GONE
+        bound_to = (cached.get("spec") or {}).get("nodeName")
+        if not bound_to:
+            return None
+        return Result.DONE if bound_to == node else Result.ELSEWHERE
 
 
 def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:

@@ -3,7 +3,7 @@
 It runs attempts back to back while the queue has ready pods (yielding to the event loop after each,
 so watch events and bind completions are never starved), and otherwise sleeps until something
 happens: an informer change or a bind completion (``wake``), the earliest backoff expiring, or the
-housekeeping tick (gang Permit timeouts, unconfirmed binds; every 30 s, pods parked as unschedulable
+housekeeping tick (gang Permit timeouts; every 30 s, pods parked as unschedulable
 for longer than ``max_unschedulable`` go back to the queue, as kube-scheduler's leftover flush does).
 """
 
@@ -18,7 +18,6 @@ from typing import Final
 
 from scheduler.cycle import Attempt, Scheduler
 from scheduler.framework.status import Code
-from scheduler.kube.feed import Feed
 from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,6 @@ def attempt_result(attempt: Attempt) -> str:
 @dataclass(eq=False)
 class SchedulingLoop:
     scheduler: Scheduler
-    feed: Feed
     metrics: SchedulerMetrics
     _: KW_ONLY
     clock: Callable[[], float] = time.monotonic
@@ -82,7 +80,6 @@ class SchedulingLoop:
             now = self.clock()
             if now >= next_tick:
                 scheduler.expire_waiting()
-                self.feed.expire_assumed()
                 next_tick = now + TICK
             if now >= next_flush:
                 next_flush = now + FLUSH_EVERY

@@ -68,7 +68,7 @@ def make() -> tuple[Scheduler, MemoryBackend, Feed, Clock]:
     backend = MemoryBackend()
     scheduler = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=clock)
     backend.objects = scheduler.objects
-    feed = Feed(scheduler, clock=clock)
+    feed = Feed(scheduler)
     feed.ready = True
     return scheduler, backend, feed, clock
 
@@ -155,19 +155,29 @@ def test_an_assumed_pod_is_not_requeued_by_a_stale_unbound_update() -> None:
     assert scheduler.cluster.pods["ns/p"].node_name == "n1"
     # The watch confirms: no longer assumed.
     feed.apply(update(late, POD.copy().name("p").uid("uid-p").node("n1").resource_version("3").obj()))
-    assert feed.assumed == {}
-    assert feed.expire_assumed() == 0
+    assert feed.assumed == set()
 
 
-def test_an_unconfirmed_bind_expires_and_the_pod_is_fed_again() -> None:
-    scheduler, _, feed, clock = make()
+def test_an_assumed_pod_is_never_forgotten_by_time_only_by_the_watch() -> None:
+    """Semantics 13: a bind the API accepted stays charged however long the watch lags; the quota's
+    room is not handed out again. The watch's delete ends it."""
+    scheduler, backend, feed, clock = make()
     feed.apply(add(NODE.copy().name("n1").obj()))
-    feed.apply(add(POD.copy().name("p").uid("uid-p").obj()))
+    feed.apply(add(QUOTA.copy().min(cpu="1").max(cpu="1").obj()))
+    first = POD.copy().name("p").uid("uid-p").obj()
+    feed.apply(add(first))
     drain(scheduler)
     feed.assume("ns/p")
-    clock.now += feed.assume_ttl + 1
-    assert feed.expire_assumed() == 1
-    assert "ns/p" not in scheduler.cluster.pods
+    clock.now += 24 * 3600.0  # a day later, the watch still silent
+    feed.apply(add(POD.copy().name("q").uid("uid-q").obj()))
+    (attempt,) = drain(scheduler)
+    assert attempt.node == "" and "ElasticQuota" in attempt.message
+    assert feed.assumed == {"ns/p"} and scheduler.cluster.pods["ns/p"].node_name == "n1"
+    feed.apply(Change("delete", key(first), first))
+    assert feed.assumed == set() and "ns/p" not in scheduler.cluster.pods
+    clock.now += 60  # past q's backoff
+    assert [a.node for a in drain(scheduler)] == ["n1"]
+    assert backend.bindings == {"ns/p": "n1", "ns/q": "n1"}
 
 
 def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
