@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import Reply, call
+from common.kube.status import MERGE_PATCH, Reply, call
 from common.model.annotations import (
     CARD_NAME,
     GROUP_NAME,
@@ -33,7 +33,7 @@ from common.model.annotations import (
     TF_GPU_COUNT,
 )
 from common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakePod, MakeQueue
+from tests.builders import MakeElasticQuota, MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
@@ -228,3 +228,30 @@ def test_the_gpu_clause_is_rendered_only_with_the_scheduler_name_mutation() -> N
             (hook,) = doc["webhooks"]
             (condition,) = hook["matchConditions"]
             assert ('r.endsWith("/gpu")' in condition["expression"]) is expected, (settings, doc["kind"])
+
+
+async def test_finalizers_come_off_a_deleted_invalid_object_while_the_webhook_is_down(
+    api_client: ApiClient, cluster: Cluster, registered: Any
+) -> None:
+    """Wedge, with gpuq down: an ElasticQuota made invalid (min > max) before the webhook was registered
+    carries a finalizer. With the webhook registered and unreachable, a label change on a live governed
+    object is refused (Fail), but once the object is being deleted its finalizer comes off by UPDATE and
+    the object is gone: the apiserver never calls the webhook for it."""
+    base = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.namespace}/elasticquotas"
+    invalid = MakeElasticQuota("eq", cluster.namespace).min(cpu="4").max(cpu="2")
+    await cluster.create(invalid.finalizers("example.com/keep").obj(), base)
+    registered(())
+    await _wait_effective(api_client, cluster.namespace)
+    path = f"{base}/eq"
+    label = await call(
+        api_client, "PATCH", path, {"metadata": {"labels": {"a": "b"}}}, content_type=MERGE_PATCH
+    )
+    assert not label.ok and WEBHOOK_ERROR in label.message, label.message
+    deleted = await call(api_client, "DELETE", path)
+    assert deleted.ok, deleted.message
+    assert (await call(api_client, "GET", path)).body["metadata"]["deletionTimestamp"]
+    unblocked = await call(
+        api_client, "PATCH", path, {"metadata": {"finalizers": None}}, content_type=MERGE_PATCH
+    )
+    assert unblocked.ok, unblocked.message
+    assert (await call(api_client, "GET", path)).status == 404
