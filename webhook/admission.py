@@ -61,6 +61,7 @@ from webhook.view import (
     POD_GROUP,
     QUEUE,
     ClusterView,
+    LiveLookups,
     Obj,
     group_of,
 )
@@ -103,11 +104,38 @@ DEFAULT_OPTIONS: Final = AdmissionOptions()
 
 
 class Admission:
-    """The server's admitter: routes an AdmissionRequest to :func:`validate` or :func:`mutate`."""
+    """The server's admitter: routes an AdmissionRequest to :func:`validate` or :func:`mutate`.
 
-    def __init__(self, view: ClusterView, options: AdmissionOptions = DEFAULT_OPTIONS) -> None:
+    With ``live`` (the informer view), a decision that refuses, or that missed the PodGroup a Pod names,
+    while the cache lacked an object it looked up (a Queue and its PodGroup applied in one
+    ``kubectl apply -f``), is taken again once after a live GET of the missing objects.
+    """
+
+    def __init__(
+        self,
+        view: ClusterView,
+        options: AdmissionOptions = DEFAULT_OPTIONS,
+        live: LiveLookups | None = None,
+    ) -> None:
         self.view = view
         self.options = options
+        self.live = live
+
+    async def review(self, request: AdmissionRequest, *, mutate: bool) -> Decision:
+        decide = self.mutate if mutate else self.validate
+        live = self.live
+        if live is None:
+            return decide(request)
+        live.take_misses()  # no await between this, the decision and the next take: the misses are ours
+        decision = decide(request)
+        misses = live.take_misses()
+        if not misses or (decision.allowed and all(kind != POD_GROUP[1] for kind, _, _ in misses)):
+            return decision
+        if await live.fetch(misses):
+            live.take_misses()
+            decision = decide(request)
+            live.take_misses()
+        return decision
 
     def validate(self, request: AdmissionRequest) -> Decision:
         obj = _with_namespace(request)
