@@ -75,7 +75,9 @@ class WebhookThread:
         runner: web.BaseRunner | None = None
         try:
             await view.informers.wait_synced(60)
-            app = create_app(Endpoints(Admission(view), WebhookMetrics(), lambda: view.synced))
+            # As `gpuq webhook` builds it: live reads before refusing, ready while the watches are live.
+            admission = Admission(view, live=view)
+            app = create_app(Endpoints(admission, WebhookMetrics(), lambda: view.ready))
             runner, self.port = await start_site(app, "127.0.0.1", 0, ssl_context=self.reloader.context)
             self._ready.set()
             await self._stop.wait()
@@ -341,6 +343,38 @@ def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str,
     assert annotations["tensor-fusion.ai/gpu-count"] == "2"
     ok, out = create(kubectl, default_pod.copy().name("too-many").lim({GPU: "3"}).obj())
     assert not ok and "single.maxGPUCount" in out and "requested 3" in out
+
+
+APPLY_ROUNDS = 30
+
+
+def test_one_file_with_a_queue_a_podgroup_and_its_pods_applies_every_time(ns: str, kubectl: Kubectl) -> None:
+    """Issue 12, stale cache: `kubectl apply -f` of one file holding a Queue, a PodGroup naming it and
+    the PodGroup's pods succeeds every time, although the webhook's cache sees the Queue and the
+    PodGroup only after they were created (a live read stands in); the pods land in the PodGroup's
+    queue, which the mutation reads from the PodGroup."""
+    suffix = ns[-6:]
+    for round_ in range(APPLY_ROUNDS):
+        queue = f"aq-{suffix}-{round_}"
+        group = MakePodGroup(f"apg-{round_}", ns).queue(queue).min_member(2)
+        items = [
+            QUEUE.copy().name(queue).card_quota('{"NVIDIA-A100": 4}').obj(),
+            group.card_request('{"NVIDIA-A100": 2}').obj(),
+            *(
+                POD.copy().name(f"ap-{round_}-{i}").namespace(ns).group(f"apg-{round_}").req(cpu="1").obj()
+                for i in range(2)
+            ),
+        ]
+        result = kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+            check=False,
+        )
+        assert result.returncode == 0, f"round {round_}: {result.stderr}"
+        pod = json.loads(kubectl("get", "pod", "-n", ns, f"ap-{round_}-0", "-o", "json").stdout)
+        assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == queue
 
 
 async def test_ca_bundle_injection(kubectl: Kubectl, api_client: Any) -> None:

@@ -13,19 +13,28 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 
 from common.kube.client import new_api_client
+from common.kube.status import call
+from common.model.annotations import QUEUE_NAME
+from common.model.pods import GPUQ_SCHEDULER
+from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.e2e.controlplane.harness import ControlPlane
+from webhook import jsonpatch
+from webhook.admission import Admission
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
+from webhook.review import AdmissionRequest
 from webhook.server import create_metrics_app, start_site
 
 pytestmark = pytest.mark.e2e
 
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 BOUND = 5.0  # seconds from the cut to /readyz false (a reset watch fails at once)
 
 
@@ -124,3 +133,58 @@ async def test_readyz_is_false_while_a_watch_is_cut(control_plane: ControlPlane,
         await runner.cleanup()
         await view.informers.stop()
         await api.close()
+
+
+async def test_objects_the_cache_has_not_seen_are_read_live_before_refusing(
+    control_plane: ControlPlane, api_client: Any, namespace: str
+) -> None:
+    """With the view's watches stopped after the first sync (a cache that lags), a Queue and a PodGroup
+    created since are read from the real apiserver: the PodGroup naming the new Queue is admitted, and
+    the Pod naming the new PodGroup gets that PodGroup's queue. A Queue that does not exist is still
+    refused, after one read."""
+    api = await new_api_client(str(control_plane.kubeconfig))
+    view = InformerView(api)
+    view.informers.start()
+    try:
+        await view.informers.wait_synced(30)
+        await view.informers.stop()  # the cache is frozen from here on
+        admission = Admission(view, live=view)
+        queue = f"live-{namespace[-20:]}"
+        reply = await call(
+            api_client, "POST", QUEUES, MakeQueue(queue).card_quota('{"NVIDIA-A100": 4}').obj()
+        )
+        assert reply.ok, reply.message
+        group = MakePodGroup("pg", namespace).queue(queue).min_member(1).card_request('{"NVIDIA-A100": 1}')
+        reply = await call(
+            api_client,
+            "POST",
+            f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups",
+            group.obj(),
+        )
+        assert reply.ok, reply.message
+        assert view.informers["Queue"].get("", queue) is None  # not in the frozen cache
+
+        decision = await admission.review(_request(group.obj(), namespace), mutate=False)
+        assert decision.allowed, decision.message
+        pod = MakePod("p", namespace).scheduler(GPUQ_SCHEDULER).group("pg").req(cpu="1").obj()
+        decision = await admission.review(_request(pod, namespace), mutate=True)
+        assert jsonpatch.apply(pod, decision.patch)["metadata"]["annotations"][QUEUE_NAME] == queue
+        reads = view.live_reads
+        assert reads == 2  # the Queue, then the PodGroup
+
+        missing = group.copy().name("pg-missing").queue(f"{queue}-nope")
+        decision = await admission.review(_request(missing.obj(), namespace), mutate=False)
+        assert not decision.allowed and f"{queue}-nope" in decision.message
+        assert view.live_reads == reads + 1
+    finally:
+        await view.informers.stop()
+        await api.close()
+        await call(api_client, "DELETE", f"{QUEUES}/live-{namespace[-20:]}")
+
+
+def _request(obj: dict[str, Any], namespace: str) -> AdmissionRequest:
+    group, _, version = str(obj["apiVersion"]).rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj["kind"]}
+    return AdmissionRequest.model_validate(
+        {"uid": "u", "kind": kind, "namespace": namespace, "operation": "CREATE", "object": obj}
+    )
