@@ -68,6 +68,18 @@ class _Builder:
         self._obj["metadata"]["resourceVersion"] = version
         return self
 
+    def deleting(self, timestamp: str = "2024-01-01T00:00:00Z") -> Self:
+        self._obj["metadata"]["deletionTimestamp"] = timestamp
+        return self
+
+    def finalizers(self, *names: str) -> Self:
+        """``metadata.finalizers`` (none: the field removed)."""
+        if names:
+            self._obj["metadata"]["finalizers"] = list(names)
+        else:
+            self._obj["metadata"].pop("finalizers", None)
+        return self
+
     def obj(self) -> dict[str, Any]:
         """The API object (a fresh deep copy: later builder calls never change it)."""
         return _copy.deepcopy(self._obj)
@@ -176,10 +188,6 @@ class MakePod(_Namespaced):
 
     def phase(self, phase: str) -> Self:
         self._obj.setdefault("status", {})["phase"] = phase
-        return self
-
-    def deleting(self, timestamp: str = "2024-01-01T00:00:00Z") -> Self:
-        self._obj["metadata"]["deletionTimestamp"] = timestamp
         return self
 
     def node_selector(self, selector: dict[str, str]) -> Self:

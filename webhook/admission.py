@@ -51,7 +51,7 @@ from common.model.quantity import format_units
 from common.model.queues import queue_of
 from common.model.resources import Resources
 from common.model.wire import object_ref
-from webhook import jsonpatch
+from webhook import jsonpatch, ratchet
 from webhook.options import AdmissionOptions, check_scoring_annotations
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
 from webhook.view import (
@@ -61,6 +61,7 @@ from webhook.view import (
     POD_GROUP,
     QUEUE,
     ClusterView,
+    LiveLookups,
     Obj,
     group_of,
 )
@@ -103,11 +104,38 @@ DEFAULT_OPTIONS: Final = AdmissionOptions()
 
 
 class Admission:
-    """The server's admitter: routes an AdmissionRequest to :func:`validate` or :func:`mutate`."""
+    """The server's admitter: routes an AdmissionRequest to :func:`validate` or :func:`mutate`.
 
-    def __init__(self, view: ClusterView, options: AdmissionOptions = DEFAULT_OPTIONS) -> None:
+    With ``live`` (the informer view), a decision that refuses, or that missed the PodGroup a Pod names,
+    while the cache lacked an object it looked up (a Queue and its PodGroup applied in one
+    ``kubectl apply -f``), is taken again once after a live GET of the missing objects.
+    """
+
+    def __init__(
+        self,
+        view: ClusterView,
+        options: AdmissionOptions = DEFAULT_OPTIONS,
+        live: LiveLookups | None = None,
+    ) -> None:
         self.view = view
         self.options = options
+        self.live = live
+
+    async def review(self, request: AdmissionRequest, *, mutate: bool) -> Decision:
+        decide = self.mutate if mutate else self.validate
+        live = self.live
+        if live is None:
+            return decide(request)
+        live.take_misses()  # no await between this, the decision and the next take: the misses are ours
+        decision = decide(request)
+        misses = live.take_misses()
+        if not misses or (decision.allowed and all(kind != POD_GROUP[1] for kind, _, _ in misses)):
+            return decision
+        if await live.fetch(misses):
+            live.take_misses()
+            decision = decide(request)
+            live.take_misses()
+        return decision
 
     def validate(self, request: AdmissionRequest) -> Decision:
         obj = _with_namespace(request)
@@ -227,6 +255,9 @@ def validate(
     options: AdmissionOptions = DEFAULT_OPTIONS,
 ) -> Decision:
     """The validating webhook's verdict on one object (design.md, "Webhook endpoints")."""
+    if operation == "UPDATE" and ratchet.settled(obj, old):
+        return ALLOW  # Semantics 13: deletion and metadata-only changes never wait on gpuq's rules
+    old = old if operation == "UPDATE" else None
     try:
         if kind in _REVIEWED and operation in ("CREATE", "UPDATE"):
             check_shape(obj, kind[1])
@@ -236,17 +267,23 @@ def validate(
             return ALLOW
         # Semantics 10: a plugin's rules apply only when the configuration enables it.
         if kind == QUEUE and options.capacity_card:
-            return _validate_queue(obj)
+            return _validate_queue(obj, old)
         if kind == POD_GROUP and options.capacity_card:
-            return _validate_pod_group(obj, view, old if operation == "UPDATE" else None, options)
+            return _validate_pod_group(obj, view, old, options)
         if kind == ELASTIC_QUOTA and options.capacity_scheduling:
+            if operation == "UPDATE":
+                ratchet.check_update(validate_elastic_quota, obj, old)
+                return ALLOW
             elastic = validate_elastic_quota(obj)
             existing = view.elastic_quotas(elastic.namespace)
-            return _validate_namespace_quota(ELASTIC_QUOTA[1], elastic, existing, operation)
+            return _validate_namespace_quota(ELASTIC_QUOTA[1], elastic, existing)
         if kind == GPU_RESOURCE_QUOTA and options.gpu_quota:
+            if operation == "UPDATE":
+                ratchet.check_update(validate_gpu_resource_quota, obj, old)
+                return ALLOW
             gpu = validate_gpu_resource_quota(obj)
             existing = view.gpu_resource_quotas(gpu.namespace)
-            return _validate_namespace_quota(GPU_RESOURCE_QUOTA[1], gpu, existing, operation)
+            return _validate_namespace_quota(GPU_RESOURCE_QUOTA[1], gpu, existing)
     except GpuqError as err:
         return deny(str(err))
     return ALLOW
@@ -277,7 +314,9 @@ def mutate(
 # Queue and PodGroup (capacity-card.md "API Design")
 
 
-def _validate_queue(obj: Mapping[str, Any]) -> Decision:
+def _validate_queue(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> Decision:
+    if old is not None and ratchet.annotation(obj, ann.CARD_QUOTA) == ratchet.annotation(old, ann.CARD_QUOTA):
+        return ALLOW  # the card quota is all gpuq checks on a Queue
     queue = Queue.from_dict(obj)
     if ann.CARD_QUOTA in queue.annotations:
         parse_card_quota(queue.annotations[ann.CARD_QUOTA], queue.ref)
@@ -289,11 +328,11 @@ def _validate_pod_group(
 ) -> Decision:
     group = PodGroup.from_dict(obj)
     text = group.annotations.get(ann.CARD_REQUEST)
-    request = parse_card_request(text, group.ref) if text is not None else Resources()
     if old is not None and _same_queue_and_request(old, group, text):
-        # A controller updating labels of a PodGroup whose queue has since closed is not blocked:
-        # only a changed queue or card request is checked again.
+        # A PodGroup whose queue has since closed, or whose card request was malformed before the
+        # webhook existed, is not blocked: only a changed queue or card request is checked again.
         return ALLOW
+    request = parse_card_request(text, group.ref) if text is not None else Resources()
     raw_queue = view.queue(group.queue)
     if raw_queue is None:
         return deny(
@@ -511,11 +550,9 @@ def _mutate_pod(
 
 
 def _validate_namespace_quota(
-    kind: str, quota: ElasticQuota | GPUResourceQuota, existing: Sequence[Obj], operation: str
+    kind: str, quota: ElasticQuota | GPUResourceQuota, existing: Sequence[Obj]
 ) -> Decision:
     """One ElasticQuota and one GPUResourceQuota per namespace: a second one is refused at CREATE."""
-    if operation != "CREATE":
-        return ALLOW
     for item in existing:
         other = str(((item.get("metadata") or {}).get("name")) or "")
         if other and other != quota.name:

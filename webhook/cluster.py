@@ -4,21 +4,36 @@ Watches Nodes (kept as labels and allocatable only: that is all card discovery r
 status is otherwise mostly images and conditions), Queues, PodGroups, ElasticQuotas and
 GPUResourceQuotas. Quotas are indexed per namespace by informer handlers; the card catalog is rebuilt
 lazily, and only when some node's set of card types changed (node heartbeats change nothing).
+
+``ready`` (``/readyz``) is True only while every watch is live (Semantics 13), not merely once synced.
+A Queue or PodGroup lookup the cache cannot answer is recorded; :meth:`InformerView.fetch` reads such
+objects live (one GET each, bounded by ``live_timeout``) and keeps what it found for ``fetched_ttl``
+seconds, by when the watch has normally delivered it (:class:`webhook.admission.Admission` uses this
+before it refuses).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
+
+import aiohttp
 
 from common.kube import resources as kinds
 from common.kube.diff import Change, strip_managed_fields
 from common.kube.informer import Informer, InformerSet
+from common.kube.resources import ResourceKind
+from common.kube.status import call, object_path
 from common.model.cards.catalog import CardCatalog
 from common.model.cards.discovery import NodeCards
-from webhook.view import Obj, node_cards
+from webhook.view import Miss, Obj, node_cards
 
+log = logging.getLogger(__name__)
 WATCHED = (kinds.NODES, kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)
+LIVE: Final = {kind.kind: kind for kind in (kinds.QUEUES, kinds.POD_GROUPS)}
 
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
@@ -38,9 +53,22 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class InformerView:
-    """A live, read-only view; ``synced`` once every informer has listed."""
+    """A live, read-only view; ``synced`` once every informer has listed, ``ready`` while all watch."""
 
-    def __init__(self, api_client: Any, **informer_options: Any) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        live_timeout: float = 1.0,
+        fetched_ttl: float = 10.0,
+        **informer_options: Any,
+    ) -> None:
+        self._api = api_client
+        self.live_timeout = live_timeout
+        self.fetched_ttl = fetched_ttl
+        self.live_reads = 0
+        self._misses: list[Miss] = []
+        self._fetched: dict[Miss, tuple[Obj, float]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Obj]]] = {
             kinds.ELASTIC_QUOTAS.kind: {},
             kinds.GPU_RESOURCE_QUOTAS.kind: {},
@@ -63,6 +91,10 @@ class InformerView:
     @property
     def synced(self) -> bool:
         return self.informers.synced
+
+    @property
+    def ready(self) -> bool:
+        return self.informers.watching
 
     def _indexer(self, kind: str) -> Any:
         index = self._by_namespace[kind]
@@ -93,10 +125,11 @@ class InformerView:
 
     # --- ClusterView -----------------------------------------------------------------------------
     def queue(self, name: str) -> Obj | None:
-        return self.informers[kinds.QUEUES.kind].get("", name)
+        return self.informers[kinds.QUEUES.kind].get("", name) or self._missed(kinds.QUEUES, "", name)
 
     def pod_group(self, namespace: str, name: str) -> Obj | None:
-        return self.informers[kinds.POD_GROUPS.kind].get(namespace, name)
+        found = self.informers[kinds.POD_GROUPS.kind].get(namespace, name)
+        return found or self._missed(kinds.POD_GROUPS, namespace, name)
 
     def elastic_quotas(self, namespace: str) -> Sequence[Obj]:
         return list(self._by_namespace[kinds.ELASTIC_QUOTAS.kind].get(namespace, {}).values())
@@ -108,3 +141,39 @@ class InformerView:
         if self._catalog is None:
             self._catalog = CardCatalog.build(self._node_cards.values())
         return self._catalog
+
+    # --- live lookups (webhook.view.LiveLookups) -------------------------------------------------
+    def _missed(self, kind: ResourceKind, namespace: str, name: str) -> Obj | None:
+        key = (kind.kind, namespace, name)
+        entry = self._fetched.get(key)
+        if entry is not None:
+            if entry[1] > time.monotonic():
+                return entry[0]
+            del self._fetched[key]
+        self._misses.append(key)
+        return None
+
+    def take_misses(self) -> list[Miss]:
+        misses, self._misses = self._misses, []
+        return misses
+
+    async def fetch(self, misses: Sequence[Miss]) -> bool:
+        """GET each missed object once; True when any exists (it is then served for ``fetched_ttl``)."""
+        found = False
+        now = time.monotonic()
+        if len(self._fetched) > 1024:
+            self._fetched = {k: v for k, v in self._fetched.items() if v[1] > now}
+        for kind_name, namespace, name in dict.fromkeys(misses):
+            path = object_path(LIVE[kind_name], namespace, name)
+            self.live_reads += 1
+            try:
+                async with asyncio.timeout(self.live_timeout):
+                    reply = await call(self._api, "GET", path)
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                log.warning("live read of %s failed: %s", path, err or type(err).__name__)
+                continue
+            if reply.ok:
+                obj = strip_managed_fields(dict(reply.body))
+                self._fetched[(kind_name, namespace, name)] = (obj, time.monotonic() + self.fetched_ttl)
+                found = True
+        return found

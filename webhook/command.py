@@ -2,6 +2,7 @@
 
 Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
 ``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.
+``/readyz`` is then true only while every watch is live (``InformerView.ready``).
 SIGTERM stops accepting connections and lets requests in flight finish.
 
 ``--config`` is read once, at start (as the scheduler reads it): an invalid file is exit 2 before
@@ -120,7 +121,7 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions) -> None:
     api = await new_api_client(args.kubeconfig)
     view = InformerView(api)
     metrics_runner, metrics_port = await start_site(
-        create_metrics_app(metrics, ready=lambda: view.synced), args.bind_address, args.metrics_port
+        create_metrics_app(metrics, ready=lambda: view.ready), args.bind_address, args.metrics_port
     )
     log.info("metrics and probes on http://%s:%d", args.bind_address, metrics_port)
     view.informers.start()
@@ -135,7 +136,8 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions) -> None:
             synced.cancel()
             return
         limits = ServerLimits(max_body_bytes=args.max_body_bytes)
-        app = create_server(Endpoints(Admission(view, options), metrics, lambda: view.synced, limits))
+        admission = Admission(view, options, live=view)
+        app = create_server(Endpoints(admission, metrics, lambda: view.ready, limits))
         runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
         log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
         await stop.wait()

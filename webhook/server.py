@@ -44,9 +44,7 @@ JSON = "application/json"
 class Admitter(Protocol):
     """What the server asks about each reviewed object (see :class:`webhook.admission.Admission`)."""
 
-    def validate(self, request: AdmissionRequest) -> Decision: ...
-
-    def mutate(self, request: AdmissionRequest) -> Decision: ...
+    async def review(self, request: AdmissionRequest, *, mutate: bool) -> Decision: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +133,7 @@ class Endpoints:
     async def readyz(self, _: web.BaseRequest) -> web.Response:
         if self.ready():
             return web.Response(text="ok\n")
-        return web.Response(status=503, text="informer caches not synced yet\n")
+        return web.Response(status=503, text="informer watches not live\n")
 
     async def validate(self, request: web.BaseRequest) -> web.Response:
         return await self._review(request, mutate=False)
@@ -172,7 +170,7 @@ class Endpoints:
         assert self.admitter is not None  # only the metrics app has none, and it routes no reviews
         req = review.request
         try:
-            decision = self.admitter.mutate(req) if mutate else self.admitter.validate(req)
+            decision = await self.admitter.review(req, mutate=mutate)
         except Exception as err:
             log.exception("admission of %s %s/%s failed", req.kind.kind, req.namespace, req.name)
             self.metrics.errors.inc()

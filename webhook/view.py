@@ -47,6 +47,18 @@ class ClusterView(Protocol):
     def card_catalog(self) -> CardCatalog: ...
 
 
+Miss = tuple[str, str, str]  # kind, namespace, name of an object a lookup did not find
+
+
+class LiveLookups(Protocol):
+    """A view whose cache can lag the apiserver (:class:`webhook.cluster.InformerView`): it records the
+    objects a lookup did not find, and can read them live, once, before a decision refuses."""
+
+    def take_misses(self) -> list[Miss]: ...
+
+    async def fetch(self, misses: Sequence[Miss]) -> bool: ...
+
+
 def node_cards(obj: Obj) -> NodeCards | None:
     """The card types of a Node object; None for a Node that does not parse."""
     try:

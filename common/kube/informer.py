@@ -14,6 +14,10 @@ the loop instead and reads raw JSON:
 
 Handlers run in the event loop, synchronously, in order of delivery; one that raises is logged and
 does not stop the informer. The cache is readable at any time (``informer.get``, ``informer.items``).
+
+``synced`` is set once, by the first list. ``watching`` is True only while the cache is live: from a
+successful list until the next list or watch error (410 Gone, inactivity, a failed request), and again
+after the next successful list. A watch that ends normally and is resumed stays live.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class Informer:
     label_selector: str = ""
     field_selector: str = ""
     synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    watching: bool = field(default=False, init=False)
     relists: int = field(default=0, init=False)
     _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
     _resource_version: str = field(default="", init=False)
@@ -96,16 +101,20 @@ class Informer:
                 while True:
                     await self._watch()
             except asyncio.CancelledError:
+                self.watching = False
                 raise
             except Gone:
+                self.watching = False
                 log.info("%s: resourceVersion %s expired, re-listing", self.kind.kind, self._resource_version)
                 continue
             except Inactive:
+                self.watching = False
                 log.warning(
                     "%s: watch inactive for %.0fs, re-listing", self.kind.kind, self.inactivity_timeout
                 )
                 continue
             except Exception as err:
+                self.watching = False
                 failures += 1
                 low, high = self.backoff
                 delay = min(high, low * 2 ** min(failures - 1, 16)) * random.uniform(0.5, 1.0)
@@ -134,6 +143,7 @@ class Informer:
         self._resource_version = version
         self.relists += 1
         self._deliver(changes)
+        self.watching = True
         self.synced.set()
 
     async def _watch(self) -> None:
@@ -269,6 +279,11 @@ class InformerSet:
     def synced(self) -> bool:
         """True once every informer has completed its first list."""
         return all(i.synced.is_set() for i in self.informers.values())
+
+    @property
+    def watching(self) -> bool:
+        """True while every informer's cache is live (see :class:`Informer`): the readiness signal."""
+        return all(i.watching for i in self.informers.values())
 
     def start(self) -> None:
         for informer in self.informers.values():

@@ -128,10 +128,7 @@ def review_body() -> bytes:
 class _NullAdmitter:
     """Allows everything: measures the HTTP + TLS floor without the admission rules."""
 
-    def validate(self, _: Any) -> Any:
-        return ALLOW
-
-    def mutate(self, _: Any) -> Any:
+    async def review(self, _: Any, *, mutate: bool) -> Any:
         return ALLOW
 
 

@@ -75,7 +75,9 @@ class WebhookThread:
         runner: web.BaseRunner | None = None
         try:
             await view.informers.wait_synced(60)
-            app = create_app(Endpoints(Admission(view), WebhookMetrics(), lambda: view.synced))
+            # As `gpuq webhook` builds it: live reads before refusing, ready while the watches are live.
+            admission = Admission(view, live=view)
+            app = create_app(Endpoints(admission, WebhookMetrics(), lambda: view.ready))
             runner, self.port = await start_site(app, "127.0.0.1", 0, ssl_context=self.reloader.context)
             self._ready.set()
             await self._stop.wait()
@@ -341,6 +343,96 @@ def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str,
     assert annotations["tensor-fusion.ai/gpu-count"] == "2"
     ok, out = create(kubectl, default_pod.copy().name("too-many").lim({GPU: "3"}).obj())
     assert not ok and "single.maxGPUCount" in out and "requested 3" in out
+
+
+APPLY_ROUNDS = 30
+
+
+def test_one_file_with_a_queue_a_podgroup_and_its_pods_applies_every_time(ns: str, kubectl: Kubectl) -> None:
+    """Issue 12, stale cache: `kubectl apply -f` of one file holding a Queue, a PodGroup naming it and
+    the PodGroup's pods succeeds every time, although the webhook's cache sees the Queue and the
+    PodGroup only after they were created (a live read stands in); the pods land in the PodGroup's
+    queue, which the mutation reads from the PodGroup."""
+    suffix = ns[-6:]
+    for round_ in range(APPLY_ROUNDS):
+        queue = f"aq-{suffix}-{round_}"
+        group = MakePodGroup(f"apg-{round_}", ns).queue(queue).min_member(2)
+        items = [
+            QUEUE.copy().name(queue).card_quota('{"NVIDIA-A100": 4}').obj(),
+            group.card_request('{"NVIDIA-A100": 2}').obj(),
+            *(
+                POD.copy().name(f"ap-{round_}-{i}").namespace(ns).group(f"apg-{round_}").req(cpu="1").obj()
+                for i in range(2)
+            ),
+        ]
+        result = kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+            check=False,
+        )
+        assert result.returncode == 0, f"round {round_}: {result.stderr}"
+        pod = json.loads(kubectl("get", "pod", "-n", ns, f"ap-{round_}-0", "-o", "json").stdout)
+        assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == queue
+
+
+def test_objects_made_invalid_while_the_webhook_was_off_never_wedge(
+    webhook: None, namespace: str, kubectl: Kubectl
+) -> None:
+    """Issue 12, wedge: objects that gpuq's rules call invalid, created while the webhook did not cover
+    their namespace, carry finalizers. With the webhook on (the namespace labelled, and a new problem
+    refused to prove it), their labels and valid parts still change, and once deleted their finalizers
+    come off by UPDATE and they are gone. These test configurations send even the UPDATEs of objects
+    being deleted to the webhook (the chart's do not), so the ratchet itself is what admits them."""
+    keep = ["example.com/keep"]
+    invalid = {
+        "elasticquota/eq": MakeElasticQuota("eq", namespace).min(cpu="4").max(cpu="2"),
+        "gpuresourcequota/grq": MakeGPUResourceQuota("grq", namespace).total(
+            requests={"tflops": "10", "vram": "10Gi"}, limits={"tflops": "10", "vram": "5Gi"}
+        ),
+        "podgroup/pg": MakePodGroup("pg", namespace).min_member(1).card_request("{nope"),
+    }
+    for builder in invalid.values():
+        obj = builder.obj()
+        obj["metadata"]["finalizers"] = keep
+        ok, out = create(kubectl, obj)
+        assert ok, out
+    kubectl("label", "namespace", namespace, f"{LABEL}=true")  # the webhook now covers them
+    changes = {
+        "elasticquota/eq": ('{"spec":{"max":{"cpu":"2","memory":"8Gi"}}}', '{"spec":{"min":{"cpu":"5"}}}'),
+        "gpuresourcequota/grq": (
+            '{"spec":{"total":{"maxWorkers":3}}}',
+            '{"spec":{"total":{"limits":{"vram":"4Gi"}}}}',
+        ),
+        "podgroup/pg": (
+            '{"spec":{"minMember":2}}',
+            '{"metadata":{"annotations":{"volcano.sh/card.request":"{x"}}}',
+        ),
+    }
+
+    def patch(target: str, body: str) -> tuple[bool, str]:
+        result = kubectl("patch", "-n", namespace, target, "--type=merge", "-p", body, check=False)
+        return result.returncode == 0, result.stderr
+
+    deadline = time.monotonic() + 10
+    while patch("elasticquota/eq", changes["elasticquota/eq"][1])[0]:  # until the webhook covers it
+        assert time.monotonic() < deadline, "the webhook never covered the labelled namespace"
+        kubectl(
+            "patch", "-n", namespace, "elasticquota/eq", "--type=merge", "-p", '{"spec":{"min":{"cpu":"4"}}}'
+        )
+        time.sleep(0.2)
+    for target, (valid, new_problem) in changes.items():
+        ok, err = patch(target, new_problem)
+        assert not ok and "denied the request" in err, f"{target}: a new problem was admitted"
+        assert patch(target, '{"metadata":{"labels":{"team":"a"}}}')[0], f"{target}: label refused"
+        ok, err = patch(target, valid)
+        assert ok, f"{target}: a change of its valid parts was refused: {err}"
+        kubectl("delete", "-n", namespace, target, "--wait=false")
+        ok, err = patch(target, '{"metadata":{"finalizers":null}}')
+        assert ok, f"{target}: finalizers could not be removed: {err}"
+        gone = kubectl("get", "-n", namespace, target, "--ignore-not-found", "-o", "name").stdout.strip()
+        assert not gone, f"{target} still exists"
 
 
 async def test_ca_bundle_injection(kubectl: Kubectl, api_client: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from common.model import annotations as ann
 from common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,6 +89,62 @@ def test_webhooks_exclude_their_own_namespace() -> None:
         assert expression["operator"] == "NotIn" and {"gpuq-system", "kube-system"} <= set(
             expression["values"]
         )
+
+
+def _hooks(tree: str) -> dict[str, dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((DEPLOY / tree / "gpuq.yaml").read_text()) if d]
+    kinds = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    return {d["kind"]: d["webhooks"][0] for d in docs if d["kind"] in kinds}
+
+
+@pytest.mark.parametrize("tree", ["base", "cert-manager"])
+def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
+    """Issue 12: one matchCondition lets through the custom resources and the governed Pods only: gpuq's
+    schedulerName or an annotation gpuq reads (the code's own annotation names); no GPU-request clause
+    while the schedulerName mutation is off."""
+    hooks = _hooks(tree)
+    assert set(hooks) == {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+    for kind, hook in hooks.items():
+        (condition,) = hook["matchConditions"]
+        expression = condition["expression"]
+        assert condition["name"] == "gpuq-governed", kind
+        # Custom resources: all but the UPDATE of one being deleted (finalizers come off while gpuq is down).
+        assert " ".join(expression.split()).startswith(
+            'request.resource.group != "" ? request.operation != "UPDATE" || '
+            "!has(object.metadata.deletionTimestamp) : ("
+        ), kind
+        assert f'object.spec.schedulerName == "{VALUES["scheduler"]["name"]}"' in expression, kind
+        for key in (ann.CARD_NAME, ann.GROUP_NAME, ann.QUEUE_NAME, ann.CROSSQUOTA_SCORING_STRATEGY):
+            assert f'"{key}"' in expression, (kind, key)
+        prefixes = [
+            p
+            for p in ("tensor-fusion.ai/", "volcano.sh/resource-strategy-")
+            if f'k.startsWith("{p}")' in expression
+        ]
+        prefixed = (
+            *ann.TENSOR_FUSION_ANNOTATIONS,
+            ann.RESOURCE_STRATEGY_SCORING_TYPE,
+            ann.RESOURCE_STRATEGY_WEIGHT,
+        )
+        for key in prefixed:
+            assert any(key.startswith(p) for p in prefixes), (kind, key)
+        assert "nvidia.com/gpu" not in expression, kind  # setSchedulerName is off by default
+        pods = [r for r in hook["rules"] if r["apiGroups"] == [""]]
+        assert pods == [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }
+        ]
+    # Fail: a governed object is never admitted unchecked; the scope keeps an outage to gpuq's objects.
+    # Ignore: the mutation only fills conveniences, and the validation after it does not rely on them.
+    assert hooks["ValidatingWebhookConfiguration"]["failurePolicy"] == "Fail"
+    assert hooks["MutatingWebhookConfiguration"]["failurePolicy"] == "Ignore"
+    validated = {g for r in hooks["ValidatingWebhookConfiguration"]["rules"] for g in r["apiGroups"]}
+    assert validated == {"", "scheduling.volcano.sh", "scheduling.x-k8s.io", "tensor-fusion.ai"}
 
 
 def test_no_service_account_of_a_long_running_process_may_touch_secrets() -> None:
