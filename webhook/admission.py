@@ -270,20 +270,15 @@ def validate(
             return _validate_queue(obj, old)
         if kind == POD_GROUP and options.capacity_card:
             return _validate_pod_group(obj, view, old, options)
+        update = operation == "UPDATE"
         if kind == ELASTIC_QUOTA and options.capacity_scheduling:
-            if operation == "UPDATE":
-                ratchet.check_update(validate_elastic_quota, obj, old)
-                return ALLOW
-            elastic = validate_elastic_quota(obj)
-            existing = view.elastic_quotas(elastic.namespace)
-            return _validate_namespace_quota(ELASTIC_QUOTA[1], elastic, existing)
+            existing = view.elastic_quotas
+            return _validate_namespace_quota(
+                kind[1], validate_elastic_quota, existing, obj, old=old, update=update
+            )
         if kind == GPU_RESOURCE_QUOTA and options.gpu_quota:
-            if operation == "UPDATE":
-                ratchet.check_update(validate_gpu_resource_quota, obj, old)
-                return ALLOW
-            gpu = validate_gpu_resource_quota(obj)
-            existing = view.gpu_resource_quotas(gpu.namespace)
-            return _validate_namespace_quota(GPU_RESOURCE_QUOTA[1], gpu, existing)
+            parse, existing = validate_gpu_resource_quota, view.gpu_resource_quotas
+            return _validate_namespace_quota(kind[1], parse, existing, obj, old=old, update=update)
     except GpuqError as err:
         return deny(str(err))
     return ALLOW
@@ -550,10 +545,21 @@ def _mutate_pod(
 
 
 def _validate_namespace_quota(
-    kind: str, quota: ElasticQuota | GPUResourceQuota, existing: Sequence[Obj]
+    kind: str,
+    parse: Callable[[Mapping[str, Any]], ElasticQuota | GPUResourceQuota],
+    existing_in: Callable[[str], Sequence[Obj]],
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None,
+    update: bool,
 ) -> Decision:
-    """One ElasticQuota and one GPUResourceQuota per namespace: a second one is refused at CREATE."""
-    for item in existing:
+    """An ElasticQuota or GPUResourceQuota: valid at CREATE, and one per namespace (a second one is
+    refused); an UPDATE is judged only on problems the old object did not have (the ratchet)."""
+    if update:
+        ratchet.check_update(parse, obj, old)
+        return ALLOW
+    quota = parse(obj)
+    for item in existing_in(quota.namespace):
         other = str(((item.get("metadata") or {}).get("name")) or "")
         if other and other != quota.name:
             return deny(
