@@ -25,9 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, TypeVar
-
-import pydantic
+from typing import Any, Final
 
 from common.model import annotations as ann
 from common.model.capacity_card.args import CapacityCardArgs
@@ -40,20 +38,20 @@ from common.model.cards.amounts import parse_card_quota, parse_card_request
 from common.model.cards.card_type import CARD_UNIT
 from common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
 from common.model.cards.names import normalise_card_names, parse_card_names
-from common.model.crd import ObjectShape, PodGroup, Queue
+from common.model.crd import PodGroup, Queue
 from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
 from common.model.errors import GpuqError, InvalidValue
 from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
 from common.model.gpu_quota.request import GPURequest, request_from_annotations
-from common.model.gpu_quota.store import GPUQuotaStore
 from common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from common.model.quantity import format_units
 from common.model.queues import queue_of
 from common.model.resources import Resources
-from common.model.wire import object_ref
 from webhook import jsonpatch, ratchet
 from webhook.options import AdmissionOptions, check_scoring_annotations
+from webhook.parsed import CACHE, namespace_gpu_limits, namespace_gpu_quota
 from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
+from webhook.shape import check_shape
 from webhook.view import (
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
@@ -67,35 +65,8 @@ from webhook.view import (
 )
 
 GroupKind = tuple[str, str]
-T = TypeVar("T")
 
 
-class _ParseCache:
-    """Parsed forms of the cluster objects admission reads, by object identity.
-
-    Informer caches replace an object (a new dict) on every change and never mutate one in place, so
-    identity is a safe key; the entry holds the object itself, so its id cannot be reused while cached.
-    Queues and quotas are read by every Pod review and parsing them is most of a review's cost.
-    """
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._entries: dict[tuple[int, str], tuple[Mapping[str, Any], Any]] = {}
-
-    def get(self, raw: Mapping[str, Any], what: str, parse: Callable[[Mapping[str, Any]], T]) -> T:
-        key = (id(raw), what)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0] is raw:
-            value: T = entry[1]
-            return value
-        value = parse(raw)
-        if len(self._entries) >= self.size:
-            self._entries.clear()
-        self._entries[key] = (raw, value)
-        return value
-
-
-_CACHE: Final = _ParseCache()
 _REVIEWED: Final = frozenset({POD, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA})
 ANNOTATIONS_PATH: Final = ("metadata", "annotations")
 
@@ -203,48 +174,6 @@ def review(
     )
 
 
-def check_shape(obj: Mapping[str, Any], kind: str) -> None:
-    """Raise :class:`InvalidValue` when ``obj`` is not shaped like an API object (metadata with a
-    string name and namespace, string-to-string labels and annotations, mapping spec and status)."""
-    if _plain_shape(obj):
-        return  # nearly every object: no pydantic pass, which costs more than the rest of the check
-    try:
-        ObjectShape.model_validate(obj)
-    except pydantic.ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(object)"
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
-        namespace = namespace if isinstance(namespace, str) else ""
-        where = object_ref(kind, namespace, name) if isinstance(name, str) else kind
-        raise InvalidValue(field, first.get("input"), first["msg"], where) from None
-
-
-def _plain_shape(obj: Any) -> bool:
-    """True only for objects :class:`ObjectShape` accepts, checked without pydantic; False when unsure.
-
-    Exact types (``type(x) is str``) are stricter than pydantic's strict mode, so anything this does
-    not vouch for goes through :class:`ObjectShape`, and every refusal and its message come from there.
-    """
-    if type(obj) is not dict:
-        return False
-    meta = obj.get("metadata")
-    if type(meta) is not dict or type(meta.get("name", "")) is not str:
-        return False
-    if type(meta.get("namespace", "")) is not str:
-        return False
-    for key in ("labels", "annotations"):
-        entries = meta.get(key)
-        if entries is not None and (
-            type(entries) is not dict
-            or not all(type(k) is str and type(v) is str for k, v in entries.items())
-        ):
-            return False
-    spec, status = obj.get("spec"), obj.get("status")
-    return (spec is None or type(spec) is dict) and (status is None or type(status) is dict)
-
-
 def validate(
     kind: GroupKind,
     operation: str,
@@ -333,7 +262,7 @@ def _validate_pod_group(
         return deny(
             f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected the name of an existing Queue"
         )
-    quota = _CACHE.get(raw_queue, "quota", _queue_quota)
+    quota = CACHE.get(raw_queue, "quota", _queue_quota)
     warnings = tuple(event.message for event in quota.events)
     if not quota.open:
         state = (raw_queue.get("status") or {}).get("state")
@@ -399,7 +328,7 @@ def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionO
 
 def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -> str | None:
     """gpu-quota: the tensor-fusion annotations' syntax, and the namespace's per-workload limits."""
-    limits = _namespace_gpu_limits(view, pod.namespace)
+    limits = namespace_gpu_limits(view, pod.namespace)
     gpu_quota = limits.quota(pod.namespace) if limits is not None else None
     request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
     if limits is None:
@@ -426,12 +355,12 @@ def _pod_queue_problem(
     group_name = pod.annotations.get(ann.GROUP_NAME)
     raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
     if raw_group is not None:
-        group = _CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
+        group = CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
         groups[group.key] = group
     raw_queue = view.queue(queue_of(pod, groups))
     if raw_queue is None:
         return None  # Semantics 7: no such Queue, no queue quota
-    quota = _CACHE.get(raw_queue, "quota", _queue_quota)
+    quota = CACHE.get(raw_queue, "quota", _queue_quota)
     warnings.extend(event.message for event in quota.events)
     # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
     refusal = task_quota_refusal(quota, demand, catalog, _card_args(options))
@@ -440,41 +369,6 @@ def _pod_queue_problem(
 
 def _queue_quota(raw: Mapping[str, Any]) -> QueueQuota:
     return queue_quota(Queue.from_dict(raw))
-
-
-def _gpu_quota_or_none(raw: Mapping[str, Any]) -> GPUResourceQuota | None:
-    try:
-        return GPUResourceQuota.from_dict(raw)
-    except InvalidValue:
-        return None  # a quota the webhook would have refused; the scheduler reports it
-
-
-def _namespace_gpu_quota(view: ClusterView, namespace: str) -> GPUResourceQuota | None:
-    for raw in view.gpu_resource_quotas(namespace):
-        quota = _CACHE.get(raw, "gpu", _gpu_quota_or_none)
-        if quota is not None:
-            return quota  # a quota the webhook would have refused; the scheduler reports it
-    return None
-
-
-def _single_limits_store(raw: Mapping[str, Any]) -> GPUQuotaStore | None:
-    quota = _CACHE.get(raw, "gpu", _gpu_quota_or_none)
-    if quota is None:
-        return None
-    store = GPUQuotaStore()
-    store.set_quota(quota)
-    return store
-
-
-def _namespace_gpu_limits(view: ClusterView, namespace: str) -> GPUQuotaStore | None:
-    """A store holding only the namespace's GPUResourceQuota (no usage), built once per quota object:
-    admission checks per-workload (``single``) limits against it and never charges it, so one store
-    serves every review until the quota object changes."""
-    for raw in view.gpu_resource_quotas(namespace):
-        store = _CACHE.get(raw, "gpu-store", _single_limits_store)
-        if store is not None:
-            return store
-    return None
 
 
 def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
@@ -524,7 +418,7 @@ def _mutate_pod(
         queue = str(((raw_group or {}).get("spec") or {}).get("queue") or ann.DEFAULT_QUEUE)
         added[ann.QUEUE_NAME] = queue
 
-    quota = _namespace_gpu_quota(view, pod.namespace) if options.gpu_quota else None
+    quota = namespace_gpu_quota(view, pod.namespace) if options.gpu_quota else None
     has_tf = any(key in pod.annotations for key in ann.TENSOR_FUSION_ANNOTATIONS)
     if quota is not None and (cards or has_tf):
         defaults = quota.default_annotations(pod.annotations)

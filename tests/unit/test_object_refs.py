@@ -14,7 +14,7 @@ from common.model.nodes import NodeInfo
 from common.model.wire import object_ref, split_ref
 from scheduler.cluster.objects import object_ref as store_ref
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
-from webhook.admission import check_shape
+from webhook.shape import check_shape
 
 
 @pytest.mark.parametrize(

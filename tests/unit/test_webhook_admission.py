@@ -23,13 +23,12 @@ from tests.builders import (
 )
 from webhook import jsonpatch
 from webhook.admission import (
-    _plain_shape,
-    check_shape,
     mutate,
     review,
     validate,
 )
 from webhook.options import AdmissionOptions
+from webhook.shape import _plain_shape, check_shape
 from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
