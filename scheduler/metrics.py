@@ -1,5 +1,7 @@
 """Scheduler metrics (design.md "Metrics"), in a registry of their own (tests build many).
 
+Every name starts with ``gpuq_`` (never a name kube-scheduler exports, so both can be scraped by one
+Prometheus), except the capacity-card design's ``volcano_queue_card_*``. No ``_created`` series.
 Counters and histograms are updated as things happen. Gauges that mirror state (pending pods per
 queue pool, per-queue card usage, quota usage) are computed at scrape time by a collector over the
 live scheduler, so keeping them right costs nothing per pod and they can never drift from the state
@@ -9,11 +11,12 @@ they describe.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -25,7 +28,19 @@ ERROR: Final = "error"
 # kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
 _ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
 _POINT_BUCKETS: Final = tuple(0.0001 * 2**i for i in range(12))
+# kube-scheduler's pod_scheduling_sli_duration_seconds buckets: 10 ms doubling to about 1.5 h.
+_WAIT_BUCKETS: Final = tuple(0.01 * 2**i for i in range(20))
 _Key = TypeVar("_Key", bound=tuple[str, ...])  # a gauge sample's label values
+
+disable_created_metrics()  # process-wide: no `_created` series beside counters and histograms
+
+
+def gpuq_version() -> str:
+    """The installed distribution's version (``gpuq_build_info{version}``)."""
+    try:
+        return importlib.metadata.version("gpuq")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +58,7 @@ class StateSnapshot:
     """What the scrape-time gauges show; the service fills it from the scheduler and its plugins."""
 
     pending: Mapping[str, int] = field(default_factory=dict)  # queue pool -> pods
+    queue_pending: Mapping[str, int] = field(default_factory=dict)  # Volcano queue -> pending pods
     queue_cards: Iterable[QueueCardSample] = ()
     gpu_quota_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, type)
     elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
@@ -56,27 +72,38 @@ class SchedulerMetrics:
         counter = functools.partial(Counter, registry=self.registry)
         histogram = functools.partial(Histogram, registry=self.registry)
         self.attempts = counter(
-            "scheduler_schedule_attempts",
+            "gpuq_scheduler_schedule_attempts",
             "Scheduling attempts by result (scheduled, unschedulable, error).",
             ["result"],
         )
         self.attempt_duration = histogram(
-            "scheduler_scheduling_attempt_duration_seconds",
+            "gpuq_scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency (the cycle up to the bind being submitted).",
             buckets=_ATTEMPT_BUCKETS,
         )
         self.extension_point = histogram(
-            "scheduler_framework_extension_point_duration_seconds",
+            "gpuq_scheduler_framework_extension_point_duration_seconds",
             "Latency of running all plugins of one extension point.",
             ["extension_point"],
             buckets=_POINT_BUCKETS,
         )
+        self.wait = histogram(
+            "gpuq_pod_scheduling_wait_seconds",
+            "Seconds from a pod first seen pending by the scheduler to its bind succeeding.",
+            buckets=_WAIT_BUCKETS,
+        )
+        self.preemptions = counter(
+            "gpuq_preemptions", "Pods preempted: evictions of victims the API accepted."
+        )
         self.binds = counter(
-            "scheduler_binds", "Binding requests by outcome (ok, conflict, error).", ["result"]
+            "gpuq_scheduler_binds", "Binding requests by outcome (ok, conflict, error).", ["result"]
         )
         self.status_writes = counter(
-            "scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
+            "gpuq_scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
+        Gauge(
+            "gpuq_build_info", "Always 1; the running gpuq version.", ["version"], registry=self.registry
+        ).labels(gpuq_version()).set(1)
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)
         self._snapshot: Callable[[], StateSnapshot] | None = None
@@ -109,10 +136,16 @@ class _StateCollector(Collector):
     @staticmethod
     def _families(state: StateSnapshot) -> Iterator[Metric]:
         yield _gauge(
-            "scheduler_pending_pods",
-            "Pending pods by queue pool (active, backoff, unschedulable, gated).",
+            "gpuq_scheduler_pending_pods",
+            "Pending pods by scheduling queue pool (active, backoff, unschedulable, gated).",
             ["queue"],
             {(pool,): count for pool, count in state.pending.items()},
+        )
+        yield _gauge(
+            "gpuq_queue_pending_pods",
+            "Pods of gpuq not bound yet, by Volcano queue (Semantics 7); every known Queue, 0 included.",
+            ["queue_name"],
+            {(queue,): count for queue, count in state.queue_pending.items()},
         )
         families = {
             name: GaugeMetricFamily(
@@ -135,13 +168,13 @@ class _StateCollector(Collector):
             families["capacity"].add_metric(labels, sample.capacity)
         yield from families.values()
         yield _gauge(
-            "gpu_quota_usage_ratio",
+            "gpuq_gpu_quota_usage_ratio",
             "GPUResourceQuota used / limit per namespace and resource type.",
             ["namespace", "resource_type"],
             state.gpu_quota_ratios,
         )
         yield _gauge(
-            "elastic_quota_used",
+            "gpuq_elastic_quota_used",
             "ElasticQuota usage per namespace, in the resource's own unit.",
             ["namespace", "resource"],
             state.elastic_used,
@@ -150,7 +183,7 @@ class _StateCollector(Collector):
         # each namespace is to its max without reading the ElasticQuota objects.
         for bound, values in (("min", state.elastic_min), ("max", state.elastic_max)):
             yield _gauge(
-                f"elastic_quota_{bound}",
+                f"gpuq_elastic_quota_{bound}",
                 f"ElasticQuota spec.{bound} per namespace, in the resource's own unit.",
                 ["namespace", "resource"],
                 values,

@@ -241,7 +241,12 @@ class Service:
         events = EventRecorder(
             writer, controller=args.scheduler_name, instance=self.identity, resolve=self._resolve
         )
-        statuses = StatusWriter(writer, STATUS_KINDS, self._current_status)
+        statuses = StatusWriter(
+            writer,
+            STATUS_KINDS,
+            self._current_status,
+            on_written=lambda kind: self.metrics.status_writes.labels(kind).inc(),
+        )
         backend = KubeBackend(
             writer,
             events=events,
@@ -258,7 +263,7 @@ class Service:
             scheduler_name=args.scheduler_name,
             observe=self.metrics.observe,
         )
-        feed = self.feed = Feed(scheduler)
+        feed = self.feed = Feed(scheduler, on_waited=self.metrics.wait.observe)
         scheduling = SchedulingLoop(
             scheduler, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
         )

@@ -1,5 +1,7 @@
 """Webhook metrics (design.md, "Metrics"), in a registry of their own so tests can build many apps.
 
+Every name starts with ``gpuq_``; no ``_created`` series.
+
 ``kind`` is bounded to the kinds gpuq reviews plus ``other``: the label comes from the request and an
 unbounded label would let any client grow the metric without limit.
 """
@@ -7,14 +9,24 @@ unbounded label would let any client grow the metric without limit.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 REVIEWED_KINDS: Final = frozenset({"Pod", "PodGroup", "Queue", "ElasticQuota", "GPUResourceQuota"})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # Admission answers take tens of microseconds; the apiserver gives up after timeoutSeconds (10 s).
 _BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)
+
+disable_created_metrics()  # process-wide: no `_created` series beside counters and histograms
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("gpuq")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class WebhookMetrics:
@@ -22,34 +34,38 @@ class WebhookMetrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         counter = functools.partial(Counter, registry=self.registry)
         self.requests = counter(
-            "admission_requests",
+            "gpuq_admission_requests",
             "AdmissionReviews answered, by kind, operation and whether the object was allowed.",
             ["kind", "operation", "allowed"],
         )
         self.duration = Histogram(
-            "admission_request_duration_seconds",
+            "gpuq_admission_request_duration_seconds",
             "Time from the request body read to the AdmissionReview answer.",
             ["endpoint"],
             buckets=_BUCKETS,
             registry=self.registry,
         )
         self.malformed = counter(
-            "admission_malformed_requests",
+            "gpuq_admission_malformed_requests",
             "Request bodies answered with HTTP 4xx (not an AdmissionReview, too large, too slow).",
             ["reason"],
         )
         self.errors = counter(
-            "admission_internal_errors",
+            "gpuq_admission_internal_errors",
             "Reviews whose evaluation raised an unexpected error (answered as a denial; see the log).",
         )
         self.certificate_expiry = Gauge(
-            "admission_certificate_expiry_timestamp_seconds",
+            "gpuq_admission_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix time.",
             registry=self.registry,
         )
         self.certificate_reloads = counter(
-            "admission_certificate_reloads", "Serving certificate pairs loaded after a change of the files."
+            "gpuq_admission_certificate_reloads",
+            "Serving certificate pairs loaded after a change of the files.",
         )
+        Gauge(
+            "gpuq_build_info", "Always 1; the running gpuq version.", ["version"], registry=self.registry
+        ).labels(_version()).set(1)
         self._children: dict[tuple[str, str, bool], Counter] = {}
         self.validate_duration = self.duration.labels("validate")
         self.mutate_duration = self.duration.labels("mutate")

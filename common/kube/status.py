@@ -147,9 +147,11 @@ class StatusWriter:
         concurrency: int = 8,
         backoff: tuple[float, float] = (0.5, 30.0),
         clock: Callable[[], float] = time.monotonic,
+        on_written: Callable[[str], None] = lambda kind: None,
     ) -> None:
         self.api_client = api_client
         self.kinds = dict(kinds)
+        self.on_written = on_written  # each patch the API accepted, by kind (a metric)
         self.current = current
         self.concurrency = concurrency
         self._dirty: dict[StatusKey, Mapping[str, Any]] = {}
@@ -205,6 +207,8 @@ class StatusWriter:
             if reply.ok or reply.status == 404:
                 self._failing.pop(key, None)
                 sent += reply.ok
+                if reply.ok:
+                    self.on_written(kind)
             else:
                 self.failures += 1
                 log.warning("status of %s %s/%s not written: %s", kind, namespace, name, reply.message)

@@ -55,7 +55,7 @@ ALLOCATE: Final = "allocate"
 PREEMPT: Final = "preempt"
 
 # extension point name, seconds: the metrics module turns these into
-# scheduler_framework_extension_point_duration_seconds{extension_point}.
+# gpuq_scheduler_framework_extension_point_duration_seconds{extension_point}.
 Observer = Callable[[str, float], None]
 
 

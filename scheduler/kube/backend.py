@@ -196,6 +196,8 @@ class KubeBackend:
         if not ok:
             log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
             self.on_evict_failed(pod.key)
+        elif self.metrics is not None:
+            self.metrics.preemptions.inc()
         self.wake()
 
     # -- batched writes -------------------------------------------------------------------------------

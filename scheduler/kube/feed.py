@@ -15,11 +15,15 @@ Three rules keep the scheduler's view honest:
    arriving late must not put it back in the queue. Never a timer (Semantics 13): a binding the API
    accepted stands, so forgetting it on a clock would hand its room out twice while the watch
    lags. A bind whose outcome is unknown is settled by reading the pod (:mod:`common.kube.binding`).
+
+The feed also knows when the scheduler first saw each pod pending (``on_waited`` gets the seconds
+from then to its bind succeeding: ``gpuq_pod_scheduling_wait_seconds``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
@@ -91,6 +95,8 @@ class Feed:
     scheduler: Scheduler
     _: KW_ONLY
     wake: Callable[[], None] = lambda: None
+    on_waited: Callable[[float], None] = lambda seconds: None
+    clock: Callable[[], float] = time.monotonic
     ready: bool = field(default=False, init=False)
     informers: InformerSet | None = field(default=None, init=False)
     # pods we bound that the watch has not shown bound yet
@@ -100,6 +106,7 @@ class Feed:
     # node -> bound pods seen before the node
     _orphans: dict[str, dict[str, PodInfo]] = field(default_factory=dict, init=False)
     handled: int = field(default=0, init=False)
+    _seen: dict[str, float] = field(default_factory=dict, init=False)  # pending pod -> first seen
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -191,6 +198,7 @@ class Feed:
             return
         if pod.bound:
             self.assumed.discard(key)
+            self._seen.pop(key, None)  # bound by another hand: no wait of ours to report
             if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
                 return
@@ -205,6 +213,8 @@ class Feed:
         if change.old is not None and known_uid == pod.uid and not pod_update_matters(change.old, change.obj):
             return
         self.scheduler.add_pod(self._with_priority(pod))
+        if key in self.scheduler.pending:
+            self._seen.setdefault(key, self.clock())
 
     def _with_priority(self, pod: PodInfo) -> PodInfo:
         if pod.priority is not None:
@@ -215,6 +225,7 @@ class Feed:
         self.scheduler.preempted.pop(key, None)  # gone for good: nothing left to shield, no leak
         self._uids.pop(key, None)
         self.assumed.discard(key)
+        self._seen.pop(key, None)
         for orphans in self._orphans.values():
             orphans.pop(key, None)
         self.scheduler.delete_pod(key)
@@ -233,6 +244,9 @@ class Feed:
     def assume(self, key: str) -> None:
         """A bind of ``key`` succeeded: keep it counted until the watch shows it bound or deleted.
         Not if its deletion was observed while the bind was in flight (nothing left to confirm)."""
+        since = self._seen.pop(key, None)
+        if since is not None:
+            self.on_waited(self.clock() - since)
         if key in self.scheduler.cluster.pods:
             self.assumed.add(key)
 

@@ -30,7 +30,7 @@ DEFAULT_MAX_UNSCHEDULABLE: Final = 300.0
 
 
 def attempt_result(attempt: Attempt) -> str:
-    """The ``result`` label of scheduler_schedule_attempts_total (kube-scheduler's three values)."""
+    """The ``result`` label of gpuq_scheduler_schedule_attempts_total (kube-scheduler's three values)."""
     code = attempt.status.code
     if code in (Code.SUCCESS, Code.WAIT):
         return SCHEDULED

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from common.model.capacity_card.engine import CapacityCard
 from common.model.elastic.ledger import ElasticQuotaInfos
 from common.model.gpu_quota.store import GPUQuotaStore
-from scheduler.cluster.objects import GPU_RESOURCE_QUOTA
+from common.model.queues import queue_of
+from scheduler.cluster.objects import GPU_RESOURCE_QUOTA, QUEUE
 from scheduler.cycle import Scheduler
 from scheduler.metrics import QueueCardSample, StateSnapshot
 
@@ -61,7 +62,7 @@ class QuotaStatus:
 
     def observe_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Every status the scheduler writes passes here: a GPUResourceQuota's ``availablePercent``
-        (two decimals, per limited resource) gives ``gpu_quota_usage_ratio`` without asking the store
+        (two decimals, per limited resource) gives ``gpuq_gpu_quota_usage_ratio`` without asking the store
         again (its ``status()`` is stateful: it emits the threshold event once)."""
         if kind != GPU_RESOURCE_QUOTA:
             return
@@ -102,4 +103,18 @@ class QuotaStatus:
         # A quota deleted since its last status write no longer has a ratio.
         live = set(self.gpu.namespaces()) if self.gpu is not None else {ns for ns, _ in self.gpu_ratios}
         ratios = {k: v for k, v in self.gpu_ratios.items() if k[0] in live}
-        return StateSnapshot(pools, samples, ratios, used, lower, upper)
+        return StateSnapshot(pools, self.queue_pending(), samples, ratios, used, lower, upper)
+
+    def queue_pending(self) -> dict[str, int]:
+        """Pods of ours not placed yet (held by their PodGroup or in the scheduling queue; not those
+        assumed on a node, waiting in Permit or being bound) per Volcano queue (Semantics 7). Every
+        known Queue is listed, 0 included, so a panel or an alert sees a queue before its first wait."""
+        scheduler = self.scheduler
+        counts = {name: 0 for _, name, _ in scheduler.objects.list(QUEUE)}
+        groups = {key: g.model for key, g in scheduler.podgroups.groups.items() if g.model is not None}
+        assumed = scheduler.cluster.pods
+        for key, pod in scheduler.pending.items():
+            if key not in assumed:
+                queue = queue_of(pod, groups)
+                counts[queue] = counts.get(queue, 0) + 1
+        return counts

@@ -124,9 +124,9 @@ async def main(args: argparse.Namespace) -> None:
             print(f"{len(times)} pods bound in {span:.2f}s from first bind to last: {rate:.0f} pods/s")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
             text = reply.read().decode()
-        attempts = metric_value(text, "scheduler_scheduling_attempt_duration_seconds_count") or 0
-        total = metric_value(text, "scheduler_scheduling_attempt_duration_seconds_sum") or 0
-        scheduled = metric_value(text, "scheduler_schedule_attempts_total", {"result": "scheduled"})
+        attempts = metric_value(text, "gpuq_scheduler_scheduling_attempt_duration_seconds_count") or 0
+        total = metric_value(text, "gpuq_scheduler_scheduling_attempt_duration_seconds_sum") or 0
+        scheduled = metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"})
         # utime + stime of the scheduler process (fields 14 and 15 of /proc/<pid>/stat, in ticks).
         fields = Path(f"/proc/{scheduler.pid}/stat").read_text().rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -126,19 +126,19 @@ async def test_pods_deleted_while_their_binds_are_in_flight_are_forgotten(
             return sum(
                 float(line.rpartition(" ")[2])
                 for line in text.splitlines()
-                if line.startswith("scheduler_pending_pods")
+                if line.startswith("gpuq_scheduler_pending_pods")
             )
 
         async def no_pending() -> bool:
             return pending_total() == 0.0
 
-        await eventually(no_pending, 30, "scheduler_pending_pods back to 0", scheduler.log)
+        await eventually(no_pending, 30, "gpuq_scheduler_pending_pods back to 0", scheduler.log)
         # A deleted pod is forgotten, never retried: at most one attempt per pod ever created
         # (before, a 404 requeued the pod, which was retried forever, reserving each time).
         await asyncio.sleep(3)
         text = scheduler.metrics()
         attempts = sum(
-            metric_value(text, "scheduler_schedule_attempts_total", {"result": r}) or 0.0
+            metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": r}) or 0.0
             for r in ("scheduled", "unschedulable", "error")
         )
         assert attempts <= PODS, f"{attempts} attempts for {PODS} pods\n{scheduler.log(200)}"

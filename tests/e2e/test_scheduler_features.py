@@ -271,7 +271,7 @@ async def test_gpu_resource_quota_refuses_the_worker_over_max_workers(
 ) -> None:
     """gpu-resource-quota.md with Semantics 5: maxWorkers 2, each pod is one worker; the third is
     refused. status.used, availablePercent (two decimals) and both conditions are written; crossing
-    the 80% alert threshold emits QuotaAlertThreshold; gpu_quota_usage_ratio follows."""
+    the 80% alert threshold emits QuotaAlertThreshold; gpuq_gpu_quota_usage_ratio follows."""
     name = f"gpuq-{cluster.test_id}"
     ns = cluster.namespace
     config = BASE_TIER + "  - name: gpu-quota\n"
@@ -336,12 +336,12 @@ async def test_gpu_resource_quota_refuses_the_worker_over_max_workers(
     await eventually(alert, 30, "a QuotaAlertThreshold event", scheduler.log)
     text = scheduler.metrics()
     ratio = fixtures.metric_value(
-        text, "gpu_quota_usage_ratio", {"namespace": ns, "resource_type": "workers"}
+        text, "gpuq_gpu_quota_usage_ratio", {"namespace": ns, "resource_type": "workers"}
     )
     assert ratio == 1.0, text
     assert (
         fixtures.metric_value(
-            text, "gpu_quota_usage_ratio", {"namespace": ns, "resource_type": "requests.tflops"}
+            text, "gpuq_gpu_quota_usage_ratio", {"namespace": ns, "resource_type": "requests.tflops"}
         )
         == 0.2
     )

@@ -141,7 +141,9 @@ async def test_leader_election_standby_takes_over_and_nothing_binds_twice(
     seen = await eventually(lambda: events_of(first), 30, "the leader binds the first pods", a.log)
     assert {seen[p][0][0] for p in first} == {"replica-a"}
     standby = b.metrics()
-    assert metric_value(standby, "scheduler_schedule_attempts_total", {"result": "scheduled"}) == 0, standby
+    assert metric_value(standby, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"}) == 0, (
+        standby
+    )
 
     a.kill()  # no release: the standby must wait for the lease to expire
     second = {f"second-{i}" for i in range(5)}
@@ -156,8 +158,8 @@ async def test_leader_election_standby_takes_over_and_nothing_binds_twice(
     pods = await cluster.pods()
     assert all(node_of(p) for p in pods.values())
     text = b.metrics()
-    assert metric_value(text, "scheduler_schedule_attempts_total", {"result": "scheduled"}) == 5, text
-    assert metric_value(text, "scheduler_binds_total", {"result": "conflict"}) in (None, 0.0), text
+    assert metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"}) == 5, text
+    assert metric_value(text, "gpuq_scheduler_binds_total", {"result": "conflict"}) in (None, 0.0), text
     # A clean stop releases the Lease for the next replica.
     assert b.terminate() == 0, b.log()
     assert await lease_holder(cluster, lease) == ""
@@ -169,7 +171,8 @@ async def _holder_is(cluster: Cluster, lease: str, identity: str) -> bool:
 
 async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFactory) -> None:
     """/metrics carries design.md's names with values that match what happened: 4 pods scheduled,
-    1 unschedulable (parked), elastic_quota_used 4 cores (min and max 4), extension-point timings observed."""
+    1 unschedulable (parked), gpuq_elastic_quota_used 4 cores (min and max 4), extension-point timings
+    observed."""
     name = f"gpuq-{cluster.test_id}"
     await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
     await cluster.create(
@@ -184,23 +187,27 @@ async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFac
 
     async def final() -> str | None:
         text = scheduler.metrics()
-        return text if metric_value(text, "elastic_quota_used", {"resource": "cpu"}) == 4 else None
+        return text if metric_value(text, "gpuq_elastic_quota_used", {"resource": "cpu"}) == 4 else None
 
-    text = await eventually(final, 30, "elastic_quota_used cpu 4", scheduler.log)
+    text = await eventually(final, 30, "gpuq_elastic_quota_used cpu 4", scheduler.log)
     ns = cluster.namespace
-    assert metric_value(text, "elastic_quota_used", {"namespace": ns, "resource": "cpu"}) == 4
-    assert metric_value(text, "elastic_quota_min", {"namespace": ns, "resource": "cpu"}) == 4
-    assert metric_value(text, "elastic_quota_max", {"namespace": ns, "resource": "cpu"}) == 4
-    assert metric_value(text, "scheduler_schedule_attempts_total", {"result": "scheduled"}) == 4
-    assert (metric_value(text, "scheduler_schedule_attempts_total", {"result": "unschedulable"}) or 0) >= 1
-    assert metric_value(text, "scheduler_schedule_attempts_total", {"result": "error"}) == 0
-    attempts = metric_value(text, "scheduler_scheduling_attempt_duration_seconds_count")
+    assert metric_value(text, "gpuq_elastic_quota_used", {"namespace": ns, "resource": "cpu"}) == 4
+    assert metric_value(text, "gpuq_elastic_quota_min", {"namespace": ns, "resource": "cpu"}) == 4
+    assert metric_value(text, "gpuq_elastic_quota_max", {"namespace": ns, "resource": "cpu"}) == 4
+    assert metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"}) == 4
+    assert (
+        metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": "unschedulable"}) or 0
+    ) >= 1
+    assert metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": "error"}) == 0
+    attempts = metric_value(text, "gpuq_scheduler_scheduling_attempt_duration_seconds_count")
     assert attempts is not None and attempts >= 5
-    assert metric_value(text, "scheduler_pending_pods", {"queue": "unschedulable"}) == 1
-    assert metric_value(text, "scheduler_pending_pods", {"queue": "active"}) == 0
+    assert metric_value(text, "gpuq_scheduler_pending_pods", {"queue": "unschedulable"}) == 1
+    assert metric_value(text, "gpuq_scheduler_pending_pods", {"queue": "active"}) == 0
     for point in ("PreFilter", "Filter", "Score", "Reserve"):
         count = metric_value(
-            text, "scheduler_framework_extension_point_duration_seconds_count", {"extension_point": point}
+            text,
+            "gpuq_scheduler_framework_extension_point_duration_seconds_count",
+            {"extension_point": point},
         )
         assert count is not None and count >= 1, point
     for family in (
@@ -208,7 +215,7 @@ async def test_metrics_after_a_run(cluster: Cluster, run_scheduler: SchedulerFac
         "volcano_queue_card_allocated",
         "volcano_queue_card_request",
         "volcano_queue_card_capacity",
-        "gpu_quota_usage_ratio",
+        "gpuq_gpu_quota_usage_ratio",
     ):
         assert f"# TYPE {family} gauge" in text, family
     code, body = scheduler.get("/livez")

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
+from prometheus_client.samples import Sample
 
 from common.kube.diff import Change
 from common.kube.informer import InformerSet
+from common.model.annotations import QUEUE_NAME
 from common.model.config import SchedulerConfig
 from common.model.pods import PodInfo
 from scheduler.cycle import Attempt, Scheduler
@@ -20,7 +22,7 @@ from scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
 from scheduler.kube.loop import attempt_result
 from scheduler.kube.quota_status import QuotaStatus
 from scheduler.memory_backend import MemoryBackend
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics, gpuq_version
 from scheduler.plugins import default_registry
 from scheduler.service import JsonFormatter
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
@@ -286,8 +288,11 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     metrics.watch(quota.snapshot)
     feed.apply(add(NODE.copy().name("n1").obj()))
     feed.apply(add(QUOTA.copy().min(cpu="2").max(cpu="2").obj()))
+    feed.apply(add(MakeQueue("team-a").resource_version("1").obj()))
+    feed.apply(add(MakeQueue("idle").resource_version("1").obj()))
     feed.apply(add(POD.copy().name("a").uid("uid-a").node("n1").obj()))
-    feed.apply(add(POD.copy().name("b").uid("uid-b").req(cpu="3").obj()))
+    in_team_a = POD.copy().name("b").uid("uid-b").req(cpu="3").annotation(QUEUE_NAME, "team-a")
+    feed.apply(add(in_team_a.obj()))
     for attempt in drain(scheduler):
         metrics.attempt(attempt_result(attempt), 0.001)
     metrics.observe("Filter", 0.0001)
@@ -295,17 +300,55 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
         "GPUResourceQuota", "ns", "q", {"availablePercent": {"workers": "25.00", "requests.tflops": "x"}}
     )
     text = generate_latest(metrics.registry).decode()
-    assert 'scheduler_schedule_attempts_total{result="unschedulable"} 1.0' in text
-    assert 'scheduler_schedule_attempts_total{result="scheduled"} 0.0' in text
-    assert "scheduler_scheduling_attempt_duration_seconds_count 1.0" in text
-    assert 'scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter"}' in text
-    assert 'scheduler_pending_pods{queue="unschedulable"} 1.0' in text
-    assert 'elastic_quota_used{namespace="ns",resource="cpu"} 1.0' in text
-    assert 'elastic_quota_min{namespace="ns",resource="cpu"} 2.0' in text
-    assert 'elastic_quota_max{namespace="ns",resource="cpu"} 2.0' in text
-    assert 'gpu_quota_usage_ratio{namespace="ns",resource_type="workers"} 0.75' in text
+    assert 'gpuq_scheduler_schedule_attempts_total{result="unschedulable"} 1.0' in text
+    assert 'gpuq_scheduler_schedule_attempts_total{result="scheduled"} 0.0' in text
+    assert "gpuq_scheduler_scheduling_attempt_duration_seconds_count 1.0" in text
+    assert 'gpuq_scheduler_framework_extension_point_duration_seconds_count{extension_point="Filter"}' in text
+    assert 'gpuq_scheduler_pending_pods{queue="unschedulable"} 1.0' in text
+    # Per Volcano queue: the pending pod's queue, and every known Queue at 0.
+    assert 'gpuq_queue_pending_pods{queue_name="team-a"} 1.0' in text
+    assert 'gpuq_queue_pending_pods{queue_name="idle"} 0.0' in text
+    assert 'gpuq_elastic_quota_used{namespace="ns",resource="cpu"} 1.0' in text
+    assert 'gpuq_elastic_quota_min{namespace="ns",resource="cpu"} 2.0' in text
+    assert 'gpuq_elastic_quota_max{namespace="ns",resource="cpu"} 2.0' in text
+    assert 'gpuq_gpu_quota_usage_ratio{namespace="ns",resource_type="workers"} 0.75' in text
+    assert f'gpuq_build_info{{version="{gpuq_version()}"}} 1.0' in text
+    assert "gpuq_preemptions_total 0.0" in text
+    assert "gpuq_pod_scheduling_wait_seconds_count 0.0" in text
     for family in ("deserved", "allocated", "request", "capacity"):
         assert f"# TYPE volcano_queue_card_{family} gauge" in text
+    # Never a kube-scheduler name: every family is gpuq's own or the capacity-card design's.
+    families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert families and all(f.startswith(("gpuq_", "volcano_queue_card_")) for f in families), families
+    assert "_created" not in text
+
+
+def test_wait_histogram_runs_from_first_seen_pending_to_the_bind() -> None:
+    """gpuq_pod_scheduling_wait_seconds: from the first time the feed saw the pod pending (later
+    updates do not restart it) to its bind succeeding; a pod another scheduler bound is no wait of ours."""
+    scheduler, _, _, _ = make()
+    metrics = SchedulerMetrics()
+    clock = Clock()
+    feed = Feed(scheduler, on_waited=metrics.wait.observe, clock=clock)
+    feed.ready = True
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    clock.now = 10.0
+    pod = POD.copy().name("w").uid("uid-w")
+    feed.apply(add(pod.obj()))
+    clock.now = 11.0
+    feed.apply(update(pod.obj(), pod.copy().label("x", "y").resource_version("2").obj()))
+    clock.now = 12.5
+    (attempt,) = drain(scheduler)
+    assert attempt.node == "n1"
+    feed.assume("ns/w")
+    other = POD.copy().name("o").uid("uid-o")
+    feed.apply(add(other.obj()))
+    feed.apply(update(other.obj(), other.copy().node("n1").resource_version("2").obj()))
+    feed.assume("ns/o")  # nothing of ours to report: the watch showed it bound by someone else
+    assert metrics.wait.collect()[0].samples[-2:] == [
+        Sample("gpuq_pod_scheduling_wait_seconds_count", {}, 1.0, None, None),
+        Sample("gpuq_pod_scheduling_wait_seconds_sum", {}, 2.5, None, None),
+    ]
 
 
 def test_json_log_lines() -> None:

@@ -392,10 +392,14 @@ def test_probes_and_metrics(ca: KeyPair, tmp_path: Path) -> None:
         status, text = plain.get("/metrics")
         assert status == 200
         metrics = text.decode()
-        assert 'admission_requests_total{allowed="false",kind="Pod",operation="CREATE"} 1.0' in metrics
-        assert 'admission_requests_total{allowed="true",kind="Pod",operation="CREATE"} 1.0' in metrics
-        assert 'admission_malformed_requests_total{reason="malformed"} 1.0' in metrics
-        assert "admission_request_duration_seconds_bucket" in metrics
+        assert 'gpuq_admission_requests_total{allowed="false",kind="Pod",operation="CREATE"} 1.0' in metrics
+        assert 'gpuq_admission_requests_total{allowed="true",kind="Pod",operation="CREATE"} 1.0' in metrics
+        assert 'gpuq_admission_malformed_requests_total{reason="malformed"} 1.0' in metrics
+        assert "gpuq_admission_request_duration_seconds_bucket" in metrics
+        assert 'gpuq_build_info{version="' in metrics
+        families = [line.split()[2] for line in metrics.splitlines() if line.startswith("# TYPE ")]
+        assert families and all(f.startswith("gpuq_") for f in families), families
+        assert "_created" not in metrics
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -307,7 +307,7 @@ class ElasticQuotaInfos:
         return {"used": info.used.nonzero().to_quantities()}
 
     def used_numbers(self, namespace: str) -> dict[str, int | float]:
-        """``used`` in each resource's own unit, for ``elastic_quota_used{namespace,resource}``."""
+        """``used`` in each resource's own unit, for ``gpuq_elastic_quota_used{namespace,resource}``."""
         info = self.get(namespace)
         if info is None:
             raise KeyError(namespace)

@@ -2,7 +2,7 @@
 
 What a status sync writes for one namespace from its quota and usage: ``used``, ``availablePercent``
 (a two-decimal string per limited resource), the ``Ready`` and ``AlertThresholdReached`` conditions,
-the ratios behind the ``gpu_quota_usage_ratio`` metric, and the QuotaAlertThreshold event when usage
+the ratios behind the ``gpuq_gpu_quota_usage_ratio`` metric, and the QuotaAlertThreshold event when usage
 crosses the alert threshold upward. :class:`ReportedStatus` is what the previous sync said, so a
 condition keeps its ``lastTransitionTime`` while its status holds and the event fires once per crossing.
 
@@ -36,7 +36,7 @@ class GPUQuotaStatus:
     """What a status sync writes and reports for one namespace."""
 
     status: dict[str, Any]  # the CR's `status`
-    ratios: dict[str, float]  # resource_type -> used/limit, for gpu_quota_usage_ratio
+    ratios: dict[str, float]  # resource_type -> used/limit, for gpuq_gpu_quota_usage_ratio
     event: EventRecord | None  # QuotaAlertThreshold when usage crossed the threshold upward
 
 
@@ -51,7 +51,7 @@ class ReportedStatus:
         self.conditions: dict[str, dict[str, str]] = {}
 
 
-# resource_type label values of gpu_quota_usage_ratio, and availablePercent keys.
+# resource_type label values of gpuq_gpu_quota_usage_ratio, and availablePercent keys.
 REQUESTS_TFLOPS: Final = "requests.tflops"
 REQUESTS_VRAM: Final = "requests.vram"
 LIMITS_TFLOPS: Final = "limits.tflops"
