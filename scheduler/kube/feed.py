@@ -198,7 +198,9 @@ class Feed:
             return
         if pod.bound:
             self.assumed.discard(key)
-            self._seen.pop(key, None)  # bound by another hand: no wait of ours to report
+            ours = self.scheduler.cluster.pods.get(key)  # assumed by our cycle before its bind
+            if ours is None or ours.node_name != pod.node_name:
+                self._seen.pop(key, None)  # bound by another hand: no wait of ours to report
             if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
                 return
