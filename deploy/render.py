@@ -1,7 +1,9 @@
 """Render the kustomize trees of deploy/ from the Helm chart, the single source of truth of gpuq's manifests.
 
-    python deploy/render.py           # rewrite the generated files
-    python deploy/render.py --check   # exit 1, naming the stale files, when they differ from the chart
+    python deploy/render.py                 # rewrite the generated files
+    python deploy/render.py --check         # exit 1, naming the stale files, when they differ from the chart
+    python deploy/render.py --package DIR   # DIR/gpuq-<version>.tgz: the chart for `helm install` or
+                                            # `helm push` (byte for byte the same from the same chart)
 
 Generated (never edit them by hand; edit deploy/helm/gpuq and re-run):
     deploy/base/gpuq.yaml               the chart's defaults, as plain manifests (plus the Namespace)
@@ -16,10 +18,14 @@ Helm is found as $HELM, else on PATH, else where tests/e2e/controlplane/build.sh
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -104,12 +110,50 @@ def stale(expected: dict[Path, str]) -> list[Path]:
     return sorted(wrong + extra)
 
 
+def package(helm: str, directory: Path) -> Path:
+    """``helm package`` the chart into ``directory``, made reproducible: the archive helm writes
+    stamps every file with the time of packaging; here every entry gets mtime 0, owner root and
+    mode 0644 (helm's own), in helm's order, and the gzip header no time and no file name."""
+    with tempfile.TemporaryDirectory() as scratch:
+        argv = [helm, "package", str(CHART), "--destination", scratch]
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RenderError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+        (built,) = Path(scratch).glob("*.tgz")
+        tar_bytes = io.BytesIO()
+        with (
+            tarfile.open(built, "r:gz") as source,
+            tarfile.open(fileobj=tar_bytes, mode="w", format=tarfile.GNU_FORMAT) as out,
+        ):
+            for member in source.getmembers():
+                content = source.extractfile(member) if member.isfile() else None
+                member.mtime = 0
+                member.uid = member.gid = 0
+                member.uname = member.gname = ""
+                if member.isfile():
+                    member.mode = 0o644
+                out.addfile(member, content)
+        target = directory / built.name
+    directory.mkdir(parents=True, exist_ok=True)
+    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped:
+        zipped.write(tar_bytes.getvalue())
+    return target
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--check", action="store_true", help="only report stale generated files")
+    parser.add_argument("--package", metavar="DIR", type=Path, help="write DIR/gpuq-<version>.tgz only")
     args = parser.parse_args(argv)
+    if args.package is not None:
+        try:
+            print(f"wrote {package(find_helm(), args.package)}")
+        except RenderError as err:
+            print(f"render.py: {err}", file=sys.stderr)
+            return 2
+        return 0
     try:
         expected = outputs(find_helm())
     except RenderError as err:

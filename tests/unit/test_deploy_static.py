@@ -6,6 +6,7 @@ The server-side checks are in tests/e2e/test_deploy.py and test_rbac.py."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,39 @@ def test_dockerfile_is_pinned_slim_non_root_and_fetches_nothing_remote() -> None
     assert not [args for op, args in INSTRUCTIONS if op == "ADD"]
     assert "PYTHONDONTWRITEBYTECODE=1" in DOCKERFILE
     assert INSTRUCTIONS[-2][0] == "ENTRYPOINT" and "gpuq" in INSTRUCTIONS[-2][1]
+
+
+# Maps whose keys are the user's (resources, labels, selectors): one row for the whole map.
+_OPAQUE = {
+    "scheduler.resources",
+    "webhook.resources",
+    "monitoring.dashboard.labels",
+    "monitoring.serviceMonitorLabels",
+    "certManager.issuerRef",
+    "scheduler.nodeSelector",
+    "webhook.nodeSelector",
+}
+
+
+def _value_keys(values: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and path not in _OPAQUE:
+            keys += _value_keys(value, f"{path}.")
+        else:
+            keys.append(path)
+    return keys
+
+
+def test_chart_readme_documents_every_value_and_the_schema_every_key() -> None:
+    chart = DEPLOY / "helm" / "gpuq"
+    table = (chart / "README.md").read_text().split("## Values", 1)[1]
+    documented = re.findall(r"^\| `([^`]+)` \|", table, flags=re.M)
+    assert documented == _value_keys(VALUES)
+    schema = json.loads((chart / "values.schema.json").read_text())
+    for key in documented:
+        node = schema
+        for part in key.split("."):
+            assert part in node.get("properties", {}), f"{key}: not in values.schema.json"
+            node = node["properties"][part]

@@ -1,0 +1,117 @@
+"""The Helm chart as a user meets it (issue 16): values.schema.json refuses bad values at `helm template`
+/ `helm install`, the packaged chart (``python deploy/render.py --package``) is reproducible and renders
+what the chart directory renders, and a `helm install` of the package (a server-side dry run on the
+real apiserver: nothing is left behind) succeeds and prints the NOTES.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e.test_deploy import NAMESPACE, render, system_namespace
+
+pytestmark = pytest.mark.e2e
+
+__all__ = ["system_namespace"]  # the fixture, shared with test_deploy.py
+
+
+def template(*settings: str) -> subprocess.CompletedProcess[str]:
+    argv = [render.find_helm(), "template", "gpuq", str(render.CHART), "--kube-version", render.KUBE_VERSION]
+    for setting in settings:
+        argv += ["--set", setting]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("webhook.failurePolicy=Fial", "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'"),
+        ("webhook.failurPolicy=Fail", "at '/webhook': additional properties 'failurPolicy' not allowed"),
+        ("scheduler.replicas=0", "at '/scheduler/replicas': minimum: got 0, want 1"),
+        ("monitoring.pendingFor=15", "at '/monitoring/pendingFor': got number, want string"),
+        (
+            "monitoring.quotaThresholdRatio=90",
+            "at '/monitoring/quotaThresholdRatio': maximum: got 90, want 1",
+        ),
+        ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+    ],
+)
+def test_schema_refuses_bad_values_naming_the_value(setting: str, message: str) -> None:
+    result = template(setting)
+    assert result.returncode != 0, result.stdout[:200]
+    assert "values don't meet the specifications of the schema" in result.stderr, result.stderr
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        (),
+        ("webhook.failurePolicy=Ignore", "webhook.mutatingFailurePolicy=Fail"),
+        ("webhook.excludedNamespaces=null",),
+        ("webhook.excludedNamespaces={}",),
+        ("webhook.excludedNamespaces={kube-system,monitoring}",),
+        (
+            "certManager.enabled=true",
+            "certManager.issuerRef.name=ca",
+            "certManager.issuerRef.kind=ClusterIssuer",
+        ),
+        ("monitoring.enabled=true", "monitoring.quotaThresholdFor=5s", "monitoring.serviceMonitorLabels.x=y"),
+        ("plainManifests=true", "namespace.create=true", "certs.ttlSecondsAfterFinished=600"),
+        ("webhook.pdb.minAvailable=50%", "scheduler.logFormat=text", "image.tag=0.1.0"),
+    ],
+)
+def test_schema_accepts_what_the_chart_documents(settings: tuple[str, ...]) -> None:
+    result = template(*settings)
+    assert result.returncode == 0, result.stderr
+
+
+def test_package_is_reproducible_complete_and_renders_as_the_chart(tmp_path: Path) -> None:
+    helm = render.find_helm()
+    first = render.package(helm, tmp_path / "one")
+    second = render.package(helm, tmp_path / "two")
+    assert first.name == "gpuq-0.1.0.tgz"
+    assert first.read_bytes() == second.read_bytes()
+    with tarfile.open(first) as archive:
+        names = set(archive.getnames())
+    for name in ("Chart.yaml", "values.yaml", "values.schema.json", "README.md", "templates/NOTES.txt"):
+        assert f"gpuq/{name}" in names, name
+    assert {f"gpuq/crds/{p.name}" for p in (render.CHART / "crds").glob("*.yaml")} <= names
+    for settings in ((), ("monitoring.enabled=true", "certManager.enabled=true")):
+        from_dir = render.helm_template(helm, settings, "--include-crds")
+        argv = [helm, "template", render.RELEASE, str(first), "--namespace", render.NAMESPACE]
+        argv += ["--kube-version", render.KUBE_VERSION, "--include-crds"]
+        for setting in settings:
+            argv += ["--set", setting]
+        from_package = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        assert from_package == from_dir
+    lint = subprocess.run([helm, "lint", str(first)], capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_helm_install_of_the_package_on_the_apiserver_prints_the_notes(
+    control_plane: ControlPlane, system_namespace: str, tmp_path: Path
+) -> None:
+    """`helm install <package>` as a user without a checkout runs it, as a server-side dry run: every
+    object is accepted by the real apiserver and the NOTES tell what to do next."""
+    helm = render.find_helm()
+    chart = render.package(helm, tmp_path)
+    argv = [helm, "install", "gpuq", str(chart), "--namespace", NAMESPACE, "--dry-run=server"]
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "HELM_CACHE_HOME": str(tmp_path)}
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("\nNOTES:\n", 1)[1]
+    assert "gpuq 0.1.0 is installed in namespace gpuq-system" in notes
+    assert "schedulerName: gpuq-scheduler" in notes
+    assert "rollout status deployment/gpuq-scheduler deployment/gpuq-webhook" in notes
+    assert "gpuq-scheduler-metrics.gpuq-system:10259/metrics" in notes  # monitoring off: scrape it
+    bad = subprocess.run(
+        [*argv, "--set", "webhook.failurePolicy=Fial"], capture_output=True, text=True, check=False, env=env
+    )
+    assert bad.returncode != 0 and "'/webhook/failurePolicy'" in bad.stderr, bad.stderr
