@@ -11,15 +11,16 @@ they describe.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+from common.kube.metrics import register_build_info
 
 SCHEDULED: Final = "scheduled"
 UNSCHEDULABLE: Final = "unschedulable"
@@ -31,16 +32,6 @@ _POINT_BUCKETS: Final = tuple(0.0001 * 2**i for i in range(12))
 # kube-scheduler's pod_scheduling_sli_duration_seconds buckets: 10 ms doubling to about 1.5 h.
 _WAIT_BUCKETS: Final = tuple(0.01 * 2**i for i in range(20))
 _Key = TypeVar("_Key", bound=tuple[str, ...])  # a gauge sample's label values
-
-disable_created_metrics()  # process-wide: no `_created` series beside counters and histograms
-
-
-def gpuq_version() -> str:
-    """The installed distribution's version (``gpuq_build_info{version}``)."""
-    try:
-        return importlib.metadata.version("gpuq")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +92,7 @@ class SchedulerMetrics:
         self.status_writes = counter(
             "gpuq_scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
-        Gauge(
-            "gpuq_build_info", "Always 1; the running gpuq version.", ["version"], registry=self.registry
-        ).labels(gpuq_version()).set(1)
+        register_build_info(self.registry)
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)
         self._snapshot: Callable[[], StateSnapshot] | None = None

@@ -9,24 +9,16 @@ unbounded label would let any client grow the metric without limit.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from common.kube.metrics import register_build_info
 
 REVIEWED_KINDS: Final = frozenset({"Pod", "PodGroup", "Queue", "ElasticQuota", "GPUResourceQuota"})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # Admission answers take tens of microseconds; the apiserver gives up after timeoutSeconds (10 s).
 _BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)
-
-disable_created_metrics()  # process-wide: no `_created` series beside counters and histograms
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("gpuq")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class WebhookMetrics:
@@ -63,9 +55,7 @@ class WebhookMetrics:
             "gpuq_admission_certificate_reloads",
             "Serving certificate pairs loaded after a change of the files.",
         )
-        Gauge(
-            "gpuq_build_info", "Always 1; the running gpuq version.", ["version"], registry=self.registry
-        ).labels(_version()).set(1)
+        register_build_info(self.registry)
         self._children: dict[tuple[str, str, bool], Counter] = {}
         self.validate_duration = self.duration.labels("validate")
         self.mutate_duration = self.duration.labels("mutate")

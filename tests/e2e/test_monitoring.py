@@ -32,7 +32,7 @@ import yaml
 
 from certs import create_ca, issue_serving_certificate, write_key_pair
 from tests import monitoring
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
+from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue, scheduler_config
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
@@ -51,19 +51,11 @@ SCHEDULER_JOB = "gpuq-scheduler-metrics"
 WEBHOOK_JOB = "gpuq-webhook"
 CARD = "NVIDIA-A100-SXM4-80GB"
 GPU_NODE = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: true, nodeOrderWeight: 1.0}
-  - name: capacity-scheduling
-  - name: gpu-quota
-"""
+CONFIG = scheduler_config(
+    "name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true, nodeOrderWeight: 1.0}",
+    "name: capacity-scheduling",
+    "name: gpu-quota",
+)
 SHORT_FOR = ("monitoring.quotaThresholdFor=5s", "monitoring.pendingFor=5s")
 FIRING = {"GpuqGPUQuotaNearLimit", "GpuqQueueCardQuotaNearLimit", "GpuqPodsPendingTooLong"}
 

@@ -13,6 +13,7 @@ from prometheus_client.samples import Sample
 
 from common.kube.diff import Change
 from common.kube.informer import InformerSet
+from common.kube.metrics import gpuq_version
 from common.model.annotations import QUEUE_NAME
 from common.model.config import SchedulerConfig
 from common.model.pods import PodInfo
@@ -22,7 +23,7 @@ from scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
 from scheduler.kube.loop import attempt_result
 from scheduler.kube.quota_status import QuotaStatus
 from scheduler.memory_backend import MemoryBackend
-from scheduler.metrics import SchedulerMetrics, gpuq_version
+from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import default_registry
 from scheduler.service import JsonFormatter
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
@@ -348,7 +349,8 @@ def test_wait_histogram_runs_from_first_seen_pending_to_the_bind() -> None:
     feed.apply(add(other.obj()))
     feed.apply(update(other.obj(), other.copy().node("n1").resource_version("2").obj()))
     feed.assume("ns/o")  # nothing of ours to report: the watch showed it bound by someone else
-    assert metrics.wait.collect()[0].samples[-2:] == [
+    (family,) = metrics.wait.collect()
+    assert family.samples[-2:] == [
         Sample("gpuq_pod_scheduling_wait_seconds_count", {}, 1.0, None, None),
         Sample("gpuq_pod_scheduling_wait_seconds_sum", {}, 2.5, None, None),
     ]
