@@ -47,7 +47,7 @@ from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
 from scheduler.kube.feed import REPLAY_ORDER, Feed
 from scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
 from scheduler.kube.quota_status import QuotaStatus
-from scheduler.metrics import SchedulerMetrics
+from scheduler.metrics import SchedulerMetrics, StateSnapshot
 from scheduler.plugins import default_registry
 
 log = logging.getLogger("gpuq.scheduler")
@@ -273,7 +273,9 @@ class Service:
         backend.settled = feed.settled
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status
-        self.metrics.watch(quota.snapshot)
+        # A standby's state gauges would show every pending pod as queued forever and a quota as it
+        # stood when the standby last looked: only the leader reports them (design.md "Metrics").
+        self.metrics.watch(lambda: quota.snapshot() if self.leading() else StateSnapshot())
 
         def handler(change: Change) -> None:
             if change.type == "delete" and change.obj.get("kind") == "Pod":

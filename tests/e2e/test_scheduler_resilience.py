@@ -144,6 +144,9 @@ async def test_leader_election_standby_takes_over_and_nothing_binds_twice(
     assert metric_value(standby, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"}) == 0, (
         standby
     )
+    # The state gauges are the leader's alone: a standby's would count every pending pod as queued.
+    assert "gpuq_scheduler_pending_pods{" not in standby and "gpuq_queue_pending_pods{" not in standby
+    assert metric_value(a.metrics(), "gpuq_scheduler_pending_pods", {"queue": "active"}) == 0
 
     a.kill()  # no release: the standby must wait for the lease to expire
     second = {f"second-{i}" for i in range(5)}
