@@ -1,0 +1,82 @@
+"""``drf``: job order by dominant resource share (Volcano's drf job order), glue over
+:func:`common.model.drf.dominant_share`.
+
+A pod's key is its job's dominant share (its PodGroup's bound pods over the cluster's allocatable;
+a pod without a PodGroup is a job of its own, with nothing placed yet), then creation time and
+namespace/name, so equal shares order as the priority plugin's tie-break does and the same input
+always schedules in the same order.
+
+Shares move as pods are placed: the key is *live* (``QueueSortPlugin.live``), so the scheduling queue
+reads it again when a pod reaches the head and puts the pod back behind a job whose share is now
+smaller. That is Volcano's allocate action, which pushes a job back into its queue after placing a
+task, so two jobs on one node get one pod each (``allocate_test.go``, "two Jobs on one node").
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from common.model.annotations import GROUP_NAME
+from common.model.drf import dominant_share
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
+from scheduler.framework.interfaces import Handle, QueueSortPlugin
+from scheduler.framework.registry import PluginSettings
+
+NAME: Final = "drf"
+
+
+class DRF(QueueSortPlugin):
+    name = NAME
+    live: ClassVar[bool] = True
+
+    def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
+        super().__init__(handle)
+        self._allocated: dict[str, dict[str, int]] = {}  # PodGroup key -> what its placed pods hold
+        self._total: dict[str, int] | None = None
+        handle.cluster.subscribe(self)
+
+    # -- ClusterListener ----------------------------------------------------------------------------
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        self._total = None
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self._charge(pod, 1)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._charge(pod, -1)
+
+    def _charge(self, pod: PodInfo, sign: int) -> None:
+        group = pod.annotations.get(GROUP_NAME)
+        if not group:
+            return
+        held = self._allocated.setdefault(f"{pod.namespace}/{group}", {})
+        for resource, amount in pod.requests_with_pod_count.items():
+            held[resource] = held.get(resource, 0) + sign * amount
+
+    # -- the share ------------------------------------------------------------------------------------
+    def total(self) -> dict[str, int]:
+        """The cluster's allocatable, summed over the live nodes."""
+        if self._total is None:
+            cluster = self.handle.cluster
+            n = cluster.n
+            column = cluster.allocatable[:n][cluster.alive[:n]].sum(axis=0)
+            self._total = {r: int(column[c]) for c, r in enumerate(cluster.columns.names)}
+        return self._total
+
+    def share(self, pod: PodInfo) -> float:
+        """The dominant share of ``pod``'s job."""
+        group = pod.annotations.get(GROUP_NAME)
+        if not group:
+            return 0.0  # a job of its own: nothing of it is placed while it waits
+        held = self._allocated.get(f"{pod.namespace}/{group}")
+        if not held:
+            return 0.0
+        return dominant_share(held, self.total())[1]
+
+    def job_order_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        """drf's own criterion (for combining job orders across plugins): smaller share first."""
+        return (self.share(pod),)
+
+    def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        return (self.share(pod), pod.creation_timestamp, pod.namespace, pod.name)

@@ -1,0 +1,278 @@
+"""nodeorder (common/model/nodeorder.py, scheduler/plugins/nodeorder.py): kube-scheduler 1.36's
+scorers against hand-computed values, Volcano's weight arguments, and the cases of Volcano's
+``pkg/scheduler/plugins/nodeorder/nodeorder_test.go`` TestNodeOrderPlugin through ``gpuq simulate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from common.model import nodeorder
+from common.model.errors import ConfigError
+from tests.builders import MakePod, MakePodGroup, MakeQueue
+from tests.unit.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
+
+GI = 2**30
+I64 = np.int64
+
+# -- the scorers by hand ------------------------------------------------------------------------------
+
+
+def _a(*values: int) -> np.ndarray:
+    return np.array(values, dtype=I64)
+
+
+def test_least_and_most_requested_by_hand() -> None:
+    """A 1-cpu, 1G pod on 2 cpu / 4Gi and 4 cpu / 8Gi empty nodes.
+
+    least: cpu (2000-1000)*100//2000 = 50, memory (4Gi-1e9)*100//4Gi = 76, (50*50 + 76*50)//100 = 63;
+    cpu 75, memory 88 -> 81. most: 50 and 1e9*100//4Gi = 23 -> 36; 25 and 11 -> 18."""
+    allocatable = (_a(2000, 4000), _a(4 * GI, 8 * GI))
+    used = (_a(0, 0), _a(0, 0))
+    pod_request = (1000, 10**9)
+    assert nodeorder.fit_scores(allocatable, used, pod_request, most=False).tolist() == [63, 81]
+    assert nodeorder.fit_scores(allocatable, used, pod_request, most=True).tolist() == [36, 18]
+
+
+def test_requested_over_allocatable() -> None:
+    """least: a resource asked beyond the node's scores 0; most: capped at 100."""
+    allocatable = (_a(1000), _a(GI))
+    used = (_a(900), _a(0))
+    assert nodeorder.fit_scores(allocatable, used, (200, GI // 2), most=False).tolist() == [25]  # (0+50)//2
+    assert nodeorder.fit_scores(allocatable, used, (200, GI // 2), most=True).tolist() == [75]  # (100+50)//2
+
+
+def test_pod_without_requests_counts_kube_defaults() -> None:
+    """NonZeroRequested: no cpu request counts 100m, no memory request 200Mi."""
+    assert nodeorder.pod_nonzero({}) == (100, 200 * 2**20)
+    assert nodeorder.pod_nonzero({"cpu": 500, "memory": GI}) == (500, GI)
+
+
+def test_balanced_allocation_by_hand() -> None:
+    """1 cpu / 1Gi on 2 cpu / 2Gi: fractions 0.5, 0.5 -> 100 with the pod, 100 without:
+    50 + (50 + 100 - 100) // 2 = 75. On 4 cpu / 2Gi: 0.25, 0.5 -> std 0.125 -> 87; without 100:
+    50 + (50 + 87 - 100) / 2 = 50 + 18 = 68."""
+    scores = nodeorder.balanced_scores([_a(2000, 4000), _a(2 * GI, 2 * GI)], [_a(0, 0), _a(0, 0)], [1000, GI])
+    assert scores.tolist() == [75, 68]
+
+
+def test_balanced_allocation_three_resources_and_truncation_toward_zero() -> None:
+    """cpu 1/1, memory 0/1, gpu 1/1 with the pod: mean 2/3, std sqrt((1/9+4/9+1/9)/3) = 0.4714 ->
+    int(52.86) = 52; without the pod (all 0) 100: 50 + (50 + 52 - 100) / 2 = 51. A node where the pod
+    unbalances more than 50 points: cpu 1/1, memory 0 -> 50 vs 100: 50 + (50+50-100)/2 = 50."""
+    scores = nodeorder.balanced_scores(
+        [_a(1000, 1000), _a(GI, GI), _a(1000, 0)], [_a(0, 0), _a(0, 0), _a(0, 0)], [1000, 0, 1000]
+    )
+    assert scores.tolist() == [51, 50]
+    # Go truncates -25 / 2 to -12 (Python would floor to -13): with 20 vs 95, 50 + (50+20-95)/2 = 38.
+    fractions = [np.array([0.9]), np.array([0.3])]
+    assert nodeorder._balance(fractions, [np.array([True]), np.array([True])]).tolist() == [70]
+
+
+def test_normalize_and_reverse() -> None:
+    """DefaultNormalizeScore over the candidates: 100 * s // max; reversed 100 - that; all 0 -> 0 or 100."""
+    scores = _a(3, 1, 0, 9)
+    candidates = np.array([True, True, True, False])
+    assert nodeorder.normalize(scores, candidates, reverse=False).tolist() == [100, 33, 0, 0]
+    assert nodeorder.normalize(scores, candidates, reverse=True).tolist() == [0, 67, 100, 0]
+    zeros = _a(0, 0)
+    both = np.array([True, True])
+    assert nodeorder.normalize(zeros, both, reverse=True).tolist() == [100, 100]
+    assert nodeorder.normalize(zeros, both, reverse=False).tolist() == [0, 0]
+
+
+# -- arguments ----------------------------------------------------------------------------------------
+
+
+def test_defaults_are_volcanos() -> None:
+    """calculateWeight's defaults for the scorers gpuq computes: least 1, most 0, nodeaffinity 2,
+    balanced 1, tainttoleration 3."""
+    args = nodeorder.parse_arguments({})
+    assert (args.least_requested, args.most_requested, args.node_affinity) == (1, 0, 2)
+    assert (args.balanced_resource, args.taint_toleration) == (1, 3)
+
+
+@pytest.mark.parametrize("key", ["podaffinity.weight", "imagelocality.weight", "podtopologyspread.weight"])
+def test_scorers_gpuq_cannot_compute_are_refused_unless_zero(key: str) -> None:
+    assert nodeorder.parse_arguments({key: 0}) == nodeorder.parse_arguments({})
+    with pytest.raises(ConfigError) as err:
+        nodeorder.parse_arguments({key: 2})
+    assert str(err.value).startswith(f"{key}: invalid value 2: expected 0 or absent: gpuq does not compute")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"leastrequested.weigth": 1}, "leastrequested.weigth"),
+        ({"mostrequested.weight": -1}, "mostrequested.weight"),
+    ],
+)
+def test_invalid_arguments_are_refused_by_name(arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        nodeorder.parse_arguments(arguments)
+    assert err.value.field == field
+
+
+# -- nodeorder_test.go TestNodeOrderPlugin, through gpuq simulate -----------------------------------
+
+WEIGHTS = {
+    "leastrequested.weight": 0,
+    "mostrequested.weight": 0,
+    "balancedresource.weight": 0,
+    "nodeaffinity.weight": 0,
+    "tainttoleration.weight": 0,
+    "podaffinity.weight": 0,
+    "podtopologyspread.weight": 0,
+    "imagelocality.weight": 0,
+}
+
+
+def _config(**weights: int) -> str:
+    """The test's tiers: gang, then nodeorder with every weight given (0 unless set), plus predicates."""
+    arguments = {**WEIGHTS, **{k.replace("_", "."): v for k, v in weights.items()}}
+    args = ", ".join(f"{k}: {v}" for k, v in arguments.items())
+    return (
+        'actions: "enqueue, allocate"\n'
+        "tiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n"
+        f"    arguments: {{{args}}}\n"
+    )
+
+
+def _objects(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    group = MakePodGroup("pg1", "c1").queue("c1").min_member(0).phase("Inqueue").obj()
+    return [MakeQueue("c1").weight(1).obj(), group, *extra]
+
+
+def _node_scores(out: dict[str, Any], name: str) -> dict[str, float]:
+    return {n: v["scores"]["nodeorder"] for n, v in pod(out, name)["nodes"].items()}
+
+
+def test_nodeorder_test_go_least_allocated_strategy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TestNodeOrderPlugin "leastAllocated strategy": c1/p1 binds to n2."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
+        volcano_node("n1", "2", "4Gi").obj(),
+        volcano_node("n2", "4", "8Gi").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(leastrequested_weight=1), objects)
+    assert pod(out, "p1")["node"] == "n2"
+    assert _node_scores(out, "p1") == {"n1": 63.0, "n2": 81.0}
+
+
+def test_nodeorder_test_go_most_allocated_strategy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TestNodeOrderPlugin "mostAllocated strategy": c1/p1 binds to n1."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
+        volcano_node("n1", "2", "4Gi").obj(),
+        volcano_node("n2", "4", "8Gi").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(mostrequested_weight=1), objects)
+    assert pod(out, "p1")["node"] == "n1"
+    assert _node_scores(out, "p1") == {"n1": 36.0, "n2": 18.0}
+
+
+def test_nodeorder_test_go_balanced_allocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestNodeOrderPlugin "balanced allocation prefers balanced node": c1/p1 binds to n1."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1Gi").group("pg1").obj(),
+        volcano_node("n1", "2", "2Gi").obj(),
+        volcano_node("n2", "4", "2Gi").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(balancedresource_weight=10), objects)
+    assert pod(out, "p1")["node"] == "n1"
+    assert _node_scores(out, "p1") == {"n1": 750.0, "n2": 680.0}
+
+
+def test_nodeorder_test_go_node_affinity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestNodeOrderPlugin "node affinity prefers labeled node": c1/p1 binds to n1 (zone1)."""
+    preferred = [
+        {
+            "weight": 100,
+            "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["zone1"]}]},
+        }
+    ]
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G").group("pg1").spec(affinity=affinity).obj(),
+        volcano_node("n1", "2", "4Gi").label("zone", "zone1").obj(),
+        volcano_node("n2", "2", "4Gi").label("zone", "zone2").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(nodeaffinity_weight=10), objects)
+    assert pod(out, "p1")["node"] == "n1"
+    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 0.0}
+
+
+def test_nodeorder_test_go_taint_toleration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestNodeOrderPlugin "taint toleration prefers non-tainted node": c1/p1 binds to n1."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
+        volcano_node("n1", "2", "4Gi").obj(),
+        volcano_node("n2", "2", "4Gi").taint("key1", "PreferNoSchedule", "value1").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(tainttoleration_weight=10), objects)
+    assert pod(out, "p1")["node"] == "n1"
+    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 0.0}
+
+
+def test_tolerated_prefer_no_schedule_taint_costs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same nodes; a pod tolerating key1 scores both nodes 100 (no intolerable taint anywhere)."""
+    toleration = {"key": "key1", "operator": "Exists", "effect": "PreferNoSchedule"}
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G").group("pg1").spec(tolerations=[toleration]).obj(),
+        volcano_node("n1", "2", "4Gi").obj(),
+        volcano_node("n2", "2", "4Gi").taint("key1", "PreferNoSchedule", "value1").obj(),
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(tainttoleration_weight=10), objects)
+    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 1000.0}
+
+
+@pytest.mark.parametrize(
+    ("case", "key"),
+    [
+        ("inter-pod affinity prefers node with matching pod", "podaffinity.weight"),
+        ("pod topology spread prefers node to reduce skew", "podtopologyspread.weight"),
+    ],
+)
+def test_nodeorder_test_go_scorers_gpuq_does_not_compute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, key: str
+) -> None:
+    """TestNodeOrderPlugin's two other cases set podaffinity.weight or podtopologyspread.weight to 10:
+    gpuq cannot honour them, so such a configuration does not start, and the error names the key."""
+    config = _config().replace(f"{key}: 0", f"{key}: 10")
+    err = refused(tmp_path, capsys, config)
+    assert key in err and "gpuq does not compute" in err, case
+
+
+def test_default_weights_score_least_balanced_and_taints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``- name: nodeorder`` without arguments: least 1 + balanced 1 + tainttoleration 3 (no
+    preference: nodeaffinity skipped). 2 cpu / 4Gi node, 1 cpu / 1G pod: 63 + balanced + 300."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1Gi").group("pg1").obj(), volcano_node("n1", "2", "4Gi").obj()
+    )
+    config = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: predicates\n  - name: nodeorder\n'
+    out = simulate_scenario(tmp_path, capsys, config, objects)
+    # least: cpu 50, memory 75 -> 62; balanced: 0.5 vs 0.25 -> std 0.125 -> 87, without 100 -> 68.
+    assert _node_scores(out, "p1") == {"n1": 62.0 + 68.0 + 300.0}
+
+
+def test_nonzero_requests_of_bound_pods_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bound pod without requests counts 100m and 200Mi on its node for least/most requested."""
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1Gi").group("pg1").obj(),
+        volcano_node("n1", "2", "4Gi").obj(),
+        MakePod("bare", "c1").node("n1").obj(),  # no requests at all
+    )
+    out = simulate_scenario(tmp_path, capsys, _config(leastrequested_weight=1), objects)
+    # cpu (2000 - 100 - 1000)*100//2000 = 45; memory (4Gi - 200Mi - 1Gi)*100//4Gi = 70; (45+70)//2 = 57.
+    assert _node_scores(out, "p1") == {"n1": 57.0}
