@@ -48,8 +48,8 @@ def _cluster() -> list[dict[str, Any]]:
     """TestNode's nodes and its two bound pods: p1 (1 cpu, 1Gi) on n1, p2 (1.5 cpu) on n3."""
     return [
         volcano_node("n1", "2", "4Gi").obj(),
-        volcano_node("n2", "4", "16Gi", **{GPU: "4"}).obj(),
-        volcano_node("n3", "2", "4Gi", **{FOO: "16"}).obj(),
+        volcano_node("n2", "4", "16Gi", {GPU: "4"}).obj(),
+        volcano_node("n3", "2", "4Gi", {FOO: "16"}).obj(),
         volcano_pod("c1", "p1", "1", "1Gi", node="n1").obj(),
         volcano_pod("c1", "p2", "1.5", "0Gi", node="n3").obj(),
     ]

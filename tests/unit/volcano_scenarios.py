@@ -4,7 +4,7 @@ objects built with tests/builders.py, a Volcano-format configuration given as YA
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,6 @@ def volcano_pod(namespace: str, name: str, cpu: str, memory: str, node: str = ""
     return made.node(node) if node else made
 
 
-def volcano_node(name: str, cpu: str, memory: str, pods: int = 10, **extended: str) -> MakeNode:
-    """Volcano's ``util.BuildNode(name, BuildResourceList(cpu, memory, pods...), labels)``."""
-    return MakeNode(name).alloc({"cpu": cpu, "memory": memory, "pods": str(pods), **extended})
+def volcano_node(name: str, cpu: str, memory: str, extended: Mapping[str, str] | None = None) -> MakeNode:
+    """Volcano's ``util.BuildNode(name, BuildResourceList(cpu, memory, pods: 10, extended...), labels)``."""
+    return MakeNode(name).alloc({"cpu": cpu, "memory": memory, "pods": "10", **(extended or {})})
