@@ -155,6 +155,12 @@ PLUGINS: tuple[Plugin, ...] = (
     ),
 )
 
+
+def _scorer(key: str, example: int, meaning: str) -> Argument:
+    """A nodeorder weight argument, with its model field and Volcano's default."""
+    return Argument(key, (nodeorder.FIELDS[key],), example, meaning, str(nodeorder.DEFAULTS[key]))
+
+
 _NOT_COMPUTED = "not computed by gpuq: any value but 0 is refused at start-up, naming the argument."
 
 VOLCANO_PLUGINS: tuple[Plugin, ...] = (
@@ -186,41 +192,27 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         nodeorder.parse_arguments,
         {},
         (
-            Argument(
+            _scorer(
                 nodeorder.LEAST_REQUESTED,
-                ("least_requested",),
                 2,
                 "NodeResourcesFit LeastAllocated over cpu and memory (non-zero requests: 100m / 200Mi "
                 "for a pod that sets none).",
-                str(nodeorder.DEFAULTS[nodeorder.LEAST_REQUESTED]),
             ),
-            Argument(
-                nodeorder.MOST_REQUESTED,
-                ("most_requested",),
-                1,
-                "NodeResourcesFit MostAllocated over cpu and memory.",
-                str(nodeorder.DEFAULTS[nodeorder.MOST_REQUESTED]),
-            ),
-            Argument(
+            _scorer(nodeorder.MOST_REQUESTED, 1, "NodeResourcesFit MostAllocated over cpu and memory."),
+            _scorer(
                 nodeorder.BALANCED_RESOURCE,
-                ("balanced_resource",),
                 1,
                 "NodeResourcesBalancedAllocation over cpu, memory and nvidia.com/gpu.",
-                str(nodeorder.DEFAULTS[nodeorder.BALANCED_RESOURCE]),
             ),
-            Argument(
+            _scorer(
                 nodeorder.NODE_AFFINITY,
-                ("node_affinity",),
                 1,
                 "NodeAffinity: the pod's preferred node affinity terms, normalised over the candidates.",
-                str(nodeorder.DEFAULTS[nodeorder.NODE_AFFINITY]),
             ),
-            Argument(
+            _scorer(
                 nodeorder.TAINT_TOLERATION,
-                ("taint_toleration",),
                 1,
                 "TaintToleration: fewer untolerated PreferNoSchedule taints score higher.",
-                str(nodeorder.DEFAULTS[nodeorder.TAINT_TOLERATION]),
             ),
             Argument(nodeorder.POD_AFFINITY, (), 0, f"InterPodAffinity, {_NOT_COMPUTED}", "not computed"),
             Argument(nodeorder.IMAGE_LOCALITY, (), 0, f"ImageLocality, {_NOT_COMPUTED}", "not computed"),

@@ -97,7 +97,8 @@ class NodeOrderArgs(BaseModel):
         return any(weights) or bool(self.balanced_resource or self.taint_toleration)
 
 
-_FIELDS: Final = {
+# Argument key -> NodeOrderArgs field.
+FIELDS: Final = {
     LEAST_REQUESTED: "least_requested",
     MOST_REQUESTED: "most_requested",
     NODE_AFFINITY: "node_affinity",
@@ -116,36 +117,15 @@ def parse_arguments(arguments: Mapping[str, Any] | None) -> NodeOrderArgs:
                     str(key), value, f"0 or absent: gpuq does not compute {NOT_COMPUTED[str(key)]}"
                 )
             continue
-        field = _FIELDS.get(key) if isinstance(key, str) else None
+        field = FIELDS.get(key) if isinstance(key, str) else None
         if field is None:
-            known = ", ".join([*_FIELDS, *NOT_COMPUTED])
+            known = ", ".join([*FIELDS, *NOT_COMPUTED])
             raise ConfigError(str(key), value, f"one of the nodeorder arguments {known}")
         values[field] = wire.weight(value, key, ConfigError, minimum=0)
     return NodeOrderArgs(**values)
 
 
 # -- resource scorers (row-wise: a row's score depends on that row only) --------------------------
-
-
-def _resource_mean(
-    allocatable: tuple[Int64Array, Int64Array],
-    requested: tuple[Int64Array, Int64Array],
-    weights: tuple[int, int],
-    most: bool,
-) -> Int64Array:
-    """NodeResourcesFit's weighted mean of per-resource scores over cpu and memory (int64 per row)."""
-    total = np.zeros(allocatable[0].shape[0], dtype=np.int64)
-    weight_sum = np.zeros_like(total)
-    for cap, req, weight in zip(allocatable, requested, weights, strict=True):
-        has = cap > 0
-        safe = np.where(has, cap, 1)
-        if most:
-            part = np.minimum(req, cap) * MAX_NODE_SCORE // safe
-        else:
-            part = np.where(req > cap, 0, (cap - req) * MAX_NODE_SCORE // safe)
-        total += np.where(has, part * weight, 0)
-        weight_sum += np.where(has, weight, 0)
-    return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
 
 
 def fit_scores(
@@ -155,12 +135,26 @@ def fit_scores(
     *,
     most: bool,
 ) -> Int64Array:
-    """leastrequested (``most=False``) or mostrequested scores per row, cpu and memory columns given.
+    """leastrequested (``most=False``) or mostrequested scores per row: NodeResourcesFit's weighted
+    mean of the per-resource scores over the cpu and memory columns given, with integer division.
 
     ``nonzero_used`` is each node's non-zero requested cpu and memory, ``pod_nonzero`` the pod's.
     """
-    requested = (nonzero_used[0] + pod_nonzero[0], nonzero_used[1] + pod_nonzero[1])
-    return _resource_mean(allocatable, requested, MOST_WEIGHTS if most else LEAST_WEIGHTS, most)
+    weights = MOST_WEIGHTS if most else LEAST_WEIGHTS
+    total = np.zeros(allocatable[0].shape[0], dtype=np.int64)
+    weight_sum = np.zeros_like(total)
+    for cap, used, asked, weight in zip(allocatable, nonzero_used, pod_nonzero, weights, strict=True):
+        req = used + asked
+        has = cap > 0
+        safe = np.where(has, cap, 1)
+        if most:
+            part = np.minimum(req, cap) * MAX_NODE_SCORE // safe
+        else:
+            part = np.where(req > cap, 0, (cap - req) * MAX_NODE_SCORE // safe)
+        total += np.where(has, part * weight, 0)
+        weight_sum += np.where(has, weight, 0)
+    result: Int64Array = np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+    return result
 
 
 def pod_nonzero(requests: Mapping[str, int]) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import pytest
 
 from common.model import nodeorder
 from common.model.errors import ConfigError
-from tests.builders import MakePod, MakePodGroup, MakeQueue
+from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
 
 GI = 2**30
@@ -150,89 +150,73 @@ def _node_scores(out: dict[str, Any], name: str) -> dict[str, float]:
     return {n: v["scores"]["nodeorder"] for n, v in pod(out, name)["nodes"].items()}
 
 
-def test_nodeorder_test_go_least_allocated_strategy(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """TestNodeOrderPlugin "leastAllocated strategy": c1/p1 binds to n2."""
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
-        volcano_node("n1", "2", "4Gi").obj(),
-        volcano_node("n2", "4", "8Gi").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(leastrequested_weight=1), objects)
-    assert pod(out, "p1")["node"] == "n2"
-    assert _node_scores(out, "p1") == {"n1": 63.0, "n2": 81.0}
+def _run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], p1: MakePod, nodes: list[MakeNode], **weights: int
+) -> tuple[str, dict[str, float]]:
+    """Schedule c1/p1 (of pg1) on ``nodes``: where it went, and nodeorder's score of each node."""
+    objects = _objects(p1.group("pg1").obj(), *(n.obj() for n in nodes))
+    out = simulate_scenario(tmp_path, capsys, _config(**weights), objects)
+    return pod(out, "p1")["node"], _node_scores(out, "p1")
 
 
-def test_nodeorder_test_go_most_allocated_strategy(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("weight", "expected"),
+    [
+        ("leastrequested_weight", ("n2", {"n1": 63.0, "n2": 81.0})),
+        ("mostrequested_weight", ("n1", {"n1": 36.0, "n2": 18.0})),
+    ],
+    ids=["leastAllocated strategy", "mostAllocated strategy"],
+)
+def test_nodeorder_test_go_allocated_strategies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], weight: str, expected: tuple[str, dict[str, float]]
 ) -> None:
-    """TestNodeOrderPlugin "mostAllocated strategy": c1/p1 binds to n1."""
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
-        volcano_node("n1", "2", "4Gi").obj(),
-        volcano_node("n2", "4", "8Gi").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(mostrequested_weight=1), objects)
-    assert pod(out, "p1")["node"] == "n1"
-    assert _node_scores(out, "p1") == {"n1": 36.0, "n2": 18.0}
+    """TestNodeOrderPlugin "leastAllocated strategy" (c1/p1 binds to n2) and "mostAllocated strategy"
+    (to n1): a 1-cpu 1G pod, n1 2 cpu / 4Gi, n2 4 cpu / 8Gi."""
+    nodes = [volcano_node("n1", "2", "4Gi"), volcano_node("n2", "4", "8Gi")]
+    got = _run(tmp_path, capsys, volcano_pod("c1", "p1", "1", "1G"), nodes, **{weight: 1})
+    assert got == expected
 
 
 def test_nodeorder_test_go_balanced_allocation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """TestNodeOrderPlugin "balanced allocation prefers balanced node": c1/p1 binds to n1."""
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1Gi").group("pg1").obj(),
-        volcano_node("n1", "2", "2Gi").obj(),
-        volcano_node("n2", "4", "2Gi").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(balancedresource_weight=10), objects)
-    assert pod(out, "p1")["node"] == "n1"
-    assert _node_scores(out, "p1") == {"n1": 750.0, "n2": 680.0}
+    nodes = [volcano_node("n1", "2", "2Gi"), volcano_node("n2", "4", "2Gi")]
+    got = _run(tmp_path, capsys, volcano_pod("c1", "p1", "1", "1Gi"), nodes, balancedresource_weight=10)
+    assert got == ("n1", {"n1": 750.0, "n2": 680.0})
 
 
 def test_nodeorder_test_go_node_affinity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """TestNodeOrderPlugin "node affinity prefers labeled node": c1/p1 binds to n1 (zone1)."""
-    preferred = [
-        {
-            "weight": 100,
-            "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["zone1"]}]},
-        }
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["zone1"]}]}
+    preferred = [{"weight": 100, "preference": term}]
+    p1 = volcano_pod("c1", "p1", "1", "1G").spec(
+        affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    )
+    nodes = [
+        volcano_node(n, "2", "4Gi").label("zone", zone) for n, zone in (("n1", "zone1"), ("n2", "zone2"))
     ]
-    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1G").group("pg1").spec(affinity=affinity).obj(),
-        volcano_node("n1", "2", "4Gi").label("zone", "zone1").obj(),
-        volcano_node("n2", "2", "4Gi").label("zone", "zone2").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(nodeaffinity_weight=10), objects)
-    assert pod(out, "p1")["node"] == "n1"
-    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 0.0}
+    assert _run(tmp_path, capsys, p1, nodes, nodeaffinity_weight=10) == ("n1", {"n1": 1000.0, "n2": 0.0})
 
 
-def test_nodeorder_test_go_taint_toleration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """TestNodeOrderPlugin "taint toleration prefers non-tainted node": c1/p1 binds to n1."""
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1G").group("pg1").obj(),
-        volcano_node("n1", "2", "4Gi").obj(),
-        volcano_node("n2", "2", "4Gi").taint("key1", "PreferNoSchedule", "value1").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(tainttoleration_weight=10), objects)
-    assert pod(out, "p1")["node"] == "n1"
-    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 0.0}
-
-
-def test_tolerated_prefer_no_schedule_taint_costs_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("tolerations", "scores"),
+    [
+        ([], {"n1": 1000.0, "n2": 0.0}),
+        # Not upstream: a pod tolerating key1 has no intolerable taint anywhere, so both score 100.
+        ([{"key": "key1", "operator": "Exists", "effect": "PreferNoSchedule"}], {"n1": 1000.0, "n2": 1000.0}),
+    ],
+    ids=["upstream", "tolerated"],
+)
+def test_nodeorder_test_go_taint_toleration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tolerations: list[Any], scores: dict[str, float]
 ) -> None:
-    """The same nodes; a pod tolerating key1 scores both nodes 100 (no intolerable taint anywhere)."""
-    toleration = {"key": "key1", "operator": "Exists", "effect": "PreferNoSchedule"}
-    objects = _objects(
-        volcano_pod("c1", "p1", "1", "1G").group("pg1").spec(tolerations=[toleration]).obj(),
-        volcano_node("n1", "2", "4Gi").obj(),
-        volcano_node("n2", "2", "4Gi").taint("key1", "PreferNoSchedule", "value1").obj(),
-    )
-    out = simulate_scenario(tmp_path, capsys, _config(tainttoleration_weight=10), objects)
-    assert _node_scores(out, "p1") == {"n1": 1000.0, "n2": 1000.0}
+    """TestNodeOrderPlugin "taint toleration prefers non-tainted node": c1/p1 binds to n1 (n2 has a
+    PreferNoSchedule taint key1=value1)."""
+    p1 = volcano_pod("c1", "p1", "1", "1G").spec(tolerations=tolerations)
+    nodes = [
+        volcano_node("n1", "2", "4Gi"),
+        volcano_node("n2", "2", "4Gi").taint("key1", "PreferNoSchedule", "value1"),
+    ]
+    assert _run(tmp_path, capsys, p1, nodes, tainttoleration_weight=10) == ("n1", scores)
 
 
 @pytest.mark.parametrize(
