@@ -22,7 +22,7 @@ node-order function (design.md Semantics 11).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -142,3 +142,27 @@ def score_nodes(
     score *= float(MAX_NODE_SCORE * args.weight)
     score[overflow] = 0.0
     return score
+
+
+def score_rows(
+    args: BinpackArgs, terms: Sequence[BinpackTerm], rows: Iterable[tuple[Sequence[int], Sequence[int]]]
+) -> list[float]:
+    """:func:`score_nodes` for a few nodes given as ``(allocatable row, used row)`` of Python ints: the
+    same IEEE operations in the same order, so the same bits (the row cache mixes both forms)."""
+    weight_sum = sum(t.weight for t in terms)
+    out: list[float] = []
+    for cap_row, used_row in rows:
+        score = 0.0
+        overflow = False
+        for column, request, weight in terms:
+            if column is None or weight == 0 or cap_row[column] == 0:
+                continue
+            cap = float(cap_row[column])
+            after = float(used_row[column]) + float(request)
+            overflow = overflow or after > cap
+            score += after * float(weight) / cap
+        if weight_sum > 0:
+            score /= float(weight_sum)
+        score *= float(MAX_NODE_SCORE * args.weight)
+        out.append(0.0 if overflow else score)
+    return out

@@ -35,7 +35,8 @@ with several containers is taken from its total (a cpu or memory request of 0 co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -211,6 +212,56 @@ def balanced_scores(
     half = np.sign(diff) * (np.abs(diff) // 2)
     result: Int64Array = MAX_NODE_SCORE // 2 + half
     return result
+
+
+def fit_score_one(
+    allocatable: Sequence[int], nonzero_used: Sequence[int], pod_nonzero: Sequence[int], *, most: bool
+) -> int:
+    """:func:`fit_scores` of one node (cpu and memory values as Python ints)."""
+    weights = MOST_WEIGHTS if most else LEAST_WEIGHTS
+    total = weight_sum = 0
+    for cap, used, asked, weight in zip(allocatable, nonzero_used, pod_nonzero, weights, strict=True):
+        if cap <= 0:
+            continue
+        req = used + asked
+        if most:
+            part = min(req, cap) * MAX_NODE_SCORE // cap
+        else:
+            part = 0 if req > cap else (cap - req) * MAX_NODE_SCORE // cap
+        total += part * weight
+        weight_sum += weight
+    return total // weight_sum if weight_sum else 0
+
+
+def _balance_one(fractions: Sequence[float]) -> int:
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) == 3:
+        total = 0.0
+        for f in fractions:
+            total += f
+        mean = total / 3.0
+        squares = 0.0
+        for f in fractions:
+            squares = squares + (f - mean) * (f - mean)
+        std = math.sqrt(squares / 3.0)
+    else:
+        std = 0.0
+    return int((1.0 - std) * float(MAX_NODE_SCORE))
+
+
+def balanced_score_one(allocatable: Sequence[int], used: Sequence[int], pod_request: Sequence[int]) -> int:
+    """:func:`balanced_scores` of one node: the same IEEE operations, so the same result."""
+    with_pod: list[float] = []
+    without: list[float] = []
+    for cap, req, asked in zip(allocatable, used, pod_request, strict=True):
+        if cap <= 0:
+            continue
+        with_pod.append(min(float(req + asked) / float(cap), 1.0))
+        without.append(min(float(req) / float(cap), 1.0))
+    diff = MAX_NODE_SCORE // 2 + _balance_one(with_pod) - _balance_one(without)
+    half = abs(diff) // 2 * (1 if diff >= 0 else -1)
+    return MAX_NODE_SCORE // 2 + half
 
 
 # -- normalised scorers ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Final
 
 from common.model import binpack as engine
 from common.model.pods import PodInfo
+from common.model.resources import Resources
 from scheduler.cluster.row_cache import RowCache, Rows
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
@@ -18,6 +19,7 @@ from scheduler.framework.registry import PluginSettings, plugin_args
 from scheduler.framework.status import Status
 
 NAME: Final = "binpack"
+_MAX_CLASSES: Final = 1024
 
 _Key = tuple[engine.BinpackTerm, ...]
 
@@ -28,7 +30,8 @@ class Binpack(PreScorePlugin, ScorePlugin):
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
         self.args = plugin_args(settings, engine.BinpackArgs) or engine.parse_arguments({})
-        self._scores: RowCache[_Key] = RowCache(handle.cluster, self._score_rows)
+        self._memo: dict[tuple[Resources, int], _Key] = {}
+        self._scores: RowCache[_Key] = RowCache(handle.cluster, self._score_rows, compute_few=self._score_few)
 
     @property
     def scoring(self) -> bool:
@@ -41,8 +44,22 @@ class Binpack(PreScorePlugin, ScorePlugin):
             return engine.score_nodes(self.args, key, cluster.allocatable[:n], cluster.requested[:n])
         return engine.score_nodes(self.args, key, cluster.allocatable[rows], cluster.requested[rows])
 
+    def _score_few(self, key: _Key, rows: list[int]) -> list[float]:
+        cluster = self.handle.cluster
+        allocatable, requested = cluster.allocatable, cluster.requested
+        pairs = ((allocatable[row].tolist(), requested[row].tolist()) for row in rows)
+        return engine.score_rows(self.args, key, pairs)
+
     def _terms(self, pod: PodInfo) -> _Key:
-        return engine.terms_for(self.args, pod.requests_with_pod_count, self.handle.cluster.columns.index)
+        """The pod's weighted requests, memoised per request (pods of a workload share one)."""
+        columns = self.handle.cluster.columns.index
+        memo = (pod.requests, len(columns))
+        terms = self._memo.get(memo)
+        if terms is None:
+            if len(self._memo) >= _MAX_CLASSES:
+                self._memo.clear()
+            terms = self._memo[memo] = engine.terms_for(self.args, pod.requests_with_pod_count, columns)
+        return terms
 
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
         state.write(NAME, self._terms(pod))

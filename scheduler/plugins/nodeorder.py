@@ -59,7 +59,9 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         # Per row: the non-zero cpu and memory requests of the pods on the node (kube's
         # NonZeroRequested), kept by the ClusterListener calls below.
         self._nonzero = np.zeros((0, 2), dtype=np.int64)
-        self._resources: RowCache[_ResourceKey] = RowCache(handle.cluster, self._resource_rows)
+        self._resources: RowCache[_ResourceKey] = RowCache(
+            handle.cluster, self._resource_rows, compute_few=self._resource_few
+        )
         self._raw: dict[tuple[object, ...], np.ndarray] = {}
         self._raw_generation = -1
         handle.cluster.subscribe(self)
@@ -133,6 +135,29 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
             total += engine.balanced_scores(allocatable, used, asked) * args.balanced_resource
         return total
 
+    def _resource_few(self, key: _ResourceKey, rows: list[int]) -> list[float]:
+        """:meth:`_resource_rows` of a few rows in plain Python (the same values)."""
+        args = self.args
+        cluster = self.handle.cluster
+        self._row(cluster.n)
+        names = [CPU, MEMORY] + ([_GPU] if key[4] else [])
+        columns = [cluster.columns.get(name) for name in names]
+        asked = [key[2], key[3], key[4]][: len(names)]
+        out: list[float] = []
+        for row in rows:
+            caps = [0 if c is None else int(cluster.allocatable[row, c]) for c in columns]
+            used = [0 if c is None else int(cluster.requested[row, c]) for c in columns]
+            nonzero = (int(self._nonzero[row, 0]), int(self._nonzero[row, 1]))
+            total = 0.0
+            for weight, most in ((args.least_requested, False), (args.most_requested, True)):
+                if weight:
+                    total += float(engine.fit_score_one(caps[:2], nonzero, key[:2], most=most) * weight)
+            if args.balanced_resource and (key[2] or key[3] or key[4]):
+                score = engine.balanced_score_one(caps, used, asked)
+                total += float(score * args.balanced_resource)
+            out.append(total)
+        return out
+
     # -- normalised scorers ---------------------------------------------------------------------------
     def _raw_scores(self, kind: str, key: object, compute: object) -> np.ndarray:
         cluster = self.handle.cluster
@@ -197,6 +222,9 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
             total += engine.normalize(raw, feasible, reverse=False) * args.node_affinity
         if args.taint_toleration:
             ids = scoring.taint_ids
-            raw = self._raw_scores("taints", ids, lambda: self._taint_counts(ids))
-            total += engine.normalize(raw, feasible, reverse=True) * args.taint_toleration
+            if not ids:  # no intolerable taint on any node: every candidate scores 100
+                total += feasible * float(engine.MAX_NODE_SCORE * args.taint_toleration)
+            else:
+                raw = self._raw_scores("taints", ids, lambda: self._taint_counts(ids))
+                total += engine.normalize(raw, feasible, reverse=True) * args.taint_toleration
         return total

@@ -176,3 +176,17 @@ def test_binpack_test_go_p4_scored_by_the_model() -> None:
     allocatable = np.array([[4000, 16 * 2**30, 0]], dtype=np.int64)
     used = np.zeros((1, 3), dtype=np.int64)
     assert abs(binpack.score_nodes(args, terms, allocatable, used)[0] - 173.076923076) < 1e-8
+
+
+def test_few_rows_form_gives_the_same_bits() -> None:
+    """The row cache mixes the vectorised and the plain-Python forms: they must agree bit for bit."""
+    rng = np.random.default_rng(7)
+    args = binpack.parse_arguments(CASE1)
+    allocatable = rng.integers(0, 64_000, size=(200, 4)).astype(np.int64)
+    used = (allocatable * rng.random((200, 4))).astype(np.int64)
+    allocatable[::17, 2] = 0  # nodes without the GPU column
+    for requests in ({"cpu": 1500, "memory": 3 * 2**30, "pods": 1}, {"cpu": 250, GPU: 2000, FOO: 1000}):
+        terms = binpack.terms_for(args, requests, {"cpu": 0, "memory": 1, GPU: 2, FOO: 3, "pods": 9})
+        vectorised = binpack.score_nodes(args, terms, allocatable, used).tolist()
+        few = binpack.score_rows(args, terms, zip(allocatable.tolist(), used.tolist(), strict=True))
+        assert few == vectorised

@@ -260,3 +260,31 @@ def test_nonzero_requests_of_bound_pods_count(tmp_path: Path, capsys: pytest.Cap
     out = simulate_scenario(tmp_path, capsys, _config(leastrequested_weight=1), objects)
     # cpu (2000 - 100 - 1000)*100//2000 = 45; memory (4Gi - 200Mi - 1Gi)*100//4Gi = 70; (45+70)//2 = 57.
     assert _node_scores(out, "p1") == {"n1": 57.0}
+
+
+def test_few_rows_forms_give_the_same_values() -> None:
+    """The row cache mixes the vectorised and the plain-Python forms: they must agree exactly."""
+    rng = np.random.default_rng(11)
+    rows = 300
+    caps = [rng.integers(0, 8000, rows), rng.integers(0, 64 * GI, rows), rng.integers(0, 8, rows) * 1000]
+    used = [(c * rng.random(rows) * 1.1).astype(I64) for c in caps]
+    caps = [c.astype(I64) for c in caps]
+    for asked in ([500, GI], [0, 2 * GI], [1000, GI, 1000]):
+        n = len(asked)
+        vectorised = nodeorder.balanced_scores(caps[:n], used[:n], asked).tolist()
+        few = [
+            nodeorder.balanced_score_one([c[r] for c in caps[:n]], [u[r] for u in used[:n]], asked)
+            for r in range(rows)
+        ]
+        assert few == vectorised
+        for most in (False, True):
+            fit = nodeorder.fit_scores(
+                (caps[0], caps[1]), (used[0], used[1]), (asked[0], asked[1]), most=most
+            )
+            one = [
+                nodeorder.fit_score_one(
+                    (caps[0][r], caps[1][r]), (used[0][r], used[1][r]), asked[:2], most=most
+                )
+                for r in range(rows)
+            ]
+            assert one == fit.tolist()
