@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from common.model import drf
-from tests.builders import MakePodGroup, MakeQueue
+from common.model.pods import PodInfo
+from scheduler.queue import SchedulingQueue
+from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
 
 
@@ -98,3 +100,25 @@ def test_job_with_running_pods_waits_behind_a_job_without(
     ]
     out = simulate_scenario(tmp_path, capsys, _config("drf"), objects)
     assert _bound(out) == {"a/running": "n1", "other/filler": "n1", "b/waiting": "n1"}
+
+
+def test_live_keys_are_read_again_at_the_head() -> None:
+    """A queue with live keys (drf's) puts a pod whose key grew since it was pushed behind the pods now
+    ahead of it; with fixed keys (priority's) the order is the one taken at push time."""
+    share = {"a": 0.0, "b": 0.0}
+
+    def key(p: PodInfo) -> tuple[Any, ...]:
+        return (share[p.namespace], p.namespace, p.name)
+
+    for live, expected in ((True, ["a/1", "b/1", "a/2", "b/2"]), (False, ["a/1", "a/2", "b/1", "b/2"])):
+        share.update(a=0.0, b=0.0)
+        queue = SchedulingQueue(key, lambda: 0.0, live_keys=live)
+        for namespace in ("a", "b"):
+            for name in ("1", "2"):
+                queue.add(MakePod(name, namespace).info())
+        popped = []
+        while (next_pod := queue.pop()) is not None:
+            popped.append(next_pod.key)
+            share[next_pod.namespace] += 0.5  # its job's share grows as it is placed
+            queue.done(next_pod.key)
+        assert popped == expected, live
