@@ -281,7 +281,8 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     "drf": "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest dominant "
     "resource share (largest of allocated / cluster allocatable over the resources, the pod count "
     "included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
-    "implemented: the hierarchical mode (`enableHierarchy`) and drf's preemptable function.",
+    "implemented: the hierarchical mode (`enableHierarchy`); drf does not yet take part in choosing "
+    "preemption victims.",
 }
 
 ANNOTATIONS: Mapping[str, tuple[str, str]] = {

@@ -14,10 +14,11 @@ task, so two jobs on one node get one pod each (``allocate_test.go``, "two Jobs 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from common.model.annotations import GROUP_NAME
-from common.model.drf import dominant_share
+from common.model.drf import dominant_share, preemptable
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from scheduler.framework.interfaces import Handle, QueueSortPlugin
@@ -73,6 +74,35 @@ class DRF(QueueSortPlugin):
         if not held:
             return 0.0
         return dominant_share(held, self.total())[1]
+
+    def _held(self, pod: PodInfo) -> dict[str, int]:
+        """What ``pod``'s job holds: its PodGroup's placed pods, or the pod itself if placed."""
+        group = pod.annotations.get(GROUP_NAME)
+        if group:
+            return dict(self._allocated.get(f"{pod.namespace}/{group}", {}))
+        return dict(pod.requests_with_pod_count) if pod.key in self.handle.cluster.pods else {}
+
+    def victims(self, preemptor: PodInfo, preemptees: Sequence[PodInfo]) -> list[PodInfo]:
+        """Volcano's drf preemptable function: of ``preemptees`` (placed pods), those whose job's share
+        without them (taken one after another, per job) stays at or above the preemptor job's share
+        with the preemptor (:func:`common.model.drf.preemptable`). For the framework's preemptable
+        extension point."""
+        total = self.total()
+        mine = self._held(preemptor)
+        for resource, amount in preemptor.requests_with_pod_count.items():
+            mine[resource] = mine.get(resource, 0) + amount
+        share = dominant_share(mine, total)[1]
+        remaining: dict[str, dict[str, int]] = {}
+        out: list[PodInfo] = []
+        for victim in preemptees:
+            job = victim.annotations.get(GROUP_NAME)
+            key = f"{victim.namespace}/{job}" if job else victim.key
+            held = remaining.setdefault(key, self._held(victim))
+            for resource, amount in victim.requests_with_pod_count.items():
+                held[resource] = held.get(resource, 0) - amount
+            if preemptable(share, dominant_share(held, total)[1]):
+                out.append(victim)
+        return out
 
     def job_order_key(self, pod: PodInfo) -> tuple[Any, ...]:
         """drf's own criterion (for combining job orders across plugins): smaller share first."""

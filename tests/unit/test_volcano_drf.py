@@ -12,8 +12,14 @@ from typing import Any
 import pytest
 
 from common.model import drf
+from common.model.config import SchedulerConfig
 from common.model.pods import PodInfo
+from scheduler.cycle import Scheduler
+from scheduler.memory_backend import MemoryBackend
+from scheduler.plugins import default_registry
+from scheduler.plugins.drf import DRF
 from scheduler.queue import SchedulingQueue
+from scheduler.simulate.run import VirtualClock
 from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
 
@@ -122,3 +128,21 @@ def test_live_keys_are_read_again_at_the_head() -> None:
             share[next_pod.namespace] += 0.5  # its job's share grows as it is placed
             queue.done(next_pod.key)
         assert popped == expected, live
+
+
+def test_victims_follow_volcanos_preemptable_rule() -> None:
+    """drf's preemptable function: job a holds 3 of 4 cpu, job b nothing; b's 1-cpu preemptor has a
+    share of 1/4 with it. a's pods, taken one after another, leave a at 2/4 (a victim), 1/4 (equal: a
+    victim) and 0/4 (below: not one)."""
+    config = SchedulerConfig.from_yaml(_config("drf"))
+    sched = Scheduler(config, default_registry(), MemoryBackend(), clock=VirtualClock())
+    sched.set_node(volcano_node("n1", "4", "400G").info())
+    for group in ("a", "b"):
+        sched.put_object(MakePodGroup(group, "ns").queue("q").min_member(0).phase("Running").obj())
+    placed = [volcano_pod("ns", f"a{i}", "1", "1G", node="n1").group("a").info() for i in range(3)]
+    for running in placed:
+        sched.add_pod(running)
+    plugin = sched.framework.plugin("drf")
+    assert isinstance(plugin, DRF)
+    preemptor = volcano_pod("ns", "b0", "1", "1G").group("b").info()
+    assert [p.name for p in plugin.victims(preemptor, placed)] == ["a0", "a1"]
