@@ -142,6 +142,21 @@ def fit_scores(
     ``nonzero_used`` is each node's non-zero requested cpu and memory, ``pod_nonzero`` the pod's.
     """
     weights = MOST_WEIGHTS if most else LEAST_WEIGHTS
+    if all(bool((cap > 0).all()) for cap in allocatable):
+        # Every node has both resources (the usual case): no masking, a constant weight sum.
+        total: Int64Array | None = None
+        for cap, used, asked, weight in zip(allocatable, nonzero_used, pod_nonzero, weights, strict=True):
+            req = used + asked
+            if most:
+                part = np.minimum(req, cap) * MAX_NODE_SCORE // cap
+            else:
+                part = (cap - req) * MAX_NODE_SCORE // cap
+                np.putmask(part, req > cap, 0)
+            part *= weight
+            total = part if total is None else total + part
+        assert total is not None
+        quotient: Int64Array = total // sum(weights)
+        return quotient
     total = np.zeros(allocatable[0].shape[0], dtype=np.int64)
     weight_sum = np.zeros_like(total)
     for cap, used, asked, weight in zip(allocatable, nonzero_used, pod_nonzero, weights, strict=True):
@@ -168,6 +183,11 @@ def pod_nonzero(requests: Mapping[str, int]) -> tuple[int, int]:
 def _balance(fractions: list[FloatArray], valid: list[npt.NDArray[np.bool_]]) -> Int64Array:
     """``int((1 - std) * 100)`` per row over the valid fractions (kube's balancedResourceScore)."""
     rows = fractions[0].shape[0]
+    if len(fractions) == 2:  # cpu and memory (the pod asks no GPU): |a - b| / 2 where both count
+        std2 = np.abs((fractions[0] - fractions[1]) / 2)
+        np.putmask(std2, ~(valid[0] & valid[1]), 0.0)
+        scores2: Int64Array = ((1.0 - std2) * float(MAX_NODE_SCORE)).astype(np.int64)
+        return scores2
     count = np.zeros(rows, dtype=np.int64)
     total = np.zeros(rows, dtype=np.float64)
     for f, v in zip(fractions, valid, strict=True):
@@ -203,10 +223,11 @@ def balanced_scores(
     valid: list[npt.NDArray[np.bool_]] = []
     for cap, req, asked in zip(allocatable, used, pod_request, strict=True):
         has = cap > 0
-        safe = np.where(has, cap, 1).astype(np.float64)
+        # int64 / int64 divides as float64, as Go's float64(a) / float64(b).
+        safe = cap if has.all() else np.where(has, cap, 1)
         valid.append(has)
-        with_pod.append(np.minimum((req + asked).astype(np.float64) / safe, 1.0))
-        without.append(np.minimum(req.astype(np.float64) / safe, 1.0))
+        with_pod.append(np.minimum((req + asked) / safe, 1.0))
+        without.append(np.minimum(req / safe, 1.0))
     diff = MAX_NODE_SCORE // 2 + _balance(with_pod, valid) - _balance(without, valid)
     # Go's integer division truncates toward zero.
     half = np.sign(diff) * (np.abs(diff) // 2)

@@ -143,18 +143,26 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         names = [CPU, MEMORY] + ([_GPU] if key[4] else [])
         columns = [cluster.columns.get(name) for name in names]
         asked = [key[2], key[3], key[4]][: len(names)]
+        present = [c for c in columns if c is not None]
+        # One gather per array, then Python ints: cheaper than indexing numpy element by element.
+        caps_rows = cluster.allocatable[np.ix_(rows, present)].tolist()
+        used_rows = cluster.requested[np.ix_(rows, present)].tolist()
+        nonzero_rows = self._nonzero[rows].tolist()
+        balanced = args.balanced_resource and (key[2] or key[3] or key[4])
+        fits = [(w, most) for w, most in ((args.least_requested, False), (args.most_requested, True)) if w]
         out: list[float] = []
-        for row in rows:
-            caps = [0 if c is None else int(cluster.allocatable[row, c]) for c in columns]
-            used = [0 if c is None else int(cluster.requested[row, c]) for c in columns]
-            nonzero = (int(self._nonzero[row, 0]), int(self._nonzero[row, 1]))
+        for caps_present, used_present, nonzero in zip(caps_rows, used_rows, nonzero_rows, strict=True):
+            if len(present) == len(columns):
+                caps, used = caps_present, used_present
+            else:  # a resource no node has: 0 of it everywhere
+                values, useds = iter(caps_present), iter(used_present)
+                caps = [0 if c is None else next(values) for c in columns]
+                used = [0 if c is None else next(useds) for c in columns]
             total = 0.0
-            for weight, most in ((args.least_requested, False), (args.most_requested, True)):
-                if weight:
-                    total += float(engine.fit_score_one(caps[:2], nonzero, key[:2], most=most) * weight)
-            if args.balanced_resource and (key[2] or key[3] or key[4]):
-                score = engine.balanced_score_one(caps, used, asked)
-                total += float(score * args.balanced_resource)
+            for weight, most in fits:
+                total += float(engine.fit_score_one(caps[:2], nonzero, key[:2], most=most) * weight)
+            if balanced:
+                total += float(engine.balanced_score_one(caps, used, asked) * args.balanced_resource)
             out.append(total)
         return out
 

@@ -269,6 +269,13 @@ def test_few_rows_forms_give_the_same_values() -> None:
     caps = [rng.integers(0, 8000, rows), rng.integers(0, 64 * GI, rows), rng.integers(0, 8, rows) * 1000]
     used = [(c * rng.random(rows) * 1.1).astype(I64) for c in caps]
     caps = [c.astype(I64) for c in caps]
+    masked = [c.copy() for c in caps]
+    masked[0][::50] = 0  # nodes without cpu: the masked form of every kernel
+    for capacities in (caps, masked):
+        _same_values(capacities, used, rows)
+
+
+def _same_values(caps: list[np.ndarray], used: list[np.ndarray], rows: int) -> None:
     for asked in ([500, GI], [0, 2 * GI], [1000, GI, 1000]):
         n = len(asked)
         vectorised = nodeorder.balanced_scores(caps[:n], used[:n], asked).tolist()
