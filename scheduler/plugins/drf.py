@@ -51,9 +51,12 @@ class DRF(QueueSortPlugin):
         group = pod.annotations.get(GROUP_NAME)
         if not group:
             return
-        held = self._allocated.setdefault(f"{pod.namespace}/{group}", {})
+        key = f"{pod.namespace}/{group}"
+        held = self._allocated.setdefault(key, {})
         for resource, amount in pod.requests_with_pod_count.items():
             held[resource] = held.get(resource, 0) + sign * amount
+        if not any(held.values()):
+            del self._allocated[key]  # nothing placed: forget the job (a deleted group leaves no entry)
 
     # -- the share ------------------------------------------------------------------------------------
     def total(self) -> dict[str, int]:

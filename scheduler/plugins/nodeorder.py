@@ -18,7 +18,7 @@ import numpy as np
 
 from common.model import nodeorder as engine
 from common.model.errors import InvalidValue
-from common.model.events import invalid_annotation
+from common.model.events import EventRecord, invalid_annotation
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.quantity import CPU, MEMORY
@@ -64,6 +64,7 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         )
         self._raw: dict[tuple[object, ...], np.ndarray] = {}
         self._raw_generation = -1
+        self._warned: set[EventRecord] = set()
         handle.cluster.subscribe(self)
 
     @property
@@ -208,8 +209,13 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
             try:
                 terms = compile_preferred(pod)
             except InvalidValue as err:
-                # A pod that predates validation: its preference is not scored, and it says so.
-                self.handle.record(invalid_annotation(pod.ref, f"{err}; preferred node affinity not scored"))
+                # A pod that predates validation: its preference is not scored, and it says so (once).
+                event = invalid_annotation(pod.ref, f"{err}; preferred node affinity not scored")
+                if event not in self._warned:
+                    if len(self._warned) >= _MAX_CLASSES:
+                        self._warned.clear()
+                    self._warned.add(event)
+                    self.handle.record(event)
         taint_ids: tuple[int, ...] = ()
         if self.args.taint_toleration:
             taint_ids = tuple(untolerated_preferences(self.handle.cluster, pod))
@@ -230,8 +236,9 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
             total += engine.normalize(raw, feasible, reverse=False) * args.node_affinity
         if args.taint_toleration:
             ids = scoring.taint_ids
-            if not ids:  # no intolerable taint on any node: every candidate scores 100
-                total += feasible * float(engine.MAX_NODE_SCORE * args.taint_toleration)
+            if not ids:  # no intolerable taint on any node: every candidate scores 100 (only
+                # candidates' scores are read, so the constant goes on every row in one pass)
+                total += float(engine.MAX_NODE_SCORE * args.taint_toleration)
             else:
                 raw = self._raw_scores("taints", ids, lambda: self._taint_counts(ids))
                 total += engine.normalize(raw, feasible, reverse=True) * args.taint_toleration

@@ -295,3 +295,23 @@ def _same_values(caps: list[np.ndarray], used: list[np.ndarray], rows: int) -> N
                 for r in range(rows)
             ]
             assert one == fit.tolist()
+
+
+def test_malformed_preference_warns_once_and_is_not_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A preferred term with an unknown operator (a pod that predates validation): the pod is placed
+    by the other scorers, its preference is not scored, and one Warning event names the field."""
+    bad = [{"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "Near"}]}}]
+    p1 = volcano_pod("c1", "p1", "1", "1G").spec(
+        affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": bad}}
+    )
+    nodes = [volcano_node("n1", "2", "4Gi"), volcano_node("n2", "4", "8Gi")]
+    objects = _objects(p1.group("pg1").obj(), *(n.obj() for n in nodes))
+    out = simulate_scenario(
+        tmp_path, capsys, _config(leastrequested_weight=1, nodeaffinity_weight=10), objects
+    )
+    assert pod(out, "p1")["node"] == "n2"
+    warnings = [e for e in out["events"] if e["object"] == "Pod/c1/p1" and e["reason"] == "InvalidAnnotation"]
+    assert len(warnings) == 1
+    assert "matchExpressions[0].operator" in warnings[0]["message"]
