@@ -144,21 +144,18 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         names = [CPU, MEMORY] + ([_GPU] if key[4] else [])
         columns = [cluster.columns.get(name) for name in names]
         asked = [key[2], key[3], key[4]][: len(names)]
-        present = [c for c in columns if c is not None]
-        # One gather per array, then Python ints: cheaper than indexing numpy element by element.
-        caps_rows = cluster.allocatable[np.ix_(rows, present)].tolist()
-        used_rows = cluster.requested[np.ix_(rows, present)].tolist()
-        nonzero_rows = self._nonzero[rows].tolist()
+        # One gather per column, then Python ints: cheaper than indexing numpy element by element.
+        index = np.array(rows, dtype=np.intp)
+        zeros = [0] * len(rows)
+        caps_columns = [zeros if c is None else cluster.allocatable[index, c].tolist() for c in columns]
+        used_columns = [zeros if c is None else cluster.requested[index, c].tolist() for c in columns]
+        nonzero_rows = self._nonzero[index].tolist()
         balanced = args.balanced_resource and (key[2] or key[3] or key[4])
         fits = [(w, most) for w, most in ((args.least_requested, False), (args.most_requested, True)) if w]
         out: list[float] = []
-        for caps_present, used_present, nonzero in zip(caps_rows, used_rows, nonzero_rows, strict=True):
-            if len(present) == len(columns):
-                caps, used = caps_present, used_present
-            else:  # a resource no node has: 0 of it everywhere
-                values, useds = iter(caps_present), iter(used_present)
-                caps = [0 if c is None else next(values) for c in columns]
-                used = [0 if c is None else next(useds) for c in columns]
+        caps_rows = zip(*caps_columns, strict=True)
+        used_rows = zip(*used_columns, strict=True)
+        for caps, used, nonzero in zip(caps_rows, used_rows, nonzero_rows, strict=True):
             total = 0.0
             for weight, most in fits:
                 total += float(engine.fit_score_one(caps[:2], nonzero, key[:2], most=most) * weight)
