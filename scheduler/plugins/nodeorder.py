@@ -11,6 +11,7 @@ until a node's labels or taints change, and normalised per attempt (one pass ove
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -62,7 +63,7 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         self._resources: RowCache[_ResourceKey] = RowCache(
             handle.cluster, self._resource_rows, compute_few=self._resource_few
         )
-        self._raw: dict[tuple[object, ...], np.ndarray] = {}
+        self._raw: dict[tuple[object, ...], engine.Int64Array] = {}
         self._raw_generation = -1
         self._warned: set[EventRecord] = set()
         handle.cluster.subscribe(self)
@@ -95,7 +96,7 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         self._nonzero[row, 1] -= memory
 
     # -- resource scorers ---------------------------------------------------------------------------
-    def _column(self, name: str, rows: Rows | slice) -> tuple[np.ndarray, np.ndarray]:
+    def _column(self, name: str, rows: Rows | slice) -> tuple[engine.Int64Array, engine.Int64Array]:
         cluster = self.handle.cluster
         column = cluster.columns.get(name)
         if column is None:
@@ -165,18 +166,20 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         return out
 
     # -- normalised scorers ---------------------------------------------------------------------------
-    def _raw_scores(self, kind: str, key: object, compute: object) -> np.ndarray:
+    def _raw_scores(
+        self, kind: str, key: object, compute: Callable[[], engine.Int64Array]
+    ) -> engine.Int64Array:
+        """Per-row raw scores of a constraint set, kept until a node's labels or taints change."""
         cluster = self.handle.cluster
         if self._raw_generation != cluster.static_generation or len(self._raw) >= _MAX_CLASSES:
             self._raw.clear()
             self._raw_generation = cluster.static_generation
         cached = self._raw.get((kind, key, cluster.n))
         if cached is None:
-            assert callable(compute)
             cached = self._raw[(kind, key, cluster.n)] = compute()
         return cached
 
-    def _affinity_counts(self, terms: _Terms) -> np.ndarray:
+    def _affinity_counts(self, terms: _Terms) -> engine.Int64Array:
         cluster = self.handle.cluster
         n = cluster.n
         counts = np.zeros(n, dtype=np.int64)
@@ -184,10 +187,10 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
             counts += term_mask(cluster, term, n) * weight
         return counts
 
-    def _taint_counts(self, taint_ids: tuple[int, ...]) -> np.ndarray:
+    def _taint_counts(self, taint_ids: tuple[int, ...]) -> engine.Int64Array:
         cluster = self.handle.cluster
         n = cluster.n
-        counts: np.ndarray = cluster.node_taints[:n][:, list(taint_ids)].sum(axis=1, dtype=np.int64)
+        counts: engine.Int64Array = cluster.node_taints[:n][:, list(taint_ids)].sum(axis=1, dtype=np.int64)
         return counts
 
     # -- extension points -----------------------------------------------------------------------------
