@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from common.model import annotations as keys
-from common.model import strategy_fit
+from common.model import binpack, nodeorder, overcommit, strategy_fit
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
 from common.model.crossquota import args as crossquota_args
@@ -46,6 +46,7 @@ class Plugin:
     parse: Callable[[Mapping[str, Any]], BaseModel]
     required: Mapping[str, Any]  # the minimum a valid argument map holds
     arguments: tuple[Argument, ...]
+    notes: str = ""  # semantics and what is refused, printed under the table
 
 
 PLUGINS: tuple[Plugin, ...] = (
@@ -154,6 +155,122 @@ PLUGINS: tuple[Plugin, ...] = (
     ),
 )
 
+
+def _scorer(key: str, example: int, meaning: str) -> Argument:
+    """A nodeorder weight argument, with its model field and Volcano's default."""
+    return Argument(key, (nodeorder.FIELDS[key],), example, meaning, str(nodeorder.DEFAULTS[key]))
+
+
+_NOT_COMPUTED = "not computed by gpuq: any value but 0 is refused at start-up, naming the argument."
+
+VOLCANO_PLUGINS: tuple[Plugin, ...] = (
+    Plugin(
+        "overcommit",
+        "Volcano pkg/scheduler/plugins/overcommit",
+        overcommit.OvercommitArgs,
+        overcommit.parse_arguments,
+        {},
+        (
+            Argument(
+                overcommit.FACTOR_KEY,
+                ("factor",),
+                1.5,
+                "The cluster's allocatable is multiplied by it for the enqueue check; at least 1.0.",
+                str(overcommit.DEFAULT_FACTOR),
+            ),
+        ),
+        "Enqueue: a PodGroup with `spec.minResources` enters the queue when, on every resource it asks "
+        "for, the minResources of the Inqueue PodGroups (and what Running ones hold beyond their pods) "
+        "plus its own stay within `allocatable * factor - used`; one without minResources always enters. "
+        "A refusal leaves it Pending with a Normal `Unschedulable` event on the PodGroup: `resource in "
+        "cluster is overused: overused cpu`. Refused: a factor below 1 (Volcano warns and uses 1.2).",
+    ),
+    Plugin(
+        "nodeorder",
+        "Volcano pkg/scheduler/plugins/nodeorder (kube-scheduler 1.36's scorers)",
+        nodeorder.NodeOrderArgs,
+        nodeorder.parse_arguments,
+        {},
+        (
+            _scorer(
+                nodeorder.LEAST_REQUESTED,
+                2,
+                "NodeResourcesFit LeastAllocated over cpu and memory (non-zero requests: 100m / 200Mi "
+                "for a pod that sets none).",
+            ),
+            _scorer(nodeorder.MOST_REQUESTED, 1, "NodeResourcesFit MostAllocated over cpu and memory."),
+            _scorer(
+                nodeorder.BALANCED_RESOURCE,
+                1,
+                "NodeResourcesBalancedAllocation over cpu, memory and nvidia.com/gpu.",
+            ),
+            _scorer(
+                nodeorder.NODE_AFFINITY,
+                1,
+                "NodeAffinity: the pod's preferred node affinity terms, normalised over the candidates.",
+            ),
+            _scorer(
+                nodeorder.TAINT_TOLERATION,
+                1,
+                "TaintToleration: fewer untolerated PreferNoSchedule taints score higher.",
+            ),
+            Argument(nodeorder.POD_AFFINITY, (), 0, f"InterPodAffinity, {_NOT_COMPUTED}", "not computed"),
+            Argument(nodeorder.IMAGE_LOCALITY, (), 0, f"ImageLocality, {_NOT_COMPUTED}", "not computed"),
+            Argument(
+                nodeorder.POD_TOPOLOGY_SPREAD, (), 0, f"PodTopologySpread, {_NOT_COMPUTED}", "not computed"
+            ),
+        ),
+        "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
+        "kube's), times its weight; the plugin's score is the sum. A weight of 0 switches a scorer off; "
+        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2), imagelocality (1) "
+        "and podtopologyspread (2) cannot be honoured: left out, they contribute nothing. Refused: a "
+        "negative or fractional weight, an unknown argument, a non-zero weight for a scorer gpuq does not "
+        "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",
+    ),
+    Plugin(
+        "binpack",
+        "Volcano pkg/scheduler/plugins/binpack",
+        binpack.BinpackArgs,
+        binpack.parse_arguments,
+        {binpack.RESOURCES_KEY: "nvidia.com/gpu"},
+        (
+            Argument(
+                binpack.WEIGHT_KEY,
+                ("weight",),
+                10,
+                "Multiplier of the node score; 0 switches the plugin's scoring off.",
+                str(binpack.DEFAULT_WEIGHT),
+            ),
+            Argument(
+                binpack.CPU_KEY, ("resource_weights",), 5, "Weight of cpu.", str(binpack.DEFAULT_WEIGHT)
+            ),
+            Argument(
+                binpack.MEMORY_KEY, ("resource_weights",), 1, "Weight of memory.", str(binpack.DEFAULT_WEIGHT)
+            ),
+            Argument(
+                binpack.RESOURCES_KEY,
+                ("resource_weights",),
+                "nvidia.com/gpu, example.com/foo",
+                "Comma-separated extended resources to pack too (each weighs 1 unless given below).",
+                "none",
+            ),
+            Argument(
+                binpack.RESOURCE_PREFIX + "nvidia.com/gpu",
+                ("resource_weights",),
+                2,
+                "`binpack.resources.<name>`: weight of a resource listed in `binpack.resources`.",
+                str(binpack.DEFAULT_WEIGHT),
+            ),
+        ),
+        "Node score `sum((used + request) * weight / allocatable) / sum(weights) * 100 * binpack.weight` "
+        "over the weighted resources the pod requests (its pod count included, weighted only if `pods` "
+        "is listed); a resource the node has none of scores 0 and keeps its weight; one that would go "
+        "over the node's allocatable makes the node 0. Refused (Volcano replaces or ignores them): a "
+        "negative or fractional weight, a weight for an unlisted resource, cpu or memory in "
+        "`binpack.resources`, an unknown argument.",
+    ),
+)
+
 # Plugins that take no arguments (the scheduler configuration refuses any).
 PLAIN_PLUGINS: Mapping[str, str] = {
     "priority": "Queue order by PriorityClass value, then creation time.",
@@ -161,6 +278,11 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     "predicates": "Node fit: resources, selectors and affinity, taints, unschedulable nodes.",
     "capacity-scheduling": "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
     "gpu-quota": "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
+    "drf": "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest dominant "
+    "resource share (largest of allocated / cluster allocatable over the resources, the pod count "
+    "included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
+    "implemented: the hierarchical mode (`enableHierarchy`); drf does not yet take part in choosing "
+    "preemption victims.",
 }
 
 ANNOTATIONS: Mapping[str, tuple[str, str]] = {
@@ -247,7 +369,7 @@ def render() -> str:
         "## Plugin arguments",
         "",
     ]
-    for plugin in PLUGINS:
+    for plugin in (*PLUGINS, *VOLCANO_PLUGINS):
         _check(plugin)
         out += [
             f"### {plugin.name}",
@@ -262,6 +384,8 @@ def render() -> str:
             example = _cell(str(example))
             out.append(f"| `{arg.key}` | {arg.default} | `{example}` | {_cell(arg.meaning)} |")
         out.append("")
+        if plugin.notes:
+            out += [plugin.notes, ""]
     out += ["### Plugins without arguments", "", "| plugin | what it does |", "|---|---|"]
     out += [f"| `{name}` | {text} |" for name, text in PLAIN_PLUGINS.items()]
     out += ["", "## Annotations and labels", "", "| key | on | meaning |", "|---|---|---|"]

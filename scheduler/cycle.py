@@ -128,7 +128,12 @@ class Scheduler:
             observe=observe,
             keep_outcomes=keep_attempts,
         )
-        self.queue = SchedulingQueue(self.framework.sort_key, clock, interest=self.framework.interest)
+        self.queue = SchedulingQueue(
+            self.framework.sort_key,
+            clock,
+            interest=self.framework.interest,
+            live_keys=self.framework.sort_keys_live,
+        )
         self.podgroups.connect(self.framework, self.queue)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
         self.preemption = Preemption(self.framework, backend, self.preempted, self.delete_pod)

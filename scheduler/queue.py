@@ -47,8 +47,11 @@ class SchedulingQueue:
         interest: Mapping[str, frozenset[ClusterEvent]] | None = None,
         initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_MAX_BACKOFF,
+        live_keys: bool = False,
     ) -> None:
         self._sort_key = sort_key
+        # Keys that grow while pods wait (drf shares): re-read at the head (see pop).
+        self._live = live_keys
         self._clock = clock
         self._interest = dict(interest or {})
         self._initial = initial_backoff
@@ -70,6 +73,8 @@ class SchedulingQueue:
             self._to_active(queued)
 
     def _to_active(self, queued: QueuedPod) -> None:
+        if self._live:
+            queued.sort_key = self._sort_key(queued.pod)
         queued.pool = "active"
         queued.seq = next(self._seq)
         heapq.heappush(self._active, (queued.sort_key, queued.seq, queued.pod.key))
@@ -94,6 +99,16 @@ class SchedulingQueue:
             _, seq, key = heapq.heappop(self._active)
             queued = self._pods.get(key)
             if queued is not None and queued.pool == "active" and queued.seq == seq:
+                if self._live and self._active:
+                    # A key that grew since it was pushed goes back behind the pods now ahead of
+                    # it. Exact as long as keys only grow while pods wait (a share falls only when
+                    # a pod leaves, and the pod is then pushed again with a fresh key at its retry).
+                    key_now = self._sort_key(queued.pod)
+                    if key_now != queued.sort_key:
+                        queued.sort_key = key_now
+                        if (key_now, seq) > self._active[0][:2]:
+                            heapq.heappush(self._active, (key_now, seq, key))
+                            continue
                 queued.pool = "in-flight"
                 queued.attempts += 1
                 return queued.pod

@@ -29,7 +29,7 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from common.model import strategy_fit
+from common.model import binpack, nodeorder, overcommit, strategy_fit
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.crossquota import args as crossquota_args
 from common.model.errors import ConfigError
@@ -44,6 +44,10 @@ CROSSQUOTA: Final = "crossquota"
 RESOURCE_STRATEGY_FIT: Final = "resource-strategy-fit"
 CAPACITY_SCHEDULING: Final = "capacity-scheduling"
 GPU_QUOTA: Final = "gpu-quota"
+OVERCOMMIT: Final = "overcommit"
+DRF: Final = "drf"
+NODEORDER: Final = "nodeorder"
+BINPACK: Final = "binpack"
 SUPPORTED_PLUGINS: Final = (
     PRIORITY,
     GANG,
@@ -53,6 +57,10 @@ SUPPORTED_PLUGINS: Final = (
     RESOURCE_STRATEGY_FIT,
     CAPACITY_SCHEDULING,
     GPU_QUOTA,
+    OVERCOMMIT,
+    DRF,
+    NODEORDER,
+    BINPACK,
 )
 
 # Volcano's per-plugin switches (PluginOption in volcano's framework/conf). gpuq accepts them so an
@@ -99,6 +107,9 @@ def _argument_parsers() -> dict[str, ArgumentParser]:
         CAPACITY_CARD: CapacityCardArgs.from_arguments,
         CROSSQUOTA: crossquota_args.parse_arguments,
         RESOURCE_STRATEGY_FIT: strategy_fit.parse_arguments,
+        OVERCOMMIT: overcommit.parse_arguments,
+        NODEORDER: nodeorder.parse_arguments,
+        BINPACK: binpack.parse_arguments,
     }
 
 

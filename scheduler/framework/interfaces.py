@@ -208,6 +208,10 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
 
 
 class QueueSortPlugin(Plugin):
+    # True when a pod's key can grow while it waits (drf: its job's share rises as its pods are
+    # placed): the queue then reads the key again when the pod reaches the head.
+    live: ClassVar[bool] = False
+
     @abstractmethod
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         """Smaller sorts first."""

@@ -141,6 +141,11 @@ class Framework:
         if self._observe is not None:
             self._observe(point, time.perf_counter() - started)
 
+    @property
+    def sort_keys_live(self) -> bool:
+        """The queue must read a pod's key again when it reaches the head (QueueSortPlugin.live)."""
+        return self.queue_sort is not None and self.queue_sort.live
+
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         if self.queue_sort is None:
             return (pod.key,)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from scheduler.framework.registry import Registry
+from scheduler.plugins.binpack import Binpack
 from scheduler.plugins.capacity_card import CapacityCardPlugin
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
 from scheduler.plugins.crossquota import CrossQuota
+from scheduler.plugins.drf import DRF
 from scheduler.plugins.gang import Gang
 from scheduler.plugins.gpu_quota import GPUQuota
+from scheduler.plugins.nodeorder import NodeOrder
+from scheduler.plugins.overcommit import Overcommit
 from scheduler.plugins.predicates import Predicates
 from scheduler.plugins.priority import Priority
 from scheduler.plugins.strategy_fit import ResourceStrategyFit
@@ -23,4 +27,7 @@ def default_registry() -> Registry:
     registry.register(CapacityScheduling.name, CapacityScheduling)
     registry.register(CapacityCardPlugin.name, CapacityCardPlugin)
     registry.register(GPUQuota.name, GPUQuota)
+    # Volcano's default configuration
+    for plugin in (Overcommit, DRF, NodeOrder, Binpack):
+        registry.register(plugin.name, plugin)
     return registry

@@ -129,6 +129,56 @@ def compile_selection(pod: PodInfo) -> NodeSelection:
     return NodeSelection(selector, terms)
 
 
+def compile_preferred(pod: PodInfo) -> tuple[tuple[int, tuple[Requirement, ...]], ...] | None:
+    """``pod``'s preferred node affinity as (weight, requirements) terms; None when it has none.
+
+    As kube's ``NewPreferredSchedulingTerms``: a term of weight 0 or with no expressions is dropped;
+    a malformed term is an :class:`InvalidValue` naming the pod and the field.
+    """
+    node_affinity = (pod.affinity or {}).get("nodeAffinity")
+    if not isinstance(node_affinity, Mapping) or node_affinity.get(_PREFERRED) is None:
+        return None
+    base = f"spec.affinity.nodeAffinity.{_PREFERRED}"
+    raw = node_affinity[_PREFERRED]
+    if not isinstance(raw, list):
+        raise InvalidValue(base, raw, "a list of {weight, preference}", pod.ref)
+    terms: list[tuple[int, tuple[Requirement, ...]]] = []
+    for t, term in enumerate(raw):
+        at = f"{base}[{t}]"
+        if not isinstance(term, Mapping) or set(term) - {"weight", "preference"}:
+            raise InvalidValue(at, term, "a mapping with weight and preference", pod.ref)
+        weight = term.get("weight", 0)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+            raise InvalidValue(f"{at}.weight", weight, "an integer from 0 to 100", pod.ref)
+        preference = term.get("preference") or {}
+        if not isinstance(preference, Mapping) or set(preference) - {"matchExpressions", "matchFields"}:
+            raise InvalidValue(f"{at}.preference", preference, "a node selector term", pod.ref)
+        try:
+            reqs = tuple(
+                [
+                    _requirement(e, f"{at}.preference.matchExpressions[{i}]", False)
+                    for i, e in enumerate(preference.get("matchExpressions") or [])
+                ]
+                + [
+                    _requirement(e, f"{at}.preference.matchFields[{i}]", True)
+                    for i, e in enumerate(preference.get("matchFields") or [])
+                ]
+            )
+        except InvalidValue as err:
+            raise err.located(pod.ref) from None
+        if weight and reqs:
+            terms.append((weight, reqs))
+    return tuple(terms)
+
+
+def term_mask(cluster: ClusterState, term: Sequence[Requirement], n: int) -> BoolArray:
+    """Rows whose node matches every requirement of one node selector term."""
+    mask = np.ones(n, dtype=np.bool_)
+    for req in term:
+        mask &= _requirement_mask(cluster, req, n)
+    return mask
+
+
 def _requirement_mask(cluster: ClusterState, req: Requirement, n: int) -> BoolArray:
     if req.field:
         mask = np.zeros(n, dtype=np.bool_)
@@ -161,12 +211,23 @@ def selection_mask(cluster: ClusterState, selection: NodeSelection, n: int) -> B
         for term in selection.terms:
             if not term:
                 continue  # an empty term matches no node
-            term_mask = np.ones(n, dtype=np.bool_)
-            for req in term:
-                term_mask &= _requirement_mask(cluster, req, n)
-            any_term |= term_mask
+            any_term |= term_mask(cluster, term, n)
         mask &= any_term
     return mask
+
+
+PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
+
+
+def untolerated_preferences(cluster: ClusterState, pod: PodInfo) -> list[int]:
+    """Ids of the cluster's distinct PreferNoSchedule taints the pod does not tolerate (kube's
+    TaintToleration score: only tolerations with no effect or PreferNoSchedule count)."""
+    prefer = [t for t in pod.tolerations if str(t.get("effect") or "") in ("", PREFER_NO_SCHEDULE)]
+    return [
+        tid
+        for tid, taint in enumerate(cluster.taints)
+        if taint.effect == PREFER_NO_SCHEDULE and not tolerates(prefer, taint)
+    ]
 
 
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Taint) -> bool:

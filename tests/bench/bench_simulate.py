@@ -113,9 +113,13 @@ def _pods(count: int, rng: random.Random) -> list[PodInfo]:
     return pods
 
 
+CONFIG: list[SchedulerConfig] = []  # --config: the configuration to run (default: the default one)
+
+
 def _scheduler() -> Scheduler:
     backend = MemoryBackend()
-    sched = Scheduler(SchedulerConfig.default(), default_registry(), backend, clock=VirtualClock())
+    config = CONFIG[0] if CONFIG else SchedulerConfig.default()
+    sched = Scheduler(config, default_registry(), backend, clock=VirtualClock())
     for t in range(3):
         quota = dict.fromkeys(CARDS, 4000)
         sched.put_object(
@@ -222,7 +226,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rss", action="store_true")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is printed")
+    parser.add_argument("--config", help="a scheduler configuration file (default: the default one)")
     args = parser.parse_args()
+    if args.config:
+        with open(args.config, encoding="utf-8") as conf:
+            CONFIG.append(SchedulerConfig.from_yaml(conf.read()))
     if args.rss:
         rss(5000, 50000)
         return

@@ -14,7 +14,18 @@ def test_default_config_is_the_design_example() -> None:
     config = SchedulerConfig.default()
     assert config.actions == ("enqueue", "allocate", "preempt")
     assert [p.name for p in config.tiers[0]] == ["priority", "gang"]
-    assert [p.name for p in config.plugins] == list(SUPPORTED_PLUGINS)
+    # gpuq's own plugins; Volcano's default-configuration plugins (overcommit, drf, ...) are opt-in.
+    assert [p.name for p in config.plugins] == [
+        "priority",
+        "gang",
+        "predicates",
+        "capacity-card",
+        "crossquota",
+        "resource-strategy-fit",
+        "capacity-scheduling",
+        "gpu-quota",
+    ]
+    assert {"overcommit", "drf", "nodeorder", "binpack"} <= set(SUPPORTED_PLUGINS)
     assert config.plugin("gang") is not None and config.plugin("binpack") is None
 
 
@@ -51,7 +62,7 @@ def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
         ('actions: "enqueue, backfill"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'backfill'"),
         ('actions: "enqueue, enqueue"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'enqueue, enqueue'"),
         ("actions: 3\ntiers: [{plugins: [{name: gang}]}]", "actions", "3"),
-        ("actions: enqueue\ntiers: [{plugins: [{name: binpack}]}]", "tiers[0].plugins[0].name", "'binpack'"),
+        ("actions: enqueue\ntiers: [{plugins: [{name: tdm}]}]", "tiers[0].plugins[0].name", "'tdm'"),
         (
             "actions: enqueue\ntiers: [{plugins: [{name: gang}]}, {plugins: [{name: gang}]}]",
             "tiers[1].plugins[0].name",

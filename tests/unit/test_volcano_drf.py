@@ -1,0 +1,148 @@
+"""drf (common/model/drf.py, scheduler/plugins/drf.py): dominant shares by hand, and job order by
+dominant share through ``gpuq simulate``, with the case of Volcano's
+``pkg/scheduler/actions/allocate/allocate_test.go`` TestAllocate that drf decides ("two Jobs on one
+node"). Volcano's own drf test (``plugins/drf/hdrf_test.go``) covers only the hierarchical mode, which
+gpuq does not implement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.model import drf
+from common.model.config import SchedulerConfig
+from common.model.pods import PodInfo
+from scheduler.cycle import Scheduler
+from scheduler.memory_backend import MemoryBackend
+from scheduler.plugins import default_registry
+from scheduler.plugins.drf import DRF
+from scheduler.queue import SchedulingQueue
+from scheduler.simulate.run import VirtualClock
+from tests.builders import MakePod, MakePodGroup, MakeQueue
+from tests.unit.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
+
+
+def test_dominant_share_by_hand() -> None:
+    """cpu 1/2 = 0.5, memory 1G/4G = 0.25, pods 1/10: cpu dominates at 0.5."""
+    total = {"pods": 10, "cpu": 2000, "memory": 4 * 10**9}
+    assert drf.dominant_share({"cpu": 1000, "memory": 10**9, "pods": 1}, total) == ("cpu", 0.5)
+    assert drf.dominant_share({"memory": 3 * 10**9, "pods": 1}, total) == ("memory", 0.75)
+    assert drf.dominant_share({}, total) == ("", 0.0)
+
+
+def test_resource_the_cluster_lacks_is_not_a_dimension() -> None:
+    """Volcano iterates the cluster total's resources only: a GPU the cluster has none of adds nothing."""
+    assert drf.dominant_share({"nvidia.com/gpu": 1000, "cpu": 500}, {"cpu": 2000, "nvidia.com/gpu": 0}) == (
+        "cpu",
+        0.25,
+    )
+
+
+def test_preemptable_rule() -> None:
+    """The preemptor's share with the task below (or within 1e-6 of) the victim job's share without it."""
+    assert drf.preemptable(0.3, 0.5)
+    assert drf.preemptable(0.5, 0.5 - 1e-7)
+    assert not drf.preemptable(0.6, 0.5)
+
+
+def _config(job_order: str) -> str:
+    return (
+        'actions: "enqueue, allocate"\n'
+        f"tiers:\n- plugins:\n  - name: {job_order}\n  - name: gang\n"
+        "- plugins:\n  - name: predicates\n  - name: nodeorder\n"
+    )
+
+
+def _two_jobs_on_one_node() -> list[dict[str, Any]]:
+    """allocate_test.go TestAllocate "two Jobs on one node": pg1 (c1, queue c1) and pg2 (c2, queue c2),
+    two 1-cpu 1G pods each, one node n1 of 2 cpu, 4G, 10 pods."""
+    objects: list[dict[str, Any]] = [
+        MakeQueue("c1").weight(1).obj(),
+        MakeQueue("c2").weight(1).obj(),
+        MakePodGroup("pg1", "c1").queue("c1").min_member(0).phase("Inqueue").obj(),
+        MakePodGroup("pg2", "c2").queue("c2").min_member(0).phase("Inqueue").obj(),
+        volcano_node("n1", "2", "4G").obj(),
+    ]
+    for namespace, group in (("c1", "pg1"), ("c2", "pg2")):
+        for i in (1, 2):
+            objects.append(volcano_pod(namespace, f"{group}-p-{i}", "1", "1G").group(group).obj())
+    return objects
+
+
+def _bound(out: dict[str, Any]) -> dict[str, str]:
+    return {f"{p['namespace']}/{p['name']}": p["node"] for p in out["pods"] if p["phase"] == "Bound"}
+
+
+def test_allocate_test_go_two_jobs_on_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Expected binds: c2/pg2-p-1 and c1/pg1-p-1 on n1: once pg1 has a pod its share (cpu 0.5) is
+    above pg2's (0), so pg2's first pod goes before pg1's second."""
+    out = simulate_scenario(tmp_path, capsys, _config("drf"), _two_jobs_on_one_node())
+    assert _bound(out) == {"c2/pg2-p-1": "n1", "c1/pg1-p-1": "n1"}
+    assert pod(out, "pg1-p-2")["phase"] == pod(out, "pg2-p-2")["phase"] == "Pending"
+
+
+def test_without_drf_one_job_takes_the_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same input ordered by priority alone (then namespace/name): pg1's two pods take n1."""
+    out = simulate_scenario(tmp_path, capsys, _config("priority"), _two_jobs_on_one_node())
+    assert _bound(out) == {"c1/pg1-p-1": "n1", "c1/pg1-p-2": "n1"}
+
+
+def test_job_with_running_pods_waits_behind_a_job_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pg1 already runs a 1-cpu pod (share 1/3 of 3 cpu); pg2 runs nothing: pg2's pending pod takes the
+    last free cpu although pg1's pod sorts first by namespace and name."""
+    objects = [
+        MakeQueue("q").weight(1).obj(),
+        MakePodGroup("pg1", "a").queue("q").min_member(0).phase("Running").obj(),
+        MakePodGroup("pg2", "b").queue("q").min_member(0).phase("Inqueue").obj(),
+        volcano_node("n1", "3", "12G").obj(),
+        volcano_pod("a", "running", "1", "1G", node="n1").group("pg1").obj(),
+        volcano_pod("other", "filler", "1", "1G", node="n1").obj(),
+        volcano_pod("a", "waiting", "1", "1G").group("pg1").obj(),
+        volcano_pod("b", "waiting", "1", "1G").group("pg2").obj(),
+    ]
+    out = simulate_scenario(tmp_path, capsys, _config("drf"), objects)
+    assert _bound(out) == {"a/running": "n1", "other/filler": "n1", "b/waiting": "n1"}
+
+
+def test_live_keys_are_read_again_at_the_head() -> None:
+    """A queue with live keys (drf's) puts a pod whose key grew since it was pushed behind the pods now
+    ahead of it; with fixed keys (priority's) the order is the one taken at push time."""
+    share = {"a": 0.0, "b": 0.0}
+
+    def key(p: PodInfo) -> tuple[Any, ...]:
+        return (share[p.namespace], p.namespace, p.name)
+
+    for live, expected in ((True, ["a/1", "b/1", "a/2", "b/2"]), (False, ["a/1", "a/2", "b/1", "b/2"])):
+        share.update(a=0.0, b=0.0)
+        queue = SchedulingQueue(key, lambda: 0.0, live_keys=live)
+        for namespace in ("a", "b"):
+            for name in ("1", "2"):
+                queue.add(MakePod(name, namespace).info())
+        popped = []
+        while (next_pod := queue.pop()) is not None:
+            popped.append(next_pod.key)
+            share[next_pod.namespace] += 0.5  # its job's share grows as it is placed
+            queue.done(next_pod.key)
+        assert popped == expected, live
+
+
+def test_victims_follow_volcanos_preemptable_rule() -> None:
+    """drf's preemptable function: job a holds 3 of 4 cpu, job b nothing; b's 1-cpu preemptor has a
+    share of 1/4 with it. a's pods, taken one after another, leave a at 2/4 (a victim), 1/4 (equal: a
+    victim) and 0/4 (below: not one)."""
+    config = SchedulerConfig.from_yaml(_config("drf"))
+    sched = Scheduler(config, default_registry(), MemoryBackend(), clock=VirtualClock())
+    sched.set_node(volcano_node("n1", "4", "400G").info())
+    for group in ("a", "b"):
+        sched.put_object(MakePodGroup(group, "ns").queue("q").min_member(0).phase("Running").obj())
+    placed = [volcano_pod("ns", f"a{i}", "1", "1G", node="n1").group("a").info() for i in range(3)]
+    for running in placed:
+        sched.add_pod(running)
+    plugin = sched.framework.plugin("drf")
+    assert isinstance(plugin, DRF)
+    preemptor = volcano_pod("ns", "b0", "1", "1G").group("b").info()
+    assert [p.name for p in plugin.victims(preemptor, placed)] == ["a0", "a1"]
