@@ -29,7 +29,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Change], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+# No event and no bookmark for this long: the watch is re-established. kube-apiserver sends a bookmark on
+# every watch that asked for them about once a minute (its cacher's bookmark frequency), so a healthy
+# watch, even of a kind that never changes, is never silent this long.
+DEFAULT_INACTIVITY: Final = 150.0
 
 
 class Gone(Exception):
@@ -65,7 +71,7 @@ class Informer:
     transform: Transform | None = strip_managed_fields
     page_size: int = 500
     watch_timeout: tuple[int, int] = (300, 600)
-    inactivity_timeout: float = 150.0
+    inactivity_timeout: float = DEFAULT_INACTIVITY
     backoff: tuple[float, float] = (0.5, 30.0)
     label_selector: str = ""
     field_selector: str = ""
