@@ -100,8 +100,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_INACTIVITY,
         metavar="SECONDS",
-        help="re-establish a watch silent this long, no event and no bookmark (the apiserver sends a "
-        f"bookmark about every minute on a healthy one; default {DEFAULT_INACTIVITY:.0f})",
+        help="re-establish a watch silent this long (no event, no bookmark) from its resourceVersion; "
+        f"/readyz is 503 until it answers (default {DEFAULT_INACTIVITY:.0f})",
     )
     p.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")

@@ -160,7 +160,8 @@ async def test_black_holed_leader_stops_writing_before_the_standby_takes_over(
     first_b = min(x.received for x in b_binds)
     with capsys.disabled():
         print(
-            f" [Lease cut at 0; replica-a's last write +{last_write - cut:.1f}s, exit seen by +{exited - cut:.1f}s;"
+            f" [Lease cut at 0; replica-a last wrote +{last_write - cut:.1f}s,"
+            f" its exit seen by +{exited - cut:.1f}s;"
             f" replica-b acquired +{acquired - cut:.1f}s, first bind +{first_b - cut:.1f}s;"
             f" binds a={len(a_binds)} b={len(b_binds)}; max bound {worst}/{MAX_CPU} over {polls} polls]",
             end="",
