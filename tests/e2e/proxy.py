@@ -16,6 +16,10 @@ plain-HTTP address; the proxy forwards each request to the apiserver over TLS as
     proxy.events                          # every watch event forwarded: time, type, kind, name
     await proxy.stop()
 
+In a test, the fixtures do the set-up: ``proxy`` (started, stopped after the test) and
+``run_proxied`` (``run_proxied(name, config, *args)`` starts ``gpuq scheduler`` through ``proxy``;
+every process it started is stopped before the proxy is).
+
 A fault is a predicate on :class:`Exchange` and an action; it applies while active (until
 :meth:`Fault.clear`). ``delay`` and ``black_hole`` act on requests as they arrive; ``stall`` holds
 the response bytes of matching exchanges, including streams already open. Times are wall-clock
@@ -29,15 +33,18 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
+import pytest
+import pytest_asyncio
 from aiohttp import web
 from yarl import URL
 
+from tests.e2e.cluster_fixtures import SchedulerFactory, SchedulerProcess, scheduler_starter
 from tests.e2e.controlplane.harness import ControlPlane
 
 # Not forwarded: hop-by-hop headers, the length (re-computed), and the encoding (identity on both
@@ -276,3 +283,20 @@ class ApiProxy:
                     )
                 )
         return rest
+
+
+@pytest_asyncio.fixture
+async def proxy(control_plane: ControlPlane) -> AsyncIterator[ApiProxy]:
+    proxy = await ApiProxy(control_plane).start()
+    yield proxy
+    await proxy.stop()
+
+
+@pytest.fixture
+def run_proxied(proxy: ApiProxy, tmp_path: Path) -> Iterator[SchedulerFactory]:
+    """``run_proxied(name, config=None, *extra_args)``: ``gpuq scheduler`` reaching the apiserver
+    through ``proxy``; every process started is stopped after the test."""
+    started: list[SchedulerProcess] = []
+    yield scheduler_starter(proxy.kubeconfig(tmp_path / "proxied.kubeconfig"), tmp_path, started)
+    for process in started:
+        process.terminate()

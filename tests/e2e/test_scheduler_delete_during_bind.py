@@ -23,21 +23,28 @@ import asyncio
 import json
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Sequence
 
 import pytest
-import pytest_asyncio
 
 from tests.e2e import cluster_fixtures as fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, metric_value, node_of
-from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e import proxy as proxy_fixtures
+from tests.e2e.cluster_fixtures import (
+    Cluster,
+    SchedulerFactory,
+    SchedulerProcess,
+    eventually,
+    metric_value,
+    node_of,
+)
 from tests.e2e.proxy import ApiProxy, is_bind
 from tests.e2e.test_scheduler_features import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
+proxy = proxy_fixtures.proxy
+run_proxied = proxy_fixtures.run_proxied
 
 PODS = 500
 DELETED = 250  # every other pod
@@ -51,13 +58,6 @@ PENDING_METRIC = "scheduler_pending_pods"
 
 SENDING = re.compile(r"^sending bind of pod (\S+) to ")
 OBSERVED = re.compile(r"^observed delete of pod (\S+)$")
-
-
-@pytest_asyncio.fixture
-async def proxy(control_plane: ControlPlane) -> AsyncIterator[ApiProxy]:
-    proxy = await ApiProxy(control_plane).start()
-    yield proxy
-    await proxy.stop()
 
 
 def pending_total(scheduler: SchedulerProcess) -> float:
@@ -90,15 +90,13 @@ async def gathered(limit: int, jobs: Sequence[Awaitable[object]]) -> None:
 
 
 async def test_no_bind_is_sent_for_a_pod_after_its_delete_was_observed(
-    cluster: Cluster, proxy: ApiProxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, proxy: ApiProxy, run_proxied: SchedulerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"gpuq-{cluster.test_id}"
     ns = cluster.namespace
     await cluster.node("n", {"cpu": "1000", "memory": "1000Gi", "pods": "1000"})
     proxy.delay(is_bind, BIND_DELAY)
-    started: list[SchedulerProcess] = []
-    start = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "kubeconfig"), tmp_path, started)
-    scheduler = start(
+    scheduler = run_proxied(
         name,
         BASE_TIER,
         *("--bind-concurrency", BIND_CONCURRENCY, "--log-format", "json", "--log-level", "DEBUG"),

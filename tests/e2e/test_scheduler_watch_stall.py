@@ -26,23 +26,22 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from common.model.quantity import parse_quantity
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
-from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e import proxy as proxy_fixtures
+from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of
 from tests.e2e.proxy import ApiProxy, is_bind, is_watch, reads_of
 from tests.e2e.test_scheduler_features import BASE_TIER, GPU_NODE
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
+proxy = proxy_fixtures.proxy
+run_proxied = proxy_fixtures.run_proxied
 
 CONFIG = BASE_TIER + (
     "  - name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true, nodeOrderWeight: 1.0}\n"
@@ -63,13 +62,6 @@ TF_ANNOTATIONS = {
 ACTIVE_KINDS = ("pods", "elasticquotas")
 # Changed by nobody while the scheduler runs: its watch gets no bookmark and is re-established.
 QUIET_KINDS = {"priorityclasses": "PriorityClass", "podgroups": "PodGroup"}
-
-
-@pytest_asyncio.fixture
-async def proxy(control_plane: ControlPlane) -> AsyncIterator[ApiProxy]:
-    proxy = await ApiProxy(control_plane).start()
-    yield proxy
-    await proxy.stop()
 
 
 class Quotas:
@@ -145,7 +137,7 @@ class Quotas:
 
 
 async def test_quotas_hold_while_the_pod_watch_is_silent(
-    cluster: Cluster, proxy: ApiProxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, proxy: ApiProxy, run_proxied: SchedulerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"gpuq-{cluster.test_id}"
     queue = f"q-{cluster.test_id}"
@@ -171,9 +163,7 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
     assert quotas.limits == {"ElasticQuota": 4, "Queue": 3, "GPUResourceQuota": 3}
 
     proxy.delay(is_bind, BIND_DELAY)
-    started: list[SchedulerProcess] = []
-    start = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "kubeconfig"), tmp_path, started)
-    scheduler = start(
+    scheduler = run_proxied(
         name,
         CONFIG,
         *("--bind-concurrency", "1", "--max-unschedulable-seconds", "1"),
@@ -265,14 +255,12 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
 
 
 async def test_a_silent_watch_is_re_established_and_readiness_follows(
-    cluster: Cluster, proxy: ApiProxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, proxy: ApiProxy, run_proxied: SchedulerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"gpuq-{cluster.test_id}"
     bound = 10.0  # the checks while stalled take ~3 s: the re-established watch is still waiting
     await cluster.node("n", {"cpu": "8", "memory": "8Gi", "pods": "110"})
-    started: list[SchedulerProcess] = []
-    start = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "kubeconfig"), tmp_path, started)
-    scheduler = start(name, BASE_TIER, "--watch-inactivity-timeout", str(bound))
+    scheduler = run_proxied(name, BASE_TIER, "--watch-inactivity-timeout", str(bound))
     try:
         await scheduler.wait_ready(60)
         await cluster.pod("before", {"cpu": "1"}, scheduler=name)
