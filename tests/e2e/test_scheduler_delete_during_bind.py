@@ -53,8 +53,9 @@ BIND_DELAY = 2.0  # seconds each bind POST waits in the proxy
 # land before their pod's bind is sent.
 BIND_CONCURRENCY = "16"
 IN_FLIGHT_AT_DELETE = 32  # bind POSTs received before the deletes start
-# The one name of the pending gauge (issue 19 renames the scheduler's metrics; change it here).
+# The scheduler metrics this test reads, named once (their names are to get the gpuq_ prefix).
 PENDING_METRIC = "scheduler_pending_pods"
+ATTEMPTS_METRIC = "scheduler_schedule_attempts_total"
 
 SENDING = re.compile(r"^sending bind of pod (\S+) to ")
 OBSERVED = re.compile(r"^observed delete of pod (\S+)$")
@@ -167,7 +168,7 @@ async def test_no_bind_is_sent_for_a_pod_after_its_delete_was_observed(
         await asyncio.sleep(2)
         text = scheduler.metrics()
         attempts = sum(
-            metric_value(text, "scheduler_schedule_attempts_total", {"result": r}) or 0.0
+            metric_value(text, ATTEMPTS_METRIC, {"result": r}) or 0.0
             for r in ("scheduled", "unschedulable", "error")
         )
         assert attempts <= PODS, f"{attempts} attempts for {PODS} pods\n{scheduler.log(200)}"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -185,6 +186,17 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
             await asyncio.sleep(0.005)
 
 
+@contextlib.asynccontextmanager
+async def running(inf: Informer) -> AsyncIterator[None]:
+    task = asyncio.create_task(inf.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 def bookmark(rv: str) -> dict[str, Any]:
     return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}}
 
@@ -192,8 +204,7 @@ def bookmark(rv: str) -> dict[str, Any]:
 async def test_a_silent_watch_is_re_established_from_its_resource_version_without_a_list() -> None:
     api = WatchApi()
     inf = Informer(api, QUEUES, inactivity_timeout=0.3)
-    task = asyncio.create_task(inf.run())
-    try:
+    async with running(inf):
         await until(lambda: len(api.watches) == 1)
         assert inf.watching and api.lists == 1
         api.watches[0][1].send({"type": "ADDED", "object": obj("q", "8")})
@@ -206,17 +217,12 @@ async def test_a_silent_watch_is_re_established_from_its_resource_version_withou
         assert api.watches[0][2].closed  # the silent connection is never reused
         assert api.lists == 1 and inf.relists == 1 and inf.get("", "q") is not None
         await until(lambda: inf.watching)
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
 
 async def test_bookmarks_keep_a_quiet_watch_alive() -> None:
     api = WatchApi()
     inf = Informer(api, QUEUES, inactivity_timeout=0.5)
-    task = asyncio.create_task(inf.run())
-    try:
+    async with running(inf):
         await until(lambda: len(api.watches) == 1)
         stream = api.watches[0][1]
         for rv in range(8, 23):  # 1.5 s of bookmarks, one every 0.1 s: three times the bound
@@ -226,24 +232,15 @@ async def test_bookmarks_keep_a_quiet_watch_alive() -> None:
         assert len(api.watches) == 1 and inf.resource_version == "22"
         await until(lambda: len(api.watches) == 2)  # then silence: re-established from the last bookmark
         assert api.watches[1][0] == "22" and api.lists == 1
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
 
 async def test_a_re_established_watch_that_does_not_answer_is_an_error_and_the_cache_is_re_listed() -> None:
     api = WatchApi()
     inf = Informer(api, QUEUES, inactivity_timeout=0.2, backoff=(0.0, 0.0))
-    task = asyncio.create_task(inf.run())
-    try:
+    async with running(inf):
         await until(lambda: len(api.watches) == 1)
         api.hang = True  # from now on a watch request is never answered
         await until(lambda: not inf.watching)
         await until(lambda: api.lists == 2)  # silent, then the new watch unanswered: list again
         api.hang = False
         await until(lambda: len(api.watches) == 2 and inf.watching)
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
