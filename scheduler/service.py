@@ -35,7 +35,7 @@ from common.kube.client import GatedClient, new_api_client
 from common.kube.config_file import read_config
 from common.kube.diff import Change
 from common.kube.events import EventRecorder
-from common.kube.informer import Informer, InformerSet
+from common.kube.informer import DEFAULT_INACTIVITY, Informer, InformerSet
 from common.kube.leader import LeaderElector, LeaseTimings
 from common.kube.status import StatusWriter
 from common.model.config import SchedulerConfig
@@ -95,6 +95,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="retry a pod parked as unschedulable this long even without a relevant event "
         f"(kube-scheduler's podMaxInUnschedulablePodsDuration; default {DEFAULT_MAX_UNSCHEDULABLE:.0f})",
     )
+    p.add_argument(
+        "--watch-inactivity-timeout",
+        type=float,
+        default=DEFAULT_INACTIVITY,
+        metavar="SECONDS",
+        help="re-establish a watch silent this long (no event, no bookmark) from its resourceVersion; "
+        f"/readyz is 503 until it answers (default {DEFAULT_INACTIVITY:.0f})",
+    )
     p.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     p.set_defaults(func=main)
@@ -138,6 +146,11 @@ def main(args: argparse.Namespace) -> int:
             timings.validate()
         if args.bind_concurrency < 1:
             raise GpuqError(f"--bind-concurrency: invalid value {args.bind_concurrency}: expected at least 1")
+        if not args.watch_inactivity_timeout > 0:
+            raise GpuqError(
+                f"--watch-inactivity-timeout: invalid value {args.watch_inactivity_timeout}: "
+                "expected a positive number of seconds"
+            )
         if not args.max_unschedulable_seconds > 0:
             raise GpuqError(
                 f"--max-unschedulable-seconds: invalid value {args.max_unschedulable_seconds}: "
@@ -176,7 +189,20 @@ class Service:
 
     # -- probes -----------------------------------------------------------------------------------
     def ready(self) -> bool:
-        return self.feed is not None and self.feed.ready
+        """Fed from the caches and every watch live (``InformerSet.watching``): not while a watch
+        silent past ``--watch-inactivity-timeout`` (or broken) is being re-established."""
+        return (
+            self.feed is not None
+            and self.feed.ready
+            and self.informers is not None
+            and self.informers.watching
+        )
+
+    def not_ready_reason(self) -> str:
+        if self.feed is None or not self.feed.ready or self.informers is None:
+            return "informer caches not synced"
+        down = sorted(kind for kind, i in self.informers.informers.items() if not i.watching)
+        return f"watch not live: {', '.join(down)}" if down else "ok"
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.is_leader
@@ -194,7 +220,7 @@ class Service:
         async def readyz(_: web.Request) -> web.Response:
             if self.ready():
                 return web.Response(text="ok")
-            return web.Response(status=503, text="informer caches not synced")
+            return web.Response(status=503, text=self.not_ready_reason())
 
         async def metrics(_: web.Request) -> web.Response:
             body = generate_latest(self.metrics.registry)
@@ -282,7 +308,10 @@ class Service:
                 backend.forget_pod(f"{change.key[0]}/{change.key[1]}")
             feed.handler(change)
 
-        self.informers = InformerSet(Informer(api, kind, handlers=[handler]) for kind in REPLAY_ORDER)
+        self.informers = InformerSet(
+            Informer(api, kind, handlers=[handler], inactivity_timeout=args.watch_inactivity_timeout)
+            for kind in REPLAY_ORDER
+        )
         self.informers.start()
         tasks: list[asyncio.Task[Any]] = []
         try:

@@ -1,4 +1,4 @@
-"""An informer: list, watch with bookmarks, re-list and diff on 410 Gone or inactivity.
+"""An informer: list, watch with bookmarks, re-establish a silent watch, re-list and diff on 410 Gone.
 
 kubernetes_asyncio's ``Watch`` retries a 410 once and then raises, and returns model objects; gpuq owns
 the loop instead and reads raw JSON:
@@ -8,16 +8,25 @@ the loop instead and reads raw JSON:
 2. **watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a server-side
    ``timeoutSeconds``; every event and bookmark advances the resourceVersion, so a watch that ends
    normally is resumed from where it stopped without listing again;
-3. on **410 Gone** (the resourceVersion was compacted), on **inactivity** (no event and no bookmark for
-   ``inactivity_timeout``: a half-dead connection) or on any error, go back to 1, with an exponential
-   backoff and jitter after errors so a struggling apiserver is not hammered.
+3. on **inactivity** (no byte, no event and no bookmark, for ``inactivity_timeout``: a stalled or
+   half-dead connection) the watch is closed and **re-established** from the last resourceVersion on
+   a new connection: nothing is lost (the apiserver replays what came after it) and nothing is listed.
+   The new watch must answer within ``inactivity_timeout`` too, or it counts as an error;
+4. on **410 Gone** (the resourceVersion was compacted) or on any error, go back to 1, with an
+   exponential backoff and jitter after errors so a struggling apiserver is not hammered.
+
+Bookmarks do not keep every healthy watch busy: kube-apiserver sends one about once a minute, but
+only once the kind has changed after the watch's resourceVersion (its cacher sends none before it has
+seen an event, and none older than the watch). A watch of a kind nobody changes is silent however
+healthy it is; re-establishing it costs one watch request per ``inactivity_timeout``, no list.
 
 Handlers run in the event loop, synchronously, in order of delivery; one that raises is logged and
 does not stop the informer. The cache is readable at any time (``informer.get``, ``informer.items``).
 
-``synced`` is set once, by the first list. ``watching`` is True only while the cache is live: from a
-successful list until the next list or watch error (410 Gone, inactivity, a failed request), and again
-after the next successful list. A watch that ends normally and is resumed stays live.
+``synced`` is set once, by the first list. ``watching`` is True only while the cache is live and
+watched: from a successful list (and each watch the apiserver answers) until the next failure (410
+Gone, a failed request) or until a watch is found silent, and again once a list or a re-established
+watch succeeds. A watch that ends normally and is resumed stays live.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -40,6 +49,12 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Change], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+# No byte on a watch for this long: it is re-established (from its resourceVersion, without a list).
+# Longer than kube-apiserver's bookmark period (about a minute), so a watch of a kind that changes is
+# kept alive by its bookmarks; a watch of a kind nobody changes gets none and is renewed at this pace.
+DEFAULT_INACTIVITY: Final = 150.0
 
 
 class Gone(Exception):
@@ -65,7 +80,7 @@ class Informer:
     transform: Transform | None = strip_managed_fields
     page_size: int = 500
     watch_timeout: tuple[int, int] = (300, 600)
-    inactivity_timeout: float = 150.0
+    inactivity_timeout: float = DEFAULT_INACTIVITY
     backoff: tuple[float, float] = (0.5, 30.0)
     label_selector: str = ""
     field_selector: str = ""
@@ -99,19 +114,22 @@ class Informer:
                 await self._list()
                 failures = 0
                 while True:
-                    await self._watch()
+                    try:
+                        await self._watch()
+                    except Inactive:
+                        self.watching = False  # until the new watch answers
+                        log.warning(
+                            "%s: watch silent for %.0fs, re-establishing it from resourceVersion %s",
+                            self.kind.kind,
+                            self.inactivity_timeout,
+                            self._resource_version,
+                        )
             except asyncio.CancelledError:
                 self.watching = False
                 raise
             except Gone:
                 self.watching = False
                 log.info("%s: resourceVersion %s expired, re-listing", self.kind.kind, self._resource_version)
-                continue
-            except Inactive:
-                self.watching = False
-                log.warning(
-                    "%s: watch inactive for %.0fs, re-listing", self.kind.kind, self.inactivity_timeout
-                )
                 continue
             except Exception as err:
                 self.watching = False
@@ -154,10 +172,20 @@ class Informer:
             ("resourceVersion", self._resource_version),
             ("timeoutSeconds", str(random.randint(low, high))),
         ]
-        response = await self._request(params, timeout=aiohttp.ClientTimeout(total=None, connect=30))
+        try:
+            async with asyncio.timeout(self.inactivity_timeout):
+                response = await self._request(params, timeout=aiohttp.ClientTimeout(total=None, connect=30))
+        except TimeoutError:
+            raise ApiError(
+                f"watch of {self.kind.path} not answered within {self.inactivity_timeout:g}s"
+            ) from None
+        self.watching = True  # answered: the cache is watched again
         try:
             async for line in _lines(response.content, self.inactivity_timeout):
                 self._event(json.loads(line))
+        except Inactive:
+            response.close()  # the connection may be half dead: never reuse it
+            raise
         finally:
             response.release()
 

@@ -174,6 +174,7 @@ class KubeBackend:
             return settled
         if not self.may_write():
             return Outcome(Result.NOT_BOUND, "not the leader any more")
+        log.debug("sending bind of pod %s to %s", pod.key, node)
         found = await binding.bind(self.api_client, pod.namespace, pod.name, pod.uid, node)
         if self.metrics is not None:
             label = "conflict" if found.conflict else "ok" if found.bound_to == node else "error"

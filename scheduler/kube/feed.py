@@ -110,7 +110,12 @@ class Feed:
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
-        """The informer handler (every kind): ignored until :meth:`replay`, then applied."""
+        """The informer handler (every kind): ignored until :meth:`replay`, then applied.
+
+        A pod's delete is logged (DEBUG) as it is observed: the informer's cache already lacks the
+        pod, so from this line on :meth:`settled` answers GONE and no bind of it is sent."""
+        if change.type == "delete" and change.obj.get("kind") == kinds.PODS.kind:
+            log.debug("observed delete of pod %s/%s", *change.key)
         if not self.ready:
             return
         self.apply(change)

@@ -1,149 +1,187 @@
-"""Delete during bind (issue 11, at a small scale): pods deleted while the scheduler's binds are in
-flight are forgotten, not retried, and the pending count returns to 0.
+"""Delete during bind (issue 11): 500 pods are created with binds slowed down and 250 of them are
+deleted mid-burst. No bind is sent for a pod after its delete was observed, and the pending count
+returns to 0 (from /metrics).
 
-The scheduler talks to the apiserver through a loopback TCP proxy (part of this test) that holds
-every chunk it sends for a moment: each request of the scheduler (binds among them) is slowed,
-while what the apiserver sends back (watch events, the deletes) is not. 50 pods are created and 25
-of them deleted while their binds queue up behind the proxy.
+The scheduler talks to the apiserver through the HTTP proxy of ``tests/e2e/proxy.py``, which holds
+each bind POST for a moment (and nothing else), so binds queue up while the deletes land.
+
+What "observed" means: the scheduler's informer applying the DELETED event to its cache, which its
+feed logs (DEBUG, ``observed delete of pod ns/name``) in the same synchronous step, before any other
+task runs; from then on the bind path's check (``Feed.settled``) answers GONE. The bind path logs
+``sending bind of pod ns/name to node`` after that check, right before the request. Both lines come
+from one process and one event loop, so their order in the log is the order in which the scheduler
+observed the delete and decided to send: the assertion is that, per deleted pod, no ``sending bind``
+line follows its ``observed delete`` line. The proxy's record of the bind POSTs it received shows the
+log tells the truth (one POST per logged send, per pod) and gives the figures. (Comparing the
+proxy's receive time with the log's timestamp instead would flag a bind written to the socket a
+millisecond before the delete was observed and read by the proxy a millisecond after.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
+import json
+import re
+from collections import Counter
+from collections.abc import Awaitable, Sequence
 
 import pytest
-import pytest_asyncio
 
 from tests.e2e import cluster_fixtures as fixtures
-from tests.e2e.cluster_fixtures import Cluster, eventually, metric_value, node_of
-from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e import proxy as proxy_fixtures
+from tests.e2e.cluster_fixtures import (
+    Cluster,
+    SchedulerFactory,
+    SchedulerProcess,
+    eventually,
+    metric_value,
+    node_of,
+)
+from tests.e2e.proxy import ApiProxy, is_bind
 from tests.e2e.test_scheduler_features import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
+proxy = proxy_fixtures.proxy
+run_proxied = proxy_fixtures.run_proxied
 
-PODS = 50
-DELAY = 0.25  # seconds each chunk from the scheduler waits in the proxy
+PODS = 500
+DELETED = 250  # every other pod
+BIND_DELAY = 2.0  # seconds each bind POST waits in the proxy
+# 16 binds in the proxy at any time, about 8/s: the deletes meet binds in flight, and most of them
+# land before their pod's bind is sent.
+BIND_CONCURRENCY = "16"
+IN_FLIGHT_AT_DELETE = 32  # bind POSTs received before the deletes start
+# The scheduler metrics this test reads, named once (their names are to get the gpuq_ prefix).
+PENDING_METRIC = "gpuq_scheduler_pending_pods"
+ATTEMPTS_METRIC = "gpuq_scheduler_schedule_attempts_total"
 
-
-class SlowProxy:
-    """Forwards loopback TCP connections to ``target``; client -> server chunks wait ``delay``."""
-
-    def __init__(self, target_port: int, delay: float) -> None:
-        self.target_port = target_port
-        self.delay = delay
-        self.server: asyncio.Server | None = None
-        self.connections: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.connections.add(task)
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            writer.close()
-            return
-        pipes = asyncio.gather(
-            self._pipe(reader, up_writer, self.delay),
-            self._pipe(up_reader, writer, 0.0),
-            return_exceptions=True,
-        )
-        with contextlib.suppress(asyncio.CancelledError):  # stop(): a cancelled connection is done
-            await pipes
-
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
-        try:
-            while chunk := await reader.read(65536):
-                if delay:
-                    await asyncio.sleep(delay)
-                writer.write(chunk)
-                await writer.drain()
-        finally:
-            writer.close()
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        for task in self.connections:
-            task.cancel()
-        await asyncio.gather(*self.connections, return_exceptions=True)
+SENDING = re.compile(r"^sending bind of pod (\S+) to ")
+OBSERVED = re.compile(r"^observed delete of pod (\S+)$")
 
 
-@pytest_asyncio.fixture
-async def slow_kubeconfig(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[Path]:
-    proxy = SlowProxy(control_plane.apiserver_port, DELAY)
-    port = await proxy.start()
-    text = control_plane.kubeconfig.read_text()
-    assert control_plane.server in text
-    path = tmp_path / "slow-kubeconfig"
-    path.write_text(text.replace(control_plane.server, f"https://127.0.0.1:{port}"))
-    yield path
-    await proxy.stop()
+def pending_total(scheduler: SchedulerProcess) -> float:
+    text = scheduler.metrics()
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith((PENDING_METRIC + "{", PENDING_METRIC + " "))
+    )
 
 
-async def test_pods_deleted_while_their_binds_are_in_flight_are_forgotten(
-    cluster: Cluster, slow_kubeconfig: Path, tmp_path: Path
+def scheduler_lines(scheduler: SchedulerProcess) -> list[str]:
+    """The ``msg`` of every JSON log line, in order."""
+    out = []
+    for line in scheduler.log_path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            out.append(str(json.loads(line).get("msg") or ""))
+    return out
+
+
+async def gathered(limit: int, jobs: Sequence[Awaitable[object]]) -> None:
+    """Await ``jobs`` (coroutines), at most ``limit`` at once."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[object]) -> None:
+        async with semaphore:
+            await job
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def test_no_bind_is_sent_for_a_pod_after_its_delete_was_observed(
+    cluster: Cluster, proxy: ApiProxy, run_proxied: SchedulerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"gpuq-{cluster.test_id}"
-    await cluster.node("n", {"cpu": "100", "memory": "100Gi", "pods": "200"})
-    started: list[fixtures.SchedulerProcess] = []
-    start = fixtures.scheduler_starter(slow_kubeconfig, tmp_path, started)
-    scheduler = start(name, BASE_TIER, "--bind-concurrency", "2")
+    ns = cluster.namespace
+    await cluster.node("n", {"cpu": "1000", "memory": "1000Gi", "pods": "1000"})
+    proxy.delay(is_bind, BIND_DELAY)
+    scheduler = run_proxied(
+        name,
+        BASE_TIER,
+        *("--bind-concurrency", BIND_CONCURRENCY, "--log-format", "json", "--log-level", "DEBUG"),
+    )
+    loop = asyncio.get_running_loop()
     try:
         await scheduler.wait_ready(60)
-        ns = cluster.namespace
-        await asyncio.gather(*(cluster.pod(f"p{i}", {"cpu": "1"}, scheduler=name) for i in range(PODS)))
-
-        async def some_bound() -> int:
-            return sum(1 for p in (await cluster.pods()).values() if node_of(p))
-
-        first = await eventually(some_bound, 60, "a first bind", scheduler.log)
-        deleted = [f"p{i}" for i in range(1, PODS, 2)]
+        began = loop.time()
+        await gathered(32, [cluster.pod(f"p{i:03d}", {"cpu": "1"}, scheduler=name) for i in range(PODS)])
+        created = loop.time()
+        deleted = {f"p{i:03d}" for i in range(1, PODS, 2)}
+        assert len(deleted) == DELETED
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-        await asyncio.gather(
-            *(cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod}", body) for pod in deleted)
+
+        async def binds_flowing() -> int:
+            return sum(1 for x in proxy.exchanges if is_bind(x)) >= IN_FLIGHT_AT_DELETE
+
+        await eventually(binds_flowing, 60, f"{IN_FLIGHT_AT_DELETE} binds sent", scheduler.log)
+        bound_before = sum(1 for p in (await cluster.pods()).values() if node_of(p))
+        await gathered(
+            32,
+            [
+                cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod}", body)
+                for pod in sorted(deleted)
+            ],
         )
-        assert first < PODS // 2, f"{first} bound before the deletes: the binds were not slowed"
+        assert bound_before < PODS // 2, f"{bound_before} bound before the deletes: the binds were not slowed"
 
         async def survivors_bound() -> bool:
             pods = await cluster.pods()
-            return len(pods) == PODS - len(deleted) and all(node_of(p) for p in pods.values())
+            return len(pods) == PODS - DELETED and all(node_of(p) for p in pods.values())
 
-        await eventually(survivors_bound, 120, "the 25 survivors bound", scheduler.log)
-
-        def pending_total() -> float:
-            text = scheduler.metrics()
-            return sum(
-                float(line.rpartition(" ")[2])
-                for line in text.splitlines()
-                if line.startswith("gpuq_scheduler_pending_pods")
-            )
+        await eventually(survivors_bound, 150, "the 250 survivors bound", scheduler.log)
+        settled = loop.time()
 
         async def no_pending() -> bool:
-            return pending_total() == 0.0
+            return pending_total(scheduler) == 0.0
 
-        await eventually(no_pending, 30, "gpuq_scheduler_pending_pods back to 0", scheduler.log)
-        # A deleted pod is forgotten, never retried: at most one attempt per pod ever created
-        # (before, a 404 requeued the pod, which was retried forever, reserving each time).
-        await asyncio.sleep(3)
+        await eventually(no_pending, 30, f"{PENDING_METRIC} back to 0", scheduler.log)
+
+        # Per deleted pod: no bind sent after its delete was observed (the order of the log).
+        lines = scheduler_lines(scheduler)
+        observed_at: dict[str, int] = {}
+        sent: dict[str, list[int]] = {}
+        for index, msg in enumerate(lines):
+            if found := OBSERVED.match(msg):
+                observed_at.setdefault(found.group(1), index)
+            elif found := SENDING.match(msg):
+                sent.setdefault(found.group(1), []).append(index)
+        keys = {f"{ns}/{pod}" for pod in deleted}
+        assert keys <= set(observed_at), f"deletes never observed: {sorted(keys - set(observed_at))[:5]}"
+        late = {
+            k: (observed_at[k], sent[k]) for k in keys if any(i > observed_at[k] for i in sent.get(k, ()))
+        }
+        assert not late, f"binds sent after the delete was observed (line of delete, lines of binds): {late}"
+
+        # The proxy saw exactly the binds the log says were sent.
+        posts = Counter(x.pod for x in proxy.exchanges if is_bind(x) and x.namespace == ns)
+        assert posts == Counter({k: len(v) for k, v in sent.items() if k.startswith(f"{ns}/")})
+        deleted_posted = keys & set(posts)
+        gone = sum(1 for x in proxy.exchanges if is_bind(x) and x.status == 404)
+        never_posted = keys - set(posts)
+        # Mid-burst: most deleted pods were still waiting for their bind when the delete came.
+        assert len(never_posted) >= DELETED // 2, f"only {len(never_posted)} deletes came before the bind"
+        assert sum(posts.values()) <= PODS, f"{sum(posts.values())} bind POSTs for {PODS} pods"
+
+        # A deleted pod is forgotten, never retried: at most one attempt per pod ever created.
+        await asyncio.sleep(2)
         text = scheduler.metrics()
         attempts = sum(
-            metric_value(text, "gpuq_scheduler_schedule_attempts_total", {"result": r}) or 0.0
+            metric_value(text, ATTEMPTS_METRIC, {"result": r}) or 0.0
             for r in ("scheduled", "unschedulable", "error")
         )
         assert attempts <= PODS, f"{attempts} attempts for {PODS} pods\n{scheduler.log(200)}"
-        assert pending_total() == 0.0
-        assert "Traceback" not in scheduler.log(2000)
+        assert pending_total(scheduler) == 0.0
+        assert "Traceback" not in scheduler.log(20000)
+        with capsys.disabled():
+            print(
+                f" [{PODS} created in {created - began:.1f}s, {bound_before} bound before the deletes;"
+                f" of {DELETED} deleted: {len(never_posted)} never sent a bind,"
+                f" {len(deleted_posted)} had a bind sent before ({gone} answered 404);"
+                f" {sum(posts.values())} bind POSTs; settled {settled - began:.1f}s after the first create]",
+                end="",
+            )
     finally:
         code = scheduler.terminate()
     assert code == 0, scheduler.log()

@@ -3,6 +3,7 @@ metrics registry, against a real :class:`Scheduler` with the in-memory backend: 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from typing import Any
@@ -12,8 +13,10 @@ from prometheus_client import generate_latest
 from prometheus_client.samples import Sample
 
 from common.kube.diff import Change
-from common.kube.informer import InformerSet
+from common.kube.informer import Informer, InformerSet
+from common.kube.leader import LeaseTimings
 from common.kube.metrics import gpuq_version
+from common.kube.resources import NODES, PODS
 from common.model.annotations import QUEUE_NAME
 from common.model.config import SchedulerConfig
 from common.model.pods import PodInfo
@@ -25,7 +28,7 @@ from scheduler.kube.quota_status import QuotaStatus
 from scheduler.memory_backend import MemoryBackend
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import default_registry
-from scheduler.service import JsonFormatter
+from scheduler.service import JsonFormatter, Service
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
 
 CONFIG = """\
@@ -360,6 +363,27 @@ def test_json_log_lines() -> None:
     record = logging.LogRecord("gpuq", logging.WARNING, __file__, 1, "bound %s", ("ns/p",), None)
     entry = json.loads(JsonFormatter().format(record))
     assert entry["level"] == "warning" and entry["msg"] == "bound ns/p" and entry["logger"] == "gpuq"
+
+
+def test_readiness_needs_the_replayed_caches_and_every_watch_live() -> None:
+    """/readyz (issue 11): not before the caches are fed, nor while any watch is not live (silent
+    past the bound and not yet re-established, or failed); it names the watches that are down."""
+    _, _, feed, _ = make()
+    service = Service(
+        argparse.Namespace(leader_elect_identity="x"), SchedulerConfig.from_yaml(CONFIG), LeaseTimings()
+    )
+    assert not service.ready() and service.not_ready_reason() == "informer caches not synced"
+    pods, nodes = Informer(None, PODS), Informer(None, NODES)
+    service.feed, service.informers = feed, InformerSet([pods, nodes])
+    pods.watching = nodes.watching = True
+    assert service.ready()
+    pods.watching = False
+    assert not service.ready() and service.not_ready_reason() == "watch not live: Pod"
+    nodes.watching = False
+    assert service.not_ready_reason() == "watch not live: Node, Pod"
+    pods.watching = nodes.watching = True
+    feed.ready = False
+    assert not service.ready()
 
 
 def namespace(name: str, *, terminating: bool = False) -> dict[str, Any]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -119,3 +123,124 @@ def test_paths() -> None:
     assert PODS.path == "/api/v1/pods"
     assert QUEUES.path == "/apis/scheduling.volcano.sh/v1beta1/queues"
     assert QUEUES.ref("x", "q") == "Queue/q"
+
+
+# ------------------------------------------------------------------ silent watches (issue 11)
+
+
+class Stream:
+    """A watch body the test writes to: ``readany`` as aiohttp's StreamReader answers it."""
+
+    def __init__(self) -> None:
+        self.chunks: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.chunks.put_nowait(json.dumps(event).encode() + b"\n")
+
+    async def readany(self) -> bytes:
+        return await self.chunks.get()
+
+
+class Response:
+    def __init__(self, status: int, body: dict[str, Any] | None = None, stream: Stream | None = None) -> None:
+        self.status = status
+        self.content = stream
+        self.body = json.dumps(body or {}).encode()
+        self.closed = False
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class WatchApi:
+    """Answers lists with an empty list at resourceVersion 7 and each watch with a new :class:`Stream`
+    (or never, while ``hang`` is set); records the resourceVersion every watch asked from."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.watches: list[tuple[str, Stream, Response]] = []
+        self.hang = False
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        params = dict(kwargs["query_params"])
+        if params.get("watch") != "true":
+            self.lists += 1
+            return Response(200, {"metadata": {"resourceVersion": "7"}, "items": []})
+        if self.hang:
+            await asyncio.Event().wait()
+        stream = Stream()
+        response = Response(200, stream=stream)
+        self.watches.append((params["resourceVersion"], stream, response))
+        return response
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def running(inf: Informer) -> AsyncIterator[None]:
+    task = asyncio.create_task(inf.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def bookmark(rv: str) -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}}
+
+
+async def test_a_silent_watch_is_re_established_from_its_resource_version_without_a_list() -> None:
+    api = WatchApi()
+    inf = Informer(api, QUEUES, inactivity_timeout=0.3)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert inf.watching and api.lists == 1
+        api.watches[0][1].send({"type": "ADDED", "object": obj("q", "8")})
+        await until(lambda: inf.get("", "q") is not None)
+        began = asyncio.get_running_loop().time()
+        await until(lambda: not inf.watching or len(api.watches) == 2)  # silent past the bound
+        assert asyncio.get_running_loop().time() - began >= 0.25
+        await until(lambda: len(api.watches) == 2)
+        assert [rv for rv, _, _ in api.watches] == ["7", "8"]  # resumed where it stopped
+        assert api.watches[0][2].closed  # the silent connection is never reused
+        assert api.lists == 1 and inf.relists == 1 and inf.get("", "q") is not None
+        await until(lambda: inf.watching)
+
+
+async def test_bookmarks_keep_a_quiet_watch_alive() -> None:
+    api = WatchApi()
+    inf = Informer(api, QUEUES, inactivity_timeout=0.5)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        stream = api.watches[0][1]
+        for rv in range(8, 23):  # 1.5 s of bookmarks, one every 0.1 s: three times the bound
+            stream.send(bookmark(str(rv)))
+            await asyncio.sleep(0.1)
+            assert inf.watching
+        assert len(api.watches) == 1 and inf.resource_version == "22"
+        await until(lambda: len(api.watches) == 2)  # then silence: re-established from the last bookmark
+        assert api.watches[1][0] == "22" and api.lists == 1
+
+
+async def test_a_re_established_watch_that_does_not_answer_is_an_error_and_the_cache_is_re_listed() -> None:
+    api = WatchApi()
+    inf = Informer(api, QUEUES, inactivity_timeout=0.2, backoff=(0.0, 0.0))
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        api.hang = True  # from now on a watch request is never answered
+        await until(lambda: not inf.watching)
+        await until(lambda: api.lists == 2)  # silent, then the new watch unanswered: list again
+        api.hang = False
+        await until(lambda: len(api.watches) == 2 and inf.watching)
