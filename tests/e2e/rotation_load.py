@@ -68,12 +68,18 @@ class Rotations:
         return done
 
     def summary(self) -> str:
+        seconds = self.seconds or self.seconds_now()
         return (
-            f"{self.creates} creates in {self.seconds:.0f}s, {len(self.failures)} failed; "
+            f"{self.creates} creates in {seconds:.0f}s, {len(self.failures)} failed; "
             f"serving certificate rotated {self.serving_rotations} times "
             f"({len(self.served)} distinct certificates served on the port); "
             f"CA rolled over {self.ca_rollovers} times (bundle sizes {[len(b) for b in self.bundles]})"
         )
+
+    started: float = field(default_factory=time.monotonic)
+
+    def seconds_now(self) -> float:
+        return time.monotonic() - self.started
 
     def add(self, seen: list[Any], value: Any) -> None:
         if value and (not seen or seen[-1] != value):

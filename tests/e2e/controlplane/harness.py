@@ -260,6 +260,55 @@ class ControlPlane:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    def start_controller_manager(
+        self, controllers: Sequence[str] = ("namespace",), timeout: float = 60.0
+    ) -> Callable[[], None]:
+        """Start kube-controller-manager running only ``controllers``; returns what stops it.
+
+        Not part of the default control plane (no test but the one that needs a namespace to finish
+        deleting pays for it): the binary is built on demand by ``build.sh kube-controller-manager``
+        (cached with the others). It serves nothing (``--secure-port=0``) and authenticates with the
+        admin kubeconfig; ready once its log says the controllers started.
+        """
+        binary = binary_dir() / "kube-controller-manager"
+        if not os.access(binary, os.X_OK):
+            build = subprocess.run(
+                ["bash", str(HERE / "build.sh"), "kube-controller-manager"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if build.returncode != 0 or not os.access(binary, os.X_OK):
+                raise ControlPlaneError(
+                    f"kube-controller-manager missing and `{BUILD_COMMAND} kube-controller-manager` failed: "
+                    f"{build.stderr.strip()[-2000:]}"
+                )
+        process = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--controllers={','.join(controllers)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--concurrent-namespace-syncs=2",
+            ],
+        )
+        deadline = time.monotonic() + timeout
+
+        def started() -> bool:
+            process.log_file.flush()
+            return "Started controller" in process.log_path.read_text(errors="replace")
+
+        self._wait_until(deadline, process, started, "kube-controller-manager start-up")
+
+        def stop() -> None:
+            if process in self._processes:
+                self._processes.remove(process)
+                process.stop()
+
+        return stop
+
     @property
     def log_paths(self) -> dict[str, Path]:
         return {process.name: process.log_path for process in self._processes}
