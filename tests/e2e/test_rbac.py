@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cryptography import x509
 
 from certs.authority import create_ca, issue_serving_certificate
@@ -32,13 +31,11 @@ from certs.files import write_key_pair
 from tests.builders import MakeQueue
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
+from tests.e2e.deployed_webhook import RBAC_KINDS, token_kubeconfig
 from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
 
 pytestmark = pytest.mark.e2e
 
-RBAC_KINDS = frozenset(
-    {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-)
 SCHEDULER, WEBHOOK, CERTS = "gpuq-scheduler", "gpuq-webhook", "gpuq-certs"
 ALL = "*"  # all namespaces
 TEAM = "team-a"  # any namespace a workload runs in
@@ -171,25 +168,6 @@ def installed_rbac(control_plane: ControlPlane) -> str:
 # An apiserver refusal as the processes log it ("HTTP 403", kubernetes_asyncio's "(403)", "Forbidden"),
 # never a log timestamp's milliseconds ("22:03:35,403").
 FORBIDDEN = re.compile(r"HTTP 403\b|\(403\)|\bForbidden\b")
-
-
-def token_kubeconfig(plane: ControlPlane, account: str, path: Path) -> Path:
-    """A kubeconfig authenticating as ``gpuq-system/<account>`` with a TokenRequest token."""
-    token = plane.kubectl("create", "token", account, "-n", NAMESPACE, "--duration=2h").stdout.strip()
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [
-            {"name": account, "context": {"cluster": admin["clusters"][0]["name"], "user": account}}
-        ],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 @pytest.fixture(scope="module")
