@@ -146,14 +146,7 @@ class CertificateRenewer:
         )
         authorities = step.authorities
         if step.reason is not None:
-            body = secret_of_authorities(self.namespace, self.ca_secret, authorities)
-            if ca_reply.ok:
-                body["metadata"]["resourceVersion"] = ca_reply.body["metadata"]["resourceVersion"]
-                written = await call(self.api_client, "PUT", self._path(self.ca_secret), body)
-            else:
-                written = await call(self.api_client, "POST", self._path("")[:-1], body)
-            if not written.ok:
-                raise _failed(f"write {where}", written)
+            await self._write(ca_reply, secret_of_authorities(self.namespace, self.ca_secret, authorities))
             if current is None or authorities.signing is not current.signing:
                 self.ca_rotations += current is not None
             done.append(f"{where}: {step.reason}")
@@ -205,13 +198,19 @@ class CertificateRenewer:
                 "ca.crt": _b64(bundle),
             },
         }
+        await self._write(previous, body)
+
+    async def _write(self, previous: Reply, body: dict[str, Any]) -> None:
+        """Create the Secret, or replace the version ``previous`` read (a PUT carrying its
+        resourceVersion: a concurrent writer makes it fail, and the next round starts over)."""
+        name = body["metadata"]["name"]
         if previous.ok:
             body["metadata"]["resourceVersion"] = previous.body["metadata"]["resourceVersion"]
-            reply = await call(self.api_client, "PUT", self._path(self.tls_secret), body)
+            reply = await call(self.api_client, "PUT", self._path(name), body)
         else:
-            reply = await call(self.api_client, "POST", self._path("")[:-1], body)
+            reply = await call(self.api_client, "POST", f"/api/v1/namespaces/{self.namespace}/secrets", body)
         if not reply.ok:
-            raise _failed(f"write Secret/{self.namespace}/{self.tls_secret}", reply)
+            raise _failed(f"write Secret/{self.namespace}/{name}", reply)
 
     async def _inject(self, bundle: bytes) -> list[str]:
         """Set the caBundle of every webhook of the configurations where it differs (a JSON patch
