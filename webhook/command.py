@@ -2,7 +2,8 @@
 
 Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
 ``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.
-``/readyz`` is then true only while every watch is live (``InformerView.ready``).
+``/readyz`` is then true only while the HTTPS port is open and every watch is live (``InformerView.ready``);
+with ``--tls-secret`` the port also waits for the Secret to hold a certificate.
 SIGTERM stops accepting connections and lets requests in flight finish.
 
 ``--config`` is read once, at start (as the scheduler reads it): an invalid file is exit 2 before
@@ -19,6 +20,7 @@ import logging
 import signal
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +142,11 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions, renewal: Re
     metrics = WebhookMetrics()
     api = await new_api_client(args.kubeconfig)
     view = InformerView(api)
+    listening = asyncio.Event()  # the HTTPS port is open (after the first sync and the first certificate)
     metrics_runner, metrics_port = await start_site(
-        create_metrics_app(metrics, ready=lambda: view.ready), args.bind_address, args.metrics_port
+        create_metrics_app(metrics, ready=lambda: listening.is_set() and view.ready),
+        args.bind_address,
+        args.metrics_port,
     )
     log.info("metrics and probes on http://%s:%d", args.bind_address, metrics_port)
     view.informers.start()
@@ -164,7 +169,7 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions, renewal: Re
             reloader = CertificateReloader(cert_file, key_file, interval=args.cert_reload_interval)
             metrics.certificate_expiry.set(reloader.not_after)
             background.append(asyncio.create_task(_watch_certificates(reloader, metrics)))
-            runner = await _serve_admission(args, options, view, metrics, reloader, stop)
+            runner = await _serve_admission(args, Served(options, view, metrics, reloader), stop, listening)
         finally:
             for task in background:
                 task.cancel()
@@ -178,15 +183,22 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions, renewal: Re
             await api.close()
 
 
-async def _serve_admission(  # noqa: PLR0917 - one call site, all of serve()'s parts
-    args: argparse.Namespace,
-    options: AdmissionOptions,
-    view: InformerView,
-    metrics: WebhookMetrics,
-    reloader: CertificateReloader,
-    stop: asyncio.Event,
+@dataclass(frozen=True)
+class Served:
+    """What the HTTPS port serves with."""
+
+    options: AdmissionOptions
+    view: InformerView
+    metrics: WebhookMetrics
+    reloader: CertificateReloader
+
+
+async def _serve_admission(
+    args: argparse.Namespace, served: Served, stop: asyncio.Event, listening: asyncio.Event
 ) -> web.BaseRunner | None:
-    """Open the HTTPS port once the caches synced, and serve until ``stop``; the runner to clean up."""
+    """Open the HTTPS port once the caches synced (``listening`` set then), and serve until ``stop``;
+    the runner to clean up."""
+    options, view, metrics, reloader = served.options, served.view, served.metrics, served.reloader
     runner = None
     try:
         synced = asyncio.create_task(view.informers.wait_synced())
@@ -200,6 +212,7 @@ async def _serve_admission(  # noqa: PLR0917 - one call site, all of serve()'s p
         admission = Admission(view, options, live=view)
         app = create_server(Endpoints(admission, metrics, lambda: view.ready, limits))
         runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
+        listening.set()
         log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
         await stop.wait()
         log.info("stopping")

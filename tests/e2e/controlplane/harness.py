@@ -8,7 +8,8 @@ What it runs and why:
   project's own ``certs`` package, x509 client authentication, RBAC (plus Node) authorization,
   service-account tokens signed with a fresh key, and the default admission plugins, so webhooks,
   ServiceAccount and Priority admission behave as in a cluster.
-- No controller-manager, no kube-scheduler, no kubelet: nothing but the code under test ever
+- No controller-manager (except for a test that asks for one: ``start_controller_manager``), no
+  kube-scheduler, no kubelet: nothing but the code under test ever
   schedules, binds or reconciles. Consequences the tests live with: a new namespace has no
   ``default`` ServiceAccount until someone creates it, a deleted namespace stays Terminating, and
   pods never run (a bound pod stays Pending).
