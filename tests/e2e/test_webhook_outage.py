@@ -47,7 +47,7 @@ TOTAL = 1000
 KILL_AFTER = 350
 FAILED_CALLING = 'failed calling webhook "validate.gpuq.io"'
 DENIED = 'admission webhook "validate.gpuq.io" denied the request'
-CARD = " nvidia-a100 | NVIDIA-H100"
+CARD = " NVIDIA-A100 "
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ GOVERNED = {
         MakePod().scheduler(GPUQ_SCHEDULER).req(cpu="10m"), True, (QUEUE_NAME, "default")
     ),
     "card-name": Governed(
-        MakePod().scheduler(None).annotations({CARD_NAME: CARD}), True, (CARD_NAME, "nvidia-a100|NVIDIA-H100")
+        MakePod().scheduler(None).annotations({CARD_NAME: CARD}), True, (CARD_NAME, "NVIDIA-A100")
     ),
     "bad-weight": Governed(
         MakePod().scheduler(GPUQ_SCHEDULER).annotations({RESOURCE_STRATEGY_WEIGHT: "not json"}), False, None

@@ -14,7 +14,7 @@ from cryptography import x509
 
 from certs.authority import KeyPair, create_ca, issue_serving_certificate
 from certs.renewal import Authorities, RenewalPolicy, may_retire, next_authorities, serving_renewal
-from certs.renewer import serving_names
+from certs.renewer import authorities_from_secret, secret_of_authorities, serving_names
 from common.model.errors import InvalidValue
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -186,3 +186,19 @@ def test_twenty_minutes_of_rotations_never_serve_an_untrusted_certificate() -> N
                 )
         now += S
     assert switches >= 4 and len(servings) >= 10, (switches, len(servings))
+
+
+def test_the_kept_state_round_trips_through_its_secret_and_reads_a_gpuq_certs_issue_secret() -> None:
+    old, new, incoming = _ca(), _ca(T0 + 100 * S), _ca(T0 + 150 * S)
+    auth = Authorities(new, T0 + 101 * S, incoming=incoming, retiring=old.certificate)
+    secret = secret_of_authorities("gpuq-system", "gpuq-webhook-ca", auth)
+    back = authorities_from_secret(secret, "Secret/gpuq-system/gpuq-webhook-ca")
+    assert back.bundle() == auth.bundle() and back.changed_at == auth.changed_at
+    assert back.signing.private_key_pem() == new.private_key_pem()
+    assert back.incoming is not None and back.incoming.private_key_pem() == incoming.private_key_pem()
+    # What `gpuq certs issue --ca-secret` keeps: the CA only, no rollover, its grace long over.
+    plain = {"data": {k: v for k, v in secret["data"].items() if k in ("ca.crt", "ca.key")}}
+    kept = authorities_from_secret(plain, "Secret/gpuq-system/gpuq-webhook-ca")
+    assert kept.bundle() == [new.certificate] and kept.changed_at < T0
+    with pytest.raises(InvalidValue, match=r"Secret/gpuq-system/x: invalid value \['tls.crt'\]"):
+        authorities_from_secret({"data": {"tls.crt": "eA=="}}, "Secret/gpuq-system/x")
