@@ -107,8 +107,16 @@ def _cases(namespaces: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     while len(cases) < TOTAL:
         for namespace in namespaces:
             for variant, pod in variants:
-                cases.append((namespace, variant, _body(pod.copy(), namespace, variant)))
+                cases.append((namespace, variant, _restricted(_body(pod.copy(), namespace, variant))))
     return cases[:TOTAL]
+
+
+def _restricted(body: dict[str, Any]) -> dict[str, Any]:
+    """The Pod as the release namespace's PodSecurity level ("restricted", as the chart labels it) admits."""
+    body["spec"]["securityContext"] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    for container in body["spec"]["containers"]:
+        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return body
 
 
 async def _create_and_kill(
