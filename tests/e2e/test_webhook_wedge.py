@@ -46,7 +46,7 @@ def _objects(namespace: str) -> dict[str, tuple[str, Any, dict[str, Any]]]:
             MakeGPUResourceQuota("grq", namespace).total(
                 requests={"tflops": "10", "vram": "10Gi"}, limits={"tflops": "10", "vram": "5Gi"}
             ),
-            {"spec": {"total": {"alertThresholdPercent": 101}}},
+            {"spec": {"total": {"limits": {"vram": "4Gi"}}}},
         ),
         "pg": (
             f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups",

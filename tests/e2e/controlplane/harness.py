@@ -269,7 +269,7 @@ class ControlPlane:
         Not part of the default control plane (no test but the one that needs a namespace to finish
         deleting pays for it): the binary is built on demand by ``build.sh kube-controller-manager``
         (cached with the others). It serves nothing (``--secure-port=0``) and authenticates with the
-        admin kubeconfig; ready once its log says the controllers started.
+        admin kubeconfig; ready once its log says the controllers' caches are synced.
         """
         binary = binary_dir() / "kube-controller-manager"
         if not os.access(binary, os.X_OK):
@@ -299,7 +299,7 @@ class ControlPlane:
 
         def started() -> bool:
             process.log_file.flush()
-            return "Started controller" in process.log_path.read_text(errors="replace")
+            return '"Caches are synced"' in process.log_path.read_text(errors="replace")
 
         self._wait_until(deadline, process, started, "kube-controller-manager start-up")
 
