@@ -2,7 +2,8 @@
 it grants (not the admin kubeconfig).
 
 - A table of `kubectl auth can-i --as=system:serviceaccount:gpuq-system:<sa>`: every permission the
-  scheduler, the webhook and the certificate Job use is granted; Secrets, pod spec writes and node
+  scheduler, the webhook (its certificate renewal included) and the certificate Job use is granted; other
+  Secrets, pod spec writes and node
   writes are denied.
 - The webhook with its own token syncs its caches and denies a bad Queue; the scheduler with its own
   token syncs and takes its Lease in gpuq-system.
@@ -109,14 +110,6 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (WEBHOOK, "delete", "nodes", "", ALL, False),
     (WEBHOOK, "patch", "queues.scheduling.volcano.sh", "status", ALL, False),
     (WEBHOOK, "create", "events.events.k8s.io", "", TEAM, False),
-    (
-        WEBHOOK,
-        "patch",
-        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
-        "",
-        ALL,
-        False,
-    ),
     # certificate Job: one Secret, two webhook configurations, nothing else
     (CERTS, "create", "secrets", "", NAMESPACE, True),
     (CERTS, "update", "secrets/gpuq-webhook-tls", "", NAMESPACE, True),
