@@ -126,6 +126,14 @@ class DeployedWebhook:
     metrics_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
+    def replica(self, directory: Path) -> DeployedWebhook:
+        """Another replica of the same (installed) Deployment, on its own ports (the apiserver reaches
+        the first only)."""
+        assert self.docs, "install() first"
+        other = DeployedWebhook(self.plane, directory, self.settings, self.extra_args, self.docs)
+        other.port, other.metrics_port = free_ports(2)
+        return other
+
     @property
     def log_path(self) -> Path:
         return self.directory / "webhook.log"

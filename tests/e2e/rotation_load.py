@@ -86,14 +86,35 @@ class Rotations:
             seen.append(value)
 
 
-async def _observe(api: ApiClient, port: int, seen: Rotations) -> None:
+def _no_verify() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def served_certificate(port: int) -> str | None:
+    """The fingerprint of the certificate 127.0.0.1:``port`` hands out, or None if it does not answer."""
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", port, ssl=_no_verify(), server_hostname=None), 5
+        )
+    except (OSError, TimeoutError):
+        return None
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    return _fingerprint(x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM))
+
+
+async def secret_certificate(api: ApiClient) -> str | None:
+    """The fingerprint of ``tls.crt`` in the TLS Secret, or None if there is none."""
+    tls = await call(api, "GET", f"{SECRETS}/gpuq-webhook-tls")
+    return _fingerprint(base64.b64decode(tls.body["data"]["tls.crt"])) if tls.ok else None
+
+
+async def _observe(api: ApiClient, port: int, seen: Rotations) -> None:
     while True:
-        tls = await call(api, "GET", f"{SECRETS}/gpuq-webhook-tls")
-        if tls.ok:
-            seen.add(seen.servings, _fingerprint(base64.b64decode(tls.body["data"]["tls.crt"])))
+        seen.add(seen.servings, await secret_certificate(api))
         ca = await call(api, "GET", f"{SECRETS}/gpuq-webhook-ca")
         if ca.ok:
             seen.add(seen.signing, _fingerprint(base64.b64decode(ca.body["data"]["ca.crt"])))
@@ -102,16 +123,7 @@ async def _observe(api: ApiClient, port: int, seen: Rotations) -> None:
         if bundle:
             cas = _pem_certificates(base64.b64decode(bundle))
             seen.add(seen.bundles, tuple(_fingerprint(c.public_bytes(Encoding.PEM)) for c in cas))
-        try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=None), 5
-            )
-            der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-            writer.close()
-            served = x509.load_der_x509_certificate(der).public_bytes(Encoding.PEM)
-            seen.add(seen.served, _fingerprint(served))
-        except (OSError, TimeoutError):
-            pass
+        seen.add(seen.served, await served_certificate(port))
         await asyncio.sleep(0.25)
 
 

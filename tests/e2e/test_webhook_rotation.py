@@ -6,21 +6,25 @@ certificates valid for 30 s (serving) and 60 s (CA) and a 5 s grace. While four 
 Pods through the real apiserver, the test waits for at least one serving rotation and one complete CA
 rollover (the bundle holds the old and the new CA, then the new one only), then checks that no create
 failed and each was patched by the mutating webhook, that the bundle never dropped to a CA the serving
-certificate was not signed by, and that the port served every rotated certificate. The 10-minute run
+certificate was not signed by, and that the port served every rotated certificate. A second replica
+runs alongside: the Lease makes the first the only writer, and the second serves the renewed certificate
+from the Secret all the same. The 10-minute run
 with 2-minute certificates is tests/bench/bench_cert_rotation.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
+from common.kube.status import call
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.deployed_webhook import DeployedWebhook
-from tests.e2e.rotation_load import Rotations, creates_while_rotating
+from tests.e2e.deployed_webhook import NAMESPACE, DeployedWebhook
+from tests.e2e.rotation_load import Rotations, creates_while_rotating, secret_certificate, served_certificate
 
 pytestmark = pytest.mark.e2e
 
@@ -34,14 +38,25 @@ SHORT = (
 
 
 @pytest.fixture
-def webhook(control_plane: ControlPlane, tmp_path: Path) -> Iterator[DeployedWebhook]:
+def replicas(
+    control_plane: ControlPlane, tmp_path: Path
+) -> Iterator[tuple[DeployedWebhook, DeployedWebhook]]:
+    """Two replicas of the chart's Deployment: the first is the one the apiserver calls (and, started
+    first, the Lease holder); the second stands by, renewing nothing, serving what the Secret holds."""
     deployed = DeployedWebhook(control_plane, tmp_path, extra_args=SHORT)
+    (tmp_path / "standby").mkdir()
+    standby: DeployedWebhook | None = None
     try:
         deployed.install()
         deployed.start()
         deployed.wait_serving()
-        yield deployed
+        standby = deployed.replica(tmp_path / "standby")
+        standby.start()
+        standby.wait_serving()
+        yield deployed, standby
     finally:
+        if standby is not None:
+            standby.kill()
         deployed.remove()
         deployed.reset_certificates()
 
@@ -51,8 +66,9 @@ def _done(seen: Rotations) -> bool:
 
 
 async def test_certificates_rotate_under_load_without_a_failed_request(
-    webhook: DeployedWebhook, api_client: ApiClient, namespace: str
+    replicas: tuple[DeployedWebhook, DeployedWebhook], api_client: ApiClient, namespace: str
 ) -> None:
+    webhook, standby = replicas
     seen = await creates_while_rotating(api_client, namespace, webhook.port, done=_done, timeout=150)
     print(seen.summary())
     assert _done(seen), f"not enough rotations: {seen.summary()}\n{webhook.log()}"
@@ -61,6 +77,22 @@ async def test_certificates_rotate_under_load_without_a_failed_request(
     # Every certificate the Secret held was served on the port (hot reload, no restart).
     assert set(seen.servings[1:]) <= set(seen.served), seen.summary()
     assert webhook.process is not None and webhook.process.poll() is None, webhook.log()
+    # One writer: the Lease is the first replica's, and the standby never wrote; it serves what the
+    # Secret holds all the same.
+    lease = await call(
+        api_client, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/gpuq-webhook-certs"
+    )
+    assert webhook.process is not None
+    assert lease.body["spec"]["holderIdentity"].endswith(f"_{webhook.process.pid}"), lease.body
+    assert "certificates: " in webhook.log(10_000) and "certificates: " not in standby.log(10_000), (
+        standby.log()
+    )
+    for _ in range(50):
+        if await served_certificate(standby.port) == await secret_certificate(api_client):
+            break
+        await asyncio.sleep(0.2)
+    else:
+        pytest.fail(f"the standby does not serve the Secret's certificate\n{standby.log()}")
     # Each bundle change keeps the CA in use: growing by the new CA, then dropping the old one.
     for before, after in zip(seen.bundles, seen.bundles[1:], strict=False):
         assert set(before) & set(after), f"the bundle was replaced, not overlapped: {seen.bundles}"
