@@ -30,7 +30,7 @@ pytestmark = pytest.mark.e2e
 
 KEEP = "example.com/keep"
 DENIED = "denied the request"
-TIMEOUT = 120.0
+TIMEOUT = 300.0
 
 
 def _objects(namespace: str) -> dict[str, tuple[str, Any, dict[str, Any]]]:

@@ -292,7 +292,7 @@ class ControlPlane:
                 f"--controllers={','.join(controllers)}",
                 "--leader-elect=false",
                 "--secure-port=0",
-                "--concurrent-namespace-syncs=2",
+                "--concurrent-namespace-syncs=10",
             ],
         )
         deadline = time.monotonic() + timeout
