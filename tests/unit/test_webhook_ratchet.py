@@ -142,3 +142,13 @@ def test_two_old_problems_still_let_valid_changes_through() -> None:
         .max(cpu="2", memory="8Gi", **{"nvidia.com/gpu": "4"})
     )
     _refused_for(ELASTIC_QUOTA, worse.obj(), elastic.obj(), "spec.min[nvidia.com/gpu]")
+
+
+def test_an_unchanged_malformed_card_request_neither_blocks_nor_hides_a_queue_change() -> None:
+    group = MakePodGroup().queue("open").card_request("{nope").min_member(1)
+    moved = MakeQueue("other").card_quota('{"NVIDIA-A100": 4}')
+    view = StaticView([OPEN.obj(), moved.obj()])
+    decision = validate(POD_GROUP, "UPDATE", group.copy().queue("other").obj(), view, old=group.obj())
+    assert decision.allowed, decision.message
+    decision = validate(POD_GROUP, "UPDATE", group.copy().queue("missing").obj(), view, old=group.obj())
+    assert not decision.allowed and "spec.queue" in decision.message and "'missing'" in decision.message
