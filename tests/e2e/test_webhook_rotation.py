@@ -8,14 +8,16 @@ rollover (the bundle holds the old and the new CA, then the new one only), then 
 failed and each was patched by the mutating webhook, that the bundle never dropped to a CA the serving
 certificate was not signed by, and that the port served every rotated certificate. A second replica
 runs alongside: the Lease makes the first the only writer, and the second serves the renewed certificate
-from the Secret all the same. The 10-minute run
+from the Secret all the same; when the first is killed (after the creates), the second takes the Lease
+and renews. The 10-minute run
 with 2-minute certificates is tests/bench/bench_cert_rotation.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -79,9 +81,7 @@ async def test_certificates_rotate_under_load_without_a_failed_request(
     assert webhook.process is not None and webhook.process.poll() is None, webhook.log()
     # One writer: the Lease is the first replica's, and the standby never wrote; it serves what the
     # Secret holds all the same.
-    lease = await call(
-        api_client, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/gpuq-webhook-certs"
-    )
+    lease = await call(api_client, "GET", LEASE)
     assert webhook.process is not None
     assert lease.body["spec"]["holderIdentity"].endswith(f"_{webhook.process.pid}"), lease.body
     assert "certificates: " in webhook.log(10_000) and "certificates: " not in standby.log(10_000), (
@@ -93,6 +93,34 @@ async def test_certificates_rotate_under_load_without_a_failed_request(
         await asyncio.sleep(0.2)
     else:
         pytest.fail(f"the standby does not serve the Secret's certificate\n{standby.log()}")
+    # The leader dies: the standby takes the Lease once the dead holder's has run out, and renews.
+    last = await secret_certificate(api_client)
+    webhook.kill()
+    assert standby.process is not None
+    took = await _within(60, lambda: _holder_is(api_client, standby.process.pid if standby.process else 0))
+    renewed = await _within(60, lambda: _changed(api_client, last))
+    print(f"the standby took the Lease {took:.0f}s after the leader died, renewed {renewed:.0f}s later")
+    assert "certificates: " in standby.log(10_000), standby.log()
     # Each bundle change keeps the CA in use: growing by the new CA, then dropping the old one.
     for before, after in zip(seen.bundles, seen.bundles[1:], strict=False):
         assert set(before) & set(after), f"the bundle was replaced, not overlapped: {seen.bundles}"
+
+
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/gpuq-webhook-certs"
+
+
+async def _holder_is(api: ApiClient, pid: int) -> bool:
+    lease = await call(api, "GET", LEASE)
+    return str((lease.body.get("spec") or {}).get("holderIdentity") or "").endswith(f"_{pid}")
+
+
+async def _changed(api: ApiClient, before: str | None) -> bool:
+    return await secret_certificate(api) not in (None, before)
+
+
+async def _within(seconds: float, check: Callable[[], Awaitable[bool]]) -> float:
+    start = time.monotonic()
+    while not await check():
+        assert time.monotonic() - start < seconds, f"not within {seconds:g}s"
+        await asyncio.sleep(0.25)
+    return time.monotonic() - start
