@@ -223,18 +223,6 @@ class DeployedWebhook:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
-    def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
     def remove(self) -> None:
         self.kill()
         self.plane.kubectl(
