@@ -256,7 +256,7 @@ def _validate_pod_group(
         # A PodGroup whose queue has since closed, or whose card request was malformed before the
         # webhook existed, is not blocked: only a changed queue or card request is checked again.
         return ALLOW
-    request = parse_card_request(text, group.ref) if text is not None else Resources()
+    request = _card_request(group, text, old)
     raw_queue = view.queue(group.queue)
     if raw_queue is None:
         return deny(
@@ -276,6 +276,19 @@ def _validate_pod_group(
     if refusal is not None:
         return deny(f"{group.ref}: {ann.CARD_REQUEST}: {refusal.message}", warnings)
     return Decision(warnings=warnings)
+
+
+def _card_request(group: PodGroup, text: str | None, old: Mapping[str, Any] | None) -> Resources:
+    """The PodGroup's card request; on UPDATE, an unchanged malformed one is set aside (the ratchet: it
+    must neither block nor hide a problem of the changed queue)."""
+    if text is None:
+        return Resources()
+    try:
+        return parse_card_request(text, group.ref)
+    except GpuqError:
+        if old is not None and ratchet.annotation(old, ann.CARD_REQUEST) == text:
+            return Resources()
+        raise
 
 
 def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str | None) -> bool:

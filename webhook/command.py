@@ -2,7 +2,8 @@
 
 Start-up order, so the apiserver never gets an answer from an empty cache: the metrics port (with
 ``/livez`` and ``/readyz``) first, then the informers, and the HTTPS port only once they have synced.
-``/readyz`` is then true only while every watch is live (``InformerView.ready``).
+``/readyz`` is then true only while the HTTPS port is open and every watch is live (``InformerView.ready``);
+with ``--tls-secret`` the port also waits for the Secret to hold a certificate.
 SIGTERM stops accepting connections and lets requests in flight finish.
 
 ``--config`` is read once, at start (as the scheduler reads it): an invalid file is exit 2 before
@@ -18,14 +19,25 @@ import contextlib
 import logging
 import signal
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from certs.renewal import RenewalPolicy
 from common.kube.client import new_api_client
 from common.kube.config_file import read_config
 from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
 from webhook.admission import Admission
+from webhook.certificates import (
+    add_renewal_arguments,
+    certificate_renewer,
+    check_certificate_arguments,
+    renewal_policy,
+)
 from webhook.cluster import InformerView
 from webhook.metrics import WebhookMetrics
 from webhook.options import AdmissionOptions, admission_options
@@ -39,6 +51,7 @@ from webhook.server import (
     start_site,
 )
 from webhook.tls import CertificateReloader
+from webhook.tls_secret import SecretFiles
 
 log = logging.getLogger("gpuq.webhook")
 EXIT_INVALID = 2
@@ -51,8 +64,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="run the validating and mutating admission webhook (HTTPS)",
         description="Serve POST /validate and /mutate over TLS, /metrics on a plain-HTTP port.",
     )
-    parser.add_argument("--tls-cert-file", required=True, type=Path, help="serving certificate (PEM)")
-    parser.add_argument("--tls-private-key-file", required=True, type=Path, help="its private key (PEM)")
+    parser.add_argument("--tls-cert-file", type=Path, help="serving certificate (PEM), re-read on change")
+    parser.add_argument("--tls-private-key-file", type=Path, help="its private key (PEM)")
+    parser.add_argument(
+        "--tls-secret",
+        metavar="NAME",
+        help="serve the certificate of this kubernetes.io/tls Secret of --certs-namespace, read through "
+        "the API (instead of --tls-cert-file/--tls-private-key-file)",
+    )
+    add_renewal_arguments(parser)
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument(
         "--metrics-port", type=int, default=8080, help="metrics and probes port (default 8080)"
@@ -103,30 +123,83 @@ def main(args: argparse.Namespace) -> int:
         config, scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
     )
     log.info("admission rules: %s", options)
-    run(serve(args, options))
+    try:
+        check_certificate_arguments(args)
+        renewal = renewal_policy(args)
+    except GpuqError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    run(serve(args, options, renewal))
     return 0
 
 
-async def serve(args: argparse.Namespace, options: AdmissionOptions) -> None:
+async def serve(args: argparse.Namespace, options: AdmissionOptions, renewal: RenewalPolicy | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    reloader = CertificateReloader(
-        args.tls_cert_file, args.tls_private_key_file, interval=args.cert_reload_interval
-    )
     metrics = WebhookMetrics()
-    metrics.certificate_expiry.set(reloader.not_after)
     api = await new_api_client(args.kubeconfig)
     view = InformerView(api)
+    listening = asyncio.Event()  # the HTTPS port is open (after the first sync and the first certificate)
     metrics_runner, metrics_port = await start_site(
-        create_metrics_app(metrics, ready=lambda: view.ready), args.bind_address, args.metrics_port
+        create_metrics_app(metrics, ready=lambda: listening.is_set() and view.ready),
+        args.bind_address,
+        args.metrics_port,
     )
     log.info("metrics and probes on http://%s:%d", args.bind_address, metrics_port)
     view.informers.start()
     runner = None
-    watcher = asyncio.create_task(_watch_certificates(reloader, metrics))
+    background: list[asyncio.Task[None]] = []
+    elector = None
+    with contextlib.ExitStack() as scratch:
+        try:
+            if renewal is not None:
+                renewer, elector = certificate_renewer(args, api, renewal)
+                background.append(asyncio.create_task(renewer.run(elector, args.renew_interval)))
+            cert_file, key_file = args.tls_cert_file, args.tls_private_key_file
+            if args.tls_secret:
+                directory = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="gpuq-tls-")))
+                files = SecretFiles(api, args.certs_namespace, args.tls_secret, directory)
+                if not await files.wait_first(args.cert_reload_interval, stop):
+                    return
+                background.append(asyncio.create_task(files.run(args.cert_reload_interval)))
+                cert_file, key_file = files.cert_file, files.key_file
+            reloader = CertificateReloader(cert_file, key_file, interval=args.cert_reload_interval)
+            metrics.certificate_expiry.set(reloader.not_after)
+            background.append(asyncio.create_task(_watch_certificates(reloader, metrics)))
+            runner = await _serve_admission(args, Served(options, view, metrics, reloader), stop, listening)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            if elector is not None:
+                await elector.release()
+            if runner is not None:
+                await runner.cleanup()
+            await metrics_runner.cleanup()
+            await view.informers.stop()
+            await api.close()
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the HTTPS port serves with."""
+
+    options: AdmissionOptions
+    view: InformerView
+    metrics: WebhookMetrics
+    reloader: CertificateReloader
+
+
+async def _serve_admission(
+    args: argparse.Namespace, served: Served, stop: asyncio.Event, listening: asyncio.Event
+) -> web.BaseRunner | None:
+    """Open the HTTPS port once the caches synced (``listening`` set then), and serve until ``stop``;
+    the runner to clean up."""
+    options, view, metrics, reloader = served.options, served.view, served.metrics, served.reloader
+    runner = None
     try:
         synced = asyncio.create_task(view.informers.wait_synced())
         stopping = asyncio.create_task(stop.wait())
@@ -134,23 +207,20 @@ async def serve(args: argparse.Namespace, options: AdmissionOptions) -> None:
         stopping.cancel()
         if not synced.done():
             synced.cancel()
-            return
+            return None
         limits = ServerLimits(max_body_bytes=args.max_body_bytes)
         admission = Admission(view, options, live=view)
         app = create_server(Endpoints(admission, metrics, lambda: view.ready, limits))
         runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
+        listening.set()
         log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
         await stop.wait()
         log.info("stopping")
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+    except BaseException:
         if runner is not None:
             await runner.cleanup()
-        await metrics_runner.cleanup()
-        await view.informers.stop()
-        await api.close()
+        raise
+    return runner
 
 
 async def _watch_certificates(reloader: CertificateReloader, metrics: WebhookMetrics) -> None:

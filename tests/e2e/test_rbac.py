@@ -2,7 +2,8 @@
 it grants (not the admin kubeconfig).
 
 - A table of `kubectl auth can-i --as=system:serviceaccount:gpuq-system:<sa>`: every permission the
-  scheduler, the webhook and the certificate Job use is granted; Secrets, pod spec writes and node
+  scheduler, the webhook (its certificate renewal included) and the certificate Job use is granted; other
+  Secrets, pod spec writes and node
   writes are denied.
 - The webhook with its own token syncs its caches and denies a bad Queue; the scheduler with its own
   token syncs and takes its Lease in gpuq-system.
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cryptography import x509
 
 from certs.authority import create_ca, issue_serving_certificate
@@ -32,13 +32,11 @@ from certs.files import write_key_pair
 from tests.builders import MakeQueue
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
+from tests.e2e.deployed_webhook import RBAC_KINDS, token_kubeconfig
 from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
 
 pytestmark = pytest.mark.e2e
 
-RBAC_KINDS = frozenset(
-    {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-)
 SCHEDULER, WEBHOOK, CERTS = "gpuq-scheduler", "gpuq-webhook", "gpuq-certs"
 ALL = "*"  # all namespaces
 TEAM = "team-a"  # any namespace a workload runs in
@@ -88,6 +86,21 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     ],
     (WEBHOOK, "get", "secrets", "", ALL, False),
     (WEBHOOK, "get", "secrets", "", NAMESPACE, False),
+    # webhook: certificate renewal (certs/renewer.py), its two Secrets and its Lease by name
+    (WEBHOOK, "get", "secrets/gpuq-webhook-tls", "", NAMESPACE, True),
+    (WEBHOOK, "update", "secrets/gpuq-webhook-ca", "", NAMESPACE, True),
+    (WEBHOOK, "update", "secrets/other", "", NAMESPACE, False),
+    (WEBHOOK, "get", "secrets/gpuq-webhook-tls", "", "kube-system", False),
+    (WEBHOOK, "update", "leases.coordination.k8s.io/gpuq-webhook-certs", "", NAMESPACE, True),
+    (
+        WEBHOOK,
+        "patch",
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
+        "",
+        ALL,
+        True,
+    ),
+    (WEBHOOK, "patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/other", "", ALL, False),
     (WEBHOOK, "list", "pods", "", ALL, False),
     (WEBHOOK, "create", "pods", "", TEAM, False),
     (WEBHOOK, "update", "pods", "", TEAM, False),
@@ -97,14 +110,6 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (WEBHOOK, "delete", "nodes", "", ALL, False),
     (WEBHOOK, "patch", "queues.scheduling.volcano.sh", "status", ALL, False),
     (WEBHOOK, "create", "events.events.k8s.io", "", TEAM, False),
-    (
-        WEBHOOK,
-        "patch",
-        "validatingwebhookconfigurations.admissionregistration.k8s.io/gpuq-webhook",
-        "",
-        ALL,
-        False,
-    ),
     # certificate Job: one Secret, two webhook configurations, nothing else
     (CERTS, "create", "secrets", "", NAMESPACE, True),
     (CERTS, "update", "secrets/gpuq-webhook-tls", "", NAMESPACE, True),
@@ -156,25 +161,6 @@ def installed_rbac(control_plane: ControlPlane) -> str:
 # An apiserver refusal as the processes log it ("HTTP 403", kubernetes_asyncio's "(403)", "Forbidden"),
 # never a log timestamp's milliseconds ("22:03:35,403").
 FORBIDDEN = re.compile(r"HTTP 403\b|\(403\)|\bForbidden\b")
-
-
-def token_kubeconfig(plane: ControlPlane, account: str, path: Path) -> Path:
-    """A kubeconfig authenticating as ``gpuq-system/<account>`` with a TokenRequest token."""
-    token = plane.kubectl("create", "token", account, "-n", NAMESPACE, "--duration=2h").stdout.strip()
-    admin = yaml.safe_load(plane.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [
-            {"name": account, "context": {"cluster": admin["clusters"][0]["name"], "user": account}}
-        ],
-        "current-context": account,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 @pytest.fixture(scope="module")

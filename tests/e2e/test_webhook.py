@@ -345,7 +345,7 @@ def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str,
     assert not ok and "single.maxGPUCount" in out and "requested 3" in out
 
 
-APPLY_ROUNDS = 30
+APPLY_ROUNDS = 100
 
 
 def test_one_file_with_a_queue_a_podgroup_and_its_pods_applies_every_time(ns: str, kubectl: Kubectl) -> None:

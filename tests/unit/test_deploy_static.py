@@ -148,15 +148,24 @@ def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
     assert validated == {"", "scheduling.volcano.sh", "scheduling.x-k8s.io", "tensor-fusion.ai"}
 
 
-def test_no_service_account_of_a_long_running_process_may_touch_secrets() -> None:
+def test_secrets_are_touched_only_by_the_certificate_writers_and_only_their_own() -> None:
+    """The scheduler never touches a Secret. The certificate Job and the webhook (which renews its
+    certificates) may, through namespaced Roles only, and only the two certificate Secrets by name
+    (create cannot be limited by name)."""
     bound = {
         b["roleRef"]["name"]: b["subjects"][0]["name"]
         for b in [*objects("ClusterRoleBinding").values(), *objects("RoleBinding").values()]
     }
     roles = {**objects("ClusterRole"), **objects("Role")}
     for role, account in bound.items():
-        touches = any("secrets" in rule.get("resources", []) for rule in roles[role]["rules"])
-        assert touches == (account == "gpuq-certs"), role
+        rules = [rule for rule in roles[role]["rules"] if "secrets" in rule.get("resources", [])]
+        if account == "gpuq-scheduler":
+            assert not rules, role
+        for rule in rules:
+            assert role in objects("Role"), f"{role}: Secrets through a ClusterRole"
+            assert rule["verbs"] == ["create"] or (
+                set(rule["resourceNames"]) <= {"gpuq-webhook-tls", "gpuq-webhook-ca"}
+            ), (role, rule)
 
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()

@@ -107,3 +107,48 @@ def test_a_change_to_gpuq_annotations_is_judged() -> None:
     group = MakePodGroup().queue("open").min_member(1)
     new = group.copy().annotation(ann.CARD_REQUEST, "{nope").obj()
     _check(POD_GROUP, new, group.obj(), False)
+
+
+def _refused_for(kind: GroupKind, new: dict[str, Any], old: dict[str, Any], field: str) -> None:
+    decision = validate(kind, "UPDATE", new, VIEW, old=old)
+    assert not decision.allowed, "a new problem was masked by the old one"
+    assert field in decision.message, decision.message
+
+
+def test_a_new_problem_behind_an_old_one_is_reported() -> None:
+    """The checks stop at their first problem. An old, unchanged problem met first (spec.min[cpu] sorts
+    before spec.min[memory]; a negative count is checked before the alert threshold) must not hide a new
+    problem the change introduces in a field checked after it: the refusal names the new problem."""
+    elastic = MakeElasticQuota().min(cpu="4").max(cpu="2").finalizers("example.com/keep")
+    worse = elastic.copy().min(cpu="4", memory="16Gi").max(cpu="2", memory="8Gi")
+    _refused_for(ELASTIC_QUOTA, worse.obj(), elastic.obj(), "spec.min[memory]")
+    gpu = MakeGPUResourceQuota().total(maxWorkers=-1, alertThresholdPercent=80)
+    _refused_for(
+        GPU_RESOURCE_QUOTA,
+        gpu.copy().total(maxWorkers=-1, alertThresholdPercent=101).obj(),
+        gpu.obj(),
+        "alertThresholdPercent",
+    )
+
+
+def test_two_old_problems_still_let_valid_changes_through() -> None:
+    """Setting aside one old problem may uncover another old one: that is set aside too."""
+    elastic = MakeElasticQuota().min(cpu="4", memory="16Gi").max(cpu="2", memory="8Gi")
+    changed = elastic.copy().max(cpu="2", memory="8Gi", **{"nvidia.com/gpu": "4"})
+    _check(ELASTIC_QUOTA, changed.obj(), elastic.obj(), True)
+    worse = (
+        elastic.copy()
+        .min(cpu="4", memory="16Gi", **{"nvidia.com/gpu": "8"})
+        .max(cpu="2", memory="8Gi", **{"nvidia.com/gpu": "4"})
+    )
+    _refused_for(ELASTIC_QUOTA, worse.obj(), elastic.obj(), "spec.min[nvidia.com/gpu]")
+
+
+def test_an_unchanged_malformed_card_request_neither_blocks_nor_hides_a_queue_change() -> None:
+    group = MakePodGroup().queue("open").card_request("{nope").min_member(1)
+    moved = MakeQueue("other").card_quota('{"NVIDIA-A100": 4}')
+    view = StaticView([OPEN.obj(), moved.obj()])
+    decision = validate(POD_GROUP, "UPDATE", group.copy().queue("other").obj(), view, old=group.obj())
+    assert decision.allowed, decision.message
+    decision = validate(POD_GROUP, "UPDATE", group.copy().queue("missing").obj(), view, old=group.obj())
+    assert not decision.allowed and "spec.queue" in decision.message and "'missing'" in decision.message

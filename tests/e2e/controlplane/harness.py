@@ -8,7 +8,8 @@ What it runs and why:
   project's own ``certs`` package, x509 client authentication, RBAC (plus Node) authorization,
   service-account tokens signed with a fresh key, and the default admission plugins, so webhooks,
   ServiceAccount and Priority admission behave as in a cluster.
-- No controller-manager, no kube-scheduler, no kubelet: nothing but the code under test ever
+- No controller-manager (except for a test that asks for one: ``start_controller_manager``), no
+  kube-scheduler, no kubelet: nothing but the code under test ever
   schedules, binds or reconciles. Consequences the tests live with: a new namespace has no
   ``default`` ServiceAccount until someone creates it, a deleted namespace stays Terminating, and
   pods never run (a bound pod stays Pending).
@@ -259,6 +260,55 @@ class ControlPlane:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+    def start_controller_manager(
+        self, controllers: Sequence[str] = ("namespace",), timeout: float = 60.0
+    ) -> Callable[[], None]:
+        """Start kube-controller-manager running only ``controllers``; returns what stops it.
+
+        Not part of the default control plane (no test but the one that needs a namespace to finish
+        deleting pays for it): the binary is built on demand by ``build.sh kube-controller-manager``
+        (cached with the others). It serves nothing (``--secure-port=0``) and authenticates with the
+        admin kubeconfig; ready once its log says the controllers' caches are synced.
+        """
+        binary = binary_dir() / "kube-controller-manager"
+        if not os.access(binary, os.X_OK):
+            build = subprocess.run(
+                ["bash", str(HERE / "build.sh"), "kube-controller-manager"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if build.returncode != 0 or not os.access(binary, os.X_OK):
+                raise ControlPlaneError(
+                    f"kube-controller-manager missing and `{BUILD_COMMAND} kube-controller-manager` failed: "
+                    f"{build.stderr.strip()[-2000:]}"
+                )
+        process = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--controllers={','.join(controllers)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--concurrent-namespace-syncs=10",
+            ],
+        )
+        deadline = time.monotonic() + timeout
+
+        def started() -> bool:
+            process.log_file.flush()
+            return '"Caches are synced"' in process.log_path.read_text(errors="replace")
+
+        self._wait_until(deadline, process, started, "kube-controller-manager start-up")
+
+        def stop() -> None:
+            if process in self._processes:
+                self._processes.remove(process)
+                process.stop()
+
+        return stop
 
     @property
     def log_paths(self) -> dict[str, Path]:
