@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from certs import command as certs_command
 from common.kube.config_file import read_config
+from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from gpuq.admission import AdmissionOutcome, admit
 from gpuq.tables import print_explain, print_report
@@ -89,7 +90,9 @@ def _fail(problems: Sequence[str]) -> int:
     return EXIT_INVALID
 
 
-def _admitted(docs: list[Document], config: object, admission: AdmissionOutcome | None) -> list[Document]:
+def _admitted(
+    docs: list[Document], config: SchedulerConfig, admission: AdmissionOutcome | None
+) -> list[Document]:
     if admission is None:
         return docs
     outcome = admit(docs, config)
@@ -141,7 +144,7 @@ def _simulate(
     return sim
 
 
-def _quiet_broken_pipe(command: Callable[[], int]) -> int:
+def quiet_broken_pipe(command: Callable[[], int]) -> int:
     """``gpuq ... | head -1``: the reader left; stop quietly (no BrokenPipeError traceback)."""
     try:
         code = command()
@@ -166,7 +169,9 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if admission is not None:
         # design.md "gpuq simulate": rejected Pods are listed with phase Rejected; other rejected
         # objects under "rejected". Admission warnings (usage-dependent checks) are kept too.
-        out["pods"] = sorted([*out["pods"], *admission.rejected_pods], key=lambda p: (p["namespace"], p["name"]))
+        out["pods"] = sorted(
+            [*out["pods"], *admission.rejected_pods], key=lambda p: (p["namespace"], p["name"])
+        )
         out["rejected"] = admission.rejected
         out["admissionWarnings"] = admission.warnings
     if args.output == "json":
@@ -206,9 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("scheduler", "webhook", "certs"):
         return int(args.func(args))
     if args.command == "simulate":
-        return _quiet_broken_pipe(lambda: _run_simulate(args))
+        return quiet_broken_pipe(lambda: _run_simulate(args))
     if args.command == "explain":
-        return _quiet_broken_pipe(lambda: _run_explain(args))
+        return quiet_broken_pipe(lambda: _run_explain(args))
     return 1  # pragma: no cover - argparse enforces a known command
 
 

@@ -159,5 +159,3 @@ def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
             name, fmt(node["filtered"]), *[fmt(node["scores"].get(p)) for p in plugins], fmt(node["total"])
         )
     console.print(table)
-
-

@@ -84,7 +84,8 @@ def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, m
         hit = np.flatnonzero(rejected[: cluster.n])
         hit = hit[cluster.allocatable[hit, column] >= asked]
         if hit.size:
-            waits = f" {_sentence(capacity_outlook(resource, asked, largest, int(cluster.free[hit, column].max())))}"
+            most_free = int(cluster.free[hit, column].max())
+            waits = f" {_sentence(capacity_outlook(resource, asked, largest, most_free))}"
     return "" if NEVER_TEXT in message.lower() else waits
 
 

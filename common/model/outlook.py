@@ -77,7 +77,9 @@ def quota_outlook(resource: str, requested: str, limit: str, used: str | None) -
         return None
     most = cap - asked
     return Outlook(
-        WAIT, "quota", f"{resource} used {used} would have to drop to {_format(resource, max(most, Fraction(0)))}"
+        WAIT,
+        "quota",
+        f"{resource} used {used} would have to drop to {_format(resource, max(most, Fraction(0)))}",
     )
 
 

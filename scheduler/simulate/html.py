@@ -26,12 +26,15 @@ th, td { border: 1px solid #d0d5dd; padding: 4px 8px; text-align: left; vertical
 th { background: #f2f4f7; }
 td.cell { text-align: center; min-width: 90px; font-variant-numeric: tabular-nums; }
 td.none { background: #fafafa; color: #aaa; }
-.bars { display: grid; grid-template-columns: max-content 320px max-content; gap: 6px 12px; align-items: center; }
+.bars { display: grid; grid-template-columns: max-content 320px max-content; gap: 6px 12px;
+  align-items: center; }
 .bar { position: relative; height: 16px; background: #eef1f5; border: 1px solid #c5ccd6; }
 .fill { position: absolute; left: 0; top: 0; bottom: 0; background: #3b82f6; }
 .fill.full { background: #ef4444; }
-.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px; color: #fff; }
-.badge.never { background: #b91c1c; } .badge.wait { background: #b45309; } .badge.none { background: #6b7280; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
+  color: #fff; }
+.badge.never { background: #b91c1c; } .badge.wait { background: #b45309; }
+.badge.none { background: #6b7280; }
 """
 
 
@@ -85,7 +88,7 @@ def _bars(queues: list[Mapping[str, Any]]) -> str:
             full = " full" if used >= limit else ""
             extra = f", {_number(inqueue[resource])} inqueue" if inqueue.get(resource) else ""
             items.append(
-                f'<span>{escape(queue["name"])} {escape(resource)}</span>'
+                f"<span>{escape(queue['name'])} {escape(resource)}</span>"
                 f'<div class="bar" data-queue="{escape(queue["name"])}" data-resource="{escape(resource)}" '
                 f'data-used="{_number(used)}" data-limit="{_number(limit)}">'
                 f'<div class="fill{full}" style="width: {width:.1f}%"></div></div>'

@@ -122,7 +122,7 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
     """Read the cluster once (see the module's docstring); raises :class:`ReadError`."""
     try:
         return asyncio.run(_snapshot(kubeconfig, context, namespace))
-    except (OSError, aiohttp.ClientError, ConfigException, ValueError, asyncio.TimeoutError) as err:
+    except (TimeoutError, OSError, aiohttp.ClientError, ConfigException, ValueError) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cluster: {text}") from err
 
@@ -216,7 +216,9 @@ def live_simulation(
             "forbidden for this user (a simulation needs every kind the scheduler watches)"
         ]
     live = manifests(snap, target)
-    sim = prepare(overlay(live, extra) if extra is not None else live, settings, default_registry(), explain=explain)
+    sim = prepare(
+        overlay(live, extra) if extra is not None else live, settings, default_registry(), explain=explain
+    )
     if not isinstance(sim, list):
         run(sim)
     return sim

@@ -139,7 +139,9 @@ def _expanded(docs: Iterable[Document], errors: list[str]) -> Iterable[Document]
             continue
         meta = body.get("metadata")
         if not isinstance(meta, Mapping) or not meta.get("name"):
-            errors.append(f"{doc.where}: {body.get('kind')}: metadata.name: missing: expected a non-empty name")
+            errors.append(
+                f"{doc.where}: {body.get('kind')}: metadata.name: missing: expected a non-empty name"
+            )
             continue
         try:
             made = expand(body)

@@ -116,7 +116,9 @@ def _selector_matches(spec: Mapping[str, Any], template: Mapping[str, Any], ref:
     selector = _mapping(spec.get("selector"), ref, "spec.selector")
     match = selector.get("matchLabels") or {}
     if not isinstance(match, Mapping) or (not match and not selector.get("matchExpressions")):
-        raise InvalidWorkload(ref, "spec.selector", dict(selector), "matchLabels selecting the template's labels")
+        raise InvalidWorkload(
+            ref, "spec.selector", dict(selector), "matchLabels selecting the template's labels"
+        )
     labels = (template.get("metadata") or {}).get("labels") or {}
     for key, value in match.items():
         if labels.get(key) != value:
@@ -129,6 +131,7 @@ def _pod(
     doc: Mapping[str, Any],
     template: Mapping[str, Any],
     name: str,
+    *,
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     scheduler_name: str = "",
@@ -166,9 +169,9 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
     group = f"{name}-{uid}" if uid else name
     seen: set[str] = set()
     parsed: list[tuple[str, int, int, Mapping[str, Any]]] = []
-    for index, task in enumerate(tasks):
+    for index, raw in enumerate(tasks):
         at = f"spec.tasks[{index}]"
-        task = _mapping(task, ref, at)
+        task = _mapping(raw, ref, at)
         task_name = task.get("name") or f"{DEFAULT_TASK}{index}"
         if not isinstance(task_name, str):
             raise InvalidWorkload(ref, f"{at}.name", task_name, "a task name")
@@ -184,7 +187,9 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
     min_member = _count(spec, "minAvailable", ref, default=0) or total_min
     if min_member > sum(replicas for _, replicas, _, _ in parsed):
         raise InvalidWorkload(ref, "spec.minAvailable", min_member, "at most the sum of the tasks' replicas")
-    out: list[dict[str, Any]] = [_podgroup(doc, group, queue, min_member, parsed, ref)]
+    out: list[dict[str, Any]] = [
+        _podgroup(doc, group, queue=queue, min_member=min_member, tasks=parsed, ref=ref)
+    ]
     for task_name, replicas, _, template in parsed:
         for i in range(replicas):
             annotations = {
@@ -195,13 +200,23 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
                 TASK_INDEX: str(i),
             }
             labels = {JOB_NAME: name, QUEUE_NAME: queue, TASK_SPEC: task_name, TASK_INDEX: str(i)}
-            out.append(_pod(doc, template, f"{name}-{task_name}-{i}", annotations, labels, scheduler))
+            out.append(
+                _pod(
+                    doc,
+                    template,
+                    f"{name}-{task_name}-{i}",
+                    annotations=annotations,
+                    labels=labels,
+                    scheduler_name=scheduler,
+                )
+            )
     return out
 
 
 def _podgroup(
     doc: Mapping[str, Any],
     group: str,
+    *,
     queue: str,
     min_member: int,
     tasks: list[tuple[str, int, int, Mapping[str, Any]]],

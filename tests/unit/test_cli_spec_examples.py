@@ -241,8 +241,9 @@ def test_gpu_quota_single_limit_is_unresolvable(gpu_quota: dict[str, Any]) -> No
     assert "for single.maxGPUCount: requested 4, available 2, limit 2" in pods["exp-wide"]["reason"]
     # A per-workload limit: no pod leaving helps; the limit or the request has to change.
     assert pods["exp-wide"]["outlook"] == "never"
-    assert "can never fit under the current quota: single.maxGPUCount limit 2 would have to be at least 4" in (
-        pods["exp-wide"]["reason"]
+    assert (
+        "can never fit under the current quota: single.maxGPUCount limit 2 would have to be at least 4"
+        in (pods["exp-wide"]["reason"])
     )
     assert "preemption" not in pods["exp-wide"]["reason"]
 

@@ -20,7 +20,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heterogeneous-clus
 def test_over_the_limit_itself_can_never_fit_and_names_the_limit() -> None:
     outlook = quota_outlook("NVIDIA-H100", "8", "4", "0")
     assert outlook is not None and outlook.kind == NEVER
-    assert str(outlook) == "can never fit under the current quota: NVIDIA-H100 limit 4 would have to be at least 8"
+    assert (
+        str(outlook)
+        == "can never fit under the current quota: NVIDIA-H100 limit 4 would have to be at least 8"
+    )
 
 
 def test_within_the_limit_waits_and_names_the_usage_to_free() -> None:
@@ -50,7 +53,10 @@ def test_quota_exceeded_carries_its_outlook_in_its_message() -> None:
 def test_cluster_capacity_outlook() -> None:
     never = capacity_outlook("nvidia.com/gpu", 8000, 4000, 0)
     assert never.never
-    assert str(never) == "can never fit under the current cluster: no node has 8 nvidia.com/gpu allocatable (the largest has 4)"
+    assert (
+        str(never) == "can never fit under the current cluster: no node has 8 nvidia.com/gpu allocatable "
+        "(the largest has 4)"
+    )
     wait = capacity_outlook("memory", 4 * 2**30, 8 * 2**30, 2**30)
     assert str(wait) == "waits for room: the most memory free on one node is 1Gi, 4Gi asked"
 
@@ -79,7 +85,9 @@ def test_simulate_separates_never_from_waiting_in_the_example(capsys: pytest.Cap
     assert "NVIDIA-H100 limit 4 would have to be at least 8" in big["reason"]
     notebook = pods["notebook-4"]
     assert notebook["outlook"] == WAIT
-    assert "waits for room: NVIDIA-A100/mig-1g.10gb-mixed used 4 would have to drop to 3" in notebook["reason"]
+    assert (
+        "waits for room: NVIDIA-A100/mig-1g.10gb-mixed used 4 would have to drop to 3" in notebook["reason"]
+    )
     assert all(p["outlook"] is None for p in pods.values() if p["phase"] == "Bound")
 
 

@@ -130,8 +130,8 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
             [NODE.copy().name("a").info(), NODE.copy().name("b").info()],
             {"nvidia.com/gpu": "3"},
             [],
-            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. Can never fit under the current cluster: "
-            "no node has 3 nvidia.com/gpu allocatable (the largest has 2).",
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. Can never fit under the current "
+            "cluster: no node has 3 nvidia.com/gpu allocatable (the largest has 2).",
         ),
         (
             [MakeNode("a").alloc(cpu="4", pods="0").info()],
@@ -162,8 +162,8 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
             [NODE.copy().name("a").taint("k", "NoSchedule", "v").info()],
             {"cpu": "8"},
             [{"key": "k", "operator": "Equal", "value": "other"}],
-            "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}. Can never fit under the current "
-            "cluster: no node has 8 cpu allocatable (the largest has 4).",
+            "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}. Can never fit under the "
+            "current cluster: no node has 8 cpu allocatable (the largest has 4).",
         ),
     ],
 )

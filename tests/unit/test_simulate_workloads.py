@@ -4,6 +4,7 @@ Volcano Job examples as the design says."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ NODE = MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110", **{"nvidia.com
 CONTAINER = {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}
 
 
-def _template(labels: dict[str, str] | None = None, **annotations: str) -> dict[str, Any]:
+def _template(labels: Mapping[str, str] | None = None, **annotations: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"labels": labels or {"app": "a"}}
     if annotations:
         meta["annotations"] = annotations
@@ -105,7 +106,11 @@ def test_batch_job_runs_min_of_parallelism_and_completions(
 
 def test_volcano_job_becomes_tasks_times_replicas_and_its_podgroup() -> None:
     ps = {"name": "ps", "replicas": 1, "template": _template()}
-    worker = {"replicas": 2, "minAvailable": 1, "template": _template(**{"volcano.sh/card.name": "NVIDIA-A100"})}
+    worker = {
+        "replicas": 2,
+        "minAvailable": 1,
+        "template": _template(None, **{"volcano.sh/card.name": "NVIDIA-A100"}),
+    }
     made = expand(_volcano(queue="team-a", tasks=[ps, worker]))
     group, *pods = made
     assert group == {
@@ -186,14 +191,22 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
         ),
         (
             {"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}, "spec": {}},
-            "Job/default/j: apiVersion: invalid value 'batch/v2': expected batch/v1 or batch.volcano.sh/v1alpha1",
+            "Job/default/j: apiVersion: invalid value 'batch/v2': "
+            "expected batch/v1 or batch.volcano.sh/v1alpha1",
         ),
         (
-            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"parallelism": "2",
-             "template": _template()}},
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j"},
+                "spec": {"parallelism": "2", "template": _template()},
+            },
             "Job/default/j: spec.parallelism: invalid value '2': expected a non-negative integer",
         ),
-        (_volcano(tasks=[]), "Job/ml/train: spec.tasks: invalid value []: expected a non-empty list of tasks"),
+        (
+            _volcano(tasks=[]),
+            "Job/ml/train: spec.tasks: invalid value []: expected a non-empty list of tasks",
+        ),
         (
             _volcano(tasks=[{"name": "w", "replicas": 1, "template": _template()}] * 2),
             "Job/ml/train: spec.tasks[1].name: invalid value 'w': expected a name no other task has",
@@ -204,7 +217,8 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
         ),
         (
             _volcano(minAvailable=5, tasks=[{"name": "w", "replicas": 2, "template": _template()}]),
-            "Job/ml/train: spec.minAvailable: invalid value 5: expected at most the sum of the tasks' replicas",
+            "Job/ml/train: spec.minAvailable: invalid value 5: "
+            "expected at most the sum of the tasks' replicas",
         ),
     ],
 )
@@ -218,7 +232,9 @@ def test_malformed_workloads_are_one_line_errors(
     assert err == f"error: {path} (document 2): {message}\n"
 
 
-def test_a_made_podgroup_is_held_to_the_crd_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_made_podgroup_is_held_to_the_crd_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     job = _volcano(queue="team-a", tasks=[{"name": "w", "replicas": 1, "template": _template()}])
     job["spec"]["priorityClassName"] = 7  # the PodGroup's spec.priorityClassName is a string
     path = tmp_path / "w.yaml"
@@ -251,14 +267,18 @@ def test_design_example2_job_takes_a100_first_then_h100(capsys: pytest.CaptureFi
     placed = [pods[f"flexible-training-default0-{i}"]["cardType"] for i in range(4)]
     assert placed == ["NVIDIA-A100"] * 2 + ["NVIDIA-H100"] * 2
     third = pods["flexible-training-default0-2"]["nodes"]["ex2-a100-1"]["filtered"]
-    assert "quota exceeded in Queue/team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2" in third
+    assert (
+        "quota exceeded in Queue/team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2" in third
+    )
 
 
 def test_design_example3_sixteen_pods_share_four_a100_by_mps(capsys: pytest.CaptureFixture[str]) -> None:
     out = simulate_explained(capsys, "-f", str(JOBS / "example3-mps.yaml"))
     pods = pods_by_name(out)
     assert len(pods) == 16
-    assert {(p["node"], p["cardType"]) for p in pods.values()} == {("ex3-a100-mps", "NVIDIA-A100/mps-80g*1/8")}
+    assert {(p["node"], p["cardType"]) for p in pods.values()} == {
+        ("ex3-a100-mps", "NVIDIA-A100/mps-80g*1/8")
+    }
     assert out["queues"][0]["allocated"] == {"NVIDIA-A100/mps-80g*1/8": 16}
 
 
