@@ -101,7 +101,7 @@ def _read(args: argparse.Namespace, namespace: str) -> View | list[str]:
         snap = snapshot(args.kubeconfig, args.context)
         if snap.forbidden:
             scoped = snapshot(args.kubeconfig, args.context, namespace)
-            scoped.forbidden = sorted(set(scoped.forbidden) | set(snap.forbidden))
+            scoped.forbidden = snap.forbidden  # what the user may not list across the cluster
             return View(scoped, None)
         settings = read_config(None)
     except (ReadError, GpuqError) as err:

@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -159,13 +160,16 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
 
 def overlay(live: Manifests, extra: Manifests) -> Manifests:
     """``live`` with ``extra`` on top: an object of ``extra`` replaces the live one of the same
-    kind, namespace and name (a Queue with a new quota), the rest is added (new pods, new nodes)."""
+    kind, namespace and name (a Queue with a new quota), the rest is added (new pods, new nodes).
+    A pod of ``extra`` without a creationTimestamp is created now: it queues behind the live ones."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    added = [p if p.creation_timestamp else replace(p, creation_timestamp=now) for p in extra.pods]
     nodes = {n.name for n in extra.nodes}
     pods = {p.key for p in extra.pods}
     objects = {object_reference(o) for o in extra.objects}
     return Manifests(
         nodes=[n for n in live.nodes if n.name not in nodes] + extra.nodes,
-        pods=[p for p in live.pods if p.key not in pods] + extra.pods,
+        pods=[p for p in live.pods if p.key not in pods] + added,
         objects=[o for o in live.objects if object_reference(o) not in objects] + extra.objects,
         errors=live.errors + extra.errors,
     )
