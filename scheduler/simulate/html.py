@@ -16,6 +16,7 @@ from html import escape
 from typing import Any, Final
 
 from common.model.outlook import NEVER
+from common.model.quantity import format_bytes, unit_of
 
 STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; background: #fff; }
@@ -31,7 +32,8 @@ td.none { background: #fafafa; color: #aaa; }
 .bar { position: relative; height: 16px; background: #eef1f5; border: 1px solid #c5ccd6; }
 .fill { position: absolute; left: 0; top: 0; bottom: 0; background: #3b82f6; }
 .fill.full { background: #ef4444; }
-.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
+td.pod { white-space: nowrap; }
+.badge { white-space: nowrap; display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
   color: #fff; }
 .badge.never { background: #b91c1c; } .badge.wait { background: #b45309; }
 .badge.none { background: #6b7280; }
@@ -48,6 +50,13 @@ def _shade(ratio: float) -> str:
 
 def _number(value: Any) -> str:
     return escape(str(value))
+
+
+def _shown(resource: str, amount: Any) -> str:
+    """An amount as people read it: bytes with a binary suffix (64Gi)."""
+    if unit_of(resource) == "bytes" and isinstance(amount, int):
+        return escape(format_bytes(amount))
+    return _number(amount)
 
 
 def _grid(nodes: list[Mapping[str, Any]]) -> str:
@@ -92,7 +101,7 @@ def _bars(queues: list[Mapping[str, Any]]) -> str:
                 f'<div class="bar" data-queue="{escape(queue["name"])}" data-resource="{escape(resource)}" '
                 f'data-used="{_number(used)}" data-limit="{_number(limit)}">'
                 f'<div class="fill{full}" style="width: {width:.1f}%"></div></div>'
-                f"<span>{_number(used)} / {_number(limit)}{extra}</span>"
+                f"<span>{_shown(resource, used)} / {_shown(resource, limit)}{extra}</span>"
             )
     return f'<div class="bars" id="queues">{"".join(items)}</div>'
 
@@ -108,7 +117,7 @@ def _pending(pods: list[Mapping[str, Any]]) -> str:
         kind = outlook or "none"
         rows.append(
             f'<tr data-pod="{escape(pod["namespace"])}/{escape(pod["name"])}" data-outlook="{escape(kind)}">'
-            f"<td>{escape(pod['namespace'])}/{escape(pod['name'])}</td>"
+            f'<td class="pod">{escape(pod["namespace"])}/{escape(pod["name"])}</td>'
             f'<td><span class="badge {escape(kind)}">{label}</span></td>'
             f"<td>{escape(pod.get('reason') or '')}</td></tr>"
         )
