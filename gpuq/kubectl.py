@@ -36,7 +36,7 @@ from common.model.pods import PodInfo
 from common.model.queues import queue_of
 from common.model.resources import Resources
 from gpuq.cli import gpuq_version, quiet_broken_pipe
-from gpuq.tables import fmt, make_console, print_explain
+from gpuq.tables import amount, fmt, make_console, print_explain
 from scheduler.plugins import default_registry
 from scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
 from scheduler.simulate.run import Simulation, prepare, report, run
@@ -245,12 +245,17 @@ def _numbers(quantities: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _table(columns: Sequence[str], rows: list[list[str]]) -> None:
+    """kubectl's plain columns (no box, no padding at the ends of lines)."""
     table = Table(box=None, pad_edge=False, show_edge=False)
     for column in columns:
         table.add_column(column)
     for row in rows:
         table.add_row(*row)
-    make_console().print(table)
+    console = make_console()
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        print(line.rstrip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -289,9 +294,9 @@ def _main(args: argparse.Namespace) -> int:
                     [
                         r["queue"],
                         r["resource"],
-                        fmt(r["used"]),
-                        fmt(r["limit"]),
-                        fmt(r["inqueue"]),
+                        amount(r["resource"], r["used"]),
+                        amount(r["resource"], r["limit"]),
+                        amount(r["resource"], r["inqueue"]),
                         str(r["pending"]),
                     ]
                     for r in rows

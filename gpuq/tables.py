@@ -29,8 +29,10 @@ def make_console() -> Console:
 _BYTES: Final = frozenset({"memory", "ephemeral-storage"})
 
 
-def _amount(resource: str, value: Any) -> str:
+def amount(resource: str, value: Any) -> str:
     # The JSON carries bytes; people read 64Gi.
+    if value is None:
+        return "-"
     if resource in _BYTES and isinstance(value, int):
         return format_bytes(value)
     return str(value)
@@ -40,7 +42,7 @@ def fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_amount(k, v)}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k}={amount(k, v)}" for k, v in value.items()) or "-"
     return str(value)
 
 
