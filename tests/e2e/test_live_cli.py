@@ -25,6 +25,7 @@ from tests.builders import MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import TEST_LABEL, Cluster
 from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e.test_rbac import token_kubeconfig
 
 pytestmark = pytest.mark.e2e
 cluster = fixtures.cluster
@@ -54,6 +55,10 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(argv, capture_output=True, text=True, env=environment, timeout=timeout, check=False)
+
+
+def gpuq(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gpuq.cli", *args]
 
 
 def writes(plane: ControlPlane) -> dict[str, float]:
@@ -121,23 +126,11 @@ async def test_simulate_live_plus_files_writes_nothing(
     before = await cluster.pods()
     count = writes(control_plane)
     kubeconfig = control_plane.kubeconfig
-    result = await asyncio.to_thread(
-        run,
-        [
-            sys.executable,
-            "-m",
-            "gpuq.cli",
-            "simulate",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--context",
-            context_of(kubeconfig),
-            "-f",
-            str(path),
-            "-o",
-            "json",
-        ],
+    context = context_of(kubeconfig)
+    argv = gpuq(
+        "simulate", "--kubeconfig", str(kubeconfig), "--context", context, "-f", str(path), "-o", "json"
     )
+    result = await asyncio.to_thread(run, argv)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     pods = {p["name"]: p for p in out["pods"] if p["namespace"] == cluster.namespace}
@@ -167,21 +160,8 @@ async def test_explain_honours_kubeconfig_env_and_context(
     huge = cluster.pod_body("huge", {GPU: "8"}, limits={GPU: "8"}, scheduler="gpuq-scheduler")
     await cluster.request("POST", f"/api/v1/namespaces/{cluster.namespace}/pods", huge)
     kubeconfig = control_plane.kubeconfig
-    result = await asyncio.to_thread(
-        run,
-        [
-            sys.executable,
-            "-m",
-            "gpuq.cli",
-            "explain",
-            f"{cluster.namespace}/huge",
-            "--context",
-            context_of(kubeconfig),
-            "-o",
-            "json",
-        ],
-        {"KUBECONFIG": str(kubeconfig), "HOME": "/nonexistent"},
-    )
+    argv = gpuq("explain", f"{cluster.namespace}/huge", "--context", context_of(kubeconfig), "-o", "json")
+    result = await asyncio.to_thread(run, argv, {"KUBECONFIG": str(kubeconfig), "HOME": "/nonexistent"})
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["phase"] == "Pending"
@@ -189,7 +169,7 @@ async def test_explain_honours_kubeconfig_env_and_context(
     assert "no node has 8 nvidia.com/gpu allocatable" in answer["reason"]
     bad = await asyncio.to_thread(
         run,
-        [sys.executable, "-m", "gpuq.cli", "explain", f"{cluster.namespace}/huge", "--context", "nope"],
+        gpuq("explain", f"{cluster.namespace}/huge", "--context", "nope"),
         {"KUBECONFIG": str(kubeconfig)},
     )
     assert bad.returncode == 2
@@ -303,23 +283,7 @@ async def test_kubectl_gpuq_for_a_namespace_scoped_user(
         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
     }
     await cluster.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", binding)
-    token = control_plane.kubectl("create", "token", account, "-n", ns, "--duration=1h").stdout.strip()
-    admin = yaml.safe_load(control_plane.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": account,
-                "context": {"cluster": admin["clusters"][0]["name"], "user": account, "namespace": ns},
-            }
-        ],
-        "current-context": account,
-    }
-    kubeconfig = tmp_path / "viewer.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig = token_kubeconfig(control_plane, account, tmp_path / "viewer.kubeconfig", namespace=ns)
     pending = await asyncio.to_thread(
         kubectl_gpuq, control_plane, tmp_path, kubeconfig, "pending", "-o", "json"
     )
