@@ -61,32 +61,38 @@ def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, m
     Never: some resource is asked beyond every live node's allocatable. Waits for room: a node was
     short of a resource the pod asks (``Insufficient <resource>``), unless a quota already says the
     pod can never fit."""
-    rows = np.flatnonzero(cluster.alive[: cluster.n])
-    if not rows.size:
+    n = cluster.n
+    alive = cluster.alive[:n]
+    if not alive.any():
         return ""
     request = cluster.pod_vector(pod)
+    columns = np.flatnonzero(request[: len(cluster.columns.names)]).tolist()
+    largest: dict[int, int] = {}
+    for column in columns:
+        largest[column] = int(cluster.allocatable[:n, column][alive].max())
+        if request[column] > largest[column]:
+            resource = cluster.columns.names[column]
+            return f" {_sentence(capacity_outlook(resource, int(request[column]), largest[column], 0))}"
+    if "Insufficient " not in message or NEVER_TEXT in message.lower():
+        return ""
     short: dict[str, BoolArray] = {}  # "Insufficient <resource>" -> the rows it rejected
     for _, result, first in outcome.results:
         if first.any():
             for mask, reason in result.reasons():
-                short[reason] = short.get(reason, np.zeros_like(first)) | (mask & first)
-    waits = ""
-    for column in np.flatnonzero(request[: len(cluster.columns.names)]).tolist():
+                if reason.startswith("Insufficient "):
+                    short[reason] = short.get(reason, np.zeros_like(first)) | (mask & first)
+    for column in columns:
         resource = cluster.columns.names[column]
-        asked = int(request[column])
-        largest = int(cluster.allocatable[rows, column].max())
-        if asked > largest:
-            return f" {_sentence(capacity_outlook(resource, asked, largest, 0))}"
         rejected = short.get(f"Insufficient {resource}")
-        if waits or rejected is None:
+        if rejected is None:
             continue
         # Only nodes that could hold the pod once emptied are waited for.
-        hit = np.flatnonzero(rejected[: cluster.n])
-        hit = hit[cluster.allocatable[hit, column] >= asked]
-        if hit.size:
-            most_free = int(cluster.free[hit, column].max())
-            waits = f" {_sentence(capacity_outlook(resource, asked, largest, most_free))}"
-    return "" if NEVER_TEXT in message.lower() else waits
+        asked = int(request[column])
+        hit = rejected[:n] & (cluster.allocatable[:n, column] >= asked)
+        if hit.any():
+            most_free = int(cluster.free[:n, column][hit].max())
+            return f" {_sentence(capacity_outlook(resource, asked, largest[column], most_free))}"
+    return ""
 
 
 def _sentence(outlook: Outlook) -> str:
