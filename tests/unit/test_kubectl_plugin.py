@@ -16,7 +16,10 @@ from scheduler.simulate.loader import Manifests
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
 ROOT = Path(__file__).resolve().parents[2]
-MESSAGE = "0/2 nodes are available: 2 Insufficient cpu. Waits for room: the most cpu free on one node is 1, 2 asked."
+MESSAGE = (
+    "0/2 nodes are available: 2 Insufficient cpu. "
+    "Waits for room: the most cpu free on one node is 1, 2 asked."
+)
 
 
 def _pending(name: str, *, created: str, priority: int = 0, message: str = MESSAGE) -> dict[str, Any]:
