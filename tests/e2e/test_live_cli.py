@@ -309,3 +309,11 @@ async def test_kubectl_gpuq_for_a_namespace_scoped_user(
     )
     assert other.returncode == 2
     assert other.stderr.strip().endswith("not found (or not readable by this user)")
+    # A simulation needs the whole cluster: the namespace-scoped user is told so, in one line.
+    simulated = await asyncio.to_thread(run, gpuq("simulate", "--kubeconfig", str(kubeconfig)))
+    assert simulated.returncode == 2
+    assert simulated.stderr == (
+        "error: cannot read the cluster: listing Node, Namespace, PriorityClass, Queue, PodGroup, "
+        "ElasticQuota, GPUResourceQuota, Pod across all namespaces is forbidden for this user "
+        "(a simulation needs every kind the scheduler watches)\n"
+    )
