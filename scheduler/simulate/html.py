@@ -129,12 +129,15 @@ def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
     pods: list[Mapping[str, Any]] = out.get("pods") or []
     bound = sum(1 for p in pods if p["phase"] == "Bound")
     pending = sum(1 for p in pods if p["phase"] == "Pending")
+    cards = (
+        _grid(out["nodes"]) if "nodes" in out else '<p class="summary">The capacity-card plugin is off.</p>'
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
         f'<p class="summary" id="summary">{bound}/{len(pods)} pods bound, {pending} pending</p>'
-        f"<h2>Cards: used / capacity per node</h2>{_grid(out.get('nodes') or [])}"
+        f"<h2>Cards: used / capacity per node</h2>{cards}"
         f"<h2>Queues: allocated / capability</h2>{_bars(out.get('queues') or [])}"
         f"<h2>Pending pods</h2>{_pending(pods)}"
         "</body></html>\n"
