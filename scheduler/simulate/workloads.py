@@ -2,7 +2,8 @@
 would create (design.md "gpuq simulate").
 
 - ``apps/v1`` Deployment, ReplicaSet: ``spec.replicas`` (default 1) Pods ``<name>-<i>``;
-  StatefulSet: Pods ``<name>-<ordinal>``, as the StatefulSet controller names them.
+  StatefulSet: Pods ``<name>-<ordinal>`` from ``spec.ordinals.start`` (default 0), as the
+  StatefulSet controller names them.
 - ``batch/v1`` Job: ``min(parallelism, completions)`` Pods ``<name>-<i>`` (parallelism defaults to 1,
   completions to parallelism).
 - ``batch.volcano.sh/v1alpha1`` Job (Volcano's job controller, pkg/controllers/job, after its
@@ -17,7 +18,8 @@ would create (design.md "gpuq simulate").
 Pods take the template's labels, annotations and spec, the workload's namespace and
 creationTimestamp (the queue orders by it). Names are deterministic: same input, same output.
 Malformed workloads are refused with one line naming the object, the field, the value and what was
-expected; the Pods and PodGroup made are then held to the same rules as any in the input.
+expected (a field the API does not have: ``<ref>: spec.replica: unknown field``, as kubectl's strict
+field validation refuses it); the Pods and PodGroup made are then held to the same rules as any in the input.
 """
 
 from __future__ import annotations
@@ -47,6 +49,90 @@ TASK_SPEC: Final = "volcano.sh/task-spec"
 TASK_INDEX: Final = "volcano.sh/task-index"
 DEFAULT_QUEUE: Final = "default"
 DEFAULT_TASK: Final = "default"
+# The fields of each spec (k8s.io/api apps/v1 and batch/v1, volcano.sh/apis batch/v1alpha1): anything
+# else is refused, as kubectl's strict field validation refuses it.
+_TOP: Final = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+_SPEC_FIELDS: Final = {
+    "Deployment": frozenset(
+        {
+            "replicas",
+            "selector",
+            "template",
+            "strategy",
+            "minReadySeconds",
+            "revisionHistoryLimit",
+            "paused",
+            "progressDeadlineSeconds",
+        }
+    ),
+    "ReplicaSet": frozenset({"replicas", "minReadySeconds", "selector", "template"}),
+    "StatefulSet": frozenset(
+        {
+            "replicas",
+            "selector",
+            "template",
+            "volumeClaimTemplates",
+            "serviceName",
+            "podManagementPolicy",
+            "updateStrategy",
+            "revisionHistoryLimit",
+            "minReadySeconds",
+            "persistentVolumeClaimRetentionPolicy",
+            "ordinals",
+        }
+    ),
+    BATCH: frozenset(
+        {
+            "parallelism",
+            "completions",
+            "activeDeadlineSeconds",
+            "podFailurePolicy",
+            "successPolicy",
+            "backoffLimit",
+            "backoffLimitPerIndex",
+            "maxFailedIndexes",
+            "selector",
+            "manualSelector",
+            "template",
+            "ttlSecondsAfterFinished",
+            "completionMode",
+            "suspend",
+            "podReplacementPolicy",
+            "managedBy",
+        }
+    ),
+    VOLCANO_BATCH: frozenset(
+        {
+            "schedulerName",
+            "minAvailable",
+            "volumes",
+            "tasks",
+            "policies",
+            "plugins",
+            "runningEstimate",
+            "queue",
+            "maxRetry",
+            "ttlSecondsAfterFinished",
+            "priorityClassName",
+            "minSuccess",
+            "networkTopology",
+        }
+    ),
+}
+_TASK_FIELDS: Final = frozenset(
+    {
+        "name",
+        "replicas",
+        "minAvailable",
+        "template",
+        "policies",
+        "topologyPolicy",
+        "maxRetry",
+        "dependsOn",
+        "partitionPolicy",
+    }
+)
+_TEMPLATE_FIELDS: Final = frozenset({"metadata", "spec"})
 
 
 class InvalidWorkload(GpuqError):
@@ -54,6 +140,19 @@ class InvalidWorkload(GpuqError):
 
     def __init__(self, ref: str, field: str, value: Any, expected: str) -> None:
         super().__init__(f"{ref}: {field}: invalid value {value!r}: expected {expected}")
+
+
+class UnknownField(GpuqError):
+    """A field the workload's API does not have: ``<ref>: <field>: unknown field``."""
+
+    def __init__(self, ref: str, field: str) -> None:
+        super().__init__(f"{ref}: {field}: unknown field")
+
+
+def _known(obj: Mapping[str, Any], fields: frozenset[str], ref: str, at: str) -> None:
+    for key in obj:
+        if key not in fields:
+            raise UnknownField(ref, f"{at}{key}")
 
 
 def is_workload(doc: Mapping[str, Any]) -> bool:
@@ -69,7 +168,9 @@ def expand(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     version = doc.get("apiVersion")
     if version not in WORKLOADS[kind]:
         raise InvalidWorkload(ref, "apiVersion", version, " or ".join(WORKLOADS[kind]))
+    _known(doc, _TOP, ref, "")
     spec = _mapping(doc.get("spec"), ref, "spec")
+    _known(spec, _SPEC_FIELDS[kind if version == APPS else str(version)], ref, "spec.")
     if version == VOLCANO_BATCH:
         return _volcano_job(doc, spec, ref)
     template = _template(spec.get("template"), ref, "spec.template")
@@ -81,7 +182,11 @@ def expand(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         _selector_matches(spec, template, ref)
         count = _count(spec, "replicas", ref, default=1)
     name = str(meta["name"])
-    return [_pod(doc, template, f"{name}-{i}") for i in range(count)]
+    first = 0
+    if kind == "StatefulSet" and spec.get("ordinals") is not None:
+        ordinals = _mapping(spec["ordinals"], ref, "spec.ordinals")
+        first = _count(ordinals, "start", ref, default=0, field="spec.ordinals.start")
+    return [_pod(doc, template, f"{name}-{i}") for i in range(first, first + count)]
 
 
 def _mapping(value: Any, ref: str, field: str) -> Mapping[str, Any]:
@@ -101,6 +206,7 @@ def _count(spec: Mapping[str, Any], key: str, ref: str, *, default: int, field: 
 
 def _template(value: Any, ref: str, field: str) -> Mapping[str, Any]:
     template = _mapping(value, ref, field)
+    _known(template, _TEMPLATE_FIELDS, ref, f"{field}.")
     spec = _mapping(template.get("spec"), ref, f"{field}.spec")
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
@@ -172,6 +278,7 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
     for index, raw in enumerate(tasks):
         at = f"spec.tasks[{index}]"
         task = _mapping(raw, ref, at)
+        _known(task, _TASK_FIELDS, ref, f"{at}.")
         task_name = task.get("name") or f"{DEFAULT_TASK}{index}"
         if not isinstance(task_name, str):
             raise InvalidWorkload(ref, f"{at}.name", task_name, "a task name")

@@ -71,6 +71,11 @@ def test_apps_workloads_become_their_replicas(tmp_path: Path, capsys: pytest.Cap
     assert {p["phase"] for p in pods.values()} == {"Bound"}
 
 
+def test_statefulset_ordinals_start_where_asked() -> None:
+    made = expand(_apps("StatefulSet", "db", 2, ordinals={"start": 5}))
+    assert [p["metadata"]["name"] for p in made] == ["db-5", "db-6"]
+
+
 def test_a_pod_made_from_a_template_keeps_its_metadata_and_the_workloads_time() -> None:
     made = expand(_apps("StatefulSet", "db", 1))
     assert made == [
@@ -207,6 +212,17 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
             _volcano(tasks=[]),
             "Job/ml/train: spec.tasks: invalid value []: expected a non-empty list of tasks",
         ),
+        (_apps("Deployment", "web", 1, replica=3), "Deployment/ml/web: spec.replica: unknown field"),
+        ({**_apps("ReplicaSet", "rs", 1), "extra": 1}, "ReplicaSet/ml/rs: extra: unknown field"),
+        (
+            _apps("StatefulSet", "db", 1, template={**_template(), "labels": {}}),
+            "StatefulSet/ml/db: spec.template.labels: unknown field",
+        ),
+        (
+            _volcano(tasks=[{"name": "w", "replica": 1, "template": _template()}]),
+            "Job/ml/train: spec.tasks[0].replica: unknown field",
+        ),
+        (_volcano(queu="q", tasks=[]), "Job/ml/train: spec.queu: unknown field"),
         (
             _volcano(tasks=[{"name": "w", "replicas": 1, "template": _template()}] * 2),
             "Job/ml/train: spec.tasks[1].name: invalid value 'w': expected a name no other task has",
