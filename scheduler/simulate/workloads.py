@@ -8,7 +8,8 @@ would create (design.md "gpuq simulate").
   completions to parallelism).
 - ``batch.volcano.sh/v1alpha1`` Job (Volcano's job controller, pkg/controllers/job, after its
   mutating webhook's defaults): per task, ``replicas`` Pods ``<job>-<task>-<i>`` (a task without a
-  name is ``default<index>``), annotated with the PodGroup, job, queue, task and index; and one
+  name is ``default<index>``), annotated with the PodGroup, job, queue, task and index, taking the
+  job's schedulerName and priorityClassName where the template has none; and one
   PodGroup named ``<job>-<uid>`` (the job's name when it has no uid) carrying the job's annotations
   (so ``volcano.sh/card.request``) and labels, ``minMember`` (spec.minAvailable, default the sum of
   the tasks' minAvailable), ``minTaskMember``, ``queue`` (default ``default``), ``minResources`` (the
@@ -241,6 +242,7 @@ def _pod(
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     scheduler_name: str = "",
+    priority_class: str = "",
 ) -> dict[str, Any]:
     meta = doc.get("metadata") or {}
     tmeta = template.get("metadata") or {}
@@ -256,6 +258,8 @@ def _pod(
     spec = dict(template["spec"])
     if scheduler_name and not spec.get("schedulerName"):
         spec["schedulerName"] = scheduler_name
+    if priority_class and not spec.get("priorityClassName"):
+        spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
@@ -315,6 +319,7 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
                     annotations=annotations,
                     labels=labels,
                     scheduler_name=scheduler,
+                    priority_class=str(spec.get("priorityClassName") or ""),
                 )
             )
     return out

@@ -148,6 +148,18 @@ def test_volcano_job_becomes_tasks_times_replicas_and_its_podgroup() -> None:
     }
 
 
+def test_volcano_job_pods_take_the_jobs_scheduler_and_priority_class() -> None:
+    own = _template()
+    own["spec"] = {**own["spec"], "priorityClassName": "own"}
+    tasks = [
+        {"name": "a", "replicas": 1, "template": _template()},
+        {"name": "b", "replicas": 1, "template": own},
+    ]
+    _, first, second = expand(_volcano(schedulerName="gpuq-scheduler", priorityClassName="high", tasks=tasks))
+    assert (first["spec"]["schedulerName"], first["spec"]["priorityClassName"]) == ("gpuq-scheduler", "high")
+    assert second["spec"]["priorityClassName"] == "own"
+
+
 def test_volcano_job_min_resources_of_the_first_min_available_pods() -> None:
     tasks = [{"name": "w", "replicas": 4, "template": _template()}]
     group = expand(_volcano(minAvailable=3, tasks=tasks))[0]
