@@ -44,7 +44,7 @@ def gpuq_version() -> str:
 
 
 def _live_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--kubeconfig", metavar="P", help=f"{what} (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--kubeconfig", metavar="P", help=what)
     parser.add_argument("--context", metavar="C", help="the kubeconfig context to use")
 
 
@@ -59,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         "--kubeconfig, against the live cluster's state (read once, never written) plus FILE_OR_DIR.",
     )
     sim.add_argument("-f", "--filename", action="append", default=[], metavar="FILE_OR_DIR")
-    _live_arguments(sim, "start from this live cluster's state (read-only)")
+    _live_arguments(
+        sim, "start from this live cluster's state, read-only (--context alone: $KUBECONFIG, ~/.kube/config)"
+    )
     sim.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
     sim.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
     sim.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
@@ -75,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("pod", metavar="NAMESPACE/POD")
     exp.add_argument("-f", "--filename", action="append", metavar="FILE_OR_DIR")
-    _live_arguments(exp, "explain from this live cluster (the default without -f)")
+    _live_arguments(exp, "explain from this live cluster (without -f: $KUBECONFIG, ~/.kube/config)")
     exp.add_argument("--config", metavar="CONF.yaml")
     exp.add_argument("-o", "--output", choices=("table", "json"), default="table")
     register_scheduler(sub)
