@@ -34,7 +34,8 @@ from scheduler.simulate.loader import Manifests, object_reference
 from scheduler.simulate.run import Simulation, prepare, run
 
 PAGE: Final = 500
-FORBIDDEN: Final = (401, 403)
+UNAUTHORIZED: Final = 401
+FORBIDDEN: Final = 403
 
 
 class ReadError(GpuqError):
@@ -87,7 +88,9 @@ async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, 
             body = await response.read()
         finally:
             response.release()
-        if response.status in FORBIDDEN:
+        if response.status == UNAUTHORIZED:
+            raise ReadError(f"GET {path}: HTTP 401 Unauthorized: the kubeconfig's credentials were refused")
+        if response.status == FORBIDDEN:
             return None
         if response.status == 404 and kind.group:
             return []  # the CRD is not installed: none of its objects exist
@@ -123,6 +126,8 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
     """Read the cluster once (see the module's docstring); raises :class:`ReadError`."""
     try:
         return asyncio.run(_snapshot(kubeconfig, context, namespace))
+    except ReadError as err:
+        raise ReadError(f"cannot read the cluster: {err}") from err
     except (TimeoutError, OSError, aiohttp.ClientError, ConfigException, ValueError) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cluster: {text}") from err

@@ -4,13 +4,15 @@ themselves are proven in tests/e2e/test_live_cli.py."""
 
 from __future__ import annotations
 
+import http.server
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpuq.kubectl import View, _context_namespace, pending_rows, queue_rows
+from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
 from scheduler.simulate.live import Snapshot, overlay
 from scheduler.simulate.loader import Manifests
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
@@ -119,3 +121,35 @@ def test_files_overlay_the_live_state() -> None:
     old, new = merged.pods
     # A pod of the files is created now: it queues behind the live ones.
     assert new.name == "new" and new.creation_timestamp > old.creation_timestamp
+
+
+def test_refused_credentials_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kubeconfig whose token the API server refuses (HTTP 401), from a local stand-in server."""
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"kind":"Status","code":401}')
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = tmp_path / "config"
+        config.write_text(
+            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{server.server_port}'}}}}]\n"
+            "users: [{name: u, user: {token: wrong}}]\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+            "current-context: x\n"
+        )
+        assert main(["queues", "--kubeconfig", str(config)]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read the cluster: GET /api/v1/")
+    assert err.endswith("HTTP 401 Unauthorized: the kubeconfig's credentials were refused\n")
