@@ -43,7 +43,7 @@ from scheduler.cluster.objects import (
     ObjectStore,
 )
 from scheduler.cluster.state import ClusterState
-from scheduler.failure import FailureHandler, fit_error
+from scheduler.failure import FailureHandler, capacity_note, fit_error
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
@@ -272,6 +272,7 @@ class Scheduler:
             status = Status.unschedulable(plugin="Filter")
             # The reasons as Filter saw them: preemption below may evict pods they would read.
             message = fit_error(num_nodes, outcome, None)
+            message += capacity_note(self.cluster, pod, outcome, message)
             post = self.preemption.post_filter(state, pod, outcome, None)
             if post.message:
                 message += f" {post.message}"

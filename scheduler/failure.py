@@ -16,9 +16,11 @@ from typing import Final
 import numpy as np
 
 from common.model.events import FAILED_SCHEDULING, EventRecord
+from common.model.outlook import NEVER_TEXT, Outlook, capacity_outlook
 from common.model.pods import PodInfo
 from scheduler.backend import ClusterBackend
-from scheduler.framework.interfaces import EventSink, FilterOutcome, PostFilterResult
+from scheduler.cluster.state import ClusterState
+from scheduler.framework.interfaces import BoolArray, EventSink, FilterOutcome, PostFilterResult
 from scheduler.framework.status import Status
 from scheduler.queue import SchedulingQueue
 
@@ -50,6 +52,52 @@ def fit_error(num_nodes: int, outcome: FilterOutcome | None, prefilter: Status |
     if post:
         message += f" {post}"
     return message
+
+
+def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, message: str) -> str:
+    """The cluster's outlook for a pod no node could take (:mod:`common.model.outlook`), as a sentence
+    to append to its FitError message; "" when node resources are not what stops it.
+
+    Never: some resource is asked beyond every live node's allocatable. Waits for room: a node was
+    short of a resource the pod asks (``Insufficient <resource>``), unless a quota already says the
+    pod can never fit."""
+    n = cluster.n
+    alive = cluster.alive[:n]
+    if not alive.any():
+        return ""
+    request = cluster.pod_vector(pod)
+    columns = np.flatnonzero(request[: len(cluster.columns.names)]).tolist()
+    largest: dict[int, int] = {}
+    for column in columns:
+        largest[column] = int(cluster.allocatable[:n, column][alive].max())
+        if request[column] > largest[column]:
+            resource = cluster.columns.names[column]
+            return f" {_sentence(capacity_outlook(resource, int(request[column]), largest[column], 0))}"
+    if "Insufficient " not in message or NEVER_TEXT in message.lower():
+        return ""
+    short: dict[str, BoolArray] = {}  # "Insufficient <resource>" -> the rows it rejected
+    for _, result, first in outcome.results:
+        if first.any():
+            for mask, reason in result.reasons():
+                if reason.startswith("Insufficient "):
+                    short[reason] = short.get(reason, np.zeros_like(first)) | (mask & first)
+    for column in columns:
+        resource = cluster.columns.names[column]
+        rejected = short.get(f"Insufficient {resource}")
+        if rejected is None:
+            continue
+        # Only nodes that could hold the pod once emptied are waited for.
+        asked = int(request[column])
+        hit = rejected[:n] & (cluster.allocatable[:n, column] >= asked)
+        if hit.any():
+            most_free = int(cluster.free[:n, column][hit].max())
+            return f" {_sentence(capacity_outlook(resource, asked, largest[column], most_free))}"
+    return ""
+
+
+def _sentence(outlook: Outlook) -> str:
+    text = str(outlook)
+    return f"{text[0].upper()}{text[1:]}."
 
 
 class FailureHandler:

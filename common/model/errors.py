@@ -10,7 +10,10 @@ carry fields are dataclasses (compared by identity and shown by message, like an
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from common.model.outlook import Outlook
 
 
 class GpuqError(Exception):
@@ -82,10 +85,18 @@ class QuotaExceeded(GpuqError):
         """The message; a subclass worded by its design overrides it."""
         where = f" in {self.scope}" if self.scope else ""
         used = f", used {self.used}" if self.used is not None else ""
+        outlook = self.outlook
         return (
             f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
-            f"available {self.available}{used}, limit {self.limit}"
+            f"available {self.available}{used}, limit {self.limit}" + (f" ({outlook})" if outlook else "")
         )
+
+    @property
+    def outlook(self) -> Outlook | None:
+        """Whether waiting can help (:mod:`common.model.outlook`); None when the amounts do not say."""
+        from common.model.outlook import quota_outlook  # noqa: PLC0415 - outlook parses with quantity
+
+        return quota_outlook(self.resource, self.requested, self.limit, self.used)
 
 
 class BelowMinimum(QuotaExceeded):

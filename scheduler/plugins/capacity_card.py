@@ -42,6 +42,7 @@ from common.model.errors import InvalidAnnotation
 from common.model.events import EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
+from common.model.quantity import units_to_number
 from common.model.wire import object_ref
 from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
 from scheduler.framework.cycle_state import CycleState
@@ -359,7 +360,24 @@ class CapacityCardPlugin(
                     "inqueue": ledger.inqueue.to_numbers(),
                 }
             )
-        return {"queues": rows}
+        return {"queues": rows, "nodes": self._node_rows()}
+
+    def _node_rows(self) -> list[dict[str, Any]]:
+        """Per node with cards, per card type: ``capacity`` (the node's count) and ``used`` (what its
+        pods request of the card's resource), for the utilisation grid of ``simulate -o html``."""
+        cluster = self.handle.cluster
+        rows: list[dict[str, Any]] = []
+        for row in sorted(cluster.live_rows(), key=lambda r: cluster.names[r]):
+            cards = self._cards[row] if row < len(self._cards) else _EMPTY_NODE
+            if not cards.cards:
+                continue
+            usage: dict[str, dict[str, int | float]] = {}
+            for card in cards.cards:
+                column = cluster.columns.index.get(card.resource)
+                used = int(cluster.requested[row, column]) if column is not None else 0
+                usage[card.name] = {"capacity": card.count, "used": units_to_number(card.resource, used)}
+            rows.append({"name": cluster.names[row], "cards": usage})
+        return rows
 
     def pod_fields(self, pod: PodInfo) -> dict[str, Any]:
         """``cardType``: the concrete type the pod is charged to; for a pod of no Queue (not charged),

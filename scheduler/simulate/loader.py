@@ -24,10 +24,11 @@ from common.model.pods import GPUQ_SCHEDULER, PodInfo
 from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
 from scheduler.plugins.node_selection import compile_selection
 from scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
+from scheduler.simulate.workloads import WORKLOADS, expand, is_workload
 
 NODE: Final = "Node"
 POD: Final = "Pod"
-SUPPORTED_KINDS: Final = (NODE, POD, *KINDS)
+SUPPORTED_KINDS: Final = (NODE, POD, *KINDS, *WORKLOADS)
 _SUFFIXES: Final = (".yaml", ".yml", ".json")
 
 
@@ -114,7 +115,7 @@ def ingest(
             out.errors.append(str(err))
             return out
     seen: dict[str, str] = {}
-    for doc in docs:
+    for doc in _expanded(docs, out.errors):
         problems = _take(doc.body, out, crds)
         if problems:
             out.errors.extend(f"{doc.where}: {problem}" for problem in problems)
@@ -126,6 +127,28 @@ def ingest(
         else:
             seen[ref] = doc.where
     return out
+
+
+def _expanded(docs: Iterable[Document], errors: list[str]) -> Iterable[Document]:
+    """``docs`` with each workload replaced by the objects its controller would create
+    (:mod:`scheduler.simulate.workloads`); a workload that cannot be expanded is an error."""
+    for doc in docs:
+        body = doc.body
+        if not isinstance(body, Mapping) or not is_workload(body):
+            yield doc
+            continue
+        meta = body.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            errors.append(
+                f"{doc.where}: {body.get('kind')}: metadata.name: missing: expected a non-empty name"
+            )
+            continue
+        try:
+            made = expand(body)
+        except GpuqError as err:
+            errors.append(f"{doc.where}: {err}")
+            continue
+        yield from (Document(f"{doc.where}, made from {_ref(body)}", obj) for obj in made)
 
 
 def load(paths: Sequence[str]) -> Manifests:

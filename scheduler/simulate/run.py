@@ -16,6 +16,7 @@ import numpy as np
 
 from common.model.errors import GpuqError
 from common.model.events import invalid_annotation
+from common.model.outlook import outlook_of
 from common.model.pods import PodInfo
 from common.model.resources import Resources
 from scheduler.cycle import Attempt, Scheduler, SchedulerSettings
@@ -179,7 +180,7 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
     contributors = [p for p in scheduler.framework.plugins if isinstance(p, ReportContributor)]
     pods: list[dict[str, Any]] = []
     for pod in sorted(sim.input_pods, key=lambda p: (p.namespace, p.name)):
-        entry: dict[str, Any] = {"namespace": pod.namespace, "name": pod.name}
+        entry: dict[str, Any] = {"namespace": pod.namespace, "name": pod.name, "outlook": None}
         bound = scheduler.cluster.pods.get(pod.key)
         if pod.key in scheduler.preempted:
             victim = scheduler.preempted[pod.key]
@@ -202,7 +203,7 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
                     if group is not None
                     else "not scheduled"
                 )
-            entry.update(node=None, phase=PENDING, reason=reason)
+            entry.update(node=None, phase=PENDING, reason=reason, outlook=outlook_of(reason))
             live = pod
         fields: dict[str, Any] = {"cardType": None}
         for contributor in contributors:

@@ -93,17 +93,18 @@ def config_map_file(docs: Sequence[dict[str, Any]], directory: Path) -> Path:
     return path
 
 
-def token_kubeconfig(plane: ControlPlane, account: str, path: Path) -> Path:
-    """A kubeconfig authenticating as ``gpuq-system/<account>`` with a TokenRequest token."""
-    token = plane.kubectl("create", "token", account, "-n", NAMESPACE, "--duration=2h").stdout.strip()
+def token_kubeconfig(plane: ControlPlane, account: str, path: Path, namespace: str = NAMESPACE) -> Path:
+    """A kubeconfig authenticating as ``<namespace>/<account>`` with a TokenRequest token; its
+    context's namespace is ``namespace`` (what kubectl uses without -n)."""
+    token = plane.kubectl("create", "token", account, "-n", namespace, "--duration=2h").stdout.strip()
     admin = yaml.safe_load(plane.kubeconfig.read_text())
-    cluster = admin["clusters"][0]["name"]
+    context = {"cluster": admin["clusters"][0]["name"], "user": account, "namespace": namespace}
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": admin["clusters"],
         "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": cluster, "user": account}}],
+        "contexts": [{"name": account, "context": context}],
         "current-context": account,
     }
     path.write_text(yaml.safe_dump(config))

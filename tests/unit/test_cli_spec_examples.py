@@ -58,6 +58,7 @@ def test_capacity_card_example2_multi_card_falls_back_when_preferred_quota_is_go
     third = pods["flexible-training-2"]["nodes"]
     assert third["ex2-a100-1"]["filtered"] == (
         "quota exceeded in Queue/ex2-team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2"
+        " (waits for room: NVIDIA-A100 used 2 would have to drop to 1)"
     )
     # The ledger holds the concrete types, never the composite key (Semantics 1).
     assert _queue(out, "ex2-team-a")["allocated"] == {
@@ -115,6 +116,7 @@ def test_capacity_card_job_mode_7_of_8_enqueues_and_the_next_job_waits(
     assert refusals[0] == (
         "quota exceeded in Queue/jm-team for NVIDIA-A100|NVIDIA-H100: "
         "requested 2, available 1, used 7, limit 8"
+        " (waits for room: NVIDIA-A100|NVIDIA-H100 used 7 would have to drop to 6)"
     )
     assert pods["one-more-0"]["reason"].startswith("PodGroup/jm/one-more is Pending: quota exceeded")
 
@@ -220,7 +222,8 @@ def test_gpu_quota_refuses_the_worker_over_max_workers(gpu_quota: dict[str, Any]
     assert [pods[f"worker-{i}"]["phase"] for i in range(1, 6)] == ["Bound"] * 4 + ["Pending"]
     assert pods["worker-5"]["reason"] == (
         "0/2 nodes are available: quota exceeded in namespace ml (GPUResourceQuota/ml/ml-quota) for "
-        "total.maxWorkers: requested 1, available 0, used 4, limit 4."
+        "total.maxWorkers: requested 1, available 0, used 4, limit 4"
+        " (waits for room: total.maxWorkers used 4 would have to drop to 3)."
     )
 
 
@@ -228,6 +231,7 @@ def test_gpu_quota_refuses_over_total_tflops(gpu_quota: dict[str, Any]) -> None:
     """gpu-resource-quota.md: 300 + 300 TFLOPS > total.requests.tflops 500."""
     reason = pods_by_name(gpu_quota)["exp-2"]["reason"]
     assert "for total.requests.tflops: requested 300, available 200, used 300, limit 500" in reason
+    assert pods_by_name(gpu_quota)["exp-2"]["outlook"] == "wait"
 
 
 def test_gpu_quota_single_limit_is_unresolvable(gpu_quota: dict[str, Any]) -> None:
@@ -235,6 +239,12 @@ def test_gpu_quota_single_limit_is_unresolvable(gpu_quota: dict[str, Any]) -> No
     pods = pods_by_name(gpu_quota)
     assert pods["exp-wide"]["phase"] == "Pending"
     assert "for single.maxGPUCount: requested 4, available 2, limit 2" in pods["exp-wide"]["reason"]
+    # A per-workload limit: no pod leaving helps; the limit or the request has to change.
+    assert pods["exp-wide"]["outlook"] == "never"
+    assert (
+        "can never fit under the current quota: single.maxGPUCount limit 2 would have to be at least 4"
+        in (pods["exp-wide"]["reason"])
+    )
     assert "preemption" not in pods["exp-wide"]["reason"]
 
 

@@ -201,6 +201,7 @@ def test_prefilter_message_names_namespace_resource_amounts() -> None:
     assert decision.message == (
         "Pod/qa/new: quota exceeded in ElasticQuota/qa/qa (max) for nvidia.com/gpu: "
         "requested 1, available 0, used 6, limit 6"
+        " (waits for room: nvidia.com/gpu used 6 would have to drop to 5)"
     )
     assert isinstance(decision.error, QuotaExceeded) and decision.error.resource == GPU
 

@@ -312,6 +312,7 @@ def test_total_error_message_follows_the_spec() -> None:
         "quota exceeded in namespace team-a (GPUResourceQuota/team-a/team-a-quota) "
         "for total.requests.tflops: "
         "requested 400, available 300, used 700, limit 1000"
+        " (waits for room: total.requests.tflops used 700 would have to drop to 600)"
     )
 
 

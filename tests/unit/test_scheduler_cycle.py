@@ -130,13 +130,15 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
             [NODE.copy().name("a").info(), NODE.copy().name("b").info()],
             {"nvidia.com/gpu": "3"},
             [],
-            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. Can never fit under the current "
+            "cluster: no node has 3 nvidia.com/gpu allocatable (the largest has 2).",
         ),
         (
             [MakeNode("a").alloc(cpu="4", pods="0").info()],
             {"cpu": "1"},
             [],
-            "0/1 nodes are available: 1 Too many pods.",
+            "0/1 nodes are available: 1 Too many pods. Can never fit under the current cluster: "
+            "no node has 1 pods allocatable (the largest has 0).",
         ),
         (
             [
@@ -153,19 +155,23 @@ def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
             [NODE.copy().name("a").taint("k", "NoExecute", "v").info()],
             {"cpu": "8"},
             [{"operator": "Exists"}],
-            "0/1 nodes are available: 1 Insufficient cpu.",
+            "0/1 nodes are available: 1 Insufficient cpu. Can never fit under the current cluster: "
+            "no node has 8 cpu allocatable (the largest has 4).",
         ),
         (
             [NODE.copy().name("a").taint("k", "NoSchedule", "v").info()],
             {"cpu": "8"},
             [{"key": "k", "operator": "Equal", "value": "other"}],
-            "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}.",
+            "0/1 nodes are available: 1 node(s) had untolerated taint {k: v}. Can never fit under the "
+            "current cluster: no node has 8 cpu allocatable (the largest has 4).",
         ),
     ],
 )
 def test_unschedulable_reasons_are_worded_like_kube_scheduler(
     nodes: list[NodeInfo], requests: dict[str, str], tolerations: list[dict[str, str]], message: str
 ) -> None:
+    """kube-scheduler's FitError wording, then gpuq's outlook (common/model/outlook.py) when node
+    resources stand in the way: more than any node has allocatable can never fit."""
     sched, backend = _scheduler()
     for node in nodes:
         sched.set_node(node)

@@ -1,0 +1,367 @@
+"""``kubectl gpuq``: the kubectl plugin (the ``kubectl-gpuq`` console script).
+
+    kubectl gpuq queues                 per queue and card type: used / limit, pending and inqueue
+    kubectl gpuq pending [-n NS | -A]   pending pods with their place in their queue and the reason
+    kubectl gpuq explain NS/POD         why a pod waits (or went where it went), node by node
+
+It honours ``$KUBECONFIG``, ``--kubeconfig``, ``--context`` and ``-n`` as kubectl does, and only reads.
+
+A user who may read every kind the scheduler watches gets the scheduler's own view: the live state
+scheduled in memory by the real scheduler code (:mod:`scheduler.simulate.live`), so the reasons and
+the order are what gpuq would decide now. A namespace-scoped user gets what that user may read: the
+pods of the namespace with the reason the scheduler recorded on each (its PodScheduled message, which
+carries the outlook), their place among the pending pods of their queue that the user can see, and
+the Queues' recorded usage when Queues are readable; a note on stderr says what could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from rich.table import Table
+
+from common.kube.config_file import read_config
+from common.model.capacity_card.quota import queue_quota
+from common.model.crd import PodGroup, Queue
+from common.model.errors import GpuqError
+from common.model.outlook import outlook_of
+from common.model.pods import PodInfo
+from common.model.queues import queue_of
+from common.model.resources import Resources
+from gpuq.cli import gpuq_version, quiet_broken_pipe
+from gpuq.tables import amount, fmt, make_console, print_explain
+from scheduler.plugins import default_registry
+from scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
+from scheduler.simulate.run import Simulation, prepare, report, run
+
+EXIT_INVALID: Final = 2
+DEFAULT_NAMESPACE: Final = "default"
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--kubeconfig", metavar="P", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    common.add_argument("--context", metavar="C", help="the kubeconfig context to use")
+    common.add_argument("-n", "--namespace", metavar="NS", help="the namespace (default: the context's)")
+    common.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser = argparse.ArgumentParser(
+        prog="kubectl gpuq", description="gpuq's view of a cluster: queues, pending pods, explanations."
+    )
+    parser.add_argument("--version", action="version", version=f"kubectl-gpuq {gpuq_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("queues", parents=[common], help="per queue and card type: used / limit, pending, inqueue")
+    pending = sub.add_parser(
+        "pending", parents=[common], help="pending pods, their queue position and reason"
+    )
+    pending.add_argument("-A", "--all-namespaces", action="store_true")
+    explain = sub.add_parser("explain", parents=[common], help="why a pod waits, node by node")
+    explain.add_argument("pod", metavar="[NAMESPACE/]POD")
+    return parser
+
+
+def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig's context, as kubectl takes it when -n is not given."""
+    path = kubeconfig or (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
+    try:
+        data = yaml.safe_load(Path(path).expanduser().read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return DEFAULT_NAMESPACE
+    name = context or data.get("current-context")
+    for entry in data.get("contexts") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            return str((entry.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE)
+    return DEFAULT_NAMESPACE
+
+
+class View:
+    """What the user can see: the scheduler's view (``sim``) or the recorded state (``snap`` only)."""
+
+    def __init__(self, snap: Snapshot, sim: Simulation | None) -> None:
+        self.snap = snap
+        self.sim = sim
+        self.report = report(sim, explain=True) if sim is not None else None
+
+    @property
+    def full(self) -> bool:
+        return self.sim is not None
+
+
+def _read(args: argparse.Namespace, namespace: str) -> View | list[str]:
+    """Everything if the user may, else the namespace; the scheduler's view when all was read."""
+    try:
+        snap = snapshot(args.kubeconfig, args.context)
+        if snap.forbidden:
+            scoped = snapshot(args.kubeconfig, args.context, namespace)
+            scoped.forbidden = snap.forbidden  # what the user may not list across the cluster
+            return View(scoped, None)
+        settings = read_config(None)
+    except (ReadError, GpuqError) as err:
+        return [str(err)]
+    sim = prepare(manifests(snap), settings, default_registry(), explain=True)
+    if isinstance(sim, list):
+        return sim
+    run(sim)
+    return View(snap, sim)
+
+
+def _note(view: View, namespace: str) -> None:
+    if view.full:
+        return
+    print(
+        f"note: this user may not list {', '.join(view.snap.forbidden)} across the cluster; showing what it "
+        f"may read (namespace {namespace}; reasons as the scheduler recorded them)",
+        file=sys.stderr,
+    )
+
+
+def _podgroups(snap: Snapshot) -> dict[str, PodGroup]:
+    groups: dict[str, PodGroup] = {}
+    for obj in snap.objects.get("PodGroup", ()):
+        try:
+            group = PodGroup.from_dict(obj)
+        except GpuqError:
+            continue
+        groups[f"{group.namespace}/{group.name}"] = group
+    return groups
+
+
+def _pod_infos(snap: Snapshot) -> list[PodInfo]:
+    pods = []
+    for obj in snap.objects.get("Pod", ()):
+        try:
+            pods.append(PodInfo.from_dict(obj))
+        except GpuqError:
+            continue
+    return pods
+
+
+def _recorded_reason(obj: Mapping[str, Any]) -> str | None:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "")
+    return None
+
+
+def pending_rows(view: View) -> list[dict[str, Any]]:
+    """Pending pods in queue order (priority high first, then creationTimestamp, then name), each
+    with its queue, its position among that queue's pending pods, its outlook and reason."""
+    groups = _podgroups(view.snap)
+    infos = {p.key: p for p in _pod_infos(view.snap)}
+    raw = {
+        f"{(o.get('metadata') or {}).get('namespace')}/{(o.get('metadata') or {}).get('name')}": o
+        for o in view.snap.objects.get("Pod", ())
+    }
+    rows: list[dict[str, Any]] = []
+    if view.report is not None:
+        for pod in view.report["pods"]:
+            key = f"{pod['namespace']}/{pod['name']}"
+            info = infos.get(key)
+            if pod["phase"] == "Pending" and info is not None:
+                rows.append({"pod": info, "reason": pod["reason"], "outlook": pod["outlook"]})
+    else:
+        for key, info in infos.items():
+            if not info.bound and not info.terminal and not info.deleting:
+                reason = _recorded_reason(raw.get(key) or {})
+                rows.append({"pod": info, "reason": reason, "outlook": outlook_of(reason)})
+    rows.sort(key=lambda r: (-(r["pod"].priority or 0), r["pod"].creation_timestamp, r["pod"].key))
+    counts: dict[str, int] = {}
+    out = []
+    for row in rows:
+        info = row["pod"]
+        queue = queue_of(info, groups)
+        counts[queue] = counts.get(queue, 0) + 1
+        out.append(
+            {
+                "namespace": info.namespace,
+                "name": info.name,
+                "queue": queue,
+                "position": counts[queue],
+                "outlook": row["outlook"],
+                "reason": row["reason"],
+            }
+        )
+    for row in out:
+        row["of"] = counts[row["queue"]]
+    return out
+
+
+def queue_rows(view: View) -> list[dict[str, Any]]:
+    """Per queue and resource of its limit (card types, cpu, memory): used, limit, inqueue, and
+    the queue's pending pods."""
+    pending: dict[str, int] = {}
+    for row in pending_rows(view):
+        pending[row["queue"]] = pending.get(row["queue"], 0) + 1
+    sections: list[Mapping[str, Any]] = []
+    if view.report is not None:
+        sections = view.report["queues"]
+    else:
+        for obj in view.snap.objects.get("Queue", ()):
+            try:
+                model = Queue.from_dict(obj)
+                capability = queue_quota(model).capability.to_numbers()
+            except GpuqError:
+                continue
+            allocated = ((obj.get("status") or {}).get("allocated")) or {}
+            sections.append(
+                {
+                    "name": model.name,
+                    "capability": capability,
+                    "allocated": _numbers(allocated),
+                    "inqueue": {},
+                }
+            )
+    rows = []
+    for section in sections:
+        limits = section.get("capability") or {}
+        used = section.get("allocated") or {}
+        for resource in sorted(set(limits) | set(used)):
+            rows.append(
+                {
+                    "queue": section["name"],
+                    "resource": resource,
+                    "used": used.get(resource, 0),
+                    "limit": limits.get(resource),
+                    "inqueue": (section.get("inqueue") or {}).get(resource, 0),
+                    "pending": pending.get(section["name"], 0),
+                }
+            )
+    return rows
+
+
+def _numbers(quantities: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return Resources.parse(quantities, "status.allocated").to_numbers()
+    except GpuqError:
+        return {}
+
+
+def _table(columns: Sequence[str], rows: list[list[str]]) -> None:
+    """kubectl's plain columns (no box, no padding at the ends of lines)."""
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    console = make_console()
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        print(line.rstrip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return quiet_broken_pipe(lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    namespace = args.namespace or _context_namespace(args.kubeconfig, args.context)
+    target: tuple[str, str] | None = None
+    if args.command == "explain":
+        ns, sep, name = args.pod.rpartition("/")
+        target = (ns if sep else namespace, name)
+        if not name or (sep and not ns):
+            print(
+                f"error: [NAMESPACE/]POD: invalid value {args.pod!r}: expected <namespace>/<pod>",
+                file=sys.stderr,
+            )
+            return EXIT_INVALID
+    view = _read(args, target[0] if target else namespace)
+    if isinstance(view, list):
+        for problem in view:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    _note(view, target[0] if target else namespace)
+    if args.command == "queues":
+        rows = queue_rows(view)
+        if args.output == "json":
+            print(json.dumps(rows, indent=2))
+        elif not rows and "Queue" in view.snap.forbidden:
+            print("No queues readable by this user.")
+        else:
+            _table(
+                ("QUEUE", "RESOURCE", "USED", "LIMIT", "INQUEUE", "PENDING PODS"),
+                [
+                    [
+                        r["queue"],
+                        r["resource"],
+                        amount(r["resource"], r["used"]),
+                        amount(r["resource"], r["limit"]),
+                        amount(r["resource"], r["inqueue"]),
+                        str(r["pending"]),
+                    ]
+                    for r in rows
+                ],
+            )
+        return 0
+    if args.command == "pending":
+        rows = pending_rows(view)
+        if not args.all_namespaces:
+            rows = [r for r in rows if r["namespace"] == namespace]
+        if args.output == "json":
+            print(json.dumps(rows, indent=2))
+        else:
+            _table(
+                ("NAMESPACE", "POD", "QUEUE", "POSITION", "OUTLOOK", "REASON"),
+                [
+                    [
+                        r["namespace"],
+                        r["name"],
+                        r["queue"],
+                        f"{r['position']}/{r['of']}",
+                        fmt(r["outlook"]),
+                        fmt(r["reason"]),
+                    ]
+                    for r in rows
+                ],
+            )
+        return 0
+    assert target is not None
+    return _explain(view, target, args.output)
+
+
+def _explain(view: View, target: tuple[str, str], output: str) -> int:
+    key = f"{target[0]}/{target[1]}"
+    if view.report is not None:
+        match = [p for p in view.report["pods"] if f"{p['namespace']}/{p['name']}" == key]
+    else:
+        raw = [
+            o
+            for o in view.snap.objects.get("Pod", ())
+            if f"{(o.get('metadata') or {}).get('namespace')}/{(o.get('metadata') or {}).get('name')}" == key
+        ]
+        match = []
+        for obj in raw:
+            node = (obj.get("spec") or {}).get("nodeName")
+            reason = _recorded_reason(obj)
+            match.append(
+                {
+                    "namespace": target[0],
+                    "name": target[1],
+                    "phase": "Bound" if node else "Pending",
+                    "node": node,
+                    "reason": reason,
+                    "outlook": outlook_of(reason),
+                }
+            )
+    if not match:
+        print(f"error: Pod/{key}: not found (or not readable by this user)", file=sys.stderr)
+        return EXIT_INVALID
+    if output == "json":
+        print(json.dumps(match[0], indent=2))
+    else:
+        print_explain(match[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""How ``gpuq simulate`` and ``gpuq explain`` print their report as tables (``-o table``).
+
+On a terminal, tables fit its width; piped or redirected, nothing is wrapped (a REASON is one line,
+whatever its length), so the output can be grepped.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+from common.model.events import FAILED_SCHEDULING
+from common.model.quantity import format_bytes
+
+# Wide enough that no column ever wraps when the output is not a terminal.
+UNWRAPPED_WIDTH: Final = 100_000
+
+
+def make_console() -> Console:
+    """A console for stdout: the terminal's width, or unwrapped when stdout is not a terminal."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=UNWRAPPED_WIDTH, soft_wrap=True)
+
+
+_BYTES: Final = frozenset({"memory", "ephemeral-storage"})
+
+
+def amount(resource: str, value: Any) -> str:
+    # The JSON carries bytes; people read 64Gi.
+    if value is None:
+        return "-"
+    if resource in _BYTES and isinstance(value, int):
+        return format_bytes(value)
+    return str(value)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={amount(k, v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
+    """The report's tables; with ``explain``, each scheduled pod's per-node detail after them."""
+    console = make_console()
+    table = Table(title="Pods", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "PHASE", "NODE", "CARD TYPE", "OUTLOOK", "REASON"):
+        table.add_column(column, overflow="fold")
+    styles = {"Bound": "green", "Pending": "yellow", "Preempted": "red", "Rejected": "red"}
+    for pod in out["pods"]:
+        table.add_row(
+            pod["namespace"],
+            pod["name"],
+            f"[{styles.get(pod['phase'], '')}]{pod['phase']}[/]",
+            fmt(pod["node"]),
+            fmt(pod.get("cardType")),
+            fmt(pod.get("outlook")),
+            fmt(pod["reason"]),
+        )
+    console.print(table)
+    bound = sum(1 for p in out["pods"] if p["phase"] == "Bound")
+    console.print(f"{bound}/{len(out['pods'])} pods bound")
+    for section, title, keys in (
+        ("queues", "Queues", ("allocated", "capability", "inqueue")),
+        ("elasticQuotas", "ElasticQuotas", ("used",)),
+        ("podGroups", "PodGroups", ("phase",)),
+    ):
+        rows = out.get(section) or []
+        if not rows:
+            continue
+        t = Table(title=title, title_justify="left")
+        named = "namespace" in rows[0]
+        if named:
+            t.add_column("NAMESPACE")
+        t.add_column("NAME")
+        for key in keys:
+            t.add_column(key.upper())
+        for row in rows:
+            cells = ([row["namespace"]] if named else []) + [row["name"]] + [fmt(row.get(k)) for k in keys]
+            t.add_row(*cells)
+        console.print(t)
+    _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
+    _print_warnings(console, out.get("events") or [])
+    for section, title in (
+        ("rejected", "Rejected by admission"),
+        ("admissionWarnings", "Admission warnings"),
+    ):
+        rows = out.get(section) or []
+        if rows:
+            t = Table(title=title, title_justify="left")
+            t.add_column("OBJECT")
+            t.add_column("MESSAGE", overflow="fold")
+            for row in rows:
+                t.add_row(row["object"], row["message"])
+            console.print(t)
+    if explain:
+        for pod in out["pods"]:
+            if pod.get("nodes"):
+                print_explain(pod, console)
+
+
+def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    t = Table(title="GPUResourceQuotas", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "USED", "AVAILABLE %", "CONDITIONS"):
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        status = row.get("status") or {}
+        used = status.get("used") or {}
+        used_text = ", ".join(
+            [f"{kind}.{k}={v}" for kind in ("requests", "limits") for k, v in (used.get(kind) or {}).items()]
+            + ([f"workers={used['workers']}"] if "workers" in used else [])
+        )
+        conditions = ", ".join(f"{c['type']}={c['status']}" for c in status.get("conditions") or ())
+        available = fmt(status.get("availablePercent"))
+        t.add_row(row["namespace"], row["name"], used_text or "-", available, conditions)
+    console.print(t)
+
+
+def _print_warnings(console: Console, events: list[dict[str, Any]]) -> None:
+    """The Warning events (a malformed annotation met, a quota refusal...); FailedScheduling is left
+    out: the Pods table's REASON column already says why each pending pod waits."""
+    rows = [e for e in events if e["type"] == "Warning" and e["reason"] != FAILED_SCHEDULING]
+    if not rows:
+        return
+    t = Table(title="Warning events", title_justify="left")
+    for column in ("OBJECT", "REASON", "MESSAGE"):
+        t.add_column(column, overflow="fold")
+    for event in rows:
+        t.add_row(event["object"], event["reason"], event["message"])
+    console.print(t)
+
+
+def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
+    """One pod's verdict and, node by node, the filter that refused it or the plugins' scores."""
+    console = console or make_console()
+    console.print(
+        f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
+        + (f" on {pod['node']}" if pod["node"] else "")
+        + (f" ({pod['reason']})" if pod["reason"] else "")
+    )
+    nodes = pod.get("nodes") or {}
+    if not nodes:
+        return
+    plugins = sorted({p for n in nodes.values() for p in n["scores"]})
+    table = Table(title_justify="left")
+    table.add_column("NODE")
+    table.add_column("FILTERED", overflow="fold")
+    for plugin in plugins:
+        table.add_column(plugin, justify="right")
+    table.add_column("TOTAL", justify="right")
+    for name, node in nodes.items():
+        table.add_row(
+            name, fmt(node["filtered"]), *[fmt(node["scores"].get(p)) for p in plugins], fmt(node["total"])
+        )
+    console.print(table)

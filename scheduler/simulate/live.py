@@ -1,0 +1,233 @@
+"""The live cluster as simulator input: read once, read-only (``gpuq simulate --kubeconfig``,
+``gpuq explain``, ``kubectl gpuq``).
+
+Every kind the scheduler watches is listed once with plain GETs (paginated); nothing is written,
+watched or patched. The kubeconfig is ``--kubeconfig`` if given, else ``$KUBECONFIG`` or
+``~/.kube/config``, else the in-cluster service account; ``--context`` picks a context.
+
+A user who may not list a kind (a namespace-scoped user listing Nodes or Queues) gets the rest:
+:attr:`Snapshot.forbidden` names what could not be read, and the callers say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config import ConfigException
+
+from common.kube.config_file import read_config
+from common.kube.resources import PODS, ResourceKind
+from common.model.errors import GpuqError
+from common.model.nodes import NodeInfo
+from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from scheduler.kube.feed import REPLAY_ORDER
+from scheduler.plugins import default_registry
+from scheduler.simulate.loader import Manifests, object_reference
+from scheduler.simulate.run import Simulation, prepare, run
+
+PAGE: Final = 500
+UNAUTHORIZED: Final = 401
+FORBIDDEN: Final = 403
+
+
+class ReadError(GpuqError):
+    """The cluster could not be read (unreachable, bad kubeconfig, an error status)."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The objects read, by kind; ``forbidden``: the kinds the user may not list (``Node``, ...)."""
+
+    objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    forbidden: list[str] = field(default_factory=list)
+    namespace: str = ""  # "" = all namespaces
+
+
+async def _client(kubeconfig: str | None, context: str | None) -> Any:
+    if kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().exists():
+        return await config.new_client_from_config(config_file=kubeconfig or None, context=context)
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return client.ApiClient(configuration)
+    raise ReadError("no kubeconfig: give --kubeconfig, set $KUBECONFIG or create ~/.kube/config")
+
+
+def _path(kind: ResourceKind, namespace: str) -> str:
+    if namespace and kind.namespaced:
+        base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+        return f"{base}/namespaces/{namespace}/{kind.plural}"
+    return kind.path
+
+
+async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, Any]] | None:
+    """Every object of ``kind`` (in ``namespace`` when namespaced and given); None if forbidden."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    path = _path(kind, namespace)
+    while True:
+        params = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
+        response = await api.call_api(
+            path,
+            "GET",
+            query_params=params,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=120),
+        )
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if response.status == UNAUTHORIZED:
+            raise ReadError(f"GET {path}: HTTP 401 Unauthorized: the kubeconfig's credentials were refused")
+        if response.status == FORBIDDEN:
+            return None
+        if response.status == 404 and kind.group:
+            return []  # the CRD is not installed: none of its objects exist
+        if not 200 <= response.status < 300:
+            text = body[:200].decode("utf-8", "replace").strip()
+            raise ReadError(f"GET {path}: HTTP {response.status}: {text}")
+        page = json.loads(body)
+        for item in page.get("items") or ():
+            item.setdefault("kind", kind.kind)
+            item.setdefault("apiVersion", kind.api_version)
+            items.append(item)
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return items
+
+
+async def _snapshot(kubeconfig: str | None, context: str | None, namespace: str) -> Snapshot:
+    api = await _client(kubeconfig, context)
+    try:
+        lists = await asyncio.gather(*(_list(api, kind, namespace) for kind in REPLAY_ORDER))
+    finally:
+        await api.close()
+    out = Snapshot(namespace=namespace)
+    for kind, items in zip(REPLAY_ORDER, lists, strict=True):
+        if items is None:
+            out.forbidden.append(kind.kind)
+        else:
+            out.objects[kind.kind] = items
+    return out
+
+
+def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str = "") -> Snapshot:
+    """Read the cluster once (see the module's docstring); raises :class:`ReadError`."""
+    try:
+        return asyncio.run(_snapshot(kubeconfig, context, namespace))
+    except ReadError as err:
+        raise ReadError(f"cannot read the cluster: {err}") from err
+    except (TimeoutError, OSError, aiohttp.ClientError, ConfigException, ValueError) as err:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ReadError(f"cannot read the cluster: {text}") from err
+
+
+def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifests:
+    """The snapshot as simulator input (a malformed object is listed as an error).
+
+    With ``target`` (namespace, name), the simulation takes the part of the scheduler that pod names:
+    a gpuq instance may run under any ``--scheduler-name``, and its pods are the ones to schedule.
+    """
+    acting = _scheduler_of(snap.objects.get(PODS.kind, ()), target)
+    out = Manifests()
+    for kind in REPLAY_ORDER:
+        for obj in snap.objects.get(kind.kind, ()):
+            meta = obj.get("metadata") or {}
+            try:
+                if kind.kind == "Node":
+                    out.nodes.append(NodeInfo.from_dict(obj))
+                elif kind.kind == "Pod":
+                    pod = PodInfo.from_dict(obj)
+                    if pod.deleting and not pod.bound:
+                        continue
+                    out.pods.append(_as_scheduler(pod, acting))
+                else:
+                    out.objects.append(obj)
+            except GpuqError as err:
+                out.errors.append(f"{kind.kind}/{meta.get('namespace') or ''}/{meta.get('name')}: {err}")
+    # A pod still bound to a deleted node (before the pod GC removes it) holds nothing: the
+    # scheduler does not count it either (it waits for the node, see scheduler.kube.feed).
+    nodes = {n.name for n in out.nodes}
+    out.pods = [p for p in out.pods if not p.bound or p.node_name in nodes]
+    return out
+
+
+def overlay(live: Manifests, extra: Manifests) -> Manifests:
+    """``live`` with ``extra`` on top: an object of ``extra`` replaces the live one of the same
+    kind, namespace and name (a Queue with a new quota), the rest is added (new pods, new nodes).
+    A pod of ``extra`` without a creationTimestamp is created now: it queues behind the live ones."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    added = [p if p.creation_timestamp else replace(p, creation_timestamp=now) for p in extra.pods]
+    nodes = {n.name for n in extra.nodes}
+    pods = {p.key for p in extra.pods}
+    objects = {object_reference(o) for o in extra.objects}
+    return Manifests(
+        nodes=[n for n in live.nodes if n.name not in nodes] + extra.nodes,
+        pods=[p for p in live.pods if p.key not in pods] + added,
+        objects=[o for o in live.objects if object_reference(o) not in objects] + extra.objects,
+        errors=live.errors + extra.errors,
+    )
+
+
+def _scheduler_of(pods: Any, target: tuple[str, str] | None) -> str:
+    for obj in pods:
+        meta = obj.get("metadata") or {}
+        if target is not None and (meta.get("namespace"), meta.get("name")) == target:
+            return str((obj.get("spec") or {}).get("schedulerName") or GPUQ_SCHEDULER)
+    return GPUQ_SCHEDULER
+
+
+def _as_scheduler(pod: PodInfo, acting: str) -> PodInfo:
+    """Pods of ``acting`` become the simulated scheduler's; pods of gpuq's default name, when another
+    name acts, belong to another instance and are left alone (bound ones still count as usage)."""
+    if acting == GPUQ_SCHEDULER:
+        return pod
+    if pod.scheduler_name == acting:
+        return replace(pod, scheduler_name=GPUQ_SCHEDULER)
+    if pod.scheduler_name == GPUQ_SCHEDULER:
+        return replace(pod, scheduler_name=f"{GPUQ_SCHEDULER} (other instance)")
+    return pod
+
+
+def live_simulation(
+    kubeconfig: str | None,
+    config_path: str | None,
+    target: tuple[str, str] | None = None,
+    *,
+    context: str | None = None,
+    extra: Manifests | None = None,
+    explain: bool = True,
+) -> Simulation | list[str]:
+    """Schedule the live cluster's pending pods (plus ``extra``) in memory; a list of problems (one
+    line each) instead when the cluster cannot be read or the input or configuration is invalid."""
+    try:
+        settings = read_config(config_path)
+    except GpuqError as err:
+        return [f"{config_path or 'default config'}: {err}"]
+    try:
+        snap = snapshot(kubeconfig, context)
+    except ReadError as err:
+        return [str(err)]
+    if snap.forbidden:
+        return [
+            f"cannot read the cluster: listing {', '.join(snap.forbidden)} across all namespaces is "
+            "forbidden for this user (a simulation needs every kind the scheduler watches)"
+        ]
+    live = manifests(snap, target)
+    sim = prepare(
+        overlay(live, extra) if extra is not None else live, settings, default_registry(), explain=explain
+    )
+    if not isinstance(sim, list):
+        run(sim)
+    return sim

@@ -1,0 +1,164 @@
+"""``kubectl gpuq`` (gpuq/kubectl.py) on what a namespace-scoped user reads, and the live overlay of
+``gpuq simulate --kubeconfig`` (scheduler/simulate/live.py), without a cluster: the live reads
+themselves are proven in tests/e2e/test_live_cli.py."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
+from scheduler.simulate.live import Snapshot, overlay
+from scheduler.simulate.loader import Manifests
+from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGE = (
+    "0/2 nodes are available: 2 Insufficient cpu. "
+    "Waits for room: the most cpu free on one node is 1, 2 asked."
+)
+
+
+def _pending(name: str, *, created: str, priority: int = 0, message: str = MESSAGE) -> dict[str, Any]:
+    pod = MakePod(name, "ml").req(cpu="2").created(created).priority(priority).obj()
+    pod["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "team"}
+    pod["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ]
+    }
+    return pod
+
+
+def test_the_plugin_is_a_console_script() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["kubectl-gpuq"] == "gpuq.kubectl:main"
+
+
+def test_pending_pods_in_queue_order_with_their_recorded_reason_and_outlook() -> None:
+    never = "x (can never fit under the current quota: cpu limit 1 would have to be at least 2)"
+    running = MakePod("running", "ml").req(cpu="1").obj()
+    running["spec"]["nodeName"] = "n1"
+    grouped = _pending("grouped", created="2024-01-01T00:00:00Z")
+    grouped["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "pg"}
+    snap = Snapshot(
+        objects={
+            "Pod": [
+                _pending("late", created="2024-01-01T00:00:09Z"),
+                _pending("early", created="2024-01-01T00:00:01Z", message=never),
+                _pending("urgent", created="2024-01-01T00:00:05Z", priority=100),
+                running,
+                grouped,
+            ],
+            "PodGroup": [MakePodGroup("pg", "ml").queue("other").obj()],
+        },
+        forbidden=["Node", "Queue"],
+        namespace="ml",
+    )
+    rows = pending_rows(View(snap, None))
+    assert [(r["name"], r["queue"], r["position"], r["of"], r["outlook"]) for r in rows] == [
+        ("urgent", "team", 1, 3, "wait"),  # priority first
+        ("grouped", "other", 1, 1, "wait"),  # its PodGroup's queue
+        ("early", "team", 2, 3, "never"),
+        ("late", "team", 3, 3, "wait"),
+    ]
+    assert rows[0]["reason"] == MESSAGE
+
+
+def test_queues_from_their_recorded_allocation_when_pods_are_out_of_sight() -> None:
+    queue = MakeQueue("team").card_quota('{"NVIDIA-A100": 4}').capability(cpu="10").obj()
+    queue["status"]["allocated"] = {"NVIDIA-A100": "3", "cpu": "2500m"}
+    snap = Snapshot(
+        objects={"Queue": [queue], "Pod": [_pending("p", created="2024-01-01T00:00:00Z")]}, forbidden=["Node"]
+    )
+    rows = {r["resource"]: r for r in queue_rows(View(snap, None))}
+    assert rows["NVIDIA-A100"] == {
+        "queue": "team",
+        "resource": "NVIDIA-A100",
+        "used": 3,
+        "limit": 4,
+        "inqueue": 0,
+        "pending": 1,
+    }
+    assert (rows["cpu"]["used"], rows["cpu"]["limit"]) == (2.5, 10)
+
+
+def test_the_namespace_of_the_context_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        "contexts:\n"
+        "- {name: a, context: {cluster: c, user: u, namespace: team-a}}\n"
+        "- {name: b, context: {cluster: c, user: u}}\n"
+        "current-context: a\n"
+    )
+    assert _context_namespace(str(config), None) == "team-a"
+    assert _context_namespace(str(config), "b") == "default"
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    assert _context_namespace(None, None) == "team-a"
+    assert _context_namespace(str(tmp_path / "missing"), None) == "default"
+
+
+def test_files_overlay_the_live_state() -> None:
+    live = Manifests(
+        nodes=[MakeNode("n1").alloc(cpu="4").info()],
+        pods=[MakePod("old", "ml").created("2024-01-01T00:00:00Z").info()],
+        objects=[MakeQueue("team").capability(cpu="4").obj(), MakeQueue("other").obj()],
+    )
+    extra = Manifests(
+        nodes=[MakeNode("n1").alloc(cpu="8").info(), MakeNode("n2").alloc(cpu="8").info()],
+        pods=[MakePod("new", "ml").info()],
+        objects=[MakeQueue("team").capability(cpu="16").obj()],
+    )
+    merged = overlay(live, extra)
+    assert [(n.name, n.allocatable.amount("cpu")) for n in merged.nodes] == [("n1", 8000), ("n2", 8000)]
+    queues = {o["metadata"]["name"]: o.get("spec") for o in merged.objects}
+    assert queues == {"other": {}, "team": {"capability": {"cpu": "16"}}}
+    old, new = merged.pods
+    # A pod of the files is created now: it queues behind the live ones.
+    assert new.name == "new" and new.creation_timestamp > old.creation_timestamp
+
+
+def test_refused_credentials_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kubeconfig whose token the API server refuses (HTTP 401), from a local stand-in server."""
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"kind":"Status","code":401}')
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    class Quiet(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            return  # the client leaves after the first refusal: its other requests are cut short
+
+    server = Quiet(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = tmp_path / "config"
+        config.write_text(
+            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{server.server_port}'}}}}]\n"
+            "users: [{name: u, user: {token: wrong}}]\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+            "current-context: x\n"
+        )
+        assert main(["queues", "--kubeconfig", str(config)]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    # Whichever list is answered first (they are read concurrently) names its path.
+    assert re.fullmatch(
+        r"error: cannot read the cluster: GET /apis?/\S+: HTTP 401 Unauthorized: "
+        r"the kubeconfig's credentials were refused\n",
+        err,
+    ), err
