@@ -9,16 +9,15 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.test_deploy import NAMESPACE, render, system_namespace
+from tests.e2e.test_deploy import NAMESPACE, render
 
 pytestmark = pytest.mark.e2e
-
-__all__ = ["system_namespace"]  # the fixture, shared with test_deploy.py
 
 
 def template(*settings: str) -> subprocess.CompletedProcess[str]:
@@ -95,11 +94,22 @@ def test_package_is_reproducible_complete_and_renders_as_the_chart(tmp_path: Pat
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
+@pytest.fixture
+def fresh_plane() -> Iterator[ControlPlane]:
+    """A control plane of its own holding only gpuq-system: the shared one carries the objects other
+    tests applied without Helm, which a `helm install` rightly refuses to adopt."""
+    with ControlPlane() as plane:
+        plane.kubectl("create", "namespace", NAMESPACE)
+        yield plane
+
+
 def test_helm_install_of_the_package_on_the_apiserver_prints_the_notes(
-    control_plane: ControlPlane, system_namespace: str, tmp_path: Path
+    fresh_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    """`helm install <package>` as a user without a checkout runs it, as a server-side dry run: every
-    object is accepted by the real apiserver and the NOTES tell what to do next."""
+    """`helm install <package>` as a user without a checkout runs it, as a server-side dry run on a
+    cluster without gpuq: every object is accepted by the real apiserver and the NOTES tell what to
+    do next."""
+    control_plane = fresh_plane
     helm = render.find_helm()
     chart = render.package(helm, tmp_path)
     argv = [helm, "install", "gpuq", str(chart), "--namespace", NAMESPACE, "--dry-run=server"]
