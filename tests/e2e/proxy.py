@@ -135,6 +135,18 @@ def is_watch(resource: str) -> Match:
     return lambda x: x.watch and x.resource == resource
 
 
+def lists_of(resource: str) -> Match:
+    """The lists of ``resource``, each counted once: a list's further pages (``continue``) and
+    single-object GETs are not lists."""
+    return lambda x: (
+        x.method == "GET"
+        and x.resource == resource
+        and not x.watch
+        and not x.name
+        and "continue" not in x.query
+    )
+
+
 def reads_of(resource: str) -> Match:
     """Lists and watches (every GET) of ``resource``."""
     return lambda x: x.method == "GET" and x.resource == resource

@@ -34,7 +34,7 @@ from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of
-from tests.e2e.proxy import ApiProxy, is_bind, is_watch, reads_of
+from tests.e2e.proxy import ApiProxy, is_bind, is_watch, lists_of, reads_of
 from tests.e2e.test_scheduler_features import BASE_TIER, GPU_NODE
 
 pytestmark = pytest.mark.e2e
@@ -227,9 +227,7 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
         await asyncio.sleep(max(0.0, first_watch + BOUND + 5 - time.time()))
         log = scheduler.log(5000)
         for resource in (*ACTIVE_KINDS, *QUIET_KINDS):
-            lists = [
-                x for x in proxy.exchanges if x.resource == resource and x.method == "GET" and not x.watch
-            ]
+            lists = [x for x in proxy.exchanges if lists_of(resource)(x)]
             assert len(lists) == 1, f"{resource} listed {len(lists)} times"
         for resource in ACTIVE_KINDS:
             watches = [x for x in proxy.exchanges if x.watch and x.resource == resource]
@@ -296,7 +294,7 @@ async def test_a_silent_watch_is_re_established_and_readiness_follows(
         pod_watches = [x for x in proxy.exchanges if is_watch("pods")(x)]
         assert len(pod_watches) >= 2, "the Pod watch was not re-established"
         # Resumed from its resourceVersion: "during" came on the new watch, with no list.
-        assert len([x for x in proxy.exchanges if reads_of("pods")(x) and not x.watch]) == 1
+        assert len([x for x in proxy.exchanges if lists_of("pods")(x)]) == 1
     finally:
         code = scheduler.terminate()
     assert code == 0, scheduler.log()
