@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -68,6 +68,9 @@ class SchedulerSettings(Protocol):
 
     @property
     def tiers(self) -> Sequence[Sequence[PluginSettings]]: ...
+
+    @property
+    def configurations(self) -> Mapping[str, Mapping[str, Any]]: ...
 
 
 @dataclass(slots=True)
@@ -125,6 +128,9 @@ class Scheduler:
             backend.record_event,
             lambda handle: registry.build(handle, settings.tiers),
             actions=settings.actions,
+            tiers=[[p.name for p in tier] for tier in settings.tiers],
+            switches={p.name: p.switches for tier in settings.tiers for p in tier},
+            action_arguments=settings.configurations,
             observe=observe,
             keep_outcomes=keep_attempts,
         )

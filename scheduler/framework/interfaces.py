@@ -145,6 +145,11 @@ class Handle(Protocol):
         """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
         ...
 
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
+        how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
+        ...
+
 
 Model = TypeVar("Model")
 
@@ -333,3 +338,51 @@ class PermitPlugin(Plugin):
     @abstractmethod
     def permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         """Success to bind now, Wait to hold the pod (reserved) until the plugin allows it."""
+
+
+# -- Volcano's session extension points (combined across tiers by scheduler/framework/tiers.py) ------
+
+
+class QueueOrderPlugin(Plugin):
+    @abstractmethod
+    def compare_queues(self, left: str, right: str) -> int:
+        """Volcano's queueOrderFn: < 0 when Queue ``left`` goes first, > 0 when ``right`` does, 0 for no
+        opinion (the next plugin, then the next tier, decides)."""
+
+
+class JobOrderPlugin(Plugin):
+    @abstractmethod
+    def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
+        """Volcano's jobOrderFn over PodGroups, with :meth:`QueueOrderPlugin.compare_queues`' convention."""
+
+
+class PreemptablePlugin(Plugin):
+    @abstractmethod
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        """Volcano's preemptableFn: the candidates this plugin lets ``preemptor`` evict, or None to
+        abstain. An empty answer means none of them."""
+
+
+class ReclaimablePlugin(Plugin):
+    @abstractmethod
+    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        """Volcano's reclaimableFn (the candidates run in other queues), with the convention of
+        :meth:`PreemptablePlugin.preemptable`."""
+
+
+class OverusedPlugin(Plugin):
+    @abstractmethod
+    def overused(self, queue: str) -> bool:
+        """Volcano's overusedFn: Queue ``queue`` holds at least what it deserves (gets nothing new)."""
+
+
+class AllocatablePlugin(Plugin):
+    @abstractmethod
+    def allocatable(self, queue: str, pod: PodInfo) -> bool:
+        """Volcano's allocatableFn: may Queue ``queue`` be charged ``pod`` as well?"""
+
+
+class JobStarvingPlugin(Plugin):
+    @abstractmethod
+    def job_starving(self, group: GroupInfo) -> bool:
+        """Volcano's jobStarvingFn: does the PodGroup still want more of its pods running?"""

@@ -3,7 +3,32 @@
 This is the only place that knows the order of a cycle's steps within one extension point and how
 the plugins' answers combine: filters AND their masks (a row is reported under the first plugin
 that rejected it, as kube-scheduler stops at the first failing filter per node), scores add up
-(as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure.
+(as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure, and
+Volcano's session points (enqueue, queue and job order, preemptable, reclaimable, overused,
+allocatable, job starving) combine tier by tier as :mod:`scheduler.framework.tiers` says.
+
+It also honours the configuration's Volcano switches, centrally, by extension point (a plugin never
+reads its own): a plugin whose switch for a point is false takes no part in it.
+
+========================  ===================================================================
+switch                    gpuq extension points it gates
+========================  ===================================================================
+enablePredicate           PreFilter, Filter (the checks before a node is chosen)
+enableNodeOrder           PreScore, Score
+enableJobEnqueued         Enqueue (and its enqueued/dequeued bookkeeping)
+enableJobOrder            JobOrder; QueueSort (the pod queue's order) with enableTaskOrder: a
+                          plugin's sort key is used unless both are false
+enableTaskOrder           QueueSort, as above
+enableQueueOrder          QueueOrder
+enablePreemptable         Preemptable; PostFilter (capacity-scheduling's ElasticQuota preemption)
+enableReclaimable         Reclaimable
+enabledOverused           Overused
+enabledAllocatable        Allocatable
+enableJobStarving         JobStarving
+enableJobReady            Permit (gang's quorum)
+========================  ===================================================================
+
+Reserve/Unreserve are bookkeeping (the ledgers must match what is bound) and are never switched off.
 
 The framework is also the plugins' :class:`~scheduler.framework.interfaces.Handle`, as
 kube-scheduler's frameworkImpl is: it builds them with itself as their handle, holds the pods
@@ -19,11 +44,14 @@ from typing import Any, Final
 
 import numpy as np
 
+from common.model import switches as sw
 from common.model.pods import PodInfo
 from scheduler.cluster.objects import ObjectStore
 from scheduler.cluster.state import ClusterState
+from scheduler.framework import tiers as combine
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    AllocatablePlugin,
     BoolArray,
     ClusterEvent,
     EnqueuePlugin,
@@ -34,14 +62,20 @@ from scheduler.framework.interfaces import (
     FloatArray,
     GroupInfo,
     Handle,
+    JobOrderPlugin,
+    JobStarvingPlugin,
+    OverusedPlugin,
     PendingPodListener,
     PermitPlugin,
     Plugin,
     PostFilterPlugin,
     PostFilterResult,
+    PreemptablePlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    QueueOrderPlugin,
     QueueSortPlugin,
+    ReclaimablePlugin,
     ReservePlugin,
     ScorePlugin,
     StatusSource,
@@ -52,7 +86,10 @@ from scheduler.groups import GroupTracker
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
+BACKFILL: Final = "backfill"
 PREEMPT: Final = "preempt"
+RECLAIM: Final = "reclaim"
+
 
 # extension point name, seconds: the metrics module turns these into
 # scheduler_framework_extension_point_duration_seconds{extension_point}.
@@ -75,6 +112,9 @@ class Framework:
         build_plugins: Callable[[Handle], Iterable[Plugin]],
         *,
         actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
+        tiers: Sequence[Sequence[str]] = (),
+        switches: Mapping[str, Mapping[str, bool]] | None = None,
+        action_arguments: Mapping[str, Mapping[str, Any]] | None = None,
         observe: Observer | None = None,
         keep_outcomes: bool = False,
     ) -> None:
@@ -95,29 +135,80 @@ class Framework:
         # of the plugins' caches at once instead of read lazily within the attempt.
         self.keep_outcomes = keep_outcomes
         self.actions = tuple(actions)
+        self._switches = dict(switches or {})
+        self._action_arguments = {k: dict(v) for k, v in (action_arguments or {}).items()}
         self._observe = observe
         # Built last: a plugin may read its handle as it is made (kube-scheduler's NewFramework).
         plugins = self.plugins = tuple(build_plugins(self))
-        sorters = tuple(p for p in plugins if isinstance(p, QueueSortPlugin))
+        self._tiers = _group_in_tiers(plugins, tiers)
+        on = self._enabled
+        sorters = tuple(
+            p
+            for p in plugins
+            if isinstance(p, QueueSortPlugin) and (on(p, sw.JOB_ORDER) or on(p, sw.TASK_ORDER))
+        )
         self.queue_sort = sorters[0] if sorters else None
-        self.enqueue_plugins = tuple(p for p in plugins if isinstance(p, EnqueuePlugin))
-        self.pre_filter_plugins = tuple(p for p in plugins if isinstance(p, PreFilterPlugin))
-        self.filter_plugins = tuple(p for p in plugins if isinstance(p, FilterPlugin))
-        self.post_filter_plugins = tuple(
-            p for p in plugins if isinstance(p, PostFilterPlugin) and PREEMPT in self.actions
+        self.enqueue_tiers: tuple[tuple[EnqueuePlugin, ...], ...] = self._tiered(
+            EnqueuePlugin, sw.JOB_ENQUEUED
+        )
+        self.enqueue_plugins = tuple(p for tier in self.enqueue_tiers for p in tier)
+        self.pre_filter_plugins: tuple[PreFilterPlugin, ...] = self._flat(PreFilterPlugin, sw.PREDICATE)
+        self.filter_plugins: tuple[FilterPlugin, ...] = self._flat(FilterPlugin, sw.PREDICATE)
+        self.post_filter_plugins: tuple[PostFilterPlugin, ...] = (
+            self._flat(PostFilterPlugin, sw.PREEMPTABLE) if PREEMPT in self.actions else ()
         )
         # A plugin whose scoring its configuration switches off (weight 0) takes no part in scoring.
         scoring_off = {p.name for p in plugins if isinstance(p, ScorePlugin) and not p.scoring}
-        self.pre_score_plugins = tuple(
-            p for p in plugins if isinstance(p, PreScorePlugin) and p.name not in scoring_off
-        )
-        self.score_plugins = tuple(
-            p for p in plugins if isinstance(p, ScorePlugin) and p.name not in scoring_off
-        )
+        pre_score: tuple[PreScorePlugin, ...] = self._flat(PreScorePlugin, sw.NODE_ORDER)
+        score: tuple[ScorePlugin, ...] = self._flat(ScorePlugin, sw.NODE_ORDER)
+        self.pre_score_plugins = tuple(p for p in pre_score if p.name not in scoring_off)
+        self.score_plugins = tuple(p for p in score if p.name not in scoring_off)
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
-        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.permit_plugins: tuple[PermitPlugin, ...] = self._flat(PermitPlugin, sw.JOB_READY)
+        self.queue_order_tiers: tuple[tuple[QueueOrderPlugin, ...], ...] = self._tiered(
+            QueueOrderPlugin, sw.QUEUE_ORDER
+        )
+        self.job_order_tiers: tuple[tuple[JobOrderPlugin, ...], ...] = self._tiered(
+            JobOrderPlugin, sw.JOB_ORDER
+        )
+        self.preemptable_tiers: tuple[tuple[PreemptablePlugin, ...], ...] = self._tiered(
+            PreemptablePlugin, sw.PREEMPTABLE
+        )
+        self.reclaimable_tiers: tuple[tuple[ReclaimablePlugin, ...], ...] = self._tiered(
+            ReclaimablePlugin, sw.RECLAIMABLE
+        )
+        self.overused_tiers: tuple[tuple[OverusedPlugin, ...], ...] = self._tiered(
+            OverusedPlugin, sw.OVERUSED
+        )
+        self.allocatable_tiers: tuple[tuple[AllocatablePlugin, ...], ...] = self._tiered(
+            AllocatablePlugin, sw.ALLOCATABLE
+        )
+        self.starving_tiers: tuple[tuple[JobStarvingPlugin, ...], ...] = self._tiered(
+            JobStarvingPlugin, sw.JOB_STARVING
+        )
         self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))
         self.status_sources = tuple(p for p in plugins if isinstance(p, StatusSource))
+
+    # -- switches and tiers ------------------------------------------------------------------------
+    def _enabled(self, plugin: Plugin, switch: str) -> bool:
+        return self._switches.get(plugin.name, {}).get(switch, True)
+
+    def _tiered(self, kind: Any, switch: str) -> Any:
+        """The plugins of extension point ``kind`` (an interface class) whose ``switch`` is on, tier
+        by tier (typed by the attribute it is assigned to: mypy takes no abstract class as a type)."""
+        out: list[tuple[Plugin, ...]] = []
+        for tier in self._tiers:
+            members = tuple(p for p in tier if isinstance(p, kind) and self._enabled(p, switch))
+            if members:
+                out.append(members)
+        return tuple(out)
+
+    def _flat(self, kind: Any, switch: str) -> Any:
+        return tuple(p for tier in self._tiered(kind, switch) for p in tier)
+
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        """The ``configurations:`` arguments of ``action`` (empty when the section names it not)."""
+        return self._action_arguments.get(action, {})
 
     def allow_group(self, group: GroupInfo) -> None:
         self.waiting.allow(group.key)
@@ -150,15 +241,41 @@ class Framework:
     def run_enqueue(self, group: GroupInfo) -> Status:
         started = time.perf_counter()
         try:
-            for plugin in self.enqueue_plugins:
+
+            def ask(plugin: EnqueuePlugin) -> Status:
                 status = plugin.enqueue(group)
-                if status.is_rejected:
-                    return status.with_plugin(plugin.name)
+                return status.with_plugin(plugin.name) if status.is_rejected else status
+
+            status = combine.enqueueable(self.enqueue_tiers, ask)
+            if status.is_rejected:
+                return status
             for plugin in self.enqueue_plugins:
                 plugin.enqueued(group)
             return Status.success()
         finally:
             self._timed("Enqueue", started)
+
+    # -- Volcano's session points -------------------------------------------------------------------
+    def compare_queues(self, left: str, right: str) -> int:
+        return combine.order(self.queue_order_tiers, lambda p: p.compare_queues(left, right))
+
+    def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
+        return combine.order(self.job_order_tiers, lambda p: p.compare_jobs(left, right))
+
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
+        return combine.victims(self.preemptable_tiers, lambda p: p.preemptable(preemptor, candidates))
+
+    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
+        return combine.victims(self.reclaimable_tiers, lambda p: p.reclaimable(reclaimer, candidates))
+
+    def overused(self, queue: str) -> bool:
+        return combine.any_says(self.overused_tiers, lambda p: p.overused(queue))
+
+    def allocatable(self, queue: str, pod: PodInfo) -> bool:
+        return combine.all_allow(self.allocatable_tiers, lambda p: p.allocatable(queue, pod))
+
+    def job_starving(self, group: GroupInfo) -> bool:
+        return combine.starving(self.starving_tiers, lambda p: p.job_starving(group))
 
     def run_dequeued(self, group: GroupInfo) -> None:
         for plugin in self.enqueue_plugins:
@@ -276,6 +393,25 @@ class Framework:
             return waiting[0] if waiting else Status.success()
         finally:
             self._timed("Permit", started)
+
+
+def _group_in_tiers(
+    plugins: Sequence[Plugin], tiers: Sequence[Sequence[str]]
+) -> tuple[tuple[Plugin, ...], ...]:
+    """The plugins grouped by the configuration's tiers (by name); plugins no tier names (a test's
+    hand-built chain) form one last tier."""
+    by_name = {p.name: p for p in plugins}
+    out: list[tuple[Plugin, ...]] = []
+    placed: set[str] = set()
+    for names in tiers:
+        tier = tuple(by_name[n] for n in names if n in by_name)
+        placed.update(p.name for p in tier)
+        if tier:
+            out.append(tier)
+    rest = tuple(p for p in plugins if p.name not in placed)
+    if rest:
+        out.append(rest)
+    return tuple(out)
 
 
 def _frozen(result: FilterResult) -> FilterResult:
