@@ -1,7 +1,12 @@
-"""Preemption: PostFilter's answer acted on (kube-scheduler's DefaultPreemption, ``prepareCandidate``).
+"""Preemption: PostFilter's answer acted on (kube-scheduler's DefaultPreemption, ``prepareCandidate``),
+and Volcano's preempt and reclaim actions.
 
 When no node fits, the PostFilter plugins may nominate a node and name the running pods whose
-eviction makes room there (design.md "Data flow"). The victims are evicted through the
+eviction makes room there (design.md "Data flow"): that is capacity-scheduling's ElasticQuota
+preemption, part of the ``preempt`` action. If they name none, the configured ``preempt`` and
+``reclaim`` actions (:mod:`scheduler.actions.preempt`, :mod:`scheduler.actions.reclaim`) are tried,
+in the order the configuration lists them; the first that finds a node and victims wins. The
+victims are evicted through the
 :class:`~scheduler.backend.ClusterBackend`; once an eviction is done the victim is remembered as
 preempted (the report's ``Preempted`` phase; the Kubernetes feed ignores the updates its deletion
 causes until the DELETE arrives), a Preempted event names the preemptor, and the scheduler forgets
@@ -14,18 +19,25 @@ from collections.abc import Callable
 
 from common.model.events import PREEMPTED, EventRecord
 from common.model.pods import PodInfo
+from scheduler.actions.preempt import preempt
+from scheduler.actions.reclaim import reclaim
+from scheduler.actions.victims import Choice
 from scheduler.backend import ClusterBackend, Outcome
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterOutcome, PostFilterResult
-from scheduler.framework.runtime import Framework
+from scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
 from scheduler.framework.status import Code, Status
+
+Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool]], Choice | None]
+_ACTIONS: dict[str, Action] = {PREEMPT: preempt, RECLAIM: reclaim}
 
 
 class Preemption:
     """Runs PostFilter for a pod no node fits and evicts the victims it names.
 
     ``preempted`` (pod key -> victim) is the scheduler's; ``forget`` removes an evicted pod from the
-    scheduler's state (:meth:`scheduler.cycle.Scheduler.delete_pod`).
+    scheduler's state (:meth:`scheduler.cycle.Scheduler.delete_pod`); ``ours`` says whether a running
+    pod is this scheduler's (only those are preempt and reclaim victims).
     """
 
     def __init__(
@@ -34,11 +46,14 @@ class Preemption:
         backend: ClusterBackend,
         preempted: dict[str, PodInfo],
         forget: Callable[[str], None],
+        ours: Callable[[PodInfo], bool] = lambda pod: True,
     ) -> None:
         self.framework = framework
         self.backend = backend
         self.preempted = preempted
         self.forget = forget
+        self.ours = ours
+        self.actions = tuple((name, _ACTIONS[name]) for name in framework.actions if name in _ACTIONS)
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, outcome: FilterOutcome, pre: Status | None
@@ -46,9 +61,18 @@ class Preemption:
         """PostFilter after a failed PreFilter (``pre``) or Filter; victims named are evicted now."""
         if pre is not None and pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return PostFilterResult(Status.unresolvable())
-        if not self.framework.post_filter_plugins:
-            return PostFilterResult(Status.unschedulable())
-        result = self.framework.run_post_filter(state, pod, outcome)
+        result = PostFilterResult(Status.unschedulable())
+        if self.framework.post_filter_plugins:
+            result = self.framework.run_post_filter(state, pod, outcome)
+        if not result.status.is_success:
+            for name, action in self.actions:
+                choice = action(self.framework, pod, self.ours)
+                if choice is not None:
+                    message = f"{name}: {len(choice.victims)} pod(s) evicted on node {choice.node}."
+                    result = PostFilterResult(
+                        Status.success(plugin=name), choice.node, choice.victims, message
+                    )
+                    break
         if result.status.is_success and result.victims:
             for victim in result.victims:
                 self._evict(victim, pod, result.nominated_node)

@@ -145,6 +145,10 @@ class Handle(Protocol):
         """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
         ...
 
+    def queue_of(self, pod: PodInfo) -> str:
+        """The pod's Queue name (design.md Semantics 7)."""
+        ...
+
     def action_arguments(self, action: str) -> Mapping[str, Any]:
         """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""

@@ -130,6 +130,7 @@ class Framework:
         self.group = groups.groups.get
         self.group_problem = groups.invalid.get
         self.pending_pod = groups.pending.get
+        self.queue_of = groups.queue_of
         # -- the plugins --------------------------------------------------------------------------
         # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
         # of the plugins' caches at once instead of read lazily within the attempt.
@@ -269,10 +270,33 @@ class Framework:
         return combine.victims(self.reclaimable_tiers, lambda p: p.reclaimable(reclaimer, candidates))
 
     def overused(self, queue: str) -> bool:
-        return combine.any_says(self.overused_tiers, lambda p: p.overused(queue))
+        return self.overused_by(queue) is not None
 
-    def allocatable(self, queue: str, pod: PodInfo) -> bool:
-        return combine.all_allow(self.allocatable_tiers, lambda p: p.allocatable(queue, pod))
+    def overused_by(self, queue: str) -> str | None:
+        """The first plugin that finds Queue ``queue`` overused, or None."""
+        plugin = combine.first(self.overused_tiers, lambda p: p.overused(queue))
+        return None if plugin is None else plugin.name
+
+    def not_allocatable_by(self, queue: str, pod: PodInfo) -> str | None:
+        """The first plugin that refuses to charge ``pod`` to Queue ``queue``, or None (allocatable)."""
+        plugin = combine.first(self.allocatable_tiers, lambda p: not p.allocatable(queue, pod))
+        return None if plugin is None else plugin.name
+
+    def queue_check(self, pod: PodInfo) -> Status:
+        """Volcano's allocate skips an overused queue and a task its queue cannot be charged with:
+        Unschedulable, naming the plugin, or Success."""
+        if not (self.overused_tiers or self.allocatable_tiers):
+            return Status.success()
+        queue = self.queue_of(pod)
+        plugin = self.overused_by(queue)
+        if plugin is not None:
+            return Status.unschedulable(
+                f"queue {queue} is overused (it holds its deserved share)", plugin=plugin
+            )
+        plugin = self.not_allocatable_by(queue, pod)
+        if plugin is not None:
+            return Status.unschedulable(f"queue {queue} cannot be allocated {pod.key}", plugin=plugin)
+        return Status.success()
 
     def job_starving(self, group: GroupInfo) -> bool:
         return combine.starving(self.starving_tiers, lambda p: p.job_starving(group))

@@ -60,14 +60,15 @@ def order(tiers: Tiers[P], compare: Callable[[P], int]) -> int:
     return 0
 
 
-def any_says(tiers: Tiers[P], ask: Callable[[P], bool]) -> bool:
-    """Volcano's ``Overused``: true when any plugin says so."""
-    return any(ask(plugin) for tier in tiers for plugin in tier)
-
-
-def all_allow(tiers: Tiers[P], ask: Callable[[P], bool]) -> bool:
-    """Volcano's ``Allocatable``: false as soon as one plugin refuses."""
-    return all(ask(plugin) for tier in tiers for plugin in tier)
+def first(tiers: Tiers[P], ask: Callable[[P], bool]) -> P | None:
+    """The first plugin, tier by tier, for which ``ask`` holds. Volcano's ``Overused`` is true when
+    any plugin says so (``first(overused)``), its ``Allocatable`` false as soon as one plugin refuses
+    (``first(refuses)``); the plugin found names the verdict."""
+    for tier in tiers:
+        for plugin in tier:
+            if ask(plugin):
+                return plugin
+    return None
 
 
 def starving(tiers: Tiers[P], ask: Callable[[P], bool]) -> bool:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from scheduler.framework.registry import Registry
 from scheduler.plugins.capacity_card import CapacityCardPlugin
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
+from scheduler.plugins.conformance import Conformance
 from scheduler.plugins.crossquota import CrossQuota
 from scheduler.plugins.gang import Gang
 from scheduler.plugins.gpu_quota import GPUQuota
 from scheduler.plugins.predicates import Predicates
 from scheduler.plugins.priority import Priority
+from scheduler.plugins.proportion import Proportion
 from scheduler.plugins.strategy_fit import ResourceStrategyFit
 
 
@@ -23,4 +25,6 @@ def default_registry() -> Registry:
     registry.register(CapacityScheduling.name, CapacityScheduling)
     registry.register(CapacityCardPlugin.name, CapacityCardPlugin)
     registry.register(GPUQuota.name, GPUQuota)
+    registry.register(Conformance.name, Conformance)
+    registry.register(Proportion.name, Proportion)
     return registry

@@ -2,17 +2,30 @@
 
 Higher PriorityClass value first, then earlier creationTimestamp, then namespace/name, so the same
 input always schedules in the same order (design.md "gpuq simulate").
+
+As Volcano's priority plugin it also orders jobs (PodGroups: the value of their
+``priorityClassName``), lets a preemptor evict only pods of lower priority (of a lower-priority job,
+or lower-priority pods of its own job), and calls a job starving while some of its pods are not
+running.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from common.model.errors import InvalidValue
 from common.model.pods import PodInfo
 from common.model.wire import object_ref
 from scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
-from scheduler.framework.interfaces import Handle, QueueSortPlugin
+from scheduler.framework.interfaces import (
+    GroupInfo,
+    Handle,
+    JobOrderPlugin,
+    JobStarvingPlugin,
+    PreemptablePlugin,
+    QueueSortPlugin,
+)
 from scheduler.framework.registry import PluginSettings
 
 NAME: Final = "priority"
@@ -51,7 +64,7 @@ def pod_priority(pod: PodInfo) -> int:
     return pod.priority or 0
 
 
-class Priority(QueueSortPlugin):
+class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPlugin):
     name = NAME
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
@@ -59,3 +72,38 @@ class Priority(QueueSortPlugin):
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         return (-pod_priority(pod), pod.creation_timestamp, pod.namespace, pod.name)
+
+    def group_priority(self, group: GroupInfo) -> int:
+        """The value of the PodGroup's ``priorityClassName`` (0 without one or for an unknown class)."""
+        name = group.model.spec.priorityClassName if group.model is not None else ""
+        obj = self.handle.objects.get(PRIORITY_CLASS, "", name) if name else None
+        try:
+            return _value(obj) if obj is not None else 0
+        except InvalidValue:
+            return 0
+
+    def _job_priority(self, pod: PodInfo) -> tuple[str, int]:
+        """The pod's job (its PodGroup, else the pod alone) and that job's priority."""
+        group = self.handle.group_of(pod)
+        if group is None:
+            return pod.key, pod_priority(pod)
+        return group.key, self.group_priority(group)
+
+    def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
+        lp, rp = self.group_priority(left), self.group_priority(right)
+        return 0 if lp == rp else (-1 if lp > rp else 1)
+
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        job, priority = self._job_priority(preemptor)
+        victims: list[PodInfo] = []
+        for pod in candidates:
+            other, other_priority = self._job_priority(pod)
+            if other != job:
+                if other_priority < priority:
+                    victims.append(pod)
+            elif pod_priority(pod) < pod_priority(preemptor):
+                victims.append(pod)
+        return victims
+
+    def job_starving(self, group: GroupInfo) -> bool:
+        return self.handle.ready_members(group) < len(self.handle.group_members(group))
