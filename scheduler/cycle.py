@@ -143,7 +143,11 @@ class Scheduler:
             ) -> tuple[Any, ...]:
                 return (best_effort(pod), *key(pod))
 
-        self.queue = SchedulingQueue(sort_key, clock, interest=self.framework.interest)
+        framework = self.framework
+        queue_order = (
+            (self.podgroups.queue_of, framework.compare_queues) if framework.queue_order_tiers else None
+        )
+        self.queue = SchedulingQueue(sort_key, clock, interest=framework.interest, queue_order=queue_order)
         self.podgroups.connect(self.framework, self.queue)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
         self.preemption = Preemption(

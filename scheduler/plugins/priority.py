@@ -71,27 +71,34 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
         super().__init__(handle)
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        return (-pod_priority(pod), pod.creation_timestamp, pod.namespace, pod.name)
+        # Volcano's job order, then task order: pods of a higher-priority job first (a PodGroup's
+        # priorityClassName, else the pod's own priority), then by the pod's priority.
+        own = pod_priority(pod)
+        return (-self._job_priority(pod)[1], -own, pod.creation_timestamp, pod.namespace, pod.name)
 
-    def group_priority(self, group: GroupInfo) -> int:
-        """The value of the PodGroup's ``priorityClassName`` (0 without one or for an unknown class)."""
+    def group_priority(self, group: GroupInfo) -> int | None:
+        """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""
         name = group.model.spec.priorityClassName if group.model is not None else ""
         obj = self.handle.objects.get(PRIORITY_CLASS, "", name) if name else None
         try:
-            return _value(obj) if obj is not None else 0
+            return _value(obj) if obj is not None else None
         except InvalidValue:
-            return 0
+            return None
 
     def _job_priority(self, pod: PodInfo) -> tuple[str, int]:
-        """The pod's job (its PodGroup, else the pod alone) and that job's priority."""
+        """The pod's job (its PodGroup, else the pod alone) and that job's priority (the pod's own
+        when its PodGroup names no PriorityClass)."""
         group = self.handle.group_of(pod)
         if group is None:
             return pod.key, pod_priority(pod)
-        return group.key, self.group_priority(group)
+        value = self.group_priority(group)
+        return group.key, pod_priority(pod) if value is None else value
 
     def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
         lp, rp = self.group_priority(left), self.group_priority(right)
-        return 0 if lp == rp else (-1 if lp > rp else 1)
+        if lp is None or rp is None or lp == rp:
+            return 0
+        return -1 if lp > rp else 1
 
     def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
         job, priority = self._job_priority(preemptor)

@@ -1,0 +1,71 @@
+"""Volcano's switches are honoured by the framework, per extension point (scheduler/framework/runtime.py):
+a plugin whose switch for a point is false takes no part in it, whatever the plugin is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.unit.simulate_text import pods_by_name, simulate_explained
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], **switches: bool) -> dict[str, Any]:
+    crossquota = {
+        "name": "crossquota",
+        "arguments": {"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"},
+        **switches,
+    }
+    config = {
+        "actions": "enqueue, allocate",
+        "tiers": [{"plugins": [{"name": "priority"}]}, {"plugins": [{"name": "predicates"}, crossquota]}],
+    }
+    path = tmp_path / "conf.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return simulate_explained(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", str(path))
+
+
+def _scored_by(out: dict[str, Any]) -> set[str]:
+    return {p for pod in out["pods"] for node in (pod.get("nodes") or {}).values() for p in node["scores"]}
+
+
+def test_both_switches_on_filters_and_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path, capsys)
+    assert _scored_by(out) == {"crossquota"}
+    assert pods_by_name(out)["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded"
+
+
+def test_crossquota_with_both_switches_off_neither_filters_nor_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's example: crossquota with enablePredicate and enableNodeOrder false used to filter
+    and score all the same."""
+    out = _run(tmp_path, capsys, enablePredicate=False, enableNodeOrder=False)
+    assert _scored_by(out) == set()
+    nodes = pods_by_name(out)["big-job"]["nodes"]
+    assert nodes["gpu-c"]["filtered"] != "cpu quota exceeded"
+    assert all(
+        node["filtered"] != "cpu quota exceeded"
+        for pod in out["pods"]
+        for node in (pod.get("nodes") or {}).values()
+    )
+
+
+def test_node_order_off_keeps_the_predicate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path, capsys, enableNodeOrder=False)
+    assert _scored_by(out) == set()
+    assert pods_by_name(out)["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded"
+
+
+def test_predicate_off_keeps_the_score(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path, capsys, enablePredicate=False)
+    assert _scored_by(out) == {"crossquota"}
+    assert all(
+        node["filtered"] != "cpu quota exceeded"
+        for pod in out["pods"]
+        for node in (pod.get("nodes") or {}).values()
+    )
