@@ -145,7 +145,9 @@ class Scheduler:
 
         framework = self.framework
         queue_order = (
-            (self.podgroups.queue_of, framework.compare_queues) if framework.queue_order_tiers else None
+            (self.podgroups.queue_of, framework.compare_queues_for_allocation)
+            if framework.allocation_queue_order_tiers
+            else None
         )
         self.queue = SchedulingQueue(sort_key, clock, interest=framework.interest, queue_order=queue_order)
         self.podgroups.connect(self.framework, self.queue)

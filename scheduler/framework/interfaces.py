@@ -348,6 +348,10 @@ class PermitPlugin(Plugin):
 
 
 class QueueOrderPlugin(Plugin):
+    # Whether this order also picks the Queue allocate serves next (the pod queue's pop), not only
+    # the order in which enqueue admits PodGroups (design.md Semantics 14).
+    orders_allocation: ClassVar[bool] = True
+
     @abstractmethod
     def compare_queues(self, left: str, right: str) -> int:
         """Volcano's queueOrderFn: < 0 when Queue ``left`` goes first, > 0 when ``right`` does, 0 for no

@@ -169,6 +169,9 @@ class Framework:
         self.queue_order_tiers: tuple[tuple[QueueOrderPlugin, ...], ...] = self._tiered(
             QueueOrderPlugin, sw.QUEUE_ORDER
         )
+        # The queue-order plugins that also order allocate (``orders_allocation``), tier by tier.
+        allocation = (tuple(p for p in tier if p.orders_allocation) for tier in self.queue_order_tiers)
+        self.allocation_queue_order_tiers = tuple(tier for tier in allocation if tier)
         self.job_order_tiers: tuple[tuple[JobOrderPlugin, ...], ...] = self._tiered(
             JobOrderPlugin, sw.JOB_ORDER
         )
@@ -259,6 +262,9 @@ class Framework:
     # -- Volcano's session points -------------------------------------------------------------------
     def compare_queues(self, left: str, right: str) -> int:
         return combine.order(self.queue_order_tiers, lambda p: p.compare_queues(left, right))
+
+    def compare_queues_for_allocation(self, left: str, right: str) -> int:
+        return combine.order(self.allocation_queue_order_tiers, lambda p: p.compare_queues(left, right))
 
     def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
         return combine.order(self.job_order_tiers, lambda p: p.compare_jobs(left, right))

@@ -12,7 +12,9 @@
 * Reserve / Unreserve: charge / release the concrete card type of the chosen node, idempotently.
 * Queue order: the queue with the lower card share (``max(allocated / deserved)`` over its card
   types, capacity-card.md "Resource Tracking") goes first: the enqueue action admits its PodGroups
-  first.
+  first. It does not reorder allocate's pod queue (``orders_allocation``): gpuq's default
+  configuration enables capacity-card, and its pods keep the order they always had (design.md
+  Semantics 14).
 
 Quota refusals are UnschedulableAndUnresolvable as far as preemption goes: evicting pods for the
 ElasticQuota preemption cannot give a queue card quota back (card preemption is the spec's "Future
@@ -83,6 +85,7 @@ class CapacityCardPlugin(
     EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, QueueOrderPlugin
 ):
     name = NAME
+    orders_allocation = False
     events = frozenset(
         {
             ClusterEvent.POD_DELETED,
