@@ -47,7 +47,9 @@ def may_evict(pod: PodInfo) -> bool:
 
 
 def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool]) -> Choice | None:
-    if not may_evict(pod) or not framework.preemptable_tiers or not starving(framework, pod):
+    if not may_evict(pod) or not framework.preemptable_tiers or framework.preemption_ruled_out(pod):
+        return None
+    if not starving(framework, pod):
         return None
     queue = framework.queue_of(pod)
     job = job_of(framework, pod)

@@ -32,7 +32,9 @@ def _queue(framework: Framework, name: str) -> Queue | None:
 
 
 def reclaim(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool]) -> Choice | None:
-    if not may_evict(pod) or not framework.reclaimable_tiers or not starving(framework, pod):
+    if not may_evict(pod) or not framework.reclaimable_tiers or framework.reclaim_ruled_out(pod):
+        return None
+    if not starving(framework, pod):
         return None
     queue_name = framework.queue_of(pod)
     queue = _queue(framework, queue_name)

@@ -370,12 +370,21 @@ class PreemptablePlugin(Plugin):
         """Volcano's preemptableFn: the candidates this plugin lets ``preemptor`` evict, or None to
         abstain. An empty answer means none of them."""
 
+    def rules_out(self, preemptor: PodInfo) -> bool:
+        """True when this plugin would answer no running pod at all (a fast path: the framework then
+        skips the node walk when every tier has such a plugin). False: it may allow some."""
+        return False
+
 
 class ReclaimablePlugin(Plugin):
     @abstractmethod
     def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
         """Volcano's reclaimableFn (the candidates run in other queues), with the convention of
         :meth:`PreemptablePlugin.preemptable`."""
+
+    def rules_out(self, reclaimer: PodInfo) -> bool:
+        """As :meth:`PreemptablePlugin.rules_out`, for reclaim."""
+        return False
 
 
 class OverusedPlugin(Plugin):

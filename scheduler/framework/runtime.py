@@ -272,6 +272,13 @@ class Framework:
     def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
         return combine.victims(self.preemptable_tiers, lambda p: p.preemptable(preemptor, candidates))
 
+    def preemption_ruled_out(self, preemptor: PodInfo) -> bool:
+        """No tier could name a victim for ``preemptor``: each has a plugin that allows none."""
+        return all(any(p.rules_out(preemptor) for p in tier) for tier in self.preemptable_tiers)
+
+    def reclaim_ruled_out(self, reclaimer: PodInfo) -> bool:
+        return all(any(p.rules_out(reclaimer) for p in tier) for tier in self.reclaimable_tiers)
+
     def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
         return combine.victims(self.reclaimable_tiers, lambda p: p.reclaimable(reclaimer, candidates))
 

@@ -11,10 +11,12 @@ running.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
 from common.model.errors import InvalidValue
+from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
 from common.model.wire import object_ref
 from scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
@@ -69,6 +71,39 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        # Job priorities of the bound pods, per Queue (value -> count), and each pod's entry: a
+        # preemptor with no lower-priority job in its queue is answered without a node walk.
+        self._bound: dict[str, tuple[str, int]] = {}
+        self._by_queue: dict[str, Counter[int]] = {}
+        handle.cluster.subscribe(self)
+
+    # -- ClusterListener --------------------------------------------------------------------------
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        return None
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self.pod_removed(pod, row)
+        entry = self._bound[pod.key] = (self.handle.queue_of(pod), self._job_priority(pod)[1])
+        self._by_queue.setdefault(entry[0], Counter())[entry[1]] += 1
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        entry = self._bound.pop(pod.key, None)
+        if entry is not None:
+            counts = self._by_queue[entry[0]]
+            counts[entry[1]] -= 1
+            if not counts[entry[1]]:
+                del counts[entry[1]]
+
+    def rules_out(self, preemptor: PodInfo) -> bool:
+        priority = self._job_priority(preemptor)[1]
+        counts = self._by_queue.get(self.handle.queue_of(preemptor))
+        if counts and min(counts) < priority:
+            return False
+        group = self.handle.group_of(preemptor)
+        if group is None:
+            return True
+        own = pod_priority(preemptor)
+        return not any(p.bound and pod_priority(p) < own for p in self.handle.group_members(group))
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         # Volcano's job order, then task order: pods of a higher-priority job first (a PodGroup's

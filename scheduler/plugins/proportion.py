@@ -157,6 +157,11 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         if self._inqueue.pop(group.key, None) is not None:
             self._dirty = True
 
+    def rules_out(self, reclaimer: PodInfo) -> bool:
+        """No other queue holds more than it deserves: there is nothing to take back."""
+        mine = self.handle.queue_of(reclaimer)
+        return all(model.less_equal(a.allocated, a.deserved) for n, a in self.attrs().items() if n != mine)
+
     def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
         attrs = self.attrs()
         entries = [
