@@ -219,7 +219,9 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
 class QueueSortPlugin(Plugin):
     @abstractmethod
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        """Smaller sorts first."""
+        """This plugin's part of the pod queue's key; smaller sorts first. The framework chains the
+        enabled QueueSort plugins' parts in tier order and ends the key with creation time and
+        namespace/name (``Framework.sort_key``), so a part holds only what this plugin orders by."""
 
 
 class EnqueuePlugin(Plugin):

@@ -143,12 +143,13 @@ class Framework:
         plugins = self.plugins = tuple(build_plugins(self))
         self._tiers = _group_in_tiers(plugins, tiers)
         on = self._enabled
-        sorters = tuple(
+        # Tier order (plugins of no tier last, as _group_in_tiers places them).
+        self.queue_sorts = tuple(
             p
-            for p in plugins
+            for tier in self._tiers
+            for p in tier
             if isinstance(p, QueueSortPlugin) and (on(p, sw.JOB_ORDER) or on(p, sw.TASK_ORDER))
         )
-        self.queue_sort = sorters[0] if sorters else None
         self.enqueue_tiers: tuple[tuple[EnqueuePlugin, ...], ...] = self._tiered(
             EnqueuePlugin, sw.JOB_ENQUEUED
         )
@@ -237,9 +238,16 @@ class Framework:
             self._observe(point, time.perf_counter() - started)
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        if self.queue_sort is None:
+        """The enabled QueueSort plugins' keys in tier order, then creation time and namespace/name:
+        the first plugin that tells two pods apart decides (Volcano's job and task order functions
+        take the first non-zero verdict), and equal pods keep a deterministic order."""
+        sorts = self.queue_sorts
+        if not sorts:
             return (pod.key,)
-        return self.queue_sort.sort_key(pod)
+        if len(sorts) == 1:
+            return (*sorts[0].sort_key(pod), pod.creation_timestamp, pod.namespace, pod.name)
+        parts = tuple(part for plugin in sorts for part in plugin.sort_key(pod))
+        return (*parts, pod.creation_timestamp, pod.namespace, pod.name)
 
     # -- enqueue ----------------------------------------------------------------------------------
     def run_enqueue(self, group: GroupInfo) -> Status:

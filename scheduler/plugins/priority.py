@@ -1,7 +1,8 @@
 """``priority``: queue order (Volcano's priority plugin, kube's PrioritySort).
 
-Higher PriorityClass value first, then earlier creationTimestamp, then namespace/name, so the same
-input always schedules in the same order (design.md "gpuq simulate").
+Higher PriorityClass value first (the job's, then the pod's); the framework then orders by earlier
+creationTimestamp, then namespace/name, so the same input always schedules in the same order
+(design.md "gpuq simulate").
 
 As Volcano's priority plugin it also orders jobs (PodGroups: the value of their
 ``priorityClassName``), lets a preemptor evict only pods of lower priority (of a lower-priority job,
@@ -108,8 +109,7 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         # Volcano's job order, then task order: pods of a higher-priority job first (a PodGroup's
         # priorityClassName, else the pod's own priority), then by the pod's priority.
-        own = pod_priority(pod)
-        return (-self._job_priority(pod)[1], -own, pod.creation_timestamp, pod.namespace, pod.name)
+        return (-self._job_priority(pod)[1], -pod_priority(pod))
 
     def group_priority(self, group: GroupInfo) -> int | None:
         """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""

@@ -69,3 +69,29 @@ def test_predicate_off_keeps_the_score(tmp_path: Path, capsys: pytest.CaptureFix
         for pod in out["pods"]
         for node in (pod.get("nodes") or {}).values()
     )
+
+
+def _card_phases(tmp_path: Path, capsys: pytest.CaptureFixture[str], **switches: bool) -> dict[str, str]:
+    config = {
+        "actions": "enqueue, allocate",
+        "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang"}]},
+            {"plugins": [{"name": "predicates"}, {"name": "capacity-card", **switches}]},
+        ],
+    }
+    path = tmp_path / "card.yaml"
+    path.write_text(yaml.safe_dump(config))
+    manifest = EXAMPLES / "specs" / "capacity-card" / "job-mode-7-of-8.yaml"
+    out = simulate_explained(capsys, "-f", str(manifest), "--config", str(path))
+    return {g["name"]: g["phase"] for g in out["podGroups"]}
+
+
+def test_job_enqueued_off_takes_capacity_card_out_of_enqueue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """capacity-card.md "Job Mode": with its enqueue check on, the second job waits (7 of 8 used);
+    with ``enableJobEnqueued: false`` the plugin has no say at enqueue and both PodGroups go Inqueue
+    (its task-mode predicate still applies to the pods)."""
+    assert _card_phases(tmp_path, capsys) == {"flexible": "Running", "one-more": "Pending"}
+    phases = _card_phases(tmp_path, capsys, enableJobEnqueued=False)
+    assert phases["one-more"] != "Pending"
