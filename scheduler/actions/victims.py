@@ -5,7 +5,7 @@ pods the action may consider (``candidates``) go to the plugins' verdict (``allo
 ``Preemptable`` or ``Reclaimable`` across tiers); the allowed ones are taken lowest priority first
 (then the most recently created) until the pod's request fits the node's free resources. The choice
 is then checked with the real plugins: the victims are taken out of the cluster state, the pod's
-PreFilter and Filter are run, and the victims are put back. The first node where the pod would then
+queue check (overused, allocatable), PreFilter and Filter are run, and the victims are put back. The first node where the pod would then
 fit wins; nothing is evicted here (the caller evicts).
 """
 
@@ -75,6 +75,8 @@ def _fits_without(framework: Framework, pod: PodInfo, row: int, victims: Sequenc
     cluster = framework.cluster
     removed = [p for p in victims if cluster.remove_pod(p.key) is not None]
     try:
+        if not framework.queue_check(pod).is_success:
+            return False  # the queue would still be overused, or could still not be charged the pod
         state = CycleState()
         if not framework.run_pre_filter(state, pod).is_success:
             return False

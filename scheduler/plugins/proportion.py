@@ -140,8 +140,10 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
 
     def enqueue(self, group: GroupInfo) -> Status:
         attr = self.attrs().get(group.queue)
+        if attr is None:
+            return Status.skip()  # a queue with no Queue object is not proportion's (Semantics 7)
         minimum = group.model.spec.minResources if group.model is not None else None
-        if attr is None or minimum is None:
+        if minimum is None:
             return Status.success()
         if model.enqueueable(attr, minimum):
             return Status.success()
