@@ -5,8 +5,8 @@ pods the action may consider (``candidates``) go to the plugins' verdict (``allo
 ``Preemptable`` or ``Reclaimable`` across tiers); the allowed ones are taken lowest priority first
 (then the most recently created) until the pod's request fits the node's free resources. The choice
 is then checked with the real plugins: the victims are taken out of the cluster state, the pod's
-queue check (overused, allocatable), PreFilter and Filter are run, and the victims are put back. The first node where the pod would then
-fit wins; nothing is evicted here (the caller evicts).
+queue check (overused, allocatable), PreFilter and Filter are run, and the victims are put back.
+The first node where the pod would then fit wins; nothing is evicted here (the caller evicts).
 """
 
 from __future__ import annotations
