@@ -23,6 +23,7 @@ from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, metric_value, node_of
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.test_scheduler_delete_during_bind import SlowProxy
+from tests.unit.test_volcano_config import designs_configurations
 
 pytestmark = pytest.mark.e2e
 
@@ -53,6 +54,17 @@ async def queue(cluster: Cluster, suffix: str, **capability: str) -> str:
         made.capability(**capability)
     await cluster.create(made.obj(), QUEUES)
     return name
+
+
+async def test_the_designs_configurations_start_gpuq_scheduler(
+    cluster: Cluster, run_scheduler: SchedulerFactory
+) -> None:
+    """The configuration blocks of capacity-card.md and resource-strategy-fit.md and Volcano's default
+    file (tests/unit/test_volcano_config.py) start ``gpuq scheduler``: ready, and a clean stop."""
+    for i, config in enumerate(designs_configurations()):
+        scheduler = run_scheduler(f"gpuq-{cluster.test_id}-{i}", config)
+        await scheduler.wait_ready()
+        assert scheduler.terminate() == 0, scheduler.log()
 
 
 # -- enqueue ----------------------------------------------------------------------------------------

@@ -123,16 +123,30 @@ def test_volcanos_default_configuration(tmp_path: Path, capsys: pytest.CaptureFi
     nodeorder and binpack are the other half of issue 14, merged beside these); until then the refusal
     names the first missing plugin, and the file without the missing plugins starts: its actions,
     tiers and switches are all accepted."""
+    text, missing = volcano_default_runnable()
+    if missing:
+        with pytest.raises(ConfigError) as info:
+            SchedulerConfig.from_yaml(VOLCANO_DEFAULT)
+        assert f"invalid value {missing[0]!r}" in str(info.value)
+    _starts(tmp_path, capsys, text)
+
+
+def volcano_default_runnable() -> tuple[str, list[str]]:
+    """Volcano's default file without the plugins gpuq does not register (none, once the other half
+    of issue 14 is merged), and those plugins."""
     names = re.findall(r"name: (\S+)", VOLCANO_DEFAULT)
     missing = [name for name in names if name not in SUPPORTED_PLUGINS]
     text = VOLCANO_DEFAULT
-    if missing:
-        with pytest.raises(ConfigError) as info:
-            SchedulerConfig.from_yaml(text)
-        assert f"invalid value {missing[0]!r}" in str(info.value)
-        for name in missing:
-            text = re.sub(rf"  - name: {name}\n(    \S.*\n)*", "", text)
-    _starts(tmp_path, capsys, text)
+    for name in missing:
+        text = re.sub(rf"  - name: {name}\n(    \S.*\n)*", "", text)
+    return text, missing
+
+
+def designs_configurations() -> list[str]:
+    """The configuration blocks of the designs (resource-strategy-fit's with its one line re-indented)
+    and Volcano's default file, as :func:`volcano_default_runnable` gives it."""
+    fixed = RESOURCE_STRATEGY_FIT_CONFIGURATION.replace("\n - name:", "\n  - name:")
+    return [CAPACITY_CARD_CONFIGURATION, CAPACITY_CARD_CONFIGMAP, fixed, volcano_default_runnable()[0]]
 
 
 @pytest.mark.parametrize(

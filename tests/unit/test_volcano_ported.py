@@ -371,3 +371,57 @@ def test_without_backfill_pods_without_requests_go_in_allocate_order(
     order = scheduled_order(out)
     assert len(order) == 16
     assert order[:2] == ["default/pg2-besteffort-task-4", "default/pg2-unbesteffort-task-4"]
+
+
+# -- enqueue: pkg/scheduler/actions/enqueue/enqueue_test.go, TestEnqueue --------------------------------
+
+ENQUEUE_CONF = """\
+actions: "enqueue"
+tiers:
+- plugins:
+  - name: proportion
+    enableQueueOrder: true
+    enableJobEnqueued: true
+  - name: gang
+    enableJobOrder: true
+- plugins:
+  - name: predicates
+"""
+
+
+def _pending_group(name: str, queue_name: str, min_member: int, **min_resources: str) -> dict[str, Any]:
+    made = MakePodGroup(name, "c1").queue(queue_name).min_member(min_member).phase("Pending")
+    if min_resources:
+        made.min_resources(**min_resources)
+    return made.obj()
+
+
+def test_enqueue_when_podgroup_status_is_pending(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestEnqueue "when podgroup status is pending": both PodGroups go Inqueue (and, with only the
+    enqueue action configured, no pod is placed)."""
+    objects = [
+        _pending_group("pg1", "c1", 1),
+        _pending_group("pg2", "c2", 1),
+        pod("c1", "p1", "pg1", cpu="3").obj(),
+        pod("c1", "p2", "pg2", cpu="1").obj(),
+        MakeQueue("c1").weight(1).capability(cpu="4", memory="4G").obj(),
+        MakeQueue("c2").weight(1).capability(cpu="4", memory="4G").obj(),
+        node("n1", "8", "8G"),
+    ]
+    out = simulate(tmp_path, capsys, objects, ENQUEUE_CONF)
+    assert {g["name"]: g["phase"] for g in out["podGroups"]} == {"pg1": "Inqueue", "pg2": "Inqueue"}
+    assert bound(out) == {}
+
+
+def test_enqueue_refused_when_queue_resources_are_less_than_min_resources(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TestEnqueue "pggroup cannot enqueue because queue resources are less than podgroup
+    MinResources": proportion keeps the PodGroup Pending."""
+    objects = [
+        _pending_group("pg1", "c1", 1, cpu="8", memory="8G"),
+        MakeQueue("c1").weight(1).capability(cpu="1", memory="1G").obj(),
+        node("n1", "16", "16G"),
+    ]
+    out = simulate(tmp_path, capsys, objects, ENQUEUE_CONF)
+    assert {g["name"]: g["phase"] for g in out["podGroups"]} == {"pg1": "Pending"}
