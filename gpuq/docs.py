@@ -236,7 +236,8 @@ def _volcano_sections() -> list[str]:
         "run in the listed order (design.md Semantics 14): enqueue admits PodGroups (queues ordered by "
         "the queue-order plugins), allocate places pods, backfill places pods without requests after "
         "the others, preempt evicts within a queue and reclaim between queues for a pod no node fits "
-        "(preempt first runs capacity-scheduling's ElasticQuota preemption).",
+        "(with capacity-scheduling enabled, its ElasticQuota preemption is the preempt of the pods it "
+        "answers for, and pods of ElasticQuota namespaces are never Volcano's victims).",
         "",
         "## Plugin switches",
         "",

@@ -3,9 +3,11 @@ and Volcano's preempt and reclaim actions.
 
 When no node fits, the PostFilter plugins may nominate a node and name the running pods whose
 eviction makes room there (design.md "Data flow"): that is capacity-scheduling's ElasticQuota
-preemption, part of the ``preempt`` action. If they name none, the configured ``preempt`` and
-``reclaim`` actions (:mod:`scheduler.actions.preempt`, :mod:`scheduler.actions.reclaim`) are tried,
-in the order the configuration lists them; the first that finds a node and victims wins. The
+preemption, the ``preempt`` action for every pod it answers for. If they name none, the configured
+``preempt`` (only for a pod no PostFilter plugin answered for) and ``reclaim`` actions
+(:mod:`scheduler.actions.preempt`, :mod:`scheduler.actions.reclaim`) are tried, in the order the
+configuration lists them; the first that finds a node and victims wins. Pods of a namespace an
+ElasticQuota governs are never their victims while capacity-scheduling is enabled. The
 victims are evicted through the
 :class:`~scheduler.backend.ClusterBackend`; once an eviction is done the victim is remembered as
 preempted (the report's ``Preempted`` phase; the Kubernetes feed ignores the updates its deletion
@@ -23,6 +25,7 @@ from scheduler.actions.preempt import preempt
 from scheduler.actions.reclaim import reclaim
 from scheduler.actions.victims import Choice
 from scheduler.backend import ClusterBackend, Outcome
+from scheduler.cluster.objects import ELASTIC_QUOTA
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterOutcome, PostFilterResult
 from scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
@@ -30,6 +33,7 @@ from scheduler.framework.status import Code, Status
 
 Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool]], Choice | None]
 _ACTIONS: dict[str, Action] = {PREEMPT: preempt, RECLAIM: reclaim}
+CAPACITY_SCHEDULING = "capacity-scheduling"
 
 
 class Preemption:
@@ -62,11 +66,18 @@ class Preemption:
         if pre is not None and pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return PostFilterResult(Status.unresolvable())
         result = PostFilterResult(Status.unschedulable())
+        answered = False
         if self.framework.post_filter_plugins:
             result = self.framework.run_post_filter(state, pod, outcome)
-        if not result.status.is_success:
-            for name, action in self.actions:
-                choice = action(self.framework, pod, self.ours)
+            answered = not result.status.is_skip
+            if not answered:
+                result = PostFilterResult(Status.unschedulable())
+        actions = [(n, a) for n, a in self.actions if not (n == PREEMPT and answered)]
+        # (capacity-scheduling's ElasticQuota preemption is the preempt of a pod it answered for.)
+        if actions and not result.status.is_success:
+            ours = self._ours_outside_elastic_quotas()
+            for name, action in actions:
+                choice = action(self.framework, pod, ours)
                 if choice is not None:
                     message = f"{name}: {len(choice.victims)} pod(s) evicted on node {choice.node}."
                     result = PostFilterResult(
@@ -77,6 +88,18 @@ class Preemption:
             for victim in result.victims:
                 self._evict(victim, pod, result.nominated_node)
         return result
+
+    def _ours_outside_elastic_quotas(self) -> Callable[[PodInfo], bool]:
+        """Who Volcano's preempt and reclaim may evict: pods of this scheduler, and, with
+        capacity-scheduling enabled, none of a namespace an ElasticQuota governs (its min is a
+        guarantee only capacity-scheduling's preemption may weigh, design.md Semantics 4)."""
+        ours = self.ours
+        if self.framework.plugin(CAPACITY_SCHEDULING) is None:
+            return ours
+        governed = {namespace for namespace, _, _ in self.framework.objects.list(ELASTIC_QUOTA)}
+        if not governed:
+            return ours
+        return lambda pod: pod.namespace not in governed and ours(pod)
 
     def _evict(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
         def done(outcome: Outcome) -> None:

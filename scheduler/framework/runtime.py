@@ -371,7 +371,8 @@ class Framework:
     def run_post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
         started = time.perf_counter()
         try:
-            last = PostFilterResult(Status.unschedulable())
+            # Skip when every plugin skipped: nobody answered for the pod (Volcano's preempt then may).
+            last = PostFilterResult(Status.skip())
             for plugin in self.post_filter_plugins:
                 result = plugin.post_filter(state, pod, outcome)
                 if result.status.is_success:
