@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import MakeNode, MakePod, MakePodGroup
 from tests.unit.simulate_text import pods_by_name, simulate_explained
+from tests.unit.volcano_scenarios import bound, simulate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -95,3 +97,20 @@ def test_job_enqueued_off_takes_capacity_card_out_of_enqueue(
     assert _card_phases(tmp_path, capsys) == {"flexible": "Running", "one-more": "Pending"}
     phases = _card_phases(tmp_path, capsys, enableJobEnqueued=False)
     assert phases["one-more"] != "Pending"
+
+
+def test_job_ready_off_takes_gang_out_of_permit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A PodGroup of minMember 3 on a node with room for 2: gang's Permit (Volcano's jobReady) rolls
+    the two back; with ``enableJobReady: false`` on gang they bind."""
+    objects = [
+        MakeNode("n1").alloc(cpu="2", memory="8Gi", pods="110").obj(),
+        MakePodGroup("pg", "ml").min_member(3).obj(),
+        *(MakePod(f"p{i}", "ml").group("pg").req(cpu="1").obj() for i in range(3)),
+    ]
+
+    def conf(**gang: bool) -> str:
+        tiers = [{"plugins": [{"name": "gang", **gang}]}, {"plugins": [{"name": "predicates"}]}]
+        return yaml.safe_dump({"actions": "enqueue, allocate", "tiers": tiers})
+
+    assert bound(simulate(tmp_path, capsys, objects, conf())) == {}
+    assert len(bound(simulate(tmp_path, capsys, objects, conf(enableJobReady=False)))) == 2
