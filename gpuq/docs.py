@@ -22,7 +22,12 @@ from pydantic import BaseModel
 
 from common.model import annotations as keys
 from common.model import strategy_fit, switches
-from common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, TOPOLOGY_AWARE_PREEMPTION
+from common.model.action_args import (
+    OVERCOMMIT_FACTOR,
+    PREDICATE_ERROR_CACHE,
+    SUPPORTED_ACTIONS,
+    TOPOLOGY_AWARE_PREEMPTION,
+)
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
 from common.model.crossquota import args as crossquota_args
@@ -262,10 +267,14 @@ def _volcano_sections() -> list[str]:
         f"| `enqueue` | `{OVERCOMMIT_FACTOR}` | number >= 1.0, read by the overcommit plugin "
         "(`Handle.action_arguments('enqueue')`); refused without that plugin in the tiers. |",
         f"| `preempt` | `{TOPOLOGY_AWARE_PREEMPTION}` | only `false`: gpuq has no HyperNode topology. |",
+        f"| `allocate`, `backfill`, `preempt`, `reclaim` | `{PREDICATE_ERROR_CACHE}` | true or false: "
+        "Volcano's predicate error cache saves time, not decisions; gpuq's per-pod-class caches do the "
+        "same. |",
         "",
         "Volcano's preempt candidate limits (`minCandidateNodesPercentage`, `minCandidateNodesAbsolute`, "
         "`maxCandidateNodesAbsolute`, `topologyAwarePreemptWorkerNum`) are refused: gpuq considers every "
-        "node. Any other argument is refused as unknown.",
+        "node; so is allocate's `gateRemovalWorkerNum` (gpuq removes no scheduling gates). Any other "
+        "argument is refused as unknown.",
     ]
     return out
 

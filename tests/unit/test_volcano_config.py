@@ -221,7 +221,7 @@ GANG = "tiers: [{plugins: [{name: gang}]}]\n"
         (
             GANG + "configurations: [{name: reclaim, arguments: {foo: 1}}]",
             "configurations[0].arguments.foo",
-            "reclaim takes none",
+            "an argument of the reclaim action (predicateErrorCacheEnable)",
         ),
         (
             GANG + "configurations: [{name: shuffle}]",
@@ -242,11 +242,12 @@ def test_configurations_known_arguments_reach_the_handle() -> None:
     config = SchedulerConfig.from_yaml(
         "actions: enqueue, allocate, preempt\ntiers: [{plugins: [{name: gang}]}]\n"
         "configurations:\n- name: preempt\n  arguments: {enableTopologyAwarePreemption: 'false'}\n"
-        "- name: allocate\n"
+        "- name: allocate\n- name: reclaim\n  arguments: {predicateErrorCacheEnable: 'false'}\n"
     )
     sched = Scheduler(config, default_registry(), MemoryBackend(), clock=time.monotonic)
     assert sched.framework.action_arguments("preempt") == {"enableTopologyAwarePreemption": False}
     assert sched.framework.action_arguments("allocate") == {}
+    assert sched.framework.action_arguments("reclaim") == {"predicateErrorCacheEnable": False}
     assert sched.framework.action_arguments("enqueue") == {}
 
 
