@@ -6,7 +6,7 @@ spelling for all of them. Those old spellings are refused with a message naming 
 switch that silently did nothing is worse than a start-up error that says what to write). A switch
 left out is on, as Volcano's ``isEnabled(nil)`` is.
 
-The framework honours the switches centrally, by extension point (``scheduler/framework/runtime.py``):
+The framework honours the switches centrally, by extension point (``scheduler/framework/session.py``):
 a plugin never reads its own switches. Switches that gate a function no gpuq plugin provides
 (``enableJobReady``, ``enableBestNode``, ...) are accepted and, as in Volcano for a plugin that
 registers no such function, change nothing; ``enableHierarchy: true`` is refused, because it turns

@@ -7,28 +7,8 @@ that rejected it, as kube-scheduler stops at the first failing filter per node),
 Volcano's session points (enqueue, queue and job order, preemptable, reclaimable, overused,
 allocatable, job starving) combine tier by tier as :mod:`scheduler.framework.tiers` says.
 
-It also honours the configuration's Volcano switches, centrally, by extension point (a plugin never
-reads its own): a plugin whose switch for a point is false takes no part in it.
-
-========================  ===================================================================
-switch                    gpuq extension points it gates
-========================  ===================================================================
-enablePredicate           PreFilter, Filter (the checks before a node is chosen)
-enableNodeOrder           PreScore, Score
-enableJobEnqueued         Enqueue (and its enqueued/dequeued bookkeeping)
-enableJobOrder            JobOrder; QueueSort (the pod queue's order) with enableTaskOrder: a
-                          plugin's sort key is used unless both are false
-enableTaskOrder           QueueSort, as above
-enableQueueOrder          QueueOrder
-enablePreemptable         Preemptable; PostFilter (capacity-scheduling's ElasticQuota preemption)
-enableReclaimable         Reclaimable
-enabledOverused           Overused
-enabledAllocatable        Allocatable
-enableJobStarving         JobStarving
-enableJobReady            Permit (gang's quorum)
-========================  ===================================================================
-
-Reserve/Unreserve are bookkeeping (the ledgers must match what is bound) and are never switched off.
+It also honours the configuration's Volcano switches by extension point, and combines Volcano's
+session points tier by tier (:mod:`scheduler.framework.session`, which it inherits).
 
 The framework is also the plugins' :class:`~scheduler.framework.interfaces.Handle`, as
 kube-scheduler's frameworkImpl is: it builds them with itself as their handle, holds the pods
@@ -51,7 +31,6 @@ from scheduler.cluster.state import ClusterState
 from scheduler.framework import tiers as combine
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
-    AllocatablePlugin,
     BoolArray,
     ClusterEvent,
     EnqueuePlugin,
@@ -62,24 +41,19 @@ from scheduler.framework.interfaces import (
     FloatArray,
     GroupInfo,
     Handle,
-    JobOrderPlugin,
-    JobStarvingPlugin,
-    OverusedPlugin,
     PendingPodListener,
     PermitPlugin,
     Plugin,
     PostFilterPlugin,
     PostFilterResult,
-    PreemptablePlugin,
     PreFilterPlugin,
     PreScorePlugin,
-    QueueOrderPlugin,
     QueueSortPlugin,
-    ReclaimablePlugin,
     ReservePlugin,
     ScorePlugin,
     StatusSource,
 )
+from scheduler.framework.session import SessionPoints
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting import WaitingPods
 from scheduler.groups import GroupTracker
@@ -96,7 +70,7 @@ RECLAIM: Final = "reclaim"
 Observer = Callable[[str, float], None]
 
 
-class Framework:
+class Framework(SessionPoints):
     """The plugin chain of one scheduler and the :class:`Handle` its plugins hold.
 
     ``build_plugins`` makes the plugins given their handle (the registry, from the configuration's
@@ -136,12 +110,12 @@ class Framework:
         # of the plugins' caches at once instead of read lazily within the attempt.
         self.keep_outcomes = keep_outcomes
         self.actions = tuple(actions)
-        self._switches = dict(switches or {})
+        self._switches = {name: dict(values) for name, values in (switches or {}).items()}
         self._action_arguments = {k: dict(v) for k, v in (action_arguments or {}).items()}
         self._observe = observe
         # Built last: a plugin may read its handle as it is made (kube-scheduler's NewFramework).
         plugins = self.plugins = tuple(build_plugins(self))
-        self._tiers = _group_in_tiers(plugins, tiers)
+        self._init_tiers(plugins, tiers)
         on = self._enabled
         # Tier order (plugins of no tier last, as _group_in_tiers places them).
         self.queue_sorts = tuple(
@@ -167,49 +141,9 @@ class Framework:
         self.score_plugins = tuple(p for p in score if p.name not in scoring_off)
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
         self.permit_plugins: tuple[PermitPlugin, ...] = self._flat(PermitPlugin, sw.JOB_READY)
-        self.queue_order_tiers: tuple[tuple[QueueOrderPlugin, ...], ...] = self._tiered(
-            QueueOrderPlugin, sw.QUEUE_ORDER
-        )
-        # The queue-order plugins that also order allocate (``orders_allocation``), tier by tier.
-        allocation = (tuple(p for p in tier if p.orders_allocation) for tier in self.queue_order_tiers)
-        self.allocation_queue_order_tiers = tuple(tier for tier in allocation if tier)
-        self.job_order_tiers: tuple[tuple[JobOrderPlugin, ...], ...] = self._tiered(
-            JobOrderPlugin, sw.JOB_ORDER
-        )
-        self.preemptable_tiers: tuple[tuple[PreemptablePlugin, ...], ...] = self._tiered(
-            PreemptablePlugin, sw.PREEMPTABLE
-        )
-        self.reclaimable_tiers: tuple[tuple[ReclaimablePlugin, ...], ...] = self._tiered(
-            ReclaimablePlugin, sw.RECLAIMABLE
-        )
-        self.overused_tiers: tuple[tuple[OverusedPlugin, ...], ...] = self._tiered(
-            OverusedPlugin, sw.OVERUSED
-        )
-        self.allocatable_tiers: tuple[tuple[AllocatablePlugin, ...], ...] = self._tiered(
-            AllocatablePlugin, sw.ALLOCATABLE
-        )
-        self.starving_tiers: tuple[tuple[JobStarvingPlugin, ...], ...] = self._tiered(
-            JobStarvingPlugin, sw.JOB_STARVING
-        )
+        self._init_session_points()
         self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))
         self.status_sources = tuple(p for p in plugins if isinstance(p, StatusSource))
-
-    # -- switches and tiers ------------------------------------------------------------------------
-    def _enabled(self, plugin: Plugin, switch: str) -> bool:
-        return self._switches.get(plugin.name, {}).get(switch, True)
-
-    def _tiered(self, kind: Any, switch: str) -> Any:
-        """The plugins of extension point ``kind`` (an interface class) whose ``switch`` is on, tier
-        by tier (typed by the attribute it is assigned to: mypy takes no abstract class as a type)."""
-        out: list[tuple[Plugin, ...]] = []
-        for tier in self._tiers:
-            members = tuple(p for p in tier if isinstance(p, kind) and self._enabled(p, switch))
-            if members:
-                out.append(members)
-        return tuple(out)
-
-    def _flat(self, kind: Any, switch: str) -> Any:
-        return tuple(p for tier in self._tiered(kind, switch) for p in tier)
 
     def action_arguments(self, action: str) -> Mapping[str, Any]:
         """The ``configurations:`` arguments of ``action`` (empty when the section names it not)."""
@@ -266,61 +200,6 @@ class Framework:
             return Status.success()
         finally:
             self._timed("Enqueue", started)
-
-    # -- Volcano's session points -------------------------------------------------------------------
-    def compare_queues(self, left: str, right: str) -> int:
-        return combine.order(self.queue_order_tiers, lambda p: p.compare_queues(left, right))
-
-    def compare_queues_for_allocation(self, left: str, right: str) -> int:
-        return combine.order(self.allocation_queue_order_tiers, lambda p: p.compare_queues(left, right))
-
-    def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
-        return combine.order(self.job_order_tiers, lambda p: p.compare_jobs(left, right))
-
-    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
-        return combine.victims(self.preemptable_tiers, lambda p: p.preemptable(preemptor, candidates))
-
-    def preemption_ruled_out(self, preemptor: PodInfo) -> bool:
-        """No tier could name a victim for ``preemptor``: each has a plugin that allows none."""
-        return all(any(p.rules_out(preemptor) for p in tier) for tier in self.preemptable_tiers)
-
-    def reclaim_ruled_out(self, reclaimer: PodInfo) -> bool:
-        return all(any(p.rules_out(reclaimer) for p in tier) for tier in self.reclaimable_tiers)
-
-    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> list[PodInfo]:
-        return combine.victims(self.reclaimable_tiers, lambda p: p.reclaimable(reclaimer, candidates))
-
-    def overused(self, queue: str) -> bool:
-        return self.overused_by(queue) is not None
-
-    def overused_by(self, queue: str) -> str | None:
-        """The first plugin that finds Queue ``queue`` overused, or None."""
-        plugin = combine.first(self.overused_tiers, lambda p: p.overused(queue))
-        return None if plugin is None else plugin.name
-
-    def not_allocatable_by(self, queue: str, pod: PodInfo) -> str | None:
-        """The first plugin that refuses to charge ``pod`` to Queue ``queue``, or None (allocatable)."""
-        plugin = combine.first(self.allocatable_tiers, lambda p: not p.allocatable(queue, pod))
-        return None if plugin is None else plugin.name
-
-    def queue_check(self, pod: PodInfo) -> Status:
-        """Volcano's allocate skips an overused queue and a task its queue cannot be charged with:
-        Unschedulable, naming the plugin, or Success."""
-        if not (self.overused_tiers or self.allocatable_tiers):
-            return Status.success()
-        queue = self.queue_of(pod)
-        plugin = self.overused_by(queue)
-        if plugin is not None:
-            return Status.unschedulable(
-                f"queue {queue} is overused (it holds its deserved share)", plugin=plugin
-            )
-        plugin = self.not_allocatable_by(queue, pod)
-        if plugin is not None:
-            return Status.unschedulable(f"queue {queue} cannot be allocated {pod.key}", plugin=plugin)
-        return Status.success()
-
-    def job_starving(self, group: GroupInfo) -> bool:
-        return combine.starving(self.starving_tiers, lambda p: p.job_starving(group))
 
     def run_dequeued(self, group: GroupInfo) -> None:
         for plugin in self.enqueue_plugins:
@@ -439,25 +318,6 @@ class Framework:
             return waiting[0] if waiting else Status.success()
         finally:
             self._timed("Permit", started)
-
-
-def _group_in_tiers(
-    plugins: Sequence[Plugin], tiers: Sequence[Sequence[str]]
-) -> tuple[tuple[Plugin, ...], ...]:
-    """The plugins grouped by the configuration's tiers (by name); plugins no tier names (a test's
-    hand-built chain) form one last tier."""
-    by_name = {p.name: p for p in plugins}
-    out: list[tuple[Plugin, ...]] = []
-    placed: set[str] = set()
-    for names in tiers:
-        tier = tuple(by_name[n] for n in names if n in by_name)
-        placed.update(p.name for p in tier)
-        if tier:
-            out.append(tier)
-    rest = tuple(p for p in plugins if p.name not in placed)
-    if rest:
-        out.append(rest)
-    return tuple(out)
 
 
 def _frozen(result: FilterResult) -> FilterResult:
