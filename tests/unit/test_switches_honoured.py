@@ -1,4 +1,4 @@
-"""Volcano's switches are honoured by the framework, per extension point (scheduler/framework/runtime.py):
+"""Volcano's switches are honoured by the framework, per extension point (scheduler/framework/session.py):
 a plugin whose switch for a point is false takes no part in it, whatever the plugin is."""
 
 from __future__ import annotations
