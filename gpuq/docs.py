@@ -285,7 +285,7 @@ SWITCH_GATES: Mapping[str, str] = {
     switches.JOB_ENQUEUED: "Enqueue (and its enqueued/dequeued bookkeeping)",
     switches.JOB_ORDER: "job order (enqueue); the pod queue's order with enableTaskOrder",
     switches.TASK_ORDER: "the pod queue's order, with enableJobOrder (used unless both are false)",
-    switches.QUEUE_ORDER: "queue order: enqueue's, and allocate's (proportion; capacity-card orders enqueue only)",
+    switches.QUEUE_ORDER: "queue order: enqueue's, and allocate's (proportion; capacity-card: enqueue only)",
     switches.PREEMPTABLE: "preempt's victims; capacity-scheduling's PostFilter preemption",
     switches.RECLAIMABLE: "reclaim's victims",
     switches.OVERUSED: "overused (allocate skips the queue, it does not reclaim)",
