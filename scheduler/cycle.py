@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from common.model.errors import InvalidValue
 from common.model.events import SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from scheduler.actions.backfill import best_effort
 from scheduler.backend import ClusterBackend, Outcome, Result
 from scheduler.cluster.objects import (
     ELASTIC_QUOTA,
@@ -53,7 +54,7 @@ from scheduler.framework.interfaces import (
     PostFilterResult,
 )
 from scheduler.framework.registry import PluginSettings, Registry
-from scheduler.framework.runtime import ALLOCATE, Framework, Observer
+from scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from scheduler.framework.status import Code, Status
 from scheduler.groups import GroupTracker
 from scheduler.preemption import Preemption
@@ -68,6 +69,9 @@ class SchedulerSettings(Protocol):
 
     @property
     def tiers(self) -> Sequence[Sequence[PluginSettings]]: ...
+
+    @property
+    def configurations(self) -> Mapping[str, Mapping[str, Any]]: ...
 
 
 @dataclass(slots=True)
@@ -125,19 +129,40 @@ class Scheduler:
             backend.record_event,
             lambda handle: registry.build(handle, settings.tiers),
             actions=settings.actions,
+            tiers=[[p.name for p in tier] for tier in settings.tiers],
+            switches={p.name: p.switches for tier in settings.tiers for p in tier},
+            action_arguments=settings.configurations,
             observe=observe,
             keep_outcomes=keep_attempts,
         )
+        sort_key = self.framework.sort_key
+        if BACKFILL in self.framework.actions:
+            # Backfill: pods without requests after every pod with requests (scheduler/actions/backfill.py).
+            def sort_key(
+                pod: PodInfo, key: Callable[[PodInfo], tuple[Any, ...]] = sort_key
+            ) -> tuple[Any, ...]:
+                return (best_effort(pod), *key(pod))
+
+        framework = self.framework
+        queue_order = (
+            (self.podgroups.queue_of, framework.compare_queues_for_allocation)
+            if framework.allocation_queue_order_tiers
+            else None
+        )
         self.queue = SchedulingQueue(
-            self.framework.sort_key,
+            sort_key,
             clock,
-            interest=self.framework.interest,
-            live_keys=self.framework.sort_keys_live,
+            interest=framework.interest,
+            queue_order=queue_order,
+            live_keys=framework.sort_keys_live,
         )
         self.podgroups.connect(self.framework, self.queue)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
-        self.preemption = Preemption(self.framework, backend, self.preempted, self.delete_pod)
+        self.preemption = Preemption(
+            self.framework, backend, self.preempted, self.delete_pod, ours=self.responsible_for
+        )
         self._allocate = ALLOCATE in self.framework.actions
+        self._backfill = BACKFILL in self.framework.actions
 
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
@@ -237,11 +262,16 @@ class Scheduler:
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
         """Take the next pod from the queue and run one attempt; None when none is ready."""
-        if not self._allocate:
+        if not (self._allocate or self._backfill):
             return None
         pod = self.queue.pop()
         if pod is None:
             return None
+        if not self._allocate and not best_effort(pod):
+            # Only backfill is configured: it places pods without requests, nothing else.
+            message = "no allocate action is configured: only backfill's pods without requests are placed"
+            status = Status.unschedulable(message, plugin=ALLOCATE)
+            return self._fail(Attempt(pod, status), status, None, message)[0]
         state = CycleState()
         attempt, assumed, row = self._scheduling_cycle(state, pod)
         if assumed is not None:
@@ -253,6 +283,14 @@ class Scheduler:
     def _scheduling_cycle(self, state: CycleState, pod: PodInfo) -> Scheduled:
         """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed."""
         num_nodes = self.cluster.node_count
+        queued = self.framework.queue_check(pod)
+        if not queued.is_success:
+            # Volcano's allocate skips an overused queue; reclaim (not preempt) is what helps it.
+            post = self.preemption.post_filter(
+                state, pod, FilterOutcome(np.zeros(self.cluster.n, np.bool_)), queued
+            )
+            message = fit_error(num_nodes, None, queued, post.message)
+            return self._fail(Attempt(pod, queued), queued, post, message)
         try:
             pre = self.framework.run_pre_filter(state, pod)
         except InvalidValue as err:

@@ -13,9 +13,10 @@ plugins; it moves pods into the scheduling queue when their group is admitted.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cmp_to_key
 from typing import TYPE_CHECKING, Any, Final
 
-from common.model.annotations import GROUP_NAME
+from common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
 from common.model.crd import PodGroup
 from common.model.errors import GpuqError
 from common.model.pods import PodInfo
@@ -146,11 +147,17 @@ class GroupTracker:
 
     # -- the enqueue action ---------------------------------------------------------------------------
     def run_enqueue(self) -> int:
-        """Move Pending PodGroups to Inqueue when the enqueue plugins allow; returns how many moved."""
+        """Move Pending PodGroups to Inqueue when the enqueue plugins allow; returns how many moved.
+
+        Volcano's enqueue order: queues by the queue-order plugins (a queue's share), then jobs by the
+        job-order plugins (priority), then by key, so the same input enqueues in the same order."""
         framework = self._framework
         moved = 0
-        for key in sorted(self.groups):
-            group = self.groups[key]
+        waiting = [self.groups[key] for key in sorted(self.groups) if self.groups[key].phase == PENDING]
+        if len(waiting) > 1 and (framework.queue_order_tiers or framework.job_order_tiers):
+            waiting.sort(key=cmp_to_key(self._compare))
+        for group in waiting:
+            key = group.key
             if group.phase != PENDING:
                 continue
             if framework.enqueue_enabled:
@@ -163,6 +170,23 @@ class GroupTracker:
             moved += 1
             self._release_held(key)
         return moved
+
+    def _compare(self, left: GroupInfo, right: GroupInfo) -> int:
+        if left.queue != right.queue:
+            verdict = self._framework.compare_queues(left.queue, right.queue)
+            if verdict:
+                return verdict
+        verdict = self._framework.compare_jobs(left, right)
+        if verdict:
+            return verdict
+        return -1 if left.key < right.key else (1 if left.key > right.key else 0)
+
+    def queue_of(self, pod: PodInfo) -> str:
+        """The pod's queue (Semantics 7): its PodGroup's, else its queue-name annotation, else default."""
+        group = self.group_of(pod)
+        if group is not None:
+            return group.queue
+        return pod.annotations.get(QUEUE_NAME) or DEFAULT_QUEUE
 
     def _set_phase(self, group: GroupInfo, phase: str) -> None:
         if group.phase == phase:

@@ -8,6 +8,11 @@
 
 Nothing here polls: a parked pod costs nothing until an event moves it. The clock is injected, so
 the simulator can run on virtual time and the cluster scheduler on a monotonic clock.
+
+With queue-order plugins configured (``queue_order``: the pod's Queue and the framework's queue
+comparison), active pods are kept per Queue and :meth:`SchedulingQueue.pop` takes the head of the
+Queue that orders first (Volcano's allocate: queues by share, then jobs and tasks within), so a queue
+below its share is served before one above it; equal queues go by the heads' sort keys.
 """
 
 from __future__ import annotations
@@ -48,16 +53,19 @@ class SchedulingQueue:
         initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         live_keys: bool = False,
+        queue_order: tuple[Callable[[PodInfo], str], Callable[[str, str], int]] | None = None,
     ) -> None:
         self._sort_key = sort_key
         # Keys that grow while pods wait (drf shares): re-read at the head (see pop).
-        self._live = live_keys
+        self._live_keys = live_keys
         self._clock = clock
         self._interest = dict(interest or {})
         self._initial = initial_backoff
         self._max = max_backoff
         self._pods: dict[str, QueuedPod] = {}
         self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._queue_order = queue_order
+        self._by_queue: dict[str, list[tuple[tuple[Any, ...], int, str]]] = {}
         self._backoff: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
 
@@ -73,11 +81,15 @@ class SchedulingQueue:
             self._to_active(queued)
 
     def _to_active(self, queued: QueuedPod) -> None:
-        if self._live:
+        if self._live_keys:
             queued.sort_key = self._sort_key(queued.pod)
         queued.pool = "active"
         queued.seq = next(self._seq)
-        heapq.heappush(self._active, (queued.sort_key, queued.seq, queued.pod.key))
+        entry = (queued.sort_key, queued.seq, queued.pod.key)
+        if self._queue_order is None:
+            heapq.heappush(self._active, entry)
+        else:
+            heapq.heappush(self._by_queue.setdefault(self._queue_order[0](queued.pod), []), entry)
 
     def _to_backoff(self, queued: QueuedPod) -> None:
         queued.pool = "backoff"
@@ -92,27 +104,54 @@ class SchedulingQueue:
             if queued is not None and queued.pool == "backoff" and queued.seq == seq:
                 self._to_active(queued)
 
+    def _current(self, entry: tuple[tuple[Any, ...], int, str]) -> QueuedPod | None:
+        queued = self._pods.get(entry[2])
+        if queued is not None and queued.pool == "active" and queued.seq == entry[1]:
+            return queued
+        return None
+
     def pop(self) -> PodInfo | None:
         """The next pod in queue order, or None when no pod is ready to try now."""
         self._flush_backoff()
-        while self._active:
-            _, seq, key = heapq.heappop(self._active)
-            queued = self._pods.get(key)
-            if queued is not None and queued.pool == "active" and queued.seq == seq:
-                if self._live and self._active:
+        heap = self._active if self._queue_order is None else self._first_queue()
+        while heap:
+            seq, key = heap[0][1], heap[0][2]
+            queued = self._current(heapq.heappop(heap))
+            if queued is not None:
+                if self._live_keys and heap:
                     # A key that grew since it was pushed goes back behind the pods now ahead of
                     # it. Exact as long as keys only grow while pods wait (a share falls only when
                     # a pod leaves, and the pod is then pushed again with a fresh key at its retry).
                     key_now = self._sort_key(queued.pod)
                     if key_now != queued.sort_key:
                         queued.sort_key = key_now
-                        if (key_now, seq) > self._active[0][:2]:
-                            heapq.heappush(self._active, (key_now, seq, key))
+                        if (key_now, seq) > heap[0][:2]:
+                            heapq.heappush(heap, (key_now, seq, key))
                             continue
                 queued.pool = "in-flight"
                 queued.attempts += 1
                 return queued.pod
         return None
+
+    def _first_queue(self) -> list[tuple[tuple[Any, ...], int, str]]:
+        """The heap of the Queue that orders first among those with an active pod."""
+        assert self._queue_order is not None
+        compare = self._queue_order[1]
+        best: tuple[str, list[tuple[tuple[Any, ...], int, str]]] | None = None
+        for name in sorted(self._by_queue):
+            heap = self._by_queue[name]
+            while heap and self._current(heap[0]) is None:
+                heapq.heappop(heap)
+            if not heap:
+                del self._by_queue[name]
+                continue
+            if best is None:
+                best = (name, heap)
+                continue
+            verdict = compare(name, best[0])
+            if verdict < 0 or (verdict == 0 and heap[0][:2] < best[1][0][:2]):
+                best = (name, heap)
+        return best[1] if best is not None else []
 
     def done(self, key: str) -> None:
         """The pod was scheduled (or deleted): forget it."""
@@ -203,10 +242,8 @@ class SchedulingQueue:
 
     def has_active(self) -> bool:
         self._flush_backoff()
-        return any(
-            (q := self._pods.get(key)) is not None and q.pool == "active" and q.seq == seq
-            for _, seq, key in self._active
-        )
+        heaps = [self._active, *self._by_queue.values()]
+        return any(self._current(entry) is not None for heap in heaps for entry in heap)
 
     def get(self, key: str) -> QueuedPod | None:
         return self._pods.get(key)

@@ -385,3 +385,15 @@ def scheduler_config(*plugins: str) -> str:
         'actions: "enqueue, allocate, preempt"\n'
         "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n" + entries
     )
+
+
+class MakePriorityClass(_Builder):
+    """A PriorityClass (``scheduling.k8s.io/v1``)."""
+
+    def __init__(self, name: str = "high", value: int = 1000) -> None:
+        self._obj = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }

@@ -17,6 +17,8 @@ CARD_REQUEST: Final = "volcano.sh/card.request"
 CARD_NAME: Final = "volcano.sh/card.name"
 GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 QUEUE_NAME: Final = "scheduling.volcano.sh/queue-name"
+# Pod (annotation, else label): "false" keeps it from being evicted by preempt and reclaim.
+PREEMPTABLE: Final = "volcano.sh/preemptable"
 DEFAULT_QUEUE: Final = "default"
 # Node: cross-quota overrides, suffixed by the resource name.
 CROSSQUOTA_PREFIX: Final = "volcano.sh/crossquota-"

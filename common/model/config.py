@@ -1,19 +1,27 @@
 """The scheduler configuration, in Volcano's format (design.md, "Scheduler configuration").
 
 ```yaml
-actions: "enqueue, allocate, preempt"
+actions: "enqueue, allocate, backfill, preempt, reclaim"
 tiers:
 - plugins:
   - name: priority
+  - name: gang
+    enablePreemptable: false
+- plugins:
   - name: capacity-card
     arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+configurations:
+- name: preempt
+  arguments: {enableTopologyAwarePreemption: false}
 ```
 
-A Volcano user's existing file should load unchanged as far as gpuq supports its content, and
-anything gpuq does not support is a start-up error naming the key and the value: an unknown action
-or plugin, a misspelt key, an argument of the wrong type. Nothing is silently replaced by a default,
-because a scheduler that quietly ignores half its configuration is worse than one that refuses to
-start.
+Volcano's configuration is taken whole: actions in the listed order, tiers kept as tiers (the
+framework combines verdicts as Volcano's session does), every plugin switch with Volcano's spelling
+(:mod:`common.model.switches`), and the ``configurations:`` section
+(:mod:`common.model.action_args`). Anything gpuq does not support is a start-up error naming the key
+and the value: an unknown action, plugin, switch or argument, an argument of the wrong type, an
+action argument gpuq cannot honour. Nothing is silently replaced by a default, because a scheduler
+that quietly ignores half its configuration is worse than one that refuses to start.
 
 Each plugin's arguments are validated by the argument model of that plugin's engine module (the
 engine owns its knobs); this module only knows which plugin names exist and which engine parses
@@ -30,11 +38,13 @@ import yaml
 from pydantic import BaseModel
 
 from common.model import binpack, nodeorder, overcommit, strategy_fit
+from common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, parse_configurations
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.crossquota import args as crossquota_args
 from common.model.errors import ConfigError
+from common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
-SUPPORTED_ACTIONS: Final = ("enqueue", "allocate", "preempt")
+__all__ = ["SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
 
 PRIORITY: Final = "priority"
 GANG: Final = "gang"
@@ -44,6 +54,8 @@ CROSSQUOTA: Final = "crossquota"
 RESOURCE_STRATEGY_FIT: Final = "resource-strategy-fit"
 CAPACITY_SCHEDULING: Final = "capacity-scheduling"
 GPU_QUOTA: Final = "gpu-quota"
+CONFORMANCE: Final = "conformance"
+PROPORTION: Final = "proportion"
 OVERCOMMIT: Final = "overcommit"
 DRF: Final = "drf"
 NODEORDER: Final = "nodeorder"
@@ -57,43 +69,20 @@ SUPPORTED_PLUGINS: Final = (
     RESOURCE_STRATEGY_FIT,
     CAPACITY_SCHEDULING,
     GPU_QUOTA,
+    CONFORMANCE,
+    PROPORTION,
     OVERCOMMIT,
     DRF,
     NODEORDER,
     BINPACK,
 )
 
-# Volcano's per-plugin switches (PluginOption in volcano's framework/conf). gpuq accepts them so an
-# existing Volcano file loads, and hands them to the scheduler as `switches`.
-VOLCANO_PLUGIN_SWITCHES: Final = frozenset(
-    {
-        "enabledJobOrder",
-        "enabledNamespaceOrder",
-        "enabledHierarchy",
-        "enabledJobReady",
-        "enabledJobPipelined",
-        "enabledTaskOrder",
-        "enabledPreemptable",
-        "enabledReclaimable",
-        "enablePreemptive",
-        "enabledQueueOrder",
-        "enabledClusterOrder",
-        "enabledPredicate",
-        "enabledBestNode",
-        "enabledNodeOrder",
-        "enabledTargetJob",
-        "enabledReservedNodes",
-        "enabledJobEnqueued",
-        "enabledVictim",
-        "enabledJobStarving",
-        "enabledOverused",
-        "enabledAllocatable",
-    }
-)
-_TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers"})
-# Volcano keys gpuq knows but does not implement (action arguments such as enqueue's
-# overcommit-factor, the metrics source): refused by name rather than silently ignored.
-_UNSUPPORTED_VOLCANO_KEYS: Final = frozenset({"configurations", "metrics"})
+_TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})
+# Volcano keys gpuq knows but does not implement, with the reason: refused by name rather than
+# silently ignored.
+_UNSUPPORTED_VOLCANO_KEYS: Final = {
+    "metrics": "gpuq reads no metrics source (Volcano's usage plugin's input)",
+}
 
 ArgumentParser = Callable[[Mapping[str, Any]], BaseModel]
 
@@ -115,18 +104,24 @@ def _argument_parsers() -> dict[str, ArgumentParser]:
 
 @dataclass(frozen=True, slots=True)
 class PluginConfig:
-    """One plugin of a tier: its name, its raw arguments, and the engine's parsed argument model."""
+    """One plugin of a tier: its name, its raw arguments, the engine's parsed argument model, and the
+    Volcano switches set on it (a switch left out is on)."""
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     args: BaseModel | None = None
     switches: Mapping[str, bool] = field(default_factory=dict)
 
+    def enabled(self, switch: str) -> bool:
+        return self.switches.get(switch, True)
+
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     actions: tuple[str, ...]
     tiers: tuple[tuple[PluginConfig, ...], ...]
+    # ``configurations:``: action -> its parsed arguments (only actions the section names).
+    configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def plugins(self) -> tuple[PluginConfig, ...]:
@@ -156,13 +151,30 @@ class SchedulerConfig:
             raise ConfigError("config", data, "a mapping with 'actions' and 'tiers'")
         for key in data:
             if key in _UNSUPPORTED_VOLCANO_KEYS:
-                raise ConfigError(str(key), data[key], f"no '{key}' section: gpuq does not implement it")
+                why = _UNSUPPORTED_VOLCANO_KEYS[key]
+                raise ConfigError(str(key), data[key], f"no '{key}' section: {why}")
             if key not in _TOP_LEVEL_KEYS:
                 allowed = ", ".join(sorted(_TOP_LEVEL_KEYS))
                 raise ConfigError(str(key), data[key], f"one of the keys {allowed}")
         actions = _parse_actions(data.get("actions"))
         tiers = _parse_tiers(data.get("tiers"))
-        return cls(actions=actions, tiers=tiers)
+        configurations = parse_configurations(data.get("configurations"))
+        config = cls(actions=actions, tiers=tiers, configurations=configurations)
+        config._check_configurations()
+        return config
+
+    def _check_configurations(self) -> None:
+        """Action arguments only a plugin reads need that plugin: otherwise nothing would honour them."""
+        factor = self.configurations.get("enqueue", {}).get(OVERCOMMIT_FACTOR)
+        if factor is not None and self.plugin(OVERCOMMIT) is None:
+            raise ConfigError(
+                f"configurations.enqueue.arguments.{OVERCOMMIT_FACTOR}",
+                factor,
+                f"no {OVERCOMMIT_FACTOR} without the overcommit plugin in the tiers (the one that reads it)",
+            )
+
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        return self.configurations.get(action, {})
 
     @classmethod
     def default(cls) -> SchedulerConfig:
@@ -219,10 +231,13 @@ def _parse_plugin(
     for key, val in plugin.items():
         if key in ("name", "arguments"):
             continue
-        if key not in VOLCANO_PLUGIN_SWITCHES:
-            raise ConfigError(f"{where}.{key}", val, "'name', 'arguments' or a Volcano enabled* switch")
+        problem = switch_problem(str(key))
+        if problem is not None:
+            raise ConfigError(f"{where}.{key}", val, problem)
         if not isinstance(val, bool):
             raise ConfigError(f"{where}.{key}", val, "true or false")
+        if val and key in UNSUPPORTED_WHEN_TRUE:
+            raise ConfigError(f"{where}.{key}", val, f"false: {UNSUPPORTED_WHEN_TRUE[key]}")
         switches[key] = val
     arguments = plugin.get("arguments") or {}
     if not isinstance(arguments, Mapping):

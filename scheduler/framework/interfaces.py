@@ -145,6 +145,15 @@ class Handle(Protocol):
         """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
         ...
 
+    def queue_of(self, pod: PodInfo) -> str:
+        """The pod's Queue name (design.md Semantics 7)."""
+        ...
+
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
+        how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
+        ...
+
 
 Model = TypeVar("Model")
 
@@ -214,7 +223,9 @@ class QueueSortPlugin(Plugin):
 
     @abstractmethod
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        """Smaller sorts first."""
+        """This plugin's part of the pod queue's key; smaller sorts first. The framework chains the
+        enabled QueueSort plugins' parts in tier order and ends the key with creation time and
+        namespace/name (``Framework.sort_key``), so a part holds only what this plugin orders by."""
 
 
 class EnqueuePlugin(Plugin):
@@ -337,3 +348,64 @@ class PermitPlugin(Plugin):
     @abstractmethod
     def permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         """Success to bind now, Wait to hold the pod (reserved) until the plugin allows it."""
+
+
+# -- Volcano's session extension points (combined across tiers by scheduler/framework/tiers.py) ------
+
+
+class QueueOrderPlugin(Plugin):
+    # Whether this order also picks the Queue allocate serves next (the pod queue's pop), not only
+    # the order in which enqueue admits PodGroups (design.md Semantics 15).
+    orders_allocation: ClassVar[bool] = True
+
+    @abstractmethod
+    def compare_queues(self, left: str, right: str) -> int:
+        """Volcano's queueOrderFn: < 0 when Queue ``left`` goes first, > 0 when ``right`` does, 0 for no
+        opinion (the next plugin, then the next tier, decides)."""
+
+
+class JobOrderPlugin(Plugin):
+    @abstractmethod
+    def compare_jobs(self, left: GroupInfo, right: GroupInfo) -> int:
+        """Volcano's jobOrderFn over PodGroups, with :meth:`QueueOrderPlugin.compare_queues`' convention."""
+
+
+class PreemptablePlugin(Plugin):
+    @abstractmethod
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        """Volcano's preemptableFn: the candidates this plugin lets ``preemptor`` evict, or None to
+        abstain. An empty answer means none of them."""
+
+    def rules_out(self, preemptor: PodInfo) -> bool:
+        """True when this plugin would answer no running pod at all (a fast path: the framework then
+        skips the node walk when every tier has such a plugin). False: it may allow some."""
+        return False
+
+
+class ReclaimablePlugin(Plugin):
+    @abstractmethod
+    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        """Volcano's reclaimableFn (the candidates run in other queues), with the convention of
+        :meth:`PreemptablePlugin.preemptable`."""
+
+    def rules_out(self, reclaimer: PodInfo) -> bool:
+        """As :meth:`PreemptablePlugin.rules_out`, for reclaim."""
+        return False
+
+
+class OverusedPlugin(Plugin):
+    @abstractmethod
+    def overused(self, queue: str) -> bool:
+        """Volcano's overusedFn: Queue ``queue`` holds at least what it deserves (gets nothing new)."""
+
+
+class AllocatablePlugin(Plugin):
+    @abstractmethod
+    def allocatable(self, queue: str, pod: PodInfo) -> bool:
+        """Volcano's allocatableFn: may Queue ``queue`` be charged ``pod`` as well?"""
+
+
+class JobStarvingPlugin(Plugin):
+    @abstractmethod
+    def job_starving(self, group: GroupInfo) -> bool:
+        """Volcano's jobStarvingFn: does the PodGroup still want more of its pods running?"""

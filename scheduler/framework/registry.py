@@ -23,6 +23,11 @@ class PluginSettings(Protocol):
     @property
     def args(self) -> BaseModel | None: ...
 
+    @property
+    def switches(self) -> Mapping[str, bool]:
+        """Volcano's switches set on the plugin (the framework honours them, never the plugin)."""
+        ...
+
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -3,7 +3,12 @@
 This is the only place that knows the order of a cycle's steps within one extension point and how
 the plugins' answers combine: filters AND their masks (a row is reported under the first plugin
 that rejected it, as kube-scheduler stops at the first failing filter per node), scores add up
-(as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure.
+(as Volcano sums node-order scores), Reserve is undone in reverse order on the first failure, and
+Volcano's session points (enqueue, queue and job order, preemptable, reclaimable, overused,
+allocatable, job starving) combine tier by tier as :mod:`scheduler.framework.tiers` says.
+
+It also honours the configuration's Volcano switches by extension point, and combines Volcano's
+session points tier by tier (:mod:`scheduler.framework.session`, which it inherits).
 
 The framework is also the plugins' :class:`~scheduler.framework.interfaces.Handle`, as
 kube-scheduler's frameworkImpl is: it builds them with itself as their handle, holds the pods
@@ -19,9 +24,11 @@ from typing import Any, Final
 
 import numpy as np
 
+from common.model import switches as sw
 from common.model.pods import PodInfo
 from scheduler.cluster.objects import ObjectStore
 from scheduler.cluster.state import ClusterState
+from scheduler.framework import tiers as combine
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
@@ -46,20 +53,24 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
     StatusSource,
 )
+from scheduler.framework.session import SessionPoints
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting import WaitingPods
 from scheduler.groups import GroupTracker
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
+BACKFILL: Final = "backfill"
 PREEMPT: Final = "preempt"
+RECLAIM: Final = "reclaim"
+
 
 # extension point name, seconds: the metrics module turns these into
 # gpuq_scheduler_framework_extension_point_duration_seconds{extension_point}.
 Observer = Callable[[str, float], None]
 
 
-class Framework:
+class Framework(SessionPoints):
     """The plugin chain of one scheduler and the :class:`Handle` its plugins hold.
 
     ``build_plugins`` makes the plugins given their handle (the registry, from the configuration's
@@ -75,6 +86,9 @@ class Framework:
         build_plugins: Callable[[Handle], Iterable[Plugin]],
         *,
         actions: Sequence[str] = (ENQUEUE, ALLOCATE, PREEMPT),
+        tiers: Sequence[Sequence[str]] = (),
+        switches: Mapping[str, Mapping[str, bool]] | None = None,
+        action_arguments: Mapping[str, Mapping[str, Any]] | None = None,
         observe: Observer | None = None,
         keep_outcomes: bool = False,
     ) -> None:
@@ -90,34 +104,50 @@ class Framework:
         self.group = groups.groups.get
         self.group_problem = groups.invalid.get
         self.pending_pod = groups.pending.get
+        self.queue_of = groups.queue_of
         # -- the plugins --------------------------------------------------------------------------
         # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
         # of the plugins' caches at once instead of read lazily within the attempt.
         self.keep_outcomes = keep_outcomes
         self.actions = tuple(actions)
+        self._switches = {name: dict(values) for name, values in (switches or {}).items()}
+        self._action_arguments = {k: dict(v) for k, v in (action_arguments or {}).items()}
         self._observe = observe
         # Built last: a plugin may read its handle as it is made (kube-scheduler's NewFramework).
         plugins = self.plugins = tuple(build_plugins(self))
-        sorters = tuple(p for p in plugins if isinstance(p, QueueSortPlugin))
-        self.queue_sort = sorters[0] if sorters else None
-        self.enqueue_plugins = tuple(p for p in plugins if isinstance(p, EnqueuePlugin))
-        self.pre_filter_plugins = tuple(p for p in plugins if isinstance(p, PreFilterPlugin))
-        self.filter_plugins = tuple(p for p in plugins if isinstance(p, FilterPlugin))
-        self.post_filter_plugins = tuple(
-            p for p in plugins if isinstance(p, PostFilterPlugin) and PREEMPT in self.actions
+        self._init_tiers(plugins, tiers)
+        on = self._enabled
+        # Tier order (plugins of no tier last, as _group_in_tiers places them).
+        self.queue_sorts = tuple(
+            p
+            for tier in self._tiers
+            for p in tier
+            if isinstance(p, QueueSortPlugin) and (on(p, sw.JOB_ORDER) or on(p, sw.TASK_ORDER))
+        )
+        self.enqueue_tiers: tuple[tuple[EnqueuePlugin, ...], ...] = self._tiered(
+            EnqueuePlugin, sw.JOB_ENQUEUED
+        )
+        self.enqueue_plugins = tuple(p for tier in self.enqueue_tiers for p in tier)
+        self.pre_filter_plugins: tuple[PreFilterPlugin, ...] = self._flat(PreFilterPlugin, sw.PREDICATE)
+        self.filter_plugins: tuple[FilterPlugin, ...] = self._flat(FilterPlugin, sw.PREDICATE)
+        self.post_filter_plugins: tuple[PostFilterPlugin, ...] = (
+            self._flat(PostFilterPlugin, sw.PREEMPTABLE) if PREEMPT in self.actions else ()
         )
         # A plugin whose scoring its configuration switches off (weight 0) takes no part in scoring.
         scoring_off = {p.name for p in plugins if isinstance(p, ScorePlugin) and not p.scoring}
-        self.pre_score_plugins = tuple(
-            p for p in plugins if isinstance(p, PreScorePlugin) and p.name not in scoring_off
-        )
-        self.score_plugins = tuple(
-            p for p in plugins if isinstance(p, ScorePlugin) and p.name not in scoring_off
-        )
+        pre_score: tuple[PreScorePlugin, ...] = self._flat(PreScorePlugin, sw.NODE_ORDER)
+        score: tuple[ScorePlugin, ...] = self._flat(ScorePlugin, sw.NODE_ORDER)
+        self.pre_score_plugins = tuple(p for p in pre_score if p.name not in scoring_off)
+        self.score_plugins = tuple(p for p in score if p.name not in scoring_off)
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
-        self.permit_plugins = tuple(p for p in plugins if isinstance(p, PermitPlugin))
+        self.permit_plugins: tuple[PermitPlugin, ...] = self._flat(PermitPlugin, sw.JOB_READY)
+        self._init_session_points()
         self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))
         self.status_sources = tuple(p for p in plugins if isinstance(p, StatusSource))
+
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        """The ``configurations:`` arguments of ``action`` (empty when the section names it not)."""
+        return self._action_arguments.get(action, {})
 
     def allow_group(self, group: GroupInfo) -> None:
         self.waiting.allow(group.key)
@@ -144,21 +174,32 @@ class Framework:
     @property
     def sort_keys_live(self) -> bool:
         """The queue must read a pod's key again when it reaches the head (QueueSortPlugin.live)."""
-        return self.queue_sort is not None and self.queue_sort.live
+        return any(plugin.live for plugin in self.queue_sorts)
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        if self.queue_sort is None:
+        """The enabled QueueSort plugins' keys in tier order, then creation time and namespace/name:
+        the first plugin that tells two pods apart decides (Volcano's job and task order functions
+        take the first non-zero verdict), and equal pods keep a deterministic order."""
+        sorts = self.queue_sorts
+        if not sorts:
             return (pod.key,)
-        return self.queue_sort.sort_key(pod)
+        if len(sorts) == 1:
+            return (*sorts[0].sort_key(pod), pod.creation_timestamp, pod.namespace, pod.name)
+        parts = tuple(part for plugin in sorts for part in plugin.sort_key(pod))
+        return (*parts, pod.creation_timestamp, pod.namespace, pod.name)
 
     # -- enqueue ----------------------------------------------------------------------------------
     def run_enqueue(self, group: GroupInfo) -> Status:
         started = time.perf_counter()
         try:
-            for plugin in self.enqueue_plugins:
+
+            def ask(plugin: EnqueuePlugin) -> Status:
                 status = plugin.enqueue(group)
-                if status.is_rejected:
-                    return status.with_plugin(plugin.name)
+                return status.with_plugin(plugin.name) if status.is_rejected else status
+
+            status = combine.enqueueable(self.enqueue_tiers, ask)
+            if status.is_rejected:
+                return status
             for plugin in self.enqueue_plugins:
                 plugin.enqueued(group)
             return Status.success()
@@ -214,7 +255,8 @@ class Framework:
     def run_post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
         started = time.perf_counter()
         try:
-            last = PostFilterResult(Status.unschedulable())
+            # Skip when every plugin skipped: nobody answered for the pod (Volcano's preempt then may).
+            last = PostFilterResult(Status.skip())
             for plugin in self.post_filter_plugins:
                 result = plugin.post_filter(state, pod, outcome)
                 if result.status.is_success:

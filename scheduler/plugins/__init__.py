@@ -6,6 +6,7 @@ from scheduler.framework.registry import Registry
 from scheduler.plugins.binpack import Binpack
 from scheduler.plugins.capacity_card import CapacityCardPlugin
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
+from scheduler.plugins.conformance import Conformance
 from scheduler.plugins.crossquota import CrossQuota
 from scheduler.plugins.drf import DRF
 from scheduler.plugins.gang import Gang
@@ -14,6 +15,7 @@ from scheduler.plugins.nodeorder import NodeOrder
 from scheduler.plugins.overcommit import Overcommit
 from scheduler.plugins.predicates import Predicates
 from scheduler.plugins.priority import Priority
+from scheduler.plugins.proportion import Proportion
 from scheduler.plugins.strategy_fit import ResourceStrategyFit
 
 
@@ -27,6 +29,8 @@ def default_registry() -> Registry:
     registry.register(CapacityScheduling.name, CapacityScheduling)
     registry.register(CapacityCardPlugin.name, CapacityCardPlugin)
     registry.register(GPUQuota.name, GPUQuota)
+    registry.register(Conformance.name, Conformance)
+    registry.register(Proportion.name, Proportion)
     # Volcano's default configuration
     for plugin in (Overcommit, DRF, NodeOrder, Binpack):
         registry.register(plugin.name, plugin)

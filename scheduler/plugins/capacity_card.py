@@ -10,6 +10,11 @@
   pod only passes nodes whose own card type has quota left (Semantics 1).
 * Score ("Node Ordering"): ``100 * 0.5^i * nodeOrderWeight`` for the i-th alternative the node has.
 * Reserve / Unreserve: charge / release the concrete card type of the chosen node, idempotently.
+* Queue order: the queue with the lower card share (``max(allocated / deserved)`` over its card
+  types, capacity-card.md "Resource Tracking") goes first: the enqueue action admits its PodGroups
+  first. It does not reorder allocate's pod queue (``orders_allocation``): gpuq's default
+  configuration enables capacity-card, and its pods keep the order they always had (design.md
+  Semantics 15).
 
 Quota refusals are UnschedulableAndUnresolvable as far as preemption goes: evicting pods for the
 ElasticQuota preemption cannot give a queue card quota back (card preemption is the spec's "Future
@@ -57,6 +62,7 @@ from scheduler.framework.interfaces import (
     Handle,
     PreFilterPlugin,
     PreScorePlugin,
+    QueueOrderPlugin,
     ReasonMasks,
     ReservePlugin,
     ScorePlugin,
@@ -77,9 +83,10 @@ def _identity(cards: NodeCards) -> tuple[object, ...]:
 
 
 class CapacityCardPlugin(
-    EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin
+    EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, QueueOrderPlugin
 ):
     name = NAME
+    orders_allocation = False
     events = frozenset(
         {
             ClusterEvent.POD_DELETED,
@@ -107,6 +114,9 @@ class CapacityCardPlugin(
         self._seen_events: set[EventRecord] = set()
         self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
         self._queue_status: dict[str, dict[str, Any]] = {}
+        # Queue shares for queue order, kept while nothing they read changed (see _shares).
+        self._shares: tuple[tuple[int, int], dict[str, float]] | None = None
+        self._version = 0
         for kind in (QUEUE, POD_GROUP):
             for namespace, name, obj in handle.objects.list(kind):
                 self._object(kind, namespace, name, obj)
@@ -181,6 +191,7 @@ class CapacityCardPlugin(
 
     # -- API objects ------------------------------------------------------------------------------
     def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
+        self._version += 1
         if kind == QUEUE:
             ref = object_ref(QUEUE, "", name)
             queue = None if obj is None else read_or_warn(self.handle, ref, Queue.from_dict, obj)
@@ -226,12 +237,29 @@ class CapacityCardPlugin(
         return Status.unschedulable(refusal.message)
 
     def enqueued(self, group: GroupInfo) -> None:
+        self._version += 1
         if group.model is not None:
             self.engine.admit(group.model)
 
     def dequeued(self, group: GroupInfo) -> None:
+        self._version += 1
         if group.model is not None and self.handle.group(group.key) is not None:
             self.engine.set_podgroup(_with_phase(group.model, group.phase))
+
+    # -- queue order ------------------------------------------------------------------------------
+    def _queue_shares(self) -> dict[str, float]:
+        """The engine's queue shares, recomputed only after a pod, object or enqueue change."""
+        key = (self.handle.cluster.generation, self._version)
+        if self._shares is None or self._shares[0] != key:
+            self._sync()
+            self._shares = (key, self.engine.shares())
+        return self._shares[1]
+
+    def compare_queues(self, left: str, right: str) -> int:
+        shares = self._queue_shares()
+        if left not in shares or right not in shares or shares[left] == shares[right]:
+            return 0
+        return -1 if shares[left] < shares[right] else 1
 
     # -- task mode --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:

@@ -112,4 +112,5 @@ class DRF(QueueSortPlugin):
         return (self.share(pod),)
 
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        return (self.share(pod), pod.creation_timestamp, pod.namespace, pod.name)
+        # The framework breaks ties by creation time, then namespace/name.
+        return (self.share(pod),)

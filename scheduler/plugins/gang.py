@@ -4,23 +4,36 @@ PreFilter refuses a pod whose group has fewer pods than ``minMember`` (nothing c
 gang), and a pod whose PodGroup does not exist (yet). Permit holds each placed pod, reserved, until
 ``minMember`` of the group are bound or waiting, then releases them all. The cycle rolls back a
 gang whose quorum never comes (a timeout in a cluster, the end of the queue in ``gpuq simulate``).
+
+As Volcano's gang it also guards evictions (preempt and reclaim): a running gang gives up only its
+pods beyond minMember (a pod without a PodGroup is no gang and is not guarded), and a job is
+starving while fewer than minMember of its pods run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from common.model.annotations import GROUP_NAME
 from common.model.pods import PodInfo
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import Handle, PermitPlugin, PreFilterPlugin
+from scheduler.framework.interfaces import (
+    GroupInfo,
+    Handle,
+    JobStarvingPlugin,
+    PermitPlugin,
+    PreemptablePlugin,
+    PreFilterPlugin,
+    ReclaimablePlugin,
+)
 from scheduler.framework.registry import PluginSettings
 from scheduler.framework.status import Status
 
 NAME: Final = "gang"
 
 
-class Gang(PreFilterPlugin, PermitPlugin):
+class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, JobStarvingPlugin):
     name = NAME
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
@@ -61,3 +74,28 @@ class Gang(PreFilterPlugin, PermitPlugin):
             self.handle.allow_group(group)
             return Status.success()
         return Status.wait(f"waiting for {group.min_member - ready} more pod(s) of PodGroup {group.key}")
+
+    def _spare(self, candidates: Sequence[PodInfo]) -> list[PodInfo]:
+        """Volcano's gang preemptable/reclaimable: each job keeps minMember of its running pods."""
+        occupied: dict[str, int] = {}
+        victims: list[PodInfo] = []
+        for pod in candidates:
+            group = self.handle.group_of(pod)
+            if group is None:
+                victims.append(pod)
+                continue
+            if group.key not in occupied:
+                occupied[group.key] = self.handle.ready_members(group)
+            if occupied[group.key] > group.min_member:
+                occupied[group.key] -= 1
+                victims.append(pod)
+        return victims
+
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        return self._spare(candidates)
+
+    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        return self._spare(candidates)
+
+    def job_starving(self, group: GroupInfo) -> bool:
+        return self.handle.ready_members(group) < max(group.min_member, 1)

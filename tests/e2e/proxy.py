@@ -12,6 +12,7 @@ plain-HTTP address; the proxy forwards each request to the apiserver over TLS as
     silent = proxy.stall(is_watch("pods"))  # Pod watches, open and new, forward nothing ...
     silent.clear()                        # ... until cleared; what was held back then flows
     proxy.black_hole(is_lease)            # Lease requests are never forwarded, never answered
+    gate = proxy.hold(is_write)           # writes wait (not forwarded) until gate.clear()
     proxy.exchanges                       # every request: method, path, pod, times, status
     proxy.events                          # every watch event forwarded: time, type, kind, name
     await proxy.stop()
@@ -21,7 +22,7 @@ In a test, the fixtures do the set-up: ``proxy`` (started, stopped after the tes
 every process it started is stopped before the proxy is).
 
 A fault is a predicate on :class:`Exchange` and an action; it applies while active (until
-:meth:`Fault.clear`). ``delay`` and ``black_hole`` act on requests as they arrive; ``stall`` holds
+:meth:`Fault.clear`). ``delay``, ``hold`` and ``black_hole`` act on requests as they arrive; ``stall`` holds
 the response bytes of matching exchanges, including streams already open. Times are wall-clock
 (``time.time()``), comparable with a Lease's ``acquireTime`` and with the scheduler's JSON log.
 """
@@ -155,7 +156,7 @@ def reads_of(resource: str) -> Match:
 @dataclass(eq=False)
 class Fault:
     match: Match
-    action: Literal["delay", "stall", "black_hole"]
+    action: Literal["delay", "hold", "stall", "black_hole"]
     seconds: float = 0.0
     cleared: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -216,6 +217,10 @@ class ApiProxy:
         """Matching requests wait ``seconds`` before they are forwarded."""
         return self._add(Fault(match, "delay", seconds))
 
+    def hold(self, match: Match) -> Fault:
+        """Matching requests arriving while active wait until cleared, then are forwarded."""
+        return self._add(Fault(match, "hold"))
+
     def stall(self, match: Match) -> Fault:
         """Matching exchanges, open and new, forward no byte of their answer until cleared."""
         return self._add(Fault(match, "stall"))
@@ -246,6 +251,8 @@ class ApiProxy:
             await asyncio.Event().wait()  # ends when the client goes (handler cancelled) or at stop()
         for fault in self._active("delay", exchange):
             await asyncio.sleep(fault.seconds)
+        for fault in self._active("hold", exchange):
+            await fault.cleared.wait()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_HEADERS}
         async with self._session.request(
             request.method,

@@ -25,16 +25,21 @@ def test_default_config_is_the_design_example() -> None:
         "capacity-scheduling",
         "gpu-quota",
     ]
-    assert {"overcommit", "drf", "nodeorder", "binpack"} <= set(SUPPORTED_PLUGINS)
+    volcano = {"overcommit", "drf", "nodeorder", "binpack", "conformance", "proportion"}
+    assert volcano <= set(SUPPORTED_PLUGINS)
     assert config.plugin("gang") is not None and config.plugin("binpack") is None
+    assert config.plugin("proportion") is None
 
 
-def test_volcano_switches_are_accepted() -> None:
+def test_volcano_switches_are_accepted_with_volcanos_spelling() -> None:
     config = SchedulerConfig.from_yaml(
-        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n    enabledJobReady: false\n"
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobReady: false\n"
+        "    enablePreemptable: false\n    enabledVictim: true\n"
     )
     plugin = config.plugin("gang")
-    assert plugin is not None and plugin.switches == {"enabledJobReady": False}
+    assert plugin is not None
+    assert plugin.switches == {"enableJobReady": False, "enablePreemptable": False, "enabledVictim": True}
+    assert not plugin.enabled("enablePreemptable") and plugin.enabled("enableNodeOrder")
 
 
 def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
@@ -59,10 +64,10 @@ def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [
-        ('actions: "enqueue, backfill"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'backfill'"),
+        ('actions: "enqueue, shuffle"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'shuffle'"),
         ('actions: "enqueue, enqueue"\ntiers: [{plugins: [{name: gang}]}]', "actions", "'enqueue, enqueue'"),
         ("actions: 3\ntiers: [{plugins: [{name: gang}]}]", "actions", "3"),
-        ("actions: enqueue\ntiers: [{plugins: [{name: tdm}]}]", "tiers[0].plugins[0].name", "'tdm'"),
+        ("actions: enqueue\ntiers: [{plugins: [{name: no-such}]}]", "tiers[0].plugins[0].name", "'no-such'"),
         (
             "actions: enqueue\ntiers: [{plugins: [{name: gang}]}, {plugins: [{name: gang}]}]",
             "tiers[1].plugins[0].name",
@@ -71,8 +76,8 @@ def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
         ("actions: enqueue\ntiers: [{plugins: [{name: gang, arguments: {x: 1}}]}]", "arguments.x", "1"),
         ("actions: enqueue\ntiers: [{plugins: [{name: gang, enabledFoo: true}]}]", "enabledFoo", "True"),
         (
-            "actions: enqueue\ntiers: [{plugins: [{name: gang, enabledJobReady: yes-ish}]}]",
-            "enabledJobReady",
+            "actions: enqueue\ntiers: [{plugins: [{name: gang, enableJobReady: yes-ish}]}]",
+            "enableJobReady",
             "",
         ),
         ("actions: enqueue\ntiers: []", "tiers", "[]"),
@@ -80,9 +85,9 @@ def test_a_plugin_weight_of_zero_is_a_valid_configuration() -> None:
         ("actions: enqueue\ntiers: [{plugin: []}]", "tiers[0]", ""),
         ("actions: enqueue\ntier: []", "tier", ""),
         (
-            "actions: enqueue\ntiers: [{plugins: [{name: gang}]}]\nconfigurations: [{name: enqueue}]",
-            "configurations",
-            "does not implement",
+            "actions: enqueue\ntiers: [{plugins: [{name: gang}]}]\nmetrics: {address: x}",
+            "metrics",
+            "gpuq reads no metrics source",
         ),
         ("actions: [\n", "config", "'<yaml>'"),
         ("", "config", ""),

@@ -109,10 +109,10 @@ def test_invalid_input_one_line_per_problem_exit_2(
 
 def test_invalid_config_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = tmp_path / "conf.yaml"
-    conf.write_text('actions: "allocate, backfill"\ntiers: [{plugins: [{name: predicates}]}]\n')
+    conf.write_text('actions: "allocate, shuffle"\ntiers: [{plugins: [{name: predicates}]}]\n')
     assert main(["simulate", "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", str(conf)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "actions: invalid value 'backfill'" in err[0]
+    assert len(err) == 1 and "actions: invalid value 'shuffle'" in err[0]
 
 
 def test_explain_one_pod_and_table_output(capsys: pytest.CaptureFixture[str]) -> None:

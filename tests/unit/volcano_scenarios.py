@@ -1,10 +1,11 @@
 """Run a scenario ported from one of Volcano's unit tests through ``gpuq simulate -o json --explain``:
-objects built with tests/builders.py, a Volcano-format configuration given as YAML text."""
+objects built with tests/builders.py, a Volcano-format configuration given as YAML text (the shared
+step of tests/unit/test_volcano_*.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,31 @@ def volcano_pod(namespace: str, name: str, cpu: str, memory: str, node: str = ""
 def volcano_node(name: str, cpu: str, memory: str, extended: Mapping[str, str] | None = None) -> MakeNode:
     """Volcano's ``util.BuildNode(name, BuildResourceList(cpu, memory, pods: 10, extended...), labels)``."""
     return MakeNode(name).alloc({"cpu": cpu, "memory": memory, "pods": "10", **(extended or {})})
+
+
+def simulate(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    objects: Iterable[dict[str, Any]],
+    config: str,
+) -> dict[str, Any]:
+    """:func:`simulate_scenario` with the objects first."""
+    return simulate_scenario(tmp_path, capsys, config, list(objects))
+
+
+def phases(out: dict[str, Any]) -> dict[str, str]:
+    """``namespace/name`` -> phase (Bound, Pending, Preempted)."""
+    return {f"{p['namespace']}/{p['name']}": p["phase"] for p in out["pods"]}
+
+
+def preempted(out: dict[str, Any]) -> set[str]:
+    return {key for key, phase in phases(out).items() if phase == "Preempted"}
+
+
+def bound(out: dict[str, Any]) -> dict[str, str]:
+    return {f"{p['namespace']}/{p['name']}": p["node"] for p in out["pods"] if p["phase"] == "Bound"}
+
+
+def scheduled_order(out: dict[str, Any]) -> list[str]:
+    """The pods in the order they were bound (their Scheduled events)."""
+    return [e["object"].removeprefix("Pod/") for e in out["events"] if e["reason"] == "Scheduled"]

@@ -1,0 +1,121 @@
+"""Volcano's ``configurations:`` section: arguments per action (``Configuration`` in volcano-sh/volcano
+``pkg/scheduler/conf/scheduler_conf.go``).
+
+```yaml
+configurations:
+- name: enqueue
+  arguments: {overcommit-factor: 1.2}
+- name: preempt
+  arguments: {enableTopologyAwarePreemption: false, predicateErrorCacheEnable: true}
+```
+
+Each action's arguments that gpuq honours are parsed here and handed to the scheduler (the framework
+hands them to plugins: ``Handle.action_arguments``). An argument gpuq knows from Volcano but cannot
+honour is refused naming the key and why; any other argument is refused as unknown. Nothing is
+silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from common.model.errors import ConfigError
+
+ENQUEUE: Final = "enqueue"
+ALLOCATE: Final = "allocate"
+BACKFILL: Final = "backfill"
+PREEMPT: Final = "preempt"
+RECLAIM: Final = "reclaim"
+SUPPORTED_ACTIONS: Final = (ENQUEUE, ALLOCATE, BACKFILL, PREEMPT, RECLAIM)
+
+OVERCOMMIT_FACTOR: Final = "overcommit-factor"
+TOPOLOGY_AWARE_PREEMPTION: Final = "enableTopologyAwarePreemption"
+# Volcano's predicate error cache (allocate, backfill, preempt, reclaim): a job's similar tasks reuse
+# a predicate failure. It saves time, not decisions, and gpuq's per-pod-class caches already do the
+# same (design.md "Performance"), so either value is honoured.
+PREDICATE_ERROR_CACHE: Final = "predicateErrorCacheEnable"
+_CACHED_ACTIONS: Final = (ALLOCATE, BACKFILL, PREEMPT, RECLAIM)
+
+# Volcano's preempt arguments that bound the candidate-node search: gpuq's preempt and reclaim
+# consider every node, which no value of these can express.
+_CANDIDATE_LIMITS: Final = (
+    "minCandidateNodesPercentage",
+    "minCandidateNodesAbsolute",
+    "maxCandidateNodesAbsolute",
+    "topologyAwarePreemptWorkerNum",
+)
+
+
+def _factor(where: str, value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(where, value, "a number >= 1.0") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
+        raise ConfigError(where, value, "a number >= 1.0")
+    return float(value)
+
+
+def _bool(where: str, value: Any) -> bool:
+    """A boolean, or its text (Volcano's older ``map[string]string`` arguments)."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(where, value, "true or false")
+    return value
+
+
+def _false_only(where: str, value: Any, why: str) -> bool:
+    if _bool(where, value):
+        raise ConfigError(where, value, f"false: {why}")
+    return False
+
+
+def _parse_arguments(action: str, arguments: Mapping[str, Any], where: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for key, value in arguments.items():
+        at = f"{where}.arguments.{key}"
+        if action == ENQUEUE and key == OVERCOMMIT_FACTOR:
+            parsed[key] = _factor(at, value)
+        elif action in _CACHED_ACTIONS and key == PREDICATE_ERROR_CACHE:
+            parsed[key] = _bool(at, value)
+        elif action == ALLOCATE and key == "gateRemovalWorkerNum":
+            raise ConfigError(at, value, "no scheduling-gate workers: gpuq removes no scheduling gates")
+        elif action == PREEMPT and key == TOPOLOGY_AWARE_PREEMPTION:
+            parsed[key] = _false_only(at, value, "gpuq has no HyperNode topology to preempt along")
+        elif action == PREEMPT and key in _CANDIDATE_LIMITS:
+            raise ConfigError(at, value, "no candidate-node limit: gpuq's preempt considers every node")
+        else:
+            known = {ENQUEUE: [OVERCOMMIT_FACTOR], PREEMPT: [TOPOLOGY_AWARE_PREEMPTION]}.get(action, [])
+            if action in _CACHED_ACTIONS:
+                known = [*known, PREDICATE_ERROR_CACHE]
+            raise ConfigError(at, value, f"an argument of the {action} action ({', '.join(known)})")
+    return parsed
+
+
+def parse_configurations(value: Any) -> dict[str, dict[str, Any]]:
+    """``configurations:`` as action -> parsed arguments; a ConfigError names the offending key."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise ConfigError("configurations", value, "a list of {name: <action>, arguments: {...}}")
+    out: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(value):
+        where = f"configurations[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(where, entry, "a mapping with 'name' and 'arguments'")
+        for key in entry:
+            if key not in ("name", "arguments"):
+                raise ConfigError(f"{where}.{key}", entry[key], "'name' or 'arguments'")
+        name = entry.get("name")
+        if name not in SUPPORTED_ACTIONS:
+            raise ConfigError(f"{where}.name", name, f"one of {', '.join(SUPPORTED_ACTIONS)}")
+        if name in out:
+            raise ConfigError(f"{where}.name", name, "each action configured at most once")
+        arguments = entry.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise ConfigError(f"{where}.arguments", arguments, "a mapping of argument name to value")
+        out[name] = _parse_arguments(name, arguments, where)
+    return out

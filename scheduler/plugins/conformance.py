@@ -1,0 +1,27 @@
+"""``conformance``: preemption and reclaim never evict critical or kube-system pods (Volcano's
+conformance plugin; the rule is :mod:`common.model.conformance`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from common.model.conformance import evictable_pods
+from common.model.pods import PodInfo
+from scheduler.framework.interfaces import Handle, PreemptablePlugin, ReclaimablePlugin
+from scheduler.framework.registry import PluginSettings
+
+NAME: Final = "conformance"
+
+
+class Conformance(PreemptablePlugin, ReclaimablePlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
+        super().__init__(handle)
+
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        return evictable_pods(candidates)
+
+    def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        return evictable_pods(candidates)
