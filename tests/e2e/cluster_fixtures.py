@@ -297,6 +297,8 @@ class Cluster:
         for name in self.nodes:
             await call(self.api, "DELETE", f"/api/v1/nodes/{name}")
         for path in self.cluster_objects:
+            if path.startswith("/api/v1/namespaces/"):  # its pods first (see conftest's namespace)
+                await call(self.api, "DELETE", f"{path}/pods", {"gracePeriodSeconds": 0})
             await call(self.api, "DELETE", path)
 
 

@@ -67,6 +67,8 @@ async def namespace(api_client: ApiClient, request: pytest.FixtureRequest) -> As
         name, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
     )
     yield name
-    # Without the namespace controller the namespace stays Terminating and its objects remain; what
-    # deletion still buys is that nothing new can be created in it by a straggling task.
+    # Without the namespace controller the namespace stays Terminating and its objects remain: its pods
+    # go now (grace 0: no kubelet confirms), so later tests list and watch a cluster of their own size;
+    # deletion still buys that nothing new can be created in it by a straggling task.
+    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     await core.delete_namespace(name)
