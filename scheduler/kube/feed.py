@@ -191,7 +191,7 @@ class Feed:
             return
         if pod.bound:
             self.assumed.discard(key)
-            if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
+            if pod.holds_resources and not self.scheduler.cluster.has_row(pod.node_name):
                 self._orphans.setdefault(pod.node_name, {})[key] = pod
                 return
             for orphans in self._orphans.values():
