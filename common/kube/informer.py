@@ -15,6 +15,10 @@ the loop instead and reads raw JSON:
 Handlers run in the event loop, synchronously, in order of delivery; one that raises is logged and
 does not stop the informer. The cache is readable at any time (``informer.get``, ``informer.items``).
 
+:meth:`Informer.relist` asks for a list now and returns once its diff is delivered: the list starts
+after the call, so it holds every write the apiserver acknowledged before (a new leader's view of the
+binds its predecessor made before giving up the Lease).
+
 ``synced`` is set once, by the first list. ``watching`` is True only while the cache is live: from a
 successful list until the next list or watch error (410 Gone, inactivity, a failed request), and again
 after the next successful list. A watch that ends normally and is resumed stays live.
@@ -54,6 +58,10 @@ class ApiError(Exception):
     """The apiserver answered a list or watch with an error status."""
 
 
+class _Relist(Exception):
+    """:meth:`Informer.relist` was called: the watch stops and the loop lists again."""
+
+
 @dataclass(eq=False)
 class Informer:
     """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
@@ -74,6 +82,10 @@ class Informer:
     relists: int = field(default=0, init=False)
     _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
     _resource_version: str = field(default="", init=False)
+    _relist_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _lists_started: int = field(default=0, init=False)
+    _listed: int = field(default=0, init=False)  # the number (in start order) of the last list delivered
+    _progress: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set by every list
 
     # --- cache ---------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -99,10 +111,12 @@ class Informer:
                 await self._list()
                 failures = 0
                 while True:
-                    await self._watch()
+                    await self._watch_until_relist()
             except asyncio.CancelledError:
                 self.watching = False
                 raise
+            except _Relist:
+                continue
             except Gone:
                 self.watching = False
                 log.info("%s: resourceVersion %s expired, re-listing", self.kind.kind, self._resource_version)
@@ -121,7 +135,36 @@ class Informer:
                 log.warning("%s: %s; retrying in %.1fs", self.kind.kind, err or type(err).__name__, delay)
                 await asyncio.sleep(delay)
 
+    async def relist(self) -> None:
+        """List again now (stopping the watch) and return once the list's diff is delivered."""
+        target = self._lists_started + 1
+        self._relist_wanted.set()
+        while self._listed < target:
+            await self._progress.wait()
+
+    async def _watch_until_relist(self) -> None:
+        """One watch, cut short by :meth:`relist` (raises :class:`_Relist`)."""
+        if not self._relist_wanted.is_set():
+            watch = asyncio.ensure_future(self._watch())
+            wanted = asyncio.ensure_future(self._relist_wanted.wait())
+            try:
+                await asyncio.wait({watch, wanted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                wanted.cancel()
+                if not watch.done():
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watch
+            if not watch.cancelled():
+                watch.result()  # the watch's own end: normal, or Gone, Inactive, an error
+        if self._relist_wanted.is_set():
+            raise _Relist()
+
     async def _list(self) -> None:
+        # Whoever asked for a list before this one started is answered by it.
+        self._relist_wanted.clear()
+        self._lists_started += 1
+        number = self._lists_started
         fresh: dict[Key, Obj] = {}
         token = ""
         version = ""
@@ -145,6 +188,9 @@ class Informer:
         self._deliver(changes)
         self.watching = True
         self.synced.set()
+        self._listed = number
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     async def _watch(self) -> None:
         low, high = self.watch_timeout
