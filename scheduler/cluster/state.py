@@ -13,7 +13,9 @@ A node deleted while pods are bound to it leaves a *ghost* row (as kube-schedule
 deleted node's pods): nothing is placed there any more (``alive`` False), but its pods go on counting,
 on every quota, until their own deletes arrive (the pod garbage collector deletes them after a while;
 until then they exist and are bound). Listeners are told of the removal, and the row is reused, only
-once its last pod is gone: until then they charge the pods as on that node.
+once its last pod is gone: until then they charge the pods as on that node. A pod bound to a node
+never seen (deleted before the scheduler started) gets a ghost row too, which the node takes over if
+it appears.
 
 Every change appends its row to a change log and node changes that can alter a label, taint or
 condition bump ``static_generation``: per-pod-class results (:mod:`scheduler.cluster.row_cache`)
@@ -244,7 +246,7 @@ class ClusterState:
             # listeners, which never heard of the deletion, an update).
             row = self._ghosts.pop(node.name, None)
             if row is not None:
-                old = self._ghost_nodes.pop(row)
+                old = self._ghost_nodes.pop(row, None)
             elif self._free_rows:
                 row = self._free_rows.pop()
             if row is not None:
@@ -322,8 +324,28 @@ class ClusterState:
         self.requested[row] = 0
         self.free[row] = 0
         self._free_rows.append(row)
-        for listener in self._listeners:
-            listener.node_changed(row, old, None)
+        if old is not None:  # a ghost of a node never seen was never announced
+            for listener in self._listeners:
+                listener.node_changed(row, old, None)
+
+    def _ghost_row(self, node_name: str) -> int:
+        """A ghost row for pods bound to a node this state has not seen (deleted before we listed,
+        or not listed yet): they count, on their quotas, from the start; the node, if it comes,
+        takes the row over."""
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            if self.n == self._rows:
+                self._grow_rows()
+            row = self.n
+            self.n += 1
+            self.names.append("")
+            self.nodes.append(None)
+            self.pods_on.append({})
+        self.alive[row] = self.ready[row] = False
+        self.allocatable[row] = self.requested[row] = self.free[row] = 0
+        self._ghosts[node_name] = row
+        return row
 
     def pod_row(self, node_name: str) -> int:
         """The row a bound pod counts on: its node's, or the ghost row of its deleted node."""
@@ -371,14 +393,15 @@ class ClusterState:
 
     # -- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: PodInfo) -> bool:
-        """Count a bound pod on its node; idempotent per pod key. False if its node is unknown."""
+        """Count a bound pod on its node (a ghost row when the node is unknown); idempotent per pod
+        key. False for a pod that holds nothing (finished)."""
         if not pod.holds_resources:
             return False
         row = self.row_of.get(pod.node_name)
         if row is None:
             row = self._ghosts.get(pod.node_name)
             if row is None:
-                return False
+                row = self._ghost_row(pod.node_name)
         previous = self.pods.get(pod.key)
         if previous is not None:
             if previous.node_name == pod.node_name and previous.requests == pod.requests:
@@ -415,7 +438,7 @@ class ClusterState:
             listener.pod_removed(pod, row)
         if not self.pods_on[row] and self._ghosts.get(pod.node_name) == row:
             del self._ghosts[pod.node_name]
-            self._free_row(row, self._ghost_nodes.pop(row))
+            self._free_row(row, self._ghost_nodes.pop(row, None))
         return pod
 
     def pods_on_node(self, name: str) -> Iterable[PodInfo]:

@@ -97,8 +97,6 @@ class Feed:
     assumed: set[str] = field(default_factory=set, init=False)
     _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
     _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
-    # node -> bound pods seen before the node
-    _orphans: dict[str, dict[str, PodInfo]] = field(default_factory=dict, init=False)
     handled: int = field(default=0, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
@@ -155,8 +153,6 @@ class Feed:
             return  # a heartbeat: nothing the scheduler reads changed
         self._nodes[name] = node
         self.scheduler.set_node(node)
-        for pod in self._orphans.pop(name, {}).values():
-            self.scheduler.add_pod(pod)
 
     def _object(self, kind: str, change: Change) -> None:
         namespace, name = change.key
@@ -190,12 +186,8 @@ class Feed:
             # failed (refeed).
             return
         if pod.bound:
+            # Counted even on a node not known (deleted, or not seen yet): scheduler.cluster.state.
             self.assumed.discard(key)
-            if pod.holds_resources and not self.scheduler.cluster.has_row(pod.node_name):
-                self._orphans.setdefault(pod.node_name, {})[key] = pod
-                return
-            for orphans in self._orphans.values():
-                orphans.pop(key, None)
             self.scheduler.add_pod(self._with_priority(pod))
             return
         if not pod.deleting and (
@@ -215,8 +207,6 @@ class Feed:
         self.scheduler.preempted.pop(key, None)  # gone for good: nothing left to shield, no leak
         self._uids.pop(key, None)
         self.assumed.discard(key)
-        for orphans in self._orphans.values():
-            orphans.pop(key, None)
         self.scheduler.delete_pod(key)
 
     def refeed(self, key: str) -> None:

@@ -8,25 +8,22 @@ from __future__ import annotations
 from typing import cast
 
 from common.kube.diff import Change
-from common.model.config import SchedulerConfig
+from common.model.capacity_card.args import CapacityCardArgs
+from common.model.capacity_card.demand import pod_card_demand, resolve_charge
+from common.model.cards.catalog import CardCatalog
+from common.model.cards.discovery import NodeCards, discover_cards
+from common.model.resources import Resources
 from scheduler.cycle import Scheduler
 from scheduler.kube.feed import Feed
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
-from tests.builders import MakeElasticQuota, MakeQueue
-from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key
+from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
+from tests.unit.test_kube_backend_feed import NODE, POD, Clock, add, key, make
 
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="2").max(cpu="2")
 
 
 def world() -> tuple[Scheduler, Feed, Clock]:
-    clock = Clock()
-    backend = MemoryBackend()
-    scheduler = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=clock)
-    backend.objects = scheduler.objects
-    feed = Feed(scheduler)
-    feed.ready = True
+    scheduler, _, feed, clock = make()
     for obj in (NODE.copy().name("n1").obj(), NODE.copy().name("n2").obj(), QUOTA.obj()):
         feed.apply(add(obj))
     return scheduler, feed, clock
@@ -86,12 +83,7 @@ tiers:
 def test_card_pods_of_a_deleted_node_keep_their_queue_card_quota() -> None:
     """capacity-card charges a pod for the card type of its node: a deleted node's card pods keep
     that charge (the node's cards stay known for them) until they are deleted themselves."""
-    clock = Clock()
-    backend = MemoryBackend()
-    scheduler = Scheduler(SchedulerConfig.from_yaml(CARD_CONFIG), default_registry(), backend, clock=clock)
-    backend.objects = scheduler.objects
-    feed = Feed(scheduler)
-    feed.ready = True
+    scheduler, _, feed, clock = make(CARD_CONFIG)
     for name in ("g1", "g2"):
         feed.apply(add(NODE.copy().name(name).product("NVIDIA-A100").gpus(4).obj()))
     feed.apply(add(MakeQueue("q").resource_version("1").card_quota('{"NVIDIA-A100": 1}').obj()))
@@ -109,3 +101,48 @@ def test_card_pods_of_a_deleted_node_keep_their_queue_card_quota() -> None:
     clock.now += 3600
     attempt = scheduler.schedule_one()
     assert attempt is not None and attempt.node == "g2"
+
+
+def test_pods_bound_to_a_node_never_seen_count_from_the_start() -> None:
+    """A scheduler (re)started after a node was deleted under its pods lists the pods without the
+    node: they count all the same, on a ghost row the node takes over if it comes back."""
+    scheduler, feed, clock = world()
+    orphan = POD.copy().name("old").uid("u-old").req(cpu="2").node("gone").phase("Running").obj()
+    feed.apply(add(orphan))
+    assert used_cpu(scheduler) == 2
+    feed.apply(add(POD.copy().name("new").uid("u-new").req(cpu="1").obj()))
+    attempt = scheduler.schedule_one()
+    assert attempt is not None and attempt.node == ""
+
+    feed.apply(add(NODE.copy().name("gone").obj()))  # it was not gone after all
+    row = scheduler.cluster.row_of["gone"]
+    assert "ns/old" in scheduler.cluster.pods_on[row]
+    feed.apply(Change("delete", key(orphan), orphan))
+    clock.now += 3600
+    attempt = scheduler.schedule_one()
+    assert attempt is not None and attempt.node in ("gone", "n1", "n2")
+    assert used_cpu(scheduler) == 1
+
+
+def test_card_pods_bound_to_a_node_never_seen_are_charged_their_first_card_type() -> None:
+    scheduler, _, feed, _ = make(CARD_CONFIG)
+    feed.apply(add(NODE.copy().name("g2").product("NVIDIA-A100").gpus(4).obj()))
+    feed.apply(add(MakeQueue("q").resource_version("1").card_quota('{"NVIDIA-A100": 1}').obj()))
+    card_pod = POD.copy().gpus(1).card("NVIDIA-A100").queue("q")
+    feed.apply(add(card_pod.copy().name("old").uid("u-old").node("g1").phase("Running").obj()))
+    feed.apply(add(card_pod.copy().name("new").uid("u-new").obj()))
+    attempt = scheduler.schedule_one()
+    assert attempt is not None and attempt.node == "", "bound over the Queue's card quota"
+
+
+def test_resolve_charge_on_an_unknown_node_charges_each_group_its_first_candidate() -> None:
+    nodes = [MakeNode(n).product(f"NVIDIA-{n}").gpus(1).info() for n in ("A100", "H100")]
+    catalog = CardCatalog.build([discover_cards(node) for node in nodes])
+    pod = MakePod().gpus(2).card("NVIDIA-H100|NVIDIA-A100").info()
+    demand = pod_card_demand(pod, catalog)
+    args = CapacityCardArgs(cardUnlimitedCpuMemory=True)
+    assert resolve_charge(demand, NodeCards("x"), args) == Resources({})
+    assert resolve_charge(demand, NodeCards("x"), args, node_known=False) == Resources({"NVIDIA-H100": 2000})
+    allowed = {"NVIDIA-H100": False, "NVIDIA-A100": True}
+    charged = resolve_charge(demand, NodeCards("x"), args, allowed, node_known=False)
+    assert charged == Resources({"NVIDIA-A100": 2000})
