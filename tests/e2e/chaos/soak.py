@@ -29,17 +29,16 @@ import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
-
-import aiohttp
+from typing import Final, TypeVar
 
 from common.kube.client import new_api_client
-from common.kube.status import MERGE_PATCH, Reply, call
+from common.kube.status import MERGE_PATCH
 from tests.e2e.chaos import invariants as inv
 from tests.e2e.chaos import workload as w
+from tests.e2e.chaos.api import Api
 from tests.e2e.chaos.proxy import StallProxy
 from tests.e2e.chaos.replicas import LEASE_NAMESPACE, Replicas
 from tests.e2e.controlplane.harness import ControlPlane
@@ -137,7 +136,7 @@ class Soak:
         await asyncio.to_thread(plane.start)
         proxy: StallProxy | None = None
         replicas: Replicas | None = None
-        self.api = await new_api_client(str(plane.kubeconfig))
+        self.api = Api(await new_api_client(str(plane.kubeconfig)))
         try:
             await asyncio.to_thread(plane.apply_crds)
             self.plane = plane
@@ -164,19 +163,19 @@ class Soak:
             if proxy is not None:
                 self.f.held_chunks = proxy.held_chunks
                 await proxy.stop()
-            await self.api.close()
+            await self.api.client.close()
             await asyncio.to_thread(plane.stop)
         self.f.wall_seconds = time.monotonic() - began
         return self.f
 
     async def _setup(self) -> None:
         for ns in (*w.NAMESPACES.values(), LEASE_NAMESPACE):
-            await self._write("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
-            await self._write(
+            await self.api.write("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+            await self.api.write(
                 "POST", f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "default"}}
             )
         for path, obj in w.quota_objects():
-            await self._write("POST", path, obj)
+            await self.api.write("POST", path, obj)
         for gpu in (True, True, False, False):
             await self._add_node(gpu)
 
@@ -232,7 +231,7 @@ class Soak:
             self.serial += 1
             name = f"{kind.name}-{self.serial}"
         body = kind.body(name, self.rng)
-        reply = await self._write("POST", f"/api/v1/namespaces/{kind.namespace}/pods", body)
+        reply = await self.api.write("POST", f"/api/v1/namespaces/{kind.namespace}/pods", body)
         key = f"{kind.namespace}/{name}"
         self.live[key] = (kind.namespace, name)
         self.f.created += 1
@@ -243,7 +242,7 @@ class Soak:
     async def _delete(self, key: str, by_gc: bool = False) -> None:
         ns, name = self.live.pop(key)
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-        await self._write("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body, ok=(404,))
+        await self.api.write("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body, ok=(404,))
         self.deleted_names.append((ns, name))
         self.f.deleted += 1
         self.f.gc_deleted += by_gc
@@ -264,7 +263,7 @@ class Soak:
     async def _fault(self, kind: str) -> None:
         self.o.progress(f"step {self.step}: fault {kind}")
         if kind == "kill":
-            leader = await self.replicas.leader(self.api)
+            leader = await self.replicas.leader(self.api.client)
             slot = leader if leader and self.rng.random() < 0.75 else self.rng.choice(("a", "b"))
             await self.replicas.kill(slot)
         elif kind == "watch-stall":
@@ -272,14 +271,14 @@ class Soak:
         elif kind == "apiserver-restart":
             await self._restart_apiserver()
         elif kind == "leader-switch":
-            leader = await self._wait_for(lambda: self.replicas.leader(self.api), 30.0)
+            leader = await self.api.wait_for(lambda: self.replicas.leader(self.api.client), 30.0)
             await self.replicas.stop(leader or self.rng.choice(("a", "b")))
         elif kind == "node-add" or len(self._removable()) == 0:
             await self._add_node(self.rng.random() < 0.5)
             kind = "node-add"
         else:
             name = self.rng.choice(self._removable())
-            await self._write("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
+            await self.api.write("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
             del self.nodes[name]
             self.gc_due.append((time.monotonic() + GC_DELAY, name))
         self.f.faults[kind] += 1
@@ -292,9 +291,9 @@ class Soak:
             await asyncio.to_thread(self.plane.restart_apiserver)
             path = f"/api/v1/namespaces/{LEASE_NAMESPACE}/configmaps"
             for _ in range(3):
-                await self._write("POST", path, {"metadata": {"name": "chaos-moved-on"}})
-                await self._write("DELETE", f"{path}/chaos-moved-on")
-            await self._retrying(lambda: asyncio.to_thread(self.plane.compact_etcd))
+                await self.api.write("POST", path, {"metadata": {"name": "chaos-moved-on"}})
+                await self.api.write("DELETE", f"{path}/chaos-moved-on")
+            await self.api.retrying(lambda: asyncio.to_thread(self.plane.compact_etcd))
         finally:
             self.proxy.open_gate()
 
@@ -308,21 +307,21 @@ class Soak:
         self.serial += 1
         name = f"{'gpu' if gpu else 'cpu'}-{self.serial}"
         obj, allocatable = w.node_object(name, gpu)
-        await self._write("POST", "/api/v1/nodes", obj)
+        await self.api.write("POST", "/api/v1/nodes", obj)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node"}
         ready |= {"lastHeartbeatTime": now, "lastTransitionTime": now}
         status = {"capacity": allocatable, "allocatable": allocatable, "conditions": [ready]}
-        await self._write("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, MERGE_PATCH)
+        await self.api.write("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, MERGE_PATCH)
         # TaintNodesByCondition added node.kubernetes.io/not-ready at creation; no node lifecycle
         # controller runs here to take it off once the node is Ready.
-        await self._write("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, MERGE_PATCH)
+        await self.api.write("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, MERGE_PATCH)
         self.nodes[name] = gpu
 
     # -- checks -----------------------------------------------------------------------------------
     async def _snapshot(self) -> tuple[list[inv.PodView], dict[str, inv.NodeView]]:
-        pods = await self._read("/api/v1/pods")
-        nodes = await self._read("/api/v1/nodes")
+        pods = await self.api.read("/api/v1/pods")
+        nodes = await self.api.read("/api/v1/nodes")
         ours = set(w.NAMESPACES.values())
         views = [inv.pod_view(p) for p in pods.get("items") or () if p["metadata"]["namespace"] in ours]
         node_views = {v.name: v for v in map(inv.node_view, nodes.get("items") or ())}
@@ -349,7 +348,7 @@ class Soak:
         if quota.startswith("crossquota/"):
             charged = [p for p in pods if p.node == quota.split("/", 1)[1] and not p.uses_gpu]
         for namespace in sorted({p.namespace for p in charged}):
-            events = await self._read(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+            events = await self.api.read(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
             by_uid: dict[str, list[str]] = {}
             for event in events.get("items") or ():
                 if event.get("reason") == "Scheduled":
@@ -374,7 +373,7 @@ class Soak:
             await asyncio.sleep(0.2)
         await self._collect_garbage_now()
         self.f.violations += self.replicas.revive()
-        leader = await self._wait_for(lambda: self.replicas.leader(self.api), 60.0)
+        leader = await self.api.wait_for(lambda: self.replicas.leader(self.api.client), 60.0)
         if leader is None:
             self._violations([f"settle ({when}): no ready replica holds the Lease after 60s"])
         began = time.monotonic()
@@ -397,7 +396,7 @@ class Soak:
         usage = inv.recount(pods, nodes)
         deadline = settled + self.o.flush_interval + STATUS_SLACK
         while True:
-            objects = {quota: await self._read_or_none(path) for quota, path in QUOTA_PATHS.items()}
+            objects = {quota: await self.api.read_or_none(path) for quota, path in QUOTA_PATHS.items()}
             mismatches = inv.status_mismatches(usage, objects)
             if not mismatches or time.monotonic() > deadline:
                 break
@@ -414,56 +413,3 @@ class Soak:
     async def _collect_garbage_now(self) -> None:
         self.gc_due = [(0.0, node) for _, node in self.gc_due]
         await self._collect_garbage()
-
-    # -- API access (direct, not through the proxy) -------------------------------------------------
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]], timeout: float = 90.0) -> T:
-        """``attempt`` again while the API is unreachable (an apiserver restart)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return await attempt()
-            except (aiohttp.ClientError, TimeoutError, OSError):
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
-
-    async def _request(
-        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
-    ) -> Reply:
-        """One request; retried while the apiserver is unreachable or not yet serving (5xx, 429)."""
-
-        async def attempt() -> Reply:
-            reply = await call(self.api, method, path, body, content_type=content_type)
-            if reply.status >= 500 or reply.status == 429:
-                raise aiohttp.ClientError(f"{method} {path}: {reply.status} {reply.message}")
-            return reply
-
-        return await self._retrying(attempt)
-
-    async def _write(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        content_type: str = "application/json",
-        ok: tuple[int, ...] = (),
-    ) -> Reply:
-        reply = await self._request(method, path, body, content_type)
-        if not reply.ok and reply.status not in ok:
-            raise RuntimeError(f"{method} {path}: {reply.status} {reply.message}")
-        return reply
-
-    async def _read(self, path: str) -> Mapping[str, Any]:
-        return (await self._write("GET", path)).body
-
-    async def _read_or_none(self, path: str) -> Mapping[str, Any] | None:
-        reply = await self._request("GET", path)
-        return reply.body if reply.ok else None
-
-    async def _wait_for(self, probe: Callable[[], Awaitable[T | None]], timeout: float) -> T | None:
-        deadline = time.monotonic() + timeout
-        while True:
-            found = await probe()
-            if found is not None or time.monotonic() > deadline:
-                return found
-            await asyncio.sleep(0.25)

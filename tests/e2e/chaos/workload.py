@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
+from tests.e2e.test_scheduler_features import BASE_TIER
 
 SCHEDULER: Final = "gpuq-chaos"
 POOL: Final = "gpuq.e2e/pool"  # node label: "gpu" or "cpu"
@@ -59,14 +60,9 @@ CPU_NODE: Final = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 GPU_LABELS: Final = {POOL: "gpu", f"{GPU}.product": CARD, f"{GPU}.memory": "81920"}
 CPU_LABELS: Final = {POOL: "cpu"}
 
-CONFIG: Final = f"""\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
+CONFIG: Final = (
+    BASE_TIER
+    + f"""\
   - name: capacity-card
     arguments: {{cardUnlimitedCpuMemory: true, nodeOrderWeight: 1.0}}
   - name: crossquota
@@ -74,6 +70,7 @@ tiers:
   - name: capacity-scheduling
   - name: gpu-quota
 """
+)
 
 
 def quota_objects() -> list[tuple[str, dict[str, Any]]]:
