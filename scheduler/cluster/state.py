@@ -345,6 +345,9 @@ class ClusterState:
         self.alive[row] = self.ready[row] = False
         self.allocatable[row] = self.requested[row] = self.free[row] = 0
         self._ghosts[node_name] = row
+        self._changed(row)
+        for listener in self._listeners:  # a row without a node: per-row arrays must cover it
+            listener.node_changed(row, None, None)
         return row
 
     def pod_row(self, node_name: str) -> int:
