@@ -1,14 +1,15 @@
 """Run the chaos soak: ``python -m tests.e2e.chaos [--seed N] [--operations N] ...``.
 
 Prints progress, then the figures (faults by kind, pods created and deleted, checks, violations,
-wall time) and every violation; exits 1 on any violation, 0 otherwise. Needs the control-plane
-binaries (``bash tests/e2e/controlplane/build.sh``).
+wall time) and every violation; exits 1 on any violation (keeping the logs), 0 otherwise. Needs
+the control-plane binaries (``bash tests/e2e/controlplane/build.sh``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import time
 
@@ -52,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(figures.lines()))
     for violation in figures.violations:
         print(f"VIOLATION: {violation}")
-    return 1 if figures.violations else 0
+    if figures.violations:
+        print(f"logs (scheduler replicas, etcd, kube-apiserver) kept in {soak.workdir}")
+        return 1
+    shutil.rmtree(soak.workdir, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

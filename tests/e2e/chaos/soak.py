@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 from common.kube.client import new_api_client
 from common.kube.status import MERGE_PATCH
@@ -43,7 +43,6 @@ from tests.e2e.chaos.proxy import StallProxy
 from tests.e2e.chaos.replicas import LEASE_NAMESPACE, Replicas
 from tests.e2e.controlplane.harness import ControlPlane
 
-T = TypeVar("T")
 FAULTS: Final = ("kill", "watch-stall", "apiserver-restart", "leader-switch", "node-add", "node-remove")
 GRACEFUL: Final = ("--shutdown-watch-termination-grace-period=5s",)
 GC_DELAY: Final = 5.0  # seconds from a node's deletion to its pods' (the pod GC's quarantine, shortened)
@@ -194,7 +193,7 @@ class Soak:
         while operations < self.o.operations:
             self.step += 1
             self.f.violations += self.replicas.revive()
-            fault = plan.pop(operations, None) if operations in plan else None
+            fault = plan.pop(operations, None)
             if fault is not None:
                 await self._fault(fault)
             else:
