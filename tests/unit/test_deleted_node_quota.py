@@ -19,7 +19,7 @@ from scheduler.cycle import Scheduler
 from scheduler.kube.feed import Feed
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
-from tests.unit.test_kube_backend_feed import NODE, POD, Clock, add, key, make
+from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key, make
 
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="2").max(cpu="2")
 
@@ -70,16 +70,7 @@ def test_a_pod_seen_bound_to_a_deleted_node_counts_there_too() -> None:
     assert scheduler.cluster.pods["ns/old"].labels.get("touched") == "yes"
 
 
-CARD_CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-- plugins:
-  - name: predicates
-  - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: true}
-"""
+CARD_CONFIG = CONFIG + "  - name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true}\n"
 
 
 def test_card_pods_of_a_deleted_node_keep_their_queue_card_quota() -> None:
@@ -156,7 +147,6 @@ ALL_PLUGINS = (
   - name: crossquota
     arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu", quota.cpu: "3"}
   - name: resource-strategy-fit
-  - name: capacity-scheduling
   - name: gpu-quota
 """
 )

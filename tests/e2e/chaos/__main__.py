@@ -13,6 +13,8 @@ import shutil
 import sys
 import time
 
+import aiohttp
+
 from tests.e2e.chaos.soak import Options, Soak
 from tests.e2e.controlplane.harness import ControlPlaneError
 
@@ -49,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         figures = asyncio.run(soak.run())
     except ControlPlaneError as error:
         print(f"error: control plane unavailable: {error}", file=sys.stderr)
+        return 2
+    except (TimeoutError, aiohttp.ClientError, RuntimeError) as error:
+        # The soak's own requests failing for good (an apiserver that stopped answering): no verdict.
+        reason = str(error) or type(error).__name__
+        print(f"error: soak stopped, the API failed it: {reason}; logs in {soak.workdir}", file=sys.stderr)
         return 2
     print("\n".join(figures.lines()))
     for violation in figures.violations:

@@ -36,6 +36,7 @@ from typing import Final
 
 from common.kube.client import new_api_client
 from common.kube.status import MERGE_PATCH
+from scheduler.kube.feed import REPLAY_ORDER
 from tests.e2e.chaos import invariants as inv
 from tests.e2e.chaos import workload as w
 from tests.e2e.chaos.api import Api
@@ -292,6 +293,11 @@ class Soak:
             for _ in range(3):
                 await self.api.write("POST", path, {"metadata": {"name": "chaos-moved-on"}})
                 await self.api.write("DELETE", f"{path}/chaos-moved-on")
+            # Consistent lists of what the replicas watch: they wait (429) until the new apiserver's
+            # watch caches are initialized and past those writes. A compaction while a cache is
+            # still starting can leave it stuck behind etcd for minutes (seen with 1.36).
+            for kind in REPLAY_ORDER:
+                await self.api.read(f"{kind.path}?limit=1")
             await self.api.retrying(lambda: asyncio.to_thread(self.plane.compact_etcd))
         finally:
             self.proxy.open_gate()
