@@ -137,9 +137,10 @@ class ClusterState:
     def subscribe(self, listener: ClusterListener) -> None:
         """Register and replay the current state to the listener (nodes, then pods)."""
         self._listeners.append(listener)
+        ghosts = set(self._ghosts.values())
         for row in range(self.n):
             node = self.nodes[row] or self._ghost_nodes.get(row)
-            if node is not None:
+            if node is not None or row in ghosts:  # a ghost of a node never seen: a row all the same
                 listener.node_changed(row, None, node)
         for pod in self.pods.values():
             listener.pod_added(pod, self.pod_row(pod.node_name))

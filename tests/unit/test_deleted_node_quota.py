@@ -14,7 +14,10 @@ from common.model.capacity_card.args import CapacityCardArgs
 from common.model.capacity_card.demand import pod_card_demand, resolve_charge
 from common.model.cards.catalog import CardCatalog
 from common.model.cards.discovery import NodeCards, discover_cards
+from common.model.nodes import NodeInfo
+from common.model.pods import PodInfo
 from common.model.resources import Resources
+from scheduler.cluster.state import ClusterState
 from scheduler.cycle import Scheduler
 from scheduler.kube.feed import Feed
 from scheduler.plugins.capacity_scheduling import CapacityScheduling
@@ -169,3 +172,23 @@ def test_every_plugin_schedules_beside_a_ghost_row_it_never_heard_of_as_a_node(g
         feed.apply(add(pod.copy().name(f"p{i}").uid(f"u{i}").obj()))
         attempt = scheduler.schedule_one()
         assert attempt is not None and attempt.node in ("g1", "c1"), attempt
+
+
+def test_a_listener_subscribing_late_is_told_of_every_ghost_row() -> None:
+    cluster = ClusterState()
+    cluster.set_node(NODE.copy().name("n1").info())
+    cluster.add_pod(POD.copy().name("old").node("gone").phase("Running").info())
+    seen: list[tuple[int, bool]] = []
+
+    class Listener:
+        def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+            seen.append((row, new is not None))
+
+        def pod_added(self, pod: PodInfo, row: int) -> None:
+            seen.append((row, True))
+
+        def pod_removed(self, pod: PodInfo, row: int) -> None:
+            raise AssertionError("nothing is removed")
+
+    cluster.subscribe(Listener())
+    assert seen == [(0, True), (1, False), (1, True)]  # the node, the ghost row, the pod on it
