@@ -222,9 +222,9 @@ class Scheduler:
         self.queue.on_event(event)
 
     def remove_node(self, name: str) -> None:
-        for pod in self.cluster.remove_node(name):
-            self.queue.on_event(ClusterEvent.POD_DELETED)
-            del pod
+        """The node is gone; pods bound to it go on counting until their deletes arrive (a ghost
+        row: :mod:`scheduler.cluster.state`)."""
+        self.cluster.remove_node(name)
 
     def put_object(self, obj: Obj) -> None:
         self.objects.put(obj)

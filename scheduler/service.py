@@ -2,9 +2,10 @@
 
 Start-up: configuration (an invalid one is exit code 2 with one line, before anything starts) ->
 metrics and probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches
-are fed to the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease -> the
-scheduling loop and the batched writer. Only the leader binds and writes; a standby keeps its caches
-warm so a takeover starts scheduling within one retry period.
+are fed to the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease, then
+list everything again (the previous leader's last writes) -> the scheduling loop and the batched
+writer. Only the leader binds and writes; a standby keeps its caches warm so a takeover starts
+scheduling within one retry period (plus those lists).
 
 SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
 Lease, stop the informers. A lost Lease stops the process at once with exit code 1 (as kube-scheduler
@@ -334,6 +335,14 @@ class Service:
                 log.info("waiting for Lease %s/%s", self.elector.namespace, self.elector.name)
                 if not await self._until(self.elector.leading.wait()):
                     return 0
+                # The last writes of the previous leader (binds, statuses) were answered before it
+                # released the Lease (or before the Lease expired), but the watches may not have
+                # shown them yet: counted from a lagging cache, a quota would be spent twice, and a
+                # status compared with a stale one left wrong. Lists started now have them.
+                informers = self.informers.informers.values()
+                if not await self._until(asyncio.gather(*(i.relist() for i in informers))):
+                    return 0
+                log.info("caches re-listed on taking the Lease")
             tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
             log.info("scheduling as %s (%s)", args.scheduler_name, self.identity)
             await scheduling.run(self.stop)

@@ -23,6 +23,10 @@ healthy it is; re-establishing it costs one watch request per ``inactivity_timeo
 Handlers run in the event loop, synchronously, in order of delivery; one that raises is logged and
 does not stop the informer. The cache is readable at any time (``informer.get``, ``informer.items``).
 
+:meth:`Informer.relist` asks for a list now and returns once its diff is delivered: the list starts
+after the call, so it holds every write the apiserver acknowledged before (a new leader's view of the
+binds its predecessor made before giving up the Lease).
+
 ``synced`` is set once, by the first list. ``watching`` is True only while the cache is live and
 watched: from a successful list (and each watch the apiserver answers) until the next failure (410
 Gone, a failed request) or until a watch is found silent, and again once a list or a re-established
@@ -69,6 +73,10 @@ class ApiError(Exception):
     """The apiserver answered a list or watch with an error status."""
 
 
+class _Relist(Exception):
+    """:meth:`Informer.relist` was called: the watch stops and the loop lists again."""
+
+
 @dataclass(eq=False)
 class Informer:
     """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
@@ -89,6 +97,10 @@ class Informer:
     relists: int = field(default=0, init=False)
     _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
     _resource_version: str = field(default="", init=False)
+    _relist_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _lists_started: int = field(default=0, init=False)
+    _listed: int = field(default=0, init=False)  # the number (in start order) of the last list delivered
+    _progress: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set by every list
 
     # --- cache ---------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -115,7 +127,7 @@ class Informer:
                 failures = 0
                 while True:
                     try:
-                        await self._watch()
+                        await self._watch_until_relist()
                     except Inactive:
                         self.watching = False  # until the new watch answers
                         log.warning(
@@ -127,6 +139,8 @@ class Informer:
             except asyncio.CancelledError:
                 self.watching = False
                 raise
+            except _Relist:
+                continue
             except Gone:
                 self.watching = False
                 log.info("%s: resourceVersion %s expired, re-listing", self.kind.kind, self._resource_version)
@@ -139,7 +153,36 @@ class Informer:
                 log.warning("%s: %s; retrying in %.1fs", self.kind.kind, err or type(err).__name__, delay)
                 await asyncio.sleep(delay)
 
+    async def relist(self) -> None:
+        """List again now (stopping the watch) and return once the list's diff is delivered."""
+        target = self._lists_started + 1
+        self._relist_wanted.set()
+        while self._listed < target:
+            await self._progress.wait()
+
+    async def _watch_until_relist(self) -> None:
+        """One watch, cut short by :meth:`relist` (raises :class:`_Relist`)."""
+        if not self._relist_wanted.is_set():
+            watch = asyncio.ensure_future(self._watch())
+            wanted = asyncio.ensure_future(self._relist_wanted.wait())
+            try:
+                await asyncio.wait({watch, wanted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                wanted.cancel()
+                if not watch.done():
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watch
+            if not watch.cancelled():
+                watch.result()  # the watch's own end: normal, or Gone, Inactive, an error
+        if self._relist_wanted.is_set():
+            raise _Relist()
+
     async def _list(self) -> None:
+        # Whoever asked for a list before this one started is answered by it.
+        self._relist_wanted.clear()
+        self._lists_started += 1
+        number = self._lists_started
         fresh: dict[Key, Obj] = {}
         token = ""
         version = ""
@@ -163,6 +206,9 @@ class Informer:
         self._deliver(changes)
         self.watching = True
         self.synced.set()
+        self._listed = number
+        self._progress.set()
+        self._progress = asyncio.Event()
 
     async def _watch(self) -> None:
         low, high = self.watch_timeout

@@ -7,6 +7,10 @@ a flush sends each dirty object once, as a JSON merge patch on its ``/status`` s
 bounded concurrency. The patch is the RFC 7386 difference between what the informer last saw and
 what is wanted, so a key that disappears (an ElasticQuota resource whose usage dropped to zero) is
 deleted with ``null`` rather than left stale, and an unchanged status is not written at all.
+
+The informer lags behind our own writes: until its cache shows our last write, the object holds what
+we wrote, not what the cache says, and the difference is taken from that (found by issue 11's chaos
+soak: usage going A -> B -> A within the lag left B written, the second A looking like no change).
 """
 
 from __future__ import annotations
@@ -162,6 +166,8 @@ class StatusWriter:
         # Per object: consecutive failed writes and when to try it again. One object whose patch
         # keeps failing (a webhook or validation rejecting it) must not hold the others back.
         self._failing: dict[StatusKey, tuple[int, float]] = {}
+        # Per object: the status we last wrote, and the cached status it was written over.
+        self._written: dict[StatusKey, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
 
     def put(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Want ``status`` on the object; replaces any not-yet-written wish for the same object."""
@@ -192,7 +198,7 @@ class StatusWriter:
             seen = self.current(kind, namespace, name)
             if seen is None:
                 return
-            patch = status_patch(seen, status)
+            patch = status_patch(self._holds(key, seen), status)
             if not patch:
                 self._failing.pop(key, None)
                 return
@@ -209,6 +215,7 @@ class StatusWriter:
                 sent += reply.ok
                 if reply.ok:
                     self.on_written(kind)
+                    self._written[key] = (status, seen)
             else:
                 self.failures += 1
                 log.warning("status of %s %s/%s not written: %s", kind, namespace, name, reply.message)
@@ -222,7 +229,17 @@ class StatusWriter:
         self.writes += sent
         return sent
 
+    def _holds(self, key: StatusKey, seen: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What the object's status is now, as far as we know: the cache's, unless the cache still
+        shows what it showed when we last wrote (the watch has not delivered our write): then the
+        keys we wrote hold what we wrote."""
+        written = self._written.get(key)
+        if written is None or written[1] != seen:
+            return seen
+        return {**seen, **written[0]}
+
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone: drop a status not yet written for it."""
         self._dirty.pop((kind, namespace, name), None)
         self._failing.pop((kind, namespace, name), None)
+        self._written.pop((kind, namespace, name), None)

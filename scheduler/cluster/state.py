@@ -9,6 +9,14 @@ Rows are stable: a removed node leaves a dead row (``alive`` False) that the nex
 so the per-node arrays plugins keep stay aligned without renumbering. Plugins that keep such arrays
 subscribe with :meth:`ClusterState.subscribe`.
 
+A node deleted while pods are bound to it leaves a *ghost* row (as kube-scheduler's cache keeps a
+deleted node's pods): nothing is placed there any more (``alive`` False), but its pods go on counting,
+on every quota, until their own deletes arrive (the pod garbage collector deletes them after a while;
+until then they exist and are bound). Listeners are told of the removal, and the row is reused, only
+once its last pod is gone: until then they charge the pods as on that node. A pod bound to a node
+never seen (deleted before the scheduler started) gets a ghost row too, which the node takes over if
+it appears.
+
 Every change appends its row to a change log and node changes that can alter a label, taint or
 condition bump ``static_generation``: per-pod-class results (:mod:`scheduler.cluster.row_cache`)
 then recompute only the rows changed since they were last used instead of all N rows per pod.
@@ -85,6 +93,8 @@ class ClusterState:
         self.names: list[str] = []
         self.nodes: list[NodeInfo | None] = []
         self.row_of: dict[str, int] = {}
+        self._ghosts: dict[str, int] = {}  # deleted node -> its row, while pods are bound there
+        self._ghost_nodes: dict[int, NodeInfo] = {}  # a ghost row -> the node it was
         self._free_rows: list[int] = []
         # Column-major: Filter and Score read one resource over all nodes (``requested[:n, c]`` is a
         # contiguous vector); numpy is many times slower on [N, k] blocks with a small row stride.
@@ -127,12 +137,13 @@ class ClusterState:
     def subscribe(self, listener: ClusterListener) -> None:
         """Register and replay the current state to the listener (nodes, then pods)."""
         self._listeners.append(listener)
+        ghosts = set(self._ghosts.values())
         for row in range(self.n):
-            node = self.nodes[row]
-            if node is not None:
+            node = self.nodes[row] or self._ghost_nodes.get(row)
+            if node is not None or row in ghosts:  # a ghost of a node never seen: a row all the same
                 listener.node_changed(row, None, node)
         for pod in self.pods.values():
-            listener.pod_added(pod, self.row_of[pod.node_name])
+            listener.pod_added(pod, self.pod_row(pod.node_name))
 
     # -- change log (``self.log``) ------------------------------------------------------------------
     def _changed(self, row: int) -> None:
@@ -232,8 +243,14 @@ class ClusterState:
         row = self.row_of.get(node.name)
         old: NodeInfo | None = None
         if row is None:
-            if self._free_rows:
+            # A node deleted and re-created while its pods stayed: back on its ghost row (for the
+            # listeners, which never heard of the deletion, an update).
+            row = self._ghosts.pop(node.name, None)
+            if row is not None:
+                old = self._ghost_nodes.pop(row, None)
+            elif self._free_rows:
                 row = self._free_rows.pop()
+            if row is not None:
                 self.names[row] = node.name
                 self.nodes[row] = node
             else:
@@ -275,34 +292,73 @@ class ClusterState:
             listener.node_changed(row, old, node)
         return row
 
-    def remove_node(self, name: str) -> list[PodInfo]:
-        """Remove a node; returns the pods that were bound to it (they no longer count anywhere)."""
-        row = self.row_of.get(name)
+    def remove_node(self, name: str) -> None:
+        """Remove a node. Pods still bound to it keep counting on its row, now a ghost, until each
+        is removed (:meth:`remove_pod`); the row is freed with the last of them."""
+        row = self.row_of.pop(name, None)
         if row is None:
-            return []
-        orphans = list(self.pods_on[row].values())
-        for pod in orphans:
-            self.remove_pod(pod.key)  # needs the row: forget the name only after
-        del self.row_of[name]
+            return
         old = self.nodes[row]
         self.nodes[row] = None
         self.names[row] = ""
         self.alive[row] = False
         self.ready[row] = False
         self.allocatable[row] = 0
-        self.requested[row] = 0
-        self.free[row] = 0
         self._floor_loose = True
         self.node_taints[row] = False
         self.labels.clear_node(row)
-        self._free_rows.append(row)
         self._rank_dirty = True
         self.generation += 1
         self.static_generation += 1
         self._changed(row)
-        for listener in self._listeners:
-            listener.node_changed(row, old, None)
-        return orphans
+        if self.pods_on[row] and old is not None:
+            # A ghost. The listeners hear of the removal when the row is freed: until then its pods
+            # are charged as on that node (its card types, its per-GPU shares), though nothing is
+            # placed there (``alive`` is False).
+            self._ghosts[name] = row
+            self._ghost_nodes[row] = old
+            return
+        self._free_row(row, old)
+
+    def _free_row(self, row: int, old: NodeInfo | None) -> None:
+        """A dead row without pods: the listeners are told the node is gone; a new node may take it."""
+        self.requested[row] = 0
+        self.free[row] = 0
+        self._free_rows.append(row)
+        if old is not None:  # a ghost of a node never seen was never announced
+            for listener in self._listeners:
+                listener.node_changed(row, old, None)
+
+    def _ghost_row(self, node_name: str) -> int:
+        """A ghost row for pods bound to a node this state has not seen (deleted before we listed,
+        or not listed yet): they count, on their quotas, from the start; the node, if it comes,
+        takes the row over."""
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            if self.n == self._rows:
+                self._grow_rows()
+            row = self.n
+            self.n += 1
+            self.names.append("")
+            self.nodes.append(None)
+            self.pods_on.append({})
+        self.alive[row] = self.ready[row] = False
+        self.allocatable[row] = self.requested[row] = self.free[row] = 0
+        self._ghosts[node_name] = row
+        self._changed(row)
+        for listener in self._listeners:  # a row without a node: per-row arrays must cover it
+            listener.node_changed(row, None, None)
+        return row
+
+    def pod_row(self, node_name: str) -> int:
+        """The row a bound pod counts on: its node's, or the ghost row of its deleted node."""
+        row = self.row_of.get(node_name)
+        return self._ghosts[node_name] if row is None else row
+
+    def has_row(self, node_name: str) -> bool:
+        """Whether pods bound to ``node_name`` count: the node is known, or deleted under its pods."""
+        return node_name in self.row_of or node_name in self._ghosts
 
     def node(self, row: int) -> NodeInfo:
         node = self.nodes[row]
@@ -341,12 +397,15 @@ class ClusterState:
 
     # -- pods ------------------------------------------------------------------------------------
     def add_pod(self, pod: PodInfo) -> bool:
-        """Count a bound pod on its node; idempotent per pod key. False if its node is unknown."""
+        """Count a bound pod on its node (a ghost row when the node is unknown); idempotent per pod
+        key. False for a pod that holds nothing (finished)."""
         if not pod.holds_resources:
             return False
         row = self.row_of.get(pod.node_name)
         if row is None:
-            return False
+            row = self._ghosts.get(pod.node_name)
+            if row is None:
+                row = self._ghost_row(pod.node_name)
         previous = self.pods.get(pod.key)
         if previous is not None:
             if previous.node_name == pod.node_name and previous.requests == pod.requests:
@@ -371,7 +430,7 @@ class ClusterState:
         pod = self.pods.pop(key, None)
         if pod is None:
             return None
-        row = self.row_of[pod.node_name]
+        row = self.pod_row(pod.node_name)
         del self.pods_on[row][key]
         vector = self.pod_vector(pod)
         self.requested[row] -= vector
@@ -381,6 +440,9 @@ class ClusterState:
         self._changed(row)
         for listener in self._listeners:
             listener.pod_removed(pod, row)
+        if not self.pods_on[row] and self._ghosts.get(pod.node_name) == row:
+            del self._ghosts[pod.node_name]
+            self._free_row(row, self._ghost_nodes.pop(row, None))
         return pod
 
     def pods_on_node(self, name: str) -> Iterable[PodInfo]:

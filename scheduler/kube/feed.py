@@ -103,8 +103,6 @@ class Feed:
     assumed: set[str] = field(default_factory=set, init=False)
     _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
     _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
-    # node -> bound pods seen before the node
-    _orphans: dict[str, dict[str, PodInfo]] = field(default_factory=dict, init=False)
     handled: int = field(default=0, init=False)
     _seen: dict[str, float] = field(default_factory=dict, init=False)  # pending pod -> first seen
 
@@ -167,8 +165,6 @@ class Feed:
             return  # a heartbeat: nothing the scheduler reads changed
         self._nodes[name] = node
         self.scheduler.set_node(node)
-        for pod in self._orphans.pop(name, {}).values():
-            self.scheduler.add_pod(pod)
 
     def _object(self, kind: str, change: Change) -> None:
         namespace, name = change.key
@@ -202,15 +198,11 @@ class Feed:
             # failed (refeed).
             return
         if pod.bound:
+            # Counted even on a node not known (deleted, or not seen yet): scheduler.cluster.state.
             self.assumed.discard(key)
             ours = self.scheduler.cluster.pods.get(key)  # assumed by our cycle before its bind
             if ours is None or ours.node_name != pod.node_name:
                 self._seen.pop(key, None)  # bound by another hand: no wait of ours to report
-            if pod.holds_resources and pod.node_name not in self.scheduler.cluster.row_of:
-                self._orphans.setdefault(pod.node_name, {})[key] = pod
-                return
-            for orphans in self._orphans.values():
-                orphans.pop(key, None)
             self.scheduler.add_pod(self._with_priority(pod))
             return
         if not pod.deleting and (
@@ -233,8 +225,6 @@ class Feed:
         self._uids.pop(key, None)
         self.assumed.discard(key)
         self._seen.pop(key, None)
-        for orphans in self._orphans.values():
-            orphans.pop(key, None)
         self.scheduler.delete_pod(key)
 
     def refeed(self, key: str) -> None:

@@ -157,6 +157,7 @@ class CapacityCardPlugin(
         while len(self._cards) <= row:
             self._cards.append(_EMPTY_NODE)
             self._identities.append(_identity(_EMPTY_NODE))
+            self._stale = True  # ``has`` needs the row, even one without cards (a ghost row)
         cards = discover_cards(new) if new is not None else _EMPTY_NODE
         identity = _identity(cards)
         if identity != self._identities[row]:

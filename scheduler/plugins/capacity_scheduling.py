@@ -126,7 +126,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         cluster = self.handle.cluster
         # The cluster's pods already include every pending event.
         self._pending = [
-            (pod.namespace, cluster.row_of[pod.node_name], pod, 1, request_items(pod.requests))
+            (pod.namespace, cluster.pod_row(pod.node_name), pod, 1, request_items(pod.requests))
             for pod in cluster.pods.values()
         ]
         self._flush()

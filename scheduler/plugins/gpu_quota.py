@@ -185,7 +185,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         cluster = self.handle.cluster
 
         def request_of(pod: PodInfo) -> GPURequest | None:
-            return self._request_on(pod, cluster.row_of[pod.node_name])
+            return self._request_on(pod, cluster.pod_row(pod.node_name))
 
         for event in self.store.rebuild(list(cluster.pods.values()), request_of):
             self.handle.record(event)

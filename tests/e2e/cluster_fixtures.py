@@ -10,8 +10,6 @@ test carry a label with the test's id, and its pods select it.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import signal
 import subprocess
 import sys
@@ -346,33 +344,10 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
 
 
 def compact_etcd(plane: ControlPlane) -> int:
-    """Compact etcd at its current revision (through its v3 HTTP gateway); returns the revision.
-
-    Every resourceVersion older than this is gone: a watch resumed from one gets 410 Gone.
-    """
-    base = f"http://127.0.0.1:{plane.etcd_port}/v3"
-    key = base64.b64encode(b"/").decode()
-    request = urllib.request.Request(
-        f"{base}/kv/range", data=json.dumps({"key": key, "limit": 1}).encode(), method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=5) as reply:
-        revision = int(json.loads(reply.read())["header"]["revision"])
-    body = json.dumps({"revision": revision, "physical": True}).encode()
-    with urllib.request.urlopen(
-        urllib.request.Request(f"{base}/kv/compaction", data=body, method="POST"), timeout=30
-    ):
-        pass
-    return revision
+    """Compact etcd at its current revision; returns the revision (see ``ControlPlane.compact_etcd``)."""
+    return plane.compact_etcd()
 
 
 def restart_apiserver(plane: ControlPlane, timeout: float = 60.0) -> None:
-    """Stop kube-apiserver and start it again on the same port (etcd keeps the data).
-
-    Uses the harness's own start-up code; every open watch is cut and its clients must re-list.
-    """
-    # The harness exposes no restart; this reuses its internals instead of changing it.
-    processes = plane._processes
-    index = next(i for i, p in enumerate(processes) if p.name == "kube-apiserver")
-    processes.pop(index).stop()
-    apiserver = plane._start_apiserver()
-    plane._wait_until(time.monotonic() + timeout, apiserver, plane._apiserver_ready, "kube-apiserver /readyz")
+    """Restart kube-apiserver on the same port and etcd (see ``ControlPlane.restart_apiserver``)."""
+    plane.restart_apiserver(timeout)

@@ -69,10 +69,10 @@ def update(old: dict[str, Any], new: dict[str, Any]) -> Change:
     return Change("update", key(new), new, old)
 
 
-def make() -> tuple[Scheduler, MemoryBackend, Feed, Clock]:
+def make(config: str = CONFIG) -> tuple[Scheduler, MemoryBackend, Feed, Clock]:
     clock = Clock()
     backend = MemoryBackend()
-    scheduler = Scheduler(SchedulerConfig.from_yaml(CONFIG), default_registry(), backend, clock=clock)
+    scheduler = Scheduler(SchedulerConfig.from_yaml(config), default_registry(), backend, clock=clock)
     backend.objects = scheduler.objects
     feed = Feed(scheduler)
     feed.ready = True
@@ -122,12 +122,16 @@ class _Cache:
         return self._objects.get((namespace, name))
 
 
-def test_a_pod_bound_to_a_node_not_yet_seen_counts_once_the_node_arrives() -> None:
+def test_a_pod_bound_to_a_node_not_yet_seen_counts_at_once_and_on_the_node_when_it_arrives() -> None:
+    """Bound is bound (a pod of a node deleted before the scheduler listed counts on its quotas): it
+    waits on a ghost row, which nothing is placed on and which the node takes over."""
     scheduler, _, feed, _ = make()
     feed.apply(add(POD.copy().name("early").uid("uid-early").req(cpu="3").node("n1").obj()))
-    assert "ns/early" not in scheduler.cluster.pods
-    feed.apply(add(NODE.copy().name("n1").obj()))
     assert scheduler.cluster.pods["ns/early"].node_name == "n1"
+    assert "n1" not in scheduler.cluster.row_of and not scheduler.cluster.alive.any()
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    row = scheduler.cluster.row_of["n1"]
+    assert "ns/early" in scheduler.cluster.pods_on[row] and scheduler.cluster.alive[row]
 
 
 def test_status_only_updates_do_not_requeue_a_pending_pod() -> None:

@@ -224,20 +224,37 @@ def test_fit_follows_binds_and_releases_on_the_same_node() -> None:
     assert retried is not None and retried.node == "a"
 
 
-def test_removing_a_node_with_pods_releases_them_and_frees_the_row() -> None:
-    """A node deleted under its pods (formerly a KeyError): the pods stop counting, the row is reused."""
+def test_a_node_removed_under_its_pods_keeps_them_counted_on_a_ghost_row_until_they_go() -> None:
+    """A node deleted under its pods (formerly a KeyError, then a release of the pods): the pods
+    still exist until deleted and keep counting on the node's row, which no new node takes and no pod
+    is placed on; the row is reused once the last of them is gone."""
     sched = scheduler()
     sched.set_node(NODE.copy().name("a").alloc(cpu="2").info())
     sched.set_node(NODE.copy().name("b").alloc(cpu="2").info())
     sched.add_pod(POD.copy().name("running").req(cpu="2").node("a").phase("Running").info())
     sched.remove_node("a")
-    assert "ns/running" not in sched.cluster.pods
-    assert sched.cluster.node_count == 1
+    assert sched.cluster.pods["ns/running"].node_name == "a"
+    assert sched.cluster.node_count == 1 and sched.cluster.has_row("a")
     sched.set_node(NODE.copy().name("c").alloc(cpu="2").info())
+    assert sched.cluster.row_of["c"] == 2  # not a's row: its pod is still there
     sched.add_pod(POD.copy().name("p").req(cpu="2").info())
     placed = sched.schedule_one()
-    assert placed is not None and placed.node == "b"  # equal scores: the first name
-    assert sched.cluster.row_of["c"] == 0  # a's row, reused
+    assert placed is not None and placed.node == "b"  # equal scores: the first live name
+    sched.delete_pod("ns/running")
+    assert not sched.cluster.has_row("a")
+    sched.set_node(NODE.copy().name("d").alloc(cpu="2").info())
+    assert sched.cluster.row_of["d"] == 0  # a's row, free again
+    assert int(sched.cluster.requested[0].sum()) == 0
+
+
+def test_a_node_recreated_under_its_pods_takes_its_ghost_row_back() -> None:
+    cluster = cluster_of(2)
+    cluster.add_pod(POD.copy().name("r").req(cpu="3").node("n001").phase("Running").info())
+    cluster.remove_node("n001")
+    cluster.set_node(NODE.copy().name("n001").info())
+    row = cluster.row_of["n001"]
+    assert row == 1 and "ns/r" in cluster.pods_on[row]
+    assert fresh(cluster, "cpu")[row] == 5000  # 8 cores, 3 of them still taken
 
 
 class _LiveFilter(FilterPlugin):

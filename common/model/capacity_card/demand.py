@@ -103,6 +103,8 @@ def resolve_charge(
     node_cards: NodeCards,
     args: CapacityCardArgs,
     allowed: Mapping[str, bool] | None = None,
+    *,
+    node_known: bool = True,
 ) -> Resources:
     """What a pod is charged on a node: cpu, memory and each group's concrete card type (Semantics 1).
 
@@ -110,11 +112,14 @@ def resolve_charge(
     :attr:`~common.model.capacity_card.task.TaskCheck.allowed_names`) has quota for; without an
     allowed one, the first the node has (a pod already bound is charged whatever it took). A group the
     node has no candidate for charges nothing: the node cannot run it, or the pod was bound by
-    something that ignored the quota.
+    something that ignored the quota. On a node that is not known (``node_known`` False: a pod bound
+    to a node deleted before the scheduler listed the nodes) the card type cannot be read, and each
+    group is charged to its first candidate, as if the node had them all: a bound pod's cards are
+    never left uncounted.
     """
     charge = dict(charged_cpu_memory(demand, args))
     for group in demand.groups:
-        present = [name for name in group if node_cards.by_name(name) is not None]
+        present = [name for name in group if not node_known or node_cards.by_name(name) is not None]
         chosen = next((n for n in present if allowed is None or allowed.get(n, False)), None)
         if chosen is None and present:
             chosen = present[0]

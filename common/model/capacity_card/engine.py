@@ -51,6 +51,9 @@ from common.model.wire import object_ref
 # past them only recomputes.
 _MAX_MEMO: Final = 4096
 _MAX_NODE_MEMO: Final = 65536
+# The card types of a node not in the inventory (its pods charged by resolve_charge's node_known=False);
+# not a card name, so never equal to a real node's set.
+_UNKNOWN_NODE: Final = frozenset({"\0unknown node"})
 
 
 @dataclass(slots=True)
@@ -342,7 +345,7 @@ class CapacityCard:
         names = self._node_names.get(node_name)
         if names is None:
             node = self.nodes.get(node_name)
-            names = frozenset(node.names) if node is not None else frozenset()
+            names = frozenset(node.names) if node is not None else _UNKNOWN_NODE
             # One object per distinct set, so the memo key below compares by identity.
             names = self._name_sets.setdefault(names, names)
             if len(self._node_names) >= _MAX_NODE_MEMO:
@@ -353,7 +356,10 @@ class CapacityCard:
         if memo is not None and memo[0] is demand and memo[1] is check:
             return memo[2]
         allowed = check.allowed_names if check is not None else None
-        charge = resolve_charge(demand, self.nodes.get(node_name, NodeCards(node_name)), self.args, allowed)
+        node_cards = self.nodes.get(node_name)
+        charge = resolve_charge(
+            demand, node_cards or NodeCards(node_name), self.args, allowed, node_known=node_cards is not None
+        )
         if len(self._charges) >= _MAX_MEMO:
             self._charges.clear()
         self._charges[key] = (demand, check, charge)
@@ -404,8 +410,9 @@ class CapacityCard:
     def _account(self, ledger: QueueLedger, state: _PodState) -> None:
         demand = state.demand or CardDemand()
         if state.pod.node_name:
-            node = self.nodes.get(state.pod.node_name, NodeCards(state.pod.node_name))
-            charge = resolve_charge(demand, node, self.args)
+            node = self.nodes.get(state.pod.node_name)
+            name = state.pod.node_name
+            charge = resolve_charge(demand, node or NodeCards(name), self.args, node_known=node is not None)
             ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
             ledger.reserve(state.pod.key, charge, state.job)
         else:

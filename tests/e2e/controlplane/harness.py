@@ -208,8 +208,10 @@ class ControlPlane:
         *,
         workdir: Path | None = None,
         keep_workdir: bool = False,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.binaries = binaries if binaries is not None else Binaries.locate()
+        self.apiserver_args = list(apiserver_args)  # extra kube-apiserver flags, after the harness's
         self._owns_workdir = workdir is None
         self.workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="gpuq-e2e-"))
         self.keep_workdir = keep_workdir
@@ -309,6 +311,34 @@ class ControlPlane:
                 process.stop()
 
         return stop
+
+    def restart_apiserver(self, timeout: float = 60.0) -> None:
+        """Stop kube-apiserver and start it again on the same port over the same etcd (the data
+        stays); every open watch is cut and its clients must re-list or resume."""
+        index = next(i for i, p in enumerate(self._processes) if p.name == "kube-apiserver")
+        self._processes.pop(index).stop()
+        apiserver = self._start_apiserver()
+        deadline = time.monotonic() + timeout
+        self._wait_until(deadline, apiserver, self._apiserver_ready, "kube-apiserver /readyz")
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision (through its v3 HTTP gateway); returns the revision.
+
+        Every resourceVersion older than this is gone: a watch resumed from one gets 410 Gone.
+        """
+        base = f"http://127.0.0.1:{self.etcd_port}/v3"
+        key = base64.b64encode(b"/").decode()
+        request = urllib.request.Request(
+            f"{base}/kv/range", data=json.dumps({"key": key, "limit": 1}).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            revision = int(json.loads(reply.read())["header"]["revision"])
+        body = json.dumps({"revision": revision, "physical": True}).encode()
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{base}/kv/compaction", data=body, method="POST"), timeout=30
+        ):
+            pass
+        return revision
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -481,6 +511,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--profiling=false",
+                *self.apiserver_args,
             ],
         )
 
