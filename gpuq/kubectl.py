@@ -74,11 +74,16 @@ def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
     try:
         data = yaml.safe_load(Path(path).expanduser().read_text()) or {}
     except (OSError, yaml.YAMLError):
+        return DEFAULT_NAMESPACE  # reading the cluster says what is wrong with the file
+    if not isinstance(data, Mapping):
         return DEFAULT_NAMESPACE
     name = context or data.get("current-context")
-    for entry in data.get("contexts") or ():
+    contexts = data.get("contexts")
+    for entry in contexts if isinstance(contexts, list) else ():
         if isinstance(entry, Mapping) and entry.get("name") == name:
-            return str((entry.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE)
+            spec = entry.get("context")
+            namespace = spec.get("namespace") if isinstance(spec, Mapping) else None
+            return str(namespace or DEFAULT_NAMESPACE)
     return DEFAULT_NAMESPACE
 
 

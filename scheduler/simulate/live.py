@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
 
@@ -51,9 +52,43 @@ class Snapshot:
     namespace: str = ""  # "" = all namespaces
 
 
+def _kubeconfig_paths(kubeconfig: str | None) -> tuple[str, list[str]]:
+    """Where the kubeconfig comes from (for messages) and its files; no files: none, try in-cluster."""
+    if kubeconfig:
+        return "--kubeconfig", [kubeconfig]
+    if os.environ.get("KUBECONFIG"):
+        return "$KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    default = Path("~/.kube/config").expanduser()
+    return "~/.kube/config", [str(default)] if default.exists() else []
+
+
+def _check_kubeconfig(where: str, paths: list[str]) -> None:
+    """A missing or malformed kubeconfig is a one-line error naming it, not the client library's
+    warning and traceback (it reads the file's structure without checking it)."""
+    found = [path for path in paths if Path(path).expanduser().is_file()]
+    if not found:
+        raise ReadError(f"{where}: invalid value {':'.join(paths)!r}: expected an existing kubeconfig file")
+    for path in found:
+        try:
+            data = yaml.safe_load(Path(path).expanduser().read_text())
+        except (OSError, yaml.YAMLError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ReadError(f"{where}: {path}: expected a kubeconfig in YAML: {first}") from err
+        if not isinstance(data, dict):
+            raise ReadError(
+                f"{where}: {path}: invalid value of type {type(data).__name__}: expected a kubeconfig "
+                "(a YAML mapping of clusters, contexts and users)"
+            )
+
+
 async def _client(kubeconfig: str | None, context: str | None) -> Any:
-    if kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().exists():
-        return await config.new_client_from_config(config_file=kubeconfig or None, context=context)
+    where, paths = _kubeconfig_paths(kubeconfig)
+    if paths:
+        _check_kubeconfig(where, paths)
+        try:
+            return await config.new_client_from_config(config_file=kubeconfig or None, context=context)
+        except (AttributeError, TypeError, KeyError) as err:
+            raise ReadError(f"{where}: malformed kubeconfig ({type(err).__name__}: {err})") from err
     if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

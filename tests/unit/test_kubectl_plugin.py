@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpuq.cli import main as cli_main
 from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
 from scheduler.simulate.live import Snapshot, overlay
 from scheduler.simulate.loader import Manifests
@@ -102,6 +103,9 @@ def test_the_namespace_of_the_context_is_the_default(tmp_path: Path, monkeypatch
     monkeypatch.setenv("KUBECONFIG", str(config))
     assert _context_namespace(None, None) == "team-a"
     assert _context_namespace(str(tmp_path / "missing"), None) == "default"
+    for text in ("- a\n", "contexts: 5\n", "current-context: a\ncontexts: [{name: a, context: 7}]\n"):
+        config.write_text(text)  # malformed: reading the cluster then says what is wrong
+        assert _context_namespace(str(config), None) == "default"
 
 
 def test_files_overlay_the_live_state() -> None:
@@ -162,3 +166,41 @@ def test_refused_credentials_are_one_line(tmp_path: Path, capsys: pytest.Capture
         r"the kubeconfig's credentials were refused\n",
         err,
     ), err
+
+
+BAD_KUBECONFIGS = {
+    "missing": (None, r"--kubeconfig: invalid value '\S+/missing': expected an existing kubeconfig file"),
+    "not-yaml": ("garbage: [\n", r"--kubeconfig: \S+/not-yaml: expected a kubeconfig in YAML: .+"),
+    "a-list": ("- a\n", r"--kubeconfig: \S+/a-list: invalid value of type list: expected a kubeconfig .+"),
+    "contexts-not-a-list": (
+        "apiVersion: v1\ncurrent-context: x\ncontexts: 5\n",
+        r"--kubeconfig: malformed kubeconfig \(TypeError: .+\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_KUBECONFIGS))
+@pytest.mark.parametrize("command", [["queues"], ["pending"], ["explain", "ml/p"], ["simulate"]])
+def test_a_bad_kubeconfig_is_one_line_naming_it(
+    name: str, command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_KUBECONFIGS[name]
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    args = [*command, "--kubeconfig", str(path)]
+    code = cli_main(args) if command == ["simulate"] else main(args)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"error: cannot read the cluster: {expected}\n", err), err
+
+
+def test_a_missing_kubeconfig_file_named_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
+    assert main(["queues"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot read the cluster: $KUBECONFIG: invalid value '{tmp_path / 'gone'}': "
+        "expected an existing kubeconfig file\n"
+    )
