@@ -20,6 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 JOBS = EXAMPLES / "specs" / "capacity-card" / "volcano-jobs"
 NODE = MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110", **{"nvidia.com/gpu": "8"})
 CONTAINER = {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}
+BAD_CPU = {"name": "c", "resources": {"requests": {"cpu": "lots"}}}
 
 
 def _template(labels: Mapping[str, str] | None = None, **annotations: str) -> dict[str, Any]:
@@ -247,6 +248,31 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
             _volcano(minAvailable=5, tasks=[{"name": "w", "replicas": 2, "template": _template()}]),
             "Job/ml/train: spec.minAvailable: invalid value 5: "
             "expected at most the sum of the tasks' replicas",
+        ),
+        (
+            _apps("Deployment", "web", 100_000_000),
+            "Deployment/ml/web: spec.replicas: invalid value 100000000: "
+            "expected at most 100000 pods in one workload (simulate's bound)",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {"name": "w", "replicas": 60_000, "template": _template()},
+                    {"name": "v", "replicas": 60_000, "template": _template()},
+                ]
+            ),
+            "Job/ml/train: spec.tasks[*].replicas: invalid value 120000: "
+            "expected at most 100000 pods in one workload (simulate's bound)",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {"name": "w", "replicas": 1, "template": _template()},
+                    {"name": "v", "replicas": 1, "template": {"spec": {"containers": [BAD_CPU]}}},
+                ]
+            ),
+            "Job/ml/train: spec.tasks[1].template.spec container c requests[cpu]: invalid value 'lots': "
+            "expected a Kubernetes quantity such as 500m, 2, 1.5, 64Gi or 1e3",
         ),
     ],
 )
