@@ -274,7 +274,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "explain":
         ns, sep, name = args.pod.rpartition("/")
         target = (ns if sep else namespace, name)
-        if not name or (sep and not ns):
+        if not name or (sep and not ns) or "/" in ns:
             print(
                 f"error: [NAMESPACE/]POD: invalid value {args.pod!r}: expected <namespace>/<pod>",
                 file=sys.stderr,

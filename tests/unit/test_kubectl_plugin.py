@@ -204,3 +204,12 @@ def test_a_missing_kubeconfig_file_named_by_the_environment(
         f"error: cannot read the cluster: $KUBECONFIG: invalid value '{tmp_path / 'gone'}': "
         "expected an existing kubeconfig file\n"
     )
+
+
+@pytest.mark.parametrize("pod", ["a/b/c", "/p", "ns/", ""])
+def test_a_malformed_pod_argument_is_one_line(pod: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any read of the cluster (the kubeconfig given does not exist)."""
+    assert main(["explain", pod, "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: [NAMESPACE/]POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
+    )
