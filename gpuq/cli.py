@@ -187,7 +187,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 def _run_explain(args: argparse.Namespace) -> int:
     namespace, sep, name = args.pod.partition("/")
-    if not sep or not namespace or not name:
+    if not sep or not namespace or not name or "/" in name:
         return _fail([f"NAMESPACE/POD: invalid value {args.pod!r}: expected <namespace>/<pod>"])
     if args.filename and (args.kubeconfig or args.context):
         return _fail(["explain: give either -f FILE_OR_DIR or the live cluster (--kubeconfig, --context)"])

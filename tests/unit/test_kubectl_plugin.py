@@ -213,3 +213,11 @@ def test_a_malformed_pod_argument_is_one_line(pod: str, capsys: pytest.CaptureFi
     assert capsys.readouterr().err == (
         f"error: [NAMESPACE/]POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
     )
+
+
+@pytest.mark.parametrize("pod", ["a/b/c", "p", "/p", "ns/"])
+def test_gpuq_explain_refuses_a_malformed_pod_argument(pod: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["explain", pod, "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: NAMESPACE/POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
+    )
