@@ -38,6 +38,7 @@ from common.model.resources import Resources
 from gpuq.cli import gpuq_version, quiet_broken_pipe
 from gpuq.tables import amount, fmt, make_console, print_explain
 from scheduler.plugins import default_registry
+from scheduler.plugins.priority import pod_priority
 from scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
 from scheduler.simulate.run import Simulation, prepare, report, run
 
@@ -156,6 +157,12 @@ def _recorded_reason(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _queue_order(pod: PodInfo) -> tuple[Any, ...]:
+    """The scheduling queue's order (the priority plugin's QueueSort): namespace and name as a pair,
+    not as ``ns/name`` (``a-b/c`` sorts before ``a/z`` as a string, after it as a pair)."""
+    return (-pod_priority(pod), pod.creation_timestamp, pod.namespace, pod.name)
+
+
 def pending_rows(view: View) -> list[dict[str, Any]]:
     """Pending pods in queue order (priority high first, then creationTimestamp, then name), each
     with its queue, its position among that queue's pending pods, its outlook and reason."""
@@ -177,7 +184,7 @@ def pending_rows(view: View) -> list[dict[str, Any]]:
             if not info.bound and not info.terminal and not info.deleting:
                 reason = _recorded_reason(raw.get(key) or {})
                 rows.append({"pod": info, "reason": reason, "outlook": outlook_of(reason)})
-    rows.sort(key=lambda r: (-(r["pod"].priority or 0), r["pod"].creation_timestamp, r["pod"].key))
+    rows.sort(key=lambda r: _queue_order(r["pod"]))
     counts: dict[str, int] = {}
     out = []
     for row in rows:

@@ -221,3 +221,15 @@ def test_gpuq_explain_refuses_a_malformed_pod_argument(pod: str, capsys: pytest.
     assert capsys.readouterr().err == (
         f"error: NAMESPACE/POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
     )
+
+
+def test_equal_pods_are_placed_by_namespace_then_name_as_the_scheduler_queue_does() -> None:
+    same = "2024-01-01T00:00:00Z"
+    pods = []
+    for namespace, name in (("a-b", "c"), ("a", "z")):
+        pod = _pending(name, created=same)
+        pod["metadata"]["namespace"] = namespace
+        pods.append(pod)
+    rows = pending_rows(View(Snapshot(objects={"Pod": pods}), None))
+    # As a pair ("a", "z") < ("a-b", "c"); as the string "a/z" it would sort after "a-b/c".
+    assert [(r["namespace"], r["name"], r["position"]) for r in rows] == [("a", "z", 1), ("a-b", "c", 2)]
