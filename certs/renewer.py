@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import datetime as dt
 import ipaddress
 import logging
@@ -66,7 +67,10 @@ def authorities_from_secret(secret: Mapping[str, Any], where: str) -> Authoritie
     data = secret.get("data") or {}
 
     def pem(key: str) -> bytes:
-        return base64.b64decode(data[key])
+        try:
+            return base64.b64decode(data[key], validate=True)
+        except (binascii.Error, TypeError):
+            raise InvalidValue(f"{where} data.{key}", "(not shown)", "base64") from None
 
     if "ca.crt" not in data or "ca.key" not in data:
         raise InvalidValue(where, sorted(data), "data with ca.crt and ca.key (a CA gpuq stored)")
@@ -76,7 +80,12 @@ def authorities_from_secret(secret: Mapping[str, Any], where: str) -> Authoritie
         incoming = key_pair_from_pem(
             pem("next-ca.crt"), pem("next-ca.key"), f"{where} next-ca.crt", f"{where} next-ca.key"
         )
-    retiring = x509.load_pem_x509_certificate(pem("retiring-ca.crt")) if "retiring-ca.crt" in data else None
+    retiring = None
+    if "retiring-ca.crt" in data:
+        try:
+            retiring = x509.load_pem_x509_certificate(pem("retiring-ca.crt"))
+        except ValueError:
+            raise InvalidValue(f"{where} retiring-ca.crt", "(not shown)", "a PEM certificate") from None
     stamp = ((secret.get("metadata") or {}).get("annotations") or {}).get(CHANGED_AT)
     try:
         changed_at = dt.datetime.fromisoformat(stamp) if stamp else LONG_AGO

@@ -202,3 +202,27 @@ def test_the_kept_state_round_trips_through_its_secret_and_reads_a_gpuq_certs_is
     assert kept.bundle() == [new.certificate] and kept.changed_at < T0
     with pytest.raises(InvalidValue, match=r"Secret/gpuq-system/x: invalid value \['tls.crt'\]"):
         authorities_from_secret({"data": {"tls.crt": "eA=="}}, "Secret/gpuq-system/x")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "ca.crt",
+            "not base64!",
+            r"Secret/ns/ca data.ca.crt: invalid value '\(not shown\)': expected base64",
+        ),
+        (
+            "retiring-ca.crt",
+            "eA==",
+            r"Secret/ns/ca retiring-ca.crt: invalid value .*: expected a PEM certificate",
+        ),
+    ],
+)
+def test_a_damaged_ca_secret_is_an_invalid_value_naming_the_key(key: str, value: str, message: str) -> None:
+    """A round reading it fails with a logged GpuqError and is retried; any other error would end the
+    renewal task for good."""
+    secret = secret_of_authorities("ns", "ca", Authorities(_ca(), T0))
+    secret["data"][key] = value
+    with pytest.raises(InvalidValue, match=message):
+        authorities_from_secret(secret, "Secret/ns/ca")
