@@ -301,10 +301,13 @@ def _serving_of(reply: Reply) -> KeyPair | None:
         return key_pair_from_pem(
             base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"]), "tls.crt", "tls.key"
         )
-    except InvalidValue:
+    except (InvalidValue, binascii.Error, TypeError):
         return None  # unreadable: replaced by a fresh one
 
 
 def _ca_of(reply: Reply) -> bytes | None:
     data = reply.body.get("data") or {} if reply.ok else {}
-    return base64.b64decode(data["ca.crt"]) if "ca.crt" in data else None
+    try:
+        return base64.b64decode(data["ca.crt"], validate=True) if "ca.crt" in data else None
+    except (binascii.Error, TypeError):
+        return None  # unreadable: rewritten with the bundle
