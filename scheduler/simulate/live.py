@@ -29,6 +29,7 @@ from common.kube.resources import PODS, ResourceKind
 from common.model.errors import GpuqError
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from common.model.wire import object_ref
 from scheduler.kube.feed import REPLAY_ORDER
 from scheduler.plugins import default_registry
 from scheduler.simulate.loader import Manifests, object_reference
@@ -190,7 +191,9 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
                 else:
                     out.objects.append(obj)
             except GpuqError as err:
-                out.errors.append(f"{kind.kind}/{meta.get('namespace') or ''}/{meta.get('name')}: {err}")
+                ref = object_ref(kind.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                text = str(err)
+                out.errors.append(f"live cluster: {text}" if ref in text else f"live cluster: {ref}: {text}")
     # A pod still bound to a deleted node (before the pod GC removes it) holds nothing: the
     # scheduler does not count it either (it waits for the node, see scheduler.kube.feed).
     nodes = {n.name for n in out.nodes}

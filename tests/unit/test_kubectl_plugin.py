@@ -15,7 +15,7 @@ import pytest
 
 from gpuq.cli import main as cli_main
 from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
-from scheduler.simulate.live import Snapshot, overlay
+from scheduler.simulate.live import Snapshot, manifests, overlay
 from scheduler.simulate.loader import Manifests
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
@@ -233,3 +233,16 @@ def test_equal_pods_are_placed_by_namespace_then_name_as_the_scheduler_queue_doe
     rows = pending_rows(View(Snapshot(objects={"Pod": pods}), None))
     # As a pair ("a", "z") < ("a-b", "c"); as the string "a/z" it would sort after "a-b/c".
     assert [(r["namespace"], r["name"], r["position"]) for r in rows] == [("a", "z", 1), ("a-b", "c", 2)]
+
+
+def test_a_live_object_the_model_cannot_read_is_named_once() -> None:
+    node = MakeNode("n1").alloc(cpu="4").obj()
+    node["status"]["allocatable"]["cpu"] = "abc"
+    pod = MakePod("p", "ml").req(cpu="1").obj()
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "x"
+    errors = manifests(Snapshot(objects={"Node": [node], "Pod": [pod]})).errors
+    assert [e.split(": ", 2)[:2] for e in errors] == [
+        ["live cluster", "Node/n1"],
+        ["live cluster", "Pod/ml/p"],
+    ]
+    assert all(e.count("Node/") + e.count("Pod/") == 1 for e in errors), errors  # never Node//n1, never twice
