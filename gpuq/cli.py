@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from certs import command as certs_command
+from common.kube.client import KubeconfigError
 from common.kube.config_file import read_config
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
@@ -211,7 +212,11 @@ def _run_explain(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("scheduler", "webhook", "certs"):
-        return int(args.func(args))
+        try:
+            return int(args.func(args))
+        except KubeconfigError as err:  # raised as the process connects, before it serves anything
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_INVALID
     if args.command == "simulate":
         return quiet_broken_pipe(lambda: _run_simulate(args))
     if args.command == "explain":

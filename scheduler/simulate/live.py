@@ -2,8 +2,9 @@
 ``gpuq explain``, ``kubectl gpuq``).
 
 Every kind the scheduler watches is listed once with plain GETs (paginated); nothing is written,
-watched or patched. The kubeconfig is ``--kubeconfig`` if given, else ``$KUBECONFIG`` or
-``~/.kube/config``, else the in-cluster service account; ``--context`` picks a context.
+watched or patched. The kubeconfig is found as every gpuq process finds it
+(:func:`common.kube.client.new_api_client`: ``--kubeconfig``, ``$KUBECONFIG``, in-cluster,
+``~/.kube/config``); ``--context`` picks a context.
 
 A user who may not list a kind (a namespace-scoped user listing Nodes or Queues) gets the rest:
 :attr:`Snapshot.forbidden` names what could not be read, and the callers say so.
@@ -13,17 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
-import yaml
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.config import ConfigException
 
+from common.kube.client import KubeconfigError, new_api_client
 from common.kube.config_file import read_config
 from common.kube.resources import PODS, ResourceKind
 from common.model.errors import GpuqError
@@ -51,50 +48,6 @@ class Snapshot:
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
     namespace: str = ""  # "" = all namespaces
-
-
-def _kubeconfig_paths(kubeconfig: str | None) -> tuple[str, list[str]]:
-    """Where the kubeconfig comes from (for messages) and its files; no files: none, try in-cluster."""
-    if kubeconfig:
-        return "--kubeconfig", [kubeconfig]
-    if os.environ.get("KUBECONFIG"):
-        return "$KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
-    default = Path("~/.kube/config").expanduser()
-    return "~/.kube/config", [str(default)] if default.exists() else []
-
-
-def _check_kubeconfig(where: str, paths: list[str]) -> None:
-    """A missing or malformed kubeconfig is a one-line error naming it, not the client library's
-    warning and traceback (it reads the file's structure without checking it)."""
-    found = [path for path in paths if Path(path).expanduser().is_file()]
-    if not found:
-        raise ReadError(f"{where}: invalid value {':'.join(paths)!r}: expected an existing kubeconfig file")
-    for path in found:
-        try:
-            data = yaml.safe_load(Path(path).expanduser().read_text())
-        except (OSError, yaml.YAMLError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ReadError(f"{where}: {path}: expected a kubeconfig in YAML: {first}") from err
-        if not isinstance(data, dict):
-            raise ReadError(
-                f"{where}: {path}: invalid value of type {type(data).__name__}: expected a kubeconfig "
-                "(a YAML mapping of clusters, contexts and users)"
-            )
-
-
-async def _client(kubeconfig: str | None, context: str | None) -> Any:
-    where, paths = _kubeconfig_paths(kubeconfig)
-    if paths:
-        _check_kubeconfig(where, paths)
-        try:
-            return await config.new_client_from_config(config_file=kubeconfig or None, context=context)
-        except (AttributeError, TypeError, KeyError) as err:
-            raise ReadError(f"{where}: malformed kubeconfig ({type(err).__name__}: {err})") from err
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
-    raise ReadError("no kubeconfig: give --kubeconfig, set $KUBECONFIG or create ~/.kube/config")
 
 
 def _path(kind: ResourceKind, namespace: str) -> str:
@@ -144,7 +97,7 @@ async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, 
 
 
 async def _snapshot(kubeconfig: str | None, context: str | None, namespace: str) -> Snapshot:
-    api = await _client(kubeconfig, context)
+    api = await new_api_client(kubeconfig, context)
     try:
         lists = await asyncio.gather(*(_list(api, kind, namespace) for kind in REPLAY_ORDER))
     finally:
@@ -162,9 +115,9 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
     """Read the cluster once (see the module's docstring); raises :class:`ReadError`."""
     try:
         return asyncio.run(_snapshot(kubeconfig, context, namespace))
-    except ReadError as err:
+    except (ReadError, KubeconfigError) as err:
         raise ReadError(f"cannot read the cluster: {err}") from err
-    except (TimeoutError, OSError, aiohttp.ClientError, ConfigException, ValueError) as err:
+    except (TimeoutError, OSError, aiohttp.ClientError, ValueError) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cluster: {text}") from err
 

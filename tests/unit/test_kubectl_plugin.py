@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.server
 import re
+import subprocess
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -246,3 +248,43 @@ def test_a_live_object_the_model_cannot_read_is_named_once() -> None:
         ["live cluster", "Pod/ml/p"],
     ]
     assert all(e.count("Node/") + e.count("Pod/") == 1 for e in errors), errors  # never Node//n1, never twice
+
+
+@pytest.mark.parametrize(
+    "command", [["scheduler"], ["webhook", "--tls-cert-file", "c", "--tls-private-key-file", "k"]]
+)
+@pytest.mark.parametrize("name", ["missing", "contexts-not-a-list"])
+def test_the_processes_refuse_a_bad_kubeconfig_in_one_line(
+    name: str, command: list[str], tmp_path: Path
+) -> None:
+    """``gpuq scheduler`` and ``gpuq webhook`` load it first (common/kube/client.py), before serving:
+    exit 2, the last line of stderr says why, no traceback (they log to stderr, so run as processes)."""
+    text, expected = BAD_KUBECONFIGS[name]
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuq.cli", *command, "--kubeconfig", str(path), "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert re.fullmatch(rf"error: {expected}", result.stderr.splitlines()[-1]), result.stderr
+
+
+def test_without_any_kubeconfig_the_message_says_where_one_is_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["queues"]) == 2
+    assert capsys.readouterr().err == (
+        "error: cannot read the cluster: no kubeconfig: expected --kubeconfig P, $KUBECONFIG or "
+        "~/.kube/config (or a Pod's service account)\n"
+    )
