@@ -223,7 +223,10 @@ def _template(value: Any, ref: str, field: str) -> Mapping[str, Any]:
     if not isinstance(containers, list) or not containers:
         raise InvalidWorkload(ref, f"{field}.spec.containers", containers, "a non-empty list of containers")
     if "metadata" in template:
-        _mapping(template["metadata"], ref, f"{field}.metadata")
+        meta = _mapping(template["metadata"], ref, f"{field}.metadata")
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None:
+                _mapping(meta[key], ref, f"{field}.metadata.{key}")
     return template
 
 

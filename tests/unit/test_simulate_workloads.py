@@ -250,6 +250,27 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
             "expected at most the sum of the tasks' replicas",
         ),
         (
+            _apps(
+                "Deployment",
+                "web",
+                1,
+                template={"metadata": {"labels": ["app"]}, "spec": {"containers": [CONTAINER]}},
+            ),
+            "Deployment/ml/web: spec.template.metadata.labels: invalid value ['app']: expected a mapping",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {
+                        "name": "w",
+                        "replicas": 1,
+                        "template": {"metadata": {"annotations": 5}, "spec": {"containers": [CONTAINER]}},
+                    }
+                ]
+            ),
+            "Job/ml/train: spec.tasks[0].template.metadata.annotations: invalid value 5: expected a mapping",
+        ),
+        (
             _apps("Deployment", "web", 100_000_000),
             "Deployment/ml/web: spec.replicas: invalid value 100000000: "
             "expected at most 100000 pods in one workload (simulate's bound)",
@@ -296,6 +317,28 @@ def test_a_made_podgroup_is_held_to_the_crd_schema(
     assert main(["simulate", "-f", str(path)]) == 2
     err = capsys.readouterr().err
     assert "made from Job/ml/train: PodGroup/ml/train-1234: spec.priorityClassName" in err
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({"team": None}, "metadata.labels[team]: invalid value None: expected a label value"),
+        ({1: "a"}, "metadata.labels: invalid value 1: expected a label key"),
+    ],
+)
+def test_a_made_podgroups_labels_are_checked_as_the_apiserver_does(
+    labels: dict[Any, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job's labels go to its PodGroup; a label that is not a string is a problem, not a crash."""
+    job = _volcano(tasks=[{"name": "w", "replicas": 1, "template": _template()}])
+    job["metadata"]["labels"] = labels
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump_all([NODE.obj(), job]))
+    assert main(["simulate", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: {path} (document 2), made from Job/ml/train: PodGroup/ml/train-1234: {message}"
+    )
 
 
 # -- the capacity-card design's own Volcano Job examples -------------------------------------------
