@@ -283,6 +283,10 @@ class CertificateRenewer:
                 log.info("certificates: %s", line)
         except (RenewalFailed, GpuqError, WriteRefused, aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("certificates: renewal round failed, retrying: %s", err)
+        except Exception:
+            # Anything else is a bug, but it must not end renewal for the life of the process (the
+            # replica stays ready and serving while its certificate runs out): logged in full, retried.
+            log.exception("certificates: renewal round failed unexpectedly, retrying")
 
 
 class RenewalFailed(RuntimeError):
