@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
 from rich.console import Console
@@ -20,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from certs import command as certs_command
 from common.kube.client import KubeconfigError
 from common.kube.config_file import read_config
+from common.kube.metrics import gpuq_version
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from gpuq.admission import AdmissionOutcome, admit
@@ -35,13 +35,6 @@ from webhook import command as webhook_command
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
 PROGRESS_THRESHOLD: Final = 2000
-
-
-def gpuq_version() -> str:
-    try:
-        return version("gpuq")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 def _live_arguments(parser: argparse.ArgumentParser, what: str) -> None:

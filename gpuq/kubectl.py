@@ -28,6 +28,7 @@ import yaml
 from rich.table import Table
 
 from common.kube.config_file import read_config
+from common.kube.metrics import gpuq_version
 from common.model.capacity_card.quota import queue_quota
 from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError
@@ -35,7 +36,7 @@ from common.model.outlook import outlook_of
 from common.model.pods import PodInfo
 from common.model.queues import queue_of
 from common.model.resources import Resources
-from gpuq.cli import gpuq_version, quiet_broken_pipe
+from gpuq.cli import quiet_broken_pipe
 from gpuq.tables import amount, fmt, make_console, print_explain
 from scheduler.plugins import default_registry
 from scheduler.plugins.priority import pod_priority
