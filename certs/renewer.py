@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import datetime as dt
 import ipaddress
 import logging
@@ -66,7 +67,10 @@ def authorities_from_secret(secret: Mapping[str, Any], where: str) -> Authoritie
     data = secret.get("data") or {}
 
     def pem(key: str) -> bytes:
-        return base64.b64decode(data[key])
+        try:
+            return base64.b64decode(data[key], validate=True)
+        except (binascii.Error, TypeError):
+            raise InvalidValue(f"{where} data.{key}", "(not shown)", "base64") from None
 
     if "ca.crt" not in data or "ca.key" not in data:
         raise InvalidValue(where, sorted(data), "data with ca.crt and ca.key (a CA gpuq stored)")
@@ -76,7 +80,12 @@ def authorities_from_secret(secret: Mapping[str, Any], where: str) -> Authoritie
         incoming = key_pair_from_pem(
             pem("next-ca.crt"), pem("next-ca.key"), f"{where} next-ca.crt", f"{where} next-ca.key"
         )
-    retiring = x509.load_pem_x509_certificate(pem("retiring-ca.crt")) if "retiring-ca.crt" in data else None
+    retiring = None
+    if "retiring-ca.crt" in data:
+        try:
+            retiring = x509.load_pem_x509_certificate(pem("retiring-ca.crt"))
+        except ValueError:
+            raise InvalidValue(f"{where} retiring-ca.crt", "(not shown)", "a PEM certificate") from None
     stamp = ((secret.get("metadata") or {}).get("annotations") or {}).get(CHANGED_AT)
     try:
         changed_at = dt.datetime.fromisoformat(stamp) if stamp else LONG_AGO
@@ -274,6 +283,10 @@ class CertificateRenewer:
                 log.info("certificates: %s", line)
         except (RenewalFailed, GpuqError, WriteRefused, aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("certificates: renewal round failed, retrying: %s", err)
+        except Exception:
+            # Anything else is a bug, but it must not end renewal for the life of the process (the
+            # replica stays ready and serving while its certificate runs out): logged in full, retried.
+            log.exception("certificates: renewal round failed unexpectedly, retrying")
 
 
 class RenewalFailed(RuntimeError):
@@ -292,10 +305,13 @@ def _serving_of(reply: Reply) -> KeyPair | None:
         return key_pair_from_pem(
             base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"]), "tls.crt", "tls.key"
         )
-    except InvalidValue:
+    except (InvalidValue, binascii.Error, TypeError):
         return None  # unreadable: replaced by a fresh one
 
 
 def _ca_of(reply: Reply) -> bytes | None:
     data = reply.body.get("data") or {} if reply.ok else {}
-    return base64.b64decode(data["ca.crt"]) if "ca.crt" in data else None
+    try:
+        return base64.b64decode(data["ca.crt"], validate=True) if "ca.crt" in data else None
+    except (binascii.Error, TypeError):
+        return None  # unreadable: rewritten with the bundle

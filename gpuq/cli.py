@@ -11,14 +11,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from certs import command as certs_command
+from common.kube.client import KubeconfigError
 from common.kube.config_file import read_config
+from common.kube.metrics import gpuq_version
 from common.model.config import SchedulerConfig
 from common.model.errors import GpuqError
 from gpuq.admission import AdmissionOutcome, admit
@@ -34,13 +35,6 @@ from webhook import command as webhook_command
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
 PROGRESS_THRESHOLD: Final = 2000
-
-
-def gpuq_version() -> str:
-    try:
-        return version("gpuq")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 def _live_arguments(parser: argparse.ArgumentParser, what: str) -> None:
@@ -187,7 +181,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 def _run_explain(args: argparse.Namespace) -> int:
     namespace, sep, name = args.pod.partition("/")
-    if not sep or not namespace or not name:
+    if not sep or not namespace or not name or "/" in name:
         return _fail([f"NAMESPACE/POD: invalid value {args.pod!r}: expected <namespace>/<pod>"])
     if args.filename and (args.kubeconfig or args.context):
         return _fail(["explain: give either -f FILE_OR_DIR or the live cluster (--kubeconfig, --context)"])
@@ -211,7 +205,11 @@ def _run_explain(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("scheduler", "webhook", "certs"):
-        return int(args.func(args))
+        try:
+            return int(args.func(args))
+        except KubeconfigError as err:  # raised as the process connects, before it serves anything
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_INVALID
     if args.command == "simulate":
         return quiet_broken_pipe(lambda: _run_simulate(args))
     if args.command == "explain":

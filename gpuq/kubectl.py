@@ -28,6 +28,7 @@ import yaml
 from rich.table import Table
 
 from common.kube.config_file import read_config
+from common.kube.metrics import gpuq_version
 from common.model.capacity_card.quota import queue_quota
 from common.model.crd import PodGroup, Queue
 from common.model.errors import GpuqError
@@ -35,9 +36,10 @@ from common.model.outlook import outlook_of
 from common.model.pods import PodInfo
 from common.model.queues import queue_of
 from common.model.resources import Resources
-from gpuq.cli import gpuq_version, quiet_broken_pipe
+from gpuq.cli import quiet_broken_pipe
 from gpuq.tables import amount, fmt, make_console, print_explain
 from scheduler.plugins import default_registry
+from scheduler.plugins.priority import pod_priority
 from scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
 from scheduler.simulate.run import Simulation, prepare, report, run
 
@@ -74,11 +76,16 @@ def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
     try:
         data = yaml.safe_load(Path(path).expanduser().read_text()) or {}
     except (OSError, yaml.YAMLError):
+        return DEFAULT_NAMESPACE  # reading the cluster says what is wrong with the file
+    if not isinstance(data, Mapping):
         return DEFAULT_NAMESPACE
     name = context or data.get("current-context")
-    for entry in data.get("contexts") or ():
+    contexts = data.get("contexts")
+    for entry in contexts if isinstance(contexts, list) else ():
         if isinstance(entry, Mapping) and entry.get("name") == name:
-            return str((entry.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE)
+            spec = entry.get("context")
+            namespace = spec.get("namespace") if isinstance(spec, Mapping) else None
+            return str(namespace or DEFAULT_NAMESPACE)
     return DEFAULT_NAMESPACE
 
 
@@ -151,6 +158,12 @@ def _recorded_reason(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _queue_order(pod: PodInfo) -> tuple[Any, ...]:
+    """The scheduling queue's order (the priority plugin's QueueSort): namespace and name as a pair,
+    not as ``ns/name`` (``a-b/c`` sorts before ``a/z`` as a string, after it as a pair)."""
+    return (-pod_priority(pod), pod.creation_timestamp, pod.namespace, pod.name)
+
+
 def pending_rows(view: View) -> list[dict[str, Any]]:
     """Pending pods in queue order (priority high first, then creationTimestamp, then name), each
     with its queue, its position among that queue's pending pods, its outlook and reason."""
@@ -172,7 +185,7 @@ def pending_rows(view: View) -> list[dict[str, Any]]:
             if not info.bound and not info.terminal and not info.deleting:
                 reason = _recorded_reason(raw.get(key) or {})
                 rows.append({"pod": info, "reason": reason, "outlook": outlook_of(reason)})
-    rows.sort(key=lambda r: (-(r["pod"].priority or 0), r["pod"].creation_timestamp, r["pod"].key))
+    rows.sort(key=lambda r: _queue_order(r["pod"]))
     counts: dict[str, int] = {}
     out = []
     for row in rows:
@@ -269,7 +282,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.command == "explain":
         ns, sep, name = args.pod.rpartition("/")
         target = (ns if sep else namespace, name)
-        if not name or (sep and not ns):
+        if not name or (sep and not ns) or "/" in ns:
             print(
                 f"error: [NAMESPACE/]POD: invalid value {args.pod!r}: expected <namespace>/<pod>",
                 file=sys.stderr,

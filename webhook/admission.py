@@ -2,7 +2,9 @@
 
 Every rule comes from :mod:`common.model` (card annotations and the card catalog from ``cards``, queue
 membership from ``queues``, the job- and task-mode quota checks from ``capacity_card``, ElasticQuota and
-GPUResourceQuota validation from ``elastic`` and ``gpu_quota``); this module only composes them:
+GPUResourceQuota validation from ``elastic`` and ``gpu_quota``); this module routes by kind and
+operation and composes the rules of Queues, PodGroups and namespace quotas, :mod:`webhook.pods` those of
+Pods:
 
 * **denials** for what can never fit: malformed annotations or specs, a pod whose card alternatives map
   to different resources, a request larger than the whole quota of its queue, a per-workload
@@ -22,35 +24,24 @@ and :class:`Admission` is what the HTTPS server calls with the informer-backed v
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
 from common.model import annotations as ann
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import pod_card_demand
 from common.model.capacity_card.enqueue import check_enqueue
 from common.model.capacity_card.ledger import QueueLedger
-from common.model.capacity_card.quota import QueueQuota, queue_quota
-from common.model.capacity_card.task import task_quota_refusal
 from common.model.cards.amounts import parse_card_quota, parse_card_request
-from common.model.cards.card_type import CARD_UNIT
-from common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
-from common.model.cards.names import normalise_card_names, parse_card_names
 from common.model.crd import PodGroup, Queue
-from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo, validate_elastic_quota
-from common.model.errors import GpuqError, InvalidValue
+from common.model.elastic.quota import ElasticQuota, validate_elastic_quota
+from common.model.errors import GpuqError
 from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
-from common.model.gpu_quota.request import GPURequest, request_from_annotations
-from common.model.pods import DEFAULT_SCHEDULER, PodInfo
-from common.model.quantity import format_units
-from common.model.queues import queue_of
 from common.model.resources import Resources
 from webhook import jsonpatch, ratchet
-from webhook.options import AdmissionOptions, check_scoring_annotations
-from webhook.parsed import CACHE, namespace_gpu_limits, namespace_gpu_quota
-from webhook.review import ALLOW, AdmissionRequest, Decision, PatchOp, deny
+from webhook.options import AdmissionOptions, card_args
+from webhook.parsed import parsed_queue_quota
+from webhook.pods import mutate_pod, validate_pod
+from webhook.review import ALLOW, AdmissionRequest, Decision, deny
 from webhook.shape import check_shape
 from webhook.view import (
     ELASTIC_QUOTA,
@@ -68,7 +59,6 @@ GroupKind = tuple[str, str]
 
 
 _REVIEWED: Final = frozenset({POD, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA})
-ANNOTATIONS_PATH: Final = ("metadata", "annotations")
 
 
 DEFAULT_OPTIONS: Final = AdmissionOptions()
@@ -191,7 +181,7 @@ def validate(
         if kind in _REVIEWED and operation in ("CREATE", "UPDATE"):
             check_shape(obj, kind[1])
         if kind == POD and operation == "CREATE":
-            return _validate_pod(obj, view, options)
+            return validate_pod(obj, view, options)
         if operation not in ("CREATE", "UPDATE"):
             return ALLOW
         # Semantics 10: a plugin's rules apply only when the configuration enables it.
@@ -228,7 +218,7 @@ def mutate(
         return ALLOW
     try:
         check_shape(obj, kind[1])
-        ops, warnings = _mutate_pod(obj, view, options)
+        ops, warnings = mutate_pod(obj, view, options)
     except GpuqError:
         return ALLOW
     return Decision(patch=tuple(ops), warnings=tuple(warnings)) if ops or warnings else ALLOW
@@ -262,7 +252,7 @@ def _validate_pod_group(
         return deny(
             f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected the name of an existing Queue"
         )
-    quota = CACHE.get(raw_queue, "quota", _queue_quota)
+    quota = parsed_queue_quota(raw_queue)
     warnings = tuple(event.message for event in quota.events)
     if not quota.open:
         state = (raw_queue.get("status") or {}).get("state")
@@ -272,7 +262,7 @@ def _validate_pod_group(
             warnings,
         )
     # Job mode against the queue's whole quota: usage is the scheduler's business (an empty ledger).
-    refusal = check_enqueue(quota, QueueLedger(quota.name), request, _card_args(options))
+    refusal = check_enqueue(quota, QueueLedger(quota.name), request, card_args(options))
     if refusal is not None:
         return deny(f"{group.ref}: {ann.CARD_REQUEST}: {refusal.message}", warnings)
     return Decision(warnings=warnings)
@@ -297,154 +287,6 @@ def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str |
     spec = old.get("spec")
     before_queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or ann.DEFAULT_QUEUE
     return bool(before.get(ann.CARD_REQUEST) == text and before_queue == group.queue)
-
-
-@functools.lru_cache(maxsize=16)
-def _card_args(options: AdmissionOptions) -> CapacityCardArgs:
-    return CapacityCardArgs(card_unlimited_cpu_memory=options.card_unlimited_cpu_memory)
-
-
-# --------------------------------------------------------------------------------------------------
-# Pods
-
-
-def _validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions) -> Decision:
-    pod = PodInfo.from_dict(obj)
-    annotations = pod.annotations
-    catalog = view.card_catalog()
-    warnings: list[str] = []
-    if pod.scheduler_name == options.scheduler_name:
-        check_scoring_annotations(annotations, pod.ref, options)
-
-    if options.capacity_card and ann.CARD_NAME in annotations:
-        names = parse_card_names(annotations[ann.CARD_NAME], pod.ref)
-        if not card_names_share_resource(names, catalog):
-            per_name = ", ".join(f"{n} -> {catalog.resource_of(n)}" for n in names if n in catalog)
-            return deny(
-                f"{pod.ref}: {ann.CARD_NAME}: invalid value {annotations[ann.CARD_NAME]!r}: expected "
-                f"alternatives that all map to one Kubernetes resource ({per_name})"
-            )
-
-    problem = _gpu_single_problem(pod, catalog, view) if options.gpu_quota else None
-    if problem:
-        return deny(problem)
-
-    if options.capacity_card and pod.scheduler_name == options.scheduler_name:
-        problem = _pod_queue_problem(pod, catalog, view, options, warnings)
-        if problem:
-            return deny(problem, tuple(warnings))
-
-    if options.capacity_scheduling:
-        warnings.extend(_elastic_warnings(pod, view))
-    return Decision(warnings=tuple(warnings))
-
-
-def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -> str | None:
-    """gpu-quota: the tensor-fusion annotations' syntax, and the namespace's per-workload limits."""
-    limits = namespace_gpu_limits(view, pod.namespace)
-    gpu_quota = limits.quota(pod.namespace) if limits is not None else None
-    request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
-    if limits is None:
-        return None
-    cards = pod_card_resources(pod.requests, catalog) if request is None else None
-    if cards:
-        # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
-        request = GPURequest.count_only(_whole_cards(cards))
-    refusal = limits.check_single(pod.namespace, request) if request is not None else None
-    return None if refusal is None else f"{pod.ref}: {refusal.message}"
-
-
-def _whole_cards(cards: Resources) -> int:
-    return max(1, -(-sum(cards.values()) // CARD_UNIT))
-
-
-def _pod_queue_problem(
-    pod: PodInfo, catalog: CardCatalog, view: ClusterView, options: AdmissionOptions, warnings: list[str]
-) -> str | None:
-    """Task mode (capacity-card.md "Task Allocatable Check") against the queue's whole quota: some
-    card type among the pod's candidates must hold the request, or no node can ever take it."""
-    demand = pod_card_demand(pod, catalog)
-    groups: dict[str, PodGroup] = {}
-    group_name = pod.annotations.get(ann.GROUP_NAME)
-    raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
-    if raw_group is not None:
-        group = CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
-        groups[group.key] = group
-    raw_queue = view.queue(queue_of(pod, groups))
-    if raw_queue is None:
-        return None  # Semantics 7: no such Queue, no queue quota
-    quota = CACHE.get(raw_queue, "quota", _queue_quota)
-    warnings.extend(event.message for event in quota.events)
-    # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
-    refusal = task_quota_refusal(quota, demand, catalog, _card_args(options))
-    return None if refusal is None else f"{pod.ref}: {refusal.message}"
-
-
-def _queue_quota(raw: Mapping[str, Any]) -> QueueQuota:
-    return queue_quota(Queue.from_dict(raw))
-
-
-def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
-    """capacity-scheduling.md: a request over ``max - used`` waits (or preempts) in the scheduler."""
-    warnings = []
-    for raw in view.elastic_quotas(pod.namespace):
-        try:
-            quota = ElasticQuota.from_dict(raw)
-        except InvalidValue:
-            continue
-        info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, quota.status_used)
-        for key in info.over_max_with(pod.requests):
-            left = max(quota.max[key] - quota.status_used.amount(key), 0)
-            warnings.append(
-                f"{pod.ref}: {key}: requested {format_units(key, pod.requests[key])}, {quota.ref} has "
-                f"{format_units(key, left)} left of max {format_units(key, quota.max[key])}; "
-                "the pod waits until usage drops"
-            )
-    return warnings
-
-
-def _mutate_pod(
-    obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions
-) -> tuple[list[PatchOp], list[str]]:
-    pod = PodInfo.from_dict(obj)
-    catalog = view.card_catalog()
-    cards = pod_card_resources(pod.requests, catalog)
-    ops: list[PatchOp] = []
-    scheduler = pod.scheduler_name
-    if options.set_scheduler_name and cards and scheduler in ("", DEFAULT_SCHEDULER):
-        scheduler = options.scheduler_name
-        ops += jsonpatch.set_entries(obj, ("spec",), {"schedulerName": scheduler})
-
-    added: dict[str, str] = {}
-    card_name = pod.annotations.get(ann.CARD_NAME) if options.capacity_card else None
-    if isinstance(card_name, str):
-        normal = normalise_card_names(card_name)
-        if normal != card_name:
-            added[ann.CARD_NAME] = normal
-    if (
-        options.capacity_card
-        and scheduler == options.scheduler_name
-        and not pod.annotations.get(ann.QUEUE_NAME)
-    ):
-        group_name = pod.annotations.get(ann.GROUP_NAME)
-        raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
-        queue = str(((raw_group or {}).get("spec") or {}).get("queue") or ann.DEFAULT_QUEUE)
-        added[ann.QUEUE_NAME] = queue
-
-    quota = namespace_gpu_quota(view, pod.namespace) if options.gpu_quota else None
-    has_tf = any(key in pod.annotations for key in ann.TENSOR_FUSION_ANNOTATIONS)
-    if quota is not None and (cards or has_tf):
-        defaults = quota.default_annotations(pod.annotations)
-        if defaults and cards and ann.TF_GPU_COUNT not in pod.annotations:
-            # Without it the request counts as one GPU (tensor-fusion's default) and a pod holding
-            # several cards would be charged for one.
-            count = _whole_cards(cards)
-            if count > 1:
-                defaults[ann.TF_GPU_COUNT] = str(count)
-        added.update(defaults)
-    if added:
-        ops += jsonpatch.set_entries(obj, ANNOTATIONS_PATH, added)
-    return ops, []
 
 
 # --------------------------------------------------------------------------------------------------

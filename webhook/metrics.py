@@ -53,7 +53,7 @@ class WebhookMetrics:
         )
         self.certificate_reloads = counter(
             "gpuq_admission_certificate_reloads",
-            "Serving certificate pairs loaded after a change of the files.",
+            "Serving certificate pairs loaded after a change (of the TLS Secret, or of the mounted files).",
         )
         register_build_info(self.registry)
         self._children: dict[tuple[str, str, bool], Counter] = {}

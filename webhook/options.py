@@ -23,6 +23,7 @@ The scoring annotations are checked on pods of the configured scheduler only (no
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -84,3 +85,9 @@ def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options:
         validate_pod_annotations(annotations, ref)
     if options.resource_strategy_fit:
         parse_pod_override(annotations, ref)
+
+
+@functools.lru_cache(maxsize=16)
+def card_args(options: AdmissionOptions) -> CapacityCardArgs:
+    """The capacity-card arguments admission checks with (one object per options)."""
+    return CapacityCardArgs(card_unlimited_cpu_memory=options.card_unlimited_cpu_memory)

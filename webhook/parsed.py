@@ -1,5 +1,5 @@
-"""Cluster objects admission reads, parsed once into model objects (Queue quotas, GPUResourceQuota
-single limits) and kept by object identity until the informer replaces the object.
+"""Cluster objects admission reads, parsed once into model objects (Queue quotas, PodGroups,
+GPUResourceQuota single limits) and kept by object identity until the informer replaces the object.
 """
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
+from common.model.capacity_card.quota import QueueQuota, queue_quota
+from common.model.crd import Queue
 from common.model.errors import InvalidValue
 from common.model.gpu_quota.quota import GPUResourceQuota
 from common.model.gpu_quota.store import GPUQuotaStore
@@ -41,6 +43,15 @@ class ParseCache:
 
 
 CACHE: Final = ParseCache()
+
+
+def _queue_quota(raw: Mapping[str, Any]) -> QueueQuota:
+    return queue_quota(Queue.from_dict(raw))
+
+
+def parsed_queue_quota(raw: Mapping[str, Any]) -> QueueQuota:
+    """A Queue's card and capability quota, parsed once per Queue object."""
+    return CACHE.get(raw, "quota", _queue_quota)
 
 
 def _gpu_quota_or_none(raw: Mapping[str, Any]) -> GPUResourceQuota | None:

@@ -5,24 +5,88 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config import ConfigException
+
+from common.model.errors import GpuqError
+
+DEFAULT_KUBECONFIG: Final = "~/.kube/config"
 
 
-async def new_api_client(kubeconfig: str | None = None) -> Any:
-    """An ``ApiClient``: ``kubeconfig`` if given, else in-cluster when running in a Pod, else ~/.kube/config.
+class KubeconfigError(GpuqError):
+    """No usable kubeconfig: one line naming where it came from and what is wrong."""
+
+
+def _kubeconfig_source(kubeconfig: str | None) -> tuple[str, list[str]]:
+    """Where the kubeconfig comes from (for messages) and its files; no files: use the in-cluster
+    service account. As controller-runtime: ``--kubeconfig``, ``$KUBECONFIG``, in-cluster (in a Pod),
+    ``~/.kube/config``."""
+    if kubeconfig:
+        return "--kubeconfig", [kubeconfig]
+    if os.environ.get("KUBECONFIG"):
+        return "$KUBECONFIG", [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "in-cluster", []
+    return DEFAULT_KUBECONFIG, [str(Path(DEFAULT_KUBECONFIG).expanduser())]
+
+
+def _check_kubeconfig(where: str, paths: list[str]) -> None:
+    """A missing or malformed kubeconfig is a one-line error naming it, not the client library's
+    warning and traceback (it reads the file's structure without checking it)."""
+    found = [path for path in paths if Path(path).expanduser().is_file()]
+    if not found and where == DEFAULT_KUBECONFIG:
+        raise KubeconfigError(
+            f"no kubeconfig: expected --kubeconfig P, $KUBECONFIG or {DEFAULT_KUBECONFIG} "
+            "(or a Pod's service account)"
+        )
+    if not found:
+        raise KubeconfigError(
+            f"{where}: invalid value {os.pathsep.join(paths)!r}: expected an existing kubeconfig file"
+        )
+    for path in found:
+        try:
+            data = yaml.safe_load(Path(path).expanduser().read_text())
+        except (OSError, yaml.YAMLError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise KubeconfigError(f"{where}: {path}: expected a kubeconfig in YAML: {first}") from err
+        if not isinstance(data, dict):
+            raise KubeconfigError(
+                f"{where}: {path}: invalid value of type {type(data).__name__}: expected a kubeconfig "
+                "(a YAML mapping of clusters, contexts and users)"
+            )
+
+
+async def new_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ``ApiClient`` from ``kubeconfig`` if given, else ``$KUBECONFIG``, else the in-cluster service
+    account when running in a Pod, else ``~/.kube/config``; ``context`` picks a kubeconfig context.
+    Raises :class:`KubeconfigError` when none is usable.
 
     The caller closes it (``await api.close()``).
     """
-    if kubeconfig:
-        return await config.new_client_from_config(config_file=kubeconfig)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+    where, paths = _kubeconfig_source(kubeconfig)
+    if not paths and not context:
         configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as err:
+            raise KubeconfigError(f"in-cluster configuration: {err}") from err
         return client.ApiClient(configuration)
-    return await config.new_client_from_config()
+    if not paths:
+        where, paths = DEFAULT_KUBECONFIG, [str(Path(DEFAULT_KUBECONFIG).expanduser())]  # for --context
+    _check_kubeconfig(where, paths)
+    try:
+        # The files named explicitly: the library reads $KUBECONFIG once, when it is imported.
+        return await config.new_client_from_config(config_file=os.pathsep.join(paths), context=context)
+    except ConfigException as err:
+        raise KubeconfigError(f"{where}: {str(err).splitlines()[0]}") from err
+    except (AttributeError, TypeError, KeyError) as err:
+        # The library reads the file's structure without checking it (``contexts: 5``).
+        raise KubeconfigError(f"{where}: malformed kubeconfig ({type(err).__name__}: {err})") from err
 
 
 class WriteRefused(aiohttp.ClientError):

@@ -2,8 +2,9 @@
 ``gpuq explain``, ``kubectl gpuq``).
 
 Every kind the scheduler watches is listed once with plain GETs (paginated); nothing is written,
-watched or patched. The kubeconfig is ``--kubeconfig`` if given, else ``$KUBECONFIG`` or
-``~/.kube/config``, else the in-cluster service account; ``--context`` picks a context.
+watched or patched. The kubeconfig is found as every gpuq process finds it
+(:func:`common.kube.client.new_api_client`: ``--kubeconfig``, ``$KUBECONFIG``, in-cluster,
+``~/.kube/config``); ``--context`` picks a context.
 
 A user who may not list a kind (a namespace-scoped user listing Nodes or Queues) gets the rest:
 :attr:`Snapshot.forbidden` names what could not be read, and the callers say so.
@@ -13,21 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.config import ConfigException
 
+from common.kube.client import KubeconfigError, new_api_client
 from common.kube.config_file import read_config
 from common.kube.resources import PODS, ResourceKind
 from common.model.errors import GpuqError
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from common.model.wire import object_ref
 from scheduler.kube.feed import REPLAY_ORDER
 from scheduler.plugins import default_registry
 from scheduler.simulate.loader import Manifests, object_reference
@@ -49,16 +48,6 @@ class Snapshot:
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)
     namespace: str = ""  # "" = all namespaces
-
-
-async def _client(kubeconfig: str | None, context: str | None) -> Any:
-    if kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().exists():
-        return await config.new_client_from_config(config_file=kubeconfig or None, context=context)
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
-    raise ReadError("no kubeconfig: give --kubeconfig, set $KUBECONFIG or create ~/.kube/config")
 
 
 def _path(kind: ResourceKind, namespace: str) -> str:
@@ -108,7 +97,7 @@ async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, 
 
 
 async def _snapshot(kubeconfig: str | None, context: str | None, namespace: str) -> Snapshot:
-    api = await _client(kubeconfig, context)
+    api = await new_api_client(kubeconfig, context)
     try:
         lists = await asyncio.gather(*(_list(api, kind, namespace) for kind in REPLAY_ORDER))
     finally:
@@ -126,9 +115,9 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
     """Read the cluster once (see the module's docstring); raises :class:`ReadError`."""
     try:
         return asyncio.run(_snapshot(kubeconfig, context, namespace))
-    except ReadError as err:
+    except (ReadError, KubeconfigError) as err:
         raise ReadError(f"cannot read the cluster: {err}") from err
-    except (TimeoutError, OSError, aiohttp.ClientError, ConfigException, ValueError) as err:
+    except (TimeoutError, OSError, aiohttp.ClientError, ValueError) as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cluster: {text}") from err
 
@@ -155,7 +144,9 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
                 else:
                     out.objects.append(obj)
             except GpuqError as err:
-                out.errors.append(f"{kind.kind}/{meta.get('namespace') or ''}/{meta.get('name')}: {err}")
+                ref = object_ref(kind.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                text = str(err)
+                out.errors.append(f"live cluster: {text}" if ref in text else f"live cluster: {ref}: {text}")
     # A pod still bound to a deleted node (before the pod GC removes it) holds nothing: the
     # scheduler does not count it either (it waits for the node, see scheduler.kube.feed).
     nodes = {n.name for n in out.nodes}

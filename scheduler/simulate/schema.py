@@ -334,12 +334,12 @@ def _metadata(meta: Any, namespaced: bool) -> list[Problem]:
     if namespaced and namespace and (len(namespace) > 63 or _DNS_LABEL.match(namespace) is None):
         problems.append(_bad("metadata.namespace", namespace, "a DNS label (lower case a-z, 0-9, '-')"))
     for key, value in (meta.get("labels") or {}).items():
-        if not _qualified(key):
+        if not isinstance(key, str) or not _qualified(key):
             problems.append(_bad("metadata.labels", key, "a label key such as example.com/name"))
-        elif len(value) > 63 or _LABEL_VALUE.match(value) is None:
+        elif not isinstance(value, str) or len(value) > 63 or _LABEL_VALUE.match(value) is None:
             problems.append(_bad(f"metadata.labels[{key}]", value, "a label value (63 characters or less)"))
     for key in meta.get("annotations") or {}:
-        if not _qualified(key):
+        if not isinstance(key, str) or not _qualified(key):
             problems.append(_bad("metadata.annotations", key, "an annotation key such as example.com/name"))
     return problems
 

@@ -20,7 +20,8 @@ Pods take the template's labels, annotations and spec, the workload's namespace 
 creationTimestamp (the queue orders by it). Names are deterministic: same input, same output.
 Malformed workloads are refused with one line naming the object, the field, the value and what was
 expected (a field the API does not have: ``<ref>: spec.replica: unknown field``, as kubectl's strict
-field validation refuses it); the Pods and PodGroup made are then held to the same rules as any in the input.
+field validation refuses it), and so is one that would make more than :data:`MAX_PODS` Pods; the Pods and
+PodGroup made are then held to the same rules as any in the input.
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ _TASK_FIELDS: Final = frozenset(
     }
 )
 _TEMPLATE_FIELDS: Final = frozenset({"metadata", "spec"})
+# Pods one workload may expand into: ten times what simulate is measured with (README, 50,000 pods in
+# all), so a typo such as ``replicas: 100000000`` is an input error and not an exhausted memory.
+MAX_PODS: Final = 100_000
 
 
 class InvalidWorkload(GpuqError):
@@ -182,6 +186,7 @@ def expand(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     else:
         _selector_matches(spec, template, ref)
         count = _count(spec, "replicas", ref, default=1)
+    _bounded(count, ref, "spec.parallelism" if kind == "Job" else "spec.replicas")
     name = str(meta["name"])
     first = 0
     if kind == "StatefulSet" and spec.get("ordinals") is not None:
@@ -205,6 +210,11 @@ def _count(spec: Mapping[str, Any], key: str, ref: str, *, default: int, field: 
     return value
 
 
+def _bounded(pods: int, ref: str, field: str) -> None:
+    if pods > MAX_PODS:
+        raise InvalidWorkload(ref, field, pods, f"at most {MAX_PODS} pods in one workload (simulate's bound)")
+
+
 def _template(value: Any, ref: str, field: str) -> Mapping[str, Any]:
     template = _mapping(value, ref, field)
     _known(template, _TEMPLATE_FIELDS, ref, f"{field}.")
@@ -213,7 +223,10 @@ def _template(value: Any, ref: str, field: str) -> Mapping[str, Any]:
     if not isinstance(containers, list) or not containers:
         raise InvalidWorkload(ref, f"{field}.spec.containers", containers, "a non-empty list of containers")
     if "metadata" in template:
-        _mapping(template["metadata"], ref, f"{field}.metadata")
+        meta = _mapping(template["metadata"], ref, f"{field}.metadata")
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None:
+                _mapping(meta[key], ref, f"{field}.metadata.{key}")
     return template
 
 
@@ -296,6 +309,7 @@ def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> l
         parsed.append((task_name, replicas, minimum, _template(task.get("template"), ref, f"{at}.template")))
     total_min = sum(minimum for _, _, minimum, _ in parsed)
     min_member = _count(spec, "minAvailable", ref, default=0) or total_min
+    _bounded(sum(replicas for _, replicas, _, _ in parsed), ref, "spec.tasks[*].replicas")
     if min_member > sum(replicas for _, replicas, _, _ in parsed):
         raise InvalidWorkload(ref, "spec.minAvailable", min_member, "at most the sum of the tasks' replicas")
     out: list[dict[str, Any]] = [
@@ -378,7 +392,8 @@ def _min_resources(
             counts.append((template, minimum + extra))
             left -= extra
     total = Resources()
-    for template, count in counts:
+    for index, (template, count) in enumerate(counts):  # one entry per task, in the tasks' order
         if count:
-            total = total + pod_requests(template["spec"], f"{ref} task template").scaled(count)
+            where = f"{ref}: spec.tasks[{index}].template.spec"
+            total = total + pod_requests(template["spec"], where).scaled(count)
     return dict(total.to_quantities())

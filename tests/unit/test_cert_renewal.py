@@ -7,6 +7,7 @@ serving certificate a replica may still serve verifies against every bundle an a
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 
 import pytest
@@ -14,7 +15,15 @@ from cryptography import x509
 
 from certs.authority import KeyPair, create_ca, issue_serving_certificate
 from certs.renewal import Authorities, RenewalPolicy, may_retire, next_authorities, serving_renewal
-from certs.renewer import authorities_from_secret, secret_of_authorities, serving_names
+from certs.renewer import (
+    _ca_of,
+    _serving_of,
+    authorities_from_secret,
+    bundle_pem,
+    secret_of_authorities,
+    serving_names,
+)
+from common.kube.status import Reply
 from common.model.errors import InvalidValue
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -202,3 +211,38 @@ def test_the_kept_state_round_trips_through_its_secret_and_reads_a_gpuq_certs_is
     assert kept.bundle() == [new.certificate] and kept.changed_at < T0
     with pytest.raises(InvalidValue, match=r"Secret/gpuq-system/x: invalid value \['tls.crt'\]"):
         authorities_from_secret({"data": {"tls.crt": "eA=="}}, "Secret/gpuq-system/x")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "ca.crt",
+            "not base64!",
+            r"Secret/ns/ca data.ca.crt: invalid value '\(not shown\)': expected base64",
+        ),
+        (
+            "retiring-ca.crt",
+            "eA==",
+            r"Secret/ns/ca retiring-ca.crt: invalid value .*: expected a PEM certificate",
+        ),
+    ],
+)
+def test_a_damaged_ca_secret_is_an_invalid_value_naming_the_key(key: str, value: str, message: str) -> None:
+    """A round reading it fails with a logged GpuqError and is retried; any other error would end the
+    renewal task for good."""
+    secret = secret_of_authorities("ns", "ca", Authorities(_ca(), T0))
+    secret["data"][key] = value
+    with pytest.raises(InvalidValue, match=message):
+        authorities_from_secret(secret, "Secret/ns/ca")
+
+
+def test_a_damaged_tls_secret_is_reissued_not_a_crash() -> None:
+    """Bad base64 in the TLS Secret reads as no certificate and no bundle: the round issues a fresh
+    pair and rewrites the bundle (an uncaught decoding error would end the renewal task)."""
+    damaged = Reply(200, {"data": {"tls.crt": "not base64!", "tls.key": "x", "ca.crt": "not base64!"}})
+    assert _serving_of(damaged) is None
+    assert _ca_of(damaged) is None
+    ca = _ca()
+    intact = Reply(200, {"data": {"ca.crt": base64.b64encode(bundle_pem([ca.certificate])).decode()}})
+    assert _ca_of(intact) == bundle_pem([ca.certificate])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuq.cli import gpuq_version, main
+from common.kube.metrics import gpuq_version
+from gpuq.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "heterogeneous-cluster"

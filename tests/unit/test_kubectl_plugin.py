@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.server
 import re
+import subprocess
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -13,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from gpuq.cli import main as cli_main
 from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
-from scheduler.simulate.live import Snapshot, overlay
+from scheduler.simulate.live import Snapshot, manifests, overlay
 from scheduler.simulate.loader import Manifests
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
@@ -102,6 +105,9 @@ def test_the_namespace_of_the_context_is_the_default(tmp_path: Path, monkeypatch
     monkeypatch.setenv("KUBECONFIG", str(config))
     assert _context_namespace(None, None) == "team-a"
     assert _context_namespace(str(tmp_path / "missing"), None) == "default"
+    for text in ("- a\n", "contexts: 5\n", "current-context: a\ncontexts: [{name: a, context: 7}]\n"):
+        config.write_text(text)  # malformed: reading the cluster then says what is wrong
+        assert _context_namespace(str(config), None) == "default"
 
 
 def test_files_overlay_the_live_state() -> None:
@@ -162,3 +168,123 @@ def test_refused_credentials_are_one_line(tmp_path: Path, capsys: pytest.Capture
         r"the kubeconfig's credentials were refused\n",
         err,
     ), err
+
+
+BAD_KUBECONFIGS = {
+    "missing": (None, r"--kubeconfig: invalid value '\S+/missing': expected an existing kubeconfig file"),
+    "not-yaml": ("garbage: [\n", r"--kubeconfig: \S+/not-yaml: expected a kubeconfig in YAML: .+"),
+    "a-list": ("- a\n", r"--kubeconfig: \S+/a-list: invalid value of type list: expected a kubeconfig .+"),
+    "contexts-not-a-list": (
+        "apiVersion: v1\ncurrent-context: x\ncontexts: 5\n",
+        r"--kubeconfig: malformed kubeconfig \(TypeError: .+\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_KUBECONFIGS))
+@pytest.mark.parametrize("command", [["queues"], ["pending"], ["explain", "ml/p"], ["simulate"]])
+def test_a_bad_kubeconfig_is_one_line_naming_it(
+    name: str, command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_KUBECONFIGS[name]
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    args = [*command, "--kubeconfig", str(path)]
+    code = cli_main(args) if command == ["simulate"] else main(args)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"error: cannot read the cluster: {expected}\n", err), err
+
+
+def test_a_missing_kubeconfig_file_named_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone"))
+    assert main(["queues"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot read the cluster: $KUBECONFIG: invalid value '{tmp_path / 'gone'}': "
+        "expected an existing kubeconfig file\n"
+    )
+
+
+@pytest.mark.parametrize("pod", ["a/b/c", "/p", "ns/", ""])
+def test_a_malformed_pod_argument_is_one_line(pod: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any read of the cluster (the kubeconfig given does not exist)."""
+    assert main(["explain", pod, "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: [NAMESPACE/]POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
+    )
+
+
+@pytest.mark.parametrize("pod", ["a/b/c", "p", "/p", "ns/"])
+def test_gpuq_explain_refuses_a_malformed_pod_argument(pod: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["explain", pod, "--kubeconfig", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: NAMESPACE/POD: invalid value {pod!r}: expected <namespace>/<pod>\n"
+    )
+
+
+def test_equal_pods_are_placed_by_namespace_then_name_as_the_scheduler_queue_does() -> None:
+    same = "2024-01-01T00:00:00Z"
+    pods = []
+    for namespace, name in (("a-b", "c"), ("a", "z")):
+        pod = _pending(name, created=same)
+        pod["metadata"]["namespace"] = namespace
+        pods.append(pod)
+    rows = pending_rows(View(Snapshot(objects={"Pod": pods}), None))
+    # As a pair ("a", "z") < ("a-b", "c"); as the string "a/z" it would sort after "a-b/c".
+    assert [(r["namespace"], r["name"], r["position"]) for r in rows] == [("a", "z", 1), ("a-b", "c", 2)]
+
+
+def test_a_live_object_the_model_cannot_read_is_named_once() -> None:
+    node = MakeNode("n1").alloc(cpu="4").obj()
+    node["status"]["allocatable"]["cpu"] = "abc"
+    pod = MakePod("p", "ml").req(cpu="1").obj()
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "x"
+    errors = manifests(Snapshot(objects={"Node": [node], "Pod": [pod]})).errors
+    assert [e.split(": ", 2)[:2] for e in errors] == [
+        ["live cluster", "Node/n1"],
+        ["live cluster", "Pod/ml/p"],
+    ]
+    assert all(e.count("Node/") + e.count("Pod/") == 1 for e in errors), errors  # never Node//n1, never twice
+
+
+@pytest.mark.parametrize(
+    "command", [["scheduler"], ["webhook", "--tls-cert-file", "c", "--tls-private-key-file", "k"]]
+)
+@pytest.mark.parametrize("name", ["missing", "contexts-not-a-list"])
+def test_the_processes_refuse_a_bad_kubeconfig_in_one_line(
+    name: str, command: list[str], tmp_path: Path
+) -> None:
+    """``gpuq scheduler`` and ``gpuq webhook`` load it first (common/kube/client.py), before serving:
+    exit 2, the last line of stderr says why, no traceback (they log to stderr, so run as processes)."""
+    text, expected = BAD_KUBECONFIGS[name]
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuq.cli", *command, "--kubeconfig", str(path), "--metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert re.fullmatch(rf"error: {expected}", result.stderr.splitlines()[-1]), result.stderr
+
+
+def test_without_any_kubeconfig_the_message_says_where_one_is_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["queues"]) == 2
+    assert capsys.readouterr().err == (
+        "error: cannot read the cluster: no kubeconfig: expected --kubeconfig P, $KUBECONFIG or "
+        "~/.kube/config (or a Pod's service account)\n"
+    )

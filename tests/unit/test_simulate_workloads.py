@@ -20,6 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 JOBS = EXAMPLES / "specs" / "capacity-card" / "volcano-jobs"
 NODE = MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110", **{"nvidia.com/gpu": "8"})
 CONTAINER = {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}
+BAD_CPU = {"name": "c", "resources": {"requests": {"cpu": "lots"}}}
 
 
 def _template(labels: Mapping[str, str] | None = None, **annotations: str) -> dict[str, Any]:
@@ -248,6 +249,52 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
             "Job/ml/train: spec.minAvailable: invalid value 5: "
             "expected at most the sum of the tasks' replicas",
         ),
+        (
+            _apps(
+                "Deployment",
+                "web",
+                1,
+                template={"metadata": {"labels": ["app"]}, "spec": {"containers": [CONTAINER]}},
+            ),
+            "Deployment/ml/web: spec.template.metadata.labels: invalid value ['app']: expected a mapping",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {
+                        "name": "w",
+                        "replicas": 1,
+                        "template": {"metadata": {"annotations": 5}, "spec": {"containers": [CONTAINER]}},
+                    }
+                ]
+            ),
+            "Job/ml/train: spec.tasks[0].template.metadata.annotations: invalid value 5: expected a mapping",
+        ),
+        (
+            _apps("Deployment", "web", 100_000_000),
+            "Deployment/ml/web: spec.replicas: invalid value 100000000: "
+            "expected at most 100000 pods in one workload (simulate's bound)",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {"name": "w", "replicas": 60_000, "template": _template()},
+                    {"name": "v", "replicas": 60_000, "template": _template()},
+                ]
+            ),
+            "Job/ml/train: spec.tasks[*].replicas: invalid value 120000: "
+            "expected at most 100000 pods in one workload (simulate's bound)",
+        ),
+        (
+            _volcano(
+                tasks=[
+                    {"name": "w", "replicas": 1, "template": _template()},
+                    {"name": "v", "replicas": 1, "template": {"spec": {"containers": [BAD_CPU]}}},
+                ]
+            ),
+            "Job/ml/train: spec.tasks[1].template.spec container c requests[cpu]: invalid value 'lots': "
+            "expected a Kubernetes quantity such as 500m, 2, 1.5, 64Gi or 1e3",
+        ),
     ],
 )
 def test_malformed_workloads_are_one_line_errors(
@@ -270,6 +317,28 @@ def test_a_made_podgroup_is_held_to_the_crd_schema(
     assert main(["simulate", "-f", str(path)]) == 2
     err = capsys.readouterr().err
     assert "made from Job/ml/train: PodGroup/ml/train-1234: spec.priorityClassName" in err
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({"team": None}, "metadata.labels[team]: invalid value None: expected a label value"),
+        ({1: "a"}, "metadata.labels: invalid value 1: expected a label key"),
+    ],
+)
+def test_a_made_podgroups_labels_are_checked_as_the_apiserver_does(
+    labels: dict[Any, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job's labels go to its PodGroup; a label that is not a string is a problem, not a crash."""
+    job = _volcano(tasks=[{"name": "w", "replicas": 1, "template": _template()}])
+    job["metadata"]["labels"] = labels
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump_all([NODE.obj(), job]))
+    assert main(["simulate", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: {path} (document 2), made from Job/ml/train: PodGroup/ml/train-1234: {message}"
+    )
 
 
 # -- the capacity-card design's own Volcano Job examples -------------------------------------------

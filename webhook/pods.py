@@ -1,0 +1,172 @@
+"""Pod admission (CREATE): the checks a Pod is denied or warned by, and the defaults filled into it.
+
+Validation (:func:`validate_pod`): the scoring annotations of enabled plugins; capacity-card's
+``card.name`` alternatives (one Kubernetes resource) and task mode against the queue's whole quota;
+gpu-quota's tensor-fusion annotations and per-workload (``single``) limits; capacity-scheduling's
+warning when an ElasticQuota's ``max - used`` leaves no room. Mutation (:func:`mutate_pod`):
+``card.name`` normalised, the queue annotation defaulted, tensor-fusion annotations filled from the
+namespace's GPUResourceQuota defaults, and optionally ``spec.schedulerName``. Routing by kind and
+operation is :mod:`webhook.admission`'s; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from common.model import annotations as ann
+from common.model.capacity_card.demand import pod_card_demand
+from common.model.capacity_card.task import task_quota_refusal
+from common.model.cards.card_type import CARD_UNIT
+from common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
+from common.model.cards.names import normalise_card_names, parse_card_names
+from common.model.crd import PodGroup
+from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
+from common.model.errors import InvalidValue
+from common.model.gpu_quota.request import GPURequest, request_from_annotations
+from common.model.pods import DEFAULT_SCHEDULER, PodInfo
+from common.model.quantity import format_units
+from common.model.queues import queue_of
+from common.model.resources import Resources
+from webhook import jsonpatch
+from webhook.options import AdmissionOptions, card_args, check_scoring_annotations
+from webhook.parsed import CACHE, namespace_gpu_limits, namespace_gpu_quota, parsed_queue_quota
+from webhook.review import Decision, PatchOp, deny
+from webhook.view import ClusterView
+
+ANNOTATIONS_PATH: Final = ("metadata", "annotations")
+
+
+def validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions) -> Decision:
+    pod = PodInfo.from_dict(obj)
+    annotations = pod.annotations
+    catalog = view.card_catalog()
+    warnings: list[str] = []
+    if pod.scheduler_name == options.scheduler_name:
+        check_scoring_annotations(annotations, pod.ref, options)
+
+    if options.capacity_card and ann.CARD_NAME in annotations:
+        names = parse_card_names(annotations[ann.CARD_NAME], pod.ref)
+        if not card_names_share_resource(names, catalog):
+            per_name = ", ".join(f"{n} -> {catalog.resource_of(n)}" for n in names if n in catalog)
+            return deny(
+                f"{pod.ref}: {ann.CARD_NAME}: invalid value {annotations[ann.CARD_NAME]!r}: expected "
+                f"alternatives that all map to one Kubernetes resource ({per_name})"
+            )
+
+    problem = _gpu_single_problem(pod, catalog, view) if options.gpu_quota else None
+    if problem:
+        return deny(problem)
+
+    if options.capacity_card and pod.scheduler_name == options.scheduler_name:
+        problem = _pod_queue_problem(pod, catalog, view, options, warnings)
+        if problem:
+            return deny(problem, tuple(warnings))
+
+    if options.capacity_scheduling:
+        warnings.extend(_elastic_warnings(pod, view))
+    return Decision(warnings=tuple(warnings))
+
+
+def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -> str | None:
+    """gpu-quota: the tensor-fusion annotations' syntax, and the namespace's per-workload limits."""
+    limits = namespace_gpu_limits(view, pod.namespace)
+    gpu_quota = limits.quota(pod.namespace) if limits is not None else None
+    request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
+    if limits is None:
+        return None
+    cards = pod_card_resources(pod.requests, catalog) if request is None else None
+    if cards:
+        # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
+        request = GPURequest.count_only(_whole_cards(cards))
+    refusal = limits.check_single(pod.namespace, request) if request is not None else None
+    return None if refusal is None else f"{pod.ref}: {refusal.message}"
+
+
+def _whole_cards(cards: Resources) -> int:
+    return max(1, -(-sum(cards.values()) // CARD_UNIT))
+
+
+def _pod_queue_problem(
+    pod: PodInfo, catalog: CardCatalog, view: ClusterView, options: AdmissionOptions, warnings: list[str]
+) -> str | None:
+    """Task mode (capacity-card.md "Task Allocatable Check") against the queue's whole quota: some
+    card type among the pod's candidates must hold the request, or no node can ever take it."""
+    demand = pod_card_demand(pod, catalog)
+    groups: dict[str, PodGroup] = {}
+    group_name = pod.annotations.get(ann.GROUP_NAME)
+    raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
+    if raw_group is not None:
+        group = CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
+        groups[group.key] = group
+    raw_queue = view.queue(queue_of(pod, groups))
+    if raw_queue is None:
+        return None  # Semantics 7: no such Queue, no queue quota
+    quota = parsed_queue_quota(raw_queue)
+    warnings.extend(event.message for event in quota.events)
+    # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
+    refusal = task_quota_refusal(quota, demand, catalog, card_args(options))
+    return None if refusal is None else f"{pod.ref}: {refusal.message}"
+
+
+def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
+    """capacity-scheduling.md: a request over ``max - used`` waits (or preempts) in the scheduler."""
+    warnings = []
+    for raw in view.elastic_quotas(pod.namespace):
+        try:
+            quota = ElasticQuota.from_dict(raw)
+        except InvalidValue:
+            continue
+        info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, quota.status_used)
+        for key in info.over_max_with(pod.requests):
+            left = max(quota.max[key] - quota.status_used.amount(key), 0)
+            warnings.append(
+                f"{pod.ref}: {key}: requested {format_units(key, pod.requests[key])}, {quota.ref} has "
+                f"{format_units(key, left)} left of max {format_units(key, quota.max[key])}; "
+                "the pod waits until usage drops"
+            )
+    return warnings
+
+
+def mutate_pod(
+    obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions
+) -> tuple[list[PatchOp], list[str]]:
+    pod = PodInfo.from_dict(obj)
+    catalog = view.card_catalog()
+    cards = pod_card_resources(pod.requests, catalog)
+    ops: list[PatchOp] = []
+    scheduler = pod.scheduler_name
+    if options.set_scheduler_name and cards and scheduler in ("", DEFAULT_SCHEDULER):
+        scheduler = options.scheduler_name
+        ops += jsonpatch.set_entries(obj, ("spec",), {"schedulerName": scheduler})
+
+    added: dict[str, str] = {}
+    card_name = pod.annotations.get(ann.CARD_NAME) if options.capacity_card else None
+    if isinstance(card_name, str):
+        normal = normalise_card_names(card_name)
+        if normal != card_name:
+            added[ann.CARD_NAME] = normal
+    if (
+        options.capacity_card
+        and scheduler == options.scheduler_name
+        and not pod.annotations.get(ann.QUEUE_NAME)
+    ):
+        group_name = pod.annotations.get(ann.GROUP_NAME)
+        raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
+        queue = str(((raw_group or {}).get("spec") or {}).get("queue") or ann.DEFAULT_QUEUE)
+        added[ann.QUEUE_NAME] = queue
+
+    quota = namespace_gpu_quota(view, pod.namespace) if options.gpu_quota else None
+    has_tf = any(key in pod.annotations for key in ann.TENSOR_FUSION_ANNOTATIONS)
+    if quota is not None and (cards or has_tf):
+        defaults = quota.default_annotations(pod.annotations)
+        if defaults and cards and ann.TF_GPU_COUNT not in pod.annotations:
+            # Without it the request counts as one GPU (tensor-fusion's default) and a pod holding
+            # several cards would be charged for one.
+            count = _whole_cards(cards)
+            if count > 1:
+                defaults[ann.TF_GPU_COUNT] = str(count)
+        added.update(defaults)
+    if added:
+        ops += jsonpatch.set_entries(obj, ANNOTATIONS_PATH, added)
+    return ops, []
