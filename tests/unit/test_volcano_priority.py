@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakePodGroup, MakePriorityClass, MakeQueue
+from tests.builders import MakePod, MakePodGroup, MakePriorityClass, MakeQueue
 from tests.unit.volcano_scenarios import bound, phases, preempted, simulate, volcano_node, volcano_pod
 
 PREEMPTABLE = "volcano.sh/preemptable"
@@ -55,6 +55,11 @@ def _common() -> list[dict[str, Any]]:
     ]
 
 
+def _preemptee(name: str, node: str, preemptable: str) -> MakePod:
+    """pg1's running 3-cpu, 3G pod ``name`` on ``node`` with ``volcano.sh/preemptable: preemptable``."""
+    return volcano_pod("ns1", name, "3", "3G", node).group("pg1").annotations({PREEMPTABLE: preemptable})
+
+
 def test_priority_test_go_enable_preempt_low_priority(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -64,15 +69,8 @@ def test_priority_test_go_enable_preempt_low_priority(
     of the lower-priority job, evicted; preemptor1 placed on node1."""
     objects = [
         *_common(),
-        volcano_pod("ns1", "preemptee1", "3", "3G", "node1")
-        .group("pg1")
-        .annotations({PREEMPTABLE: "true"})
-        .obj(),
-        volcano_pod("ns1", "preemptee2", "3", "3G", "node1")
-        .group("pg1")
-        .annotations({PREEMPTABLE: "true"})
-        .priority(1000)
-        .obj(),
+        _preemptee("preemptee1", "node1", "true").obj(),
+        _preemptee("preemptee2", "node1", "true").priority(1000).obj(),
         volcano_pod("ns2", "preemptor1", "3", "3G").group("pg2").obj(),
         volcano_node("node1", "6", "6G").obj(),
         volcano_node("node2", "2", "2G").obj(),
@@ -91,14 +89,8 @@ def test_priority_test_go_disable_preempt_low_priority(
     preemptable function off nothing is evicted and preemptor1 stays pending."""
     objects = [
         *_common(),
-        volcano_pod("ns1", "preemptee1", "3", "3G", "node1")
-        .group("pg1")
-        .annotations({PREEMPTABLE: "true"})
-        .obj(),
-        volcano_pod("ns1", "preemptee2", "3", "3G", "node2")
-        .group("pg1")
-        .annotations({PREEMPTABLE: "false"})
-        .obj(),
+        _preemptee("preemptee1", "node1", "true").obj(),
+        _preemptee("preemptee2", "node2", "false").obj(),
         volcano_pod("ns2", "preemptor1", "3", "3G").group("pg2").obj(),
         volcano_node("node1", "3", "3G").obj(),
         volcano_node("node2", "3", "3G").obj(),
