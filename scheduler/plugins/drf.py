@@ -10,6 +10,10 @@ Shares move as pods are placed: the key is *live* (``QueueSortPlugin.live``), so
 reads it again when a pod reaches the head and puts the pod back behind a job whose share is now
 smaller. That is Volcano's allocate action, which pushes a job back into its queue after placing a
 task, so two jobs on one node get one pod each (``allocate_test.go``, "two Jobs on one node").
+
+drf is also a preemptable plugin (Volcano's drf preemptableFn, on unless ``enablePreemptable:
+false``): it lets a preemptor evict only pods of jobs whose dominant share, without them, stays at or
+above the preemptor job's share with the preemptor (:meth:`DRF.victims`).
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from common.model.annotations import GROUP_NAME
 from common.model.drf import dominant_share, preemptable
 from common.model.nodes import NodeInfo
 from common.model.pods import PodInfo
-from scheduler.framework.interfaces import Handle, QueueSortPlugin
+from scheduler.framework.interfaces import Handle, PreemptablePlugin, QueueSortPlugin
 from scheduler.framework.registry import PluginSettings
 
 NAME: Final = "drf"
 
 
-class DRF(QueueSortPlugin):
+class DRF(QueueSortPlugin, PreemptablePlugin):
     name = NAME
     live: ClassVar[bool] = True
 
@@ -88,8 +92,7 @@ class DRF(QueueSortPlugin):
     def victims(self, preemptor: PodInfo, preemptees: Sequence[PodInfo]) -> list[PodInfo]:
         """Volcano's drf preemptable function: of ``preemptees`` (placed pods), those whose job's share
         without them (taken one after another, per job) stays at or above the preemptor job's share
-        with the preemptor (:func:`common.model.drf.preemptable`). For the framework's preemptable
-        extension point."""
+        with the preemptor (:func:`common.model.drf.preemptable`)."""
         total = self.total()
         mine = self._held(preemptor)
         for resource, amount in preemptor.requests_with_pod_count.items():
@@ -106,6 +109,9 @@ class DRF(QueueSortPlugin):
             if preemptable(share, dominant_share(held, total)[1]):
                 out.append(victim)
         return out
+
+    def preemptable(self, preemptor: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
+        return self.victims(preemptor, candidates)
 
     def job_order_key(self, pod: PodInfo) -> tuple[Any, ...]:
         """drf's own criterion (for combining job orders across plugins): smaller share first."""

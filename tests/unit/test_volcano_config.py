@@ -119,34 +119,27 @@ def test_resource_strategy_fit_design_block_starts(
 
 
 def test_volcanos_default_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Volcano's default file starts once every plugin it names is registered (overcommit, drf,
-    nodeorder and binpack are the other half of issue 14, merged beside these); until then the refusal
-    names the first missing plugin, and the file without the missing plugins starts: its actions,
-    tiers and switches are all accepted."""
-    text, missing = volcano_default_runnable()
-    if missing:
-        with pytest.raises(ConfigError) as info:
-            SchedulerConfig.from_yaml(VOLCANO_DEFAULT)
-        assert f"invalid value {missing[0]!r}" in str(info.value)
-    _starts(tmp_path, capsys, text)
-
-
-def volcano_default_runnable() -> tuple[str, list[str]]:
-    """Volcano's default file without the plugins gpuq does not register (none, once the other half
-    of issue 14 is merged), and those plugins."""
+    """Volcano's default file, unchanged, starts ``gpuq scheduler``, ``gpuq webhook`` and ``gpuq
+    simulate``: every plugin it names is registered, and its tiers and switches are kept as written."""
     names = re.findall(r"name: (\S+)", VOLCANO_DEFAULT)
-    missing = [name for name in names if name not in SUPPORTED_PLUGINS]
-    text = VOLCANO_DEFAULT
-    for name in missing:
-        text = re.sub(rf"  - name: {name}\n(    \S.*\n)*", "", text)
-    return text, missing
+    assert [name for name in names if name not in SUPPORTED_PLUGINS] == []
+    assert [name for name in names if name not in default_registry()] == []
+    config = SchedulerConfig.from_yaml(VOLCANO_DEFAULT)
+    assert [[plugin.name for plugin in tier] for tier in config.tiers] == [
+        names[:3],
+        names[3:],
+    ]
+    for name in ("gang", "drf"):
+        plugin = config.plugin(name)
+        assert plugin is not None and plugin.switches == {"enablePreemptable": False}
+    _starts(tmp_path, capsys, VOLCANO_DEFAULT)
 
 
 def designs_configurations() -> list[str]:
     """The configuration blocks of the designs (resource-strategy-fit's with its one line re-indented)
-    and Volcano's default file, as :func:`volcano_default_runnable` gives it."""
+    and Volcano's default file, unchanged."""
     fixed = RESOURCE_STRATEGY_FIT_CONFIGURATION.replace("\n - name:", "\n  - name:")
-    return [CAPACITY_CARD_CONFIGURATION, CAPACITY_CARD_CONFIGMAP, fixed, volcano_default_runnable()[0]]
+    return [CAPACITY_CARD_CONFIGURATION, CAPACITY_CARD_CONFIGMAP, fixed, VOLCANO_DEFAULT]
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 dominant share through ``gpuq simulate``, with the case of Volcano's
 ``pkg/scheduler/actions/allocate/allocate_test.go`` TestAllocate that drf decides ("two Jobs on one
 node"). Volcano's own drf test (``plugins/drf/hdrf_test.go``) covers only the hierarchical mode, which
-gpuq does not implement."""
+gpuq does not implement, and no Volcano test runs preemption through drf, so drf's preemptable function
+is checked by hand: its victim rule directly, and through ``gpuq simulate``'s preempt action."""
 
 from __future__ import annotations
 
@@ -146,3 +147,62 @@ def test_victims_follow_volcanos_preemptable_rule() -> None:
     assert isinstance(plugin, DRF)
     preemptor = volcano_pod("ns", "b0", "1", "1G").group("b").info()
     assert [p.name for p in plugin.victims(preemptor, placed)] == ["a0", "a1"]
+
+
+def _preempt_config(drf_preemptable: bool) -> str:
+    """preempt with drf's preemptable function (Volcano's default for drf) beside conformance, which
+    allows any pod that is not critical or in kube-system; priority orders jobs and says which are
+    starving, with its own preemptable function off."""
+    return (
+        'actions: "enqueue, allocate, preempt"\ntiers:\n- plugins:\n'
+        "  - name: priority\n    enablePreemptable: false\n  - name: conformance\n"
+        f"  - name: drf\n    enablePreemptable: {str(drf_preemptable).lower()}\n"
+        "- plugins:\n  - name: predicates\n"
+    )
+
+
+def _running_jobs(a: int, b: int, a_priority: int = 0) -> list[dict[str, Any]]:
+    """Queue q; n1 (4 cpu, 16G) full with job a's ``a`` running 1-cpu pods (pod priority
+    ``a_priority``) and job b's ``b`` (pod priority 0)."""
+    objects: list[dict[str, Any]] = [MakeQueue("q").weight(1).obj(), volcano_node("n1", "4", "16G").obj()]
+    for job, count, priority in (("a", a, a_priority), ("b", b, 0)):
+        objects.append(MakePodGroup(job, "ns").queue("q").min_member(1).phase("Running").obj())
+        for i in range(count):
+            objects.append(
+                volcano_pod("ns", f"{job}{i}", "1", "1G", node="n1").group(job).priority(priority).obj()
+            )
+    return objects
+
+
+def test_drf_preempt_takes_only_from_the_job_above_the_preemptors_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By hand (Volcano's unit tests run no preemption through drf): job a runs 3 of n1's 4 cpu, job
+    b runs 1. A new job c's 1-cpu pod has a share of 1/4 with it. Without one pod, a keeps 2/4 >= 1/4 (a
+    victim); without b0, b has 0 < 1/4 (not one). So one of a's pods goes and b0 stays, although the
+    node walk takes the lowest-priority pod first (b0 at 0, a's at 10) when drf does not object."""
+    objects = [
+        *_running_jobs(a=3, b=1, a_priority=10),
+        MakePodGroup("c", "ns").queue("q").min_member(1).phase("Inqueue").obj(),
+        volcano_pod("ns", "c0", "1", "1G").group("c").priority(100).obj(),
+    ]
+    out = simulate_scenario(tmp_path, capsys, _preempt_config(True), objects)
+    gone = {p["name"] for p in out["pods"] if p["phase"] == "Preempted"}
+    assert len(gone) == 1 and gone < {"a0", "a1", "a2"}
+    assert _bound(out)["ns/c0"] == "n1" and _bound(out)["ns/b0"] == "n1"
+
+
+@pytest.mark.parametrize("drf_preemptable", [True, False])
+def test_drf_preemptable_switch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], drf_preemptable: bool
+) -> None:
+    """By hand: job a runs 1 of n1's 4 cpu, job b runs 3 and has a fourth 1-cpu pod pending (share 4/4
+    with it). Without a0, a has 0 < 1: drf allows no victim, so (conformance and drf intersecting in
+    their tier) nothing is evicted. With drf's ``enablePreemptable: false`` (Volcano's default file)
+    conformance alone decides and a0 makes room for b3."""
+    objects = [*_running_jobs(a=1, b=3), volcano_pod("ns", "b3", "1", "1G").group("b").obj()]
+    out = simulate_scenario(tmp_path, capsys, _preempt_config(drf_preemptable), objects)
+    if drf_preemptable:
+        assert pod(out, "a0")["phase"] == "Bound" and pod(out, "b3")["phase"] == "Pending"
+    else:
+        assert pod(out, "a0")["phase"] == "Preempted" and _bound(out)["ns/b3"] == "n1"
