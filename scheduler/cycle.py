@@ -31,6 +31,7 @@ from common.model.errors import InvalidValue
 from common.model.events import SCHEDULED, EventRecord
 from common.model.nodes import NodeInfo
 from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from scheduler.actions.allocate import with_resource_fit
 from scheduler.actions.backfill import best_effort
 from scheduler.backend import ClusterBackend, Outcome, Result
 from scheduler.cluster.objects import (
@@ -127,7 +128,11 @@ class Scheduler:
             self.objects,
             self.podgroups,
             backend.record_event,
-            lambda handle: registry.build(handle, settings.tiers),
+            lambda handle: with_resource_fit(
+                registry.build(handle, settings.tiers),
+                handle,
+                {p.name: p.switches for tier in settings.tiers for p in tier},
+            ),
             actions=settings.actions,
             tiers=[[p.name for p in tier] for tier in settings.tiers],
             switches={p.name: p.switches for tier in settings.tiers for p in tier},

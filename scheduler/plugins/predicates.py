@@ -19,13 +19,10 @@ from typing import Final
 import numpy as np
 
 from common.model.pods import PodInfo
-from common.model.quantity import PODS
-from common.model.resources import Resources
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
-    FilterPlugin,
     FilterResult,
     Handle,
     PreFilterPlugin,
@@ -42,27 +39,20 @@ from scheduler.plugins.node_selection import (
     tolerates,
     untolerated_taints,
 )
+from scheduler.plugins.resource_fit import NodeResourcesFit, insufficient
 
 NAME: Final = "predicates"
 NOT_READY: Final = "node(s) were not ready"
 UNSCHEDULABLE: Final = "node(s) were unschedulable"
 AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
-TOO_MANY_PODS: Final = "Too many pods"
-
-
-def insufficient(resource: str) -> str:
-    return TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
 
 
 def untolerated(key: str, value: str) -> str:
     return f"node(s) had untolerated taint {{{key}: {value}}}"
 
 
-# Node-mask and request classes remembered; beyond this the cache starts over.
+# Node-mask classes remembered; beyond this the cache starts over.
 _MAX_CLASSES: Final = 256
-
-# A request class: the columns asked for and the amounts (pod count included).
-_FitKey = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +78,7 @@ class _NodeMasks:
 _UNCONSTRAINED: Final = _PodPredicates(NodeSelection((), None), False, False)
 
 
-class Predicates(PreFilterPlugin, FilterPlugin):
+class Predicates(PreFilterPlugin, NodeResourcesFit):
     name = NAME
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
@@ -96,8 +86,6 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         super().__init__(handle)
         self._masks: dict[tuple[object, ...], _NodeMasks] = {}
         self._masks_generation = -1
-        self._fit_keys: dict[Resources, _FitKey] = {}
-        self._fit_keys_width = -1
         # (distinct taints known, the ids of those a pod without tolerations does not tolerate)
         self._intolerant: tuple[int, tuple[int, ...]] = (-1, ())
 
@@ -142,30 +130,6 @@ class Predicates(PreFilterPlugin, FilterPlugin):
         )
         self._masks[key] = masks
         return masks
-
-    def _fit_key(self, pod: PodInfo) -> _FitKey:
-        cluster = self.handle.cluster
-        if self._fit_keys_width != len(cluster.columns) or len(self._fit_keys) >= _MAX_CLASSES:
-            self._fit_keys.clear()
-            self._fit_keys_width = len(cluster.columns)
-        key = self._fit_keys.get(pod.requests)
-        if key is None:
-            request = cluster.pod_vector(pod)
-            columns = np.flatnonzero(request)
-            key = (tuple(columns.tolist()), tuple(request[columns].tolist()))
-            self._fit_keys[pod.requests] = key
-        return key
-
-    def _over(self, key: _FitKey, n: int) -> list[BoolArray | None]:
-        """Per asked resource, the rows where ``requested + request > allocatable``, read as
-        ``free < request``: one pass over one contiguous column (the cluster arrays are column-major).
-        None for a resource every live node has enough of (at or below the cluster's free floor)."""
-        cluster = self.handle.cluster
-        free, floor = cluster.free, cluster.free_floor()
-        less = np.less
-        return [
-            None if floor[c] >= amount else less(free[:n, c], amount) for c, amount in zip(*key, strict=True)
-        ]
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         if not pod.node_selector and not pod.affinity and not pod.tolerations:

@@ -2,9 +2,9 @@
 ``pkg/scheduler/plugins/priority/priority_test.go`` TestPreempt, run through ``gpuq simulate`` with the
 same objects, the same actions (allocate, preempt) and the priority plugin with the same switches.
 
-One difference: Volcano's allocate action checks that a task fits a node's idle resources itself; in
-gpuq (kube-scheduler's framework) resource fit is the predicates plugin's Filter, so these scenarios add
-``predicates`` in a second tier (it has no preemptable function, so it does not change the victims).
+The scenarios name ``predicates`` in a second tier as well (it has no preemptable function, so it does
+not change the victims); without it the allocate action's own resource fit would do the same
+(tests/unit/test_allocate_resource_fit.py).
 
 Volcano's helper leaves ``pods`` out of a node's allocatable except where the test names it; these
 tests give every node the ``pods: 10`` the upstream nodes have."""
