@@ -190,6 +190,9 @@ class Scheduler:
                 return
             if pod.holds_resources:
                 self.cluster.add_pod(pod)
+                # Bound before we saw it (by us before a restart, or by another hand): its group runs
+                # once minMember of its pods are, as Volcano's gang decides at session close.
+                podgroups.pod_bound(pod)
             else:
                 self._pod_gone(pod.key)
             return

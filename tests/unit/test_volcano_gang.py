@@ -119,10 +119,27 @@ def test_gang_test_go_ready_job_should_set_scheduled(
 ) -> None:
     """TestOnSessionCloseConditions "ready job should set scheduled", with the job made ready by
     allocate: upstream's p1 and p2 already run on n1 when the session opens; here they are pending and
-    n1 has room for both, so gang lets both bind and the PodGroup goes Running. (gpuq moves a PodGroup
-    to Running when it binds its minMember-th pod; a PodGroup whose pods were already running when
-    gpuq started keeps the phase it has.)"""
+    n1 has room for both, so gang lets both bind and the PodGroup goes Running. The upstream objects
+    as they are (both pods running) are the next test."""
     out = simulate(tmp_path, capsys, _on_session_close_case("10"), GANG_CONF)
+    assert {g["name"]: g["phase"] for g in out["podGroups"]} == {"pg1": "Running"}
+    assert bound(out) == {"c1/p1": "n1", "c1/p2": "n1"}
+
+
+def test_gang_test_go_ready_job_already_running_should_set_scheduled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TestOnSessionCloseConditions "ready job should set scheduled" with upstream's objects: p1 and p2
+    already run on n1 when the scheduler starts. minMember of pg1's pods are bound, so it is Running,
+    as gang's session close decides, though gpuq bound none of them."""
+    objects = [
+        MakeQueue("c1").weight(1).obj(),
+        _group(2),
+        volcano_pod("c1", "p1", "1", "1G", "n1").group("pg1").obj(),
+        volcano_pod("c1", "p2", "1", "1G", "n1").group("pg1").obj(),
+        volcano_node("n1", "10", "10G").obj(),
+    ]
+    out = simulate(tmp_path, capsys, objects, GANG_CONF)
     assert {g["name"]: g["phase"] for g in out["podGroups"]} == {"pg1": "Running"}
     assert bound(out) == {"c1/p1": "n1", "c1/p2": "n1"}
 
