@@ -12,7 +12,6 @@ deleted with ``null`` rather than left stale, and an unchanged status is not wri
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
+import orjson
 
 from common.kube.resources import ResourceKind
 
@@ -74,7 +74,7 @@ async def call(
     finally:
         response.release()
     try:
-        decoded = json.loads(raw) if raw else {}
+        decoded = orjson.loads(raw) if raw else {}
     except ValueError:
         decoded = {"message": raw[:300].decode("utf-8", "replace")}
     return Reply(int(response.status), decoded if isinstance(decoded, dict) else {})
