@@ -13,7 +13,8 @@ The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-sched
   schedulerName is the pods', client qps/burst 5000/5000 (its default 50/100 would be the ceiling);
 - ``raw``: no decisions at all, the ceiling of binding through kubernetes_asyncio: it lists the
   pending pods and the nodes and POSTs each pod's Binding (with the pod's uid; a 409 is a pod
-  already bound) round-robin over the nodes, 64 in flight;
+  already bound) round-robin over the nodes, 64 in flight (``--raw-in-flight``); its client's
+  connection pool holds 100 connections, more than that;
 - ``raw-aiohttp``: the same binder on a bare aiohttp session (orjson bodies, no client library):
   how far the Python client itself is the ceiling.
 
@@ -59,7 +60,6 @@ from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-aiohttp")
-IN_FLIGHT = 64
 PENDING = "spec.nodeName="
 
 
@@ -73,10 +73,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def bind_all(
-    pods: list[tuple[str, str, str]], nodes: list[str], post: Callable[[str, dict[str, Any]], Awaitable[int]]
+    pods: list[tuple[str, str, str]],
+    nodes: list[str],
+    post: Callable[[str, dict[str, Any]], Awaitable[int]],
+    in_flight: int,
 ) -> None:
-    """POST every pod's Binding, round-robin over ``nodes``, IN_FLIGHT at a time; 409 = already bound."""
-    gate = asyncio.Semaphore(IN_FLIGHT)
+    """POST every pod's Binding, round-robin over ``nodes``, ``in_flight`` at a time; 409 = already bound."""
+    gate = asyncio.Semaphore(in_flight)
     failures: list[str] = []
 
     async def one(pod: tuple[str, str, str], node: str) -> None:
@@ -100,10 +103,9 @@ def pending_of(listing: dict[str, Any], scheduler: str) -> list[tuple[str, str, 
     ]
 
 
-async def raw_client_binder(kubeconfig: str, scheduler: str) -> None:
+async def raw_client_binder(kubeconfig: str, scheduler: str, in_flight: int) -> None:
     """The binder through kubernetes_asyncio's ApiClient (the same client gpuq uses)."""
     api = await new_api_client(kubeconfig)
-    api.configuration.connection_pool_maxsize = IN_FLIGHT
     try:
         listing = await call(api, "GET", "/api/v1/pods", query=[("fieldSelector", PENDING)])
         nodes = [n["metadata"]["name"] for n in (await call(api, "GET", "/api/v1/nodes")).body["items"]]
@@ -111,12 +113,12 @@ async def raw_client_binder(kubeconfig: str, scheduler: str) -> None:
         async def post(path: str, body: dict[str, Any]) -> int:
             return (await call(api, "POST", path, body)).status
 
-        await bind_all(pending_of(dict(listing.body), scheduler), nodes, post)
+        await bind_all(pending_of(dict(listing.body), scheduler), nodes, post, in_flight)
     finally:
         await api.close()
 
 
-async def raw_aiohttp_binder(kubeconfig: str, scheduler: str) -> None:
+async def raw_aiohttp_binder(kubeconfig: str, scheduler: str, in_flight: int) -> None:
     """The binder on a bare aiohttp session: client certificate from the kubeconfig, bytes in, bytes out."""
     config = yaml.safe_load(Path(kubeconfig).read_text())
     server = config["clusters"][0]["cluster"]
@@ -129,7 +131,7 @@ async def raw_aiohttp_binder(kubeconfig: str, scheduler: str) -> None:
     context.load_cert_chain(workdir / "crt", workdir / "key")
     base = server["server"]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    connector = aiohttp.TCPConnector(limit=IN_FLIGHT, ssl=context)
+    connector = aiohttp.TCPConnector(limit=in_flight, ssl=context)
     async with aiohttp.ClientSession(base, connector=connector, headers=headers) as session:
 
         async def get(path: str, **params: str) -> dict[str, Any]:
@@ -144,7 +146,7 @@ async def raw_aiohttp_binder(kubeconfig: str, scheduler: str) -> None:
 
         pods = pending_of(await get("/api/v1/pods", fieldSelector=PENDING), scheduler)
         nodes = [n["metadata"]["name"] for n in (await get("/api/v1/nodes"))["items"]]
-        await bind_all(pods, nodes, post)
+        await bind_all(pods, nodes, post, in_flight)
 
 
 # ------------------------------------------------------------------ one run
@@ -190,7 +192,12 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
         path.write_text(yaml.safe_dump(config))
         return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
     binder = "asyncio" if contender == "raw" else "aiohttp"
-    return [sys.executable, __file__, "--binder", binder, "--kubeconfig", str(plane.kubeconfig)]
+    return [
+        sys.executable,
+        __file__,
+        *("--binder", binder, "--kubeconfig", str(plane.kubeconfig)),
+        *("--raw-in-flight", str(args.raw_in_flight)),
+    ]
 
 
 async def run_once(contender: str, args: argparse.Namespace) -> Result:
@@ -301,6 +308,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--bind-concurrency", type=int, default=0, help="gpuq's (default: its own default)")
+    parser.add_argument("--raw-in-flight", type=int, default=64, help="the raw binders' requests in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="run gpuq under cProfile, stats to FILE")
     parser.add_argument("--binder", choices=("asyncio", "aiohttp"), help=argparse.SUPPRESS)
@@ -312,6 +320,6 @@ if __name__ == "__main__":
     arguments = parse()
     if arguments.binder:
         binder = raw_client_binder if arguments.binder == "asyncio" else raw_aiohttp_binder
-        asyncio.run(binder(arguments.kubeconfig, NAME))
+        asyncio.run(binder(arguments.kubeconfig, NAME, arguments.raw_in_flight))
     else:
         asyncio.run(main(arguments))
