@@ -50,8 +50,8 @@ async def create_objects(kubeconfig: Path) -> None:
             ("POST", "/api/v1/nodes", {k: v for k, v in node.items() if k != "status"}, "application/json"),
             (
                 "PATCH",
-                f"/api/v1/nodes/{NODE['metadata']['name']}/status",
-                {"status": NODE["status"]},
+                f"/api/v1/nodes/{node['metadata']['name']}/status",
+                {"status": node["status"]},
                 MERGE_PATCH,
             ),
             (
