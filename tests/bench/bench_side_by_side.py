@@ -55,8 +55,7 @@ from common.kube.client import new_api_client
 from common.kube.diff import Change
 from common.kube.informer import Informer
 from common.kube.status import call
-from tests.bench.bench_cluster import NAME, populate
-from tests.e2e.cluster_fixtures import Cluster
+from tests.bench.bench_cluster import NAME, fresh_cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-aiohttp")
@@ -164,20 +163,10 @@ class Result:
 def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> list[str]:
     if contender == "gpuq":
         (port,) = free_ports(1)
+        profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
         return [
-            sys.executable,
-            *(["-m", "cProfile", "-o", args.profile] if args.profile else []),
-            "-m",
-            "gpuq.cli",
-            "scheduler",
-            "--kubeconfig",
-            str(plane.kubeconfig),
-            "--scheduler-name",
-            NAME,
-            "--metrics-port",
-            str(port),
-            "--bind-address",
-            "127.0.0.1",
+            *(sys.executable, *profile, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),
+            *("--scheduler-name", NAME, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else []),
         ]
     if contender == "kube-scheduler":
@@ -201,19 +190,15 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
 
 
 async def run_once(contender: str, args: argparse.Namespace) -> Result:
-    plane = ControlPlane()
-    plane.start()
-    plane.apply_crds()
-    workdir = Path(tempfile.mkdtemp(prefix="gpuq-side-"))
-    api = await new_api_client(str(plane.kubeconfig))
+    async with fresh_cluster(args.nodes, args.pods) as (plane, api, workdir):
+        return await contend(contender, args, plane, api, workdir)
+
+
+async def contend(
+    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path
+) -> Result:
     process: subprocess.Popen[bytes] | None = None
     try:
-        cluster = Cluster(api, "bench", "bench")
-        await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
-        await cluster.request(
-            "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
-        )
-        await populate(cluster, args.nodes, args.pods)
         bound_at: dict[str, float] = {}
         done = asyncio.Event()
         cpu_at_first = cpu_at_last = 0.0
@@ -266,8 +251,6 @@ async def run_once(contender: str, args: argparse.Namespace) -> Result:
         if process is not None:
             process.terminate()
             process.wait(30)
-        await api.close()
-        plane.stop()
 
 
 def summary(results: list[Result]) -> None:

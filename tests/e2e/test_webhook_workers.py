@@ -81,6 +81,15 @@ def worker_pids(process: SchedulerProcess) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+async def ready_workers(process: SchedulerProcess) -> list[int]:
+    """Wait until every worker's /readyz answers 200; their pids."""
+    for index in range(WORKERS):
+        await worker(process, index).wait_ready(60)
+    pids = worker_pids(process)
+    assert len(pids) == WORKERS, pids
+    return pids
+
+
 async def review(port: int, context: ssl.SSLContext) -> dict[str, object]:
     """POST one Pod AdmissionReview to /validate over a new TLS connection."""
     reader, writer = await asyncio.open_connection(
@@ -107,10 +116,7 @@ async def test_two_workers_serve_one_port_and_a_dead_worker_stops_the_webhook(
     webhook: tuple[SchedulerProcess, int, ssl.SSLContext],
 ) -> None:
     process, port, context = webhook
-    for index in range(WORKERS):
-        await worker(process, index).wait_ready(60)
-    pids = worker_pids(process)
-    assert len(pids) == WORKERS, pids
+    pids = await ready_workers(process)
 
     answers = [await review(port, context) for _ in range(REVIEWS)]
     assert all(a["kind"] == "AdmissionReview" and "response" in a for a in answers)
@@ -137,9 +143,7 @@ async def test_sigterm_stops_every_worker_with_exit_0(
     webhook: tuple[SchedulerProcess, int, ssl.SSLContext],
 ) -> None:
     process, port, context = webhook
-    for index in range(WORKERS):
-        await worker(process, index).wait_ready(60)
-    pids = worker_pids(process)
+    pids = await ready_workers(process)
     assert (await review(port, context))["kind"] == "AdmissionReview"
     assert process.terminate(60) == 0, process.log()
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
