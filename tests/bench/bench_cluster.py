@@ -37,7 +37,7 @@ from tests.e2e.controlplane.harness import ControlPlane, free_ports
 NAME = "gpuq-bench"
 
 
-async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64) -> None:
+async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64, existing: int = 0) -> None:
     gate = asyncio.Semaphore(concurrency)
 
     async def node(i: int) -> None:
@@ -59,24 +59,37 @@ async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 6
     began = time.monotonic()
     await asyncio.gather(*(node(i) for i in range(nodes)))
     print(f"created {nodes} nodes in {time.monotonic() - began:.1f}s", flush=True)
+
+    async def bound(i: int) -> None:  # an existing pod, bound already (created with spec.nodeName)
+        body = cluster.pod_body(f"e{i:05d}", {"cpu": "100m", "memory": "128Mi"}, scheduler=NAME)
+        body["spec"]["nodeName"] = f"{cluster.test_id}-n{i % nodes:05d}"
+        async with gate:
+            await cluster.request("POST", f"/api/v1/namespaces/{cluster.namespace}/pods", body)
+
+    if existing:
+        began = time.monotonic()
+        await asyncio.gather(*(bound(i) for i in range(existing)))
+        print(f"created {existing} bound pods in {time.monotonic() - began:.1f}s", flush=True)
     began = time.monotonic()
     await asyncio.gather(*(pod(i) for i in range(pods)))
     print(f"created {pods} pending pods in {time.monotonic() - began:.1f}s", flush=True)
 
 
-async def prepared_cluster(api: Any, nodes: int, pods: int) -> Cluster:
+async def prepared_cluster(api: Any, nodes: int, pods: int, existing: int = 0) -> Cluster:
     """The namespace ``bench`` (with its default ServiceAccount), ``nodes`` nodes and ``pods`` pods."""
     cluster = Cluster(api, "bench", "bench")
     await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
     await cluster.request(
         "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
     )
-    await populate(cluster, nodes, pods)
+    await populate(cluster, nodes, pods, existing=existing)
     return cluster
 
 
 @contextlib.asynccontextmanager
-async def fresh_cluster(nodes: int, pods: int) -> AsyncIterator[tuple[ControlPlane, Any, Path]]:
+async def fresh_cluster(
+    nodes: int, pods: int, existing: int = 0
+) -> AsyncIterator[tuple[ControlPlane, Any, Path]]:
     """A fresh control plane with ``nodes`` nodes and ``pods`` pending pods: (plane, client, workdir)."""
     plane = ControlPlane()
     plane.start()
@@ -84,7 +97,7 @@ async def fresh_cluster(nodes: int, pods: int) -> AsyncIterator[tuple[ControlPla
         plane.apply_crds()
         api = await new_api_client(str(plane.kubeconfig))
         try:
-            await prepared_cluster(api, nodes, pods)
+            await prepared_cluster(api, nodes, pods, existing)
             yield plane, api, Path(tempfile.mkdtemp(prefix="gpuq-bench-"))
         finally:
             await api.close()

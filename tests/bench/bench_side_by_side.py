@@ -190,7 +190,7 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
 
 
 async def run_once(contender: str, args: argparse.Namespace) -> Result:
-    async with fresh_cluster(args.nodes, args.pods) as (plane, api, workdir):
+    async with fresh_cluster(args.nodes, args.pods, args.existing) as (plane, api, workdir):
         return await contend(contender, args, plane, api, workdir)
 
 
@@ -207,6 +207,8 @@ async def contend(
             nonlocal cpu_at_first, cpu_at_last
             if change.type == "delete" or not (change.obj.get("spec") or {}).get("nodeName"):
                 return
+            if not change.key[1].startswith("p"):
+                return  # one of the --existing pods, bound before the contender started
             if change.key[1] not in bound_at:
                 bound_at[change.key[1]] = time.monotonic()
                 if process is not None and process.poll() is None:
@@ -291,6 +293,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--bind-concurrency", type=int, default=0, help="gpuq's (default: its own default)")
+    parser.add_argument(
+        "--existing", type=int, default=0, help="pods bound before the contender starts (cold start)"
+    )
     parser.add_argument("--raw-in-flight", type=int, default=64, help="the raw binders' requests in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="run gpuq under cProfile, stats to FILE")
