@@ -18,6 +18,9 @@ The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-sched
 - ``raw-aiohttp``: the same binder on a bare aiohttp session (orjson bodies, no client library):
   how far the Python client itself is the ceiling.
 
+``--existing N`` creates N pods bound already (spec.nodeName set) before the pending ones: the cold start
+(the printed "first bind ... after start" includes the contender's start-up and its initial lists).
+
 A pod informer in this process stamps the moment each pod is first seen bound; the rate is pods/s
 from the first bind to the last. The CPU figure is the contender process's own user+system time
 (from /proc) from its first bind to its last, divided by the pods bound in between (steady state:
