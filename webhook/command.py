@@ -52,6 +52,7 @@ from webhook.server import (
 )
 from webhook.tls import CertificateReloader
 from webhook.tls_secret import SecretFiles
+from webhook.workers import supervise
 
 log = logging.getLogger("gpuq.webhook")
 EXIT_INVALID = 2
@@ -103,6 +104,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="largest request body accepted"
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes serving the HTTPS port (SO_REUSEPORT), one per core to use; worker k serves its "
+        "metrics on --metrics-port + k; a worker that dies stops the webhook with exit 1 (default 1)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.set_defaults(func=main)
     return parser
@@ -123,14 +131,27 @@ def main(args: argparse.Namespace) -> int:
         config, scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name
     )
     log.info("admission rules: %s", options)
+    if args.workers < 1:
+        print(f"error: --workers: invalid value {args.workers}: expected at least 1", file=sys.stderr)
+        return EXIT_INVALID
     try:
         check_certificate_arguments(args)
         renewal = renewal_policy(args)
     except GpuqError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
-    run(serve(args, options, renewal))
-    return 0
+    if args.workers == 1:
+        run(serve(args, options, renewal))
+        return 0
+
+    def worker(index: int) -> int:
+        mine = argparse.Namespace(**vars(args))
+        if args.metrics_port:
+            mine.metrics_port = args.metrics_port + index
+        run(serve(mine, options, renewal if index == 0 else None))
+        return 0
+
+    return supervise(args.workers, worker)
 
 
 async def serve(args: argparse.Namespace, options: AdmissionOptions, renewal: RenewalPolicy | None) -> None:
@@ -211,7 +232,9 @@ async def _serve_admission(
         limits = ServerLimits(max_body_bytes=args.max_body_bytes)
         admission = Admission(view, options, live=view)
         app = create_server(Endpoints(admission, metrics, lambda: view.ready, limits))
-        runner, port = await start_site(app, args.bind_address, args.port, ssl_context=reloader.context)
+        runner, port = await start_site(
+            app, args.bind_address, args.port, ssl_context=reloader.context, reuse_port=args.workers > 1
+        )
         listening.set()
         log.info("admission webhook on https://%s:%d (caches synced)", args.bind_address, port)
         await stop.wait()

@@ -197,9 +197,11 @@ async def start_site(
     *,
     ssl_context: ssl.SSLContext | None = None,
     shutdown_timeout: float = 10.0,
+    reuse_port: bool = False,
 ) -> tuple[web.BaseRunner, int]:
     """Serve ``app`` (an application or a :func:`create_server` server) on ``host:port`` (0 = any
-    free port); returns the runner and the bound port.
+    free port); returns the runner and the bound port. ``reuse_port``: SO_REUSEPORT, so that
+    several processes serve the port (``gpuq webhook --workers``).
 
     No access log: at thousands of reviews per second it would cost more than the reviews, and the
     metrics already count every answer.
@@ -210,7 +212,9 @@ async def start_site(
     else:
         runner = web.ServerRunner(app, handle_signals=False, shutdown_timeout=shutdown_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=1024, reuse_address=True)
+    site = web.TCPSite(
+        runner, host, port, ssl_context=ssl_context, backlog=1024, reuse_address=True, reuse_port=reuse_port
+    )
     await site.start()
     addresses = runner.addresses
     bound = addresses[0][1] if addresses else port

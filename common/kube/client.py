@@ -10,8 +10,10 @@ from typing import Any, Final
 
 import aiohttp
 import yaml
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
+from yarl import URL
 
 from common.model.errors import GpuqError
 
@@ -75,18 +77,45 @@ async def new_api_client(kubeconfig: str | None = None, context: str | None = No
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except ConfigException as err:
             raise KubeconfigError(f"in-cluster configuration: {err}") from err
-        return client.ApiClient(configuration)
+        api = client.ApiClient(configuration)
+        resolve_proxy_once(api)
+        return api
     if not paths:
         where, paths = DEFAULT_KUBECONFIG, [str(Path(DEFAULT_KUBECONFIG).expanduser())]  # for --context
     _check_kubeconfig(where, paths)
     try:
         # The files named explicitly: the library reads $KUBECONFIG once, when it is imported.
-        return await config.new_client_from_config(config_file=os.pathsep.join(paths), context=context)
+        api = await config.new_client_from_config(config_file=os.pathsep.join(paths), context=context)
     except ConfigException as err:
         raise KubeconfigError(f"{where}: {str(err).splitlines()[0]}") from err
     except (AttributeError, TypeError, KeyError) as err:
         # The library reads the file's structure without checking it (``contexts: 5``).
         raise KubeconfigError(f"{where}: malformed kubeconfig ({type(err).__name__}: {err})") from err
+    resolve_proxy_once(api)
+    return api
+
+
+def resolve_proxy_once(api: Any) -> None:
+    """Look the environment's proxy for the apiserver up now, once, instead of on every request.
+
+    kubernetes_asyncio opens its aiohttp session with ``trust_env=True``: every request then reads
+    the proxy variables and ~/.netrc in a worker thread, two thread hand-offs per request (a tenth
+    of the scheduler's CPU per bind in the profile). The environment does not change under a
+    running process, so the answer is taken once: an ``HTTPS_PROXY`` (minus ``NO_PROXY``) that
+    applies to the apiserver becomes the client's explicit proxy, as client-go honours it; netrc
+    credentials are not used for the apiserver (client-go ignores them too).
+    """
+    rest = api.rest_client
+    if rest.proxy is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(api.configuration.host))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+    rest.pool_manager._trust_env = False
 
 
 class WriteRefused(aiohttp.ClientError):

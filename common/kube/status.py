@@ -16,7 +16,6 @@ soak: usage going A -> B -> A within the lag left B written, the second A lookin
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
+import orjson
 
 from common.kube.resources import ResourceKind
 
@@ -78,7 +78,7 @@ async def call(
     finally:
         response.release()
     try:
-        decoded = json.loads(raw) if raw else {}
+        decoded = orjson.loads(raw) if raw else {}
     except ValueError:
         decoded = {"message": raw[:300].decode("utf-8", "replace")}
     return Reply(int(response.status), decoded if isinstance(decoded, dict) else {})

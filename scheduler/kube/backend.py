@@ -31,7 +31,7 @@ from scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BIND_CONCURRENCY: Final = 16
+DEFAULT_BIND_CONCURRENCY: Final = 64
 # A bind whose outcome is unknown is settled by reading the pod: first after this, then doubling.
 UNKNOWN_FIRST_READ: Final = 0.5
 UNKNOWN_MAX_READ: Final = 10.0

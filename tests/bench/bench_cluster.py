@@ -1,6 +1,6 @@
 """Scheduler throughput against a real kube-apiserver: ``gpuq scheduler`` binding pending pods.
 
-    python tests/bench/bench_cluster.py [--nodes 1000] [--pods 5000] [--bind-concurrency 16]
+    python tests/bench/bench_cluster.py [--nodes 1000] [--pods 5000] [--bind-concurrency 64]
 
 Starts its own etcd + kube-apiserver (the e2e harness), creates the fake nodes (half of them A100
 GPU nodes) and the pending pods *before* the scheduler starts, then runs ``gpuq scheduler`` (default
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -27,13 +30,14 @@ from common.kube import resources as kinds
 from common.kube.client import new_api_client
 from common.kube.diff import Change
 from common.kube.informer import Informer
+from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY
 from tests.e2e.cluster_fixtures import Cluster, metric_value
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
 NAME = "gpuq-bench"
 
 
-async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64) -> None:
+async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64, existing: int = 0) -> None:
     gate = asyncio.Semaphore(concurrency)
 
     async def node(i: int) -> None:
@@ -55,26 +59,60 @@ async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 6
     began = time.monotonic()
     await asyncio.gather(*(node(i) for i in range(nodes)))
     print(f"created {nodes} nodes in {time.monotonic() - began:.1f}s", flush=True)
+
+    async def bound(i: int) -> None:  # an existing pod, bound already (created with spec.nodeName)
+        body = cluster.pod_body(f"e{i:05d}", {"cpu": "100m", "memory": "128Mi"}, scheduler=NAME)
+        body["spec"]["nodeName"] = f"{cluster.test_id}-n{i % nodes:05d}"
+        async with gate:
+            await cluster.request("POST", f"/api/v1/namespaces/{cluster.namespace}/pods", body)
+
+    if existing:
+        began = time.monotonic()
+        await asyncio.gather(*(bound(i) for i in range(existing)))
+        print(f"created {existing} bound pods in {time.monotonic() - began:.1f}s", flush=True)
     began = time.monotonic()
     await asyncio.gather(*(pod(i) for i in range(pods)))
     print(f"created {pods} pending pods in {time.monotonic() - began:.1f}s", flush=True)
 
 
-async def main(args: argparse.Namespace) -> None:
+async def prepared_cluster(api: Any, nodes: int, pods: int, existing: int = 0) -> Cluster:
+    """The namespace ``bench`` (with its default ServiceAccount), ``nodes`` nodes and ``pods`` pods."""
+    cluster = Cluster(api, "bench", "bench")
+    await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+    await cluster.request(
+        "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
+    )
+    await populate(cluster, nodes, pods, existing=existing)
+    return cluster
+
+
+@contextlib.asynccontextmanager
+async def fresh_cluster(
+    nodes: int, pods: int, existing: int = 0
+) -> AsyncIterator[tuple[ControlPlane, Any, Path]]:
+    """A fresh control plane with ``nodes`` nodes and ``pods`` pending pods: (plane, client, workdir)."""
     plane = ControlPlane()
     plane.start()
-    plane.apply_crds()
-    workdir = Path(tempfile.mkdtemp(prefix="gpuq-bench-"))
-    api = await new_api_client(str(plane.kubeconfig))
+    try:
+        plane.apply_crds()
+        api = await new_api_client(str(plane.kubeconfig))
+        try:
+            await prepared_cluster(api, nodes, pods, existing)
+            yield plane, api, Path(tempfile.mkdtemp(prefix="gpuq-bench-"))
+        finally:
+            await api.close()
+    finally:
+        plane.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with fresh_cluster(args.nodes, args.pods) as (plane, api, workdir):
+        await measure(args, plane, api, workdir)
+
+
+async def measure(args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path) -> None:
     scheduler: subprocess.Popen[bytes] | None = None
     try:
-        cluster = Cluster(api, "bench", "bench")
-        await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
-        await cluster.request(
-            "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
-        )
-        await populate(cluster, args.nodes, args.pods)
-
         bound_at: dict[str, float] = {}
         done = asyncio.Event()
 
@@ -92,21 +130,18 @@ async def main(args: argparse.Namespace) -> None:
         started = time.monotonic()
         scheduler = subprocess.Popen(
             [
-                sys.executable,
-                *(["-m", "cProfile", "-o", args.profile] if args.profile else []),
-                "-m",
-                "gpuq.cli",
-                "scheduler",
-                "--kubeconfig",
-                str(plane.kubeconfig),
-                "--scheduler-name",
-                NAME,
-                "--metrics-port",
-                str(port),
-                "--bind-address",
-                "127.0.0.1",
-                "--bind-concurrency",
-                str(args.bind_concurrency),
+                *(sys.executable, *(["-m", "cProfile", "-o", args.profile] if args.profile else [])),
+                *(
+                    "-m",
+                    "gpuq.cli",
+                    "scheduler",
+                    "--kubeconfig",
+                    str(plane.kubeconfig),
+                    "--scheduler-name",
+                    NAME,
+                ),
+                *("--metrics-port", str(port), "--bind-address", "127.0.0.1"),
+                *("--bind-concurrency", str(args.bind_concurrency)),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -137,15 +172,13 @@ async def main(args: argparse.Namespace) -> None:
         if scheduler is not None:
             scheduler.terminate()
             scheduler.wait(30)
-        await api.close()
-        plane.stop()
 
 
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--bind-concurrency", type=int, default=16)
+    parser.add_argument("--bind-concurrency", type=int, default=DEFAULT_BIND_CONCURRENCY)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="run the scheduler under cProfile, stats to FILE")
     return parser.parse_args()

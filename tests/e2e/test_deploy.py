@@ -157,7 +157,12 @@ def test_base_without_crds_leaves_existing_crds_alone(kubectl: Kubectl) -> None:
     [
         pytest.param((), id="defaults"),
         pytest.param(
-            ("webhook.failurePolicy=Ignore", "scheduler.replicas=3", "webhook.setSchedulerName=true"),
+            (
+                "webhook.failurePolicy=Ignore",
+                "scheduler.replicas=3",
+                "webhook.setSchedulerName=true",
+                "webhook.workers=2",
+            ),
             id="options",
         ),
     ],
@@ -171,6 +176,22 @@ def test_helm_chart_is_accepted_by_a_server_side_dry_run(
     applied = dry_run(kubectl, "-f", "-", stdin=manifests)
     assert "deployment.apps/gpuq-scheduler" in applied
     assert any(name.startswith("customresourcedefinition") for name in applied)
+
+
+def test_webhook_workers_reach_the_command_line() -> None:
+    """``webhook.workers`` above 1 becomes ``gpuq webhook --workers``; the default passes nothing."""
+
+    def workers_args(*settings: str) -> list[str]:
+        (webhook,) = [
+            d
+            for d in documents(helm(*settings))
+            if d["kind"] == "Deployment" and "webhook" in d["metadata"]["name"]
+        ]
+        (container,) = webhook["spec"]["template"]["spec"]["containers"]
+        return [arg for arg in container["args"] if arg.startswith("--workers")]
+
+    assert workers_args() == []
+    assert workers_args("webhook.workers=2") == ["--workers=2"]
 
 
 def test_optional_trees_are_accepted_with_their_crds(

@@ -240,6 +240,13 @@ def test_webhook_with_an_invalid_config_exits_2_with_one_line(
     assert err.count("\n") == 1 and str(path) in err and "cardUnlimitedCpuMemory" in err and "maybe" in err
 
 
+def test_webhook_with_zero_workers_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["webhook", "--tls-cert-file", "x", "--tls-private-key-file", "y", "--workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == "error: --workers: invalid value 0: expected at least 1\n"
+
+
 # ------------------------------------------------------------------------------ capacity-scheduling
 
 

@@ -1,0 +1,316 @@
+"""Side by side: gpuq, kube-scheduler and raw binders binding the same pending pods.
+
+    python tests/bench/bench_side_by_side.py [--nodes 1000] [--pods 5000] [--repeats 2]
+        [--contenders gpuq,kube-scheduler,raw,raw-aiohttp]
+
+Every run gets an identical, fresh control plane (the e2e harness: etcd + kube-apiserver v1.36):
+``--nodes`` fake Ready nodes without the not-ready taint (half of them A100 GPU nodes) and ``--pods``
+pending pods, all created before the contender starts (tests/bench/bench_cluster.py's population).
+The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-scheduler, ...):
+
+- ``gpuq``: ``gpuq scheduler`` with its default configuration (every plugin);
+- ``kube-scheduler``: the v1.36 binary built by tests/e2e/controlplane/build.sh, one profile whose
+  schedulerName is the pods', client qps/burst 5000/5000 (its default 50/100 would be the ceiling);
+- ``raw``: no decisions at all, the ceiling of binding through kubernetes_asyncio: it lists the
+  pending pods and the nodes and POSTs each pod's Binding (with the pod's uid; a 409 is a pod
+  already bound) round-robin over the nodes, 64 in flight (``--raw-in-flight``); its client's
+  connection pool holds 100 connections, more than that;
+- ``raw-aiohttp``: the same binder on a bare aiohttp session (orjson bodies, no client library):
+  how far the Python client itself is the ceiling.
+
+``--existing N`` creates N pods bound already (spec.nodeName set) before the pending ones: the cold start
+(the printed "first bind ... after start" includes the contender's start-up and its initial lists).
+
+A pod informer in this process stamps the moment each pod is first seen bound; the rate is pods/s
+from the first bind to the last. The CPU figure is the contender process's own user+system time
+(from /proc) from its first bind to its last, divided by the pods bound in between (steady state:
+start-up, imports and the initial lists are left out). Printed at the end: each
+contender's rates and CPU per pod, and the ratios gpuq/raw and gpuq/kube-scheduler of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from common.kube import resources as kinds
+from common.kube.binding import binding_body
+from common.kube.client import new_api_client
+from common.kube.diff import Change
+from common.kube.informer import Informer
+from common.kube.status import call
+from tests.bench.bench_cluster import NAME, fresh_cluster
+from tests.e2e.controlplane.harness import ControlPlane, free_ports
+
+CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-aiohttp")
+PENDING = "spec.nodeName="
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (fields 14 and 15 of /proc/<pid>/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------ the raw binders (run as children)
+
+
+async def bind_all(
+    pods: list[tuple[str, str, str]],
+    nodes: list[str],
+    post: Callable[[str, dict[str, Any]], Awaitable[int]],
+    in_flight: int,
+) -> None:
+    """POST every pod's Binding, round-robin over ``nodes``, ``in_flight`` at a time; 409 = already bound."""
+    gate = asyncio.Semaphore(in_flight)
+    failures: list[str] = []
+
+    async def one(pod: tuple[str, str, str], node: str) -> None:
+        namespace, name, uid = pod
+        body = binding_body(namespace, name, uid, node)
+        async with gate:
+            status = await post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+        if not (200 <= status < 300 or status == 409):
+            failures.append(f"{namespace}/{name}: HTTP {status}")
+
+    await asyncio.gather(*(one(pod, node) for pod, node in zip(pods, itertools.cycle(nodes), strict=False)))
+    if failures:
+        raise SystemExit(f"{len(failures)} bindings failed, first: {failures[0]}")
+
+
+def pending_of(listing: dict[str, Any], scheduler: str) -> list[tuple[str, str, str]]:
+    return [
+        (p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["uid"])
+        for p in listing.get("items") or []
+        if (p.get("spec") or {}).get("schedulerName") == scheduler
+    ]
+
+
+async def raw_client_binder(kubeconfig: str, scheduler: str, in_flight: int) -> None:
+    """The binder through kubernetes_asyncio's ApiClient (the same client gpuq uses)."""
+    api = await new_api_client(kubeconfig)
+    try:
+        listing = await call(api, "GET", "/api/v1/pods", query=[("fieldSelector", PENDING)])
+        nodes = [n["metadata"]["name"] for n in (await call(api, "GET", "/api/v1/nodes")).body["items"]]
+
+        async def post(path: str, body: dict[str, Any]) -> int:
+            return (await call(api, "POST", path, body)).status
+
+        await bind_all(pending_of(dict(listing.body), scheduler), nodes, post, in_flight)
+    finally:
+        await api.close()
+
+
+async def raw_aiohttp_binder(kubeconfig: str, scheduler: str, in_flight: int) -> None:
+    """The binder on a bare aiohttp session: client certificate from the kubeconfig, bytes in, bytes out."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    server = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
+    workdir = Path(tempfile.mkdtemp(prefix="gpuq-raw-"))
+    for name, key in (("ca", "certificate-authority-data"), ("crt", "client-certificate-data")):
+        (workdir / name).write_bytes(base64.b64decode(server.get(key) or user.get(key)))
+    (workdir / "key").write_bytes(base64.b64decode(user["client-key-data"]))
+    context = ssl.create_default_context(cafile=str(workdir / "ca"))
+    context.load_cert_chain(workdir / "crt", workdir / "key")
+    base = server["server"]
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    connector = aiohttp.TCPConnector(limit=in_flight, ssl=context)
+    async with aiohttp.ClientSession(base, connector=connector, headers=headers) as session:
+
+        async def get(path: str, **params: str) -> dict[str, Any]:
+            async with session.get(path, params=params) as reply:
+                decoded: dict[str, Any] = orjson.loads(await reply.read())
+                return decoded
+
+        async def post(path: str, body: dict[str, Any]) -> int:
+            async with session.post(path, data=orjson.dumps(body)) as reply:
+                await reply.read()
+                return reply.status
+
+        pods = pending_of(await get("/api/v1/pods", fieldSelector=PENDING), scheduler)
+        nodes = [n["metadata"]["name"] for n in (await get("/api/v1/nodes"))["items"]]
+        await bind_all(pods, nodes, post, in_flight)
+
+
+# ------------------------------------------------------------------ one run
+
+
+@dataclass(frozen=True)
+class Result:
+    contender: str
+    bound: int
+    rate: float
+    cpu_per_pod: float
+    first_bind: float
+
+
+def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> list[str]:
+    if contender == "gpuq":
+        (port,) = free_ports(1)
+        profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        return [
+            *(sys.executable, *profile, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),
+            *("--scheduler-name", NAME, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
+            *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else []),
+        ]
+    if contender == "kube-scheduler":
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": NAME}],
+        }
+        path = workdir / "kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
+    binder = "asyncio" if contender == "raw" else "aiohttp"
+    return [
+        sys.executable,
+        __file__,
+        *("--binder", binder, "--kubeconfig", str(plane.kubeconfig)),
+        *("--raw-in-flight", str(args.raw_in_flight)),
+    ]
+
+
+async def run_once(contender: str, args: argparse.Namespace) -> Result:
+    async with fresh_cluster(args.nodes, args.pods, args.existing) as (plane, api, workdir):
+        return await contend(contender, args, plane, api, workdir)
+
+
+async def contend(
+    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path
+) -> Result:
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        bound_at: dict[str, float] = {}
+        done = asyncio.Event()
+        cpu_at_first = cpu_at_last = 0.0
+
+        def on_pod(change: Change) -> None:
+            nonlocal cpu_at_first, cpu_at_last
+            if change.type == "delete" or not (change.obj.get("spec") or {}).get("nodeName"):
+                return
+            if not change.key[1].startswith("p"):
+                return  # one of the --existing pods, bound before the contender started
+            if change.key[1] not in bound_at:
+                bound_at[change.key[1]] = time.monotonic()
+                if process is not None and process.poll() is None:
+                    cpu_at_last = cpu_seconds(process.pid)
+                    if len(bound_at) == 1:
+                        cpu_at_first = cpu_at_last
+                if len(bound_at) >= args.pods:
+                    done.set()
+
+        watcher = Informer(api, kinds.PODS, handlers=[on_pod])
+        watch_task = asyncio.create_task(watcher.run())
+        await watcher.synced.wait()
+        log = (workdir / f"{contender}.log").open("wb")
+        started = time.monotonic()
+        process = subprocess.Popen(
+            contender_argv(contender, plane, workdir, args), stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            await asyncio.wait_for(done.wait(), timeout=args.timeout)
+        except TimeoutError:
+            print(f"{contender}: timeout, {len(bound_at)} of {args.pods} bound", flush=True)
+        if process.poll() is None and bound_at:
+            cpu_at_last = cpu_seconds(process.pid)
+        watch_task.cancel()
+        times = sorted(bound_at.values())
+        span = times[-1] - times[0] if len(times) >= 2 else float("nan")
+        result = Result(
+            contender,
+            len(times),
+            (len(times) - 1) / span if len(times) >= 2 else 0.0,
+            (cpu_at_last - cpu_at_first) / max(len(times) - 1, 1),
+            times[0] - started if times else float("nan"),
+        )
+        print(
+            f"{contender:>15}: {result.bound} bound, {result.rate:.0f} pods/s (first bind to last), "
+            f"{1000 * result.cpu_per_pod:.2f} ms CPU per bound pod (steady state), "
+            f"first bind {result.first_bind:.1f}s after start; load average {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        return result
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(30)
+
+
+def summary(results: list[Result]) -> None:
+    print("\ncontender        pods/s (each run)          median  ms CPU/pod (median)")
+    medians: dict[str, float] = {}
+    for contender in dict.fromkeys(r.contender for r in results):
+        mine = [r for r in results if r.contender == contender]
+        medians[contender] = statistics.median(r.rate for r in mine)
+        rates = ", ".join(f"{r.rate:.0f}" for r in mine)
+        cpu = 1000 * statistics.median(r.cpu_per_pod for r in mine)
+        print(f"{contender:<16} {rates:<26} {medians[contender]:6.0f}  {cpu:.2f}")
+    gpuq = medians.get("gpuq")
+    if gpuq:
+        for other in ("raw", "raw-aiohttp", "kube-scheduler"):
+            if medians.get(other):
+                print(f"ratio gpuq/{other}: {gpuq / medians[other]:.2f}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    contenders = args.contenders.split(",")
+    unknown = [c for c in contenders if c not in CONTENDERS]
+    if unknown:
+        raise SystemExit(
+            f"--contenders: unknown {', '.join(unknown)}: expected some of {', '.join(CONTENDERS)}"
+        )
+    results = []
+    for repeat in range(args.repeats):
+        for contender in contenders:
+            print(f"run {repeat + 1}/{args.repeats}: {contender}", flush=True)
+            results.append(await run_once(contender, args))
+    summary(results)
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--bind-concurrency", type=int, default=0, help="gpuq's (default: its own default)")
+    parser.add_argument(
+        "--existing", type=int, default=0, help="pods bound before the contender starts (cold start)"
+    )
+    parser.add_argument("--raw-in-flight", type=int, default=64, help="the raw binders' requests in flight")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--profile", metavar="FILE", help="run gpuq under cProfile, stats to FILE")
+    parser.add_argument("--binder", choices=("asyncio", "aiohttp"), help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse()
+    if arguments.binder:
+        binder = raw_client_binder if arguments.binder == "asyncio" else raw_aiohttp_binder
+        asyncio.run(binder(arguments.kubeconfig, NAME, arguments.raw_in_flight))
+    else:
+        asyncio.run(main(arguments))
