@@ -26,8 +26,16 @@ from typing import Any, Protocol, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from webhook.fastpath import FastServer
 from webhook.metrics import WebhookMetrics
-from webhook.review import AdmissionRequest, Decision, MalformedReview, parse_review, response_body
+from webhook.review import (
+    AdmissionRequest,
+    AdmissionReview,
+    Decision,
+    MalformedReview,
+    parse_review,
+    response_body,
+)
 
 try:
     import uvloop
@@ -69,6 +77,7 @@ def create_server(endpoints: Endpoints) -> web.Server:
 
     Four fixed endpoints need no router, URL dispatch objects or per-request application context;
     skipping them takes about a tenth off the cost of a review (tests/bench/bench_webhook.py).
+    Connections start on :class:`webhook.fastpath.FastPath`, which answers plain reviews itself.
     """
     limits = endpoints.limits
     routes: dict[str, tuple[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]]] = {
@@ -96,7 +105,7 @@ def create_server(endpoints: Endpoints) -> web.Server:
             message, payload, protocol, writer, task, loop, client_max_size=limits.max_body_bytes
         )
 
-    return web.Server(dispatch, request_factory=request_factory, access_log=None)
+    return FastServer(endpoints, dispatch, request_factory=request_factory, access_log=None)
 
 
 def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lambda: True) -> web.Application:
@@ -167,6 +176,11 @@ class Endpoints:
             review = parse_review(body)
         except MalformedReview as err:
             return self._reject(400, "malformed", str(err))
+        return web.Response(body=await self.answer(review, mutate=mutate, start=start), content_type=JSON)
+
+    async def answer(self, review: AdmissionReview, *, mutate: bool, start: float) -> bytes:
+        """The AdmissionReview answer to a parsed review (``start``: when its body was read), counted
+        in the metrics; what :mod:`webhook.fastpath` also answers with."""
         assert self.admitter is not None  # only the metrics app has none, and it routes no reviews
         req = review.request
         try:
@@ -183,7 +197,7 @@ class Endpoints:
         self.metrics.count(req.kind.kind, req.operation, decision.allowed)
         histogram = self.metrics.mutate_duration if mutate else self.metrics.validate_duration
         histogram.observe(time.perf_counter() - start)
-        return web.Response(body=body_out, content_type=JSON)
+        return body_out
 
     def _reject(self, status: int, reason: str, message: str) -> web.Response:
         self.metrics.malformed.labels(reason).inc()
