@@ -19,6 +19,7 @@ closes it; an idle connection is closed after aiohttp's keep-alive timeout.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Final, cast
@@ -30,6 +31,8 @@ from webhook.review import AdmissionReview, MalformedReview, parse_review
 
 if TYPE_CHECKING:
     from webhook.server import Endpoints
+
+log = logging.getLogger(__name__)
 
 ROUTES: Final = {b"/validate": False, b"/mutate": True}  # path: mutate
 MAX_HEAD: Final = 8190  # aiohttp's own limit on a request line and on a header line
@@ -115,6 +118,12 @@ class FastPath(asyncio.Protocol):
         self.busy = False
         if task.cancelled():  # pragma: no cover - nothing cancels it but the loop's end
             return
+        error = task.exception()
+        if error is not None:  # pragma: no cover - answer() turns an admitter's error into a denial
+            log.error("answering a review failed: %s: %s", type(error).__name__, error)
+            if self.transport is not None:
+                self.transport.close()
+            return
         self._write(task.result())
         if self.buffer and not self.delegated:
             self._serve()
@@ -132,8 +141,12 @@ class FastPath(asyncio.Protocol):
         buffer = self.buffer
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
-            return _PASS if len(buffer) > MAX_HEAD else None
-        lines = buffer[:end].split(b"\r\n")
+            # Still arriving, unless it is long or ends its lines with bare LFs (aiohttp's then).
+            return _PASS if len(buffer) > MAX_HEAD or b"\n\n" in buffer or b"\n\r\n" in buffer else None
+        head = buffer[:end]
+        lines = head.split(b"\r\n")
+        if head.count(b"\n") != len(lines) - 1 or head.count(b"\r") != len(lines) - 1:
+            return _PASS  # a bare CR or LF: aiohttp's parser judges it
         parts = lines[0].split(b" ")
         if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
             return _PASS
@@ -151,7 +164,7 @@ class FastPath(asyncio.Protocol):
                 if length >= 0 or not value.isdigit():
                     return _PASS
                 length = int(value)
-            elif name in (b"transfer-encoding", b"expect", b"connection") or name != name.strip():
+            elif name in (b"transfer-encoding", b"expect", b"connection") or b" " in name or b"\t" in name:
                 return _PASS
         limits = self.endpoints.limits
         start = end + 4

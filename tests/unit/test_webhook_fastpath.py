@@ -129,3 +129,37 @@ def test_idle_connection_is_closed_after_the_keepalive_timeout(monkeypatch: pyte
         started = time.monotonic()
         assert sock.recv(1) == b""  # closed by the server, not by our 10 s timeout
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /validate HTTP/1.1\nHost: x\nContent-Length: %d\n\n",  # bare LFs
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nBad Name: y\r\nContent-Length: %d\r\n\r\n",
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nContent-Length: %d\r\n\r\n",
+    ],
+)
+def test_unusual_heads_are_judged_by_aiohttp(head: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head the fast path does not read the way aiohttp would goes to aiohttp, whatever it answers."""
+    handed: list[bytes] = []
+    delegate = webhook.fastpath.FastPath._delegate
+
+    def spy(self: webhook.fastpath.FastPath) -> None:
+        handed.append(self.buffer)
+        delegate(self)
+
+    monkeypatch.setattr(webhook.fastpath.FastPath, "_delegate", spy)
+    body = _review("a")
+    with (
+        ServerThread(StaticView([QUEUE, NODE])) as server,
+        socket.create_connection(("127.0.0.1", server.port)) as sock,
+    ):
+        sock.settimeout(10)
+        sock.sendall(head.replace(b"%d", str(len(body)).encode()) + body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer:
+                break
+    assert answer.startswith(b"HTTP/1."), answer[:100]
+    assert len(handed) == 1 and handed[0].startswith(b"POST /validate")
