@@ -44,6 +44,19 @@ def _answers(sock: socket.socket, count: int) -> list[tuple[bytes, dict[bytes, b
     return answers
 
 
+def _spy_on_handovers(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The unanswered bytes of each connection handed to aiohttp, as they are handed."""
+    handed: list[bytes] = []
+    delegate = webhook.fastpath.FastPath._delegate
+
+    def spy(self: webhook.fastpath.FastPath) -> None:
+        handed.append(self.buffer)
+        delegate(self)
+
+    monkeypatch.setattr(webhook.fastpath.FastPath, "_delegate", spy)
+    return handed
+
+
 def _review(uid: str, gpus: str = "1") -> bytes:
     return json.dumps(admission_review(GPU_POD.copy().lim({GPU: gpus}).obj(), uid=uid)).encode()
 
@@ -54,14 +67,7 @@ def test_pipelined_reviews_are_answered_in_order_then_aiohttp_takes_over(
     """Three reviews in one write (the middle one denied: 3 cards against a quota of 2), a probe,
     then a review again: each answered, in order, on one connection, the metrics counting each once;
     the connection went to aiohttp at the probe, not before."""
-    handed: list[bytes] = []
-    delegate = webhook.fastpath.FastPath._delegate
-
-    def spy(self: webhook.fastpath.FastPath) -> None:
-        handed.append(self.buffer)
-        delegate(self)
-
-    monkeypatch.setattr(webhook.fastpath.FastPath, "_delegate", spy)
+    handed = _spy_on_handovers(monkeypatch)
     with (
         ServerThread(StaticView([QUEUE, NODE])) as server,
         socket.create_connection(("127.0.0.1", server.port)) as sock,
@@ -141,14 +147,7 @@ def test_idle_connection_is_closed_after_the_keepalive_timeout(monkeypatch: pyte
 )
 def test_unusual_heads_are_judged_by_aiohttp(head: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     """A head the fast path does not read the way aiohttp would goes to aiohttp, whatever it answers."""
-    handed: list[bytes] = []
-    delegate = webhook.fastpath.FastPath._delegate
-
-    def spy(self: webhook.fastpath.FastPath) -> None:
-        handed.append(self.buffer)
-        delegate(self)
-
-    monkeypatch.setattr(webhook.fastpath.FastPath, "_delegate", spy)
+    handed = _spy_on_handovers(monkeypatch)
     body = _review("a")
     with (
         ServerThread(StaticView([QUEUE, NODE])) as server,
