@@ -10,7 +10,7 @@ there is one. The load generator is ``wrk`` when it is on the PATH (C, one threa
 POSTs the review and counts every answer that is not a 200 with ``"allowed":true``), else a minimal
 HTTP/1.1 client on asyncio TLS streams in this process: on one core a Python client is itself the
 ceiling near the target, so its figures are a lower bound. Prints which client ran, req/s and
-p50/p99 latency. Target: >= 4,000 req/s on one core with p99 <= 5 ms.
+p50/p99 latency. Target (issue 17): >= 5,000 req/s on one core with p99 <= 3 ms.
 """
 
 from __future__ import annotations
