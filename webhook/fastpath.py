@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 ROUTES: Final = {b"/validate": False, b"/mutate": True}  # path: mutate
 MAX_HEAD: Final = 8190  # aiohttp's own limit on a request line and on a header line
+MAX_WAITED_BODY: Final = 256 * 1024  # a body still arriving that the fast path waits for
 KEEPALIVE_TIMEOUT: Final = 75.0  # aiohttp's default
 _PASS: Final = object()  # "not ours: give the connection to aiohttp"
 
@@ -171,6 +172,8 @@ class FastPath(asyncio.Protocol):
         if length < 0 or length > limits.max_body_bytes:
             return _PASS
         if len(buffer) < start + length:
+            if length > MAX_WAITED_BODY:
+                return _PASS  # aiohttp gathers a large body without copying it over at each chunk
             # The rest of the body is on its way (a client's writes split a large one): wait for it,
             # as long as aiohttp would.
             if self.late is None:
@@ -201,9 +204,10 @@ class FastPath(asyncio.Protocol):
 
     def _delegate(self) -> None:
         self.delegated = True
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
+        for timer in (self.idle, self.late):
+            if timer is not None:
+                timer.cancel()
+        self.idle = self.late = None
         buffer, self.buffer = self.buffer, b""
         self.handler.data_received(buffer)
 

@@ -162,3 +162,27 @@ def test_unusual_heads_are_judged_by_aiohttp(head: bytes, monkeypatch: pytest.Mo
                 break
     assert answer.startswith(b"HTTP/1."), answer[:100]
     assert len(handed) == 1 and handed[0].startswith(b"POST /validate")
+
+
+@pytest.mark.parametrize(("padding", "handed_over"), [(0, False), (webhook.fastpath.MAX_WAITED_BODY, True)])
+def test_a_body_in_two_writes_is_waited_for_unless_large(
+    padding: int, handed_over: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body still arriving is gathered by the fast path when small, by aiohttp when large; either
+    way the review is answered."""
+    handed = _spy_on_handovers(monkeypatch)
+    review = admission_review(GPU_POD.copy().lim({GPU: "1"}).obj(), uid="split")
+    review["request"]["object"]["metadata"]["annotations"]["pad"] = "x" * padding
+    message = _request(json.dumps(review).encode())
+    with (
+        ServerThread(StaticView([QUEUE, NODE])) as server,
+        socket.create_connection(("127.0.0.1", server.port)) as sock,
+    ):
+        sock.settimeout(10)
+        sock.sendall(message[: len(message) // 2])
+        time.sleep(0.1)
+        sock.sendall(message[len(message) // 2 :])
+        ((status, _, body),) = _answers(sock, 1)
+    assert status == b"HTTP/1.1 200 OK"
+    assert json.loads(body)["response"]["uid"] == "split"
+    assert bool(handed) is handed_over
