@@ -3,7 +3,7 @@
 Both workers serve the one HTTPS port: reviews sent over fresh TLS connections are answered, and each
 worker's own metrics (worker k on ``--metrics-port + k``) count some of them. A worker killed with
 SIGKILL stops the whole webhook with exit code 1 (the kubelet restarts the container); SIGTERM stops
-every worker and exits 0.
+every worker and exits 0; a supervisor killed outright (SIGKILL) takes its workers with it.
 """
 
 from __future__ import annotations
@@ -147,3 +147,29 @@ async def test_sigterm_stops_every_worker_with_exit_0(
     assert (await review(port, context))["kind"] == "AdmissionReview"
     assert process.terminate(60) == 0, process.log()
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def gone(pid: int) -> bool:
+    path = Path(f"/proc/{pid}/status")
+    try:
+        return "zombie" in path.read_text()
+    except FileNotFoundError:
+        return True
+
+
+async def test_a_supervisor_killed_outright_takes_its_workers_with_it(
+    webhook: tuple[SchedulerProcess, int, ssl.SSLContext],
+) -> None:
+    """SIGKILL of the supervisor leaves no orphan worker serving the port (PR_SET_PDEATHSIG)."""
+    process, port, context = webhook
+    pids = await ready_workers(process)
+    assert (await review(port, context))["kind"] == "AdmissionReview"
+    assert process.popen is not None
+    process.popen.kill()
+    process.popen.wait(30)
+    deadline = time.monotonic() + 30
+    while not all(gone(pid) for pid in pids) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert all(gone(pid) for pid in pids), f"workers left running: {[p for p in pids if not gone(p)]}"
+    with pytest.raises(OSError):
+        await review(port, context)
