@@ -21,17 +21,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from common.model import annotations as keys
-from common.model import binpack, nodeorder, overcommit, strategy_fit, switches
-from common.model.action_args import (
-    OVERCOMMIT_FACTOR,
-    PREDICATE_ERROR_CACHE,
-    SUPPORTED_ACTIONS,
-    TOPOLOGY_AWARE_PREEMPTION,
-)
+from common.model import binpack, nodeorder, overcommit, strategy_fit
 from common.model.capacity_card.args import CapacityCardArgs
 from common.model.config import DEFAULT_CONFIG_YAML
 from common.model.crossquota import args as crossquota_args
-from common.model.switches import VOLCANO_SWITCHES
+from gpuq.docs_volcano import volcano_sections
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -353,71 +347,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _volcano_sections() -> list[str]:
-    """Actions, switches and the ``configurations:`` section, from the model's tables."""
-    out = [
-        "",
-        "## Actions",
-        "",
-        f"`actions:` lists any of {', '.join(f'`{a}`' for a in SUPPORTED_ACTIONS)}, each at most once, "
-        "run in the listed order (design.md Semantics 15): enqueue admits PodGroups (queues ordered by "
-        "the queue-order plugins), allocate places pods, backfill places pods without requests after "
-        "the others, preempt evicts within a queue and reclaim between queues for a pod no node fits "
-        "(with capacity-scheduling enabled, its ElasticQuota preemption is the preempt of the pods it "
-        "answers for, and pods of ElasticQuota namespaces are never Volcano's victims).",
-        "",
-        "## Plugin switches",
-        "",
-        "Volcano's spelling, honoured by the framework per extension point; a switch left out is on. "
-        "gpuq's former `enabled...` spellings are refused with a message naming the right key. "
-        "Switches of extension points no gpuq plugin provides are accepted and change nothing "
-        "(as in Volcano for a plugin without that function); `enableHierarchy: true` is refused.",
-        "",
-        "| switch | what it gates in gpuq |",
-        "|---|---|",
-    ]
-    out += [
-        f"| `{name}` | {SWITCH_GATES.get(name, 'no gpuq extension point')} |"
-        for name in sorted(VOLCANO_SWITCHES)
-    ]
-    out += [
-        "",
-        "## `configurations:`",
-        "",
-        "| action | argument | meaning |",
-        "|---|---|---|",
-        f"| `enqueue` | `{OVERCOMMIT_FACTOR}` | number >= 1.0, read by the overcommit plugin "
-        "(`Handle.action_arguments('enqueue')`); refused without that plugin in the tiers. |",
-        f"| `preempt` | `{TOPOLOGY_AWARE_PREEMPTION}` | only `false`: gpuq has no HyperNode topology. |",
-        f"| `allocate`, `backfill`, `preempt`, `reclaim` | `{PREDICATE_ERROR_CACHE}` | true or false: "
-        "Volcano's predicate error cache saves time, not decisions; gpuq's per-pod-class caches do the "
-        "same. |",
-        "",
-        "Volcano's preempt candidate limits (`minCandidateNodesPercentage`, `minCandidateNodesAbsolute`, "
-        "`maxCandidateNodesAbsolute`, `topologyAwarePreemptWorkerNum`) are refused: gpuq considers every "
-        "node; so is allocate's `gateRemovalWorkerNum` (gpuq removes no scheduling gates). Any other "
-        "argument is refused as unknown.",
-    ]
-    return out
-
-
-SWITCH_GATES: Mapping[str, str] = {
-    switches.PREDICATE: "PreFilter and Filter",
-    switches.NODE_ORDER: "PreScore and Score",
-    switches.JOB_ENQUEUED: "Enqueue (and its enqueued/dequeued bookkeeping)",
-    switches.JOB_ORDER: "job order (enqueue); the pod queue's order with enableTaskOrder",
-    switches.TASK_ORDER: "the pod queue's order, with enableJobOrder (used unless both are false)",
-    switches.QUEUE_ORDER: "queue order: enqueue's, and allocate's (proportion; capacity-card: enqueue only)",
-    switches.PREEMPTABLE: "preempt's victims; capacity-scheduling's PostFilter preemption",
-    switches.RECLAIMABLE: "reclaim's victims",
-    switches.OVERUSED: "overused (allocate skips the queue, it does not reclaim)",
-    switches.ALLOCATABLE: "allocatable (allocate)",
-    switches.JOB_STARVING: "job starving (only starving jobs preempt and reclaim)",
-    switches.JOB_READY: "Permit (gang's quorum)",
-    switches.HIERARCHY: "refused when true: hierarchical queues are not implemented",
-}
-
-
 def render() -> str:
     constants = annotation_constants()
     missing = sorted(set(constants) - set(ANNOTATIONS))
@@ -468,7 +397,7 @@ def render() -> str:
             out += [plugin.notes, ""]
     out += ["### Plugins without arguments", "", "| plugin | what it does |", "|---|---|"]
     out += [f"| `{name}` | {text} |" for name, text in PLAIN_PLUGINS.items()]
-    out += _volcano_sections()
+    out += volcano_sections()
     out += ["", "## Annotations and labels", "", "| key | on | meaning |", "|---|---|---|"]
     for name, value in sorted(constants.items(), key=lambda kv: kv[1]):
         on, text = ANNOTATIONS[name]
