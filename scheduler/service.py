@@ -44,6 +44,7 @@ from common.model.errors import GpuqError
 from common.model.pods import GPUQ_SCHEDULER
 from common.model.wire import split_ref
 from scheduler.cycle import Scheduler
+from scheduler.kube import heap
 from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
 from scheduler.kube.feed import REPLAY_ORDER, Feed
 from scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
@@ -313,15 +314,9 @@ class Service:
             Informer(api, kind, handlers=[handler], inactivity_timeout=args.watch_inactivity_timeout)
             for kind in REPLAY_ORDER
         )
-        self.informers.start()
         tasks: list[asyncio.Task[Any]] = []
+        scheduling_started = False
         try:
-            if not await self._until(self.informers.wait_synced()):
-                return 0
-            feed.replay(self.informers)
-            log.info(
-                "caches synced: %d nodes, %d pods", len(self.informers["Node"]), len(self.informers["Pod"])
-            )
             if args.leader_elect:
                 self.elector = LeaderElector(
                     api,
@@ -332,19 +327,40 @@ class Service:
                 )
                 tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
                 tasks.append(asyncio.create_task(self._watch_lease(), name="lease-watch"))
+                # One try at the Lease before the first lists: when it is free (a fresh start, or a
+                # previous leader that released it or let it expire), lists started after taking it
+                # hold every write of that leader and are not listed again below. A Lease held by a
+                # live leader leaves this replica a standby with warm caches, as before.
+                if not await self._until(self.elector.attempted.wait()):
+                    return self.exit_code
+            with heap.loading():
+                self.informers.start()
+                if not await self._until(self.informers.wait_synced()):
+                    return self.exit_code
+                feed.replay(self.informers)
+            log.info(
+                "caches synced: %d nodes, %d pods", len(self.informers["Node"]), len(self.informers["Pod"])
+            )
+            if self.elector is not None:
                 log.info("waiting for Lease %s/%s", self.elector.namespace, self.elector.name)
                 if not await self._until(self.elector.leading.wait()):
-                    return 0
+                    return self.exit_code
                 # The last writes of the previous leader (binds, statuses) were answered before it
                 # released the Lease (or before the Lease expired), but the watches may not have
                 # shown them yet: counted from a lagging cache, a quota would be spent twice, and a
-                # status compared with a stale one left wrong. Lists started now have them.
-                informers = self.informers.informers.values()
-                if not await self._until(asyncio.gather(*(i.relist() for i in informers))):
-                    return 0
-                log.info("caches re-listed on taking the Lease")
+                # status compared with a stale one left wrong. Lists started now have them; a cache
+                # whose list started after the Lease was taken has them already.
+                taken = self.elector.acquired_at
+                stale = [i for i in self.informers.informers.values() if i.list_began < taken]
+                if not await self._until(asyncio.gather(*(i.relist() for i in stale))):
+                    return self.exit_code
+                if stale:
+                    log.info("caches re-listed on taking the Lease")
+                else:
+                    log.info("caches listed after taking the Lease: no re-list")
             tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
             log.info("scheduling as %s (%s)", args.scheduler_name, self.identity)
+            scheduling_started = True
             await scheduling.run(self.stop)
         finally:
             log.info("stopping")
@@ -353,7 +369,9 @@ class Service:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            if self.leading() and self.exit_code == 0:
+            # Statuses are written from the scheduler's state only once it was complete and current
+            # (replayed, and re-listed if it had to be): a stop during the lists writes nothing.
+            if scheduling_started and self.leading() and self.exit_code == 0:
                 await backend.drain()
                 scheduler.sync_status()
                 await backend.flush()

@@ -7,14 +7,17 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import aiohttp
+import orjson
 import yaml
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
 from yarl import URL
 
+from common.kube.http import HttpClient
 from common.model.errors import GpuqError
 
 DEFAULT_KUBECONFIG: Final = "~/.kube/config"
@@ -63,6 +66,19 @@ def _check_kubeconfig(where: str, paths: list[str]) -> None:
             )
 
 
+class ApiClient(client.ApiClient):
+    """kubernetes_asyncio's ApiClient, with gpuq's own :class:`~common.kube.http.HttpClient` for the
+    requests :func:`common.kube.status.call` sends (``gpuq_http``; None when a proxy is configured:
+    those go through aiohttp, which speaks to proxies). ``close()`` closes both."""
+
+    gpuq_http: HttpClient | None = None
+
+    async def close(self) -> None:
+        if self.gpuq_http is not None:
+            await self.gpuq_http.close()
+        await super().close()
+
+
 async def new_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """An ``ApiClient`` from ``kubeconfig`` if given, else ``$KUBECONFIG``, else the in-cluster service
     account when running in a Pod, else ``~/.kube/config``; ``context`` picks a kubeconfig context.
@@ -77,21 +93,31 @@ async def new_api_client(kubeconfig: str | None = None, context: str | None = No
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except ConfigException as err:
             raise KubeconfigError(f"in-cluster configuration: {err}") from err
-        api = client.ApiClient(configuration)
-        resolve_proxy_once(api)
-        return api
+        return _finished(ApiClient(configuration))
     if not paths:
         where, paths = DEFAULT_KUBECONFIG, [str(Path(DEFAULT_KUBECONFIG).expanduser())]  # for --context
     _check_kubeconfig(where, paths)
+    configuration = type.__call__(client.Configuration)  # as config.new_client_from_config makes it
     try:
         # The files named explicitly: the library reads $KUBECONFIG once, when it is imported.
-        api = await config.new_client_from_config(config_file=os.pathsep.join(paths), context=context)
+        await config.load_kube_config(
+            config_file=os.pathsep.join(paths), context=context, client_configuration=configuration
+        )
     except ConfigException as err:
         raise KubeconfigError(f"{where}: {str(err).splitlines()[0]}") from err
     except (AttributeError, TypeError, KeyError) as err:
         # The library reads the file's structure without checking it (``contexts: 5``).
         raise KubeconfigError(f"{where}: malformed kubeconfig ({type(err).__name__}: {err})") from err
+    return _finished(ApiClient(configuration))
+
+
+def _finished(api: ApiClient) -> ApiClient:
     resolve_proxy_once(api)
+    if api.rest_client.proxy is None:
+        try:
+            api.gpuq_http = HttpClient(api.configuration)
+        except ValueError as err:
+            raise KubeconfigError(str(err)) from err
     return api
 
 
@@ -133,11 +159,80 @@ class GatedClient:
         self.writes_allowed = writes_allowed
         self.refused = 0
 
-    async def call_api(self, path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    def check(self, method: str, path: str) -> None:
+        """Raise :class:`WriteRefused` for a write this process may not send now."""
         if method != "GET" and not self.writes_allowed():
             self.refused += 1
             raise WriteRefused(f"{method} {path} not sent: not the leader")
+
+    async def call_api(self, path: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        self.check(method, path)
         return await self.api_client.call_api(path, method, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.api_client, name)
+
+
+async def request(
+    api_client: Any,
+    method: str,
+    path: str,
+    *,
+    body: Any,
+    content_type: str,
+    query: list[tuple[str, str]],
+    timeout: float,
+) -> tuple[int, bytes]:
+    """One request with ``api_client``'s credentials: its HTTP status and body.
+
+    The same request ``ApiClient.call_api`` sends (its default headers, its credentials, refreshed
+    as it refreshes them), without what only generated model classes need (the recursive
+    ``sanitize_for_serialization`` of every body and header, the stdlib JSON encoder, per-request
+    regular expressions); the body goes out as orjson's bytes. An :class:`ApiClient` of
+    :func:`new_api_client` sends it on its own :class:`~common.kube.http.HttpClient` (about half
+    the CPU of aiohttp's request: ``tests/bench/bench_requests.py``); another kubernetes_asyncio
+    ApiClient (or one with a proxy) on its aiohttp session. A :class:`GatedClient` refuses a write
+    as its ``call_api`` does; any other client (a test's) is called through its ``call_api``.
+    """
+    if isinstance(api_client, GatedClient):
+        api_client.check(method, path)
+        api_client = api_client.api_client
+    if not isinstance(api_client, client.ApiClient):
+        response = await api_client.call_api(
+            path,
+            method,
+            query_params=query,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=timeout),
+        )
+        try:
+            return int(response.status), await response.read()
+        finally:
+            response.release()
+    headers = {**api_client.default_headers, "Accept": "application/json", "Content-Type": content_type}
+    query = list(query)
+    await api_client.update_params_for_auth(headers, query, ["BearerToken"])
+    data = None if body is None else orjson.dumps(body, default=api_client.sanitize_for_serialization)
+    http = api_client.gpuq_http if isinstance(api_client, ApiClient) else None
+    if http is not None:
+        answer = await http.request(method, path, query=query, headers=headers, body=data, timeout=timeout)
+        return answer.status, answer.body
+    url = str(api_client.configuration.host) + path
+    if query:
+        url += "?" + urlencode(query)
+    rest = api_client.rest_client
+    options: dict[str, Any] = {}
+    if rest.proxy:
+        options["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        options["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        options["server_hostname"] = rest.server_hostname
+    session = rest.pool_manager
+    async with session.request(
+        method, url, data=data, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout), **options
+    ) as response:
+        return int(response.status), await response.read()

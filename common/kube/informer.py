@@ -3,8 +3,9 @@
 kubernetes_asyncio's ``Watch`` retries a 410 once and then raises, and returns model objects; gpuq owns
 the loop instead and reads raw JSON:
 
-1. **list** (paginated, ``limit`` per page) -> replace the cache, deliver the :func:`diff` against
-   the previous cache (so a re-list after an outage still tells handlers about every delete);
+1. **list** (paginated, ``limit`` per page, the next page requested while this one is decoded) ->
+   replace the cache, deliver the :func:`diff` against the previous cache (so a re-list after an
+   outage still tells handlers about every delete);
 2. **watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a server-side
    ``timeoutSeconds``; every event and bookmark advances the resourceVersion, so a watch that ends
    normally is resumed from where it stopped without listing again;
@@ -39,7 +40,9 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
@@ -95,6 +98,7 @@ class Informer:
     synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     watching: bool = field(default=False, init=False)
     relists: int = field(default=0, init=False)
+    list_began: float = field(default=0.0, init=False)  # time.monotonic() when the cache's list began
     _cache: dict[Key, Obj] = field(default_factory=dict, init=False)
     _resource_version: str = field(default="", init=False)
     _relist_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -183,25 +187,19 @@ class Informer:
         self._relist_wanted.clear()
         self._lists_started += 1
         number = self._lists_started
+        began = time.monotonic()
         fresh: dict[Key, Obj] = {}
-        token = ""
         version = ""
-        while True:
-            params: list[tuple[str, str]] = [("limit", str(self.page_size))]
-            if token:
-                params.append(("continue", token))
-            page = await self._get_json(params, timeout=aiohttp.ClientTimeout(total=120))
-            for item in page.get("items") or ():
-                obj = self._prepare(item)
-                fresh[object_key(obj)] = obj
-            meta = page.get("metadata") or {}
-            version = str(meta.get("resourceVersion") or version)
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
+        async with contextlib.aclosing(self._pages()) as pages:  # closed (its fetch stopped) on any exit
+            async for page in pages:
+                for item in page.get("items") or ():
+                    obj = self._prepare(item)
+                    fresh[object_key(obj)] = obj
+                version = str((page.get("metadata") or {}).get("resourceVersion") or version)
         changes = diff(self._cache, fresh)
         self._cache = fresh
         self._resource_version = version
+        self.list_began = began
         self.relists += 1
         self._deliver(changes)
         self.watching = True
@@ -209,6 +207,60 @@ class Informer:
         self._listed = number
         self._progress.set()
         self._progress = asyncio.Event()
+
+    async def _pages(self) -> AsyncGenerator[dict[str, Any], None]:
+        """The list's pages, decoded, each page requested as soon as the one before it has arrived.
+
+        A page's ``continue`` token is read from the head of its bytes (:func:`continue_in_head`), so
+        the next page is asked for before this one is decoded: the apiserver encodes page k+1 while
+        this process decodes page k, instead of each waiting for the other (50,000 pods: the list took
+        3.8-4.7 s instead of 5.5-5.7 s on the 2-core machine). The decoded token is always checked
+        against the one read from the head; should they ever differ (or the head not show it, as a
+        custom resource's list, which puts ``metadata`` after ``items``), the list goes on from the
+        decoded token, one page at a time.
+        """
+        timeout = aiohttp.ClientTimeout(total=120)
+        bodies: asyncio.Queue[tuple[bytes, str]] = asyncio.Queue(maxsize=4)
+
+        async def fetch(token: str) -> None:
+            # Runs ahead of the decoding: it sends the next request before yielding the loop.
+            while True:
+                params: list[tuple[str, str]] = [("limit", str(self.page_size))]
+                if token:
+                    params.append(("continue", token))
+                body = await self._get_body(params, timeout)
+                token = continue_in_head(body)
+                await bodies.put((body, token))
+                if not token:
+                    return
+
+        fetcher = asyncio.ensure_future(fetch(""))
+        try:
+            while True:
+                get = asyncio.ensure_future(bodies.get())
+                await asyncio.wait({get, fetcher}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
+                    get.cancel()
+                    fetcher.result()  # failed (raises), or ended without a body it was meant to send
+                    raise ApiError(f"GET {self.kind.path}: the list ended without its last page")
+                body, guessed = get.result()
+                page = self._decode(body)
+                token = str((page.get("metadata") or {}).get("continue") or "")
+                if token != guessed:
+                    fetcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await fetcher
+                    bodies = asyncio.Queue(maxsize=4)
+                    if token:
+                        fetcher = asyncio.ensure_future(fetch(token))
+                yield page
+                if not token:
+                    return
+        finally:
+            if not fetcher.done():
+                fetcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetcher
 
     async def _watch(self) -> None:
         low, high = self.watch_timeout
@@ -300,17 +352,36 @@ class Informer:
             raise ApiError(f"GET {self.kind.path}: HTTP {response.status}: {body}")
         return response
 
-    async def _get_json(
-        self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout
-    ) -> dict[str, Any]:
+    async def _get_body(self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout) -> bytes:
         response = await self._request(params, timeout)
         try:
-            data = orjson.loads(await response.read())
+            body: bytes = await response.read()
         finally:
             response.release()
+        return body
+
+    def _decode(self, body: bytes) -> dict[str, Any]:
+        data = orjson.loads(body)
         if not isinstance(data, dict):
             raise ApiError(f"GET {self.kind.path}: expected a JSON object")
         return data
+
+
+# A built-in kind's list starts ``{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[``
+# (Go encodes the struct's fields in order); a continue token is base64 (no escapes).
+_HEAD: Final = 4096
+_LIST_META: Final = re.compile(rb'^\{[^{}]*?"metadata":\{([^{}]*)\}')
+_CONTINUE: Final = re.compile(rb'"continue":"([A-Za-z0-9+/=_.-]*)"')
+
+
+def continue_in_head(body: bytes) -> str:
+    """The ``continue`` token of a list page read from its first bytes, without decoding the page;
+    empty when the head does not show one (the last page, or metadata not first)."""
+    meta = _LIST_META.match(body[:_HEAD])
+    if meta is None:
+        return ""
+    token = _CONTINUE.search(meta.group(1))
+    return token.group(1).decode() if token else ""
 
 
 async def _lines(stream: aiohttp.StreamReader, inactivity: float) -> AsyncIterator[bytes]:

@@ -96,6 +96,11 @@ class LeaderElector:
     wall_clock: Callable[[], float] = time.time
     leading: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     lost: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # Set once the first try at the Lease is answered (taken or not); ``acquired_at`` is when (on
+    # ``clock``) the write that took it was answered: anything listed after that holds every write
+    # the previous holder made while it held the Lease.
+    attempted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    acquired_at: float = field(default=0.0, init=False)
     transitions: int = field(default=0, init=False)
     # The Lease spec as last seen, and when (on ``clock``) it was first seen so: client-go's observedTime.
     _observed_spec: Mapping[str, Any] | None = field(default=None, init=False)
@@ -121,7 +126,10 @@ class LeaderElector:
         """Acquire, then renew until the lease is lost (sets :attr:`lost` and returns) or cancelled."""
         retry = self.timings.retry_period
         while not await self._try():
+            self.attempted.set()
             await asyncio.sleep(retry)
+        self.acquired_at = self.clock()
+        self.attempted.set()
         log.info("became leader of Lease %s/%s as %s", self.namespace, self.name, self.identity)
         self.leading.set()
         while True:

@@ -25,6 +25,7 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
+from common.kube.client import request
 from common.kube.resources import ResourceKind
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
-_TIMEOUT: Final = aiohttp.ClientTimeout(total=30)
+_TIMEOUT: Final = 30.0  # seconds, the whole request
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +64,14 @@ async def call(
 ) -> Reply:
     """One request through ``api_client``'s connection pool and credentials; never raises on HTTP
     errors (the caller decides what a 404 or 409 means), only on transport failures."""
-    response = await api_client.call_api(
-        path,
-        method,
-        query_params=query or [],
-        header_params={"Accept": JSON, "Content-Type": content_type},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=_TIMEOUT,
+    status, raw = await request(
+        api_client, method, path, body=body, content_type=content_type, query=query or [], timeout=_TIMEOUT
     )
-    try:
-        raw = await response.read()
-    finally:
-        response.release()
     try:
         decoded = orjson.loads(raw) if raw else {}
     except ValueError:
         decoded = {"message": raw[:300].decode("utf-8", "replace")}
-    return Reply(int(response.status), decoded if isinstance(decoded, dict) else {})
+    return Reply(status, decoded if isinstance(decoded, dict) else {})
 
 
 def merge_patch(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:

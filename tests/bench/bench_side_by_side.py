@@ -1,7 +1,7 @@
 """Side by side: gpuq, kube-scheduler and raw binders binding the same pending pods.
 
     python tests/bench/bench_side_by_side.py [--nodes 1000] [--pods 5000] [--repeats 2]
-        [--contenders gpuq,kube-scheduler,raw,raw-aiohttp]
+        [--contenders gpuq,kube-scheduler,raw,raw-gpuq,raw-aiohttp]
 
 Every run gets an identical, fresh control plane (the e2e harness: etcd + kube-apiserver v1.36):
 ``--nodes`` fake Ready nodes without the not-ready taint (half of them A100 GPU nodes) and ``--pods``
@@ -15,6 +15,8 @@ The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-sched
   pending pods and the nodes and POSTs each pod's Binding (with the pod's uid; a 409 is a pod
   already bound) round-robin over the nodes, 64 in flight (``--raw-in-flight``); its client's
   connection pool holds 100 connections, more than that;
+- ``raw-gpuq``: the same binder on the request path of gpuq's own writes (``common.kube.status.call``
+  on gpuq's HTTP client, ``common/kube/http.py``): the ceiling with the client gpuq binds through;
 - ``raw-aiohttp``: the same binder on a bare aiohttp session (orjson bodies, no client library):
   how far the Python client itself is the ceiling.
 
@@ -24,7 +26,9 @@ The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-sched
 A pod informer in this process stamps the moment each pod is first seen bound; the rate is pods/s
 from the first bind to the last. The CPU figure is the contender process's own user+system time
 (from /proc) from its first bind to its last, divided by the pods bound in between (steady state:
-start-up, imports and the initial lists are left out). Printed at the end: each
+start-up, imports and the initial lists are left out); kube-apiserver's and etcd's CPU over the same
+span is printed beside it (what each bound pod cost the control plane: the machine's cores are
+shared, so a contender that costs the apiserver more per pod leaves it less room). Printed at the end: each
 contender's rates and CPU per pod, and the ratios gpuq/raw and gpuq/kube-scheduler of the medians.
 """
 
@@ -61,7 +65,7 @@ from common.kube.status import call
 from tests.bench.bench_cluster import NAME, fresh_cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
-CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-aiohttp")
+CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-gpuq", "raw-aiohttp")
 PENDING = "spec.nodeName="
 
 
@@ -105,16 +109,34 @@ def pending_of(listing: dict[str, Any], scheduler: str) -> list[tuple[str, str, 
     ]
 
 
-async def raw_client_binder(kubeconfig: str, scheduler: str, in_flight: int) -> None:
-    """The binder through kubernetes_asyncio's ApiClient (the same client gpuq uses)."""
+async def raw_client_binder(kubeconfig: str, scheduler: str, in_flight: int, *, own: bool = False) -> None:
+    """The binder through kubernetes_asyncio's ``ApiClient.call_api`` (``raw``), or through the request
+    path of gpuq's own writes, ``common.kube.status.call`` on its HTTP client (``raw-gpuq``)."""
     api = await new_api_client(kubeconfig)
     try:
         listing = await call(api, "GET", "/api/v1/pods", query=[("fieldSelector", PENDING)])
         nodes = [n["metadata"]["name"] for n in (await call(api, "GET", "/api/v1/nodes")).body["items"]]
 
-        async def post(path: str, body: dict[str, Any]) -> int:
+        async def post_own(path: str, body: dict[str, Any]) -> int:
             return (await call(api, "POST", path, body)).status
 
+        async def post_call_api(path: str, body: dict[str, Any]) -> int:
+            response = await api.call_api(
+                path,
+                "POST",
+                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=30),
+            )
+            try:
+                await response.read()
+                return int(response.status)
+            finally:
+                response.release()
+
+        post = post_own if own else post_call_api
         await bind_all(pending_of(dict(listing.body), scheduler), nodes, post, in_flight)
     finally:
         await api.close()
@@ -161,6 +183,7 @@ class Result:
     rate: float
     cpu_per_pod: float
     first_bind: float
+    plane_cpu_per_pod: float  # kube-apiserver + etcd, over the same span
 
 
 def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> list[str]:
@@ -183,7 +206,7 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
         path = workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
         return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
-    binder = "asyncio" if contender == "raw" else "aiohttp"
+    binder = {"raw": "asyncio", "raw-gpuq": "gpuq"}.get(contender, "aiohttp")
     return [
         sys.executable,
         __file__,
@@ -205,9 +228,13 @@ async def contend(
         bound_at: dict[str, float] = {}
         done = asyncio.Event()
         cpu_at_first = cpu_at_last = 0.0
+        plane_at_first = plane_at_last = 0.0
+
+        def plane_cpu() -> float:
+            return sum(cpu_seconds(pid) for pid in plane.pids.values())
 
         def on_pod(change: Change) -> None:
-            nonlocal cpu_at_first, cpu_at_last
+            nonlocal cpu_at_first, cpu_at_last, plane_at_first, plane_at_last
             if change.type == "delete" or not (change.obj.get("spec") or {}).get("nodeName"):
                 return
             if not change.key[1].startswith("p"):
@@ -218,6 +245,12 @@ async def contend(
                     cpu_at_last = cpu_seconds(process.pid)
                     if len(bound_at) == 1:
                         cpu_at_first = cpu_at_last
+                # The control plane's CPU at the first and the last bind (and every 100th, in case
+                # the run times out): three more /proc reads per bind would load this process.
+                if len(bound_at) == 1 or len(bound_at) % 100 == 0 or len(bound_at) >= args.pods:
+                    plane_at_last = plane_cpu()
+                    if len(bound_at) == 1:
+                        plane_at_first = plane_at_last
                 if len(bound_at) >= args.pods:
                     done.set()
 
@@ -244,10 +277,12 @@ async def contend(
             (len(times) - 1) / span if len(times) >= 2 else 0.0,
             (cpu_at_last - cpu_at_first) / max(len(times) - 1, 1),
             times[0] - started if times else float("nan"),
+            (plane_at_last - plane_at_first) / max(len(times) - 1, 1),
         )
         print(
             f"{contender:>15}: {result.bound} bound, {result.rate:.0f} pods/s (first bind to last), "
             f"{1000 * result.cpu_per_pod:.2f} ms CPU per bound pod (steady state), "
+            f"kube-apiserver + etcd {1000 * result.plane_cpu_per_pod:.2f} ms, "
             f"first bind {result.first_bind:.1f}s after start; load average {os.getloadavg()[0]:.2f}",
             flush=True,
         )
@@ -259,17 +294,18 @@ async def contend(
 
 
 def summary(results: list[Result]) -> None:
-    print("\ncontender        pods/s (each run)          median  ms CPU/pod (median)")
+    print("\ncontender        pods/s (each run)          median  ms CPU/pod (median)  apiserver+etcd")
     medians: dict[str, float] = {}
     for contender in dict.fromkeys(r.contender for r in results):
         mine = [r for r in results if r.contender == contender]
         medians[contender] = statistics.median(r.rate for r in mine)
         rates = ", ".join(f"{r.rate:.0f}" for r in mine)
         cpu = 1000 * statistics.median(r.cpu_per_pod for r in mine)
-        print(f"{contender:<16} {rates:<26} {medians[contender]:6.0f}  {cpu:.2f}")
+        plane = 1000 * statistics.median(r.plane_cpu_per_pod for r in mine)
+        print(f"{contender:<16} {rates:<26} {medians[contender]:6.0f}  {cpu:<19.2f}  {plane:.2f}")
     gpuq = medians.get("gpuq")
     if gpuq:
-        for other in ("raw", "raw-aiohttp", "kube-scheduler"):
+        for other in ("raw", "raw-gpuq", "raw-aiohttp", "kube-scheduler"):
             if medians.get(other):
                 print(f"ratio gpuq/{other}: {gpuq / medians[other]:.2f}")
 
@@ -302,7 +338,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--raw-in-flight", type=int, default=64, help="the raw binders' requests in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="run gpuq under cProfile, stats to FILE")
-    parser.add_argument("--binder", choices=("asyncio", "aiohttp"), help=argparse.SUPPRESS)
+    parser.add_argument("--binder", choices=("asyncio", "gpuq", "aiohttp"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -310,7 +346,10 @@ def parse() -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse()
     if arguments.binder:
-        binder = raw_client_binder if arguments.binder == "asyncio" else raw_aiohttp_binder
-        asyncio.run(binder(arguments.kubeconfig, NAME, arguments.raw_in_flight))
+        if arguments.binder == "aiohttp":
+            asyncio.run(raw_aiohttp_binder(arguments.kubeconfig, NAME, arguments.raw_in_flight))
+        else:
+            own = arguments.binder == "gpuq"
+            asyncio.run(raw_client_binder(arguments.kubeconfig, NAME, arguments.raw_in_flight, own=own))
     else:
         asyncio.run(main(arguments))

@@ -8,8 +8,11 @@ count in turn (alternating over the repeats), runs ``gpuq webhook --workers N`` 
 informers on the real apiserver, TLS from files) and drives its HTTPS port with Debian's ``wrk``
 (one thread, 10 connections, a Lua script POSTing a Pod AdmissionReview over TLS keep-alive and
 counting every answer that is not a 200 with ``"allowed":true``). Nothing is pinned: the workers,
-wrk, the apiserver and etcd share the machine's cores. Prints req/s, p50/p99 and the workers'
-CPU per request (all workers' user+system time over the run, from /proc).
+wrk, the apiserver and etcd share the machine's cores. Prints req/s, p50/p99, the workers' CPU per
+request (all workers' user+system time over the run, from /proc), the cores the workers kept busy
+and wrk's own, then the medians per worker count and how they scale against one worker: the req/s
+(on a 2-core machine wrk takes part of the second core) and the req/s per busy worker core, which
+near-linear scaling keeps flat.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,8 +119,16 @@ def measure(
         }
         run_wrk(wrk, port, server_pid=process.pid, **shape)
         before = sum(cpu_seconds(pid) for pid in pids)
+        wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk is the one child waited for
+        began = time.monotonic()
         result = run_wrk(wrk, port, server_pid=process.pid, **(shape | {"seconds": args.seconds}))
+        wall = time.monotonic() - began
+        wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         result["cpu"] = sum(cpu_seconds(pid) for pid in pids) - before
+        result["cores"] = result["cpu"] / wall  # the workers' busy cores over the run
+        result["wrk_cores"] = (
+            wrk_after.ru_utime + wrk_after.ru_stime - wrk_before.ru_utime - wrk_before.ru_stime
+        ) / wall
         return result
     finally:
         process.terminate()
@@ -148,18 +161,43 @@ def main() -> None:
                 workdir / "tls.key",
             )
             ca_pem = ca.certificate_pem().decode()
+            results: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
             for repeat in range(args.repeats):
                 for workers in counts:
                     r = measure(plane, workdir, ca_pem, workers, args)
+                    results[workers].append(r)
                     print(
                         json.dumps({"workers": workers, "repeat": repeat + 1}),
                         f"{r['rate']:,.0f} req/s, p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
-                        f"{r['cpu'] / r['count'] * 1e6:.0f} us worker CPU per request, "
-                        f"load average {os.getloadavg()[0]:.2f}",
+                        f"{r['cpu'] / r['count'] * 1e6:.0f} us worker CPU per request, workers busy "
+                        f"{r['cores']:.2f} cores ({r['rate'] / r['cores']:,.0f} req/s per busy core), "
+                        f"wrk {r['wrk_cores']:.2f} cores, load average {os.getloadavg()[0]:.2f}",
                         flush=True,
                     )
+            summarize(results)
     finally:
         plane.stop()
+
+
+def summarize(results: dict[int, list[dict[str, float]]]) -> None:
+    """Medians per worker count, and how each scales against one worker: req/s (bounded here by the
+    cores wrk, the apiserver and the workers share) and req/s per busy worker core (near-linear
+    scaling keeps this flat: each added worker serves as much per core as the first)."""
+    print("\nworkers  req/s (median)  p99 ms  busy cores  req/s per busy core  wrk cores")
+    rate = {n: statistics.median(r["rate"] for r in rs) for n, rs in results.items()}
+    per_core = {n: statistics.median(r["rate"] / r["cores"] for r in rs) for n, rs in results.items()}
+    for n, rs in results.items():
+        p99 = statistics.median(r["p99"] for r in rs)
+        cores = statistics.median(r["cores"] for r in rs)
+        wrk_cores = statistics.median(r["wrk_cores"] for r in rs)
+        print(f"{n:7d}  {rate[n]:14,.0f}  {p99:6.2f}  {cores:10.2f}  {per_core[n]:19,.0f}  {wrk_cores:9.2f}")
+    first = min(results)
+    for n in sorted(results):
+        if n != first:
+            print(
+                f"{n} workers / {first}: req/s x{rate[n] / rate[first]:.2f}, "
+                f"req/s per busy core x{per_core[n] / per_core[first]:.2f}"
+            )
 
 
 if __name__ == "__main__":

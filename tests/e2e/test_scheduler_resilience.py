@@ -140,6 +140,9 @@ async def test_leader_election_standby_takes_over_and_nothing_binds_twice(
 
     seen = await eventually(lambda: events_of(first), 30, "the leader binds the first pods", a.log)
     assert {seen[p][0][0] for p in first} == {"replica-a"}
+    # replica-a found the Lease free and took it before its first lists: nothing to list again.
+    assert "caches listed after taking the Lease: no re-list" in a.log(400), a.log()
+    assert "re-listed" not in a.log(400), a.log()
     standby = b.metrics()
     assert metric_value(standby, "gpuq_scheduler_schedule_attempts_total", {"result": "scheduled"}) == 0, (
         standby
@@ -154,6 +157,8 @@ async def test_leader_election_standby_takes_over_and_nothing_binds_twice(
         await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
     seen = await eventually(lambda: events_of(first | second), 40, "the standby binds the rest", b.log)
     assert await lease_holder(cluster, lease) == "replica-b"
+    # replica-b listed as a standby, before it held the Lease: it lists again on taking it.
+    assert "caches re-listed on taking the Lease" in b.log(400), b.log()
     for pod in second:
         assert seen[pod] == [("replica-b", 1)], (pod, seen[pod])
     for pod in first:

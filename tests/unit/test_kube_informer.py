@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.kube.diff import Change, diff, object_key, strip_managed_fields
-from common.kube.informer import ApiError, Gone, Informer
+from common.kube.informer import ApiError, Gone, Informer, continue_in_head
 from common.kube.resources import NODES, PODS, QUEUES
 
 
@@ -244,3 +244,38 @@ async def test_a_re_established_watch_that_does_not_answer_is_an_error_and_the_c
         await until(lambda: api.lists == 2)  # silent, then the new watch unanswered: list again
         api.hang = False
         await until(lambda: len(api.watches) == 2 and inf.watching)
+
+
+# ------------------------------------------------------------------ list pages (issue 17)
+
+
+@pytest.mark.parametrize(
+    ("body", "token"),
+    [
+        (
+            b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"41","continue":"eyJ2Ijoi'
+            b'bWV0YS5rOHMuaW8vdjEiLCJydiI6NDF9","remainingItemCount":7},"items":[{"metadata":{}}]}',
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NDF9",
+        ),
+        (b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"41"},"items":[]}', ""),
+        # a custom resource's list: metadata after the items, never guessed
+        (
+            b'{"apiVersion":"scheduling.volcano.sh/v1beta1","items":[{"metadata":{"continue":"x"}}],'
+            b'"kind":"QueueList","metadata":{"continue":"abc","resourceVersion":"9"}}',
+            "",
+        ),
+        # an escaped token is not guessed (the decoded page is used instead)
+        (b'{"kind":"PodList","apiVersion":"v1","metadata":{"continue":"a\\u003cb"},"items":[]}', ""),
+        (b"", ""),
+        (b"not json", ""),
+    ],
+    ids=["token", "last-page", "custom-resource", "escaped", "empty", "garbage"],
+)
+def test_continue_token_read_from_the_head_of_a_page(body: bytes, token: str) -> None:
+    assert continue_in_head(body) == token
+
+
+def test_a_token_past_the_head_is_not_guessed() -> None:
+    padding = b'"x":"' + b"a" * 5000 + b'",'
+    body = b'{"kind":"PodList",' + padding + b'"metadata":{"continue":"abc"},"items":[]}'
+    assert continue_in_head(body) == ""

@@ -341,6 +341,11 @@ class ControlPlane:
         return revision
 
     @property
+    def pids(self) -> dict[str, int]:
+        """The running processes by name (etcd, kube-apiserver, ...): for CPU accounting."""
+        return {process.name: process.popen.pid for process in self._processes}
+
+    @property
     def log_paths(self) -> dict[str, Path]:
         return {process.name: process.log_path for process in self._processes}
 

@@ -1,0 +1,56 @@
+"""scheduler.kube.heap: no cyclic collection while the caches load; on the way out a reference cycle
+made meanwhile is collected, and what stays alive is frozen out of later collections."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from scheduler.kube import heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture
+def thawed() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()  # the frozen objects go back to the collector: the rest of the suite is unchanged
+    gc.enable()
+
+
+def test_loading_turns_the_collector_off_then_collects_and_freezes(thawed: None) -> None:
+    assert gc.isenabled()
+    kept: list[dict[str, object]] = []
+    with heap.loading():
+        assert not gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle nothing refers to once the names go
+        dead = weakref.ref(a)
+        del a, b
+        kept.extend({"item": i} for i in range(1000))
+        for _ in range(50_000):  # far past every generation's threshold: still no collection
+            Node()
+        assert dead() is not None
+    assert gc.isenabled()
+    assert dead() is None  # collected on the way out, not frozen
+    assert gc.get_freeze_count() >= len(kept)  # what stayed alive is out of the collector's walks
+
+
+def test_loading_leaves_a_disabled_collector_disabled(thawed: None) -> None:
+    gc.disable()
+    with heap.loading():
+        pass
+    assert not gc.isenabled()
+
+
+def test_loading_restores_the_collector_when_the_load_fails(thawed: None) -> None:
+    with pytest.raises(RuntimeError), heap.loading():
+        raise RuntimeError("list failed")
+    assert gc.isenabled() and gc.get_freeze_count() > 0
