@@ -190,10 +190,13 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
     if contender == "gpuq":
         (port,) = free_ports(1)
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        election = ["--leader-elect", "--leader-elect-resource-namespace", "default"]
+        election = election if args.leader_elect else []
         return [
             *(sys.executable, *profile, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),
             *("--scheduler-name", NAME, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else []),
+            *election,
         ]
     if contender == "kube-scheduler":
         config = {
@@ -338,6 +341,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--raw-in-flight", type=int, default=64, help="the raw binders' requests in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", metavar="FILE", help="run gpuq under cProfile, stats to FILE")
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run gpuq with --leader-elect, as deployed (its Lease in the namespace default, free)",
+    )
     parser.add_argument("--binder", choices=("asyncio", "gpuq", "aiohttp"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     return parser.parse_args()
