@@ -1,10 +1,10 @@
 """gpuq's own HTTP/1.1 client for its requests to the apiserver: a keep-alive pool, nothing else.
 
-Every bound pod costs the scheduler two writes (the Binding and the Scheduled event) and aiohttp's
-``ClientSession.request`` spends about 270 us of CPU on each (URL objects, cookie jar, tracing
-hooks, timers, stream readers), as much as the scheduling decision itself. This client sends the
-same request (the ApiClient's headers and credentials, TLS set up as kubernetes_asyncio sets it up)
-over a pooled connection and parses the answer with :class:`ResponseParser`: about 130 us
+Every bound pod costs the scheduler two writes (the Binding and the Scheduled event), and the same
+request (JSON body included) costs about 300 us of CPU on aiohttp's ``ClientSession`` (URL objects,
+cookie jar, tracing hooks, timers, stream readers), more than the scheduling decision. This client
+sends it (the ApiClient's headers and credentials, TLS set up as kubernetes_asyncio sets it up)
+over a pooled connection and parses the answer with :class:`ResponseParser`: 170-190 us
 (``tests/bench/bench_requests.py``). Used by :func:`common.kube.status.call`, the one function every
 gpuq write goes through; lists and watches stay on aiohttp (streamed bodies).
 
