@@ -3,8 +3,9 @@
 A cold start decodes the informer caches (with 50,000 pods, some millions of dicts, lists and
 strings) and builds the scheduler's state from them. CPython's cyclic collector meanwhile runs a
 full collection each time the objects it tracks have grown by a quarter, and each one walks every
-object alive: 3.3 s of a 9.7 s start went to 18 of them (5,000 nodes, 50,000 pods; the figure in
-the README's performance table). Decoded JSON holds no reference cycles, so reference counting
+object alive: 3.3 s of a 9.7 s start went to 18 of them (5,000 nodes, 50,000 pods, timed with a
+``gc.callbacks`` hook; the README's cold-start row has the start before and after). Decoded JSON
+holds no reference cycles, so reference counting
 frees it whatever the collector does. While the caches load the collector is off; once they are
 loaded one collection clears whatever cycles were made meanwhile, and ``gc.freeze()`` moves
 everything alive into the permanent generation, which later collections do not walk: the loaded
