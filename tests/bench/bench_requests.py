@@ -21,31 +21,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import aiohttp
 import orjson
 from kubernetes_asyncio import client
 
-from common.kube.client import new_api_client, request, resolve_proxy_once
+from common.kube.client import new_api_client, request, resolve_proxy_once, through_call_api
 from common.kube.events import event_body
 from tests.e2e.controlplane.harness import ControlPlane
 
 
-async def through_call_api(api_client: Any, path: str, body: Any) -> tuple[int, bytes]:
-    """The request as ``ApiClient.call_api`` sends it."""
-    response = await api_client.call_api(
-        path,
-        "POST",
-        query_params=[],
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=aiohttp.ClientTimeout(total=30),
+async def call_api_path(api_client: Any, path: str, body: Any) -> tuple[int, bytes]:
+    return await through_call_api(
+        api_client, "POST", path, body=body, content_type="application/json", query=[], timeout=30.0
     )
-    try:
-        return int(response.status), await response.read()
-    finally:
-        response.release()
 
 
 async def through_request(api_client: Any, path: str, body: Any) -> tuple[int, bytes]:
@@ -62,7 +49,7 @@ async def measure(args: argparse.Namespace) -> None:
         plain = client.ApiClient(api.configuration)  # kubernetes_asyncio's, without gpuq's HTTP client
         resolve_proxy_once(plain)  # as gpuq's own (no proxy and netrc lookup in a thread per request)
         paths: list[tuple[str, Any, Any]] = [
-            ("call_api", through_call_api, plain),
+            ("call_api", call_api_path, plain),
             ("aiohttp", through_request, plain),
             ("own", through_request, api),
         ]

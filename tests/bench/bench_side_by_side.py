@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from common.kube import resources as kinds
 from common.kube.binding import binding_body
-from common.kube.client import new_api_client
+from common.kube.client import new_api_client, through_call_api
 from common.kube.diff import Change
 from common.kube.informer import Informer
 from common.kube.status import call
@@ -121,20 +121,11 @@ async def raw_client_binder(kubeconfig: str, scheduler: str, in_flight: int, *, 
             return (await call(api, "POST", path, body)).status
 
         async def post_call_api(path: str, body: dict[str, Any]) -> int:
-            response = await api.call_api(
-                path,
-                "POST",
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=30),
+            json = "application/json"
+            status, _ = await through_call_api(
+                api, "POST", path, body=body, content_type=json, query=[], timeout=30.0
             )
-            try:
-                await response.read()
-                return int(response.status)
-            finally:
-                response.release()
+            return status
 
         post = post_own if own else post_call_api
         await bind_all(pending_of(dict(listing.body), scheduler), nodes, post, in_flight)

@@ -170,8 +170,9 @@ class Fault:
 
 
 class ApiProxy:
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: ControlPlane, *, keepalive_timeout: float = 75.0) -> None:
         self.plane = plane
+        self.keepalive_timeout = keepalive_timeout  # the proxy closes a connection idle this long
         self.port = 0
         self.exchanges: list[Exchange] = []
         self.events: list[WatchEvent] = []
@@ -190,7 +191,9 @@ class ApiProxy:
         )
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, keepalive_timeout=self.keepalive_timeout
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
