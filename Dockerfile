@@ -9,7 +9,7 @@ COPY common ./common
 COPY scheduler ./scheduler
 COPY webhook ./webhook
 COPY certs ./certs
-COPY gpuq ./gpuq
+COPY gpuq_k8s ./gpuq_k8s
 RUN python -m venv /opt/gpuq && /opt/gpuq/bin/pip install --no-compile . \
     && /opt/gpuq/bin/python -m compileall -q /opt/gpuq
 

@@ -1,6 +1,6 @@
 """Certificate issuance for gpuq: a small CA, serving and client certificates, PEM files."""
 
-from certs.authority import (
+from gpuq_k8s.certs.authority import (
     KeyPair,
     create_ca,
     generate_private_key,
@@ -9,7 +9,7 @@ from certs.authority import (
     private_key_pem,
     public_key_pem,
 )
-from certs.files import load_key_pair, write_file_atomic, write_key_pair
+from gpuq_k8s.certs.files import load_key_pair, write_file_atomic, write_key_pair
 
 __all__ = [
     "KeyPair",

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.model.errors import InvalidValue
+from gpuq_k8s.common.model.errors import InvalidValue
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

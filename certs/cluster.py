@@ -11,9 +11,9 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from certs.authority import KeyPair
-from certs.files import key_pair_from_pem
-from common.model.errors import InvalidValue
+from gpuq_k8s.certs.authority import KeyPair
+from gpuq_k8s.certs.files import key_pair_from_pem
+from gpuq_k8s.common.model.errors import InvalidValue
 
 
 def _b64(data: bytes) -> str:

@@ -24,11 +24,11 @@ from typing import Any
 
 from kubernetes_asyncio.client.rest import ApiException
 
-from certs.authority import KeyPair, ca_still_good, create_ca, issue_serving_certificate
-from certs.cluster import inject_ca_bundle, read_ca_secret, write_ca_secret, write_tls_secret
-from certs.files import load_key_pair, write_key_pair
-from common.kube.client import new_api_client
-from common.model.errors import GpuqError
+from gpuq_k8s.certs.authority import KeyPair, ca_still_good, create_ca, issue_serving_certificate
+from gpuq_k8s.certs.cluster import inject_ca_bundle, read_ca_secret, write_ca_secret, write_tls_secret
+from gpuq_k8s.certs.files import load_key_pair, write_key_pair
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.model.errors import GpuqError
 
 
 def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:

@@ -15,8 +15,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from certs.authority import KeyPair
-from common.model.errors import InvalidValue
+from gpuq_k8s.certs.authority import KeyPair
+from gpuq_k8s.common.model.errors import InvalidValue
 
 PRIVATE_MODE = 0o600
 PUBLIC_MODE = 0o644

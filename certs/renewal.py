@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from certs.authority import CLOCK_SKEW, DEFAULT_CA_VALIDITY, KeyPair
-from common.model.errors import InvalidValue
+from gpuq_k8s.certs.authority import CLOCK_SKEW, DEFAULT_CA_VALIDITY, KeyPair
+from gpuq_k8s.common.model.errors import InvalidValue
 
 #: What is left of a certificate's validity (as a share of the policy's validity) when it is renewed.
 RENEW_WHEN_LEFT = 1 / 3

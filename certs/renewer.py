@@ -32,13 +32,13 @@ import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from certs.authority import KeyPair, create_ca, issue_serving_certificate
-from certs.files import key_pair_from_pem
-from certs.renewal import Authorities, RenewalPolicy, next_authorities, serving_renewal
-from common.kube.client import GatedClient, WriteRefused
-from common.kube.leader import LeaderElector
-from common.kube.status import Reply, call
-from common.model.errors import GpuqError, InvalidValue
+from gpuq_k8s.certs.authority import KeyPair, create_ca, issue_serving_certificate
+from gpuq_k8s.certs.files import key_pair_from_pem
+from gpuq_k8s.certs.renewal import Authorities, RenewalPolicy, next_authorities, serving_renewal
+from gpuq_k8s.common.kube.client import GatedClient, WriteRefused
+from gpuq_k8s.common.kube.leader import LeaderElector
+from gpuq_k8s.common.kube.status import Reply, call
+from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from common.model.events import EventRecord
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.pods import PodInfo
 
 
 class Result(Enum):

@@ -27,14 +27,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from common.model.errors import InvalidValue
-from common.model.events import SCHEDULED, EventRecord
-from common.model.nodes import NodeInfo
-from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from scheduler.actions.allocate import with_resource_fit
-from scheduler.actions.backfill import best_effort
-from scheduler.backend import ClusterBackend, Outcome, Result
-from scheduler.cluster.objects import (
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
+from gpuq_k8s.scheduler.actions.backfill import best_effort
+from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
+from gpuq_k8s.scheduler.cluster.objects import (
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
     NAMESPACE,
@@ -44,22 +44,22 @@ from scheduler.cluster.objects import (
     Obj,
     ObjectStore,
 )
-from scheduler.cluster.state import ClusterState
-from scheduler.failure import FailureHandler, capacity_note, fit_error
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.failure import FailureHandler, capacity_note, fit_error
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterOutcome,
     FloatArray,
     PostFilterResult,
 )
-from scheduler.framework.registry import PluginSettings, Registry
-from scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
-from scheduler.framework.status import Code, Status
-from scheduler.groups import GroupTracker
-from scheduler.preemption import Preemption
-from scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
+from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
+from gpuq_k8s.scheduler.framework.status import Code, Status
+from gpuq_k8s.scheduler.groups import GroupTracker
+from gpuq_k8s.scheduler.preemption import Preemption
+from gpuq_k8s.scheduler.queue import SchedulingQueue
 
 
 class SchedulerSettings(Protocol):

@@ -15,14 +15,14 @@ from typing import Final
 
 import numpy as np
 
-from common.model.events import FAILED_SCHEDULING, EventRecord
-from common.model.outlook import NEVER_TEXT, Outlook, capacity_outlook
-from common.model.pods import PodInfo
-from scheduler.backend import ClusterBackend
-from scheduler.cluster.state import ClusterState
-from scheduler.framework.interfaces import BoolArray, EventSink, FilterOutcome, PostFilterResult
-from scheduler.framework.status import Status
-from scheduler.queue import SchedulingQueue
+from gpuq_k8s.common.model.events import FAILED_SCHEDULING, EventRecord
+from gpuq_k8s.common.model.outlook import NEVER_TEXT, Outlook, capacity_outlook
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.backend import ClusterBackend
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, EventSink, FilterOutcome, PostFilterResult
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.queue import SchedulingQueue
 
 UNSCHEDULABLE_REASON: Final = "Unschedulable"
 SCHEDULER_ERROR_REASON: Final = "SchedulerError"

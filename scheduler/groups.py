@@ -16,17 +16,17 @@ from collections.abc import Mapping, Sequence
 from functools import cmp_to_key
 from typing import TYPE_CHECKING, Any, Final
 
-from common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
-from common.model.crd import PodGroup
-from common.model.errors import GpuqError
-from common.model.pods import PodInfo
-from scheduler.cluster.objects import POD_GROUP, Obj
-from scheduler.cluster.state import ClusterState
-from scheduler.framework.interfaces import GroupInfo, StatusPatch
-from scheduler.queue import SchedulingQueue
+from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
+from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, Obj
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, StatusPatch
+from gpuq_k8s.scheduler.queue import SchedulingQueue
 
 if TYPE_CHECKING:
-    from scheduler.framework.runtime import Framework
+    from gpuq_k8s.scheduler.framework.runtime import Framework
 
 PENDING: Final = "Pending"
 INQUEUE: Final = "Inqueue"

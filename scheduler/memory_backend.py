@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.model.events import EventRecord
-from common.model.pods import PodInfo
-from scheduler.backend import SUCCESS, Done, Outcome, Result
-from scheduler.cluster.objects import ObjectStore
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from common.kube.metrics import register_build_info
+from gpuq_k8s.common.kube.metrics import register_build_info
 
 SCHEDULED: Final = "scheduled"
 UNSCHEDULABLE: Final = "unschedulable"

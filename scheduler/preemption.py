@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from common.model.events import PREEMPTED, EventRecord
-from common.model.pods import PodInfo
-from scheduler.actions.preempt import preempt
-from scheduler.actions.reclaim import reclaim
-from scheduler.actions.victims import Choice
-from scheduler.backend import ClusterBackend, Outcome
-from scheduler.cluster.objects import ELASTIC_QUOTA
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import FilterOutcome, PostFilterResult
-from scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
-from scheduler.framework.status import Code, Status
+from gpuq_k8s.common.model.events import PREEMPTED, EventRecord
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.actions.preempt import preempt
+from gpuq_k8s.scheduler.actions.reclaim import reclaim
+from gpuq_k8s.scheduler.actions.victims import Choice
+from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome
+from gpuq_k8s.scheduler.cluster.objects import ELASTIC_QUOTA
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome, PostFilterResult
+from gpuq_k8s.scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
+from gpuq_k8s.scheduler.framework.status import Code, Status
 
 Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool]], Choice | None]
 _ACTIONS: dict[str, Action] = {PREEMPT: preempt, RECLAIM: reclaim}

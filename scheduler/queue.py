@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from common.model.pods import PodInfo
-from scheduler.framework.interfaces import ALL_EVENTS, ClusterEvent
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.interfaces import ALL_EVENTS, ClusterEvent
 
 DEFAULT_INITIAL_BACKOFF: Final = 1.0
 DEFAULT_MAX_BACKOFF: Final = 10.0

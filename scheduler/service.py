@@ -31,26 +31,26 @@ from typing import Any, Final
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from common.kube import resources as kinds
-from common.kube.client import GatedClient, new_api_client
-from common.kube.config_file import read_config
-from common.kube.diff import Change
-from common.kube.events import EventRecorder
-from common.kube.informer import DEFAULT_INACTIVITY, Informer, InformerSet
-from common.kube.leader import LeaderElector, LeaseTimings
-from common.kube.status import StatusWriter
-from common.model.config import SchedulerConfig
-from common.model.errors import GpuqError
-from common.model.pods import GPUQ_SCHEDULER
-from common.model.wire import split_ref
-from scheduler.cycle import Scheduler
-from scheduler.kube import heap
-from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
-from scheduler.kube.feed import REPLAY_ORDER, Feed
-from scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
-from scheduler.kube.quota_status import QuotaStatus
-from scheduler.metrics import SchedulerMetrics, StateSnapshot
-from scheduler.plugins import default_registry
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.client import GatedClient, new_api_client
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.events import EventRecorder
+from gpuq_k8s.common.kube.informer import DEFAULT_INACTIVITY, Informer, InformerSet
+from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
+from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.wire import split_ref
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.kube import heap
+from gpuq_k8s.scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
+from gpuq_k8s.scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
+from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
+from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
+from gpuq_k8s.scheduler.plugins import default_registry
 
 log = logging.getLogger("gpuq.scheduler")
 

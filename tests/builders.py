@@ -16,9 +16,9 @@ import copy as _copy
 from collections.abc import Mapping
 from typing import Any, Self
 
-from common.model.crd import PodGroup, Queue
-from common.model.nodes import NodeInfo
-from common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
 
 CARD_NAME = "volcano.sh/card.name"
 CARD_QUOTA = "volcano.sh/card.quota"

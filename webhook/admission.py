@@ -28,22 +28,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from common.model import annotations as ann
-from common.model.capacity_card.enqueue import check_enqueue
-from common.model.capacity_card.ledger import QueueLedger
-from common.model.cards.amounts import parse_card_quota, parse_card_request
-from common.model.crd import PodGroup, Queue
-from common.model.elastic.quota import ElasticQuota, validate_elastic_quota
-from common.model.errors import GpuqError
-from common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
-from common.model.resources import Resources
-from webhook import jsonpatch, ratchet
-from webhook.options import AdmissionOptions, card_args
-from webhook.parsed import parsed_queue_quota
-from webhook.pods import mutate_pod, validate_pod
-from webhook.review import ALLOW, AdmissionRequest, Decision, deny
-from webhook.shape import check_shape
-from webhook.view import (
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
+from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_request
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.webhook import jsonpatch, ratchet
+from gpuq_k8s.webhook.options import AdmissionOptions, card_args
+from gpuq_k8s.webhook.parsed import parsed_queue_quota
+from gpuq_k8s.webhook.pods import mutate_pod, validate_pod
+from gpuq_k8s.webhook.review import ALLOW, AdmissionRequest, Decision, deny
+from gpuq_k8s.webhook.shape import check_shape
+from gpuq_k8s.webhook.view import (
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
     POD,

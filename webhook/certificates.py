@@ -18,12 +18,12 @@ import os
 import socket
 from typing import Any
 
-from certs.authority import DEFAULT_CA_VALIDITY
-from certs.command import service_dns_names
-from certs.renewal import DEFAULT_GRACE, DEFAULT_SERVING_VALIDITY, RenewalPolicy
-from certs.renewer import CertificateRenewer
-from common.kube.leader import LeaderElector, LeaseTimings
-from common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.certs.authority import DEFAULT_CA_VALIDITY
+from gpuq_k8s.certs.command import service_dns_names
+from gpuq_k8s.certs.renewal import DEFAULT_GRACE, DEFAULT_SERVING_VALIDITY, RenewalPolicy
+from gpuq_k8s.certs.renewer import CertificateRenewer
+from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
+from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
 
 LEASE_TIMINGS = LeaseTimings(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
 

@@ -22,14 +22,14 @@ from typing import Any, Final
 
 import aiohttp
 
-from common.kube import resources as kinds
-from common.kube.diff import Change, strip_managed_fields
-from common.kube.informer import Informer, InformerSet
-from common.kube.resources import ResourceKind
-from common.kube.status import call, object_path
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards
-from webhook.view import Miss, Obj, node_cards
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
+from gpuq_k8s.common.kube.informer import Informer, InformerSet
+from gpuq_k8s.common.kube.resources import ResourceKind
+from gpuq_k8s.common.kube.status import call, object_path
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.webhook.view import Miss, Obj, node_cards
 
 log = logging.getLogger(__name__)
 WATCHED = (kinds.NODES, kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)

@@ -26,22 +26,22 @@ from typing import Any
 
 from aiohttp import web
 
-from certs.renewal import RenewalPolicy
-from common.kube.client import new_api_client
-from common.kube.config_file import read_config
-from common.model.errors import GpuqError
-from common.model.pods import GPUQ_SCHEDULER
-from webhook.admission import Admission
-from webhook.certificates import (
+from gpuq_k8s.certs.renewal import RenewalPolicy
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.certificates import (
     add_renewal_arguments,
     certificate_renewer,
     check_certificate_arguments,
     renewal_policy,
 )
-from webhook.cluster import InformerView
-from webhook.metrics import WebhookMetrics
-from webhook.options import AdmissionOptions, admission_options
-from webhook.server import (
+from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
+from gpuq_k8s.webhook.server import (
     DEFAULT_MAX_BODY_BYTES,
     Endpoints,
     ServerLimits,
@@ -50,9 +50,9 @@ from webhook.server import (
     run,
     start_site,
 )
-from webhook.tls import CertificateReloader
-from webhook.tls_secret import SecretFiles
-from webhook.workers import supervise
+from gpuq_k8s.webhook.tls import CertificateReloader
+from gpuq_k8s.webhook.tls_secret import SecretFiles
+from gpuq_k8s.webhook.workers import supervise
 
 log = logging.getLogger("gpuq.webhook")
 EXIT_INVALID = 2

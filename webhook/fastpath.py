@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Final, cast
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 
-from webhook.review import AdmissionReview, MalformedReview, parse_review
+from gpuq_k8s.webhook.review import AdmissionReview, MalformedReview, parse_review
 
 if TYPE_CHECKING:
-    from webhook.server import Endpoints
+    from gpuq_k8s.webhook.server import Endpoints
 
 log = logging.getLogger(__name__)
 

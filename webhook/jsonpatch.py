@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.review import PatchOp
+from gpuq_k8s.webhook.review import PatchOp
 
 
 def escape(token: str) -> str:

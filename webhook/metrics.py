@@ -13,7 +13,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from common.kube.metrics import register_build_info
+from gpuq_k8s.common.kube.metrics import register_build_info
 
 REVIEWED_KINDS: Final = frozenset({"Pod", "PodGroup", "Queue", "ElasticQuota", "GPUResourceQuota"})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})

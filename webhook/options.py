@@ -27,8 +27,8 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.config import (
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.config import (
     CAPACITY_CARD,
     CAPACITY_SCHEDULING,
     CROSSQUOTA,
@@ -36,9 +36,9 @@ from common.model.config import (
     RESOURCE_STRATEGY_FIT,
     SchedulerConfig,
 )
-from common.model.crossquota.pod import validate_pod_annotations
-from common.model.pods import GPUQ_SCHEDULER
-from common.model.strategy_fit import parse_pod_override
+from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.strategy_fit import parse_pod_override
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from common.model.capacity_card.quota import QueueQuota, queue_quota
-from common.model.crd import Queue
-from common.model.errors import InvalidValue
-from common.model.gpu_quota.quota import GPUResourceQuota
-from common.model.gpu_quota.store import GPUQuotaStore
-from webhook.view import ClusterView
+from gpuq_k8s.common.model.capacity_card.quota import QueueQuota, queue_quota
+from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
+from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.webhook.view import ClusterView
 
 T = TypeVar("T")
 

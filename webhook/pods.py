@@ -14,25 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from common.model import annotations as ann
-from common.model.capacity_card.demand import pod_card_demand
-from common.model.capacity_card.task import task_quota_refusal
-from common.model.cards.card_type import CARD_UNIT
-from common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
-from common.model.cards.names import normalise_card_names, parse_card_names
-from common.model.crd import PodGroup
-from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
-from common.model.errors import InvalidValue
-from common.model.gpu_quota.request import GPURequest, request_from_annotations
-from common.model.pods import DEFAULT_SCHEDULER, PodInfo
-from common.model.quantity import format_units
-from common.model.queues import queue_of
-from common.model.resources import Resources
-from webhook import jsonpatch
-from webhook.options import AdmissionOptions, card_args, check_scoring_annotations
-from webhook.parsed import CACHE, namespace_gpu_limits, namespace_gpu_quota, parsed_queue_quota
-from webhook.review import Decision, PatchOp, deny
-from webhook.view import ClusterView
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand
+from gpuq_k8s.common.model.capacity_card.task import task_quota_refusal
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
+from gpuq_k8s.common.model.cards.catalog import CardCatalog, card_names_share_resource, pod_card_resources
+from gpuq_k8s.common.model.cards.names import normalise_card_names, parse_card_names
+from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.gpu_quota.request import GPURequest, request_from_annotations
+from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.queues import queue_of
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.webhook import jsonpatch
+from gpuq_k8s.webhook.options import AdmissionOptions, card_args, check_scoring_annotations
+from gpuq_k8s.webhook.parsed import CACHE, namespace_gpu_limits, namespace_gpu_quota, parsed_queue_quota
+from gpuq_k8s.webhook.review import Decision, PatchOp, deny
+from gpuq_k8s.webhook.view import ClusterView
 
 ANNOTATIONS_PATH: Final = ("metadata", "annotations")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from common.model.errors import GpuqError
+from gpuq_k8s.common.model.errors import GpuqError
 
 # The annotation families gpuq reads (common.model.annotations): a change there is a change gpuq judges.
 GPUQ_ANNOTATION_PREFIXES: Final = (

@@ -26,9 +26,9 @@ from typing import Any, Protocol, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook.fastpath import FastServer
-from webhook.metrics import WebhookMetrics
-from webhook.review import (
+from gpuq_k8s.webhook.fastpath import FastServer
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.review import (
     AdmissionRequest,
     AdmissionReview,
     Decision,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pydantic
 
-from common.model.crd import ObjectShape
-from common.model.errors import InvalidValue
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.crd import ObjectShape
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.wire import object_ref
 
 
 def check_shape(obj: Mapping[str, Any], kind: str) -> None:

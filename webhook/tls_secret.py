@@ -18,8 +18,8 @@ from typing import Any
 
 import aiohttp
 
-from certs.files import PRIVATE_MODE, write_file_atomic
-from common.kube.status import call
+from gpuq_k8s.certs.files import PRIVATE_MODE, write_file_atomic
+from gpuq_k8s.common.kube.status import call
 
 log = logging.getLogger(__name__)
 

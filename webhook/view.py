@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.errors import InvalidValue
-from common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.nodes import NodeInfo
 
 Obj = Mapping[str, Any]
 

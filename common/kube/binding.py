@@ -12,8 +12,8 @@ from typing import Any, Final
 
 import aiohttp
 
-from common.kube.client import WriteRefused
-from common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
+from gpuq_k8s.common.kube.client import WriteRefused
+from gpuq_k8s.common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
 
 POD_SCHEDULED: Final = "PodScheduled"
 DISRUPTION_TARGET: Final = "DisruptionTarget"

@@ -17,8 +17,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
 from yarl import URL
 
-from common.kube.http import HttpClient
-from common.model.errors import GpuqError
+from gpuq_k8s.common.kube.http import HttpClient
+from gpuq_k8s.common.model.errors import GpuqError
 
 DEFAULT_KUBECONFIG: Final = "~/.kube/config"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.model.config import SchedulerConfig
-from common.model.errors import GpuqError
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.errors import GpuqError
 
 
 def read_config(path: str | Path | None) -> SchedulerConfig:

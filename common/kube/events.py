@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import aiohttp
 
-from common.kube.status import MERGE_PATCH, call
-from common.model.wire import split_ref
+from gpuq_k8s.common.kube.status import MERGE_PATCH, call
+from gpuq_k8s.common.model.wire import split_ref
 
 log = logging.getLogger(__name__)
 

@@ -49,8 +49,16 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
-from common.kube.diff import Change, Key, Obj, diff, object_key, resource_version, strip_managed_fields
-from common.kube.resources import ResourceKind
+from gpuq_k8s.common.kube.diff import (
+    Change,
+    Key,
+    Obj,
+    diff,
+    object_key,
+    resource_version,
+    strip_managed_fields,
+)
+from gpuq_k8s.common.kube.resources import ResourceKind
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import aiohttp
 
-from common.kube.status import Reply, call
-from common.model.errors import ConfigError
+from gpuq_k8s.common.kube.status import Reply, call
+from gpuq_k8s.common.model.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

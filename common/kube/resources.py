@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)

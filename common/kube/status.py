@@ -25,8 +25,8 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
-from common.kube.client import request
-from common.kube.resources import ResourceKind
+from gpuq_k8s.common.kube.client import request
+from gpuq_k8s.common.kube.resources import ResourceKind
 
 log = logging.getLogger(__name__)
 

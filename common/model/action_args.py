@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from common.model.errors import ConfigError
+from gpuq_k8s.common.model.errors import ConfigError
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"

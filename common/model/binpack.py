@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from common.model import wire
-from common.model.errors import ConfigError
-from common.model.quantity import CPU, MEMORY
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 WEIGHT_KEY: Final = "binpack.weight"
 CPU_KEY: Final = "binpack.cpu"

@@ -37,12 +37,12 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from common.model import binpack, nodeorder, overcommit, strategy_fit
-from common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, parse_configurations
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.crossquota import args as crossquota_args
-from common.model.errors import ConfigError
-from common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
+from gpuq_k8s.common.model import binpack, nodeorder, overcommit, strategy_fit
+from gpuq_k8s.common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, parse_configurations
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.crossquota import args as crossquota_args
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
 __all__ = ["SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.pods import PodInfo
 
 CRITICAL_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_NAMESPACE: Final = "kube-system"

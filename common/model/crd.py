@@ -33,10 +33,10 @@ from pydantic import (
     ValidationError,
 )
 
-from common.model.annotations import DEFAULT_QUEUE
-from common.model.errors import InvalidValue
-from common.model.resources import EMPTY, Resources
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 

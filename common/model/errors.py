@@ -13,7 +13,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from common.model.outlook import Outlook
+    from gpuq_k8s.common.model.outlook import Outlook
 
 
 class GpuqError(Exception):
@@ -94,7 +94,7 @@ class QuotaExceeded(GpuqError):
     @property
     def outlook(self) -> Outlook | None:
         """Whether waiting can help (:mod:`common.model.outlook`); None when the amounts do not say."""
-        from common.model.outlook import quota_outlook  # noqa: PLC0415 - outlook parses with quantity
+        from gpuq_k8s.common.model.outlook import quota_outlook  # noqa: PLC0415 - outlook parses with quantity
 
         return quota_outlook(self.resource, self.requested, self.limit, self.used)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
-from common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.errors import InvalidAnnotation
 
 GET_TASK_REQUEST_RESOURCE_FAILED: Final = "GetTaskRequestResourceFailed"
 EMPTY_QUEUE_CAPABILITY: Final = "EmptyQueueCapability"

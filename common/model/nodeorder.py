@@ -43,9 +43,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from common.model import wire
-from common.model.errors import ConfigError
-from common.model.quantity import CPU, MEMORY
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

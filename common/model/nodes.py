@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.model import wire
-from common.model.errors import InvalidValue
-from common.model.resources import EMPTY, Resources
-from common.model.wire import object_ref
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)

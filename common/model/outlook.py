@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from common.model.errors import InvalidQuantity
-from common.model.quantity import format_bytes, parse_quantity, unit_of
+from gpuq_k8s.common.model.errors import InvalidQuantity
+from gpuq_k8s.common.model.quantity import format_bytes, parse_quantity, unit_of
 
 NEVER: Final = "never"
 WAIT: Final = "wait"

@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from common.model.errors import ConfigError
-from common.model.quantity import CPU, MEMORY, PODS
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.quantity import CPU, MEMORY, PODS
 
 FACTOR_KEY: Final = "overcommit-factor"
 DEFAULT_FACTOR: Final = 1.2

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from common.model import wire
-from common.model.errors import InvalidValue
-from common.model.quantity import PODS, to_units
-from common.model.resources import EMPTY, Resources, interned
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.quantity import PODS, to_units
+from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 GPUQ_SCHEDULER: Final = "gpuq-scheduler"

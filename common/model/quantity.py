@@ -21,7 +21,7 @@ import re
 from fractions import Fraction
 from typing import Final
 
-from common.model.errors import InvalidQuantity
+from gpuq_k8s.common.model.errors import InvalidQuantity
 
 _BINARY_SUFFIX: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL_SUFFIX: Final = {

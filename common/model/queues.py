@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
-from common.model.crd import PodGroup
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
+from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.pods import PodInfo
 
 
 def podgroup_key_of(pod: PodInfo) -> str | None:

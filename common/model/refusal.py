@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from common.model.errors import GpuqError, QuotaExceeded
-from common.model.events import EventRecord
+from gpuq_k8s.common.model.errors import GpuqError, QuotaExceeded
+from gpuq_k8s.common.model.events import EventRecord
 
 
 @dataclass(frozen=True, slots=True)

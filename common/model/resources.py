@@ -14,8 +14,8 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from common.model.errors import InvalidQuantity, InvalidValue
-from common.model.quantity import format_units, to_units, units_to_number
+from gpuq_k8s.common.model.errors import InvalidQuantity, InvalidValue
+from gpuq_k8s.common.model.quantity import format_units, to_units, units_to_number
 
 
 class Absent(enum.Enum):

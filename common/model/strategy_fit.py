@@ -51,13 +51,13 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from common.model import wire
-from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
-from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
-from common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
-from common.model.events import EventRecord, annotation_or_fallback
-from common.model.pods import PodInfo
-from common.model.quantity import CPU, MEMORY, PODS
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
+from gpuq_k8s.common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
+from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
+from gpuq_k8s.common.model.events import EventRecord, annotation_or_fallback
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import CPU, MEMORY, PODS
 
 PLUGIN_WEIGHT_KEY: Final = "resourceStrategyFitWeight"
 RESOURCES_KEY: Final = "resources"

@@ -15,7 +15,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from common.model.errors import InvalidValue
+from gpuq_k8s.common.model.errors import InvalidValue
 
 # Kubernetes resource names (a qualified name with an optional prefix): ``cpu``, ``nvidia.com/gpu``.
 RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from common.model import switches as sw
-from scheduler.framework.interfaces import Handle, Plugin
-from scheduler.plugins.resource_fit import NodeResourcesFit
+from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
+from gpuq_k8s.scheduler.plugins.resource_fit import NodeResourcesFit
 
 
 def with_resource_fit(

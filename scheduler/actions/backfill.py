@@ -10,7 +10,7 @@ always did; Volcano would leave them pending).
 
 from __future__ import annotations
 
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.pods import PodInfo
 
 
 def best_effort(pod: PodInfo) -> bool:

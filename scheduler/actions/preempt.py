@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from common.model.annotations import PREEMPTABLE
-from common.model.pods import PodInfo
-from scheduler.actions.backfill import best_effort
-from scheduler.actions.victims import Choice, find_victims
-from scheduler.framework.runtime import Framework
+from gpuq_k8s.common.model.annotations import PREEMPTABLE
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.actions.backfill import best_effort
+from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
+from gpuq_k8s.scheduler.framework.runtime import Framework
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 

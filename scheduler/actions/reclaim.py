@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from common.model.crd import Queue
-from common.model.errors import GpuqError
-from common.model.pods import PodInfo
-from scheduler.actions.preempt import evictable, may_evict, starving
-from scheduler.actions.victims import Choice, find_victims
-from scheduler.cluster.objects import QUEUE
-from scheduler.framework.runtime import Framework
+from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.actions.preempt import evictable, may_evict, starving
+from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
+from gpuq_k8s.scheduler.cluster.objects import QUEUE
+from gpuq_k8s.scheduler.framework.runtime import Framework
 
 
 def _queue(framework: Framework, name: str) -> Queue | None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.model.pods import PodInfo
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.runtime import Framework
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.runtime import Framework
 
 Candidates = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
 Verdict = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from common.model import wire
+from gpuq_k8s.common.model import wire
 
 QUEUE: Final = "Queue"
 POD_GROUP: Final = "PodGroup"

@@ -21,8 +21,8 @@ from typing import Any, Final, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.cluster.change_log import ChangeLog
-from scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.cluster.change_log import ChangeLog
+from gpuq_k8s.scheduler.cluster.state import ClusterState
 
 K = TypeVar("K", bound=Hashable)
 Rows = npt.NDArray[np.intp]

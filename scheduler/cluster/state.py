@@ -31,12 +31,12 @@ from typing import Final, Literal, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from common.model.nodes import NodeInfo, Taint
-from common.model.pods import PodInfo
-from common.model.quantity import PODS
-from common.model.resources import Resources
-from scheduler.cluster.change_log import ChangeLog
-from scheduler.cluster.labels import LabelIndex
+from gpuq_k8s.common.model.nodes import NodeInfo, Taint
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import PODS
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.change_log import ChangeLog
+from gpuq_k8s.scheduler.cluster.labels import LabelIndex
 
 G = TypeVar("G", bound=np.generic)
 Int64Array = npt.NDArray[np.int64]

@@ -22,14 +22,14 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from common.model.crd import PodGroup
-from common.model.errors import GpuqError
-from common.model.events import EventRecord, invalid_annotation
-from common.model.pods import PodInfo
-from scheduler.cluster.objects import Obj, ObjectStore
-from scheduler.cluster.state import ClusterState
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.status import Status
+from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.objects import Obj, ObjectStore
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.status import Status
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]

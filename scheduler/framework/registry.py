@@ -7,8 +7,8 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from common.model.errors import ConfigError
-from scheduler.framework.interfaces import Handle, Plugin
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 
 
 class PluginSettings(Protocol):

@@ -24,13 +24,13 @@ from typing import Any, Final
 
 import numpy as np
 
-from common.model import switches as sw
-from common.model.pods import PodInfo
-from scheduler.cluster.objects import ObjectStore
-from scheduler.cluster.state import ClusterState
-from scheduler.framework import tiers as combine
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.framework import tiers as combine
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     EnqueuePlugin,
@@ -53,10 +53,10 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
     StatusSource,
 )
-from scheduler.framework.session import SessionPoints
-from scheduler.framework.status import Code, Status
-from scheduler.framework.waiting import WaitingPods
-from scheduler.groups import GroupTracker
+from gpuq_k8s.scheduler.framework.session import SessionPoints
+from gpuq_k8s.scheduler.framework.status import Code, Status
+from gpuq_k8s.scheduler.framework.waiting import WaitingPods
+from gpuq_k8s.scheduler.groups import GroupTracker
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"

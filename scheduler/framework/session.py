@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from common.model import switches as sw
-from common.model.pods import PodInfo
-from scheduler.framework import tiers as combine
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework import tiers as combine
+from gpuq_k8s.scheduler.framework.interfaces import (
     AllocatablePlugin,
     GroupInfo,
     JobOrderPlugin,
@@ -47,7 +47,7 @@ from scheduler.framework.interfaces import (
     QueueOrderPlugin,
     ReclaimablePlugin,
 )
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.status import Status
 
 
 class SessionPoints:

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from common.model.pods import PodInfo
-from scheduler.framework.status import Status
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.status import Status
 
 P = TypeVar("P")
 Tiers = Sequence[Sequence[P]]

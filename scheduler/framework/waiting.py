@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.model.pods import PodInfo
-from scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 
 
 @dataclass(slots=True)

@@ -21,13 +21,13 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from common.kube import binding
-from common.kube.events import EventRecorder
-from common.kube.status import StatusWriter
-from common.model.events import EventRecord
-from common.model.pods import PodInfo
-from scheduler.backend import SUCCESS, Done, Outcome, Result
-from scheduler.metrics import SchedulerMetrics
+from gpuq_k8s.common.kube import binding
+from gpuq_k8s.common.kube.events import EventRecorder
+from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
+from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 

@@ -28,17 +28,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
-from common.kube import resources as kinds
-from common.kube.diff import Change
-from common.kube.informer import InformerSet
-from common.model.errors import GpuqError
-from common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.wire import object_ref
-from scheduler.backend import Result
-from scheduler.cycle import Scheduler
-from scheduler.plugins.priority import resolve_priority
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.informer import InformerSet
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.scheduler.backend import Result
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.plugins.priority import resolve_priority
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
-from scheduler.cycle import Attempt, Scheduler
-from scheduler.framework.status import Code
-from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
+from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.framework.status import Code
+from gpuq_k8s.scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, SchedulerMetrics
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from common.model.capacity_card.engine import CapacityCard
-from common.model.elastic.ledger import ElasticQuotaInfos
-from common.model.gpu_quota.store import GPUQuotaStore
-from common.model.queues import queue_of
-from scheduler.cluster.objects import GPU_RESOURCE_QUOTA, QUEUE
-from scheduler.cycle import Scheduler
-from scheduler.metrics import QueueCardSample, StateSnapshot
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
+from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.queues import queue_of
+from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, QUEUE
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.metrics import QueueCardSample, StateSnapshot
 
 T = TypeVar("T")
 

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from scheduler.framework.registry import Registry
-from scheduler.plugins.binpack import Binpack
-from scheduler.plugins.capacity_card import CapacityCardPlugin
-from scheduler.plugins.capacity_scheduling import CapacityScheduling
-from scheduler.plugins.conformance import Conformance
-from scheduler.plugins.crossquota import CrossQuota
-from scheduler.plugins.drf import DRF
-from scheduler.plugins.gang import Gang
-from scheduler.plugins.gpu_quota import GPUQuota
-from scheduler.plugins.nodeorder import NodeOrder
-from scheduler.plugins.overcommit import Overcommit
-from scheduler.plugins.predicates import Predicates
-from scheduler.plugins.priority import Priority
-from scheduler.plugins.proportion import Proportion
-from scheduler.plugins.strategy_fit import ResourceStrategyFit
+from gpuq_k8s.scheduler.framework.registry import Registry
+from gpuq_k8s.scheduler.plugins.binpack import Binpack
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
+from gpuq_k8s.scheduler.plugins.conformance import Conformance
+from gpuq_k8s.scheduler.plugins.crossquota import CrossQuota
+from gpuq_k8s.scheduler.plugins.drf import DRF
+from gpuq_k8s.scheduler.plugins.gang import Gang
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
+from gpuq_k8s.scheduler.plugins.nodeorder import NodeOrder
+from gpuq_k8s.scheduler.plugins.overcommit import Overcommit
+from gpuq_k8s.scheduler.plugins.predicates import Predicates
+from gpuq_k8s.scheduler.plugins.priority import Priority
+from gpuq_k8s.scheduler.plugins.proportion import Proportion
+from gpuq_k8s.scheduler.plugins.strategy_fit import ResourceStrategyFit
 
 
 def default_registry() -> Registry:

@@ -35,23 +35,23 @@ from typing import Any, Final
 
 import numpy as np
 
-from common.model.annotations import CARD_NAME
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.engine import CapacityCard
-from common.model.capacity_card.task import NodeFilter, TaskCheck
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.cards.names import parse_card_names
-from common.model.crd import PodGroup, Queue
-from common.model.errors import InvalidAnnotation
-from common.model.events import EventRecord
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.quantity import units_to_number
-from common.model.wire import object_ref
-from scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.annotations import CARD_NAME
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.capacity_card.task import NodeFilter, TaskCheck
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.cards.names import parse_card_names
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import units_to_number
+from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     EnqueuePlugin,
@@ -69,8 +69,8 @@ from scheduler.framework.interfaces import (
     StatusPatch,
     read_or_warn,
 )
-from scheduler.framework.registry import PluginSettings, plugin_args
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "capacity-card"
 _EMPTY_NODE: Final = NodeCards("")

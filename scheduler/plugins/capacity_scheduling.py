@@ -17,22 +17,22 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.elastic.ledger import ElasticQuotaInfos, request_items
-from common.model.elastic.preemption import (
+from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
+from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
     VictimSelection,
     select_victims_on_node,
     spare_gang_members,
     victim_scope,
 )
-from common.model.elastic.quota import validate_elastic_quota
-from common.model.events import EventRecord
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.quantity import PODS
-from scheduler.cluster.objects import ELASTIC_QUOTA, NAMESPACE, Obj
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.elastic.quota import validate_elastic_quota
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import PODS
+from gpuq_k8s.scheduler.cluster.objects import ELASTIC_QUOTA, NAMESPACE, Obj
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterOutcome,
@@ -43,8 +43,8 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     StatusPatch,
 )
-from scheduler.framework.registry import PluginSettings
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "capacity-scheduling"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from common.model.conformance import evictable_pods
-from common.model.pods import PodInfo
-from scheduler.framework.interfaces import Handle, PreemptablePlugin, ReclaimablePlugin
-from scheduler.framework.registry import PluginSettings
+from gpuq_k8s.common.model.conformance import evictable_pods
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.interfaces import Handle, PreemptablePlugin, ReclaimablePlugin
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
 NAME: Final = "conformance"
 

@@ -21,19 +21,19 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
-from common.model.crossquota.args import CrossQuotaArgs, parse_arguments
-from common.model.crossquota.node_quota import node_quota
-from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy, prepare_pod
-from common.model.crossquota.predicate import filter_nodes, fits_few
-from common.model.crossquota.score import NodeScorer, node_scorer
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.resources import Resources
-from scheduler.cluster.change_log import ChangeLog
-from scheduler.cluster.row_cache import RowCache, Rows
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from gpuq_k8s.common.model.crossquota.node_quota import node_quota
+from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy, prepare_pod
+from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few
+from gpuq_k8s.common.model.crossquota.score import NodeScorer, node_scorer
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.change_log import ChangeLog
+from gpuq_k8s.scheduler.cluster.row_cache import RowCache, Rows
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterPlugin,
@@ -44,8 +44,8 @@ from scheduler.framework.interfaces import (
     ReasonMasks,
     ScorePlugin,
 )
-from scheduler.framework.registry import PluginSettings, plugin_args
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "crossquota"
 _MAX_PREPARED: Final = 1024

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
-from common.model.annotations import GROUP_NAME
-from common.model.drf import dominant_share, preemptable
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from scheduler.framework.interfaces import Handle, PreemptablePlugin, QueueSortPlugin
-from scheduler.framework.registry import PluginSettings
+from gpuq_k8s.common.model.annotations import GROUP_NAME
+from gpuq_k8s.common.model.drf import dominant_share, preemptable
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.interfaces import Handle, PreemptablePlugin, QueueSortPlugin
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
 NAME: Final = "drf"
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from common.model.annotations import GROUP_NAME
-from common.model.pods import PodInfo
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.annotations import GROUP_NAME
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
     Handle,
     JobStarvingPlugin,
@@ -27,8 +27,8 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReclaimablePlugin,
 )
-from scheduler.framework.registry import PluginSettings
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "gang"
 

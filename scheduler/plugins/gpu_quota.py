@@ -29,20 +29,20 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards.card_type import CARD_UNIT, CardType
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.errors import InvalidValue, QuotaExceeded
-from common.model.events import EventRecord, invalid_annotation
-from common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
-from common.model.gpu_quota.quota import GPUResourceQuota
-from common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
-from common.model.gpu_quota.store import GPUQuotaStore
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.resources import Resources
-from scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
+from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
+from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterPlugin,
@@ -54,8 +54,8 @@ from scheduler.framework.interfaces import (
     StatusPatch,
     read_or_warn,
 )
-from scheduler.framework.registry import PluginSettings
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "gpu-quota"
 SINGLE: Final = f"{NAME}:single"

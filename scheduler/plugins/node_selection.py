@@ -18,10 +18,10 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.errors import InvalidValue
-from common.model.nodes import Taint
-from common.model.pods import PodInfo
-from scheduler.cluster.state import ClusterState
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.nodes import Taint
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.state import ClusterState
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -17,18 +17,18 @@ from typing import Final
 
 import numpy as np
 
-from common.model import nodeorder as engine
-from common.model.errors import InvalidValue
-from common.model.events import EventRecord, invalid_annotation
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.quantity import CPU, MEMORY
-from scheduler.cluster.row_cache import RowCache, Rows
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
-from scheduler.framework.registry import PluginSettings, plugin_args
-from scheduler.framework.status import Status
-from scheduler.plugins.node_selection import (
+from gpuq_k8s.common.model import nodeorder as engine
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import CPU, MEMORY
+from gpuq_k8s.scheduler.cluster.row_cache import RowCache, Rows
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.node_selection import (
     Requirement,
     compile_preferred,
     term_mask,

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from common.model import overcommit as engine
-from common.model.events import EventRecord
-from common.model.resources import EMPTY
-from scheduler.cluster.objects import POD_GROUP, Obj
-from scheduler.framework.interfaces import ClusterEvent, EnqueuePlugin, GroupInfo, Handle
-from scheduler.framework.registry import PluginSettings, plugin_args
-from scheduler.framework.status import Status
+from gpuq_k8s.common.model import overcommit as engine
+from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.resources import EMPTY
+from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, Obj
+from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, EnqueuePlugin, GroupInfo, Handle
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "overcommit"
 # Volcano's PodGroupUnschedulableType: the reason of the PodGroup event a refusal records.

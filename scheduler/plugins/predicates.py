@@ -18,9 +18,9 @@ from typing import Final
 
 import numpy as np
 
-from common.model.pods import PodInfo
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterResult,
@@ -28,9 +28,9 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReasonMasks,
 )
-from scheduler.framework.registry import PluginSettings
-from scheduler.framework.status import Status
-from scheduler.plugins.node_selection import (
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.node_selection import (
     NOT_READY_TAINT,
     UNSCHEDULABLE_TAINT,
     NodeSelection,
@@ -39,7 +39,7 @@ from scheduler.plugins.node_selection import (
     tolerates,
     untolerated_taints,
 )
-from scheduler.plugins.resource_fit import NodeResourcesFit, insufficient
+from gpuq_k8s.scheduler.plugins.resource_fit import NodeResourcesFit, insufficient
 
 NAME: Final = "predicates"
 NOT_READY: Final = "node(s) were not ready"

@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
-from common.model.errors import InvalidValue
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.wire import object_ref
-from scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
+from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
     Handle,
     JobOrderPlugin,
@@ -29,7 +29,7 @@ from scheduler.framework.interfaces import (
     PreemptablePlugin,
     QueueSortPlugin,
 )
-from scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
 NAME: Final = "priority"
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from common.model import proportion as model
-from common.model.crd import Queue
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from scheduler.cluster.objects import QUEUE, Obj
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model import proportion as model
+from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.objects import QUEUE, Obj
+from gpuq_k8s.scheduler.framework.interfaces import (
     AllocatablePlugin,
     EnqueuePlugin,
     GroupInfo,
@@ -30,8 +30,8 @@ from scheduler.framework.interfaces import (
     ReclaimablePlugin,
     read_or_warn,
 )
-from scheduler.framework.registry import PluginSettings
-from scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "proportion"
 

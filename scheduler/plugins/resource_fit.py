@@ -14,11 +14,11 @@ from typing import Final
 
 import numpy as np
 
-from common.model.pods import PodInfo
-from common.model.quantity import PODS
-from common.model.resources import Resources
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import (
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import PODS
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     FilterPlugin,

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from common.model import strategy_fit as engine
-from common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
-from common.model.pods import PodInfo
-from common.model.resources import Resources
-from scheduler.cluster.row_cache import RowCache, Rows
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
-from scheduler.framework.registry import PluginSettings, plugin_args
-from scheduler.framework.status import Status
+from gpuq_k8s.common.model import strategy_fit as engine
+from gpuq_k8s.common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.row_cache import RowCache, Rows
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FloatArray, Handle, PreScorePlugin, ScorePlugin
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
 
 NAME: Final = "resource-strategy-fit"
 _MAX_PLANS: Final = 1024

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any, Final
 
-from common.model.outlook import NEVER
-from common.model.quantity import format_bytes, unit_of
+from gpuq_k8s.common.model.outlook import NEVER
+from gpuq_k8s.common.model.quantity import format_bytes, unit_of
 
 STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; background: #fff; }

@@ -20,17 +20,17 @@ from typing import Any, Final
 
 import aiohttp
 
-from common.kube.client import KubeconfigError, new_api_client
-from common.kube.config_file import read_config
-from common.kube.resources import PODS, ResourceKind
-from common.model.errors import GpuqError
-from common.model.nodes import NodeInfo
-from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from common.model.wire import object_ref
-from scheduler.kube.feed import REPLAY_ORDER
-from scheduler.plugins import default_registry
-from scheduler.simulate.loader import Manifests, object_reference
-from scheduler.simulate.run import Simulation, prepare, run
+from gpuq_k8s.common.kube.client import KubeconfigError, new_api_client
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.kube.resources import PODS, ResourceKind
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.simulate.loader import Manifests, object_reference
+from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, run
 
 PAGE: Final = 500
 UNAUTHORIZED: Final = 401

@@ -18,13 +18,13 @@ from typing import Any, Final
 
 import yaml
 
-from common.model.errors import GpuqError
-from common.model.nodes import NodeInfo
-from common.model.pods import GPUQ_SCHEDULER, PodInfo
-from scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
-from scheduler.plugins.node_selection import compile_selection
-from scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
-from scheduler.simulate.workloads import WORKLOADS, expand, is_workload
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
+from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
+from gpuq_k8s.scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
+from gpuq_k8s.scheduler.simulate.workloads import WORKLOADS, expand, is_workload
 
 NODE: Final = "Node"
 POD: Final = "Pod"

@@ -14,16 +14,16 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
-from common.model.errors import GpuqError
-from common.model.events import invalid_annotation
-from common.model.outlook import outlook_of
-from common.model.pods import PodInfo
-from common.model.resources import Resources
-from scheduler.cycle import Attempt, Scheduler, SchedulerSettings
-from scheduler.framework.registry import Registry
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins.priority import resolve_priority
-from scheduler.simulate.loader import Manifests, object_reference
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.events import invalid_annotation
+from gpuq_k8s.common.model.outlook import outlook_of
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cycle import Attempt, Scheduler, SchedulerSettings
+from gpuq_k8s.scheduler.framework.registry import Registry
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins.priority import resolve_priority
+from gpuq_k8s.scheduler.simulate.loader import Manifests, object_reference
 
 BOUND: Final = "Bound"
 PENDING: Final = "Pending"

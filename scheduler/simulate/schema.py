@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import yaml
 
-from common.model.errors import GpuqError
+from gpuq_k8s.common.model.errors import GpuqError
 
 Schema = Mapping[str, Any]
 

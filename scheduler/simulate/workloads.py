@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from common.model.annotations import GROUP_NAME
-from common.model.errors import GpuqError
-from common.model.pods import pod_requests
-from common.model.resources import Resources
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.annotations import GROUP_NAME
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import pod_requests
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 APPS: Final = "apps/v1"
 BATCH: Final = "batch/v1"

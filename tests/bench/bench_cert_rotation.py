@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common.kube.client import new_api_client
-from common.kube.status import call
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.status import call
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.deployed_webhook import DeployedWebhook
 from tests.e2e.rotation_load import Rotations, creates_while_rotating

@@ -26,11 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common.kube import resources as kinds
-from common.kube.client import new_api_client
-from common.kube.diff import Change
-from common.kube.informer import Informer
-from scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.informer import Informer
+from gpuq_k8s.scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY
 from tests.e2e.cluster_fixtures import Cluster, metric_value
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
@@ -133,7 +133,7 @@ async def measure(args: argparse.Namespace, plane: ControlPlane, api: Any, workd
                 *(sys.executable, *(["-m", "cProfile", "-o", args.profile] if args.profile else [])),
                 *(
                     "-m",
-                    "gpuq.cli",
+                    "gpuq_k8s.cli",
                     "scheduler",
                     "--kubeconfig",
                     str(plane.kubeconfig),

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import orjson
 from kubernetes_asyncio import client
 
-from common.kube.client import new_api_client, request, resolve_proxy_once, through_call_api
-from common.kube.events import event_body
+from gpuq_k8s.common.kube.client import new_api_client, request, resolve_proxy_once, through_call_api
+from gpuq_k8s.common.kube.events import event_body
 from tests.e2e.controlplane.harness import ControlPlane
 
 

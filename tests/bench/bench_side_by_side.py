@@ -56,12 +56,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from common.kube import resources as kinds
-from common.kube.binding import binding_body
-from common.kube.client import new_api_client, through_call_api
-from common.kube.diff import Change
-from common.kube.informer import Informer
-from common.kube.status import call
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.binding import binding_body
+from gpuq_k8s.common.kube.client import new_api_client, through_call_api
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.informer import Informer
+from gpuq_k8s.common.kube.status import call
 from tests.bench.bench_cluster import NAME, fresh_cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
@@ -184,7 +184,15 @@ def contender_argv(contender: str, plane: ControlPlane, workdir: Path, args: arg
         election = ["--leader-elect", "--leader-elect-resource-namespace", "default"]
         election = election if args.leader_elect else []
         return [
-            *(sys.executable, *profile, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),
+            *(
+                sys.executable,
+                *profile,
+                "-m",
+                "gpuq_k8s.cli",
+                "scheduler",
+                "--kubeconfig",
+                str(plane.kubeconfig),
+            ),
             *("--scheduler-name", NAME, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else []),
             *election,

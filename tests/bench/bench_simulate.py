@@ -25,13 +25,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from common.model.config import SchedulerConfig
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from scheduler.cycle import Scheduler
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.simulate.run import VirtualClock
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.simulate.run import VirtualClock
 
 CARDS = ("NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4")
 

@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
-from webhook.admission import Admission
-from webhook.metrics import WebhookMetrics
-from webhook.review import ALLOW
-from webhook.server import Endpoints, create_server, run, start_site
-from webhook.tls import CertificateReloader
-from webhook.view import StaticView
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.review import ALLOW
+from gpuq_k8s.webhook.server import Endpoints, create_server, run, start_site
+from gpuq_k8s.webhook.tls import CertificateReloader
+from gpuq_k8s.webhook.view import StaticView
 
 QUEUE = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",

@@ -35,9 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
-from common.kube.client import new_api_client
-from common.kube.status import MERGE_PATCH, call
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.status import MERGE_PATCH, call
 from tests.bench.bench_side_by_side import cpu_seconds
 from tests.bench.bench_webhook import GPU_QUOTA, NODE, QUEUE, load, run_wrk
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
@@ -94,7 +94,7 @@ def measure(
     port = free_ports(1)[0]
     metrics = free_ports(1)[0]
     argv = [
-        *(sys.executable, "-m", "gpuq.cli", "webhook", "--kubeconfig", str(plane.kubeconfig)),
+        *(sys.executable, "-m", "gpuq_k8s.cli", "webhook", "--kubeconfig", str(plane.kubeconfig)),
         *("--tls-cert-file", str(workdir / "tls.crt"), "--tls-private-key-file", str(workdir / "tls.key")),
         *("--port", str(port), "--metrics-port", str(metrics), "--bind-address", "127.0.0.1"),
         *("--workers", str(workers), "--log-level", "WARNING"),

@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         [
             sys.executable,
             "-m",
-            "gpuq.cli",
+            "gpuq_k8s.cli",
             "simulate",
             "-f",
             str(ROOT / "examples" / "heterogeneous-cluster"),

@@ -24,7 +24,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import MERGE_PATCH, Reply, call
+from gpuq_k8s.common.kube.status import MERGE_PATCH, Reply, call
 from tests.builders import MakeNode, MakePod
 from tests.e2e.controlplane.harness import ControlPlane, dns_label, free_ports
 
@@ -134,7 +134,7 @@ def scheduler_starter(
     def start(name: str, config: str | None = None, *extra: str) -> SchedulerProcess:
         (port,) = free_ports(1)
         argv = [
-            *(sys.executable, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(kubeconfig)),
+            *(sys.executable, "-m", "gpuq_k8s.cli", "scheduler", "--kubeconfig", str(kubeconfig)),
             *("--scheduler-name", name, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *("--flush-interval", "0.2"),
             *defaults(extra),

@@ -165,7 +165,7 @@ class DeployedWebhook:
         kubeconfig = token_kubeconfig(self.plane, "gpuq-webhook", self.directory / "webhook.kubeconfig")
         config = config_map_file(self.docs, self.directory)
         argv = [
-            *(sys.executable, "-m", "gpuq.cli", *deployment_args(self.docs)),
+            *(sys.executable, "-m", "gpuq_k8s.cli", *deployment_args(self.docs)),
             *(f"--config={config}", f"--kubeconfig={kubeconfig}", "--bind-address=127.0.0.1"),
             *(f"--port={self.port}", f"--metrics-port={self.metrics_port}", "--certificate-ip=127.0.0.1"),
             *self.extra_args,

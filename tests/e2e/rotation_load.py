@@ -24,9 +24,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import call
-from common.model.annotations import QUEUE_NAME
-from common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model.annotations import QUEUE_NAME
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from tests.builders import MakePod
 from tests.e2e.deployed_webhook import CONFIGURATION, NAMESPACE
 

@@ -36,7 +36,7 @@ def chromium() -> str:
 
 def simulate(*args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "gpuq.cli", "simulate", "-f", str(EXAMPLE), *args],
+        [sys.executable, "-m", "gpuq_k8s.cli", "simulate", "-f", str(EXAMPLE), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from common.kube.client import new_api_client
-from common.kube.http import HttpClient
-from common.kube.status import call
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.http import HttpClient
+from gpuq_k8s.common.kube.status import call
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.proxy import ApiProxy, is_write
 

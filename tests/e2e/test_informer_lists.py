@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube import resources as kinds
-from common.kube.diff import object_key
-from common.kube.informer import Informer, continue_in_head
-from common.kube.status import call
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.diff import object_key
+from gpuq_k8s.common.kube.informer import Informer, continue_in_head
+from gpuq_k8s.common.kube.status import call
 
 pytestmark = pytest.mark.e2e
 

@@ -58,7 +58,7 @@ def run(
 
 
 def gpuq(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpuq.cli", *args]
+    return [sys.executable, "-m", "gpuq_k8s.cli", *args]
 
 
 def writes(plane: ControlPlane) -> dict[str, float]:
@@ -184,7 +184,7 @@ def plugin_path(tmp_path: Path) -> str:
     directory = tmp_path / "bin"
     directory.mkdir(exist_ok=True)
     script = directory / "kubectl-gpuq"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpuq.kubectl "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpuq_k8s.kubectl "$@"\n')
     script.chmod(0o755)
     return f"{directory}{os.pathsep}{os.environ.get('PATH', '')}"
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
 from tests import monitoring
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue, scheduler_config
 from tests.e2e import cluster_fixtures as fixtures
@@ -77,7 +77,7 @@ def webhook_process(
     (tmp_path / "config.yaml").write_text(CONFIG)
     port, metrics_port = free_ports(2)
     argv = [
-        *(sys.executable, "-m", "gpuq.cli", "webhook", "--kubeconfig", str(control_plane.kubeconfig)),
+        *(sys.executable, "-m", "gpuq_k8s.cli", "webhook", "--kubeconfig", str(control_plane.kubeconfig)),
         *("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file", str(tmp_path / "tls.key")),
         *("--port", str(port), "--metrics-port", str(metrics_port), "--bind-address", "127.0.0.1"),
         *("--config", str(tmp_path / "config.yaml"), "--scheduler-name", f"gpuq-{cluster.test_id}"),

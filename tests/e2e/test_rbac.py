@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from certs.authority import create_ca, issue_serving_certificate
-from certs.files import write_key_pair
+from gpuq_k8s.certs.authority import create_ca, issue_serving_certificate
+from gpuq_k8s.certs.files import write_key_pair
 from tests.builders import MakeQueue
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
@@ -230,7 +230,7 @@ def webhook_process(
     https, metrics = free_ports(2)
     log = tmp_path / "webhook.log"
     argv = [
-        *(sys.executable, "-m", "gpuq.cli", "webhook"),
+        *(sys.executable, "-m", "gpuq_k8s.cli", "webhook"),
         *("--kubeconfig", str(service_account_kubeconfigs[WEBHOOK])),
         *("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file", str(tmp_path / "tls.key")),
         *("--port", str(https), "--metrics-port", str(metrics), "--bind-address", "127.0.0.1"),
@@ -261,7 +261,7 @@ def scheduler_process(
     """`gpuq scheduler --leader-elect` on the gpuq-scheduler token, with its Lease in gpuq-system."""
     (port,) = free_ports(1)
     argv = [
-        *(sys.executable, "-m", "gpuq.cli", "scheduler"),
+        *(sys.executable, "-m", "gpuq_k8s.cli", "scheduler"),
         *("--kubeconfig", str(service_account_kubeconfigs[SCHEDULER])),
         *("--scheduler-name", "gpuq-rbac-e2e", "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
         *("--leader-elect", "--leader-elect-resource-namespace", NAMESPACE),
@@ -314,7 +314,7 @@ def test_certificate_job_rotates_on_its_token_and_keeps_the_ca(
     for name in ("gpuq-webhook-tls", "gpuq-webhook-ca"):
         kubectl("delete", "secret", name, "-n", NAMESPACE, "--ignore-not-found")
     argv = [
-        sys.executable, "-m", "gpuq.cli", "certs", "issue", "--service", "gpuq-webhook",
+        sys.executable, "-m", "gpuq_k8s.cli", "certs", "issue", "--service", "gpuq-webhook",
         "--namespace", NAMESPACE, "--secret", "gpuq-webhook-tls", "--ca-secret", "gpuq-webhook-ca",
         "--kubeconfig", str(config),
     ]  # fmt: skip

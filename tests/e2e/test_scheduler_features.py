@@ -381,7 +381,7 @@ async def test_pod_group_phase_is_written_through_the_status_subresource(
     explained = await asyncio.to_thread(
         subprocess.run,
         [
-            *fixtures.python_module("gpuq.cli"),
+            *fixtures.python_module("gpuq_k8s.cli"),
             "explain",
             f"{ns}/m-0",
             "--kubeconfig",
@@ -402,7 +402,7 @@ async def test_pod_group_phase_is_written_through_the_status_subresource(
     explained = await asyncio.to_thread(
         subprocess.run,
         [
-            *fixtures.python_module("gpuq.cli"),
+            *fixtures.python_module("gpuq_k8s.cli"),
             "explain",
             f"{ns}/big",
             "--kubeconfig",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from common.kube.status import call
+from gpuq_k8s.common.kube.status import call
 from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import (

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from common.kube import resources as kinds
-from common.kube.client import new_api_client
-from common.kube.informer import Gone, Informer
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.informer import Gone, Informer
 from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
@@ -64,7 +64,7 @@ def start_scheduler(plane: ControlPlane, tmp_path: Path) -> SchedulerProcess:
     config = tmp_path / "config.yaml"
     config.write_text(BASE_TIER + "  - name: capacity-scheduling\n")
     argv = [
-        *fixtures.python_module("gpuq.cli"),
+        *fixtures.python_module("gpuq_k8s.cli"),
         "scheduler",
         "--kubeconfig",
         str(plane.kubeconfig),

@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from common.model.quantity import parse_quantity
+from gpuq_k8s.common.model.quantity import parse_quantity
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures

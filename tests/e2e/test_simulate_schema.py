@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.simulate.schema import check_custom_resource, load_crds
+from gpuq_k8s.scheduler.simulate.schema import check_custom_resource, load_crds
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e.controlplane.harness import Kubectl, dns_label
 

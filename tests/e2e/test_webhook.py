@@ -22,9 +22,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
-from certs.cluster import inject_ca_bundle
-from common.kube.client import new_api_client
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.certs.cluster import inject_ca_bundle
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.server import Endpoints, create_app, start_site
+from gpuq_k8s.webhook.tls import CertificateReloader
 from tests.builders import (
     GPU,
     MakeElasticQuota,
@@ -35,11 +40,6 @@ from tests.builders import (
     MakeQueue,
 )
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
-from webhook.admission import Admission
-from webhook.cluster import InformerView
-from webhook.metrics import WebhookMetrics
-from webhook.server import Endpoints, create_app, start_site
-from webhook.tls import CertificateReloader
 
 pytestmark = pytest.mark.e2e
 

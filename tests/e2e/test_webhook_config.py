@@ -35,15 +35,15 @@ from typing import Any
 import pytest
 import yaml
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
-from common.model.annotations import (
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.cli import main as gpuq_main
+from gpuq_k8s.common.model.annotations import (
     CROSSQUOTA_SCORING_STRATEGY,
     RESOURCE_STRATEGY_SCORING_TYPE,
     RESOURCE_STRATEGY_WEIGHT,
 )
-from common.model.config import DEFAULT_CONFIG_YAML
-from common.model.pods import GPUQ_SCHEDULER
-from gpuq.cli import main as gpuq_main
+from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue, scheduler_config
 from tests.e2e.cluster_fixtures import REPO_ROOT, SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, free_ports
@@ -189,7 +189,7 @@ class WebhookProcess:
         self.port, metrics = free_ports(2)
         self.log = log
         argv = [
-            *(sys.executable, "-m", "gpuq.cli", "webhook", "--kubeconfig", str(setup.plane.kubeconfig)),
+            *(sys.executable, "-m", "gpuq_k8s.cli", "webhook", "--kubeconfig", str(setup.plane.kubeconfig)),
             *("--tls-cert-file", str(setup.cert), "--tls-private-key-file", str(setup.key)),
             *("--config", str(config), "--bind-address", "127.0.0.1", "--scheduler-name", scheduler),
             *("--port", str(self.port), "--metrics-port", str(metrics), "--log-level", "WARNING"),
@@ -301,7 +301,7 @@ def test_the_webhook_admits_what_the_scheduler_could_ever_place(
     name = dns_label("cfg", key, max_length=30)
     scheduler = SchedulerProcess(
         [
-            *(sys.executable, "-m", "gpuq.cli", "scheduler", "--kubeconfig", str(setup.plane.kubeconfig)),
+            *(sys.executable, "-m", "gpuq_k8s.cli", "scheduler", "--kubeconfig", str(setup.plane.kubeconfig)),
             *("--config", str(config), "--scheduler-name", name, "--bind-address", "127.0.0.1"),
             *("--metrics-port", str(free_ports(1)[0]), "--flush-interval", "0.2"),
         ],

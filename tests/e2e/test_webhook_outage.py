@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import Reply, call
-from common.model.annotations import CARD_NAME, QUEUE_NAME, RESOURCE_STRATEGY_WEIGHT
-from common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.kube.status import Reply, call
+from gpuq_k8s.common.model.annotations import CARD_NAME, QUEUE_NAME, RESOURCE_STRATEGY_WEIGHT
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from tests.builders import MakePod
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster

@@ -19,18 +19,18 @@ import aiohttp
 import pytest
 import yaml
 
-from common.kube.client import new_api_client
-from common.kube.status import call
-from common.model.annotations import QUEUE_NAME
-from common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model.annotations import QUEUE_NAME
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.webhook import jsonpatch
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.review import AdmissionRequest
+from gpuq_k8s.webhook.server import create_metrics_app, start_site
 from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.e2e.controlplane.harness import ControlPlane
-from webhook import jsonpatch
-from webhook.admission import Admission
-from webhook.cluster import InformerView
-from webhook.metrics import WebhookMetrics
-from webhook.review import AdmissionRequest
-from webhook.server import create_metrics_app, start_site
 
 pytestmark = pytest.mark.e2e
 

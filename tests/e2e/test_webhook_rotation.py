@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import call
+from gpuq_k8s.common.kube.status import call
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.deployed_webhook import NAMESPACE, DeployedWebhook
 from tests.e2e.rotation_load import Rotations, creates_while_rotating, secret_certificate, served_certificate

@@ -24,15 +24,15 @@ import pytest
 import yaml
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import MERGE_PATCH, Reply, call
-from common.model.annotations import (
+from gpuq_k8s.common.kube.status import MERGE_PATCH, Reply, call
+from gpuq_k8s.common.model.annotations import (
     CARD_NAME,
     GROUP_NAME,
     QUEUE_NAME,
     RESOURCE_STRATEGY_WEIGHT,
     TF_GPU_COUNT,
 )
-from common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from tests.builders import MakeElasticQuota, MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from common.kube.status import MERGE_PATCH, call
+from gpuq_k8s.common.kube.status import MERGE_PATCH, call
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup
 from tests.e2e.controlplane.harness import ControlPlane, dns_label
 from tests.e2e.deployed_webhook import DeployedWebhook

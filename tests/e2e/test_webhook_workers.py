@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from certs import create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
 from tests.bench.bench_webhook import review_body
 from tests.e2e.cluster_fixtures import SchedulerProcess, metric_value
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
@@ -58,7 +58,7 @@ def webhook(
     metrics_port = two_free_ports_in_a_row()
     port = next(p for p in iter(lambda: free_ports(1)[0], 0) if p not in (metrics_port, metrics_port + 1))
     argv = [
-        *(sys.executable, "-m", "gpuq.cli", "webhook", "--kubeconfig", str(control_plane.kubeconfig)),
+        *(sys.executable, "-m", "gpuq_k8s.cli", "webhook", "--kubeconfig", str(control_plane.kubeconfig)),
         *("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file", str(tmp_path / "tls.key")),
         *("--port", str(port), "--metrics-port", str(metrics_port), "--bind-address", "127.0.0.1"),
         *("--workers", str(WORKERS)),

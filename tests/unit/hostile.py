@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from common.model.errors import GpuqError
+from gpuq_k8s.common.model.errors import GpuqError
 
 # Field names the parsers look for, so generated maps reach deep into the code paths.
 KEYS = st.sampled_from(

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from common.model.capacity_card.ordering import BASE_SCORE
-from common.model.cards.discovery import NodeCards
-from common.model.crossquota.args import CrossQuotaArgs
-from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
-from common.model.strategy_fit import MAX_NODE_SCORE, PodStrategy, ScorePlan, ScoringType
+from gpuq_k8s.common.model.capacity_card.ordering import BASE_SCORE
+from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
+from gpuq_k8s.common.model.strategy_fit import MAX_NODE_SCORE, PodStrategy, ScorePlan, ScoringType
 
 
 def row_sums(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

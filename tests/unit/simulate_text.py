@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 
 
 def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> dict[str, Any]:

@@ -9,16 +9,16 @@ from typing import Any, cast
 
 import pytest
 
-from common.kube.diff import Change
-from common.kube.informer import InformerSet
-from common.model.config import SchedulerConfig
-from scheduler.backend import Result
-from scheduler.cycle import Attempt, Scheduler
-from scheduler.failure import SCHEDULER_ERROR_REASON
-from scheduler.kube.feed import Feed
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.plugins.capacity_scheduling import CapacityScheduling
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.informer import InformerSet
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.scheduler.backend import Result
+from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.failure import SCHEDULER_ERROR_REASON
+from gpuq_k8s.scheduler.kube.feed import Feed
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.builders import MakeElasticQuota
 from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, _Cache, add, key
 

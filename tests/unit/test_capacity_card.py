@@ -10,21 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
-from common.model.capacity_card.engine import CapacityCard
-from common.model.capacity_card.enqueue import check_enqueue
-from common.model.capacity_card.ledger import QueueLedger, split_min
-from common.model.capacity_card.metrics import deserved_cards
-from common.model.capacity_card.ordering import node_order_scores
-from common.model.capacity_card.quota import queue_quota
-from common.model.capacity_card.refusals import QUEUE_CLOSED
-from common.model.capacity_card.task import check_task, task_quota_refusal
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.crd import PodGroup, Queue
-from common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
-from common.model.events import (
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger, split_min
+from gpuq_k8s.common.model.capacity_card.metrics import deserved_cards
+from gpuq_k8s.common.model.capacity_card.ordering import node_order_scores
+from gpuq_k8s.common.model.capacity_card.quota import queue_quota
+from gpuq_k8s.common.model.capacity_card.refusals import QUEUE_CLOSED
+from gpuq_k8s.common.model.capacity_card.task import check_task, task_quota_refusal
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
+from gpuq_k8s.common.model.events import (
     EMPTY_QUEUE_CAPABILITY,
     GET_TASK_REQUEST_RESOURCE_FAILED,
     INSUFFICIENT_CPU_QUOTA,
@@ -32,8 +32,8 @@ from common.model.events import (
     INSUFFICIENT_SCALAR_QUOTA,
     INVALID_ANNOTATION,
 )
-from common.model.pods import PodInfo
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.unit.reference_scoring import node_order_score
 

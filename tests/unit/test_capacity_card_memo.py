@@ -11,16 +11,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import pod_card_demand, resolve_charge
-from common.model.capacity_card.engine import CapacityCard
-from common.model.capacity_card.quota import queue_quota
-from common.model.capacity_card.task import NodeFilter, TaskCheck, TaskPlan, check_task
-from common.model.errors import InvalidAnnotation
-from common.model.pods import PodInfo
-from common.model.refusal import Refusal
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand, resolve_charge
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.capacity_card.quota import queue_quota
+from gpuq_k8s.common.model.capacity_card.task import NodeFilter, TaskCheck, TaskPlan, check_task
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
 from tests.builders import MakeNode, MakePod, MakeQueue
 from tests.unit.test_capacity_card import CATALOG, NODES, POD, card_pod, ledger_with
 from tests.unit.test_scheduler_quota_plugins import _plugin, _scheduler

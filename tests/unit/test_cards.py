@@ -13,20 +13,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
-from common.model.cards.amounts import parse_card_quota, parse_card_request
-from common.model.cards.card_type import CardType
-from common.model.cards.catalog import (
+from gpuq_k8s.common.model.annotations import CARD_NAME, CARD_QUOTA, CARD_REQUEST
+from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_request
+from gpuq_k8s.common.model.cards.card_type import CardType
+from gpuq_k8s.common.model.cards.catalog import (
     CardCatalog,
     card_names_resources,
     card_names_share_resource,
     pod_card_resources,
 )
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.cards.names import normalise_card_names, parse_card_names
-from common.model.errors import InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION
-from common.model.resources import Resources
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.cards.names import normalise_card_names, parse_card_names
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.events import INVALID_ANNOTATION
+from gpuq_k8s.common.model.resources import Resources
 from tests.builders import MakeNode
 
 A100_LABELS = {

@@ -13,9 +13,9 @@ import datetime as dt
 import pytest
 from cryptography import x509
 
-from certs.authority import KeyPair, create_ca, issue_serving_certificate
-from certs.renewal import Authorities, RenewalPolicy, may_retire, next_authorities, serving_renewal
-from certs.renewer import (
+from gpuq_k8s.certs.authority import KeyPair, create_ca, issue_serving_certificate
+from gpuq_k8s.certs.renewal import Authorities, RenewalPolicy, may_retire, next_authorities, serving_renewal
+from gpuq_k8s.certs.renewer import (
     _ca_of,
     _serving_of,
     authorities_from_secret,
@@ -23,8 +23,8 @@ from certs.renewer import (
     secret_of_authorities,
     serving_names,
 )
-from common.kube.status import Reply
-from common.model.errors import InvalidValue
+from gpuq_k8s.common.kube.status import Reply
+from gpuq_k8s.common.model.errors import InvalidValue
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 S = dt.timedelta(seconds=1)

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from certs import (
+from gpuq_k8s.certs import (
     KeyPair,
     create_ca,
     issue_client_certificate,
@@ -23,7 +23,7 @@ from certs import (
     load_key_pair,
     write_key_pair,
 )
-from common.model.errors import InvalidValue
+from gpuq_k8s.common.model.errors import InvalidValue
 
 NOW = dt.datetime(2026, 1, 15, 12, 0, tzinfo=dt.UTC)
 

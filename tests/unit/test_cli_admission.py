@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 from tests.builders import scheduler_config
 
 NODE = """\

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from common.kube.metrics import gpuq_version
-from gpuq.cli import main
+from gpuq_k8s.cli import main
+from gpuq_k8s.common.kube.metrics import gpuq_version
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "heterogeneous-cluster"
 
 
 def _gpuq(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gpuq.cli", *args]
+    return [sys.executable, "-m", "gpuq_k8s.cli", *args]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

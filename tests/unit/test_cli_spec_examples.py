@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 from tests.unit.simulate_text import pods_by_name, simulate_explained
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
-from common.model.errors import ConfigError
+from gpuq_k8s.common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
+from gpuq_k8s.common.model.errors import ConfigError
 from tests.unit.hostile import OBJECTS, only_gpuq_errors
 
 

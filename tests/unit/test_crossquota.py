@@ -13,18 +13,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
-from common.model.crossquota.args import CrossQuotaArgs, parse_amount, parse_arguments, parse_percentage
-from common.model.crossquota.node_quota import QuotaSource, annotation_keys, node_quota
-from common.model.crossquota.pod import ScoringStrategy, prepare_pod, validate_pod_annotations
-from common.model.crossquota.predicate import filter_nodes, quota_exceeded
-from common.model.errors import ConfigError, CrossQuotaExceeded, InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.quantity import format_units
-from common.model.refusal import Refusal
-from common.model.resources import Resources
+from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
+from gpuq_k8s.common.model.crossquota.args import (
+    CrossQuotaArgs,
+    parse_amount,
+    parse_arguments,
+    parse_percentage,
+)
+from gpuq_k8s.common.model.crossquota.node_quota import QuotaSource, annotation_keys, node_quota
+from gpuq_k8s.common.model.crossquota.pod import ScoringStrategy, prepare_pod, validate_pod_annotations
+from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, quota_exceeded
+from gpuq_k8s.common.model.errors import ConfigError, CrossQuotaExceeded, InvalidAnnotation
+from gpuq_k8s.common.model.events import INVALID_ANNOTATION, EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import Resources
 from tests.builders import Amount, MakeNode, MakePod
 from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 from tests.unit.reference_scoring import crossquota_score_node, crossquota_score_nodes

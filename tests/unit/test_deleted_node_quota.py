@@ -9,18 +9,18 @@ from typing import cast
 
 import pytest
 
-from common.kube.diff import Change
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import pod_card_demand, resolve_charge
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards, discover_cards
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo
-from common.model.resources import Resources
-from scheduler.cluster.state import ClusterState
-from scheduler.cycle import Scheduler
-from scheduler.kube.feed import Feed
-from scheduler.plugins.capacity_scheduling import CapacityScheduling
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand, resolve_charge
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.kube.feed import Feed
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
 from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key, make
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from common.model import annotations as ann
-from common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

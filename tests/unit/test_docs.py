@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq import docs
+from gpuq_k8s import docs
 
 
 def test_committed_configuration_reference_is_current() -> None:
     """Issue 7, done when: the configuration reference is generated and a test fails if it is stale."""
-    assert docs.TARGET.read_text(encoding="utf-8") == docs.render(), "run `python -m gpuq.docs`"
+    assert docs.TARGET.read_text(encoding="utf-8") == docs.render(), "run `python -m gpuq_k8s.docs`"
 
 
 def test_every_annotation_constant_is_documented() -> None:

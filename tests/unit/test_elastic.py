@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.elastic.ledger import RULE_MAX, RULE_TOTAL_MIN, ElasticQuotaInfos
-from common.model.elastic.preemption import (
+from gpuq_k8s.common.model.elastic.ledger import RULE_MAX, RULE_TOTAL_MIN, ElasticQuotaInfos
+from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
     is_eligible_victim,
     select_victims_on_node,
     victim_scope,
 )
-from common.model.elastic.quota import ElasticQuota, validate_elastic_quota
-from common.model.errors import InvalidValue, QuotaExceeded
-from common.model.pods import PodInfo
-from common.model.refusal import Refusal
-from common.model.resources import Resources
+from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
+from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import Resources
 from tests.builders import Amount, MakeElasticQuota, MakePod
 from tests.unit.hostile import OBJECTS, only_gpuq_errors
 

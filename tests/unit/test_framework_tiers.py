@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from common.model.pods import PodInfo
-from scheduler.framework import tiers
-from scheduler.framework.status import Status
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.framework import tiers
+from gpuq_k8s.scheduler.framework.status import Status
 from tests.builders import MakePod
 
 A, B, C, D = (MakePod(name).info() for name in "abcd")

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
-from common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
-from common.model.gpu_quota.quota import GPUResourceQuota, TflopsVram, validate_gpu_resource_quota
-from common.model.gpu_quota.request import GPURequest
-from common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, TflopsVram, validate_gpu_resource_quota
+from gpuq_k8s.common.model.gpu_quota.request import GPURequest
+from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.webhook.admission import review
+from gpuq_k8s.webhook.view import StaticView
 from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod
 from tests.unit.simulate_text import pods_by_name, simulate
-from webhook.admission import review
-from webhook.view import StaticView
 
 GI = 2**30
 TF = "tensor-fusion.ai/"

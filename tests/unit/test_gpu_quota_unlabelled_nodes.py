@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.model.cards.discovery import discover_cards, is_gpu_resource
-from common.model.gpu_quota.card_share import UNIDENTIFIED, with_unidentified_cards
+from gpuq_k8s.common.model.cards.discovery import discover_cards, is_gpu_resource
+from gpuq_k8s.common.model.gpu_quota.card_share import UNIDENTIFIED, with_unidentified_cards
 from tests.builders import GPU, MakeNode
 from tests.unit.simulate_text import pods_by_name, simulate
 

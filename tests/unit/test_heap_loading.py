@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.kube import heap
+from gpuq_k8s.scheduler.kube import heap
 
 
 class Node:

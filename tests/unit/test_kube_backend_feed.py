@@ -12,23 +12,23 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.samples import Sample
 
-from common.kube.diff import Change
-from common.kube.informer import Informer, InformerSet
-from common.kube.leader import LeaseTimings
-from common.kube.metrics import gpuq_version
-from common.kube.resources import NODES, PODS
-from common.model.annotations import QUEUE_NAME
-from common.model.config import SchedulerConfig
-from common.model.pods import PodInfo
-from scheduler.cycle import Attempt, Scheduler
-from scheduler.framework.status import Status
-from scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
-from scheduler.kube.loop import attempt_result
-from scheduler.kube.quota_status import QuotaStatus
-from scheduler.memory_backend import MemoryBackend
-from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins import default_registry
-from scheduler.service import JsonFormatter, Service
+from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.informer import Informer, InformerSet
+from gpuq_k8s.common.kube.leader import LeaseTimings
+from gpuq_k8s.common.kube.metrics import gpuq_version
+from gpuq_k8s.common.kube.resources import NODES, PODS
+from gpuq_k8s.common.model.annotations import QUEUE_NAME
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
+from gpuq_k8s.scheduler.kube.loop import attempt_result
+from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.metrics import SchedulerMetrics
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.service import JsonFormatter, Service
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
 
 CONFIG = """\

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.kube.binding import binding_body, condition_patch
-from common.kube.events import EventRecorder, event_body, micro_time
-from common.kube.leader import LeaseTimings, lease_spec
-from common.kube.resources import ELASTIC_QUOTAS, QUEUES
-from common.kube.status import merge_patch, object_path, status_patch
-from common.model.errors import ConfigError
-from common.model.wire import split_ref
+from gpuq_k8s.common.kube.binding import binding_body, condition_patch
+from gpuq_k8s.common.kube.events import EventRecorder, event_body, micro_time
+from gpuq_k8s.common.kube.leader import LeaseTimings, lease_spec
+from gpuq_k8s.common.kube.resources import ELASTIC_QUOTAS, QUEUES
+from gpuq_k8s.common.kube.status import merge_patch, object_path, status_patch
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.wire import split_ref
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.kube.diff import Change, diff, object_key, strip_managed_fields
-from common.kube.informer import ApiError, Gone, Informer, continue_in_head
-from common.kube.resources import NODES, PODS, QUEUES
+from gpuq_k8s.common.kube.diff import Change, diff, object_key, strip_managed_fields
+from gpuq_k8s.common.kube.informer import ApiError, Gone, Informer, continue_in_head
+from gpuq_k8s.common.kube.resources import NODES, PODS, QUEUES
 
 
 def obj(name: str, rv: str, ns: str = "", uid: str = "u") -> dict[str, Any]:

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from common.kube import binding
-from common.kube import resources as kinds
-from common.kube.client import GatedClient
-from common.kube.events import EventRecorder
-from common.kube.status import StatusWriter
-from common.model.pods import PodInfo
-from scheduler.backend import Outcome, Result
-from scheduler.kube import backend as kube_backend
-from scheduler.kube.backend import KubeBackend
+from gpuq_k8s.common.kube import binding
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.client import GatedClient
+from gpuq_k8s.common.kube.events import EventRecorder
+from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.backend import Outcome, Result
+from gpuq_k8s.scheduler.kube import backend as kube_backend
+from gpuq_k8s.scheduler.kube.backend import KubeBackend
 from tests.builders import MakePod
 from tests.unit.test_kube_backend_feed import Clock
 

@@ -1,4 +1,4 @@
-"""``kubectl gpuq`` (gpuq/kubectl.py) on what a namespace-scoped user reads, and the live overlay of
+"""``kubectl gpuq`` (gpuq_k8s/kubectl.py) on what a namespace-scoped user reads, and the live overlay of
 ``gpuq simulate --kubeconfig`` (scheduler/simulate/live.py), without a cluster: the live reads
 themselves are proven in tests/e2e/test_live_cli.py."""
 
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from gpuq.cli import main as cli_main
-from gpuq.kubectl import View, _context_namespace, main, pending_rows, queue_rows
-from scheduler.simulate.live import Snapshot, manifests, overlay
-from scheduler.simulate.loader import Manifests
+from gpuq_k8s.cli import main as cli_main
+from gpuq_k8s.kubectl import View, _context_namespace, main, pending_rows, queue_rows
+from gpuq_k8s.scheduler.simulate.live import Snapshot, manifests, overlay
+from gpuq_k8s.scheduler.simulate.loader import Manifests
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def _pending(name: str, *, created: str, priority: int = 0, message: str = MESSA
 
 def test_the_plugin_is_a_console_script() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["kubectl-gpuq"] == "gpuq.kubectl:main"
+    assert scripts["kubectl-gpuq"] == "gpuq_k8s.kubectl:main"
 
 
 def test_pending_pods_in_queue_order_with_their_recorded_reason_and_outlook() -> None:
@@ -264,7 +264,7 @@ def test_the_processes_refuse_a_bad_kubeconfig_in_one_line(
     if text is not None:
         path.write_text(text)
     result = subprocess.run(
-        [sys.executable, "-m", "gpuq.cli", *command, "--kubeconfig", str(path), "--metrics-port", "0"],
+        [sys.executable, "-m", "gpuq_k8s.cli", *command, "--kubeconfig", str(path), "--metrics-port", "0"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from common.kube.client import GatedClient, WriteRefused
-from common.kube.leader import LeaderElector, LeaseTimings
-from common.kube.status import call
+from gpuq_k8s.common.kube.client import GatedClient, WriteRefused
+from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
+from gpuq_k8s.common.kube.status import call
 from tests.unit.test_kube_writes import Response
 
 # Short but valid (client-go's rules): duration > deadline > 1.2 x retry.

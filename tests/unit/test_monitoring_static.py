@@ -10,9 +10,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from scheduler.metrics import SchedulerMetrics
+from gpuq_k8s.scheduler.metrics import SchedulerMetrics
+from gpuq_k8s.webhook.metrics import WebhookMetrics
 from tests import monitoring
-from webhook.metrics import WebhookMetrics
 
 DEPLOY = monitoring.REPO / "deploy"
 RENDERED = [d for d in yaml.safe_load_all((DEPLOY / "monitoring" / "monitoring.yaml").read_text()) if d]

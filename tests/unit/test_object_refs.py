@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from common.kube.resources import NODES, PODS, QUEUES
-from common.model.capacity_card.quota import queue_quota
-from common.model.capacity_card.refusals import empty_capability, queue_closed
-from common.model.crd import PodGroup, Queue
-from common.model.errors import InvalidValue
-from common.model.nodes import NodeInfo
-from common.model.wire import object_ref, split_ref
-from scheduler.cluster.objects import object_ref as store_ref
+from gpuq_k8s.common.kube.resources import NODES, PODS, QUEUES
+from gpuq_k8s.common.model.capacity_card.quota import queue_quota
+from gpuq_k8s.common.model.capacity_card.refusals import empty_capability, queue_closed
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.wire import object_ref, split_ref
+from gpuq_k8s.scheduler.cluster.objects import object_ref as store_ref
+from gpuq_k8s.webhook.shape import check_shape
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
-from webhook.shape import check_shape
 
 
 @pytest.mark.parametrize(

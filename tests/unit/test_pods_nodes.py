@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.errors import InvalidQuantity, InvalidValue
-from common.model.nodes import NodeInfo
-from common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
+from gpuq_k8s.common.model.errors import InvalidQuantity, InvalidValue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
 from tests.builders import MakeNode, MakePod
 from tests.unit.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
 

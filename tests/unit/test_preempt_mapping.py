@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from common.model.config import DEFAULT_CONFIG_YAML
+from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
 from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakePriorityClass
 from tests.unit.volcano_scenarios import bound, phases, preempted, simulate
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from common.model.elastic.preemption import spare_gang_members
+from gpuq_k8s.common.model.elastic.preemption import spare_gang_members
 from tests.builders import MakePod
 from tests.unit.simulate_text import pods_by_name, simulate
 

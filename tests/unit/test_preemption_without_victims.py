@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.queue import SchedulingQueue
 from tests.unit.simulate_text import simulate
 
 _GPU_NODE = """

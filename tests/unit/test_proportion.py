@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.model import proportion as model
-from common.model.conformance import evictable
+from gpuq_k8s.common.model import proportion as model
+from gpuq_k8s.common.model.conformance import evictable
 from tests.builders import MakePod
 
 

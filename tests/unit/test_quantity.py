@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.model.errors import InvalidQuantity
-from common.model.quantity import (
+from gpuq_k8s.common.model.errors import InvalidQuantity
+from gpuq_k8s.common.model.quantity import (
     MAX_UNITS,
     format_units,
     parse_quantity,

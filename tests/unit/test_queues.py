@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from common.model.crd import PodGroup, Queue
-from common.model.errors import InvalidValue
-from common.model.queues import queue_of
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.queues import queue_of
 from tests.builders import MakePod, MakePodGroup
 
 QUEUE: dict[str, Any] = {

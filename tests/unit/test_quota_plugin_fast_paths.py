@@ -16,21 +16,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.cards.card_type import CardType
-from common.model.config import SchedulerConfig
-from common.model.elastic.ledger import ElasticQuotaInfos
-from common.model.elastic.quota import ElasticQuota
-from common.model.errors import InvalidValue
-from common.model.gpu_quota.card_share import CardShare, card_share
-from common.model.gpu_quota.request import card_request, request_from_card
-from common.model.pods import PodInfo
-from common.model.resources import EMPTY, Resources
-from scheduler.cycle import Scheduler
-from scheduler.framework.cycle_state import CycleState
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.plugins.capacity_scheduling import CapacityScheduling
-from scheduler.plugins.gpu_quota import GPUQuota
+from gpuq_k8s.common.model.cards.card_type import CardType
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
+from gpuq_k8s.common.model.elastic.quota import ElasticQuota
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share
+from gpuq_k8s.common.model.gpu_quota.request import card_request, request_from_card
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
 from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod
 
 KEYS = ("cpu", "memory", "nvidia.com/gpu", "pods")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.model.errors import InvalidQuantity, InvalidValue
-from common.model.resources import EMPTY, Absent, Resources, interned
+from gpuq_k8s.common.model.errors import InvalidQuantity, InvalidValue
+from gpuq_k8s.common.model.resources import EMPTY, Absent, Resources, interned
 from tests.builders import MakePod
 
 KEYS = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"])

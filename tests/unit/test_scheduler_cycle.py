@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from common.model.config import PluginConfig, SchedulerConfig
-from common.model.errors import InvalidValue
-from common.model.nodes import NodeInfo
-from scheduler.cycle import Scheduler
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.plugins.node_selection import compile_selection
+from gpuq_k8s.common.model.config import PluginConfig, SchedulerConfig
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
 from tests.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 
 

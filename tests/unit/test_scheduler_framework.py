@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.model.pods import PodInfo
-from scheduler.failure import fit_error
-from scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
-from scheduler.framework.status import Code, Status
-from scheduler.queue import SchedulingQueue
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.failure import fit_error
+from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
+from gpuq_k8s.scheduler.framework.status import Code, Status
+from gpuq_k8s.scheduler.queue import SchedulingQueue
 from tests.builders import MakePod
 
 

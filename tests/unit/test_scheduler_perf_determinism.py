@@ -23,9 +23,9 @@ from typing import Final
 
 import numpy as np
 
-from common.model.nodes import NodeInfo
-from scheduler.cycle import Attempt, Scheduler
-from scheduler.simulate.run import VirtualClock
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.simulate.run import VirtualClock
 from tests.bench.bench_simulate import _nodes, _pods, _scheduler
 
 # The outlook in a quota refusal (a parenthesis) and in a FitError (a closing sentence).

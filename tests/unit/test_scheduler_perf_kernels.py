@@ -16,10 +16,10 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model import strategy_fit as sf
-from common.model.crossquota.args import CrossQuotaArgs, parse_arguments
-from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
-from common.model.crossquota.score import node_scorer
+from gpuq_k8s.common.model import strategy_fit as sf
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
+from gpuq_k8s.common.model.crossquota.score import node_scorer
 from tests.unit.reference_scoring import crossquota_score_nodes, strategy_fit_score_nodes
 
 IntArray = npt.NDArray[np.int64]

@@ -11,10 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from common.model.capacity_card.demand import pod_card_demand
-from common.model.capacity_card.engine import CapacityCard
-from common.model.errors import InvalidAnnotation
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.pods import PodInfo
 from tests.builders import MakeQueue
 from tests.unit.test_capacity_card import NODES, card_pod
 from tests.unit.test_capacity_card import POD as CARD_POD

@@ -10,18 +10,18 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from common.model.config import SchedulerConfig
-from common.model.pods import PodInfo
-from scheduler.cluster.change_log import ChangeLog
-from scheduler.cluster.row_cache import FEW_ROWS, RowCache, Rows
-from scheduler.cluster.state import ClusterState
-from scheduler.cycle import Scheduler
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import FilterPlugin, FilterResult
-from scheduler.framework.runtime import Framework
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.simulate.run import VirtualClock
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cluster.change_log import ChangeLog
+from gpuq_k8s.scheduler.cluster.row_cache import FEW_ROWS, RowCache, Rows
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import FilterPlugin, FilterResult
+from gpuq_k8s.scheduler.framework.runtime import Framework
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.simulate.run import VirtualClock
 from tests.builders import MakeNode, MakePod
 
 NODE = MakeNode().alloc(cpu="8", memory="64Gi")

@@ -6,14 +6,14 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from common.model.config import SchedulerConfig
-from scheduler.cycle import Scheduler
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import ClusterEvent
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.plugins.capacity_card import CapacityCardPlugin
-from scheduler.plugins.gpu_quota import GPUQuota
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
 from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 from tests.unit.simulate_text import pods_by_name, simulate_explained
 
 ROOT = Path(__file__).resolve().parents[2]

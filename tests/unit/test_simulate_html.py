@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from scheduler.simulate.html import render
+from gpuq_k8s.scheduler.simulate.html import render
 
 REPORT: dict[str, Any] = {
     "pods": [

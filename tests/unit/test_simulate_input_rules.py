@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 from tests.unit.simulate_text import pods_by_name
 
 MALFORMED = str(Path(__file__).resolve().parents[2] / "examples" / "malformed-annotations")

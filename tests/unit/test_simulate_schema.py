@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.simulate.schema import (
+from gpuq_k8s.scheduler.simulate.schema import (
     CRD_DIRECTORY,
     CustomResourceDefinition,
     check_custom_resource,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuq.cli import main
-from scheduler.simulate.workloads import expand
+from gpuq_k8s.cli import main
+from gpuq_k8s.scheduler.simulate.workloads import expand
 from tests.builders import MakeNode, MakeQueue
 from tests.unit.simulate_text import pods_by_name, simulate, simulate_explained
 

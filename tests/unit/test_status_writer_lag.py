@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from common.kube import resources as kinds
-from common.kube.status import StatusWriter
+from gpuq_k8s.common.kube import resources as kinds
+from gpuq_k8s.common.kube.status import StatusWriter
 from tests.unit.test_kube_backend_writes import apply_merge_patch
 from tests.unit.test_kube_writes import Response
 

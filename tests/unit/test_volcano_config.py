@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from common.kube.config_file import read_config
-from common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
-from common.model.errors import ConfigError
-from gpuq.cli import main
-from scheduler.cycle import Scheduler
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from webhook.options import admission_options
+from gpuq_k8s.cli import main
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.webhook.options import admission_options
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "heterogeneous-cluster"

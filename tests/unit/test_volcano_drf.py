@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from common.model import drf
-from common.model.config import SchedulerConfig
-from common.model.pods import PodInfo
-from scheduler.cycle import Scheduler
-from scheduler.memory_backend import MemoryBackend
-from scheduler.plugins import default_registry
-from scheduler.plugins.drf import DRF
-from scheduler.queue import SchedulingQueue
-from scheduler.simulate.run import VirtualClock
+from gpuq_k8s.common.model import drf
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.drf import DRF
+from gpuq_k8s.scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.simulate.run import VirtualClock
 from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
 

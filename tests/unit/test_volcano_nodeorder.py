@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from common.model import nodeorder
-from common.model.errors import ConfigError
+from gpuq_k8s.common.model import nodeorder
+from gpuq_k8s.common.model.errors import ConfigError
 from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
 

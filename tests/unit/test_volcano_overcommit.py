@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from common.model import overcommit
-from common.model.errors import ConfigError
+from gpuq_k8s.common.model import overcommit
+from gpuq_k8s.common.model.errors import ConfigError
 from tests.builders import MakePodGroup, MakeQueue
 from tests.unit.volcano_scenarios import refused, simulate_scenario, volcano_node, volcano_pod
 

@@ -10,8 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.model.crd import ObjectShape
-from common.model.errors import InvalidValue
+from gpuq_k8s.common.model.crd import ObjectShape
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.webhook import jsonpatch
+from gpuq_k8s.webhook.admission import (
+    mutate,
+    review,
+    validate,
+)
+from gpuq_k8s.webhook.options import AdmissionOptions
+from gpuq_k8s.webhook.shape import _plain_shape, check_shape
+from gpuq_k8s.webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 from tests.builders import (
     GPU,
     MakeElasticQuota,
@@ -21,15 +30,6 @@ from tests.builders import (
     MakePodGroup,
     MakeQueue,
 )
-from webhook import jsonpatch
-from webhook.admission import (
-    mutate,
-    review,
-    validate,
-)
-from webhook.options import AdmissionOptions
-from webhook.shape import _plain_shape, check_shape
-from webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 
 RENEW = [
     "webhook",

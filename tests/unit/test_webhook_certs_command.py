@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from certs import create_ca, issue_serving_certificate, load_key_pair
-from certs.authority import ca_still_good
-from certs.command import main, register, service_dns_names
-from certs.files import key_pair_from_pem
-from common.model.errors import InvalidValue
+from gpuq_k8s.certs import create_ca, issue_serving_certificate, load_key_pair
+from gpuq_k8s.certs.authority import ca_still_good
+from gpuq_k8s.certs.command import main, register, service_dns_names
+from gpuq_k8s.certs.files import key_pair_from_pem
+from gpuq_k8s.common.model.errors import InvalidValue
 
 
 def parse(*argv: str) -> argparse.Namespace:

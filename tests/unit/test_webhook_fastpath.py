@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-import webhook.fastpath
+from gpuq_k8s.webhook import fastpath
+from gpuq_k8s.webhook.view import StaticView
 from tests.builders import GPU
 from tests.unit.test_webhook_server import GPU_POD, NODE, QUEUE, ServerThread, admission_review
-from webhook.view import StaticView
 
 
 def _request(body: bytes, path: str = "/validate", extra: str = "") -> bytes:
@@ -47,13 +47,13 @@ def _answers(sock: socket.socket, count: int) -> list[tuple[bytes, dict[bytes, b
 def _spy_on_handovers(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The unanswered bytes of each connection handed to aiohttp, as they are handed."""
     handed: list[bytes] = []
-    delegate = webhook.fastpath.FastPath._delegate
+    delegate = fastpath.FastPath._delegate
 
-    def spy(self: webhook.fastpath.FastPath) -> None:
+    def spy(self: fastpath.FastPath) -> None:
         handed.append(self.buffer)
         delegate(self)
 
-    monkeypatch.setattr(webhook.fastpath.FastPath, "_delegate", spy)
+    monkeypatch.setattr(fastpath.FastPath, "_delegate", spy)
     return handed
 
 
@@ -124,7 +124,7 @@ def test_malformed_review_after_fast_ones_gets_aiohttps_400() -> None:
 
 
 def test_idle_connection_is_closed_after_the_keepalive_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(webhook.fastpath, "KEEPALIVE_TIMEOUT", 0.2)
+    monkeypatch.setattr(fastpath, "KEEPALIVE_TIMEOUT", 0.2)
     with (
         ServerThread(StaticView([QUEUE, NODE])) as server,
         socket.create_connection(("127.0.0.1", server.port)) as sock,
@@ -164,7 +164,7 @@ def test_unusual_heads_are_judged_by_aiohttp(head: bytes, monkeypatch: pytest.Mo
     assert len(handed) == 1 and handed[0].startswith(b"POST /validate")
 
 
-@pytest.mark.parametrize(("padding", "handed_over"), [(0, False), (webhook.fastpath.MAX_WAITED_BODY, True)])
+@pytest.mark.parametrize(("padding", "handed_over"), [(0, False), (fastpath.MAX_WAITED_BODY, True)])
 def test_a_body_in_two_writes_is_waited_for_unless_large(
     padding: int, handed_over: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:

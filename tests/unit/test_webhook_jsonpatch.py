@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook import jsonpatch
-from webhook.review import Decision, MalformedReview, parse_review, response_body
+from gpuq_k8s.webhook import jsonpatch
+from gpuq_k8s.webhook.review import Decision, MalformedReview, parse_review, response_body
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from common.kube.informer import ApiError, Gone, Informer, InformerSet
-from common.kube.resources import NODES, QUEUES
-from common.model import annotations as ann
+from gpuq_k8s.common.kube.informer import ApiError, Gone, Informer, InformerSet
+from gpuq_k8s.common.kube.resources import NODES, QUEUES
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.webhook import jsonpatch
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.review import AdmissionRequest
 from tests.builders import MakePod, MakePodGroup, MakeQueue
-from webhook import jsonpatch
-from webhook.admission import Admission
-from webhook.cluster import InformerView
-from webhook.review import AdmissionRequest
 
 # ------------------------------------------------------------------ informer readiness
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpuq_k8s.webhook.admission import validate
+from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, StaticView, group_of
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota
-from webhook.admission import validate
-from webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, StaticView, group_of
 
 BUILDERS = {
     "ElasticQuota": lambda name: MakeElasticQuota(name, "ml").max(cpu="4").obj(),

@@ -9,15 +9,18 @@ from typing import Any
 
 import pytest
 
-from common.kube.config_file import read_config
-from common.model.annotations import (
+from gpuq_k8s.cli import main
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.model.annotations import (
     CROSSQUOTA_SCORING_STRATEGY,
     RESOURCE_STRATEGY_SCORING_TYPE,
     RESOURCE_STRATEGY_WEIGHT,
 )
-from common.model.config import SchedulerConfig
-from common.model.errors import GpuqError
-from gpuq.cli import main
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.webhook.admission import mutate, review, validate
+from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
+from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 from tests.builders import (
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -27,9 +30,6 @@ from tests.builders import (
     MakeQueue,
     scheduler_config,
 )
-from webhook.admission import mutate, review, validate
-from webhook.options import AdmissionOptions, admission_options
-from webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
 
 Obj = dict[str, Any]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from common.model import annotations as ann
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.webhook.admission import validate
+from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD_GROUP, QUEUE, StaticView
 from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
-from webhook.admission import validate
-from webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD_GROUP, QUEUE, StaticView
 
 OPEN = MakeQueue("open").card_quota('{"NVIDIA-A100": 4}')
 VIEW = StaticView([OPEN.obj()])

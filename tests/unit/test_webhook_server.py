@@ -21,13 +21,20 @@ from cryptography import x509
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from certs import KeyPair, create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.certs import KeyPair, create_ca, issue_serving_certificate, write_key_pair
+from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.metrics import WebhookMetrics
+from gpuq_k8s.webhook.server import (
+    Endpoints,
+    ServerLimits,
+    create_app,
+    create_metrics_app,
+    create_server,
+    start_site,
+)
+from gpuq_k8s.webhook.tls import CertificateReloader
+from gpuq_k8s.webhook.view import StaticView
 from tests.builders import GPU, MakeNode, MakePod, MakeQueue
-from webhook.admission import Admission
-from webhook.metrics import WebhookMetrics
-from webhook.server import Endpoints, ServerLimits, create_app, create_metrics_app, create_server, start_site
-from webhook.tls import CertificateReloader
-from webhook.view import StaticView
 
 # --- helpers --------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuq.cli import main
+from gpuq_k8s.cli import main
 from tests.builders import MakeNode, MakePod
 
 

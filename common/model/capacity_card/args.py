@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from common.model.errors import ConfigError
+from gpuq_k8s.common.model.errors import ConfigError
 
 
 class CapacityCardArgs(BaseModel):

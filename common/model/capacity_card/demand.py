@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from common.model.annotations import CARD_NAME
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.quota import CPU_MEMORY
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards
-from common.model.cards.names import card_key, parse_card_names
-from common.model.errors import InvalidAnnotation
-from common.model.pods import PodInfo
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.annotations import CARD_NAME
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.cards.names import card_key, parse_card_names
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 
 @dataclass(frozen=True, slots=True)

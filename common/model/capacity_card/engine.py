@@ -17,35 +17,41 @@ from typing import Final
 
 import numpy as np
 
-from common.model.annotations import CARD_NAME
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
-from common.model.capacity_card.enqueue import check_enqueue, job_min_from_podgroup
-from common.model.capacity_card.ledger import QueueLedger
-from common.model.capacity_card.metrics import (
+from gpuq_k8s.common.model.annotations import CARD_NAME
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
+from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue, job_min_from_podgroup
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
+from gpuq_k8s.common.model.capacity_card.metrics import (
     QueueCardMetric,
     deserved_cards,
     queue_card_metrics,
     queue_share,
 )
-from common.model.capacity_card.ordering import FloatArray, node_order_scores
-from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota, queue_quota
-from common.model.capacity_card.task import BoolArray, TaskCheck, TaskPlan, unrestricted_check, with_failure
-from common.model.cards.catalog import CardCatalog
-from common.model.cards.discovery import NodeCards
-from common.model.cards.names import parse_card_names
-from common.model.crd import PodGroup, Queue
-from common.model.errors import InvalidAnnotation, InvalidValue
-from common.model.events import (
+from gpuq_k8s.common.model.capacity_card.ordering import FloatArray, node_order_scores
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota, queue_quota
+from gpuq_k8s.common.model.capacity_card.task import (
+    BoolArray,
+    TaskCheck,
+    TaskPlan,
+    unrestricted_check,
+    with_failure,
+)
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.cards.names import parse_card_names
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
+from gpuq_k8s.common.model.events import (
     GET_TASK_REQUEST_RESOURCE_FAILED,
     EventRecord,
     invalid_annotation,
 )
-from common.model.pods import PodInfo
-from common.model.queues import podgroup_key_of, queue_of
-from common.model.refusal import Refusal
-from common.model.resources import EMPTY, Resources
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.queues import podgroup_key_of, queue_of
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 # Bounds of CapacityCard's memos: far above the distinct pod classes of a real cluster; a workload
 # past them only recomputes.

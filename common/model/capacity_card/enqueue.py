@@ -12,21 +12,26 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Final
 
-from common.model.annotations import CARD_REQUEST
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.ledger import QueueLedger
-from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from common.model.capacity_card.refusals import cpu_memory_refusal, empty_capability, exceeded, queue_closed
-from common.model.cards.amounts import parse_card_request
-from common.model.cards.names import card_key, is_composite, key_alternatives
-from common.model.crd import PodGroup
-from common.model.events import (
+from gpuq_k8s.common.model.annotations import CARD_REQUEST
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
+from gpuq_k8s.common.model.capacity_card.refusals import (
+    cpu_memory_refusal,
+    empty_capability,
+    exceeded,
+    queue_closed,
+)
+from gpuq_k8s.common.model.cards.amounts import parse_card_request
+from gpuq_k8s.common.model.cards.names import card_key, is_composite, key_alternatives
+from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.events import (
     INSUFFICIENT_SCALAR_QUOTA,
     EventRecord,
     annotation_or_fallback,
 )
-from common.model.refusal import Refusal
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 # Job mode enumerates unions of alternative sets (see check_enqueue); past this many distinct sets in
 # one queue it checks each requested set alone, as upstream does.

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.model.capacity_card.quota import CPU_MEMORY
-from common.model.cards.names import is_composite, key_alternatives
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY
+from gpuq_k8s.common.model.cards.names import is_composite, key_alternatives
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 
 def split_min(minimum: Mapping[str, int], allocated: Mapping[str, int]) -> tuple[Resources, Resources]:

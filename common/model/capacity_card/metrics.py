@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from common.model.capacity_card.ledger import QueueLedger
-from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from common.model.cards.card_type import CARD_UNIT
-from common.model.resources import Resources
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
+from gpuq_k8s.common.model.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
 
 # Upstream's "Node Ordering" base score for the preferred card type.
 BASE_SCORE: Final = 100.0

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from common.model.annotations import CARD_QUOTA
-from common.model.cards.amounts import parse_card_quota
-from common.model.crd import Queue
-from common.model.events import EventRecord, annotation_or_fallback
-from common.model.quantity import CPU, MEMORY
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.annotations import CARD_QUOTA
+from gpuq_k8s.common.model.cards.amounts import parse_card_quota
+from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.events import EventRecord, annotation_or_fallback
+from gpuq_k8s.common.model.quantity import CPU, MEMORY
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 # The resources a Queue's spec limits; every other key of a capability is a card type.
 CPU_MEMORY: Final = (CPU, MEMORY)

@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from common.model.annotations import CARD_QUOTA
-from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from common.model.errors import GpuqError, QuotaExceeded
-from common.model.events import EMPTY_QUEUE_CAPABILITY, INSUFFICIENT_CPU_QUOTA, INSUFFICIENT_MEMORY_QUOTA
-from common.model.quantity import CPU, MEMORY, format_units
-from common.model.refusal import Refusal
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.annotations import CARD_QUOTA
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
+from gpuq_k8s.common.model.errors import GpuqError, QuotaExceeded
+from gpuq_k8s.common.model.events import (
+    EMPTY_QUEUE_CAPABILITY,
+    INSUFFICIENT_CPU_QUOTA,
+    INSUFFICIENT_MEMORY_QUOTA,
+)
+from gpuq_k8s.common.model.quantity import CPU, MEMORY, format_units
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.wire import object_ref
 
 # Not one of Volcano's event reasons (upstream only logs it); the scheduler shows it as the reason.
 QUEUE_CLOSED: Final = "QueueClosed"

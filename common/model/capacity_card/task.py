@@ -16,22 +16,22 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.capacity_card.args import CapacityCardArgs
-from common.model.capacity_card.demand import CardDemand, charged_cpu_memory
-from common.model.capacity_card.ledger import QueueLedger
-from common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from common.model.capacity_card.refusals import (
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.capacity_card.demand import CardDemand, charged_cpu_memory
+from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
+from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
+from gpuq_k8s.common.model.capacity_card.refusals import (
     NoCardTypeFits,
     cpu_memory_refusal,
     empty_capability,
     exceeded,
     queue_closed,
 )
-from common.model.cards.catalog import CardCatalog
-from common.model.errors import QuotaExceeded
-from common.model.events import INSUFFICIENT_SCALAR_QUOTA
-from common.model.refusal import Refusal
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.cards.catalog import CardCatalog
+from gpuq_k8s.common.model.errors import QuotaExceeded
+from gpuq_k8s.common.model.events import INSUFFICIENT_SCALAR_QUOTA
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 BoolArray = npt.NDArray[np.bool_]
 

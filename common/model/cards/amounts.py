@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from common.model.annotations import CARD_QUOTA, CARD_REQUEST
-from common.model.cards.card_type import CARD_UNIT, EXPECTED_CARD_COUNT, MAX_CARD_COUNT
-from common.model.cards.names import card_key, split_card_names
-from common.model.errors import InvalidAnnotation
-from common.model.resources import Resources
+from gpuq_k8s.common.model.annotations import CARD_QUOTA, CARD_REQUEST
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, EXPECTED_CARD_COUNT, MAX_CARD_COUNT
+from gpuq_k8s.common.model.cards.names import card_key, split_card_names
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.resources import Resources
 
 
 class _Pairs(list[tuple[str, Any]]):

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards.card_type import CARD_UNIT
-from common.model.cards.discovery import NodeCards
-from common.model.errors import InvalidAnnotation
-from common.model.resources import EMPTY, Resources
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
+from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from common.model.cards.card_type import (
+from gpuq_k8s.common.model.cards.card_type import (
     CARD_NAME_RE,
     CARD_UNIT,
     MIG_RESOURCE_PREFIX,
@@ -31,10 +31,10 @@ from common.model.cards.card_type import (
     UNSIGNED_RE,
     CardType,
 )
-from common.model.errors import InvalidAnnotation
-from common.model.events import EventRecord, invalid_annotation
-from common.model.nodes import NodeInfo
-from common.model.wire import object_ref
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from common.model.annotations import CARD_NAME
-from common.model.cards.card_type import CARD_NAME_RE, EXPECTED_CARD_NAMES, MULTI_CARD_SEPARATOR
-from common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.annotations import CARD_NAME
+from gpuq_k8s.common.model.cards.card_type import CARD_NAME_RE, EXPECTED_CARD_NAMES, MULTI_CARD_SEPARATOR
+from gpuq_k8s.common.model.errors import InvalidAnnotation
 
 
 def parse_card_names(text: Any, where: str = "", field: str = CARD_NAME) -> tuple[str, ...]:

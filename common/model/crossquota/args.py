@@ -28,9 +28,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from common.model import wire
-from common.model.errors import ConfigError, InvalidValue
-from common.model.quantity import CPU, EXPECTED_QUANTITY, MEMORY, to_units
+from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.common.model.quantity import CPU, EXPECTED_QUANTITY, MEMORY, to_units
 
 # Argument keys ("Constants").
 GPU_RESOURCE_NAMES: Final = "gpu-resource-names"

@@ -29,12 +29,12 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from common.model.annotations import CROSSQUOTA_PERCENTAGE_PREFIX, CROSSQUOTA_PREFIX
-from common.model.crossquota.args import CrossQuotaArgs, parse_amount, parse_percentage
-from common.model.errors import InvalidAnnotation
-from common.model.events import INVALID_ANNOTATION, EventRecord
-from common.model.nodes import NodeInfo
-from common.model.resources import Resources
+from gpuq_k8s.common.model.annotations import CROSSQUOTA_PERCENTAGE_PREFIX, CROSSQUOTA_PREFIX
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_amount, parse_percentage
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.events import INVALID_ANNOTATION, EventRecord
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.resources import Resources
 
 
 class QuotaSource(enum.StrEnum):

@@ -17,11 +17,11 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
-from common.model.crossquota.args import CrossQuotaArgs
-from common.model.errors import InvalidAnnotation
-from common.model.events import EventRecord, annotation_or_fallback
-from common.model.pods import PodInfo
+from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.events import EventRecord, annotation_or_fallback
+from gpuq_k8s.common.model.pods import PodInfo
 
 
 class ScoringStrategy(enum.StrEnum):

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.model.crossquota.args import CrossQuotaArgs
-from common.model.crossquota.pod import CrossQuotaPod
-from common.model.errors import CrossQuotaExceeded
-from common.model.quantity import format_units
-from common.model.refusal import Refusal
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod
+from gpuq_k8s.common.model.errors import CrossQuotaExceeded
+from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.refusal import Refusal
 
 
 def quota_exceeded(resource: str, required: int, used: int, quota: int) -> Refusal:

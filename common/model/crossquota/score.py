@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
-from common.model.crossquota.args import CrossQuotaArgs
-from common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
+from gpuq_k8s.common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 
 
 @dataclass(frozen=True, slots=True)

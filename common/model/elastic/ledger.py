@@ -28,12 +28,12 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
-from common.model.errors import QuotaExceeded
-from common.model.pods import PodInfo
-from common.model.quantity import PODS, format_units
-from common.model.refusal import Refusal
-from common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
+from gpuq_k8s.common.model.errors import QuotaExceeded
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import PODS, format_units
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 # ``Refusal.rule`` of the two PreFilter checks.
 RULE_MAX: Final = "max"

@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from common.model.elastic.ledger import ElasticQuotaInfos, add_into
-from common.model.pods import PodInfo
-from common.model.quantity import PODS
-from common.model.resources import Resources
+from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, add_into
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import PODS
+from gpuq_k8s.common.model.resources import Resources
 
 PREEMPT_NEVER: Final = "Never"
 

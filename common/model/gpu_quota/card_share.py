@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from common.model.cards.card_type import CardType
-from common.model.cards.discovery import NodeCards, is_gpu_resource
-from common.model.errors import InvalidValue
-from common.model.gpu_quota.quota import TFLOPS
-from common.model.gpu_specs import card_tflops
-from common.model.nodes import NodeInfo
-from common.model.quantity import to_units
+from gpuq_k8s.common.model.cards.card_type import CardType
+from gpuq_k8s.common.model.cards.discovery import NodeCards, is_gpu_resource
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS
+from gpuq_k8s.common.model.gpu_specs import card_tflops
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.quantity import to_units
 
 DEFAULT_LABEL_PREFIX: Final = "nvidia.com/gpu"
 UNIDENTIFIED: Final = "(no product label)"

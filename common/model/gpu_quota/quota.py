@@ -34,11 +34,16 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from common.model import annotations as ann
-from common.model.crd import GPU_RESOURCE_QUOTA_KIND, GPUResourceQuotaWire, GPUSingleMaxWire, TflopsVramWire
-from common.model.errors import InvalidValue
-from common.model.quantity import format_bytes, format_units, to_units
-from common.model.wire import namespaced_object
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model.crd import (
+    GPU_RESOURCE_QUOTA_KIND,
+    GPUResourceQuotaWire,
+    GPUSingleMaxWire,
+    TflopsVramWire,
+)
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.quantity import format_bytes, format_units, to_units
+from gpuq_k8s.common.model.wire import namespaced_object
 
 KIND: Final = GPU_RESOURCE_QUOTA_KIND
 DEFAULT_ALERT_THRESHOLD_PERCENT: Final = 95

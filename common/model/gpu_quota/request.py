@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from common.model import annotations as ann
-from common.model.cards.card_type import CardType
-from common.model.errors import InvalidAnnotation, InvalidValue
-from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, card_share
-from common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount
-from common.model.pods import PodInfo
-from common.model.quantity import parse_quantity, to_units
-from common.model.wire import object_ref
+from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model.cards.card_type import CardType
+from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
+from gpuq_k8s.common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, card_share
+from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import parse_quantity, to_units
+from gpuq_k8s.common.model.wire import object_ref
 
 # tensor-fusion's gpu-count is a uint32-sized count; bounding it keeps per-GPU amount x count within
 # the int64 arrays of GPUQuotaStore.fits_array instead of overflowing there.

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from common.model.events import QUOTA_ALERT_THRESHOLD, EventRecord
-from common.model.gpu_quota.quota import (
+from gpuq_k8s.common.model.events import QUOTA_ALERT_THRESHOLD, EventRecord
+from gpuq_k8s.common.model.gpu_quota.quota import (
     CONDITION_ALERT,
     CONDITION_READY,
     TFLOPS,
@@ -27,8 +27,8 @@ from common.model.gpu_quota.quota import (
     GPUResourceQuota,
     format_tflops,
 )
-from common.model.gpu_quota.request import GPURequest
-from common.model.quantity import format_bytes
+from gpuq_k8s.common.model.gpu_quota.request import GPURequest
+from gpuq_k8s.common.model.quantity import format_bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,16 +21,21 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from common.model.cards.card_type import CardType
-from common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
-from common.model.events import EventRecord, invalid_annotation
-from common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
-from common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
-from common.model.gpu_quota.request import GPURequest, card_request, pod_gpu_request, request_from_annotations
-from common.model.gpu_quota.status import GPUQuotaStatus, ReportedStatus, quota_status
-from common.model.pods import PodInfo
-from common.model.quantity import format_bytes
-from common.model.refusal import Refusal
+from gpuq_k8s.common.model.cards.card_type import CardType
+from gpuq_k8s.common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
+from gpuq_k8s.common.model.gpu_quota.request import (
+    GPURequest,
+    card_request,
+    pod_gpu_request,
+    request_from_annotations,
+)
+from gpuq_k8s.common.model.gpu_quota.status import GPUQuotaStatus, ReportedStatus, quota_status
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quantity import format_bytes
+from gpuq_k8s.common.model.refusal import Refusal
 
 # Stands for "no limit" in the store's plain-int hot path: above any real sum, far below int64 overflow.
 UNLIMITED: Final = 1 << 62

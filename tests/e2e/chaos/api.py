@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from common.kube.status import Reply, call
+from gpuq_k8s.common.kube.status import Reply, call
 
 T = TypeVar("T")
 

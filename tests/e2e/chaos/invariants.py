@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from common.model.quantity import parse_quantity
+from gpuq_k8s.common.model.quantity import parse_quantity
 from tests.e2e.chaos import workload as w
 
 Obj = Mapping[str, Any]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from common.kube.status import call
+from gpuq_k8s.common.kube.status import call
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.chaos.workload import CONFIG, SCHEDULER
 from tests.e2e.cluster_fixtures import SchedulerProcess
@@ -53,7 +53,7 @@ class Replicas:
         config = self.workdir / "config.yaml"
         config.write_text(CONFIG)
         argv = [
-            *fixtures.python_module("gpuq.cli"),
+            *fixtures.python_module("gpuq_k8s.cli"),
             "scheduler",
             *("--kubeconfig", str(self.kubeconfig), "--config", str(config)),
             *("--scheduler-name", SCHEDULER, "--flush-interval", str(self.flush_interval)),

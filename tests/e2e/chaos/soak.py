@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from common.kube.client import new_api_client
-from common.kube.status import MERGE_PATCH
-from scheduler.kube.feed import REPLAY_ORDER
+from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.status import MERGE_PATCH
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER
 from tests.e2e.chaos import invariants as inv
 from tests.e2e.chaos import workload as w
 from tests.e2e.chaos.api import Api

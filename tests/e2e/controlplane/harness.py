@@ -46,7 +46,7 @@ from typing import IO, Protocol, Self
 
 import yaml
 
-from certs import (
+from gpuq_k8s.certs import (
     create_ca,
     generate_private_key,
     issue_client_certificate,

@@ -27,21 +27,21 @@ from typing import Any, Final
 import yaml
 from rich.table import Table
 
-from common.kube.config_file import read_config
-from common.kube.metrics import gpuq_version
-from common.model.capacity_card.quota import queue_quota
-from common.model.crd import PodGroup, Queue
-from common.model.errors import GpuqError
-from common.model.outlook import outlook_of
-from common.model.pods import PodInfo
-from common.model.queues import queue_of
-from common.model.resources import Resources
-from gpuq.cli import quiet_broken_pipe
-from gpuq.tables import amount, fmt, make_console, print_explain
-from scheduler.plugins import default_registry
-from scheduler.plugins.priority import pod_priority
-from scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
-from scheduler.simulate.run import Simulation, prepare, report, run
+from gpuq_k8s.cli import quiet_broken_pipe
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.kube.metrics import gpuq_version
+from gpuq_k8s.common.model.capacity_card.quota import queue_quota
+from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.outlook import outlook_of
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.queues import queue_of
+from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.plugins.priority import pod_priority
+from gpuq_k8s.scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
+from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, report, run
+from gpuq_k8s.tables import amount, fmt, make_console, print_explain
 
 EXIT_INVALID: Final = 2
 DEFAULT_NAMESPACE: Final = "default"

@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from common.model.config import SchedulerConfig
-from common.model.errors import GpuqError
-from scheduler.cluster.objects import CLUSTER_SCOPED
-from scheduler.simulate.loader import NODE, POD, Document, object_reference
-from webhook.admission import review
-from webhook.options import admission_options
-from webhook.review import deny
-from webhook.view import StaticView
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.scheduler.cluster.objects import CLUSTER_SCOPED
+from gpuq_k8s.scheduler.simulate.loader import NODE, POD, Document, object_reference
+from gpuq_k8s.webhook.admission import review
+from gpuq_k8s.webhook.options import admission_options
+from gpuq_k8s.webhook.review import deny
+from gpuq_k8s.webhook.view import StaticView
 
 REJECTED: Final = "Rejected"
 _CREATE: Final = "CREATE"

@@ -12,8 +12,8 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from common.model.events import FAILED_SCHEDULING
-from common.model.quantity import format_bytes
+from gpuq_k8s.common.model.events import FAILED_SCHEDULING
+from gpuq_k8s.common.model.quantity import format_bytes
 
 # Wide enough that no column ever wraps when the output is not a terminal.
 UNWRAPPED_WIDTH: Final = 100_000

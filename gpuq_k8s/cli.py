@@ -16,21 +16,21 @@ from typing import Final
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from certs import command as certs_command
-from common.kube.client import KubeconfigError
-from common.kube.config_file import read_config
-from common.kube.metrics import gpuq_version
-from common.model.config import SchedulerConfig
-from common.model.errors import GpuqError
-from gpuq.admission import AdmissionOutcome, admit
-from gpuq.tables import print_explain, print_report
-from scheduler.plugins import default_registry
-from scheduler.service import register as register_scheduler
-from scheduler.simulate.html import render as render_html
-from scheduler.simulate.live import live_simulation
-from scheduler.simulate.loader import Document, Manifests, ingest, read
-from scheduler.simulate.run import Simulation, prepare, report, run
-from webhook import command as webhook_command
+from gpuq_k8s.admission import AdmissionOutcome, admit
+from gpuq_k8s.certs import command as certs_command
+from gpuq_k8s.common.kube.client import KubeconfigError
+from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.kube.metrics import gpuq_version
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.service import register as register_scheduler
+from gpuq_k8s.scheduler.simulate.html import render as render_html
+from gpuq_k8s.scheduler.simulate.live import live_simulation
+from gpuq_k8s.scheduler.simulate.loader import Document, Manifests, ingest, read
+from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, report, run
+from gpuq_k8s.tables import print_explain, print_report
+from gpuq_k8s.webhook import command as webhook_command
 
 EXIT_INVALID: Final = 2
 # Below this many pending pods a progress bar would only flicker.
