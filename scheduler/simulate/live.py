@@ -13,9 +13,10 @@ A user who may not list a kind (a namespace-scoped user listing Nodes or Queues)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import aiohttp
@@ -157,8 +158,16 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
 def overlay(live: Manifests, extra: Manifests) -> Manifests:
     """``live`` with ``extra`` on top: an object of ``extra`` replaces the live one of the same
     kind, namespace and name (a Queue with a new quota), the rest is added (new pods, new nodes).
-    A pod of ``extra`` without a creationTimestamp is created now: it queues behind the live ones."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    A pod of ``extra`` without a creationTimestamp is created now: it queues behind the live ones,
+    also behind one created in this very second (timestamps have a resolution of one second, and an
+    equal timestamp would let the name decide)."""
+    stamp = datetime.now(UTC).replace(microsecond=0)
+    latest = max((p.creation_timestamp for p in live.pods if p.creation_timestamp), default="")
+    # An unreadable live timestamp: "now" still queues the new pods behind the rest.
+    with contextlib.suppress(ValueError):
+        if latest:
+            stamp = max(stamp, datetime.fromisoformat(latest.replace("Z", "+00:00")) + timedelta(seconds=1))
+    now = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     added = [p if p.creation_timestamp else replace(p, creation_timestamp=now) for p in extra.pods]
     nodes = {n.name for n in extra.nodes}
     pods = {p.key for p in extra.pods}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import tomllib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,17 @@ def test_files_overlay_the_live_state() -> None:
     old, new = merged.pods
     # A pod of the files is created now: it queues behind the live ones.
     assert new.name == "new" and new.creation_timestamp > old.creation_timestamp
+
+
+def test_files_queue_behind_a_live_pod_of_the_same_second() -> None:
+    """Timestamps have one-second resolution: a live pod created in the second simulate starts in
+    (or, with a clock skewed against the apiserver's, later) must still queue before the files' pods,
+    whose names would otherwise decide ("more" < "waiting")."""
+    future = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    live = Manifests(nodes=[], pods=[MakePod("waiting", "ml").created(future).info()], objects=[])
+    merged = overlay(live, Manifests(nodes=[], pods=[MakePod("more", "ml").info()], objects=[]))
+    waiting, more = merged.pods
+    assert more.creation_timestamp > waiting.creation_timestamp == future
 
 
 def test_refused_credentials_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
