@@ -210,6 +210,8 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             if last is not None:
                 waiter.set_result(last)
+            elif isinstance(exc, ProtocolError):
+                waiter.set_exception(exc)  # a response cut short
             else:
                 lost = Disconnected(str(exc) or type(exc).__name__ if exc else "Server disconnected")
                 lost.__cause__ = exc
