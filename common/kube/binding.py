@@ -66,15 +66,10 @@ async def bind(api_client: Any, namespace: str, name: str, uid: str, node: str) 
     outcome is unknown) is resolved by reading the pod: where it is bound, if it is, says what
     happened."""
     ref = f"Pod/{namespace}/{name}"
+    path = pod_path(namespace, name) + "/binding"
     try:
-        (
-            await call(
-                api_client,
-                "POST",
-                pod_path(namespace, name) + "/binding",
-                binding_body(namespace, name, uid, node),
-            )
-        ).raise_for_status()
+        reply = await call(api_client, "POST", path, binding_body(namespace, name, uid, node))
+        reply.raise_for_status()
     except WriteRefused as err:
         return BindResult(message=f"binding {ref} to {node}: {err}")  # never sent: certainly unbound
     except NotFound as err:
@@ -91,7 +86,8 @@ async def bind(api_client: Any, namespace: str, name: str, uid: str, node: str) 
 async def read_binding(api_client: Any, namespace: str, name: str, uid: str) -> BindResult:
     """GET the pod: where it is bound, or that it is gone (404, or another pod of that name)."""
     try:
-        current = (await call(api_client, "GET", pod_path(namespace, name))).raise_for_status()
+        current = await call(api_client, "GET", pod_path(namespace, name))
+        current.raise_for_status()
     except NotFound:
         return BindResult(gone=True, message="the pod is gone")
     except (TransportError, ApiError) as err:

@@ -17,11 +17,10 @@ the loop instead and reads raw JSON:
    error, go back to 1, with an exponential backoff (:func:`~common.model.backoff.backoff`) and jitter
    after errors so a struggling apiserver is not hammered.
 
-Its requests fail with gpuq's API errors (:mod:`common.kube.errors`): an error status is the
-:class:`~common.kube.errors.ApiError` of that status, a watch's ERROR event the one its Status
-object carries, a failure on the way aiohttp's translated into a
-:class:`~common.kube.errors.TransportError`, an answer that is not the API's a
-:class:`~common.kube.errors.ProtocolError`.
+Its requests fail with gpuq's API errors (:mod:`common.kube.errors`): an error status raises the
+:class:`~common.kube.errors.ApiError` of that status, a watch's ERROR event the one its Status object
+carries, a failure on the way (aiohttp's, translated) a :class:`~common.kube.errors.TransportError`,
+an answer that is not the API's a :class:`~common.kube.errors.ProtocolError`.
 
 Bookmarks do not keep every healthy watch busy: kube-apiserver sends one about once a minute, but
 only once the kind has changed after the watch's resourceVersion (its cacher sends none before it has

@@ -242,7 +242,7 @@ def test_a_prefilter_plugins_invalid_input_is_labelled_with_the_plugin() -> None
     and the pod is parked under that plugin (the events it registered for move it)."""
     sched, backend = _scheduler()
     sched.set_node(NODE.copy().name("a").info())
-    bad = {"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}}
+    bad: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}}
     pod = POD.copy().name("p").spec(affinity=bad).info()
     with pytest.raises(InvalidValue) as invalid:
         compile_selection(pod)
@@ -254,7 +254,8 @@ def test_a_prefilter_plugins_invalid_input_is_labelled_with_the_plugin() -> None
     assert attempt.status.message == str(invalid.value)
     assert backend.conditions["ns/p"].message == str(invalid.value)
     queued = sched.queue.get("ns/p")
-    assert queued is not None and (queued.pool, queued.rejected_by) == ("unschedulable", {"predicates"})
+    assert queued is not None and queued.pool == "unschedulable"
+    assert queued.rejected_by == frozenset({"predicates"})
 
 
 @pytest.mark.parametrize(("gpus_free", "bound"), [(4, 3), (2, 0)])
