@@ -28,7 +28,11 @@ async def _step() -> None:
 
 
 # (A silent watch, Inactive, is re-established without a list: tests/unit/test_kube_informer.py.)
-@pytest.mark.parametrize("failure", [ServerError(500, "InternalError", "boom"), Gone(410, "Expired", "too old")], ids=["error", "gone"])
+@pytest.mark.parametrize(
+    "failure",
+    [ServerError(500, "InternalError", "boom"), Gone(410, "Expired", "too old")],
+    ids=["error", "gone"],
+)
 async def test_an_informer_is_watching_only_between_a_list_and_the_next_failure(failure: Exception) -> None:
     inf = Informer(None, QUEUES, backoff=(0.0, 0.0))
     lists = 0
