@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-
-from kubernetes_asyncio.client.rest import ApiException
 
 from gpuq_k8s.certs.authority import KeyPair, ca_still_good, create_ca, issue_serving_certificate
 from gpuq_k8s.certs.cluster import inject_ca_bundle, read_ca_secret, write_ca_secret, write_tls_secret
 from gpuq_k8s.certs.files import load_key_pair, write_key_pair
 from gpuq_k8s.common.kube.client import new_api_client
+from gpuq_k8s.common.kube.errors import ApiError
 from gpuq_k8s.common.model.errors import GpuqError
 
 
@@ -84,23 +83,22 @@ def main(args: argparse.Namespace) -> int:
         return asyncio.run(
             _inject(args.kubeconfig, args.ca_file.read_bytes(), args.validating, args.mutating)
         )
+    except ApiError as err:
+        print(
+            f"gpuq certs: the API server answered {err.status} {_phrase(err.status)}: {err}", file=sys.stderr
+        )
+        return 1
     except (GpuqError, OSError, ValueError) as err:
         print(f"gpuq certs: {err}", file=sys.stderr)
         return 2
-    except ApiException as err:
-        print(
-            f"gpuq certs: the API server answered {err.status} {err.reason}: {_api_message(err)}",
-            file=sys.stderr,
-        )
-        return 1
 
 
-def _api_message(err: ApiException) -> str:
+def _phrase(status: int) -> str:
+    """The HTTP reason phrase of ``status`` (the apiserver's status line says the same)."""
     try:
-        body = json.loads(err.body or "{}")
-    except (TypeError, ValueError):
-        return str(err.body or "")
-    return str(body.get("message") or "") if isinstance(body, dict) else str(body)
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def _issue(args: argparse.Namespace) -> int:

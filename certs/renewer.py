@@ -28,14 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from gpuq_k8s.certs.authority import KeyPair, create_ca, issue_serving_certificate
 from gpuq_k8s.certs.files import key_pair_from_pem
 from gpuq_k8s.certs.renewal import Authorities, RenewalPolicy, next_authorities, serving_renewal
-from gpuq_k8s.common.kube.client import GatedClient, WriteRefused
+from gpuq_k8s.common.kube.client import GatedClient
+from gpuq_k8s.common.kube.errors import NotFound
 from gpuq_k8s.common.kube.leader import LeaderElector
 from gpuq_k8s.common.kube.status import Reply, call
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
@@ -187,7 +187,7 @@ class CertificateRenewer:
 
     async def _get(self, path: str) -> Reply:
         reply = await call(self.api_client, "GET", path)
-        if not reply.ok and reply.status != 404:
+        if not reply.ok and not isinstance(reply.error, NotFound):
             raise _failed(f"read {path}", reply)
         return reply
 
@@ -281,7 +281,7 @@ class CertificateRenewer:
         try:
             for line in await self.tick():
                 log.info("certificates: %s", line)
-        except (RenewalFailed, GpuqError, WriteRefused, aiohttp.ClientError, TimeoutError, OSError) as err:
+        except (RenewalFailed, GpuqError) as err:  # GpuqError: the API's errors (common.kube.errors) too
             log.warning("certificates: renewal round failed, retrying: %s", err)
         except Exception:
             # Anything else is a bug, but it must not end renewal for the life of the process (the

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -56,7 +55,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
-from gpuq_k8s.scheduler.framework.status import Code, Status
+from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
@@ -301,8 +300,8 @@ class Scheduler:
             return self._fail(Attempt(pod, queued), queued, post, message)
         try:
             pre = self.framework.run_pre_filter(state, pod)
-        except InvalidValue as err:
-            invalid = Status.unresolvable(str(err), plugin="PreFilter")
+        except PluginInputError as err:
+            invalid = Status.unresolvable(str(err), plugin=err.plugin)
             return self._fail(Attempt(pod, invalid), invalid, None, str(err))
         if not pre.is_success:
             outcome = FilterOutcome(np.zeros(self.cluster.n, dtype=np.bool_), ())

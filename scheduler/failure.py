@@ -133,7 +133,7 @@ class FailureHandler:
     ) -> str:
         """A failed attempt: ``pod`` is parked under the plugins that rejected it; returns the node
         it is nominated to (a successful preemption), or ""."""
-        rejected_by = {status.plugin} if status.plugin not in ("", "Filter", "PreFilter") else set()
+        rejected_by = {status.plugin} if status.plugin not in ("", "Filter") else set()
         if outcome is not None:
             rejected_by |= {name for name, _, first in outcome.results if first.any()}
         nominated = post.nominated_node if post is not None and post.status.is_success else ""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gpuq_k8s.common.model.backoff import backoff
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.interfaces import ALL_EVENTS, ClusterEvent
 
@@ -187,10 +188,7 @@ class SchedulingQueue:
             self._to_active(queued)
 
     def backoff_duration(self, attempts: int) -> float:
-        if attempts <= 0:
-            return 0.0
-        # The exponent is capped: 2 ** attempts for a pod retried thousands of times overflows a float.
-        return float(min(self._initial * 2 ** min(attempts - 1, 64), self._max))
+        return backoff(attempts, self._initial, self._max)
 
     # -- events --------------------------------------------------------------------------------------
     def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:

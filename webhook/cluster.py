@@ -20,10 +20,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-import aiohttp
-
 from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
+from gpuq_k8s.common.kube.errors import RequestFailed
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.resources import ResourceKind
 from gpuq_k8s.common.kube.status import call, object_path
@@ -169,7 +168,7 @@ class InformerView:
             try:
                 async with asyncio.timeout(self.live_timeout):
                     reply = await call(self._api, "GET", path)
-            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            except (RequestFailed, TimeoutError) as err:  # TimeoutError: live_timeout
                 log.warning("live read of %s failed: %s", path, err or type(err).__name__)
                 continue
             if reply.ok:

@@ -16,9 +16,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from gpuq_k8s.certs.files import PRIVATE_MODE, write_file_atomic
+from gpuq_k8s.common.kube.errors import NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import call
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ class SecretFiles:
         """Read the Secret once; True when it holds a pair (written now or before)."""
         reply = await call(self.api_client, "GET", self.path)
         if not reply.ok:
-            if reply.status != 404:
+            if not isinstance(reply.error, NotFound):
                 log.warning("%s: %s", self.where, reply.message)
             return self._written is not None
         data = reply.body.get("data") or {}
@@ -78,6 +77,6 @@ class SecretFiles:
     async def _sync_logged(self) -> bool:
         try:
             return await self.sync()
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+        except (RequestFailed, OSError, ValueError) as err:  # OSError, ValueError: the files, base64
             log.warning("%s not read: %s", self.where, err or type(err).__name__)
             return self._written is not None

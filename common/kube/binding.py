@@ -10,9 +10,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import aiohttp
-
-from gpuq_k8s.common.kube.client import WriteRefused
+from gpuq_k8s.common.kube.errors import (
+    ApiError,
+    Conflict,
+    NotFound,
+    ServerError,
+    TransportError,
+    WriteRefused,
+)
 from gpuq_k8s.common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
 
 POD_SCHEDULED: Final = "PodScheduled"
@@ -41,10 +46,6 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, An
     }
 
 
-# A request that failed on the way: the apiserver may or may not have acted on it.
-TRANSPORT_ERRORS: Final = (aiohttp.ClientError, TimeoutError, OSError)
-
-
 @dataclass(frozen=True, slots=True)
 class BindResult:
     """What the API says became of a bind: ``bound_to`` is the pod's node afterwards ("" unbound);
@@ -60,46 +61,37 @@ class BindResult:
 
 
 async def bind(api_client: Any, namespace: str, name: str, uid: str, node: str) -> BindResult:
-    """POST pods/{name}/binding. A 404 is a pod gone; any other 4xx but 409 is a bind that certainly
-    did not happen. A 409, a 5xx or a transport failure (a timeout: the outcome is unknown) is
-    resolved by reading the pod: where it is bound, if it is, says what happened."""
+    """POST pods/{name}/binding. NotFound is a pod gone; any other client error but a Conflict is a
+    bind that certainly did not happen. A Conflict, a ServerError or a TransportError (a timeout: the
+    outcome is unknown) is resolved by reading the pod: where it is bound, if it is, says what
+    happened."""
     ref = f"Pod/{namespace}/{name}"
+    path = pod_path(namespace, name) + "/binding"
     try:
-        reply = await call(
-            api_client,
-            "POST",
-            pod_path(namespace, name) + "/binding",
-            binding_body(namespace, name, uid, node),
-        )
+        reply = await call(api_client, "POST", path, binding_body(namespace, name, uid, node))
+        reply.raise_for_status()
     except WriteRefused as err:
         return BindResult(message=f"binding {ref} to {node}: {err}")  # never sent: certainly unbound
-    except TRANSPORT_ERRORS as err:
-        why = str(err) or type(err).__name__
+    except NotFound as err:
+        return BindResult(gone=True, message=f"binding {ref} to {node}: the pod is gone ({err})")
+    except (TransportError, Conflict, ServerError) as err:
         found = await read_binding(api_client, namespace, name, uid)
-        return replace(found, message=f"binding {ref} to {node}: {why}; {found.message}")
-    if reply.ok:
-        return BindResult(node)
-    if reply.status == 404:
-        return BindResult(gone=True, message=f"binding {ref} to {node}: the pod is gone ({reply.message})")
-    conflict = reply.status == 409
-    if not conflict and reply.status < 500:
-        return BindResult(message=f"binding {ref} to {node} failed: {reply.message}")
-    found = await read_binding(api_client, namespace, name, uid)
-    return replace(
-        found, conflict=conflict, message=f"binding {ref} to {node}: {reply.message}; {found.message}"
-    )
+        conflict = isinstance(err, Conflict)
+        return replace(found, conflict=conflict, message=f"binding {ref} to {node}: {err}; {found.message}")
+    except ApiError as err:
+        return BindResult(message=f"binding {ref} to {node} failed: {err}")
+    return BindResult(node)
 
 
 async def read_binding(api_client: Any, namespace: str, name: str, uid: str) -> BindResult:
     """GET the pod: where it is bound, or that it is gone (404, or another pod of that name)."""
     try:
         current = await call(api_client, "GET", pod_path(namespace, name))
-    except TRANSPORT_ERRORS as err:
-        return BindResult(unknown=True, message=f"reading the pod failed: {err or type(err).__name__}")
-    if current.status == 404:
+        current.raise_for_status()
+    except NotFound:
         return BindResult(gone=True, message="the pod is gone")
-    if not current.ok:
-        return BindResult(unknown=True, message=f"reading the pod failed: {current.message}")
+    except (TransportError, ApiError) as err:
+        return BindResult(unknown=True, message=f"reading the pod failed: {err}")
     meta = current.body.get("metadata") or {}
     if uid and meta.get("uid") != uid:
         return BindResult(gone=True, message="the pod was re-created")
@@ -144,7 +136,7 @@ async def set_condition(api_client: Any, namespace: str, name: str, uid: str, pa
 async def preempt(api_client: Any, namespace: str, name: str, uid: str, message: str) -> Reply:
     """Mark the victim DisruptionTarget (as kube-scheduler does) and delete it with grace period 0
     (there may be no kubelet to honour a grace period; the quota must be free now). A 404 is success:
-    the victim is gone either way."""
+    the victim is gone either way (NotFound)."""
     await set_condition(
         api_client,
         namespace,
@@ -156,6 +148,6 @@ async def preempt(api_client: Any, namespace: str, name: str, uid: str, message:
     if uid:
         body["preconditions"] = {"uid": uid}
     reply = await call(api_client, "DELETE", pod_path(namespace, name), body)
-    if reply.status == 404:
+    if isinstance(reply.error, NotFound):
         return Reply(200, reply.body)
     return reply

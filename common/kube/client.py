@@ -17,6 +17,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
 from yarl import URL
 
+from gpuq_k8s.common.kube.errors import TRANSPORT_FAILURES, WriteRefused, transport_error
 from gpuq_k8s.common.kube.http import HttpClient
 from gpuq_k8s.common.model.errors import GpuqError
 
@@ -144,15 +145,12 @@ def resolve_proxy_once(api: Any) -> None:
     rest.pool_manager._trust_env = False
 
 
-class WriteRefused(aiohttp.ClientError):
-    """A write that was not sent: this process may not write (it is not, or no longer, the leader)."""
-
-
 class GatedClient:
     """``api_client`` for the writers: every request but a read is sent only if ``writes_allowed()``
     says so *at the moment it is sent* (a write queued before the lease was lost is not sent after).
-    A refused write raises :class:`WriteRefused`, which every writer already handles as a request
-    that failed on the way (logged, never a traceback). Everything else is ``api_client``'s."""
+    A refused write raises :class:`~common.kube.errors.WriteRefused`, a
+    :class:`~common.kube.errors.RequestFailed` every writer handles as a request that got no answer
+    (logged, never a traceback). Everything else is ``api_client``'s."""
 
     def __init__(self, api_client: Any, writes_allowed: Callable[[], bool]) -> None:
         self.api_client = api_client
@@ -160,7 +158,7 @@ class GatedClient:
         self.refused = 0
 
     def check(self, method: str, path: str) -> None:
-        """Raise :class:`WriteRefused` for a write this process may not send now."""
+        """Raise :class:`~common.kube.errors.WriteRefused` for a write this process may not send now."""
         if method != "GET" and not self.writes_allowed():
             self.refused += 1
             raise WriteRefused(f"{method} {path} not sent: not the leader")
@@ -193,10 +191,32 @@ async def request(
     the CPU of aiohttp's request: ``tests/bench/bench_requests.py``); another kubernetes_asyncio
     ApiClient (or one with a proxy) on its aiohttp session. A :class:`GatedClient` refuses a write
     as its ``call_api`` does; any other client (a test's) is called through its ``call_api``.
+
+    Whatever the path, a request that fails on the way raises gpuq's
+    :class:`~common.kube.errors.TransportError` (aiohttp's, the OS's and timeout failures
+    translated, the original kept as its ``__cause__``).
     """
     if isinstance(api_client, GatedClient):
         api_client.check(method, path)
         api_client = api_client.api_client
+    try:
+        return await _request(
+            api_client, method, path, body=body, content_type=content_type, query=query, timeout=timeout
+        )
+    except TRANSPORT_FAILURES as err:
+        raise transport_error(err) from err
+
+
+async def _request(
+    api_client: Any,
+    method: str,
+    path: str,
+    *,
+    body: Any,
+    content_type: str,
+    query: list[tuple[str, str]],
+    timeout: float,
+) -> tuple[int, bytes]:
     if not isinstance(api_client, client.ApiClient):
         return await through_call_api(
             api_client, method, path, body=body, content_type=content_type, query=query, timeout=timeout

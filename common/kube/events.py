@@ -22,8 +22,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import aiohttp
-
+from gpuq_k8s.common.kube.errors import NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import MERGE_PATCH, call
 from gpuq_k8s.common.model.wire import split_ref
 
@@ -160,7 +159,7 @@ class EventRecorder:
             async with semaphore:
                 try:
                     await (self._patch(series) if series.name else self._create(series))
-                except (aiohttp.ClientError, TimeoutError) as err:
+                except RequestFailed as err:
                     self.dropped += 1
                     log.warning("event not written: %s", err or type(err).__name__)
 
@@ -189,7 +188,7 @@ class EventRecorder:
         reply = await call(self.api_client, "PATCH", path, patch, content_type=MERGE_PATCH)
         if reply.ok:
             self.patched += 1
-        elif reply.status == 404:
+        elif isinstance(reply.error, NotFound):
             # Expired by the apiserver's event TTL: start a fresh Event next time.
             series.name = ""
             series.body["metadata"]["name"] = _event_name(series.body["regarding"]["name"])

@@ -16,9 +16,12 @@ What it does and does not do:
 - bodies by ``Content-Length``, ``Transfer-Encoding: chunked`` or, lacking both, up to the close;
   no compression is asked for (the apiserver answers identity);
 - no proxy (the ApiClient's aiohttp path is used when one is configured: :func:`for_api`), no
-  redirects, no retries: a request that fails on the way raises, as aiohttp's would, an
-  :class:`aiohttp.ClientConnectionError` (or ``TimeoutError`` past ``timeout``), and whether a
-  write that failed so took effect is the caller's question (a bind reads the pod back);
+  redirects, no retries: a request that fails on the way raises gpuq's
+  :class:`~common.kube.errors.TransportError` (:class:`~common.kube.errors.ConnectFailed`,
+  :class:`~common.kube.errors.Disconnected`, :class:`~common.kube.errors.ProtocolError`, or
+  :class:`~common.kube.errors.RequestTimeout` past ``timeout``), the types the aiohttp path's
+  failures are translated to, and whether a write that failed so took effect is the caller's
+  question (a bind reads the pod back);
 - a connection whose request was cancelled or timed out is closed, never reused (its answer may
   still arrive).
 """
@@ -33,16 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 from urllib.parse import urlencode, urlsplit
 
-import aiohttp
+from gpuq_k8s.common.kube.errors import ConnectFailed, Disconnected, ProtocolError, RequestTimeout
 
 IDLE_TIMEOUT: Final = 15.0
 MAX_IDLE: Final = 128
 _MAX_HEAD: Final = 64 * 1024  # status line and headers
 _NO_BODY: Final = frozenset({204, 304})
-
-
-class ProtocolError(aiohttp.ClientConnectionError):
-    """The server's answer is not HTTP/1.1 as this client reads it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +210,12 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             if last is not None:
                 waiter.set_result(last)
+            elif isinstance(exc, ProtocolError):
+                waiter.set_exception(exc)  # a response cut short
             else:
-                waiter.set_exception(aiohttp.ServerDisconnectedError(str(exc) if exc else None))
+                lost = Disconnected(str(exc) or type(exc).__name__ if exc else "Server disconnected")
+                lost.__cause__ = exc
+                waiter.set_exception(lost)
 
     def close(self) -> None:
         self.closed = True
@@ -286,9 +289,11 @@ class HttpClient:
                 assert connection.transport is not None
                 connection.transport.write(message)
                 response: Response = await waiter
-        except BaseException:
+        except BaseException as err:
             if connection is not None:
                 connection.close()  # an answer may still come: never reuse it
+            if isinstance(err, TimeoutError):
+                raise RequestTimeout(type(err).__name__) from err
             raise
         if response.keep_alive and not connection.closed and not self._closed:
             self._put(connection)
@@ -327,7 +332,7 @@ class HttpClient:
         try:
             _, connection = await loop.create_connection(_Connection, self._host, self._port, **options)
         except (OSError, ssl.SSLError) as err:
-            raise aiohttp.ClientConnectionError(
+            raise ConnectFailed(
                 f"cannot connect to {self._host}:{self._port}: {err or type(err).__name__}"
             ) from err
         return connection

@@ -13,8 +13,14 @@ the loop instead and reads raw JSON:
    half-dead connection) the watch is closed and **re-established** from the last resourceVersion on
    a new connection: nothing is lost (the apiserver replays what came after it) and nothing is listed.
    The new watch must answer within ``inactivity_timeout`` too, or it counts as an error;
-4. on **410 Gone** (the resourceVersion was compacted) or on any error, go back to 1, with an
-   exponential backoff and jitter after errors so a struggling apiserver is not hammered.
+4. on **410 Gone** (the resourceVersion was compacted: :class:`~common.kube.errors.Gone`) or on any
+   error, go back to 1, with an exponential backoff (:func:`~common.model.backoff.backoff`) and jitter
+   after errors so a struggling apiserver is not hammered.
+
+Its requests fail with gpuq's API errors (:mod:`common.kube.errors`): an error status raises the
+:class:`~common.kube.errors.ApiError` of that status, a watch's ERROR event the one its Status object
+carries, a failure on the way (aiohttp's, translated) a :class:`~common.kube.errors.TransportError`,
+an answer that is not the API's a :class:`~common.kube.errors.ProtocolError`.
 
 Bookmarks do not keep every healthy watch busy: kube-apiserver sends one about once a minute, but
 only once the kind has changed after the watch's resourceVersion (its cacher sends none before it has
@@ -58,7 +64,18 @@ from gpuq_k8s.common.kube.diff import (
     resource_version,
     strip_managed_fields,
 )
+from gpuq_k8s.common.kube.errors import (
+    TRANSPORT_FAILURES,
+    Gone,
+    ProtocolError,
+    RequestTimeout,
+    api_error,
+    status_error,
+    succeeded,
+    transport_error,
+)
 from gpuq_k8s.common.kube.resources import ResourceKind
+from gpuq_k8s.common.model.backoff import backoff
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +89,8 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 DEFAULT_INACTIVITY: Final = 150.0
 
 
-class Gone(Exception):
-    """The watch's resourceVersion is too old (HTTP 410 or a watch ERROR event with code 410)."""
-
-
 class Inactive(Exception):
     """Nothing (no event, no bookmark) arrived on the watch for the inactivity timeout."""
-
-
-class ApiError(Exception):
-    """The apiserver answered a list or watch with an error status."""
 
 
 class _Relist(Exception):
@@ -160,8 +169,7 @@ class Informer:
             except Exception as err:
                 self.watching = False
                 failures += 1
-                low, high = self.backoff
-                delay = min(high, low * 2 ** min(failures - 1, 16)) * random.uniform(0.5, 1.0)
+                delay = backoff(failures, *self.backoff) * random.uniform(0.5, 1.0)
                 log.warning("%s: %s; retrying in %.1fs", self.kind.kind, err or type(err).__name__, delay)
                 await asyncio.sleep(delay)
 
@@ -250,7 +258,7 @@ class Informer:
                 if not get.done():
                     get.cancel()
                     fetcher.result()  # failed (raises), or ended without a body it was meant to send
-                    raise ApiError(f"GET {self.kind.path}: the list ended without its last page")
+                    raise ProtocolError(f"GET {self.kind.path}: the list ended without its last page")
                 body, guessed = get.result()
                 page = self._decode(body)
                 token = str((page.get("metadata") or {}).get("continue") or "")
@@ -282,7 +290,7 @@ class Informer:
             async with asyncio.timeout(self.inactivity_timeout):
                 response = await self._request(params, timeout=aiohttp.ClientTimeout(total=None, connect=30))
         except TimeoutError:
-            raise ApiError(
+            raise RequestTimeout(
                 f"watch of {self.kind.path} not answered within {self.inactivity_timeout:g}s"
             ) from None
         self.watching = True  # answered: the cache is watched again
@@ -299,11 +307,9 @@ class Informer:
         kind = event.get("type")
         raw = event.get("object")
         if not isinstance(raw, dict):
-            raise ApiError(f"watch event without an object: {str(event)[:200]}")
+            raise ProtocolError(f"watch event without an object: {str(event)[:200]}")
         if kind == "ERROR":
-            if raw.get("code") == 410:
-                raise Gone()
-            raise ApiError(f"watch error: {raw.get('code')} {raw.get('message')}")
+            raise status_error(raw)  # Gone when the resourceVersion was compacted
         version = resource_version(raw)
         if kind == "BOOKMARK":
             self._resource_version = version or self._resource_version
@@ -318,7 +324,7 @@ class Informer:
             self._cache[key] = obj
             change = Change("add", key, obj) if old is None else Change("update", key, obj, old)
         else:
-            raise ApiError(f"unknown watch event type {kind!r}")
+            raise ProtocolError(f"unknown watch event type {kind!r}")
         self._resource_version = version or self._resource_version
         self._deliver([change])
 
@@ -342,28 +348,32 @@ class Informer:
             params.append(("labelSelector", self.label_selector))
         if self.field_selector:
             params.append(("fieldSelector", self.field_selector))
-        response = await self.api_client.call_api(
-            self.kind.path,
-            "GET",
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
-        if response.status == 410:
-            response.release()
-            raise Gone()
-        if not 200 <= response.status < 300:
-            body = (await response.read())[:300].decode("utf-8", "replace")
-            response.release()
-            raise ApiError(f"GET {self.kind.path}: HTTP {response.status}: {body}")
-        return response
+        try:
+            response = await self.api_client.call_api(
+                self.kind.path,
+                "GET",
+                query_params=params,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+            if succeeded(response.status):
+                return response
+            try:
+                raw = await response.read()
+            finally:
+                response.release()
+        except TRANSPORT_FAILURES as err:
+            raise transport_error(err) from err
+        raise api_error(response.status, _status_of(raw))
 
     async def _get_body(self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout) -> bytes:
         response = await self._request(params, timeout)
         try:
             body: bytes = await response.read()
+        except TRANSPORT_FAILURES as err:
+            raise transport_error(err) from err
         finally:
             response.release()
         return body
@@ -371,8 +381,20 @@ class Informer:
     def _decode(self, body: bytes) -> dict[str, Any]:
         data = orjson.loads(body)
         if not isinstance(data, dict):
-            raise ApiError(f"GET {self.kind.path}: expected a JSON object")
+            raise ProtocolError(f"GET {self.kind.path}: expected a JSON object")
         return data
+
+
+def _status_of(raw: bytes) -> dict[str, Any]:
+    """The Status object of an error answer; a body that is not one gives its first bytes as the
+    message."""
+    try:
+        decoded = orjson.loads(raw)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        return decoded
+    return {"message": raw[:300].decode("utf-8", "replace")}
 
 
 # A built-in kind's list starts ``{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[``
@@ -401,7 +423,10 @@ async def _lines(stream: aiohttp.StreamReader, inactivity: float) -> AsyncIterat
     while True:
         try:
             async with asyncio.timeout(inactivity):
-                chunk = await stream.readany()
+                try:
+                    chunk = await stream.readany()
+                except TRANSPORT_FAILURES as err:
+                    raise transport_error(err) from err
         except TimeoutError:
             raise Inactive() from None
         if not chunk:

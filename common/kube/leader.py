@@ -5,7 +5,7 @@
   we last saw the record change (client-go's ``observedTime``), so clock skew between replicas does
   not matter.
 - Every write is a PUT carrying the resourceVersion read (optimistic concurrency): of two candidates
-  racing for an expired Lease exactly one succeeds, the other gets 409 and stays standby.
+  racing for an expired Lease exactly one succeeds, the other gets a Conflict and stays standby.
 - The leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it has lost the
   lease (another replica may take it after ``lease_duration``) and must stop acting at once, so
   ``renew_deadline < lease_duration`` leaves a margin in which two replicas never both act. Every
@@ -26,8 +26,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
-
+from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import Reply, call
 from gpuq_k8s.common.model.errors import ConfigError
 
@@ -143,7 +142,7 @@ class LeaderElector:
         try:
             async with asyncio.timeout(self.timings.renew_deadline / 2):
                 return await self._try_acquire_or_renew()
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        except (RequestFailed, TimeoutError) as err:  # TimeoutError: the deadline above
             log.warning("Lease %s/%s: %s", self.namespace, self.name, err or type(err).__name__)
             return False
 
@@ -151,7 +150,7 @@ class LeaderElector:
         started = self.clock()  # a renewal counts from when it was sent, not when it was answered
         now_wall = self.wall_clock()
         current = await call(self.api_client, "GET", self.path)
-        if current.status == 404:
+        if isinstance(current.error, NotFound):
             body = self._lease(lease_spec(self.identity, self.timings.lease_duration, now_wall, None))
             reply = await call(self.api_client, "POST", self.path.rsplit("/", 1)[0], body)
             return self._accept(reply, started)
@@ -177,7 +176,7 @@ class LeaderElector:
 
     def _lease(self, spec: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
         """Our Lease object with ``spec``; a write over an existing one carries the resourceVersion
-        read (optimistic concurrency: of two racing writers one gets 409)."""
+        read (optimistic concurrency: of two racing writers one gets a Conflict)."""
         metadata = {"name": self.name, "namespace": self.namespace}
         if resource_version is not None:
             metadata["resourceVersion"] = resource_version
@@ -185,7 +184,7 @@ class LeaderElector:
 
     def _accept(self, reply: Reply, started: float) -> bool:
         if not reply.ok:
-            if reply.status != 409:
+            if not isinstance(reply.error, Conflict):
                 log.warning("Lease %s/%s not written: %s", self.namespace, self.name, reply.message)
             return False
         self._observed_spec = reply.body.get("spec") or {}
@@ -212,5 +211,5 @@ class LeaderElector:
             reply = await call(self.api_client, "PUT", self.path, body)
             if reply.ok:
                 log.info("released Lease %s/%s", self.namespace, self.name)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        except RequestFailed as err:
             log.warning("Lease %s/%s not released: %s", self.namespace, self.name, err)

@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
 import orjson
 
 from gpuq_k8s.common.kube.client import request
+from gpuq_k8s.common.kube.errors import ApiError, KubeError, NotFound, api_error, succeeded
 from gpuq_k8s.common.kube.resources import ResourceKind
+from gpuq_k8s.common.model.backoff import backoff
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,31 @@ _TIMEOUT: Final = 30.0  # seconds, the whole request
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """An API answer: the HTTP status and the decoded JSON body (``{}`` when there is none)."""
+    """An API answer: the HTTP status and the decoded JSON body (``{}`` when there is none).
+
+    Callers ask what an answer means through its type, never its number: ``ok``, or ``error`` (the
+    :class:`~common.kube.errors.ApiError` of the status: ``isinstance(reply.error, NotFound)``), or
+    :meth:`raise_for_status`."""
 
     status: int
     body: Mapping[str, Any]
 
     @property
     def ok(self) -> bool:
-        return 200 <= self.status < 300
+        return succeeded(self.status)
+
+    @property
+    def error(self) -> ApiError | None:
+        """The typed error of an answer that is not a success (:func:`~common.kube.errors.api_error`),
+        else None."""
+        return None if succeeded(self.status) else api_error(self.status, self.body)
+
+    def raise_for_status(self) -> Reply:
+        """This reply when it is a success; else raise its :attr:`error`."""
+        error = self.error
+        if error is not None:
+            raise error
+        return self
 
     @property
     def message(self) -> str:
@@ -62,8 +80,10 @@ async def call(
     content_type: str = JSON,
     query: list[tuple[str, str]] | None = None,
 ) -> Reply:
-    """One request through ``api_client``'s connection pool and credentials; never raises on HTTP
-    errors (the caller decides what a 404 or 409 means), only on transport failures."""
+    """One request through ``api_client``'s connection pool and credentials. Never raises on an
+    error status (the caller decides what a NotFound or a Conflict means: ``Reply.error``,
+    ``Reply.raise_for_status``); raises :class:`~common.kube.errors.RequestFailed` when there is no
+    answer (a :class:`~common.kube.errors.TransportError`, or a write the leadership gate refused)."""
     status, raw = await request(
         api_client, method, path, body=body, content_type=content_type, query=query or [], timeout=_TIMEOUT
     )
@@ -192,28 +212,28 @@ class StatusWriter:
             if not patch:
                 self._failing.pop(key, None)
                 return
-            async with semaphore:
-                path = object_path(self.kinds[kind], namespace, name) + "/status"
-                try:
+            path = object_path(self.kinds[kind], namespace, name) + "/status"
+            try:
+                async with semaphore:
                     reply = await call(
                         self.api_client, "PATCH", path, {"status": patch}, content_type=MERGE_PATCH
                     )
-                except (aiohttp.ClientError, TimeoutError) as err:
-                    reply = Reply(0, {"message": str(err) or type(err).__name__})
-            if reply.ok or reply.status == 404:
-                self._failing.pop(key, None)
-                sent += reply.ok
-                if reply.ok:
-                    self.on_written(kind)
-                    self._written[key] = (status, seen)
-            else:
+                reply.raise_for_status()
+            except NotFound:
+                self._failing.pop(key, None)  # the object is gone: nothing to write
+                return
+            except KubeError as err:
                 self.failures += 1
-                log.warning("status of %s %s/%s not written: %s", kind, namespace, name, reply.message)
+                log.warning("status of %s %s/%s not written: %s", kind, namespace, name, err)
                 # Keep the wish unless a newer one arrived meanwhile; retried after its backoff.
                 self._dirty.setdefault(key, status)
                 rounds = self._failing.get(key, (0, 0.0))[0] + 1
-                low, high = self.backoff
-                self._failing[key] = (rounds, self.clock() + min(high, low * 2 ** min(rounds - 1, 16)))
+                self._failing[key] = (rounds, self.clock() + backoff(rounds, *self.backoff))
+                return
+            self._failing.pop(key, None)
+            sent += 1
+            self.on_written(kind)
+            self._written[key] = (status, seen)
 
         await asyncio.gather(*(one(key, status) for key, status in batch.items()))
         self.writes += sent

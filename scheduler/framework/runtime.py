@@ -25,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 
 from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -54,7 +55,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     StatusSource,
 )
 from gpuq_k8s.scheduler.framework.session import SessionPoints
-from gpuq_k8s.scheduler.framework.status import Code, Status
+from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPods
 from gpuq_k8s.scheduler.groups import GroupTracker
 
@@ -215,7 +216,10 @@ class Framework(SessionPoints):
         started = time.perf_counter()
         try:
             for plugin in self.pre_filter_plugins:
-                status = plugin.pre_filter(state, pod)
+                try:
+                    status = plugin.pre_filter(state, pod)
+                except InvalidValue as err:
+                    raise PluginInputError(plugin.name, "PreFilter", err) from err
                 if status.is_skip:
                     state.skip_filter.add(plugin.name)
                 elif not status.is_success:

@@ -2,7 +2,8 @@
 
 A Status carries a :class:`Code`, the reasons (one line each, user-readable) and the plugin that
 produced it, so the cycle can aggregate them into the PodScheduled message without knowing which
-plugin said what.
+plugin said what. A plugin that finds its input malformed raises an InvalidValue; the framework hands
+it on as a :class:`PluginInputError`, which carries the plugin's name as a Status does.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 
 
 class Code(enum.IntEnum):
@@ -96,3 +99,16 @@ class Status:
 
 _SUCCESS = Status(Code.SUCCESS)
 _SKIP = Status(Code.SKIP)
+
+
+class PluginInputError(GpuqError):
+    """``plugin`` found its input malformed at extension point ``point``: the ``error`` it raised (also
+    the ``__cause__``), with the plugin's name, as kube-scheduler's Status carries its plugin. Renders
+    as the error itself."""
+
+    def __init__(self, plugin: str, point: str, error: InvalidValue) -> None:
+        super().__init__(str(error))
+        self.plugin = plugin
+        self.point = point
+        self.error = error
+        self.__cause__ = error

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuq_k8s.common.kube import binding
+from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model.events import EventRecord
@@ -192,8 +193,8 @@ class KubeBackend:
             try:
                 reply = await binding.preempt(self.api_client, pod.namespace, pod.name, pod.uid, reason)
                 ok, message = reply.ok, reply.message
-            except binding.TRANSPORT_ERRORS as err:
-                ok, message = False, str(err) or type(err).__name__
+            except RequestFailed as err:
+                ok, message = False, str(err)
         if not ok:
             log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
             self.on_evict_failed(pod.key)
@@ -217,12 +218,12 @@ class KubeBackend:
                         c.pod.uid,
                         binding.condition_patch(c.reason, c.message, c.nominated),
                     )
-                except binding.TRANSPORT_ERRORS as err:
+                except RequestFailed as err:
                     log.warning("condition of %s not written: %s", c.pod.ref, err)
                     return
             if reply.ok:
                 self._written[c.pod.key] = (c.reason, c.message, c.nominated)
-            elif reply.status not in (404, 409):
+            elif not isinstance(reply.error, (NotFound, Conflict)):  # gone, or re-created (its UID)
                 log.warning("condition of %s not written: %s", c.pod.ref, reply.message)
 
         await asyncio.gather(*(one(c) for c in conditions.values()))

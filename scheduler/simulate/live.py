@@ -23,6 +23,16 @@ import aiohttp
 
 from gpuq_k8s.common.kube.client import KubeconfigError, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.kube.errors import (
+    TRANSPORT_FAILURES,
+    Forbidden,
+    NotFound,
+    TransportError,
+    Unauthorized,
+    api_error,
+    succeeded,
+    transport_error,
+)
 from gpuq_k8s.common.kube.resources import PODS, ResourceKind
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
@@ -34,8 +44,6 @@ from gpuq_k8s.scheduler.simulate.loader import Manifests, object_reference
 from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, run
 
 PAGE: Final = 500
-UNAUTHORIZED: Final = 401
-FORBIDDEN: Final = 403
 
 
 class ReadError(GpuqError):
@@ -65,28 +73,32 @@ async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, 
     path = _path(kind, namespace)
     while True:
         params = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        response = await api.call_api(
-            path,
-            "GET",
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=120),
-        )
         try:
-            body = await response.read()
-        finally:
-            response.release()
-        if response.status == UNAUTHORIZED:
+            response = await api.call_api(
+                path,
+                "GET",
+                query_params=params,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=120),
+            )
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+        except TRANSPORT_FAILURES as err:
+            raise transport_error(err) from err
+        error = None if succeeded(response.status) else api_error(response.status)
+        if isinstance(error, Unauthorized):
             raise ReadError(f"GET {path}: HTTP 401 Unauthorized: the kubeconfig's credentials were refused")
-        if response.status == FORBIDDEN:
+        if isinstance(error, Forbidden):
             return None
-        if response.status == 404 and kind.group:
+        if isinstance(error, NotFound) and kind.group:
             return []  # the CRD is not installed: none of its objects exist
-        if not 200 <= response.status < 300:
+        if error is not None:
             text = body[:200].decode("utf-8", "replace").strip()
-            raise ReadError(f"GET {path}: HTTP {response.status}: {text}")
+            raise ReadError(f"GET {path}: HTTP {error.status}: {text}")
         page = json.loads(body)
         for item in page.get("items") or ():
             item.setdefault("kind", kind.kind)
@@ -118,7 +130,7 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
         return asyncio.run(_snapshot(kubeconfig, context, namespace))
     except (ReadError, KubeconfigError) as err:
         raise ReadError(f"cannot read the cluster: {err}") from err
-    except (TimeoutError, OSError, aiohttp.ClientError, ValueError) as err:
+    except (TransportError, OSError, ValueError) as err:  # OSError: the kubeconfig's certificate files
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cluster: {text}") from err
 

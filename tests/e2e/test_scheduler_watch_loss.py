@@ -20,7 +20,8 @@ import pytest_asyncio
 
 from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import new_api_client
-from gpuq_k8s.common.kube.informer import Gone, Informer
+from gpuq_k8s.common.kube.errors import Gone
+from gpuq_k8s.common.kube.informer import Informer
 from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of

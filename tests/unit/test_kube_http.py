@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq_k8s.common.kube.http import ProtocolError, Response, ResponseParser
+from gpuq_k8s.common.kube.errors import ProtocolError
+from gpuq_k8s.common.kube.http import Response, ResponseParser
 
 LENGTH = b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{"kind":"x"}\n'
 CHUNKED = (

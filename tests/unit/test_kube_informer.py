@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuq_k8s.common.kube.diff import Change, diff, object_key, strip_managed_fields
-from gpuq_k8s.common.kube.informer import ApiError, Gone, Informer, continue_in_head
+from gpuq_k8s.common.kube.errors import Gone, ProtocolError, ServerError
+from gpuq_k8s.common.kube.informer import Informer, continue_in_head
 from gpuq_k8s.common.kube.resources import NODES, PODS, QUEUES
 
 
@@ -90,11 +91,11 @@ def test_watch_events_update_cache_and_resource_version() -> None:
 
 def test_410_in_the_watch_means_relist() -> None:
     inf, _ = informer()
-    with pytest.raises(Gone):
+    with pytest.raises(Gone, match="too old"):
         inf._event({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
-    with pytest.raises(ApiError):
+    with pytest.raises(ServerError, match="HTTP 500"):
         inf._event({"type": "ERROR", "object": {"kind": "Status", "code": 500}})
-    with pytest.raises(ApiError):
+    with pytest.raises(ProtocolError, match="unknown watch event type 'WHAT'"):
         inf._event({"type": "WHAT", "object": obj("p", "1")})
 
 

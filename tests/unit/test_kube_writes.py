@@ -124,6 +124,7 @@ def test_a_refused_bind_certainly_did_not_happen() -> None:
         (UNAVAILABLE, (200, pod_body(deleting=True)), ("", True, False)),  # deleting: never bound
         (TimeoutError(), (200, pod_body("n1")), ("n1", False, False)),  # timed out, yet bound
         (TimeoutError(), TimeoutError(), ("", False, True)),  # nobody answers: unknown
+        (ConnectionResetError(104, "reset"), (200, pod_body("n1")), ("n1", False, False)),  # lost: read
         (UNAVAILABLE, (500, {}), ("", False, True)),
     ],
 )
@@ -235,3 +236,26 @@ def test_status_writes_back_off_per_object() -> None:
     clock.now += 1.5  # its second backoff is 2 s
     assert flush_all(4) == ["good", "other"]
     assert writer.failures == 2 and writer.writes == 8
+
+
+def test_a_status_write_finds_its_object_gone_or_gets_no_answer() -> None:
+    """NotFound: the object is gone, the wish is dropped (no failure, no retry); no answer (a
+    TransportError, whichever client): kept and retried after its backoff."""
+    answers: dict[str, Answer] = {
+        "gone": (404, {"message": 'queues "gone" not found'}),
+        "cut": OSError(104, "reset"),
+    }
+    api = FakeApi(lambda method, path: answers.get(path.split("/")[-2], (200, {})))
+    clock = Clock()
+    writer = StatusWriter(
+        api, {kinds.QUEUES.kind: kinds.QUEUES}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
+    )
+    for name in ("gone", "cut", "fine"):
+        writer.put("Queue", "", name, {"allocated": {"cpu": "1"}})
+    assert asyncio.run(writer.flush()) == 1
+    assert (writer.writes, writer.failures, writer.pending) == (1, 1, 1)  # only "cut" is kept
+    clock.now += 1.1
+    del answers["cut"]
+    api.requests.clear()
+    assert asyncio.run(writer.flush()) == 1
+    assert [path.split("/")[-2] for _, path in api.requests] == ["cut"] and writer.pending == 0

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpuq_k8s.common.kube.client import GatedClient, WriteRefused
+from gpuq_k8s.common.kube.client import GatedClient
+from gpuq_k8s.common.kube.errors import WriteRefused
 from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
 from gpuq_k8s.common.kube.status import call
 from tests.unit.test_kube_writes import Response

@@ -11,6 +11,7 @@ from gpuq_k8s.common.model.config import PluginConfig, SchedulerConfig
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.status import Code
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
@@ -232,6 +233,29 @@ def test_invalid_affinity_is_an_error_naming_the_pod() -> None:
         match=re.escape("Pod/ns/p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoreDuringExecution"),
     ):
         compile_selection(pod)
+
+
+def test_a_prefilter_plugins_invalid_input_is_labelled_with_the_plugin() -> None:
+    """kube-scheduler's RunPreFilterPlugins (pkg/scheduler/framework/runtime/framework.go) sets the
+    failing plugin's name on its Status; gpuq's framework does so for the InvalidValue a PreFilter
+    raises: the attempt names ``predicates``, not the extension point, the message is the error's own,
+    and the pod is parked under that plugin (the events it registered for move it)."""
+    sched, backend = _scheduler()
+    sched.set_node(NODE.copy().name("a").info())
+    bad: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoreDuringExecution": {}}}
+    pod = POD.copy().name("p").spec(affinity=bad).info()
+    with pytest.raises(InvalidValue) as invalid:
+        compile_selection(pod)
+    sched.add_pod(pod)
+    sched.run_enqueue()
+    attempt = sched.schedule_one()
+    assert attempt is not None
+    assert (attempt.status.code, attempt.status.plugin) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "predicates")
+    assert attempt.status.message == str(invalid.value)
+    assert backend.conditions["ns/p"].message == str(invalid.value)
+    queued = sched.queue.get("ns/p")
+    assert queued is not None and queued.pool == "unschedulable"
+    assert queued.rejected_by == frozenset({"predicates"})
 
 
 @pytest.mark.parametrize(("gpus_free", "bound"), [(4, 3), (2, 0)])

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpuq_k8s.common.kube.informer import ApiError, Gone, Informer, InformerSet
+from gpuq_k8s.common.kube.errors import Gone, ServerError
+from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.resources import NODES, QUEUES
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.webhook import jsonpatch
@@ -27,7 +28,11 @@ async def _step() -> None:
 
 
 # (A silent watch, Inactive, is re-established without a list: tests/unit/test_kube_informer.py.)
-@pytest.mark.parametrize("failure", [ApiError("boom"), Gone()], ids=["error", "gone"])
+@pytest.mark.parametrize(
+    "failure",
+    [ServerError(500, "InternalError", "boom"), Gone(410, "Expired", "too old")],
+    ids=["error", "gone"],
+)
 async def test_an_informer_is_watching_only_between_a_list_and_the_next_failure(failure: Exception) -> None:
     inf = Informer(None, QUEUES, backoff=(0.0, 0.0))
     lists = 0
