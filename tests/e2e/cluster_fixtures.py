@@ -25,8 +25,8 @@ import pytest_asyncio
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from gpuq_k8s.common.kube.status import MERGE_PATCH, Reply, call
-from tests.builders import MakeNode, MakePod
 from tests.e2e.controlplane.harness import ControlPlane, dns_label, free_ports
+from tests.testing.builders import MakeNode, MakePod
 
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import scheduler_config
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
+from tests.testing.config import scheduler_config
 
 pytestmark = pytest.mark.e2e
 

@@ -29,11 +29,11 @@ from cryptography import x509
 
 from gpuq_k8s.certs.authority import create_ca, issue_serving_certificate
 from gpuq_k8s.certs.files import write_key_pair
-from tests.builders import MakeQueue
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
 from tests.e2e.deployed_webhook import RBAC_KINDS, token_kubeconfig
 from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
+from tests.testing.builders import MakeQueue
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,8 @@ from gpuq_k8s.webhook.cluster import InformerView
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.server import Endpoints, create_app, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
-from tests.builders import (
+from tests.e2e.controlplane.harness import ControlPlane, Kubectl
+from tests.testing.builders import (
     GPU,
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -39,7 +40,6 @@ from tests.builders import (
     MakePodGroup,
     MakeQueue,
 )
-from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 
 pytestmark = pytest.mark.e2e
 

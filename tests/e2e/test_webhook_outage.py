@@ -31,12 +31,12 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from gpuq_k8s.common.kube.status import Reply, call
 from gpuq_k8s.common.model.annotations import CARD_NAME, QUEUE_NAME, RESOURCE_STRATEGY_WEIGHT
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakePod
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.deployed_webhook import NAMESPACE, DeployedWebhook
 from tests.e2e.test_webhook_scope import _body, _ensure_namespace, _plain
+from tests.testing.builders import MakePod
 
 pytestmark = pytest.mark.e2e
 

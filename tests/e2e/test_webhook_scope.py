@@ -33,11 +33,11 @@ from gpuq_k8s.common.model.annotations import (
     TF_GPU_COUNT,
 )
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakeElasticQuota, MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.test_deploy import render
+from tests.testing.builders import MakeElasticQuota, MakePod, MakeQueue
 
 pytestmark = pytest.mark.e2e
 

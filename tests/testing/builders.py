@@ -377,16 +377,6 @@ class MakeGPUResourceQuota(_Namespaced):
         return self
 
 
-def scheduler_config(*plugins: str) -> str:
-    """A Volcano-format scheduler configuration: priority and gang, then predicates and ``plugins``, each
-    a plugin entry as YAML (``"name: gpu-quota"``, or with ``"\\n    arguments: {...}"``)."""
-    entries = "".join(f"  - {plugin}\n" for plugin in ("name: predicates", *plugins))
-    return (
-        'actions: "enqueue, allocate, preempt"\n'
-        "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n" + entries
-    )
-
-
 class MakePriorityClass(_Builder):
     """A PriorityClass (``scheduling.k8s.io/v1``)."""
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-REPO: Final = Path(__file__).resolve().parents[1]
+from tests.testing.paths import REPO_ROOT
+
+REPO: Final = REPO_ROOT
 DASHBOARD: Final = REPO / "deploy" / "helm" / "gpuq" / "dashboards" / "gpuq.json"
 # Grafana's values for a whole-run look: "All" of a multi-value variable is its allValue (.*).
 RATE_INTERVAL: Final = "2m"

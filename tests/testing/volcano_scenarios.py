@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpuq_k8s.cli import main
-from tests.builders import MakeNode, MakePod
+from tests.testing.builders import MakeNode, MakePod
 
 
 def simulate_scenario(

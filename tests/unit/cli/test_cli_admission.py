@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.cli import main
-from tests.builders import scheduler_config
+from tests.testing.config import scheduler_config
 
 NODE = """\
 apiVersion: v1

@@ -11,8 +11,9 @@ import pytest
 
 from gpuq_k8s.cli import main
 from gpuq_k8s.common.kube.metrics import gpuq_version
+from tests.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 EXAMPLE = ROOT / "examples" / "heterogeneous-cluster"
 
 

@@ -8,15 +8,15 @@ which spec section it reproduces.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuq_k8s.cli import main
-from tests.unit.simulate_text import pods_by_name, simulate_explained
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate_explained
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 CARD = EXAMPLES / "specs" / "capacity-card"
 ELASTIC = EXAMPLES / "specs" / "capacity-scheduling"
 

@@ -20,9 +20,10 @@ from gpuq_k8s.cli import main as cli_main
 from gpuq_k8s.kubectl import View, _context_namespace, main, pending_rows, queue_rows
 from gpuq_k8s.scheduler.simulate.live import Snapshot, manifests, overlay
 from gpuq_k8s.scheduler.simulate.loader import Manifests
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 MESSAGE = (
     "0/2 nodes are available: 2 Insufficient cpu. "
     "Waits for room: the most cpu free on one node is 1, 2 asked."

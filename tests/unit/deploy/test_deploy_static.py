@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import yaml
 
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
+from tests.testing.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 DEPLOY = REPO / "deploy"
 BASE = [d for d in yaml.safe_load_all((DEPLOY / "base" / "gpuq.yaml").read_text()) if d]
 VALUES = yaml.safe_load((DEPLOY / "helm" / "gpuq" / "values.yaml").read_text())

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 from gpuq_k8s.webhook.metrics import WebhookMetrics
-from tests import monitoring
+from tests.testing import monitoring
 
 DEPLOY = monitoring.REPO / "deploy"
 RENDERED = [d for d in yaml.safe_load_all((DEPLOY / "monitoring" / "monitoring.yaml").read_text()) if d]

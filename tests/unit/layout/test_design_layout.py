@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.testing.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 PACKAGES = ("common", "scheduler", "webhook", "certs", "gpuq_k8s")
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-MODEL = Path(__file__).resolve().parents[2] / "common" / "model"
+from tests.testing.paths import REPO_ROOT
+
+MODEL = REPO_ROOT / "common" / "model"
 FORBIDDEN = {
     "aiohttp", "kubernetes_asyncio", "kubernetes", "asyncio", "socket", "ssl", "http", "urllib",
     "requests", "httpx", "subprocess", "shutil", "tempfile", "pathlib", "io", "os", "threading",

@@ -11,16 +11,15 @@ import pytest
 
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import InformerSet
-from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.scheduler.backend import Result
-from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.cycle import Attempt
 from gpuq_k8s.scheduler.failure import SCHEDULER_ERROR_REASON
 from gpuq_k8s.scheduler.kube.feed import Feed
-from gpuq_k8s.scheduler.memory_backend import MemoryBackend
-from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
-from tests.builders import MakeElasticQuota
-from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, _Cache, add, key
+from tests.testing.builders import MakeElasticQuota
+from tests.testing.clock import FakeClock
+from tests.testing.feed import CONFIG, NODE, POD, InformerCache, add, key
+from tests.testing.scheduler import make_scheduler
 
 # Room for one pod of 1 cpu: a second one placed while the first is charged would overspend.
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="1").max(cpu="1")
@@ -28,12 +27,8 @@ QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="1").max(cpu="1")
 
 class World:
     def __init__(self) -> None:
-        self.clock = Clock()
-        self.backend = MemoryBackend()
-        self.scheduler = Scheduler(
-            SchedulerConfig.from_yaml(CONFIG), default_registry(), self.backend, clock=self.clock
-        )
-        self.backend.objects = self.scheduler.objects
+        self.clock = FakeClock()
+        self.scheduler, self.backend = make_scheduler(config=CONFIG, clock=self.clock)
         self.feed = Feed(self.scheduler)
         self.feed.ready = True
         self.feed.apply(add(NODE.copy().name("n1").obj()))
@@ -192,6 +187,6 @@ def test_what_the_watch_says_before_a_bind_is_sent(
         cached["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     informers = InformerSet([])
     pods = {} if cached is None else {key(cached): cached}
-    informers.informers = {"Pod": _Cache(pods)}  # type: ignore[dict-item]
+    informers.informers = {"Pod": InformerCache(pods)}  # type: ignore[dict-item]
     world.feed.informers = informers
     assert world.feed.settled(POD.copy().name("p").uid("uid-p").info(), "n1") is expected

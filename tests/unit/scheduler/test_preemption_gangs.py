@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpuq_k8s.common.model.elastic.preemption import spare_gang_members
-from tests.builders import MakePod
-from tests.unit.simulate_text import pods_by_name, simulate
+from tests.testing.builders import MakePod
+from tests.testing.simulate_text import pods_by_name, simulate
 
 HEAD = """
 apiVersion: scheduling.k8s.io/v1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuq_k8s.scheduler.queue import SchedulingQueue
-from tests.unit.simulate_text import simulate
+from tests.testing.simulate_text import simulate
 
 _GPU_NODE = """
 apiVersion: v1

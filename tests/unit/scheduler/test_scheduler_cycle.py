@@ -7,36 +7,13 @@ from typing import Any
 
 import pytest
 
-from gpuq_k8s.common.model.config import PluginConfig, SchedulerConfig
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
-from gpuq_k8s.scheduler.memory_backend import MemoryBackend
-from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
-from tests.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
-
-
-def _config(*names: str) -> SchedulerConfig:
-    return SchedulerConfig(
-        actions=("enqueue", "allocate", "preempt"),
-        tiers=((PluginConfig("priority"), PluginConfig("gang")), tuple(PluginConfig(n) for n in names)),
-    )
-
-
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _scheduler(*names: str) -> tuple[Scheduler, MemoryBackend]:
-    backend = MemoryBackend()
-    sched = Scheduler(_config("predicates", *names), default_registry(), backend, clock=Clock())
-    backend.objects = sched.objects
-    return sched, backend
-
+from tests.testing.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.clock import FakeClock
+from tests.testing.scheduler import make_scheduler
 
 # A node with the default room (templates are copied: builders are values).
 NODE = MakeNode().alloc(cpu="4", memory="8Gi", **{GPU: "2"})
@@ -115,7 +92,7 @@ NODES = [
     ],
 )
 def test_node_selection_operators(spec: dict[str, Any], expected: str) -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     for node in NODES:
         sched.set_node(node)
     sched.add_pod(POD.copy().spec(**spec).info())
@@ -172,7 +149,7 @@ def test_unschedulable_reasons_are_worded_like_kube_scheduler(
 ) -> None:
     """kube-scheduler's FitError wording, then gpuq's outlook (common/model/outlook.py) when node
     resources stand in the way: more than any node has allocatable can never fit."""
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     for node in nodes:
         sched.set_node(node)
     sched.add_pod(MakePod().req(**requests).spec(tolerations=tolerations).info())
@@ -182,7 +159,7 @@ def test_unschedulable_reasons_are_worded_like_kube_scheduler(
 
 
 def test_prefer_no_schedule_and_tolerated_taints_do_not_filter() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(NODE.copy().name("a").taint("soft", "PreferNoSchedule").info())
     sched.set_node(NODE.copy().name("b").taint("gpu", "NoSchedule", "yes").info())
     toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -194,7 +171,7 @@ def test_prefer_no_schedule_and_tolerated_taints_do_not_filter() -> None:
 
 
 def test_resources_are_counted_incrementally_and_released() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(MakeNode("a").alloc(cpu="2").info())
     for name in ("p1", "p2", "p3"):
         sched.add_pod(MakePod(name).req(cpu="1").info())
@@ -204,14 +181,14 @@ def test_resources_are_counted_incrementally_and_released() -> None:
     sched.delete_pod("ns/p1")  # PodDeleted moves p3 to backoff
     _run(sched)
     assert "ns/p3" not in backend.bindings  # still backing off: no busy retry
-    assert isinstance(sched.clock, Clock)
+    assert isinstance(sched.clock, FakeClock)
     sched.clock.now = sched.queue.next_backoff() or 0.0
     _run(sched)
     assert backend.bindings["ns/p3"] == "a"
 
 
 def test_failed_bind_unreserves_and_requeues() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(MakeNode("a").alloc(cpu="1").info())
     backend.fail_binds.add("ns/p")
     sched.add_pod(MakePod("p").req(cpu="1").info())
@@ -236,7 +213,7 @@ def test_invalid_affinity_is_an_error_naming_the_pod() -> None:
 
 @pytest.mark.parametrize(("gpus_free", "bound"), [(4, 3), (2, 0)])
 def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(MakeNode("a").alloc(cpu="8", **{GPU: str(gpus_free)}).info())
     sched.put_object(MakePodGroup("pg").min_member(3).obj())
     for i in range(3):
@@ -251,7 +228,7 @@ def test_gang_is_all_or_nothing(gpus_free: int, bound: int) -> None:
 
 
 def test_gang_with_too_few_pods_never_starts() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(NODE.copy().name("a").info())
     sched.put_object(MakePodGroup("pg").min_member(3).obj())
     sched.add_pod(POD.copy().name("w0").group("pg").info())
@@ -263,7 +240,7 @@ def test_gang_with_too_few_pods_never_starts() -> None:
 def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_a_gang() -> None:
     """Pods and PodGroups arrive on separate watches: a member seen first must not start alone
     (as Volcano and coscheduling, it waits for its PodGroup)."""
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(MakeNode("a").alloc(cpu="8", **{GPU: "4"}).info())
     member = MakePod().req(**{GPU: "1"}).group("pg")
     sched.add_pod(member.copy().name("w0").info())
@@ -280,7 +257,7 @@ def test_pods_seen_before_their_podgroup_wait_for_it_then_go_through_enqueue_as_
 
 def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> None:
     """Found in review: refusing such a Queue removed it, and its pods then ran unlimited."""
-    sched, backend = _scheduler("capacity-card")
+    sched, backend = make_scheduler("capacity-card")
     sched.set_node(MakeNode("n").alloc(cpu="8", memory="8Gi").info())
     sched.put_object(MakeQueue("q").capability(cpu="1", memory="-1").obj())
     for i in range(2):
@@ -292,7 +269,7 @@ def test_a_queue_with_a_negative_capability_amount_still_limits_its_pods() -> No
 
 def test_pods_of_an_invalid_podgroup_are_told_why_they_wait() -> None:
     """Found in review: they were told their PodGroup was not found, and nothing said why."""
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler()
     sched.set_node(NODE.copy().name("a").info())
     bad = MakePodGroup("pg").min_member(-1).obj()  # predates the webhook (the CRD schema would refuse it)
     with pytest.raises(InvalidValue, match=r"spec\.minMember"):
@@ -308,7 +285,7 @@ def test_pods_of_an_invalid_podgroup_are_told_why_they_wait() -> None:
 
 
 def test_pods_held_for_a_deleted_podgroup_go_back_to_the_queue() -> None:
-    sched, backend = _scheduler("capacity-card")
+    sched, backend = make_scheduler("capacity-card")
     sched.set_node(NODE.copy().name("a").info())
     sched.put_object(MakeQueue("closed").state("Closed").obj())
     sched.put_object(

@@ -19,66 +19,16 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.webhook.options import admission_options
+from tests.testing.designs import (
+    CAPACITY_CARD_CONFIGMAP,
+    CAPACITY_CARD_CONFIGURATION,
+    RESOURCE_STRATEGY_FIT_CONFIGURATION,
+    VOLCANO_DEFAULT,
+)
+from tests.testing.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 EXAMPLE = ROOT / "examples" / "heterogeneous-cluster"
-
-# Volcano's default volcano-scheduler.conf (installer/helm/chart/volcano/config/volcano-scheduler.conf).
-VOLCANO_DEFAULT = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
-
-
-# capacity-card.md "Configuration" (the plugin's options) and its worked example's ConfigMap
-# (volcano-scheduler.conf), verbatim.
-CAPACITY_CARD_CONFIGURATION = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-  - plugins:
-      - name: capacity-card
-        arguments:
-          cardUnlimitedCpuMemory: true  # Optional: if true, card resources don't need CPU/memory quotas
-          nodeOrderWeight: 1.0 # Optional, node ordering weight coefficient
-"""
-CAPACITY_CARD_CONFIGMAP = """\
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: capacity-card
-    arguments:
-      cardUnlimitedCpuMemory: false
-      nodeOrderWeight: 2.0    # Increase card type priority influence
-"""
-# resource-strategy-fit.md "config", verbatim.
-RESOURCE_STRATEGY_FIT_CONFIGURATION = """\
-actions: "enqueue, allocate, backfill, reclaim, preempt"
-tiers:
-- plugins:
- - name: resource-strategy-fit
-    arguments:
-      resourceStrategyFitWeight: 10
-      resources:
-        nvidia.com/gpu:
-          type: MostAllocated
-          weight: 2
-        cpu:
-          type: LeastAllocated
-          weight: 1
-"""
 
 
 def _starts(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> None:
@@ -133,13 +83,6 @@ def test_volcanos_default_configuration(tmp_path: Path, capsys: pytest.CaptureFi
         plugin = config.plugin(name)
         assert plugin is not None and plugin.switches == {"enablePreemptable": False}
     _starts(tmp_path, capsys, VOLCANO_DEFAULT)
-
-
-def designs_configurations() -> list[str]:
-    """The configuration blocks of the designs (resource-strategy-fit's with its one line re-indented)
-    and Volcano's default file, unchanged."""
-    fixed = RESOURCE_STRATEGY_FIT_CONFIGURATION.replace("\n - name:", "\n  - name:")
-    return [CAPACITY_CARD_CONFIGURATION, CAPACITY_CARD_CONFIGMAP, fixed, VOLCANO_DEFAULT]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from gpuq_k8s.webhook.admission import (
 from gpuq_k8s.webhook.options import AdmissionOptions
 from gpuq_k8s.webhook.shape import _plain_shape, check_shape
 from gpuq_k8s.webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
-from tests.builders import (
+from tests.testing.builders import (
     GPU,
     MakeElasticQuota,
     MakeGPUResourceQuota,

@@ -11,8 +11,8 @@ import pytest
 
 from gpuq_k8s.webhook import fastpath
 from gpuq_k8s.webhook.view import StaticView
-from tests.builders import GPU
-from tests.unit.test_webhook_server import GPU_POD, NODE, QUEUE, ServerThread, admission_review
+from tests.testing.builders import GPU
+from tests.testing.webhook_server import GPU_POD, NODE, QUEUE, ServerThread, admission_review
 
 
 def _request(body: bytes, path: str = "/validate", extra: str = "") -> bytes:

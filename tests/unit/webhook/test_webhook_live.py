@@ -16,7 +16,7 @@ from gpuq_k8s.webhook import jsonpatch
 from gpuq_k8s.webhook.admission import Admission
 from gpuq_k8s.webhook.cluster import InformerView
 from gpuq_k8s.webhook.review import AdmissionRequest
-from tests.builders import MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import MakePod, MakePodGroup, MakeQueue
 
 # ------------------------------------------------------------------ informer readiness
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpuq_k8s.webhook.admission import validate
 from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, StaticView, group_of
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota
 
 BUILDERS = {
     "ElasticQuota": lambda name: MakeElasticQuota(name, "ml").max(cpu="4").obj(),

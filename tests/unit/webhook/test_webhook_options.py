@@ -21,26 +21,22 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.webhook.admission import mutate, review, validate
 from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
 from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
-from tests.builders import (
+from tests.testing.builders import (
     MakeElasticQuota,
     MakeGPUResourceQuota,
     MakeNode,
     MakePod,
     MakePodGroup,
     MakeQueue,
-    scheduler_config,
 )
+from tests.testing.config import scheduler_config, scheduler_config_model
 
 Obj = dict[str, Any]
 
 
-def config(*plugins: str) -> SchedulerConfig:
-    return SchedulerConfig.from_yaml(scheduler_config(*plugins))
-
-
-CARD_ONLY = config("name: capacity-card")
-CARD_UNLIMITED = config("name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true}")
-GPU_QUOTA_ONLY = config("name: gpu-quota")
+CARD_ONLY = scheduler_config_model("name: capacity-card")
+CARD_UNLIMITED = scheduler_config_model("name: capacity-card\n    arguments: {cardUnlimitedCpuMemory: true}")
+GPU_QUOTA_ONLY = scheduler_config_model("name: gpu-quota")
 ALL = SchedulerConfig.default()
 
 OFF = AdmissionOptions(
@@ -65,17 +61,17 @@ OFF = AdmissionOptions(
         ("gpu-quota only", GPU_QUOTA_ONLY, replace(OFF, gpu_quota=True)),
         (
             "no quota plugin",
-            config("name: crossquota\n    arguments: {gpu-resource-names: nvidia.com/gpu}"),
+            scheduler_config_model("name: crossquota\n    arguments: {gpu-resource-names: nvidia.com/gpu}"),
             replace(OFF, crossquota=True),
         ),
         (
             "resource-strategy-fit only",
-            config("name: resource-strategy-fit"),
+            scheduler_config_model("name: resource-strategy-fit"),
             replace(OFF, resource_strategy_fit=True),
         ),
         (
             "capacity-scheduling only",
-            config("name: capacity-scheduling"),
+            scheduler_config_model("name: capacity-scheduling"),
             replace(OFF, capacity_scheduling=True),
         ),
     ],
@@ -251,7 +247,10 @@ def test_webhook_with_zero_workers_exits_2_with_one_line(capsys: pytest.CaptureF
 
 
 def test_capacity_scheduling_off_checks_no_elastic_quota_and_warns_of_none() -> None:
-    on, off = admission_options(config("name: capacity-scheduling")), admission_options(GPU_QUOTA_ONLY)
+    on, off = (
+        admission_options(scheduler_config_model("name: capacity-scheduling")),
+        admission_options(GPU_QUOTA_ONLY),
+    )
     inverted = MakeElasticQuota("eq").min(cpu="4").max(cpu="2").obj()
     v = StaticView([GPU_NODE])
     assert not validate(ELASTIC_QUOTA, "CREATE", inverted, v, options=on).allowed

@@ -13,7 +13,7 @@ import pytest
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.webhook.admission import validate
 from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD_GROUP, QUEUE, StaticView
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 
 OPEN = MakeQueue("open").card_quota('{"NVIDIA-A100": 4}')
 VIEW = StaticView([OPEN.obj()])

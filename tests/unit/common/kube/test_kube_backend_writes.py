@@ -16,19 +16,8 @@ from gpuq_k8s.common.kube.resources import ELASTIC_QUOTAS, QUEUES
 from gpuq_k8s.common.kube.status import merge_patch, object_path, status_patch
 from gpuq_k8s.common.model.errors import ConfigError
 from gpuq_k8s.common.model.wire import split_ref
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 section 2, as the apiserver applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
+from tests.testing.clock import FakeClock
+from tests.testing.scripted_api import apply_merge_patch
 
 
 @pytest.mark.parametrize(
@@ -139,16 +128,8 @@ def test_events_about_cluster_scoped_objects_go_to_default() -> None:
     assert split_ref("Pod/ns/p") == ("Pod", "ns", "p")
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_repeated_events_aggregate_into_one_series() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     recorder = EventRecorder(None, controller="c", instance="i", clock=clock, forget_after=360.0)
     for i in range(100):
         clock.now += 1

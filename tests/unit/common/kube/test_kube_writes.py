@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -20,23 +19,12 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import Outcome, Result
 from gpuq_k8s.scheduler.kube import backend as kube_backend
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from tests.builders import MakePod
-from tests.unit.test_kube_backend_feed import Clock
+from tests.testing.builders import MakePod
+from tests.testing.clock import FakeClock
+from tests.testing.scripted_api import Response
 
 Answer = tuple[int, dict[str, Any]] | BaseException
 Handler = Callable[[str, str], Answer]
-
-
-class Response:
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
-        self.status = status
-        self._raw = json.dumps(body).encode()
-
-    async def read(self) -> bytes:
-        return self._raw
-
-    def release(self) -> None:
-        pass
 
 
 class FakeApi:
@@ -214,7 +202,7 @@ def test_status_writes_back_off_per_object() -> None:
     """One Queue whose /status patch keeps failing is retried on its own backoff; the others' writes
     go out at every flush."""
     api = FakeApi(lambda method, path: (422, {"message": "invalid"}) if "/bad/" in path else (200, {}))
-    clock = Clock()
+    clock = FakeClock()
     writer = StatusWriter(
         api, {kinds.QUEUES.kind: kinds.QUEUES}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
     )

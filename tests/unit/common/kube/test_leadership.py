@@ -12,7 +12,7 @@ import pytest
 from gpuq_k8s.common.kube.client import GatedClient, WriteRefused
 from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
 from gpuq_k8s.common.kube.status import call
-from tests.unit.test_kube_writes import Response
+from tests.testing.scripted_api import Response
 
 # Short but valid (client-go's rules): duration > deadline > 1.2 x retry.
 TIMINGS = LeaseTimings(lease_duration=1.5, renew_deadline=0.4, retry_period=0.1)

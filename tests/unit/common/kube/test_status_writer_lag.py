@@ -10,8 +10,7 @@ from typing import Any
 
 from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.status import StatusWriter
-from tests.unit.test_kube_backend_writes import apply_merge_patch
-from tests.unit.test_kube_writes import Response
+from tests.testing.scripted_api import Response, apply_merge_patch
 
 EQ = kinds.ELASTIC_QUOTAS.kind
 A = {"used": {"cpu": "4", "memory": "3Gi"}}

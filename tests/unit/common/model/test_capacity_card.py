@@ -21,7 +21,7 @@ from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.capacity_card.refusals import QUEUE_CLOSED
 from gpuq_k8s.common.model.capacity_card.task import check_task, task_quota_refusal
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
-from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
+from gpuq_k8s.common.model.cards.discovery import discover_cards
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
 from gpuq_k8s.common.model.events import (
@@ -34,41 +34,21 @@ from gpuq_k8s.common.model.events import (
 )
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import EMPTY, Resources
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
-from tests.unit.reference_scoring import node_order_score
+from tests.testing.builders import MakeNode, MakePodGroup, MakeQueue
+from tests.testing.capacity_card import A1, CATALOG, H1, NODES, POD, card_pod, ledger_with
+from tests.testing.reference_scoring import node_order_score
 
 GiB = 2**30
 DEFAULT = CapacityCardArgs()
 
-# Templates (copy before use): a pending pod of queue team-a in namespace ml asking 1 cpu and 1Gi, and
-# a PodGroup of team-a with minMember 1.
-POD = MakePod("p", "ml").queue("team-a").req(cpu="1", memory="1Gi")
+# Template (copy before use): a PodGroup of team-a with minMember 1.
 GROUP = MakePodGroup("pg", "ml").queue("team-a").min_member(1).phase("Pending")
 
-A1 = discover_cards(MakeNode("a1").product("NVIDIA-A100").alloc(cpu="64").gpus(4).info())
-A2 = discover_cards(MakeNode("a2").product("NVIDIA-A100").alloc(cpu="64").gpus(4).info())
-H1 = discover_cards(MakeNode("h1").product("NVIDIA-H100").alloc(cpu="64").gpus(8).info())
-T1 = discover_cards(MakeNode("t1").product("NVIDIA-T4").alloc(cpu="64").gpus(4).info())
-CPU_NODE = NodeCards("c1")
-NODES = [A1, A2, H1, T1, CPU_NODE]
-CATALOG = CardCatalog.build(NODES)
 HAS = CATALOG.node_matrix(NODES)
-
-
-def card_pod(pod: MakePod, card_name: str | None, gpu: int) -> PodInfo:
-    """``pod`` asking ``gpu`` cards (none when 0) of the types ``card_name`` (any when None)."""
-    pod = pod if card_name is None else pod.card(card_name)
-    return (pod.gpus(gpu) if gpu else pod).info()
 
 
 def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, ...]:
     return tuple(None if v is None else dict(v) for v in values)
-
-
-def ledger_with(allocated: dict[str, int]) -> QueueLedger:
-    ledger = QueueLedger("team-a")
-    ledger.reserve("ml/existing", Resources({k: v * 1000 for k, v in allocated.items()}))
-    return ledger
 
 
 # -- arguments

@@ -27,7 +27,7 @@ from gpuq_k8s.common.model.cards.names import normalise_card_names, parse_card_n
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import INVALID_ANNOTATION
 from gpuq_k8s.common.model.resources import Resources
-from tests.builders import MakeNode
+from tests.testing.builders import MakeNode
 
 A100_LABELS = {
     "nvidia.com/gpu.product": "NVIDIA-A100",

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 from gpuq_k8s.common.model.config import SUPPORTED_PLUGINS, SchedulerConfig
 from gpuq_k8s.common.model.errors import ConfigError
-from tests.unit.hostile import OBJECTS, only_gpuq_errors
+from tests.testing.hostile import OBJECTS, only_gpuq_errors
 
 
 def test_default_config_is_the_design_example() -> None:

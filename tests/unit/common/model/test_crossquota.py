@@ -30,9 +30,9 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import format_units
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import Resources
-from tests.builders import Amount, MakeNode, MakePod
-from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
-from tests.unit.reference_scoring import crossquota_score_node, crossquota_score_nodes
+from tests.testing.builders import Amount, MakeNode, MakePod
+from tests.testing.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
+from tests.testing.reference_scoring import crossquota_score_node, crossquota_score_nodes
 
 GI = 2**30
 BASE: dict[str, Any] = {"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"}

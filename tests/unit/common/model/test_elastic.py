@@ -20,8 +20,8 @@ from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import Resources
-from tests.builders import Amount, MakeElasticQuota, MakePod
-from tests.unit.hostile import OBJECTS, only_gpuq_errors
+from tests.testing.builders import Amount, MakeElasticQuota, MakePod
+from tests.testing.hostile import OBJECTS, only_gpuq_errors
 
 GPU = "nvidia.com/gpu"
 

@@ -19,8 +19,8 @@ from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest, pod_gpu_request, request_from_annotations
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.gpu_specs import card_tflops, normalise_product
-from tests.builders import GPU, MakeGPUResourceQuota, MakePod
-from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
+from tests.testing.builders import GPU, MakeGPUResourceQuota, MakePod
+from tests.testing.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 
 GI = 2**30
 NOW = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)

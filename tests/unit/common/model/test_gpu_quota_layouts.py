@@ -17,8 +17,8 @@ from gpuq_k8s.common.model.gpu_quota.request import GPURequest
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.webhook.admission import review
 from gpuq_k8s.webhook.view import StaticView
-from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod
-from tests.unit.simulate_text import pods_by_name, simulate
+from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod
+from tests.testing.simulate_text import pods_by_name, simulate
 
 GI = 2**30
 TF = "tensor-fusion.ai/"

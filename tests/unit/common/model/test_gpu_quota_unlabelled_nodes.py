@@ -13,8 +13,8 @@ import pytest
 
 from gpuq_k8s.common.model.cards.discovery import discover_cards, is_gpu_resource
 from gpuq_k8s.common.model.gpu_quota.card_share import UNIDENTIFIED, with_unidentified_cards
-from tests.builders import GPU, MakeNode
-from tests.unit.simulate_text import pods_by_name, simulate
+from tests.testing.builders import GPU, MakeNode
+from tests.testing.simulate_text import pods_by_name, simulate
 
 NODE = """
 apiVersion: v1

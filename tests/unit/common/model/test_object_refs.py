@@ -14,7 +14,7 @@ from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.wire import object_ref, split_ref
 from gpuq_k8s.scheduler.cluster.objects import object_ref as store_ref
 from gpuq_k8s.webhook.shape import check_shape
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
 
 @pytest.mark.parametrize(

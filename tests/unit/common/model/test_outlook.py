@@ -11,10 +11,11 @@ import yaml
 
 from gpuq_k8s.common.model.errors import QuotaExceeded
 from gpuq_k8s.common.model.outlook import NEVER, WAIT, capacity_outlook, outlook_of, quota_outlook
-from tests.builders import MakeNode, MakePod
-from tests.unit.simulate_text import pods_by_name, simulate, simulate_explained
+from tests.testing.builders import MakeNode, MakePod
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate, simulate_explained
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heterogeneous-cluster"
+EXAMPLE = REPO_ROOT / "examples" / "heterogeneous-cluster"
 
 
 def test_over_the_limit_itself_can_never_fit_and_names_the_limit() -> None:

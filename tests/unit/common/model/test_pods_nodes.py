@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from gpuq_k8s.common.model.errors import InvalidQuantity, InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo, _general_limits, _general_requests, pod_limits, pod_requests
-from tests.builders import MakeNode, MakePod
-from tests.unit.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
+from tests.testing.builders import MakeNode, MakePod
+from tests.testing.hostile import JSON_VALUES, OBJECTS, only_gpuq_errors
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pytest
 
 from gpuq_k8s.common.model import proportion as model
 from gpuq_k8s.common.model.conformance import evictable
-from tests.builders import MakePod
+from tests.testing.builders import MakePod
 
 
 def _queues(

@@ -9,7 +9,7 @@ import pytest
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.queues import queue_of
-from tests.builders import MakePod, MakePodGroup
+from tests.testing.builders import MakePod, MakePodGroup
 
 QUEUE: dict[str, Any] = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpuq_k8s.common.model.errors import InvalidQuantity, InvalidValue
 from gpuq_k8s.common.model.resources import EMPTY, Absent, Resources, interned
-from tests.builders import MakePod
+from tests.testing.builders import MakePod
 
 KEYS = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods"])
 VECTORS = st.dictionaries(KEYS, st.integers(min_value=-(10**9), max_value=10**9)).map(Resources)

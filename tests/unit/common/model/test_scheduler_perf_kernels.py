@@ -4,7 +4,7 @@ The scheduler's hot path (issue 4) scores through :class:`common.model.crossquot
 and :meth:`common.model.strategy_fit.ScorePlan.score_nodes_by_column`, on column-major arrays and on
 row subsets (its :class:`~scheduler.cluster.row_cache.RowCache`). Equal totals go to the first node
 name, so "close" is not enough: every float must be the one the [N, k] form
-(:mod:`tests.unit.reference_scoring`) gives on row-major input, as the scheduler passed before.
+(:mod:`tests.testing.reference_scoring`) gives on row-major input, as the scheduler passed before.
 Exercised with every strategy, quota and capacity zeros (the ``safe`` divisor and the 0 score),
 overflow, and 1 to 9 scored resources (numpy sums 8+ terms pairwise).
 """
@@ -20,7 +20,7 @@ from gpuq_k8s.common.model import strategy_fit as sf
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_arguments
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 from gpuq_k8s.common.model.crossquota.score import node_scorer
-from tests.unit.reference_scoring import crossquota_score_nodes, strategy_fit_score_nodes
+from tests.testing.reference_scoring import crossquota_score_nodes, strategy_fit_score_nodes
 
 IntArray = npt.NDArray[np.int64]
 

@@ -15,9 +15,9 @@ from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.pods import PodInfo
-from tests.builders import MakeQueue
-from tests.unit.test_capacity_card import NODES, card_pod
-from tests.unit.test_capacity_card import POD as CARD_POD
+from tests.testing.builders import MakeQueue
+from tests.testing.capacity_card import NODES, card_pod
+from tests.testing.capacity_card import POD as CARD_POD
 
 POD = PodInfo.from_dict(
     {

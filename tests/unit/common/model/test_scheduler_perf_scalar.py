@@ -19,7 +19,7 @@ from gpuq_k8s.common.model.crossquota.args import parse_arguments
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few
 from gpuq_k8s.common.model.crossquota.score import NodeScorer, node_scorer
-from tests.unit.reference_scoring import crossquota_score_nodes
+from tests.testing.reference_scoring import crossquota_score_nodes
 
 IntArray = npt.NDArray[np.int64]
 

@@ -13,9 +13,9 @@ from gpuq_k8s.common.model import strategy_fit as sf
 from gpuq_k8s.common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation
 from gpuq_k8s.common.model.events import INVALID_ANNOTATION
-from tests.builders import MakePod
-from tests.unit.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
-from tests.unit.reference_scoring import strategy_fit_score_node, strategy_fit_score_nodes
+from tests.testing.builders import MakePod
+from tests.testing.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
+from tests.testing.reference_scoring import strategy_fit_score_node, strategy_fit_score_nodes
 
 MOST = sf.ScoringType.MOST_ALLOCATED
 LEAST = sf.ScoringType.LEAST_ALLOCATED

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.volcano_scenarios import bound, pod, simulate, volcano_node, volcano_pod
+from tests.testing.volcano_scenarios import bound, pod, simulate, volcano_node, volcano_pod
 
 TWO_CPU_NODE_FOUR_PODS = [
     volcano_node("n1", "2", "4Gi").obj(),

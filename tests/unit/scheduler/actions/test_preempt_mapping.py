@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
-from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakePriorityClass
-from tests.unit.volcano_scenarios import bound, phases, preempted, simulate
+from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod, MakePriorityClass
+from tests.testing.volcano_scenarios import bound, phases, preempted, simulate
 
 VOLCANO_ONLY = """\
 actions: "enqueue, allocate, preempt"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakePriorityClass, MakeQueue
-from tests.unit.volcano_scenarios import bound, phases, preempted, scheduled_order, simulate
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakePriorityClass, MakeQueue
+from tests.testing.volcano_scenarios import bound, phases, preempted, scheduled_order, simulate
 
 PRIORITY_CLASSES = [
     MakePriorityClass("high-priority", 100000).obj(),

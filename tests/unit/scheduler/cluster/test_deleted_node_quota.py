@@ -21,14 +21,15 @@ from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.kube.feed import Feed
 from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
-from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
-from tests.unit.test_kube_backend_feed import CONFIG, NODE, POD, Clock, add, key, make
+from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
+from tests.testing.clock import FakeClock
+from tests.testing.feed import CONFIG, NODE, POD, add, key, make_feed
 
 QUOTA = MakeElasticQuota("q").resource_version("1").min(cpu="2").max(cpu="2")
 
 
-def world() -> tuple[Scheduler, Feed, Clock]:
-    scheduler, _, feed, clock = make()
+def world() -> tuple[Scheduler, Feed, FakeClock]:
+    scheduler, _, feed, clock = make_feed()
     for obj in (NODE.copy().name("n1").obj(), NODE.copy().name("n2").obj(), QUOTA.obj()):
         feed.apply(add(obj))
     return scheduler, feed, clock
@@ -79,7 +80,7 @@ CARD_CONFIG = CONFIG + "  - name: capacity-card\n    arguments: {cardUnlimitedCp
 def test_card_pods_of_a_deleted_node_keep_their_queue_card_quota() -> None:
     """capacity-card charges a pod for the card type of its node: a deleted node's card pods keep
     that charge (the node's cards stay known for them) until they are deleted themselves."""
-    scheduler, _, feed, clock = make(CARD_CONFIG)
+    scheduler, _, feed, clock = make_feed(CARD_CONFIG)
     for name in ("g1", "g2"):
         feed.apply(add(NODE.copy().name(name).product("NVIDIA-A100").gpus(4).obj()))
     feed.apply(add(MakeQueue("q").resource_version("1").card_quota('{"NVIDIA-A100": 1}').obj()))
@@ -121,7 +122,7 @@ def test_pods_bound_to_a_node_never_seen_count_from_the_start() -> None:
 
 
 def test_card_pods_bound_to_a_node_never_seen_are_charged_their_first_card_type() -> None:
-    scheduler, _, feed, _ = make(CARD_CONFIG)
+    scheduler, _, feed, _ = make_feed(CARD_CONFIG)
     feed.apply(add(NODE.copy().name("g2").product("NVIDIA-A100").gpus(4).obj()))
     feed.apply(add(MakeQueue("q").resource_version("1").card_quota('{"NVIDIA-A100": 1}').obj()))
     card_pod = POD.copy().gpus(1).card("NVIDIA-A100").queue("q")
@@ -160,7 +161,7 @@ def test_every_plugin_schedules_beside_a_ghost_row_it_never_heard_of_as_a_node(g
     """A ghost row made for a pod of an unknown node is a row like any: every plugin's per-row
     arrays cover it (found by the soak: capacity-card's node x card-type matrix one row short, a
     ValueError in Filter for every pod after a restart that listed such a pod)."""
-    scheduler, _, feed, _ = make(ALL_PLUGINS)
+    scheduler, _, feed, _ = make_feed(ALL_PLUGINS)
     feed.apply(add(NODE.copy().name("g1").product("NVIDIA-A100").gpus(4).obj()))
     feed.apply(add(NODE.copy().name("c1").obj()))
     feed.apply(add(MakeQueue("q").resource_version("1").card_quota('{"NVIDIA-A100": 4}').obj()))

@@ -22,7 +22,7 @@ from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.simulate.run import VirtualClock
-from tests.builders import MakeNode, MakePod
+from tests.testing.builders import MakeNode, MakePod
 
 NODE = MakeNode().alloc(cpu="8", memory="64Gi")
 POD = MakePod().req(cpu="1", memory="1Gi").created("2024-01-01T00:00:00Z")

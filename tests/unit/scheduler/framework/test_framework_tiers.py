@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework import tiers
 from gpuq_k8s.scheduler.framework.status import Status
-from tests.builders import MakePod
+from tests.testing.builders import MakePod
 
 A, B, C, D = (MakePod(name).info() for name in "abcd")
 ALL = (A, B, C, D)

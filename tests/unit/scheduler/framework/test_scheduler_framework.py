@@ -10,7 +10,8 @@ from gpuq_k8s.scheduler.failure import fit_error
 from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, FilterOutcome, FilterResult
 from gpuq_k8s.scheduler.framework.status import Code, Status
 from gpuq_k8s.scheduler.queue import SchedulingQueue
-from tests.builders import MakePod
+from tests.testing.builders import MakePod
+from tests.testing.clock import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -41,21 +42,13 @@ def test_status_predicates() -> None:
     assert Status.unschedulable("x", plugin="p").with_plugin("q").plugin == "p"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _key(pod: PodInfo) -> tuple[object, ...]:
     return (-(pod.priority or 0), pod.creation_timestamp, pod.namespace, pod.name)
 
 
 def test_queue_order_priority_then_time_then_name() -> None:
     """design.md "gpuq simulate": priority high first, then creationTimestamp, then namespace/name."""
-    queue = SchedulingQueue(_key, Clock())
+    queue = SchedulingQueue(_key, FakeClock())
     first = "2024-01-01T00:00:00Z"
     for pod in [
         MakePod("late").priority(0).created("2024-01-02T00:00:00Z").info(),
@@ -72,7 +65,7 @@ def test_queue_order_priority_then_time_then_name() -> None:
 
 
 def test_queue_parks_unschedulable_until_relevant_event_then_backs_off() -> None:
-    clock = Clock()
+    clock = FakeClock()
     queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
     queue.add(MakePod("p").info())
     pod = queue.pop()
@@ -91,7 +84,7 @@ def test_queue_parks_unschedulable_until_relevant_event_then_backs_off() -> None
 def test_queue_retries_pods_parked_too_long_without_any_event() -> None:
     """kube-scheduler's leftover flush: a pod parked for max_age is retried even if no event a
     rejecting plugin declared ever comes (a change nobody declared interest in)."""
-    clock = Clock()
+    clock = FakeClock()
     queue = SchedulingQueue(_key, clock, interest={"predicates": frozenset({ClusterEvent.NODE_ADDED})})
     for name in ("old", "young"):
         queue.add(MakePod(name).info())
@@ -115,7 +108,7 @@ def test_queue_retries_pods_parked_too_long_without_any_event() -> None:
     ("attempts", "seconds"), [(0, 0.0), (1, 1.0), (2, 2.0), (4, 8.0), (5, 10.0), (30, 10.0)]
 )
 def test_backoff_is_exponential_and_bounded(attempts: int, seconds: float) -> None:
-    assert SchedulingQueue(_key, Clock()).backoff_duration(attempts) == seconds
+    assert SchedulingQueue(_key, FakeClock()).backoff_duration(attempts) == seconds
 
 
 def test_fit_error_counts_first_rejecting_plugin_and_sorts_like_kube_scheduler() -> None:

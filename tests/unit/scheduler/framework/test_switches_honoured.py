@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import MakeNode, MakePod, MakePodGroup
-from tests.unit.simulate_text import pods_by_name, simulate_explained
-from tests.unit.volcano_scenarios import bound, simulate
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate_explained
+from tests.testing.volcano_scenarios import bound, simulate
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], **switches: bool) -> dict[str, Any]:

@@ -25,58 +25,13 @@ from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
 from gpuq_k8s.scheduler.kube.loop import attempt_result
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
-from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
-from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.service import JsonFormatter, Service
-from tests.builders import MakeElasticQuota, MakeNode, MakePod, MakeQueue
+from tests.testing.builders import MakeElasticQuota, MakeQueue
+from tests.testing.clock import FakeClock
+from tests.testing.feed import CONFIG, NODE, POD, InformerCache, add, key, make_feed, update
 
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-- plugins:
-  - name: predicates
-  - name: capacity-scheduling
-"""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-# As the informer delivers them: a resourceVersion, the pods Pending at priority 0.
-NODE = MakeNode().resource_version("1").alloc(cpu="4", memory="8Gi", pods="110")
-POD = MakePod().image("x").req(cpu="1").priority(0).phase("Pending").resource_version("1")
 QUOTA = MakeElasticQuota("q").resource_version("1")
-
-
-def key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj["metadata"]
-    return str(meta.get("namespace") or ""), str(meta["name"])
-
-
-def add(obj: dict[str, Any]) -> Change:
-    return Change("add", key(obj), obj)
-
-
-def update(old: dict[str, Any], new: dict[str, Any]) -> Change:
-    return Change("update", key(new), new, old)
-
-
-def make(config: str = CONFIG) -> tuple[Scheduler, MemoryBackend, Feed, Clock]:
-    clock = Clock()
-    backend = MemoryBackend()
-    scheduler = Scheduler(SchedulerConfig.from_yaml(config), default_registry(), backend, clock=clock)
-    backend.objects = scheduler.objects
-    feed = Feed(scheduler)
-    feed.ready = True
-    return scheduler, backend, feed, clock
 
 
 def drain(scheduler: Scheduler) -> list[Attempt]:
@@ -88,7 +43,7 @@ def drain(scheduler: Scheduler) -> list[Attempt]:
 
 def test_bound_pods_count_before_pending_ones_are_tried() -> None:
     """Restart safety: however the informer delivered them, usage comes first (design.md "Data flow")."""
-    scheduler, backend, feed, _ = make()
+    scheduler, backend, feed, _ = make_feed()
 
     items = [
         POD.copy().name("pending").uid("uid-pending").req(cpu="2").obj(),
@@ -100,8 +55,8 @@ def test_bound_pods_count_before_pending_ones_are_tried() -> None:
     assert scheduler.cluster.node_count == 0
     informers = InformerSet([])
     informers.informers = {
-        "Node": _Cache({key(n): n for n in [NODE.copy().name("n1").obj()]}),  # type: ignore[dict-item]
-        "Pod": _Cache({key(p): p for p in items}),  # type: ignore[dict-item]
+        "Node": InformerCache({key(n): n for n in [NODE.copy().name("n1").obj()]}),  # type: ignore[dict-item]
+        "Pod": InformerCache({key(p): p for p in items}),  # type: ignore[dict-item]
     }
     feed.replay(informers)
     assert feed.ready
@@ -111,21 +66,10 @@ def test_bound_pods_count_before_pending_ones_are_tried() -> None:
     assert "running" not in backend.bindings
 
 
-class _Cache:
-    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]]) -> None:
-        self._objects = objects
-
-    def items(self) -> dict[tuple[str, str], dict[str, Any]]:
-        return self._objects
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._objects.get((namespace, name))
-
-
 def test_a_pod_bound_to_a_node_not_yet_seen_counts_at_once_and_on_the_node_when_it_arrives() -> None:
     """Bound is bound (a pod of a node deleted before the scheduler listed counts on its quotas): it
     waits on a ghost row, which nothing is placed on and which the node takes over."""
-    scheduler, _, feed, _ = make()
+    scheduler, _, feed, _ = make_feed()
     feed.apply(add(POD.copy().name("early").uid("uid-early").req(cpu="3").node("n1").obj()))
     assert scheduler.cluster.pods["ns/early"].node_name == "n1"
     assert "n1" not in scheduler.cluster.row_of and not scheduler.cluster.alive.any()
@@ -136,7 +80,7 @@ def test_a_pod_bound_to_a_node_not_yet_seen_counts_at_once_and_on_the_node_when_
 
 def test_status_only_updates_do_not_requeue_a_pending_pod() -> None:
     """Our own PodScheduled write comes back as a MODIFIED event; it must not cause a retry."""
-    scheduler, _, feed, _ = make()
+    scheduler, _, feed, _ = make_feed()
     feed.apply(add(NODE.copy().name("n1").alloc(cpu="1").obj()))
     old = POD.copy().name("p").uid("uid-p").req(cpu="2").obj()
     feed.apply(add(old))
@@ -152,7 +96,7 @@ def test_status_only_updates_do_not_requeue_a_pending_pod() -> None:
 
 
 def test_an_assumed_pod_is_not_requeued_by_a_stale_unbound_update() -> None:
-    scheduler, backend, feed, _ = make()
+    scheduler, backend, feed, _ = make_feed()
     feed.apply(add(NODE.copy().name("n1").obj()))
     first = POD.copy().name("p").uid("uid-p").obj()
     feed.apply(add(first))
@@ -171,7 +115,7 @@ def test_an_assumed_pod_is_not_requeued_by_a_stale_unbound_update() -> None:
 def test_an_assumed_pod_is_never_forgotten_by_time_only_by_the_watch() -> None:
     """Semantics 13: a bind the API accepted stays charged however long the watch lags; the quota's
     room is not handed out again. The watch's delete ends it."""
-    scheduler, backend, feed, clock = make()
+    scheduler, backend, feed, clock = make_feed()
     feed.apply(add(NODE.copy().name("n1").obj()))
     feed.apply(add(QUOTA.copy().min(cpu="1").max(cpu="1").obj()))
     first = POD.copy().name("p").uid("uid-p").obj()
@@ -191,7 +135,7 @@ def test_an_assumed_pod_is_never_forgotten_by_time_only_by_the_watch() -> None:
 
 
 def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
-    scheduler, _, feed, _ = make()
+    scheduler, _, feed, _ = make_feed()
     feed.apply(add(NODE.copy().name("n1").obj()))
     old = POD.copy().name("p").uid("a").node("n1").obj()
     feed.apply(add(old))
@@ -203,7 +147,7 @@ def test_a_pod_recreated_under_the_same_name_is_a_new_pod() -> None:
 
 
 def test_deletes_release_usage_and_quota() -> None:
-    scheduler, backend, feed, clock = make()
+    scheduler, backend, feed, clock = make_feed()
     feed.apply(add(NODE.copy().name("n1").obj()))
     feed.apply(add(QUOTA.copy().min(cpu="1").max(cpu="1").obj()))
     bound = POD.copy().name("a").uid("uid-a").node("n1").obj()
@@ -222,7 +166,7 @@ def test_a_preempted_victim_is_not_brought_back_by_the_updates_its_delete_causes
     """Regression (ElasticQuota e2e): the DisruptionTarget condition patched on a victim before its
     DELETE arrives as a MODIFIED event. Re-adding the victim then made the pods tried meanwhile see
     its room taken twice and decide on that. Only the delete event (or a failed DELETE) ends it."""
-    scheduler, backend, feed, _ = make()
+    scheduler, backend, feed, _ = make_feed()
     feed.apply(add(NODE.copy().name("n1").alloc(cpu="2").obj()))
     low = POD.copy().name("low").uid("uid-low").req(cpu="2").node("n1").obj()
     feed.apply(add(low))
@@ -290,7 +234,7 @@ def test_attempt_result_labels(status: Status, result: str) -> None:
 
 
 def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
-    scheduler, _, feed, _ = make()
+    scheduler, _, feed, _ = make_feed()
     metrics = SchedulerMetrics()
     quota = QuotaStatus.of(scheduler)
     metrics.watch(quota.snapshot)
@@ -335,9 +279,9 @@ def test_wait_histogram_runs_from_first_seen_pending_to_the_bind() -> None:
     """gpuq_pod_scheduling_wait_seconds: from the first time the feed saw the pod pending (later
     updates do not restart it) to its bind succeeding, whether the watch or the bind's answer comes
     first; a pod another scheduler bound is no wait of ours."""
-    scheduler, _, _, _ = make()
+    scheduler, _, _, _ = make_feed()
     metrics = SchedulerMetrics()
-    clock = Clock()
+    clock = FakeClock()
     feed = Feed(scheduler, on_waited=metrics.wait.observe, clock=clock)
     feed.ready = True
     feed.apply(add(NODE.copy().name("n1").obj()))
@@ -372,7 +316,7 @@ def test_json_log_lines() -> None:
 def test_readiness_needs_the_replayed_caches_and_every_watch_live() -> None:
     """/readyz (issue 11): not before the caches are fed, nor while any watch is not live (silent
     past the bound and not yet re-established, or failed); it names the watches that are down."""
-    _, _, feed, _ = make()
+    _, _, feed, _ = make_feed()
     service = Service(
         argparse.Namespace(leader_elect_identity="x"), SchedulerConfig.from_yaml(CONFIG), LeaseTimings()
     )
@@ -403,7 +347,7 @@ def test_an_elastic_quota_of_a_terminating_namespace_is_not_in_the_sum_of_min() 
     """Regression (ElasticQuota e2e run after another test on the same apiserver): the quotas left in
     the earlier test's Terminating namespaces (no namespace controller deletes them) were counted in
     "the sum of all ElasticQuota min", so A's pod over its min passed PreFilter and failed on cpu."""
-    scheduler, backend, feed, clock = make()
+    scheduler, backend, feed, clock = make_feed()
     feed.apply(add(namespace("old", terminating=True)))
     feed.apply(
         add(QUOTA.copy().namespace("old").min(cpu="4").max(cpu="8").obj())

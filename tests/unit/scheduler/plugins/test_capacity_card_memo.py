@@ -16,14 +16,15 @@ from gpuq_k8s.common.model.capacity_card.demand import pod_card_demand, resolve_
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.capacity_card.task import NodeFilter, TaskCheck, TaskPlan, check_task
+from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin, _Verdict
-from tests.builders import MakeNode, MakePod, MakeQueue
-from tests.unit.test_capacity_card import CATALOG, NODES, POD, card_pod, ledger_with
-from tests.unit.test_scheduler_quota_plugins import _plugin, _scheduler
+from tests.testing.builders import MakeNode, MakePod, MakeQueue
+from tests.testing.capacity_card import CATALOG, NODES, POD, card_pod, ledger_with
+from tests.testing.scheduler import make_scheduler, plugin_of
 
 CARDS = ["NVIDIA-A100", "NVIDIA-H100", "NVIDIA-T4"]
 CARD_NAMES = [None, "NVIDIA-A100", "NVIDIA-H100|NVIDIA-A100", "NVIDIA-T4|NVIDIA-V100", "NVIDIA-V100"]
@@ -205,13 +206,13 @@ def test_memoised_reasons_equal_the_per_call_computation(codes: list[int]) -> No
 
 def test_filter_reasons_called_late_describe_the_filter_call() -> None:
     """FitError asks for the reasons after the cycle went on: they still describe that Filter call."""
-    sched, _ = _scheduler()
+    sched, _ = make_scheduler(config=SchedulerConfig.default())
     for name, product in (("a100", "NVIDIA-A100"), ("h100", "NVIDIA-H100")):
         node = MakeNode(name).product(product).label("nvidia.com/gpu.memory", "81920")
         sched.set_node(node.alloc(cpu="64", memory="256Gi").gpus(8).info())
     queue = MakeQueue("q").card_quota('{"NVIDIA-A100": 2, "NVIDIA-H100": 1}')
     sched.put_object(queue.capability(cpu="100", memory="1Ti").obj())
-    plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
+    plugin: CapacityCardPlugin = plugin_of(sched, CapacityCardPlugin)
     pod = MakePod().queue("q").card("NVIDIA-A100|NVIDIA-H100").req(cpu="1").gpus(2)
     first = pod.copy().name("first").info()
     second = pod.copy().name("second").info()

@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.unit.simulate_text import pods_by_name, simulate_explained
+from tests.testing.config import config_text
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate_explained
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 
 
-def config(cq: int, rsf: int) -> dict[str, Any]:
+def config(cq: int, rsf: int) -> str:
     """Volcano's format: crossquota and resource-strategy-fit with the given plugin weights."""
     crossquota = {
         "gpu-resource-names": "nvidia.com/gpu",
@@ -26,20 +27,16 @@ def config(cq: int, rsf: int) -> dict[str, Any]:
         "resourceStrategyFitWeight": rsf,
         "resources": {"cpu": {"type": "MostAllocated", "weight": 1}},
     }
-    plugins = [
-        {"name": "predicates"},
-        {"name": "crossquota", "arguments": crossquota},
-        {"name": "resource-strategy-fit", "arguments": strategy},
-    ]
-    return {
-        "actions": "enqueue, allocate, preempt",
-        "tiers": [{"plugins": [{"name": "priority"}]}, {"plugins": plugins}],
-    }
+    return config_text(
+        "priority",
+        "predicates, crossquota, resource-strategy-fit",
+        arguments={"crossquota": crossquota, "resource-strategy-fit": strategy},
+    )
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], cq: int, rsf: int) -> dict[str, Any]:
     path = tmp_path / f"config-{cq}-{rsf}.yaml"
-    path.write_text(yaml.safe_dump(config(cq, rsf)))
+    path.write_text(config(cq, rsf))
     return simulate_explained(capsys, "-f", str(EXAMPLES / "crossquota-gpu-node"), "--config", str(path))
 
 

@@ -27,11 +27,10 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
-from gpuq_k8s.scheduler.memory_backend import MemoryBackend
-from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
-from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod
+from tests.testing.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod
+from tests.testing.scheduler import make_scheduler
 
 KEYS = ("cpu", "memory", "nvidia.com/gpu", "pods")
 NAMESPACES = ("a", "b", "c")
@@ -156,8 +155,10 @@ def test_card_request_matches_request_from_card(
         assert fast == reference
 
 
-def _scheduler() -> Scheduler:
-    sched = Scheduler(SchedulerConfig.default(), default_registry(), MemoryBackend(), clock=lambda: 0.0)
+def _quota_cluster() -> Scheduler:
+    """The default configuration with a GPUResourceQuota, ElasticQuotas in namespaces a and b, GPU nodes
+    of three products (the T4 without its memory label) and a CPU node."""
+    sched, _ = make_scheduler(config=SchedulerConfig.default())
     sched.put_object(
         MakeGPUResourceQuota("gpu", "tf").total(requests={"tflops": "2000", "vram": "2000Ti"}).obj()
     )
@@ -201,7 +202,7 @@ def _outcome(call: Any) -> Any:
 def test_gpu_quota_cached_request_matches_the_reference(
     ns: str, gpus: int, annotations: dict[str, str]
 ) -> None:
-    sched = _scheduler()
+    sched = _quota_cluster()
     plugin = next(p for p in sched.framework.plugins if isinstance(p, GPUQuota))
     pod = _gpu_pod("p", ns, gpus, annotations)
     for row in range(sched.cluster.n + 1):
@@ -210,7 +211,7 @@ def test_gpu_quota_cached_request_matches_the_reference(
 
 
 def test_capacity_scheduling_deferred_freeable_matches_a_direct_sum() -> None:
-    sched = _scheduler()
+    sched = _quota_cluster()
     plugin = next(p for p in sched.framework.plugins if isinstance(p, CapacityScheduling))
     cluster = sched.cluster
     pods = [
@@ -237,7 +238,7 @@ def test_capacity_scheduling_deferred_freeable_matches_a_direct_sum() -> None:
 
 
 def test_cluster_add_after_reserve_charges_once_and_after_unreserve_charges_again() -> None:
-    sched = _scheduler()
+    sched = _quota_cluster()
     gpu = next(p for p in sched.framework.plugins if isinstance(p, GPUQuota))
     elastic = next(p for p in sched.framework.plugins if isinstance(p, CapacityScheduling))
     state = CycleState()

@@ -11,17 +11,10 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
-from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
 from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
-from tests.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
-
-
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.testing.builders import GPU, MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.scheduler import make_scheduler, plugin_of
 
 
 class CountingBackend(MemoryBackend):
@@ -32,13 +25,6 @@ class CountingBackend(MemoryBackend):
     def patch_status(self, kind: str, namespace: str, name: str, status: Any) -> None:
         self.patches.append((kind, namespace, name))
         super().patch_status(kind, namespace, name, status)
-
-
-def _scheduler() -> tuple[Scheduler, CountingBackend]:
-    backend = CountingBackend()
-    sched = Scheduler(SchedulerConfig.default(), default_registry(), backend, clock=Clock())
-    backend.objects = sched.objects
-    return sched, backend
 
 
 A100_NODE = (
@@ -59,15 +45,11 @@ def _run(sched: Scheduler) -> None:
     sched.sync_status()
 
 
-def _plugin(sched: Scheduler, kind: type[Any]) -> Any:
-    return next(p for p in sched.framework.plugins if isinstance(p, kind))
-
-
 def test_capacity_card_reserve_and_unreserve_are_idempotent() -> None:
-    sched, _ = _scheduler()
+    sched, _ = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(8).info())
     sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 4})).obj())
-    plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
+    plugin: CapacityCardPlugin = plugin_of(sched, CapacityCardPlugin)
     pod = POD.copy().name("p").req({GPU: 2}).queue("q").info()
     sched.add_pod(pod)
     state = CycleState()
@@ -84,14 +66,14 @@ def test_capacity_card_reserve_and_unreserve_are_idempotent() -> None:
 def test_gang_waits_in_permit_with_its_card_charges_and_rolls_back_together() -> None:
     """A gang of three 2-card pods (queue quota 6 A100) on a node with 4 free cards: two reserve and
     wait in Permit, the third does not fit, so the whole gang rolls back and nothing stays charged."""
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(4).info())
     sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 6})).obj())
     sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
     for i in range(3):
         sched.add_pod(POD.copy().name(f"p{i}").req({GPU: 2}).group("g").card("NVIDIA-A100").info())
     _run(sched)
-    plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
+    plugin: CapacityCardPlugin = plugin_of(sched, CapacityCardPlugin)
     assert backend.bindings == {}
     assert plugin.engine.ledgers["q"].allocated.amount("NVIDIA-A100") == 0
     assert "only 2 of minMember 3" in sched.reasons["ns/p0"]
@@ -100,7 +82,7 @@ def test_gang_waits_in_permit_with_its_card_charges_and_rolls_back_together() ->
 
 def test_enqueue_refuses_a_gang_whose_cards_exceed_the_queue() -> None:
     """capacity-card job mode: the pods' card requests (3 x 2) are the job minimum; 6 > 4 stays Pending."""
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(8).info())
     sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 4})).obj())
     sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
@@ -114,7 +96,7 @@ def test_enqueue_refuses_a_gang_whose_cards_exceed_the_queue() -> None:
 
 
 def test_gang_within_quota_binds_all_members_and_charges_the_queue() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(8).info())
     sched.put_object(CARD_QUEUE.copy().name("q").card_quota(json.dumps({"NVIDIA-A100": 6})).obj())
     sched.put_object(MakePodGroup("g").queue("q").min_member(3).obj())
@@ -122,13 +104,13 @@ def test_gang_within_quota_binds_all_members_and_charges_the_queue() -> None:
         sched.add_pod(POD.copy().name(f"p{i}").req({GPU: 2}).group("g").info())
     _run(sched)
     assert sorted(backend.bindings) == ["ns/p0", "ns/p1", "ns/p2"]
-    plugin: CapacityCardPlugin = _plugin(sched, CapacityCardPlugin)
+    plugin: CapacityCardPlugin = plugin_of(sched, CapacityCardPlugin)
     assert plugin.engine.ledgers["q"].allocated.amount("NVIDIA-A100") == 6000
     assert backend.statuses[("Queue", "", "q")]["allocated"]["NVIDIA-A100"] == "6"
 
 
 def test_gpu_quota_single_limit_is_not_retried_on_unrelated_events() -> None:
-    sched, _ = _scheduler()
+    sched, _ = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(8).info())
     sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=10).single(maxGPUCount=1).obj())
     sched.add_pod(
@@ -149,7 +131,7 @@ def test_gpu_quota_single_limit_is_not_retried_on_unrelated_events() -> None:
 
 
 def test_gpu_quota_reserve_is_atomic_and_idempotent_and_status_is_synced_once_per_namespace() -> None:
-    sched, backend = _scheduler()
+    sched, backend = make_scheduler(config=SchedulerConfig.default(), backend=CountingBackend())
     sched.set_node(A100_NODE.copy().gpus(8).info())
     sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=2).single(maxGPUCount=8).obj())
     for i in range(3):
@@ -158,7 +140,7 @@ def test_gpu_quota_reserve_is_atomic_and_idempotent_and_status_is_synced_once_pe
     assert sorted(backend.bindings) == ["ns/w0", "ns/w1"]
     assert "total.maxWorkers" in sched.reasons["ns/w2"]
     assert backend.patches.count(("GPUResourceQuota", "ns", "gq")) == 1
-    plugin: GPUQuota = _plugin(sched, GPUQuota)
+    plugin: GPUQuota = plugin_of(sched, GPUQuota)
     assert plugin.store.usage("ns").gpu_count == 2
     bound = sched.cluster.pods["ns/w0"]
     row = sched.cluster.row_of["a100"]

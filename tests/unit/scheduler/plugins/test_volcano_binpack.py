@@ -12,7 +12,8 @@ import pytest
 
 from gpuq_k8s.common.model import binpack
 from gpuq_k8s.common.model.errors import ConfigError
-from tests.unit.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
+from tests.testing.config import config_text
+from tests.testing.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
 
 GPU = "nvidia.com/gpu"
 FOO = "example.com/foo"
@@ -35,13 +36,9 @@ CASE2 = {
 }
 
 
-def _config(arguments: dict[str, Any]) -> str:
-    args = ", ".join(f'"{k}": {v!r}' if isinstance(v, str) else f'"{k}": {v}' for k, v in arguments.items())
-    return (
-        'actions: "enqueue, allocate"\n'
-        "tiers:\n- plugins:\n  - name: predicates\n  - name: binpack\n"
-        f"    arguments: {{{args}}}\n"
-    ).replace("'", '"')
+# The test's tier: predicates and binpack (its arguments given per test).
+TIER = "predicates, binpack"
+ACTIONS = "enqueue, allocate"
 
 
 def _cluster() -> list[dict[str, Any]]:
@@ -116,12 +113,19 @@ def test_invalid_arguments_are_refused_by_name(arguments: dict[str, Any], messag
 def test_weight_zero_switches_scoring_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """binpack.weight 0: no node-order function (upstream: "binpack weight is zero, skip")."""
     objects = [*_cluster(), volcano_pod("c1", "p", "1", "1Gi").obj()]
-    out = simulate_scenario(tmp_path, capsys, _config({"binpack.weight": 0}), objects)
+    out = simulate_scenario(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"binpack": {"binpack.weight": 0}}),
+        objects,
+    )
     assert all("binpack" not in v["scores"] for v in pod(out, "p")["nodes"].values())
 
 
 def test_unknown_argument_stops_simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = refused(tmp_path, capsys, _config({"binpack.cpus": 1}))
+    err = refused(
+        tmp_path, capsys, config_text(TIER, actions=ACTIONS, arguments={"binpack": {"binpack.cpus": 1}})
+    )
     assert "binpack.cpus" in err
 
 
@@ -154,7 +158,12 @@ def test_binpack_test_go_test_node(
 ) -> None:
     cpu, memory, extended = probe
     pending = volcano_pod("c1", "probe", cpu, memory).req(extended).obj()
-    out = simulate_scenario(tmp_path, capsys, _config(arguments), [*_cluster(), pending])
+    out = simulate_scenario(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"binpack": arguments}),
+        [*_cluster(), pending],
+    )
     scores = _scores(out, "probe")
     assert scores.keys() == expected.keys()
     for node, want in expected.items():

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.simulate_text import pods_by_name, simulate_explained
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate_explained
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heterogeneous-cluster"
+EXAMPLE = REPO_ROOT / "examples" / "heterogeneous-cluster"
 
 # Volcano's default tiers (pkg/scheduler/util.go DefaultSchedulerConf, plus the binpack its Helm chart's
 # volcano-scheduler.conf adds) without conformance and proportion, with the actions gpuq runs today.

@@ -21,8 +21,9 @@ from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.drf import DRF
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 from gpuq_k8s.scheduler.simulate.run import VirtualClock
-from tests.builders import MakePod, MakePodGroup, MakeQueue
-from tests.unit.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
+from tests.testing.builders import MakePod, MakePodGroup, MakeQueue
+from tests.testing.config import config_text
+from tests.testing.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
 
 
 def test_dominant_share_by_hand() -> None:
@@ -48,12 +49,9 @@ def test_preemptable_rule() -> None:
     assert not drf.preemptable(0.6, 0.5)
 
 
-def _config(job_order: str) -> str:
-    return (
-        'actions: "enqueue, allocate"\n'
-        f"tiers:\n- plugins:\n  - name: {job_order}\n  - name: gang\n"
-        "- plugins:\n  - name: predicates\n  - name: nodeorder\n"
-    )
+# Jobs ordered by drf (or by priority, to compare) and gang; then predicates and nodeorder.
+DRF_JOB_ORDER = config_text("drf, gang", "predicates, nodeorder", actions="enqueue, allocate")
+PRIORITY_JOB_ORDER = config_text("priority, gang", "predicates, nodeorder", actions="enqueue, allocate")
 
 
 def _two_jobs_on_one_node() -> list[dict[str, Any]]:
@@ -79,14 +77,14 @@ def _bound(out: dict[str, Any]) -> dict[str, str]:
 def test_allocate_test_go_two_jobs_on_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Expected binds: c2/pg2-p-1 and c1/pg1-p-1 on n1: once pg1 has a pod its share (cpu 0.5) is
     above pg2's (0), so pg2's first pod goes before pg1's second."""
-    out = simulate_scenario(tmp_path, capsys, _config("drf"), _two_jobs_on_one_node())
+    out = simulate_scenario(tmp_path, capsys, DRF_JOB_ORDER, _two_jobs_on_one_node())
     assert _bound(out) == {"c2/pg2-p-1": "n1", "c1/pg1-p-1": "n1"}
     assert pod(out, "pg1-p-2")["phase"] == pod(out, "pg2-p-2")["phase"] == "Pending"
 
 
 def test_without_drf_one_job_takes_the_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same input ordered by priority alone (then namespace/name): pg1's two pods take n1."""
-    out = simulate_scenario(tmp_path, capsys, _config("priority"), _two_jobs_on_one_node())
+    out = simulate_scenario(tmp_path, capsys, PRIORITY_JOB_ORDER, _two_jobs_on_one_node())
     assert _bound(out) == {"c1/pg1-p-1": "n1", "c1/pg1-p-2": "n1"}
 
 
@@ -105,7 +103,7 @@ def test_job_with_running_pods_waits_behind_a_job_without(
         volcano_pod("a", "waiting", "1", "1G").group("pg1").obj(),
         volcano_pod("b", "waiting", "1", "1G").group("pg2").obj(),
     ]
-    out = simulate_scenario(tmp_path, capsys, _config("drf"), objects)
+    out = simulate_scenario(tmp_path, capsys, DRF_JOB_ORDER, objects)
     assert _bound(out) == {"a/running": "n1", "other/filler": "n1", "b/waiting": "n1"}
 
 
@@ -135,7 +133,7 @@ def test_victims_follow_volcanos_preemptable_rule() -> None:
     """drf's preemptable function: job a holds 3 of 4 cpu, job b nothing; b's 1-cpu preemptor has a
     share of 1/4 with it. a's pods, taken one after another, leave a at 2/4 (a victim), 1/4 (equal: a
     victim) and 0/4 (below: not one)."""
-    config = SchedulerConfig.from_yaml(_config("drf"))
+    config = SchedulerConfig.from_yaml(DRF_JOB_ORDER)
     sched = Scheduler(config, default_registry(), MemoryBackend(), clock=VirtualClock())
     sched.set_node(volcano_node("n1", "4", "400G").info())
     for group in ("a", "b"):
@@ -153,11 +151,10 @@ def _preempt_config(drf_preemptable: bool) -> str:
     """preempt with drf's preemptable function (Volcano's default for drf) beside conformance, which
     allows any pod that is not critical or in kube-system; priority orders jobs and says which are
     starving, with its own preemptable function off."""
-    return (
-        'actions: "enqueue, allocate, preempt"\ntiers:\n- plugins:\n'
-        "  - name: priority\n    enablePreemptable: false\n  - name: conformance\n"
-        f"  - name: drf\n    enablePreemptable: {str(drf_preemptable).lower()}\n"
-        "- plugins:\n  - name: predicates\n"
+    return config_text(
+        "priority, conformance, drf",
+        "predicates",
+        switches={"priority": {"enablePreemptable": False}, "drf": {"enablePreemptable": drf_preemptable}},
     )
 
 

@@ -24,31 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakePodGroup, MakeQueue
-from tests.unit.volcano_scenarios import bound, phases, simulate, volcano_node, volcano_pod
-
-# allocate_test.go TestAllocate's one tier.
-ALLOCATE_CONF = """\
-actions: "enqueue, allocate"
-tiers:
-- plugins:
-  - name: gang
-    enableJobOrder: true
-    enableJobReady: true
-    enableJobPipelined: true
-    enableJobStarving: true
-  - name: drf
-    enablePreemptable: true
-    enableJobOrder: true
-  - name: proportion
-    enableQueueOrder: true
-    enableReclaimable: true
-    enabledAllocatable: true
-  - name: predicates
-    enablePredicate: true
-  - name: nodeorder
-    enableNodeOrder: true
-"""
+from tests.testing.builders import MakePodGroup, MakeQueue
+from tests.testing.designs import ALLOCATE_CONF
+from tests.testing.volcano_scenarios import bound, phases, simulate, volcano_node, volcano_pod
 
 # gang_test.go gangTier() (the sub-job switches are Volcano's HyperNode sub-jobs, which gpuq lacks).
 GANG_CONF = """\

@@ -12,8 +12,9 @@ import pytest
 
 from gpuq_k8s.common.model import nodeorder
 from gpuq_k8s.common.model.errors import ConfigError
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
-from tests.unit.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.config import config_text
+from tests.testing.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
 
 GI = 2**30
 I64 = np.int64
@@ -130,15 +131,15 @@ WEIGHTS = {
 }
 
 
-def _config(**weights: int) -> str:
-    """The test's tiers: gang, then nodeorder with every weight given (0 unless set), plus predicates."""
-    arguments = {**WEIGHTS, **{k.replace("_", "."): v for k, v in weights.items()}}
-    args = ", ".join(f"{k}: {v}" for k, v in arguments.items())
-    return (
-        'actions: "enqueue, allocate"\n'
-        "tiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n"
-        f"    arguments: {{{args}}}\n"
-    )
+def _weights(**weights: int) -> dict[str, int]:
+    """nodeorder's arguments in the test: every weight given, 0 unless set (``leastrequested_weight=1``
+    sets ``leastrequested.weight``)."""
+    return {**WEIGHTS, **{k.replace("_", "."): v for k, v in weights.items()}}
+
+
+# The test's tiers: gang, predicates and nodeorder (its arguments given per test).
+TIER = "gang, predicates, nodeorder"
+ACTIONS = "enqueue, allocate"
 
 
 def _objects(*extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -155,7 +156,12 @@ def _run(
 ) -> tuple[str, dict[str, float]]:
     """Schedule c1/p1 (of pg1) on ``nodes``: where it went, and nodeorder's score of each node."""
     objects = _objects(p1.group("pg1").obj(), *(n.obj() for n in nodes))
-    out = simulate_scenario(tmp_path, capsys, _config(**weights), objects)
+    out = simulate_scenario(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"nodeorder": _weights(**weights)}),
+        objects,
+    )
     return pod(out, "p1")["node"], _node_scores(out, "p1")
 
 
@@ -231,7 +237,7 @@ def test_nodeorder_test_go_scorers_gpuq_does_not_compute(
 ) -> None:
     """TestNodeOrderPlugin's two other cases set podaffinity.weight or podtopologyspread.weight to 10:
     gpuq cannot honour them, so such a configuration does not start, and the error names the key."""
-    config = _config().replace(f"{key}: 0", f"{key}: 10")
+    config = config_text(TIER, actions=ACTIONS, arguments={"nodeorder": {**WEIGHTS, key: 10}})
     err = refused(tmp_path, capsys, config)
     assert key in err and "gpuq does not compute" in err, case
 
@@ -257,7 +263,12 @@ def test_nonzero_requests_of_bound_pods_count(tmp_path: Path, capsys: pytest.Cap
         volcano_node("n1", "2", "4Gi").obj(),
         MakePod("bare", "c1").node("n1").obj(),  # no requests at all
     )
-    out = simulate_scenario(tmp_path, capsys, _config(leastrequested_weight=1), objects)
+    out = simulate_scenario(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"nodeorder": _weights(leastrequested_weight=1)}),
+        objects,
+    )
     # cpu (2000 - 100 - 1000)*100//2000 = 45; memory (4Gi - 200Mi - 1Gi)*100//4Gi = 70; (45+70)//2 = 57.
     assert _node_scores(out, "p1") == {"n1": 57.0}
 
@@ -309,7 +320,14 @@ def test_malformed_preference_warns_once_and_is_not_scored(
     nodes = [volcano_node("n1", "2", "4Gi"), volcano_node("n2", "4", "8Gi")]
     objects = _objects(p1.group("pg1").obj(), *(n.obj() for n in nodes))
     out = simulate_scenario(
-        tmp_path, capsys, _config(leastrequested_weight=1, nodeaffinity_weight=10), objects
+        tmp_path,
+        capsys,
+        config_text(
+            TIER,
+            actions=ACTIONS,
+            arguments={"nodeorder": _weights(leastrequested_weight=1, nodeaffinity_weight=10)},
+        ),
+        objects,
     )
     assert pod(out, "p1")["node"] == "n2"
     warnings = [e for e in out["events"] if e["object"] == "Pod/c1/p1" and e["reason"] == "InvalidAnnotation"]

@@ -11,8 +11,9 @@ import pytest
 
 from gpuq_k8s.common.model import overcommit
 from gpuq_k8s.common.model.errors import ConfigError
-from tests.builders import MakePodGroup, MakeQueue
-from tests.unit.volcano_scenarios import refused, simulate_scenario, volcano_node, volcano_pod
+from tests.testing.builders import MakePodGroup, MakeQueue
+from tests.testing.config import config_text
+from tests.testing.volcano_scenarios import refused, simulate_scenario, volcano_node, volcano_pod
 
 GI = 2**30
 
@@ -67,13 +68,10 @@ def test_unknown_argument_is_refused() -> None:
 # enqueue action decides, which is the same check: their phase after the run is the upstream verdict.
 
 
-def _config(factor: Any = 1.2) -> str:
-    return (
-        'actions: "enqueue, allocate"\n'
-        "tiers:\n- plugins:\n  - name: overcommit\n"
-        f"    arguments: {{overcommit-factor: {factor}}}\n"
-        "  - name: predicates\n"
-    )
+# The test's tier: overcommit (its factor given per test, 1.2 unless the test says) and predicates.
+TIER = "overcommit, predicates"
+ACTIONS = "enqueue, allocate"
+CONFIG = config_text(TIER, actions=ACTIONS, arguments={"overcommit": {"overcommit-factor": 1.2}})
 
 
 def _cluster(*groups: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,14 +96,18 @@ def _group(name: str, **min_resources: str) -> dict[str, Any]:
 
 def test_overcommit_test_go_factor_more_than_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """ "overCommitFactor is more than 0" (1.2): pg1 with normal resources (2000m, 2G) is enqueueable."""
-    out = simulate_scenario(tmp_path, capsys, _config(), _cluster(_group("pg1", cpu="2000m", memory="2G")))
+    out = simulate_scenario(tmp_path, capsys, CONFIG, _cluster(_group("pg1", cpu="2000m", memory="2G")))
     assert _phase(out, "pg1") == "Inqueue"
 
 
 def test_overcommit_test_go_factor_less_than_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """ "overCommitFactor is less than 0" (0.8): upstream warns and uses 1.2; gpuq refuses the
     configuration at start-up, naming the key (nothing is silently replaced by a default)."""
-    err = refused(tmp_path, capsys, _config(0.8))
+    err = refused(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"overcommit": {"overcommit-factor": 0.8}}),
+    )
     assert "overcommit-factor: invalid value 0.8: expected a number >= 1.0" in err
 
 
@@ -115,7 +117,7 @@ def test_overcommit_test_go_required_resources_too_large(
     """ "when the required resources of pg are too large" (20000m, 20G against 6 cpu * 1.2): not
     enqueueable; the PodGroup gets Volcano's event naming the overused resource (cpu only: 20G fits
     in 20Gi * 1.2)."""
-    out = simulate_scenario(tmp_path, capsys, _config(), _cluster(_group("pg2", cpu="20000m", memory="20G")))
+    out = simulate_scenario(tmp_path, capsys, CONFIG, _cluster(_group("pg2", cpu="20000m", memory="20G")))
     assert _phase(out, "pg2") == "Pending"
     events = [e for e in out["events"] if e["object"] == "PodGroup/test-namespace/pg2"]
     assert [(e["type"], e["reason"], e["message"]) for e in events] == [
@@ -127,7 +129,7 @@ def test_overcommit_test_go_pg_without_min_resources(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """ "when pg does not fill MinResources": best effort, always enqueueable."""
-    out = simulate_scenario(tmp_path, capsys, _config(), _cluster(_group("pg3")))
+    out = simulate_scenario(tmp_path, capsys, CONFIG, _cluster(_group("pg3")))
     assert _phase(out, "pg3") == "Inqueue"
 
 
@@ -135,16 +137,21 @@ def test_enqueued_groups_count_against_the_next(tmp_path: Path, capsys: pytest.C
     """JobEnqueued: a PodGroup let in holds its minimum at once. 6 cpu * 1.2 = 7.2: the first 4-cpu
     group enters, the second (8 > 7.2) waits; with factor 1.5 (9 cpu) both enter."""
     groups = (_group("a", cpu="4"), _group("b", cpu="4"))
-    out = simulate_scenario(tmp_path, capsys, _config(), _cluster(*groups))
+    out = simulate_scenario(tmp_path, capsys, CONFIG, _cluster(*groups))
     assert (_phase(out, "a"), _phase(out, "b")) == ("Inqueue", "Pending")
-    out = simulate_scenario(tmp_path, capsys, _config(1.5), _cluster(*groups))
+    out = simulate_scenario(
+        tmp_path,
+        capsys,
+        config_text(TIER, actions=ACTIONS, arguments={"overcommit": {"overcommit-factor": 1.5}}),
+        _cluster(*groups),
+    )
     assert (_phase(out, "a"), _phase(out, "b")) == ("Inqueue", "Inqueue")
 
 
 def test_used_resources_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """idle = total * factor - used: 3 cpu of bound pods leave 7.2 - 3 = 4.2 cpu for a 4.5-cpu job."""
     running = [volcano_pod("other", f"r{i}", "1", "1Gi", node="n2").obj() for i in range(3)]
-    out = simulate_scenario(tmp_path, capsys, _config(), [*_cluster(_group("big", cpu="4500m")), *running])
+    out = simulate_scenario(tmp_path, capsys, CONFIG, [*_cluster(_group("big", cpu="4500m")), *running])
     assert _phase(out, "big") == "Pending"
-    out = simulate_scenario(tmp_path, capsys, _config(), [*_cluster(_group("big", cpu="4200m")), *running])
+    out = simulate_scenario(tmp_path, capsys, CONFIG, [*_cluster(_group("big", cpu="4200m")), *running])
     assert _phase(out, "big") == "Inqueue"

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakeNode, MakePod, MakePodGroup, MakePriorityClass, MakeQueue
-from tests.unit.test_volcano_gang import ALLOCATE_CONF
-from tests.unit.volcano_scenarios import bound, phases, pod, simulate, volcano_node, volcano_pod
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakePriorityClass, MakeQueue
+from tests.testing.designs import ALLOCATE_CONF
+from tests.testing.volcano_scenarios import bound, phases, pod, simulate, volcano_node, volcano_pod
 
 PREDICATES_CONF = """\
 actions: "enqueue, allocate, backfill"

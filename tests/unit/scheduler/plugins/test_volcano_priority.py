@@ -16,21 +16,28 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakePod, MakePodGroup, MakePriorityClass, MakeQueue
-from tests.unit.volcano_scenarios import bound, phases, preempted, simulate, volcano_node, volcano_pod
+from tests.testing.builders import MakePod, MakePodGroup, MakePriorityClass, MakeQueue
+from tests.testing.config import config_text
+from tests.testing.volcano_scenarios import bound, phases, preempted, simulate, volcano_node, volcano_pod
 
 PREEMPTABLE = "volcano.sh/preemptable"
 
 
-def _config(evict: bool) -> str:
-    """priority_test.go ``pluginEnableEvict`` / ``pluginDisableEvict``."""
-    flag = str(evict).lower()
-    return (
-        'actions: "allocate, preempt"\ntiers:\n- plugins:\n  - name: priority\n'
-        "    enableTaskOrder: true\n    enableJobOrder: true\n"
-        f"    enablePreemptable: {flag}\n    enableReclaimable: {flag}\n    enableJobStarving: true\n"
-        "- plugins:\n  - name: predicates\n"
-    )
+# priority_test.go ``pluginEnableEvict`` / ``pluginDisableEvict``: priority with its job and task order and
+# job starving on, its preemptable and reclaimable functions on / off; then predicates.
+ORDERS = {"enableTaskOrder": True, "enableJobOrder": True, "enableJobStarving": True}
+ENABLE_EVICT = config_text(
+    "priority",
+    "predicates",
+    actions="allocate, preempt",
+    switches={"priority": {**ORDERS, "enablePreemptable": True, "enableReclaimable": True}},
+)
+DISABLE_EVICT = config_text(
+    "priority",
+    "predicates",
+    actions="allocate, preempt",
+    switches={"priority": {**ORDERS, "enablePreemptable": False, "enableReclaimable": False}},
+)
 
 
 def _common() -> list[dict[str, Any]]:
@@ -75,7 +82,7 @@ def test_priority_test_go_enable_preempt_low_priority(
         volcano_node("node1", "6", "6G").obj(),
         volcano_node("node2", "2", "2G").obj(),
     ]
-    out = simulate(tmp_path, capsys, objects, _config(evict=True))
+    out = simulate(tmp_path, capsys, objects, ENABLE_EVICT)
     assert preempted(out) == {"ns1/preemptee1"}
     assert bound(out)["ns2/preemptor1"] == "node1"
     assert bound(out)["ns1/preemptee2"] == "node1"
@@ -95,7 +102,7 @@ def test_priority_test_go_disable_preempt_low_priority(
         volcano_node("node1", "3", "3G").obj(),
         volcano_node("node2", "3", "3G").obj(),
     ]
-    out = simulate(tmp_path, capsys, objects, _config(evict=False))
+    out = simulate(tmp_path, capsys, objects, DISABLE_EVICT)
     assert preempted(out) == set()
     assert phases(out)["ns2/preemptor1"] == "Pending"
     assert bound(out) == {"ns1/preemptee1": "node1", "ns1/preemptee2": "node2"}

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from gpuq_k8s.cli import main
-from tests.unit.simulate_text import pods_by_name, simulate_explained
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate_explained
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 EXAMPLES = ROOT / "examples"
 NO_CARDS = str(EXAMPLES / "configs" / "no-cards.yaml")
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.cli import main
-from tests.unit.simulate_text import pods_by_name
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name
 
-MALFORMED = str(Path(__file__).resolve().parents[2] / "examples" / "malformed-annotations")
+MALFORMED = str(REPO_ROOT / "examples" / "malformed-annotations")
 
 
 def _on(out: dict[str, Any], kind: str, name: str, reason: str) -> list[str]:

@@ -16,9 +16,10 @@ from gpuq_k8s.scheduler.simulate.schema import (
     load_crds,
     validate,
 )
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
+from tests.testing.paths import REPO_ROOT
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 
 QUANTITY = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
@@ -221,7 +222,7 @@ def test_what_the_apiserver_refuses_in_a_gpu_resource_quota(change: dict[str, An
 
 def test_simulate_validates_with_the_crds_the_repository_ships() -> None:
     """The package's copies (what pip and the image install) are deploy/crds, file for file."""
-    shipped = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+    shipped = REPO_ROOT / "deploy" / "crds"
     copies = {path.name: path.read_text() for path in CRD_DIRECTORY.glob("*.yaml")}
     originals = {
         path.name: path.read_text() for path in shipped.glob("*.yaml") if path.name != "kustomization.yaml"

@@ -13,10 +13,11 @@ import yaml
 
 from gpuq_k8s.cli import main
 from gpuq_k8s.scheduler.simulate.workloads import expand
-from tests.builders import MakeNode, MakeQueue
-from tests.unit.simulate_text import pods_by_name, simulate, simulate_explained
+from tests.testing.builders import MakeNode, MakeQueue
+from tests.testing.paths import REPO_ROOT
+from tests.testing.simulate_text import pods_by_name, simulate, simulate_explained
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO_ROOT / "examples"
 JOBS = EXAMPLES / "specs" / "capacity-card" / "volcano-jobs"
 NODE = MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110", **{"nvidia.com/gpu": "8"})
 CONTAINER = {"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}
