@@ -19,8 +19,8 @@ from tests.e2e.cluster_fixtures import (
     node_of,
     scheduled_condition,
 )
-from tests.e2e.test_scheduler_features import BASE_TIER
 from tests.testing.builders import MakeElasticQuota
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
