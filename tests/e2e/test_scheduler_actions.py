@@ -61,7 +61,7 @@ async def test_the_designs_configurations_start_gpuq_scheduler(
     cluster: Cluster, run_scheduler: SchedulerFactory
 ) -> None:
     """The configuration blocks of capacity-card.md and resource-strategy-fit.md and Volcano's default
-    file (tests/unit/test_volcano_config.py) start ``gpuq scheduler``: ready, and a clean stop."""
+    file (tests/testing/designs.py) start ``gpuq scheduler``: ready, and a clean stop."""
     for i, config in enumerate(designs_configurations()):
         scheduler = run_scheduler(f"gpuq-{cluster.test_id}-{i}", config)
         await scheduler.wait_ready()

@@ -1,7 +1,7 @@
 """The monitoring gpuq ships, as queries: the alert rules of the chart's PrometheusRule and the Grafana
 dashboard's panel targets and variables (deploy/helm/gpuq/dashboards/gpuq.json), with Grafana's
 template variables substituted, and the vector selectors in them (PromQL read just far enough to find
-them). tests/unit/test_monitoring_static.py checks them against the metrics the code exports;
+them). tests/unit/deploy/test_monitoring_static.py checks them against the metrics the code exports;
 tests/e2e/test_monitoring.py runs them on a real Prometheus.
 """
 

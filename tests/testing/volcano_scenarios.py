@@ -1,6 +1,6 @@
 """Run a scenario ported from one of Volcano's unit tests through ``gpuq simulate -o json --explain``:
-objects built with tests/builders.py, a Volcano-format configuration given as YAML text (the shared
-step of tests/unit/test_volcano_*.py)."""
+objects built with tests/testing/builders.py, a Volcano-format configuration given as YAML text (the
+shared step of the test_volcano_*.py files in tests/unit/scheduler/)."""
 
 from __future__ import annotations
 

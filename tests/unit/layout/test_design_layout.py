@@ -109,6 +109,92 @@ def test_every_import_goes_through_the_namespace() -> None:
     ]
 
 
+# No module under tests/ imports a test module (``tests.unit...test_*``, ``tests.e2e.test_*``, any
+# ``test_*``): what tests share lives in the harness (tests/testing/), a conftest.py or an e2e helper
+# module, so a test module can move, be renamed or be split without breaking another, and pytest never
+# collects a test twice.
+DYNAMIC_IMPORTS = frozenset({"import_module", "__import__"})
+
+
+def _package_of(path: Path) -> str:
+    return ".".join(path.resolve().relative_to(ROOT).parent.parts)
+
+
+def _test_module_imports(source: str, package: str = "") -> list[str]:
+    """The modules (or names) ``source`` imports from a test module, relative imports resolved against
+    ``package`` and ``importlib.import_module("...")`` / ``__import__("...")`` with a literal included."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parent = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in DYNAMIC_IMPORTS
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = [node.args[0].value]
+        else:
+            continue
+        found += [name for name in names if any(part.startswith("test_") for part in name.split("."))]
+    return found
+
+
+def test_no_module_under_tests_imports_a_test_module() -> None:
+    files = [path for path in (ROOT / "tests").rglob("*.py") if "controlplane/build" not in path.as_posix()]
+    assert len(files) > 150
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in files
+        if (found := _test_module_imports(path.read_text(), _package_of(path)))
+    }
+    assert not offenders, f"move what these share into tests/testing/ (or a conftest.py): {offenders}"
+
+
+@pytest.mark.parametrize(
+    ("source", "package", "expected"),
+    [
+        ("from tests.unit.webhook.test_webhook_server import ServerThread", "tests.unit.webhook", 2),
+        ("from tests.e2e import test_scheduler_features as features", "tests.e2e", 1),
+        ("import tests.e2e.test_deploy", "tests.e2e", 1),
+        ("from test_kube_writes import Response", "", 2),
+        ("from .test_capacity_card import POD", "tests.unit.common.model", 2),
+        ("from .. import test_config", "tests.unit.common.model", 1),
+        ("importlib.import_module('tests.unit.test_volcano_config')", "", 1),
+        (
+            "from tests.testing.builders import MakePod\nimport pytest\nfrom .helpers import x",
+            "tests.unit",
+            0,
+        ),
+    ],
+)
+def test_the_check_catches_every_way_of_importing_a_test_module(
+    source: str, package: str, expected: int
+) -> None:
+    assert len(_test_module_imports(source, package)) == expected, _test_module_imports(source, package)
+
+
+def test_every_folder_of_tests_is_a_package() -> None:
+    """An ``__init__.py`` in every folder: test modules import as ``tests.unit.<folder>.test_x``, so two
+    folders may hold test files of the same name (pytest's rootdir-based import) and mypy checks them all."""
+    folders = {
+        path.parent for path in (ROOT / "tests").rglob("*.py") if "controlplane/build" not in path.as_posix()
+    }
+    assert len(folders) > 15
+    missing = sorted(
+        str(folder.relative_to(ROOT)) for folder in folders if not (folder / "__init__.py").exists()
+    )
+    assert not missing, f"add an __init__.py to {missing}"
+
+
 def test_the_namespace_links_to_the_top_level_directories() -> None:
     for name in PACKAGES[:-1]:
         link = ROOT / "gpuq_k8s" / name

@@ -26,7 +26,7 @@ async def _step() -> None:
         await asyncio.sleep(0)
 
 
-# (A silent watch, Inactive, is re-established without a list: tests/unit/test_kube_informer.py.)
+# (A silent watch, Inactive, is re-established without a list: tests/unit/common/kube/test_kube_informer.py.)
 @pytest.mark.parametrize("failure", [ApiError("boom"), Gone()], ids=["error", "gone"])
 async def test_an_informer_is_watching_only_between_a_list_and_the_next_failure(failure: Exception) -> None:
     inf = Informer(None, QUEUES, backoff=(0.0, 0.0))

@@ -9,8 +9,9 @@ simulate``.
   set scheduled" is checked as the PodGroup going Running once allocate binds its pods, and "inqueue
   job with fit errors should set unschedulable" (upstream injects a fit error into the session) as the
   same job on a node with room for one of its two pods: nothing bound, the PodGroup not Running.
-- gang's preemptable function (a job keeps minMember) is ported in tests/unit/test_volcano_ported.py
-  (preempt_test.go "preempt one task of different job to fit both jobs on one node").
+- gang's preemptable function (a job keeps minMember) is ported in
+  tests/unit/scheduler/actions/test_volcano_ported.py (preempt_test.go "preempt one task of different
+  job to fit both jobs on one node").
 
 Not ported, because gpuq lacks the feature: TestAllocate "master's min member can not be allocated,
 break from allocating" needs ``minTaskMember`` (per-task minimums, which gpuq parses but gang does not

@@ -4,7 +4,7 @@ same objects, the same actions (allocate, preempt) and the priority plugin with 
 
 The scenarios name ``predicates`` in a second tier as well (it has no preemptable function, so it does
 not change the victims); without it the allocate action's own resource fit would do the same
-(tests/unit/test_allocate_resource_fit.py).
+(tests/unit/scheduler/actions/test_allocate_resource_fit.py).
 
 Volcano's helper leaves ``pods`` out of a node's allocatable except where the test names it; these
 tests give every node the ``pods: 10`` the upstream nodes have."""
