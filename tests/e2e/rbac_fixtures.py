@@ -3,7 +3,8 @@ kubeconfig on each ServiceAccount's token, and ``run_scheduler`` on either ident
 scenarios (tests/e2e/test_scheduler_features.py) also run with only what the Role grants.
 
 Fixtures are assigned in the modules that use them (``installed_rbac = rbac_fixtures.installed_rbac``),
-as cluster_fixtures' are.
+as cluster_fixtures' are; a module using ``run_scheduler_as_admin_and_service_account`` assigns
+``installed_rbac`` and ``service_account_kubeconfigs`` too (the service-account runs ask for them).
 """
 
 from __future__ import annotations

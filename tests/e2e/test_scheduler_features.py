@@ -36,6 +36,8 @@ cluster = fixtures.cluster
 # Every scenario runs twice: on the admin kubeconfig, and on the gpuq-scheduler ServiceAccount's token
 # with what deploy/'s RBAC grants.
 run_scheduler = rbac_fixtures.run_scheduler_as_admin_and_service_account
+installed_rbac = rbac_fixtures.installed_rbac  # what the service-account runs ask for
+service_account_kubeconfigs = rbac_fixtures.service_account_kubeconfigs
 
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
 
