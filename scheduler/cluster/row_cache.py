@@ -9,8 +9,8 @@ costs one row per cached class, and a pod of a known class costs the rows bound 
 
 The compute function must be row-wise: the value of a row depends only on that row's inputs and the
 key, so ``compute(key, rows)`` equals ``compute(key, None)[rows]`` (every engine's vectorised form
-is; ``tests/unit/test_scheduler_perf_kernels.py`` checks the score kernels). Anything else a result
-depends on (a quota ledger, the static node masks) belongs in the key or in ``generation``.
+is; ``tests/unit/common/model/test_scheduler_perf_kernels.py`` checks the score kernels). Anything
+else a result depends on (a quota ledger, the static node masks) belongs in the key or in ``generation``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ import json
 import re
 from collections.abc import Awaitable
 
+from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
+
+from gpuq_k8s.common.kube.status import call
 
 #: Custom-object patches with a dict body go out as JSON-Patch unless told otherwise; status and
 #: spec patches of CRs are merge patches. (kubernetes_asyncio accepts ``_content_type`` at run time
@@ -49,3 +52,13 @@ def parse_table(output: str) -> list[dict[str, str]]:
             cells[name] = line[start:end].strip()
         rows.append(cells)
     return rows
+
+
+async def ensure_namespace(api: ApiClient, name: str) -> None:
+    """Namespace ``name`` and its default ServiceAccount, created unless they exist."""
+    for path, body in (
+        ("/api/v1/namespaces", {"metadata": {"name": name}}),
+        (f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}),
+    ):
+        reply = await call(api, "POST", path, body)
+        assert reply.ok or reply.status == 409, f"POST {path}: {reply.message}"

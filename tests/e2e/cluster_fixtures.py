@@ -25,12 +25,14 @@ import pytest_asyncio
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from gpuq_k8s.common.kube.status import MERGE_PATCH, Reply, call
-from tests.builders import MakeNode, MakePod
 from tests.e2e.controlplane.harness import ControlPlane, dns_label, free_ports
+from tests.testing.builders import MakeNode, MakePod
 
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_LABEL = "gpuq.e2e/test"
+# A node's allocatable with eight GPUs (its card type comes from the labels a test gives it).
+GPU_NODE = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
 
 
 # ------------------------------------------------------------------ the scheduler process
@@ -318,6 +320,15 @@ def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled":
             return dict(condition)
+    return None
+
+
+async def pending_message(cluster: Cluster, name: str, contains: str) -> str | None:
+    """The PodScheduled=False message of pod ``name`` if it contains ``contains`` (None otherwise)."""
+    pod = (await cluster.pods()).get(name) or {}
+    condition = scheduled_condition(pod)
+    if condition and condition.get("status") == "False" and contains in str(condition.get("message")):
+        return str(condition["message"])
     return None
 
 

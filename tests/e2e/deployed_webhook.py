@@ -31,7 +31,7 @@ import yaml
 
 from tests.e2e.cluster_fixtures import REPO_ROOT
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
-from tests.e2e.test_deploy import render
+from tests.e2e.manifests import render
 
 NAMESPACE = "gpuq-system"
 CONFIGURATION = "gpuq-webhook"

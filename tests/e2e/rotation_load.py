@@ -27,8 +27,8 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model.annotations import QUEUE_NAME
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakePod
 from tests.e2e.deployed_webhook import CONFIGURATION, NAMESPACE
+from tests.testing.builders import MakePod
 
 SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
 VALIDATING = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{CONFIGURATION}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.test_deploy import NAMESPACE, render
+from tests.e2e.manifests import NAMESPACE, render
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
-from tests.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, status_message
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, pinned_versions
+from tests.testing.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 
 pytestmark = pytest.mark.e2e
 

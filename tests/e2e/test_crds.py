@@ -14,9 +14,9 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, TflopsVram, validate_gpu_resource_quota
-from tests.builders import GPU, MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, parse_table, status_message
 from tests.e2e.controlplane.harness import Kubectl, dns_label
+from tests.testing.builders import GPU, MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 
 pytestmark = pytest.mark.e2e
 

@@ -8,55 +8,26 @@ in the shared control plane, where nothing serves them.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.builders import scheduler_config
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
+from tests.e2e.manifests import DEPLOY, NAMESPACE, apply_for_real, documents, kustomize, render
+from tests.testing.config import scheduler_config
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
 CHART = DEPLOY / "helm" / "gpuq"
-NAMESPACE = "gpuq-system"
-
-
-def load_render() -> ModuleType:
-    """deploy/render.py (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location("gpuq_deploy_render", DEPLOY / "render.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-render = load_render()
-
-
-def documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if d]
-
-
-def kustomize(kubectl: Kubectl, target: Path) -> list[dict[str, Any]]:
-    return documents(kubectl("kustomize", str(target)).stdout)
 
 
 def helm(*settings: str, include_crds: bool = False) -> str:
     extra = ("--include-crds",) if include_crds else ()
     return str(render.helm_template(render.find_helm(), settings, *extra))
-
-
-def apply_for_real(kubectl: Kubectl, docs: Sequence[dict[str, Any]]) -> None:
-    kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
 def dry_run(kubectl: Kubectl, *source: str, stdin: str | None = None) -> list[str]:

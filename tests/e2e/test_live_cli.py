@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.builders import MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import TEST_LABEL, Cluster
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.deployed_webhook import token_kubeconfig
+from tests.testing.builders import MakePod, MakeQueue
 
 pytestmark = pytest.mark.e2e
 cluster = fixtures.cluster

@@ -31,15 +31,22 @@ import pytest
 import yaml
 
 from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
-from tests import monitoring
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue, scheduler_config
 from tests.e2e import cluster_fixtures as fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, SchedulerProcess, eventually, node_of
+from tests.e2e.cluster_fixtures import (
+    Cluster,
+    SchedulerFactory,
+    SchedulerProcess,
+    eventually,
+    node_of,
+    pending_message,
+)
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
+from tests.e2e.manifests import documents, render
 from tests.e2e.prometheus import Prometheus, promtool_check_rules, scrape_configs
-from tests.e2e.test_deploy import documents, render
-from tests.e2e.test_scheduler_features import pending_message
-from tests.e2e.test_webhook import configurations
+from tests.e2e.url_webhook import configurations
+from tests.testing import monitoring
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
+from tests.testing.config import scheduler_config
 
 pytestmark = pytest.mark.e2e
 

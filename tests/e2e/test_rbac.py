@@ -29,15 +29,19 @@ from cryptography import x509
 
 from gpuq_k8s.certs.authority import create_ca, issue_serving_certificate
 from gpuq_k8s.certs.files import write_key_pair
-from tests.builders import MakeQueue
+from tests.e2e import rbac_fixtures
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
-from tests.e2e.deployed_webhook import RBAC_KINDS, token_kubeconfig
-from tests.e2e.test_deploy import DEPLOY, NAMESPACE, apply_for_real, kustomize
+from tests.e2e.deployed_webhook import token_kubeconfig
+from tests.e2e.manifests import DEPLOY, NAMESPACE, kustomize
+from tests.e2e.rbac_fixtures import CERTS, FORBIDDEN, SCHEDULER, WEBHOOK
+from tests.testing.builders import MakeQueue
 
 pytestmark = pytest.mark.e2e
 
-SCHEDULER, WEBHOOK, CERTS = "gpuq-scheduler", "gpuq-webhook", "gpuq-certs"
+installed_rbac = rbac_fixtures.installed_rbac
+service_account_kubeconfigs = rbac_fixtures.service_account_kubeconfigs
+
 ALL = "*"  # all namespaces
 TEAM = "team-a"  # any namespace a workload runs in
 CRS = ("queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh")
@@ -148,27 +152,6 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (CERTS, "create", "pods", "", NAMESPACE, False),
     (CERTS, "patch", "nodes", "", ALL, False),
 ]
-
-
-@pytest.fixture(scope="module")
-def installed_rbac(control_plane: ControlPlane) -> str:
-    """The Namespace, ServiceAccounts and RBAC of deploy/, applied for real (nothing else of it)."""
-    docs = [d for d in kustomize(control_plane.kubectl, DEPLOY) if d["kind"] in RBAC_KINDS]
-    apply_for_real(control_plane.kubectl, docs)
-    return NAMESPACE
-
-
-# An apiserver refusal as the processes log it ("HTTP 403", kubernetes_asyncio's "(403)", "Forbidden"),
-# never a log timestamp's milliseconds ("22:03:35,403").
-FORBIDDEN = re.compile(r"HTTP 403\b|\(403\)|\bForbidden\b")
-
-
-@pytest.fixture(scope="module")
-def service_account_kubeconfigs(
-    control_plane: ControlPlane, installed_rbac: str, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    directory = tmp_path_factory.mktemp("sa-kubeconfigs")
-    return {sa: token_kubeconfig(control_plane, sa, directory / sa) for sa in (SCHEDULER, WEBHOOK)}
 
 
 @pytest.mark.parametrize(

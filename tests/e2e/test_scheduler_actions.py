@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.builders import MakePodGroup, MakePriorityClass, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, metric_value, node_of
 from tests.e2e.proxy import ApiProxy, Fault, is_lease, is_write
-from tests.unit.test_volcano_config import designs_configurations
+from tests.testing.builders import MakePodGroup, MakePriorityClass, MakeQueue
+from tests.testing.designs import designs_configurations
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +61,7 @@ async def test_the_designs_configurations_start_gpuq_scheduler(
     cluster: Cluster, run_scheduler: SchedulerFactory
 ) -> None:
     """The configuration blocks of capacity-card.md and resource-strategy-fit.md and Volcano's default
-    file (tests/unit/test_volcano_config.py) start ``gpuq scheduler``: ready, and a clean stop."""
+    file (tests/testing/designs.py) start ``gpuq scheduler``: ready, and a clean stop."""
     for i, config in enumerate(designs_configurations()):
         scheduler = run_scheduler(f"gpuq-{cluster.test_id}-{i}", config)
         await scheduler.wait_ready()

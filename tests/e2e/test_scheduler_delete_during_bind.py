@@ -38,7 +38,7 @@ from tests.e2e.cluster_fixtures import (
     node_of,
 )
 from tests.e2e.proxy import ApiProxy, is_bind
-from tests.e2e.test_scheduler_features import BASE_TIER
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,9 @@
 
 Each test creates nodes and pods, runs the scheduler under its own name, and asserts what a user
 would see in the API: bindings (``spec.nodeName``), the PodScheduled=False message of pending pods,
-Events, and the status the scheduler writes on the quota objects.
+Events, and the status the scheduler writes on the quota objects. Each runs twice (the fixture's
+parameter): the scheduler on the admin kubeconfig, and on the gpuq-scheduler ServiceAccount's token with
+leader election on its Lease in gpuq-system, as the Deployment runs it (tests/e2e/rbac_fixtures.py).
 """
 
 from __future__ import annotations
@@ -14,25 +16,29 @@ from typing import Any
 
 import pytest
 
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
+from tests.e2e import rbac_fixtures
+from tests.e2e.cluster_fixtures import (
+    GPU_NODE,
+    Cluster,
+    SchedulerFactory,
+    eventually,
+    node_of,
+    pending_message,
+    scheduled_condition,
+)
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
-run_scheduler = fixtures.run_scheduler
+# Every scenario runs twice: on the admin kubeconfig, and on the gpuq-scheduler ServiceAccount's token
+# with what deploy/'s RBAC grants.
+run_scheduler = rbac_fixtures.run_scheduler_as_admin_and_service_account
+installed_rbac = rbac_fixtures.installed_rbac  # what the service-account runs ask for
+service_account_kubeconfigs = rbac_fixtures.service_account_kubeconfigs
 
-BASE_TIER = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-"""
-GPU_NODE = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
 
 
@@ -40,14 +46,6 @@ async def bound_pods(cluster: Cluster, names: set[str]) -> dict[str, str] | None
     pods = await cluster.pods()
     nodes = {name: node_of(pods[name]) for name in names if name in pods}
     return nodes if all(nodes.get(n) for n in names) else None
-
-
-async def pending_message(cluster: Cluster, name: str, contains: str) -> str | None:
-    pod = (await cluster.pods()).get(name) or {}
-    condition = scheduled_condition(pod)
-    if condition and condition.get("status") == "False" and contains in str(condition.get("message")):
-        return str(condition["message"])
-    return None
 
 
 async def events_for(cluster: Cluster, name: str) -> list[dict[str, Any]]:

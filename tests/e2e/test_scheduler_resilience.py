@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.common.kube.status import call
-from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import (
     Cluster,
@@ -20,7 +19,8 @@ from tests.e2e.cluster_fixtures import (
     node_of,
     scheduled_condition,
 )
-from tests.e2e.test_scheduler_features import BASE_TIER
+from tests.testing.builders import MakeElasticQuota
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 

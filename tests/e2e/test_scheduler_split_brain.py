@@ -22,12 +22,12 @@ import pytest
 import pytest_asyncio
 
 from gpuq_k8s.common.kube.status import call
-from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.proxy import ApiProxy, Exchange, is_bind, is_lease, is_write
-from tests.e2e.test_scheduler_features import BASE_TIER
+from tests.testing.builders import MakeElasticQuota
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 

@@ -22,11 +22,11 @@ from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import new_api_client
 from gpuq_k8s.common.kube.errors import Gone
 from gpuq_k8s.common.kube.informer import Informer
-from tests.builders import MakeElasticQuota
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane, ControlPlaneError, free_ports
-from tests.e2e.test_scheduler_features import BASE_TIER
+from tests.testing.builders import MakeElasticQuota
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 

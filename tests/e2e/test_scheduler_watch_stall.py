@@ -30,12 +30,12 @@ import time
 import pytest
 
 from gpuq_k8s.common.model.quantity import parse_quantity
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of
+from tests.e2e.cluster_fixtures import GPU_NODE, Cluster, SchedulerFactory, eventually, node_of
 from tests.e2e.proxy import ApiProxy, is_bind, is_watch, lists_of, reads_of
-from tests.e2e.test_scheduler_features import BASE_TIER, GPU_NODE
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
+from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from gpuq_k8s.scheduler.simulate.schema import check_custom_resource, load_crds
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 from tests.e2e.controlplane.harness import Kubectl, dns_label
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
 
 pytestmark = pytest.mark.e2e
 

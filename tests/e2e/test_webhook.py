@@ -30,7 +30,9 @@ from gpuq_k8s.webhook.cluster import InformerView
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.server import Endpoints, create_app, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
-from tests.builders import (
+from tests.e2e.controlplane.harness import ControlPlane, Kubectl
+from tests.e2e.url_webhook import LABEL, configurations, create
+from tests.testing.builders import (
     GPU,
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -39,11 +41,9 @@ from tests.builders import (
     MakePodGroup,
     MakeQueue,
 )
-from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 
 pytestmark = pytest.mark.e2e
 
-LABEL = "gpuq-e2e-webhook"
 NODE = "gpuq-webhook-e2e-a100"
 
 
@@ -99,80 +99,6 @@ class WebhookThread:
         self._thread.join(30)
 
 
-def configurations(
-    port: int, ca_bundle: str, prefix: str = "gpuq-e2e", label: tuple[str, str] = (LABEL, "true")
-) -> list[dict[str, Any]]:
-    """Url-based webhook configurations ``<prefix>-validate`` and ``<prefix>-mutate`` for a webhook on
-    127.0.0.1:``port``, matching namespaces and Queues that carry ``label``."""
-
-    def hook(name: str, path: str, rules: list[dict[str, Any]], **selectors: Any) -> dict[str, Any]:
-        return {
-            "name": name,
-            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle},
-            "rules": rules,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "matchPolicy": "Equivalent",
-            "timeoutSeconds": 5,
-            **selectors,
-        }
-
-    namespaced = [
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
-        {
-            "apiGroups": ["scheduling.volcano.sh"],
-            "apiVersions": ["v1beta1"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["podgroups"],
-        },
-        {
-            "apiGroups": ["scheduling.x-k8s.io"],
-            "apiVersions": ["v1alpha1"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["elasticquotas"],
-        },
-        {
-            "apiGroups": ["tensor-fusion.ai"],
-            "apiVersions": ["v1"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["gpuresourcequotas"],
-        },
-    ]
-    queues = [
-        {
-            "apiGroups": ["scheduling.volcano.sh"],
-            "apiVersions": ["v1beta1"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["queues"],
-            "scope": "Cluster",
-        }
-    ]
-    ns_selector = {"namespaceSelector": {"matchLabels": dict([label])}}
-    obj_selector = {"objectSelector": {"matchLabels": dict([label])}}
-    validating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": f"{prefix}-validate"},
-        "webhooks": [
-            hook("validate.gpuq.e2e", "/validate", namespaced, **ns_selector),
-            hook("validate-queues.gpuq.e2e", "/validate", queues, **obj_selector),
-        ],
-    }
-    mutating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": f"{prefix}-mutate"},
-        "webhooks": [
-            {
-                **hook("mutate.gpuq.e2e", "/mutate", namespaced[:1], **ns_selector),
-                "reinvocationPolicy": "Never",
-            }
-        ],
-    }
-    return [validating, mutating]
-
-
 @pytest.fixture(scope="module")
 def webhook(
     control_plane: ControlPlane, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
@@ -220,11 +146,6 @@ def _wait_for_catalog(server: WebhookThread) -> None:
 def ns(webhook: None, namespace: str, kubectl: Kubectl) -> str:
     kubectl("label", "namespace", namespace, f"{LABEL}=true")
     return namespace
-
-
-def create(kubectl: Kubectl, document: dict[str, Any]) -> tuple[bool, str]:
-    result = kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(document), check=False)
-    return result.returncode == 0, result.stdout if result.returncode == 0 else result.stderr
 
 
 # Templates (copy() before use). Queues carry the label the webhook configurations match.

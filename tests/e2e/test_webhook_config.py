@@ -44,10 +44,11 @@ from gpuq_k8s.common.model.annotations import (
 )
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue, scheduler_config
 from tests.e2e.cluster_fixtures import REPO_ROOT, SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, free_ports
-from tests.e2e.test_webhook import configurations, create
+from tests.e2e.url_webhook import configurations, create
+from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
+from tests.testing.config import scheduler_config
 
 pytestmark = pytest.mark.e2e
 

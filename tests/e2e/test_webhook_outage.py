@@ -31,12 +31,13 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from gpuq_k8s.common.kube.status import Reply, call
 from gpuq_k8s.common.model.annotations import CARD_NAME, QUEUE_NAME, RESOURCE_STRATEGY_WEIGHT
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakePod
 from tests.e2e import cluster_fixtures as fixtures
+from tests.e2e.api import ensure_namespace
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.e2e.deployed_webhook import NAMESPACE, DeployedWebhook
-from tests.e2e.test_webhook_scope import _body, _ensure_namespace, _plain
+from tests.e2e.scope_pods import plain_pods, pod_body
+from tests.testing.builders import MakePod
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +69,7 @@ GOVERNED = {
         MakePod().scheduler(GPUQ_SCHEDULER).annotations({RESOURCE_STRATEGY_WEIGHT: "not json"}), False, None
     ),
 }
-PLAIN = _plain(set_scheduler_name=False)
+PLAIN = plain_pods(set_scheduler_name=False)
 # values label -> (helm settings, namespaces excluded on top of kube-system and the release namespace)
 VALUES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "defaults": ((), frozenset()),
@@ -107,7 +108,7 @@ def _cases(namespaces: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     while len(cases) < TOTAL:
         for namespace in namespaces:
             for variant, pod in variants:
-                cases.append((namespace, variant, _restricted(_body(pod.copy(), namespace, variant))))
+                cases.append((namespace, variant, _restricted(pod_body(pod.copy(), namespace, variant))))
     return cases[:TOTAL]
 
 
@@ -146,7 +147,7 @@ async def test_killing_the_webhook_mid_run_refuses_only_governed_pods_and_admits
     settings, excluded = VALUES[values]
     apps = [await cluster.extra_namespace("app-a"), await cluster.extra_namespace("app-b")]
     for name in (CERT_MANAGER, "kube-system", NAMESPACE):
-        await _ensure_namespace(api_client, name)
+        await ensure_namespace(api_client, name)
     exempt = {"kube-system", NAMESPACE, *excluded}
     webhook = deploy(settings)
     namespaces = [*apps, CERT_MANAGER, "kube-system", NAMESPACE]

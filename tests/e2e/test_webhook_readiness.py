@@ -29,8 +29,8 @@ from gpuq_k8s.webhook.cluster import InformerView
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.review import AdmissionRequest
 from gpuq_k8s.webhook.server import create_metrics_app, start_site
-from tests.builders import MakePod, MakePodGroup, MakeQueue
 from tests.e2e.controlplane.harness import ControlPlane
+from tests.testing.builders import MakePod, MakePodGroup, MakeQueue
 
 pytestmark = pytest.mark.e2e
 

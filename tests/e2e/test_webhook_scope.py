@@ -25,19 +25,14 @@ import yaml
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from gpuq_k8s.common.kube.status import MERGE_PATCH, Reply, call
-from gpuq_k8s.common.model.annotations import (
-    CARD_NAME,
-    GROUP_NAME,
-    QUEUE_NAME,
-    RESOURCE_STRATEGY_WEIGHT,
-    TF_GPU_COUNT,
-)
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
-from tests.builders import MakeElasticQuota, MakePod, MakeQueue
 from tests.e2e import cluster_fixtures as fixtures
+from tests.e2e.api import ensure_namespace
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.test_deploy import render
+from tests.e2e.manifests import render
+from tests.e2e.scope_pods import governed_pods, plain_pods, pod_body
+from tests.testing.builders import MakeElasticQuota, MakePod, MakeQueue
 
 pytestmark = pytest.mark.e2e
 
@@ -59,54 +54,10 @@ VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _plain(set_scheduler_name: bool) -> dict[str, MakePod]:
-    variants = {
-        "no-scheduler": MakePod().scheduler(None).req(cpu="10m"),
-        "default-scheduler": MakePod().scheduler("default-scheduler").req(cpu="10m"),
-        "other-annotation": MakePod().scheduler(None).annotations({"example.com/team": "a"}),
-        "other-scheduler": MakePod().scheduler("volcano"),
-    }
-    if not set_scheduler_name:
-        variants["gpu-not-mutated"] = MakePod().scheduler(None).gpus(1)
-    return variants
-
-
-def _governed(set_scheduler_name: bool) -> dict[str, MakePod]:
-    variants = {
-        "gpuq-scheduler": MakePod().scheduler(GPUQ_SCHEDULER).req(cpu="10m"),
-        "card-name": MakePod().scheduler(None).annotations({CARD_NAME: "NVIDIA-A100"}),
-        "group": MakePod().scheduler(None).annotations({GROUP_NAME: "pg"}),
-        "queue": MakePod().scheduler("default-scheduler").annotations({QUEUE_NAME: "q"}),
-        "tensor-fusion": MakePod().scheduler(None).annotations({TF_GPU_COUNT: "1"}),
-        "strategy": MakePod().scheduler(None).annotations({RESOURCE_STRATEGY_WEIGHT: "1"}),
-    }
-    if set_scheduler_name:
-        variants["gpu-mutated"] = MakePod().scheduler(None).gpus(1)
-        variants["mig-limit"] = MakePod().scheduler(None).lim({"nvidia.com/mig-1g.5gb": 1})
-    return variants
-
-
-def _body(pod: MakePod, namespace: str, variant: str) -> dict[str, Any]:
-    obj = pod.image("registry.k8s.io/pause:3.10").spec(automountServiceAccountToken=False).obj()
-    obj = yaml.safe_load(yaml.safe_dump(obj))  # a copy per namespace
-    obj["metadata"] = {**obj["metadata"], "namespace": namespace, "generateName": f"{variant}-"}
-    obj["metadata"].pop("name", None)
-    return dict(obj)
-
-
 def _configurations(settings: Sequence[str]) -> list[dict[str, Any]]:
     text = render.helm_template(render.find_helm(), settings, namespace=RELEASE_NAMESPACE)
     kinds = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
     return [d for d in yaml.safe_load_all(text) if d and d["kind"] in kinds]
-
-
-async def _ensure_namespace(api: ApiClient, name: str) -> None:
-    for path, body in (
-        ("/api/v1/namespaces", {"metadata": {"name": name}}),
-        (f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": "default"}}),
-    ):
-        reply = await call(api, "POST", path, body)
-        assert reply.ok or reply.status == 409, f"POST {path}: {reply.message}"
 
 
 @pytest.fixture
@@ -143,7 +94,7 @@ async def _create_all(api: ApiClient, bodies: Sequence[dict[str, Any]]) -> list[
 
 async def _wait_effective(api: ApiClient, namespace: str) -> None:
     """The apiserver picks up a new configuration within a second or so: until a governed pod is refused."""
-    body = _body(MakePod().scheduler(GPUQ_SCHEDULER), namespace, "probe")
+    body = pod_body(MakePod().scheduler(GPUQ_SCHEDULER), namespace, "probe")
     for _ in range(100):
         reply = await call(api, "POST", f"/api/v1/namespaces/{namespace}/pods", body)
         if not reply.ok:
@@ -158,7 +109,7 @@ async def test_an_outage_refuses_governed_objects_only(
 ) -> None:
     apps = [await cluster.extra_namespace("app-a"), await cluster.extra_namespace("app-b")]
     for name in (CERT_MANAGER, RELEASE_NAMESPACE, "kube-system"):
-        await _ensure_namespace(api_client, name)
+        await ensure_namespace(api_client, name)
     exempt = ["kube-system", RELEASE_NAMESPACE]
     watched = [*apps, CERT_MANAGER]
     created: list[tuple[str, str]] = []
@@ -173,11 +124,11 @@ async def test_an_outage_refuses_governed_objects_only(
             cases: list[tuple[str, bool, dict[str, Any]]] = []  # (what, refused, body)
             for _ in range(ROUNDS):
                 for namespace in [*watched, *exempt]:
-                    for variant, pod in _plain(mutating).items():
-                        cases.append((f"{namespace}/{variant}", False, _body(pod, namespace, variant)))
-                    for variant, pod in _governed(mutating).items():
+                    for variant, pod in plain_pods(mutating).items():
+                        cases.append((f"{namespace}/{variant}", False, pod_body(pod, namespace, variant)))
+                    for variant, pod in governed_pods(mutating).items():
                         refused = namespace in watched
-                        cases.append((f"{namespace}/{variant}", refused, _body(pod, namespace, variant)))
+                        cases.append((f"{namespace}/{variant}", refused, pod_body(pod, namespace, variant)))
             replies = await _create_all(api_client, [body for _, _, body in cases])
             wrong = [
                 f"{what}: {reply.status} {reply.message}"

@@ -22,9 +22,9 @@ import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from gpuq_k8s.common.kube.status import MERGE_PATCH, call
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup
 from tests.e2e.controlplane.harness import ControlPlane, dns_label
 from tests.e2e.deployed_webhook import DeployedWebhook
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup
 
 pytestmark = pytest.mark.e2e
 

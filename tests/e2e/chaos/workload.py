@@ -23,8 +23,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tests.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
-from tests.e2e.test_scheduler_features import BASE_TIER
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
+from tests.testing.config import BASE_TIER
 
 SCHEDULER: Final = "gpuq-chaos"
 POOL: Final = "gpuq.e2e/pool"  # node label: "gpu" or "cpu"

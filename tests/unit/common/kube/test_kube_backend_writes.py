@@ -1,0 +1,186 @@
+"""The pure parts of the cluster writers: merge patches, Binding and condition bodies, Event
+aggregation, Lease records and timings (common/kube/{status,binding,events,leader}.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuq_k8s.common.kube.binding import binding_body, condition_patch
+from gpuq_k8s.common.kube.events import EventRecorder, event_body, micro_time
+from gpuq_k8s.common.kube.leader import LeaseTimings, lease_spec
+from gpuq_k8s.common.kube.resources import ELASTIC_QUOTAS, QUEUES
+from gpuq_k8s.common.kube.status import merge_patch, object_path, status_patch
+from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.wire import split_ref
+from tests.testing.clock import FakeClock
+from tests.testing.scripted_api import apply_merge_patch
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "patch"),
+    [
+        ({}, {}, {}),
+        ({"used": {"cpu": "2"}}, {"used": {"cpu": "2"}}, {}),
+        ({"used": {"cpu": "2"}}, {"used": {"cpu": "4"}}, {"used": {"cpu": "4"}}),
+        # A resource whose usage dropped to zero must disappear, not stay stale.
+        ({"used": {"cpu": "2", "memory": "1Gi"}}, {"used": {"cpu": "2"}}, {"used": {"memory": None}}),
+        ({"a": [1, 2]}, {"a": [1]}, {"a": [1]}),
+        ({"a": 1}, {}, {"a": None}),
+    ],
+)
+def test_merge_patch_table(old: dict[str, Any], new: dict[str, Any], patch: dict[str, Any]) -> None:
+    assert merge_patch(old, new) == patch
+    assert apply_merge_patch(old, patch) == new
+
+
+json_values = st.recursive(
+    st.one_of(st.integers(), st.text(max_size=3), st.booleans()),
+    lambda inner: st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
+    max_leaves=8,
+)
+json_objects = st.dictionaries(st.sampled_from("abcd"), json_values, max_size=4)
+
+
+@given(json_objects, json_objects)
+def test_merge_patch_applied_gives_the_new_object(old: dict[str, Any], new: dict[str, Any]) -> None:
+    assert apply_merge_patch(old, merge_patch(old, new)) == new
+
+
+def test_status_patch_leaves_keys_of_other_writers_alone() -> None:
+    """A Queue's ``state`` belongs to its owner; gpuq only owns ``allocated``."""
+    seen = {"state": "Open", "allocated": {"cpu": "2", "NVIDIA-A100": "1"}}
+    wanted = {"allocated": {"cpu": "4"}}
+    patch = status_patch(seen, wanted)
+    assert patch == {"allocated": {"cpu": "4", "NVIDIA-A100": None}}
+    assert apply_merge_patch(seen, patch) == {"state": "Open", "allocated": {"cpu": "4"}}
+    assert status_patch(seen, {"allocated": seen["allocated"]}) == {}
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace", "path"),
+    [
+        (QUEUES, "", "/apis/scheduling.volcano.sh/v1beta1/queues/q"),
+        (ELASTIC_QUOTAS, "ns", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/elasticquotas/q"),
+    ],
+)
+def test_object_path(kind: Any, namespace: str, path: str) -> None:
+    assert object_path(kind, namespace, "q") == path
+
+
+def test_binding_carries_the_pod_uid_as_precondition() -> None:
+    body = binding_body("ns", "p", "uid-1", "n1")
+    assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "uid-1"}
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+def test_condition_patch_is_kube_schedulers_pod_scheduled_false() -> None:
+    patch = condition_patch("Unschedulable", "0/1 nodes are available: 1 cpu quota exceeded.", "n2")
+    (condition,) = patch["status"]["conditions"]
+    assert condition["type"] == "PodScheduled"
+    assert condition["status"] == "False"
+    assert condition["reason"] == "Unschedulable"
+    assert condition["message"] == "0/1 nodes are available: 1 cpu quota exceeded."
+    assert patch["status"]["nominatedNodeName"] == "n2"
+    assert "nominatedNodeName" not in condition_patch("Unschedulable", "m")["status"]
+
+
+def test_event_body_is_events_k8s_io_v1() -> None:
+    body = event_body(
+        "Pod/ns/p",
+        "Warning",
+        "FailedScheduling",
+        "x" * 2000,
+        at=0.0,
+        controller="gpuq-scheduler",
+        instance="host_1",
+        resolve=lambda ref: ("v1", "uid-1"),
+    )
+    assert body["apiVersion"] == "events.k8s.io/v1"
+    assert body["metadata"]["namespace"] == "ns"
+    assert body["metadata"]["name"].startswith("p.")
+    assert body["regarding"] == {
+        "kind": "Pod",
+        "name": "p",
+        "namespace": "ns",
+        "apiVersion": "v1",
+        "uid": "uid-1",
+    }
+    assert body["eventTime"] == "1970-01-01T00:00:00.000000Z"
+    assert len(body["note"]) == 1024  # the API's limit
+    assert (body["reportingController"], body["reportingInstance"], body["action"]) == (
+        "gpuq-scheduler",
+        "host_1",
+        "Scheduling",
+    )
+
+
+def test_events_about_cluster_scoped_objects_go_to_default() -> None:
+    body = event_body("Queue/q", "Warning", "R", "n", at=0.0, controller="c", instance="i")
+    assert body["metadata"]["namespace"] == "default"
+    assert "namespace" not in body["regarding"]
+    assert body["regarding"]["kind"] == "Queue" and body["regarding"]["name"] == "q"
+    assert split_ref("Queue/q") == ("Queue", "", "q")
+    assert split_ref("Node/n1") == ("Node", "", "n1")
+    assert split_ref("Pod/ns/p") == ("Pod", "ns", "p")
+
+
+def test_repeated_events_aggregate_into_one_series() -> None:
+    clock = FakeClock(1000.0)
+    recorder = EventRecorder(None, controller="c", instance="i", clock=clock, forget_after=360.0)
+    for i in range(100):
+        clock.now += 1
+        recorder.record("Pod/ns/p", "Warning", "FailedScheduling", f"attempt {i}")
+    assert recorder.count("Pod/ns/p", "FailedScheduling") == 100
+    assert len(recorder._series) == 1
+    (series,) = recorder._series.values()
+    assert series.note == "attempt 99"
+    # A different reason is another series; a long silence starts a fresh one.
+    recorder.record("Pod/ns/p", "Normal", "Scheduled", "ok")
+    assert len(recorder._series) == 2
+    clock.now += 1000
+    recorder.record("Pod/ns/p", "Warning", "FailedScheduling", "again")
+    assert recorder.count("Pod/ns/p", "FailedScheduling") == 1
+    recorder.forget("Pod/ns/p")
+    assert recorder.count("Pod/ns/p", "FailedScheduling") == 0
+
+
+def test_micro_time() -> None:
+    assert micro_time(1.5) == "1970-01-01T00:00:01.500000Z"
+
+
+def test_lease_spec_takeover_and_renewal() -> None:
+    fresh = lease_spec("a", 15, 0.0, None)
+    assert fresh["holderIdentity"] == "a"
+    assert fresh["leaseTransitions"] == 0
+    assert fresh["leaseDurationSeconds"] == 15
+    renewed = lease_spec("a", 15, 10.0, fresh)
+    assert renewed["acquireTime"] == fresh["acquireTime"]
+    assert renewed["renewTime"] != fresh["renewTime"]
+    assert renewed["leaseTransitions"] == 0
+    taken = lease_spec("b", 15, 20.0, renewed)
+    assert taken["holderIdentity"] == "b"
+    assert taken["leaseTransitions"] == 1
+    assert taken["acquireTime"] == taken["renewTime"]
+
+
+@pytest.mark.parametrize(
+    ("timings", "field"),
+    [
+        (LeaseTimings(15, 10, 0), "--leader-elect-retry-period"),
+        (LeaseTimings(15, 2, 2), "--leader-elect-renew-deadline"),
+        (LeaseTimings(10, 10, 2), "--leader-elect-lease-duration"),
+    ],
+)
+def test_lease_timings_are_validated_like_client_go(timings: LeaseTimings, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        timings.validate()
+    assert err.value.field == field
+
+
+def test_default_lease_timings_are_valid() -> None:
+    LeaseTimings().validate()
+    LeaseTimings(3, 2, 0.5).validate()
