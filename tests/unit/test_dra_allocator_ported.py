@@ -52,6 +52,9 @@ def test_allocator_case(case: Case) -> None:
         return
     allocator, claims, node = build(raw)
     answer = allocator.plan(claims).allocate(node)
+    assert isinstance(answer, Allocation | Unfit)
+    if "steps" in raw:  # upstream's expectNumAllocateOneInvocations: the search visits the same states
+        assert answer.steps == raw["steps"]
     if "expect" not in raw:
         assert isinstance(answer, Unfit), f"expected no allocation, got {answer}"
         for fragment in raw.get("unfit") or []:

@@ -45,6 +45,7 @@ class Unfit:
     node: str
     reasons: tuple[RequestReason, ...]
     selector_errors: tuple[str, ...] = ()
+    steps: int = 0  # search steps spent before giving up
 
     @property
     def message(self) -> str:
@@ -80,6 +81,7 @@ def diagnose(
     pools: Sequence[NodePool],
     cands: Mapping[tuple[int, int, int], NodeCandidates],
     constraint: str | None = None,
+    steps: int = 0,
 ) -> Unfit:
     """The reasons (see the module doc)."""
     ledger = plan.allocator.ledger
@@ -134,7 +136,7 @@ def diagnose(
                 detail = _group(lines)
                 reasons.append(RequestReason(ref, alternative.name, f"{message}" + (f" ({detail})" if detail else "")))
     if constraint is not None:
-        reasons.append(RequestReason("", "", constraint))
+        reasons.append(RequestReason("allocationMode All", "", constraint))
     for note in notes:
         reasons.append(RequestReason(f"node {node.name}", "", note))
-    return Unfit(node.name, tuple(reasons), tuple(dict.fromkeys(errors)))
+    return Unfit(node.name, tuple(reasons), tuple(dict.fromkeys(errors)), steps)

@@ -53,6 +53,7 @@ class Allocation:
 
     node: str
     claims: dict[str, ClaimAllocation] = field(default_factory=dict)
+    steps: int = 0  # search steps (upstream's NumAllocateOneInvocations), for tests and benchmarks
 
 
 @dataclass(slots=True)
@@ -251,7 +252,7 @@ class _Search:
             claims[prepared.claim.key] = ClaimAllocation(
                 results, self._config(c), node_selector(self.results[c], self.node.name)
             )
-        return Allocation(self.node.name, claims)
+        return Allocation(self.node.name, claims, self.steps)
 
     def _config(self, c: int) -> tuple[dict[str, Any], ...]:
         prepared = self.claims[c]
@@ -311,7 +312,7 @@ def allocate_on_node(plan: PodPlan, node: NodeInfo) -> Allocation | Unfit:
     except _MaxSize:
         done = False
     except ConstraintBroken as err:
-        return diagnose(search.plan, node, search.pools, search.cands, constraint=str(err))
+        return diagnose(search.plan, node, search.pools, search.cands, constraint=str(err), steps=search.steps)
     if done:
         return search.allocation()
-    return diagnose(search.plan, node, search.pools, search.cands)
+    return diagnose(search.plan, node, search.pools, search.cands, steps=search.steps)
