@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuq_k8s.common.model.devices.capacity import CapacityShortfall, consumption
+from gpuq_k8s.common.model.devices.capacity import CapacityShortfall, consumption, shortfall
 from gpuq_k8s.common.model.devices.cel_env import CompiledSelector
 from gpuq_k8s.common.model.devices.claims import ALL, Request, ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
@@ -148,11 +148,19 @@ class PodPlan:
                     if isinstance(taken, CapacityShortfall):
                         out.rejected.append(Rejected(device.name, taken.message))
                         continue
+                    did = (pool.driver, pool.name, device.name)
+                    if all_mode and device.allow_multiple:
+                        # "All" is every device with room left when the request is looked at (upstream
+                        # checks capacity when it builds the list): a full shared device is not part of it.
+                        short = shortfall(taken, device.capacity, self.allocator.ledger.used_capacity(did))
+                        if short is not None:
+                            out.rejected.append(Rejected(device.name, short.message))
+                            continue
                     taint = untolerated(device.taints, request.tolerations)
                     if taint is not None and not all_mode:
                         out.rejected.append(Rejected(device.name, f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"))
                         continue
-                    out.candidates.append(Candidate(pool, s, device, (pool.driver, pool.name, device.name), taint, taken))
+                    out.candidates.append(Candidate(pool, s, device, did, taint, taken))
         return out
 
     def allocate(self, node: NodeInfo) -> object:
