@@ -128,12 +128,14 @@ class PodPlan:
                 errors: dict[int, str] = {}
                 origins: dict[int, str] = {}
                 for origin, selector in alternative.selectors:
+                    # Selectors apply in order (class first): a device another selector already
+                    # refused is not evaluated further upstream, so its errors here do not count.
                     one, failed = cache.one(selector, s)
                     for index in range(len(s.devices)):
-                        if mask >> index & 1 and not one >> index & 1 and index not in origins:
+                        if mask >> index & 1 and not one >> index & 1:
                             origins[index] = origin
-                    for index, message in failed.items():
-                        errors.setdefault(index, f"{origin}: {message}")
+                            if index in failed:
+                                errors[index] = f"{origin}: {failed[index]}"
                     mask &= one
                 for index in reach:
                     device = s.devices[index]
