@@ -68,7 +68,9 @@ def with_kind(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
 def synthetic_claim(index: int, results: list[DeviceResult]) -> ResourceClaim:
     """A committed claim holding ``results``: upstream's ``allocatedDevices`` and
     ``allocatedCapacityDevices`` are raw device IDs, gpuq's ledger reads claims."""
-    claim = ResourceClaim.from_dict({"metadata": {"name": f"allocated-{index}", "namespace": "other"}, "spec": {}})
+    claim = ResourceClaim.from_dict(
+        {"metadata": {"name": f"allocated-{index}", "namespace": "other"}, "spec": {}}
+    )
     return ResourceClaim(claim.namespace, claim.name, claim.spec, allocation=ClaimAllocation(tuple(results)))
 
 
@@ -81,7 +83,12 @@ def ledger_for(raw: Mapping[str, Any]) -> DeviceLedger:
     for i, (device, capacity) in enumerate((raw.get("allocatedShares") or {}).items()):
         driver, pool, name = device.split("/")
         consumed = {k: parse_amount(v, k) for k, v in (capacity or {}).items()}
-        claims.append(synthetic_claim(100 + i, [DeviceResult("r", driver, pool, name, share_id=f"s{i}", consumed_capacity=consumed or None)]))
+        claims.append(
+            synthetic_claim(
+                100 + i,
+                [DeviceResult("r", driver, pool, name, share_id=f"s{i}", consumed_capacity=consumed or None)],
+            )
+        )
     ledger.rebuild(claims)
     return ledger
 
@@ -89,12 +96,19 @@ def ledger_for(raw: Mapping[str, Any]) -> DeviceLedger:
 def build(raw: Mapping[str, Any]) -> tuple[Allocator, list[ResourceClaim], NodeInfo]:
     """Parse a case; parsing errors propagate (``error:`` cases expect them)."""
     slices = [ResourceSlice.from_dict(with_kind(s, "ResourceSlice")) for s in raw.get("slices") or []]
-    classes = {c.name: c for c in (DeviceClass.from_dict(with_kind(c, "DeviceClass")) for c in raw.get("classes") or [])}
+    classes = {
+        c.name: c
+        for c in (DeviceClass.from_dict(with_kind(c, "DeviceClass")) for c in raw.get("classes") or [])
+    }
     claims = [ResourceClaim.from_dict(with_kind(c, "ResourceClaim")) for c in raw.get("claims") or []]
-    node_raw = raw.get("node") or DEFAULT_NODE
-    node = NodeInfo(node_raw["name"], dict(node_raw.get("labels") or {}))
+    node_raw: Mapping[str, Any] = raw.get("node") or DEFAULT_NODE
+    node = NodeInfo(
+        str(node_raw["name"]), {str(k): str(v) for k, v in (node_raw.get("labels") or {}).items()}
+    )
     counter = iter(range(10**6))
-    allocator = Allocator(Inventory.build(slices), classes, ledger_for(raw), share_id=lambda: f"share-{next(counter)}")
+    allocator = Allocator(
+        Inventory.build(slices), classes, ledger_for(raw), share_id=lambda: f"share-{next(counter)}"
+    )
     return allocator, claims, node
 
 
@@ -116,7 +130,7 @@ def expected_result(item: Any) -> dict[str, Any]:
     if out.pop("share", False) or "consumedCapacity" in out:
         out["shareID"] = "*"
     if "consumedCapacity" in out:
-        out["consumedCapacity"] = {k: v for k, v in out["consumedCapacity"].items()}
+        out["consumedCapacity"] = dict(out["consumedCapacity"])
     return out
 
 

@@ -33,7 +33,9 @@ class Cluster:
     def __post_init__(self) -> None:
         self.inventory = Inventory.build(self.slices)
         counter = iter(range(1000))
-        self.allocator = Allocator(self.inventory, self.classes, self.ledger, share_id=lambda: f"share-{next(counter)}")
+        self.allocator = Allocator(
+            self.inventory, self.classes, self.ledger, share_id=lambda: f"share-{next(counter)}"
+        )
 
     def claim(self, name: str, as_name: str | None = None) -> ResourceClaim:
         """A fixture claim, optionally under another name (one per pod, as a template makes them)."""
@@ -48,7 +50,9 @@ def cluster() -> Cluster:
     return Cluster(
         classes={c.name: c for c in (DeviceClass.from_dict(d) for d in docs if d["kind"] == "DeviceClass")},
         slices=[ResourceSlice.from_dict(d) for d in docs if d["kind"] == "ResourceSlice"],
-        claims={c.name: c for c in (ResourceClaim.from_dict(d) for d in docs if d["kind"] == "ResourceClaim")},
+        claims={
+            c.name: c for c in (ResourceClaim.from_dict(d) for d in docs if d["kind"] == "ResourceClaim")
+        },
     )
 
 

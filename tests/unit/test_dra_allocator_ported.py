@@ -64,7 +64,7 @@ def test_allocator_case(case: Case) -> None:
     assert len(raw["expect"]) == len(claims)
     for expected, claim in zip(raw["expect"], claims, strict=True):
         allocation = answer.claims[claim.key]
-        got = sorted((_key(actual_result(r)) for r in allocation.results))
+        got = sorted(_key(actual_result(r)) for r in allocation.results)
         want = sorted(_key(expected_result(r)) for r in expected["results"])
         assert got == want, f"{claim.key}: {got} != {want}"
         selector = expected_selector(expected.get("nodeSelector", node.name), node.name)

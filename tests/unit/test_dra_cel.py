@@ -67,17 +67,21 @@ def run(expression: str) -> object:
         # semver library
         'semver("1.2.3").major() == 1 && semver("1.2.3").minor() == 2 && semver("1.2.3").patch() == 3',
         'semver("1.0.0-alpha").isLessThan(semver("1.0.0"))',
-        'semver("2.0.0").isGreaterThan(semver("1.9.9")) && semver("1.0.0").compareTo(semver("1.0.0+build")) == 0',
+        'semver("2.0.0").isGreaterThan(semver("1.9.9")) && '
+        'semver("1.0.0").compareTo(semver("1.0.0+build")) == 0',
         'semver("v01.2", true) == semver("1.2.0")',
         'isSemver("1.2.3") && !isSemver("1.2") && isSemver("v1.2", true) && !isSemver("1.02.3")',
         'device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("550.0.0"))',
         'device.attributes["gpu.example.com"].driverVersion == semver("550.54.15")',
         # extensions: bindings, strings, optional
-        'cel.bind(dra, device.attributes["gpu.example.com"], dra.index > 2 && dra.productName.contains("H100"))',
+        #
+        'cel.bind(dra, device.attributes["gpu.example.com"], dra.index > 2 && '
+        'dra.productName.contains("H100"))',
         'device.attributes["gpu.example.com"].productName.lowerAscii().split(" ")[0] == "nvidia"',
         'device.attributes["gpu.example.com"].?nothing.orValue(7) == 7',
         # a literal domain the device lacks is an empty map, as in Kubernetes
-        '!("x" in device.attributes["other.example.com"]) && device.capacity["other.example.com"].size() == 0',
+        '!("x" in device.attributes["other.example.com"]) && '
+        'device.capacity["other.example.com"].size() == 0',
         # the short name of a driver attribute is in the driver's domain
         'has(device.attributes["gpu.example.com"].productName)',
     ],
@@ -93,7 +97,10 @@ def test_every_function_holds(expression: str) -> None:
         ('quantity("20MB").isInteger()', "quantities must match the regular expression"),
         ('quantity("1.5").asInteger() == 1', "cannot convert value to integer"),
         ('semver("1.2").major() == 1', "No Major.Minor.Patch elements found"),
-        ('device.attributes["gpu.example.com"].index', "CEL result of type int could not be converted to bool"),
+        (
+            'device.attributes["gpu.example.com"].index',
+            "CEL result of type int could not be converted to bool",
+        ),
     ],
 )
 def test_runtime_errors_are_results_not_exceptions(expression: str, error: str) -> None:
@@ -106,7 +113,10 @@ def test_runtime_errors_are_results_not_exceptions(expression: str, error: str) 
     ("expression", "expected"),
     [
         ("noSuchVar", "undeclared reference to 'noSuchVar'"),
-        ('quantity("1") == "1"', "found no matching overload for '_==_' applied to '(kubernetes.Quantity, string)'"),
+        (
+            'quantity("1") == "1"',
+            "found no matching overload for '_==_' applied to '(kubernetes.Quantity, string)'",
+        ),
         ('semver("1.0.0").compareTo(quantity("1")) == 0', "no matching overload for 'compareTo'"),
         ('device.driver + "x"', "must evaluate to bool or the unknown type, not string"),
         ('url("https://x")', "undeclared reference to 'url'"),
@@ -117,7 +127,9 @@ def test_compile_errors_name_the_object_and_field(expression: str, expected: str
     with pytest.raises(SelectorCompileError) as info:
         compile_selector(expression, "spec.selectors[0].cel.expression", "DeviceClass/gpu")
     message = str(info.value)
-    assert message.startswith(f"DeviceClass/gpu: spec.selectors[0].cel.expression: invalid value {expression!r}")
+    assert message.startswith(
+        f"DeviceClass/gpu: spec.selectors[0].cel.expression: invalid value {expression!r}"
+    )
     assert expected in message
     assert "\n" not in message
 
@@ -197,6 +209,8 @@ def test_amounts_are_exact_nano_units(text: str, nano: int, formatted: str) -> N
 def test_an_amount_error_names_the_field() -> None:
     with pytest.raises(InvalidValue) as info:
         parse_amount("-1", "spec.devices[0].capacity.memory.value", "ResourceSlice/s")
-    assert str(info.value).startswith("ResourceSlice/s: spec.devices[0].capacity.memory.value: invalid value '-1'")
+    assert str(info.value).startswith(
+        "ResourceSlice/s: spec.devices[0].capacity.memory.value: invalid value '-1'"
+    )
     with pytest.raises(InvalidValue, match="10GB"):
         parse_amount("10GB", "f")

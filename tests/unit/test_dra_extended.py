@@ -37,12 +37,19 @@ def dev_class(name: str, resource: str = "", created: str = "") -> DeviceClass:
     return DeviceClass(name, extended_resource_name=resource, creation_timestamp=created)
 
 
-# The wrappers' pods: Res() adds con<i>, InitReq() init-con<i>, SidecarReq() sidecar-con<i> (restartPolicy Always).
+# The wrappers' pods: Res() adds con<i>, InitReq() init-con<i>, SidecarReq() sidecar-con<i> (restartPolicy
+# Always).
 POD1 = {"containers": [container("con0", {ER: "1", ER + "1": "2"})]}
 POD2 = {"containers": [container("con0", {ER: "1"}), container("con1", {ER + "1": "2"})]}
-POD_INIT = {"initContainers": [container("init-con0", {ER + "init": "2"})], "containers": [container("con0", {ER: "1"})]}
+POD_INIT = {
+    "initContainers": [container("init-con0", {ER + "init": "2"})],
+    "containers": [container("con0", {ER: "1"})],
+}
 POD_INIT2 = {
-    "initContainers": [container("init-con0", {ER + "init": "1"}), container("init-con1", {ER + "init": "2"})],
+    "initContainers": [
+        container("init-con0", {ER + "init": "1"}),
+        container("init-con1", {ER + "init": "2"}),
+    ],
     "containers": [container("con0", {ER: "1"})],
 }
 POD_INIT3 = {
@@ -68,17 +75,60 @@ MAP_INIT = ExtendedResourceClasses([dev_class("class", ER), dev_class("classInit
     ("spec", "resources", "classes", "expected"),
     [
         pytest.param(POD1, [ER], MAP1, [("container-0-request-0", "class", 1)], id="one resource match"),
-        pytest.param(POD1, [ER, ER + "1"], MAP1, [("container-0-request-0", "class", 1)], id="one resource match, one resource not match"),
-        pytest.param(POD1, [ER, ER + "1"], MAP2, [("container-0-request-0", "class", 1), ("container-0-request-1", "class1", 2)], id="two resources match"),
-        pytest.param(POD2, [ER, ER + "1"], MAP2, [("container-0-request-0", "class", 1), ("container-1-request-0", "class1", 2)], id="two containers match"),
-        pytest.param(POD_INIT, [ER, ER + "init"], MAP_INIT, [("container-0-request-0", "classInit", 2), ("container-1-request-0", "class", 1)], id="one init container, one regular container"),
-        pytest.param(POD_INIT2, [ER, ER + "init"], MAP_INIT, [("container-1-request-0", "classInit", 2), ("container-2-request-0", "class", 1)], id="two init containers, one regular container"),
-        pytest.param(POD_INIT3, [ER, ER + "init"], MAP_INIT,
-                     [("container-1-request-0", "classInit", 1), ("container-2-request-0", "classInit", 2), ("container-3-request-0", "class", 1)],
-                     id="three init containers, one sidecar, one regular container"),
+        pytest.param(
+            POD1,
+            [ER, ER + "1"],
+            MAP1,
+            [("container-0-request-0", "class", 1)],
+            id="one resource match, one resource not match",
+        ),
+        pytest.param(
+            POD1,
+            [ER, ER + "1"],
+            MAP2,
+            [("container-0-request-0", "class", 1), ("container-0-request-1", "class1", 2)],
+            id="two resources match",
+        ),
+        pytest.param(
+            POD2,
+            [ER, ER + "1"],
+            MAP2,
+            [("container-0-request-0", "class", 1), ("container-1-request-0", "class1", 2)],
+            id="two containers match",
+        ),
+        pytest.param(
+            POD_INIT,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [("container-0-request-0", "classInit", 2), ("container-1-request-0", "class", 1)],
+            id="one init container, one regular container",
+        ),
+        pytest.param(
+            POD_INIT2,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [("container-1-request-0", "classInit", 2), ("container-2-request-0", "class", 1)],
+            id="two init containers, one regular container",
+        ),
+        pytest.param(
+            POD_INIT3,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [
+                ("container-1-request-0", "classInit", 1),
+                ("container-2-request-0", "classInit", 2),
+                ("container-3-request-0", "class", 1),
+            ],
+            id="three init containers, one sidecar, one regular container",
+        ),
     ],
 )
-def test_create_requests(spec: dict[str, Any], resources: list[str], classes: ExtendedResourceClasses, expected: list[tuple[str, str, int]]) -> None:
+def test_create_requests(
+    spec: dict[str, Any],
+    resources: list[str],
+    classes: ExtendedResourceClasses,
+    expected: list[tuple[str, str, int]],
+) -> None:
     requests, _ = extended_requests(spec, resources, classes)
     assert [(r.name, r.class_name, r.count) for r in requests] == expected
 
@@ -86,41 +136,108 @@ def test_create_requests(spec: dict[str, Any], resources: list[str], classes: Ex
 @pytest.mark.parametrize(
     ("spec", "resources", "classes", "expected"),
     [
-        pytest.param(POD1, [ER, ER + "1"], MAP2, [("con0", ER, "container-0-request-0"), ("con0", ER + "1", "container-0-request-1")], id="one container, two requests"),
-        pytest.param(POD1_INIT_IMPLICIT, [ER, ER + "init", IMPLICIT], MAP_INIT,
-                     [("init-con0", IMPLICIT, "container-0-request-0"), ("init-con0", ER + "init", "container-0-request-1")],
-                     id="one container, one explicit and one implicit request"),
-        pytest.param(POD2, [ER, ER + "1"], MAP2, [("con0", ER, "container-0-request-0"), ("con1", ER + "1", "container-1-request-0")], id="two containers, two requests"),
-        pytest.param(POD_INIT, [ER, ER + "init"], MAP_INIT, [("init-con0", ER + "init", "container-0-request-0"), ("con0", ER, "container-1-request-0")], id="one init container, one regular container, one request"),
-        pytest.param(POD_INIT2, [ER, ER + "init"], MAP_INIT,
-                     [("init-con0", ER + "init", "container-1-request-0"), ("init-con1", ER + "init", "container-1-request-0"), ("con0", ER, "container-2-request-0")],
-                     id="three containers (two are init container), two requests"),
-        pytest.param(POD_INIT_IMPLICIT, [ER, ER + "init", IMPLICIT], MAP_INIT,
-                     [("init-con0", ER + "init", "container-0-request-0"), ("init-con1", IMPLICIT, "container-1-request-0"), ("con0", ER, "container-2-request-0")],
-                     id="three containers (two are init container), both explicit and implicit resources"),
-        pytest.param(POD_INIT3, [ER, ER + "init"], MAP_INIT,
-                     [("init-con0", ER + "init", "container-1-request-0"), ("sidecar-con1", ER + "init", "container-1-request-0"),
-                      ("init-con2", ER + "init", "container-2-request-0"), ("con0", ER, "container-3-request-0")],
-                     id="four containers (two are init container, one sidecar), three requests"),
+        pytest.param(
+            POD1,
+            [ER, ER + "1"],
+            MAP2,
+            [("con0", ER, "container-0-request-0"), ("con0", ER + "1", "container-0-request-1")],
+            id="one container, two requests",
+        ),
+        pytest.param(
+            POD1_INIT_IMPLICIT,
+            [ER, ER + "init", IMPLICIT],
+            MAP_INIT,
+            [
+                ("init-con0", IMPLICIT, "container-0-request-0"),
+                ("init-con0", ER + "init", "container-0-request-1"),
+            ],
+            id="one container, one explicit and one implicit request",
+        ),
+        pytest.param(
+            POD2,
+            [ER, ER + "1"],
+            MAP2,
+            [("con0", ER, "container-0-request-0"), ("con1", ER + "1", "container-1-request-0")],
+            id="two containers, two requests",
+        ),
+        pytest.param(
+            POD_INIT,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [("init-con0", ER + "init", "container-0-request-0"), ("con0", ER, "container-1-request-0")],
+            id="one init container, one regular container, one request",
+        ),
+        pytest.param(
+            POD_INIT2,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [
+                ("init-con0", ER + "init", "container-1-request-0"),
+                ("init-con1", ER + "init", "container-1-request-0"),
+                ("con0", ER, "container-2-request-0"),
+            ],
+            id="three containers (two are init container), two requests",
+        ),
+        pytest.param(
+            POD_INIT_IMPLICIT,
+            [ER, ER + "init", IMPLICIT],
+            MAP_INIT,
+            [
+                ("init-con0", ER + "init", "container-0-request-0"),
+                ("init-con1", IMPLICIT, "container-1-request-0"),
+                ("con0", ER, "container-2-request-0"),
+            ],
+            id="three containers (two are init container), both explicit and implicit resources",
+        ),
+        pytest.param(
+            POD_INIT3,
+            [ER, ER + "init"],
+            MAP_INIT,
+            [
+                ("init-con0", ER + "init", "container-1-request-0"),
+                ("sidecar-con1", ER + "init", "container-1-request-0"),
+                ("init-con2", ER + "init", "container-2-request-0"),
+                ("con0", ER, "container-3-request-0"),
+            ],
+            id="four containers (two are init container, one sidecar), three requests",
+        ),
     ],
 )
-def test_create_mappings(spec: dict[str, Any], resources: list[str], classes: ExtendedResourceClasses, expected: list[tuple[str, str, str]]) -> None:
+def test_create_mappings(
+    spec: dict[str, Any],
+    resources: list[str],
+    classes: ExtendedResourceClasses,
+    expected: list[tuple[str, str, str]],
+) -> None:
     _, mappings = extended_requests(spec, resources, classes)
     got = sorted((m.request, m.container, m.resource) for m in mappings)
     assert got == sorted((r, c, res) for c, res, r in expected)
 
 
 def test_the_oldest_class_keeps_an_explicit_name_and_every_class_its_implicit_one() -> None:
-    classes = ExtendedResourceClasses([dev_class("b", ER, "2026-01-02T00:00:00Z"), dev_class("a", ER, "2026-01-02T00:00:00Z"),
-                                       dev_class("c", ER, "2026-01-03T00:00:00Z")])
-    assert classes.get(ER).name == "a"  # same age: the first by name
-    assert classes.get("deviceclass.resource.kubernetes.io/c").name == "c"
+    classes = ExtendedResourceClasses(
+        [
+            dev_class("b", ER, "2026-01-02T00:00:00Z"),
+            dev_class("a", ER, "2026-01-02T00:00:00Z"),
+            dev_class("c", ER, "2026-01-03T00:00:00Z"),
+        ]
+    )
+    explicit, implicit = classes.get(ER), classes.get("deviceclass.resource.kubernetes.io/c")
+    assert explicit is not None and explicit.name == "a"  # same age: the first by name
+    assert implicit is not None and implicit.name == "c"
     assert classes.get("example.com/other") is None
 
 
 @pytest.mark.parametrize(
     ("name", "extended"),
-    [(ER, True), (IMPLICIT, True), ("cpu", False), ("kubernetes.io/x", False), ("foo.kubernetes.io/x", False), ("requests.example.com/gpu", False)],
+    [
+        (ER, True),
+        (IMPLICIT, True),
+        ("cpu", False),
+        ("kubernetes.io/x", False),
+        ("foo.kubernetes.io/x", False),
+        ("requests.example.com/gpu", False),
+    ],
 )
 def test_which_names_are_extended_resources(name: str, extended: bool) -> None:
     assert is_extended_resource_name(name) is extended
@@ -142,10 +259,16 @@ def test_a_pod_asking_example_com_gpu_2_is_served_by_dra() -> None:
     answer = c.allocator.plan([claim]).allocate(node("gpu-node-1"))
     assert isinstance(answer, Allocation)
     assert [(r.request, r.device) for r in answer.claims[claim.key].results] == [
-        ("container-0-request-1", "gpu-0"), ("container-0-request-1", "gpu-1")]  # 1: after "cpu" in sorted order
+        ("container-0-request-1", "gpu-0"),
+        ("container-0-request-1", "gpu-1"),
+    ]  # 1: after "cpu" in sorted order
     assert [(m.container, m.request) for m in mappings] == [("main", "container-0-request-1")]
     obj = extended_claim_object("ml", "trainer", "uid-1", requests)
     assert obj["metadata"]["generateName"] == "trainer-extended-resources-"
     assert obj["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
     assert obj["spec"]["devices"]["requests"] == [
-        {"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]
+        {
+            "name": "container-0-request-1",
+            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2},
+        }
+    ]

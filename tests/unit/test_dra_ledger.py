@@ -16,6 +16,8 @@ from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.search import Allocation
 from tests.unit.dra_cluster import Cluster, cluster, node
 
+CUDA_SELECTOR = 'device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("9.0.0"))'
+
 
 def allocate(c: Cluster, claim: ResourceClaim, on: str) -> ClaimAllocation:
     answer = c.allocator.plan([claim]).allocate(node(on))
@@ -79,9 +81,13 @@ def test_rebuild_after_a_restart_derives_everything_from_claims() -> None:
     share = c.claim("share-40gi", "s")
     share_allocation = allocate(c, share, "shared-node-1")
     restarted = cluster()  # a new process: an empty ledger, the same API objects
-    restarted.ledger.rebuild([committed(first, allocation), committed(share, share_allocation), c.claim("one-h100")])
+    restarted.ledger.rebuild(
+        [committed(first, allocation), committed(share, share_allocation), c.claim("one-h100")]
+    )
     assert restarted.ledger.dedicated(("gpu.nvidia.com", "gpu-node-1", "gpu-0"))
-    assert restarted.ledger.used_capacity(("gpu.nvidia.com", "shared-node-1", "shared-0")) == {"memory": 40 * 2**30 * 10**9}
+    assert restarted.ledger.used_capacity(("gpu.nvidia.com", "shared-node-1", "shared-0")) == {
+        "memory": 40 * 2**30 * 10**9
+    }
     assert devices(allocate(restarted, restarted.claim("one-h100", "b"), "gpu-node-1")) == ["gpu-1"]
 
 
@@ -131,15 +137,21 @@ def test_reserve_refuses_a_share_over_the_device_capacity() -> None:
         allocations.append((claim.key, allocate(c, claim, "shared-node-1")))
     c.ledger.reserve(*allocations[0], c.inventory)
     c.ledger.reserve(*allocations[1], c.inventory)
-    with pytest.raises(DeviceConflict, match="would be over its capacity: 120Gi of memory consumed, 80Gi available"):
+    with pytest.raises(
+        DeviceConflict, match="would be over its capacity: 120Gi of memory consumed, 80Gi available"
+    ):
         c.ledger.reserve(*allocations[2], c.inventory)
 
 
 def test_counters_are_never_over_consumed() -> None:
     c = cluster()
     whole = ResourceClaim.from_dict(
-        {"metadata": {"name": "whole-a100", "namespace": "ml"}, "spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+        {
+            "metadata": {"name": "whole-a100", "namespace": "ml"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+            },
+        }
     )
     allocation = allocate(c, whole, "mig-node-1")
     assert devices(allocation) == ["gpu-0"]
@@ -162,17 +174,29 @@ def test_mig_partitions_share_the_counter_set() -> None:
         c.ledger.reserve(claim.key, allocation, c.inventory)
         names += devices(allocation)
     assert names == ["gpu-0-mig-1g.10gb-0", "gpu-0-mig-1g.10gb-1"]
-    whole = c.allocator.plan([ResourceClaim.from_dict(
-        {"metadata": {"name": "w", "namespace": "ml"}, "spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
-    )]).allocate(node("mig-node-1"))
+    whole = c.allocator.plan(
+        [
+            ResourceClaim.from_dict(
+                {
+                    "metadata": {"name": "w", "namespace": "ml"},
+                    "spec": {
+                        "devices": {
+                            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                        }
+                    },
+                }
+            )
+        ]
+    ).allocate(node("mig-node-1"))
     assert isinstance(whole, Unfit)
     assert "gpu-0: counter gpu-0-counters/multiprocessors: 5 left, 7 needed" in whole.message
 
 
 def test_admin_access_is_never_charged() -> None:
     c = cluster()
-    admin = ClaimAllocation((DeviceResult("gpu", "gpu.nvidia.com", "gpu-node-1", "gpu-0", admin_access=True),))
+    admin = ClaimAllocation(
+        (DeviceResult("gpu", "gpu.nvidia.com", "gpu-node-1", "gpu-0", admin_access=True),)
+    )
     c.ledger.reserve("ml/admin", admin, c.inventory)
     assert not c.ledger.in_use(("gpu.nvidia.com", "gpu-node-1", "gpu-0"))
     assert devices(allocate(c, c.claim("one-h100", "a"), "gpu-node-1")) == ["gpu-0"]
@@ -183,7 +207,10 @@ def test_an_allocated_claim_is_honoured_and_shared_not_allocated_again() -> None
     claim = c.claim("one-h100", "shared-by-pods")
     allocation = allocate(c, claim, "gpu-node-1")
     reserved = ResourceClaim(
-        claim.namespace, claim.name, claim.spec, allocation=allocation,
+        claim.namespace,
+        claim.name,
+        claim.spec,
+        allocation=allocation,
         reserved_for=(ConsumerRef("pods", "pod-a", "uid-a"),),
     )
     c.ledger.observe(reserved)
@@ -199,10 +226,16 @@ def test_a_claim_reserved_by_256_other_consumers_is_in_use() -> None:
     claim = c.claim("one-h100", "popular")
     allocation = allocate(c, claim, "gpu-node-1")
     full = ResourceClaim(
-        claim.namespace, claim.name, claim.spec, allocation=allocation,
+        claim.namespace,
+        claim.name,
+        claim.spec,
+        allocation=allocation,
         reserved_for=tuple(ConsumerRef("pods", f"p{i}", f"u{i}") for i in range(256)),
     )
-    assert c.allocator.plan([full], pod_uid="other").waiting == "ResourceClaim/ml/popular is in use by 256 consumers"
+    assert (
+        c.allocator.plan([full], pod_uid="other").waiting
+        == "ResourceClaim/ml/popular is in use by 256 consumers"
+    )
     assert c.allocator.plan([full], pod_uid="u7").waiting is None
 
 
@@ -210,7 +243,10 @@ def test_a_claim_in_flight_for_another_pod_makes_the_pod_wait() -> None:
     c = cluster()
     claim = c.claim("one-h100", "template-claim")
     c.ledger.reserve(claim.key, allocate(c, claim, "gpu-node-1"), c.inventory)
-    assert c.allocator.plan([claim]).waiting == "ResourceClaim/ml/template-claim is in the process of being allocated"
+    assert (
+        c.allocator.plan([claim]).waiting
+        == "ResourceClaim/ml/template-claim is in the process of being allocated"
+    )
 
 
 def test_first_available_falls_back_to_the_second_card_type() -> None:
@@ -221,29 +257,61 @@ def test_first_available_falls_back_to_the_second_card_type() -> None:
         allocation = allocate(c, claim, "gpu-node-1")
         c.ledger.reserve(claim.key, allocation, c.inventory)
         picked.append((allocation.results[0].request, allocation.results[0].device))
-    assert picked == [("gpu/h100", "gpu-0"), ("gpu/h100", "gpu-1"), ("gpu/a100", "gpu-2"), ("gpu/a100", "gpu-3")]
+    assert picked == [
+        ("gpu/h100", "gpu-0"),
+        ("gpu/h100", "gpu-1"),
+        ("gpu/a100", "gpu-2"),
+        ("gpu/a100", "gpu-3"),
+    ]
 
 
 def test_a_missing_device_class_makes_the_pod_wait_for_it() -> None:
     c = cluster()
-    claim = ResourceClaim.from_dict({"metadata": {"name": "x", "namespace": "ml"}, "spec": {"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "tpu.example.com"}}]}}})
-    with pytest.raises(UnknownDeviceClass, match="ResourceClaim/ml/x: request gpu: device class tpu.example.com does not exist"):
+    claim = ResourceClaim.from_dict(
+        {
+            "metadata": {"name": "x", "namespace": "ml"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "tpu.example.com"}}]}
+            },
+        }
+    )
+    with pytest.raises(
+        UnknownDeviceClass,
+        match=r"ResourceClaim/ml/x: request gpu: device class tpu\.example\.com does not exist",
+    ):
         c.allocator.plan([claim])
 
 
 def test_a_selector_runtime_error_is_no_match_and_is_reported() -> None:
     c = cluster()
-    claim = ResourceClaim.from_dict({"metadata": {"name": "x", "namespace": "ml"}, "spec": {"devices": {"requests": [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [
-            {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("9.0.0"))'}}]}}]}}})
+    claim = ResourceClaim.from_dict(
+        {
+            "metadata": {"name": "x", "namespace": "ml"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "selectors": [{"cel": {"expression": CUDA_SELECTOR}}],
+                            },
+                        }
+                    ]
+                }
+            },
+        }
+    )
     answer = c.allocator.plan([claim]).allocate(node("gpu-node-1"))
     assert isinstance(answer, Unfit)
     assert answer.selector_errors[0] == (
         'gpu-0: request gpu selector #0: NOT_FOUND: Key not found in map : "cudaComputeCapability"'
     )
     assert len(answer.selector_errors) == 4
-    assert "0 of 1 devices usable (gpu-0, gpu-1, gpu-2, gpu-3: request gpu selector #0: NOT_FOUND" in answer.message
+    assert (
+        "0 of 1 devices usable (gpu-0, gpu-1, gpu-2, gpu-3: request gpu selector #0: NOT_FOUND"
+        in answer.message
+    )
 
 
 def test_a_node_without_devices_says_so() -> None:
@@ -259,9 +327,22 @@ def test_the_allocation_is_the_status_the_api_takes() -> None:
     allocation = allocate(c, claim, "shared-node-1")
     wire = allocation.to_dict()
     assert wire == {
-        "devices": {"results": [{"request": "share", "driver": "gpu.nvidia.com", "pool": "shared-node-1",
-                                 "device": "shared-0", "shareID": "share-0", "consumedCapacity": {"memory": "40Gi"}}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                                 "values": ["shared-node-1"]}]}]},
+        "devices": {
+            "results": [
+                {
+                    "request": "share",
+                    "driver": "gpu.nvidia.com",
+                    "pool": "shared-node-1",
+                    "device": "shared-0",
+                    "shareID": "share-0",
+                    "consumedCapacity": {"memory": "40Gi"},
+                }
+            ]
+        },
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["shared-node-1"]}]}
+            ]
+        },
     }
     assert ClaimAllocation.from_dict(wire, "ResourceClaim/ml/s") == allocation

@@ -15,7 +15,14 @@ from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.device import DeviceCapacity, RequestPolicy, ValidRange
 from gpuq_k8s.common.model.devices.node_selector import parse_node_selector
 from gpuq_k8s.common.model.devices.pools import Inventory
-from gpuq_k8s.common.model.devices.quota import DeviceCharge, DeviceNaming, allocation_charges, card_type, device_charge, total
+from gpuq_k8s.common.model.devices.quota import (
+    DeviceCharge,
+    DeviceNaming,
+    allocation_charges,
+    card_type,
+    device_charge,
+    total,
+)
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.errors import InvalidValue
@@ -24,7 +31,13 @@ from tests.unit.dra_cluster import cluster, node
 ONE, TWO, THREE = NANO, 2 * NANO, 3 * NANO
 
 
-def policy(default: int | None = ONE, values: tuple[int, ...] = (), low: int | None = None, high: int | None = None, step: int | None = None) -> RequestPolicy:
+def policy(
+    default: int | None = ONE,
+    values: tuple[int, ...] = (),
+    low: int | None = None,
+    high: int | None = None,
+    step: int | None = None,
+) -> RequestPolicy:
     return RequestPolicy(default, values, ValidRange(low, high, step) if low is not None else None)
 
 
@@ -43,7 +56,9 @@ def policy(default: int | None = ONE, values: tuple[int, ...] = (), low: int | N
         pytest.param(THREE, THREE, policy(values=(ONE, TWO)), THREE, id="larger than set"),
     ],
 )
-def test_calculate_consumed_capacity(request_: int | None, value: int, pol: RequestPolicy, expected: int) -> None:
+def test_calculate_consumed_capacity(
+    request_: int | None, value: int, pol: RequestPolicy, expected: int
+) -> None:
     assert consumed(request_, DeviceCapacity(value, pol)) == expected
 
 
@@ -69,34 +84,87 @@ def test_get_consumed_capacity_from_request() -> None:
         "capacity-1": DeviceCapacity(TWO, policy(default=ONE, low=ONE)),
         "dummy": DeviceCapacity(ONE),
     }
-    assert consumption({"capacity-0": ONE, "dummy": ONE}, capacity) == {"capacity-0": ONE, "capacity-1": ONE, "dummy": ONE}
+    assert consumption({"capacity-0": ONE, "dummy": ONE}, capacity) == {
+        "capacity-0": ONE,
+        "capacity-1": ONE,
+        "dummy": ONE,
+    }
     missing = consumption({"other": ONE}, capacity)
     assert not isinstance(missing, dict) and missing.message == "has no capacity other"
 
 
 def slice_obj(spec: dict[str, Any], name: str = "s") -> dict[str, Any]:
-    base = {"driver": "d.example.com", "nodeName": "n", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": {**base, **spec}}
+    base = {
+        "driver": "d.example.com",
+        "nodeName": "n",
+        "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"devices": [{"name": "a"}], "sharedCounters": [{"name": "c", "counters": {}}]},
-         "ResourceSlice/s: spec: invalid value 'devices and sharedCounters': expected either devices or sharedCounters"),
-        ({"allNodes": True}, "ResourceSlice/s: spec: invalid value 'nodeName, allNodes': expected exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection"),
-        ({"devices": [{"name": "a", "attributes": {"x": {"int": 1, "string": "y"}}}]},
-         "spec.devices[0].attributes.x: invalid value {'int': 1, 'string': 'y'}: expected exactly one of int, bool, string or version"),
-        ({"devices": [{"name": "a", "attributes": {"v": {"version": "1.0"}}}]},
-         "spec.devices[0].attributes.v.version: invalid value '1.0': expected a semantic version (No Major.Minor.Patch elements found)"),
-        ({"devices": [{"name": "a", "capacity": {"memory": {"value": "80GB"}}}]}, "spec.devices[0].capacity.memory.value: invalid value '80GB'"),
-        ({"devices": [{"name": "a", "capacity": {"memory": {}}}]}, "spec.devices[0].capacity.memory.value: invalid value None: expected a quantity (value is required)"),
-        ({"devices": [{"name": "a", "capacity": {"m": {"value": "4", "requestPolicy": {"validValues": ["2", "1"]}}}}]},
-         "spec.devices[0].capacity.m.requestPolicy.validValues: invalid value ['2', '1']: expected distinct quantities in ascending order"),
-        ({"devices": [{"name": "a", "taints": [{"key": "k", "effect": "Sometimes"}]}]},
-         "spec.devices[0].taints[0].effect: invalid value 'Sometimes': expected one of NoSchedule, NoExecute, None"),
-        ({"devices": [{"name": "a", "nodeName": "n"}]}, "spec.devices[0]: invalid value 'a': expected no per-device node selection unless spec.perDeviceNodeSelection"),
-        ({"pool": {"name": "p", "generation": 1, "resourceSliceCount": 0}}, "spec.pool.resourceSliceCount: invalid value 0: expected an integer of at least 1"),
+        (
+            {"devices": [{"name": "a"}], "sharedCounters": [{"name": "c", "counters": {}}]},
+            "ResourceSlice/s: spec: invalid value 'devices and sharedCounters': expected either "
+            "devices or sharedCounters",
+        ),
+        (
+            {"allNodes": True},
+            "ResourceSlice/s: spec: invalid value 'nodeName, allNodes': expected exactly one of "
+            "nodeName, nodeSelector, allNodes, perDeviceNodeSelection",
+        ),
+        (
+            {"devices": [{"name": "a", "attributes": {"x": {"int": 1, "string": "y"}}}]},
+            "spec.devices[0].attributes.x: invalid value {'int': 1, 'string': 'y'}: expected exactly "
+            "one of int, bool, string or version",
+        ),
+        (
+            {"devices": [{"name": "a", "attributes": {"v": {"version": "1.0"}}}]},
+            "spec.devices[0].attributes.v.version: invalid value '1.0': expected a semantic version "
+            "(No Major.Minor.Patch elements found)",
+        ),
+        (
+            {"devices": [{"name": "a", "capacity": {"memory": {"value": "80GB"}}}]},
+            "spec.devices[0].capacity.memory.value: invalid value '80GB'",
+        ),
+        (
+            {"devices": [{"name": "a", "capacity": {"memory": {}}}]},
+            "spec.devices[0].capacity.memory.value: invalid value None: expected a quantity (value "
+            "is required)",
+        ),
+        (
+            {
+                "devices": [
+                    {
+                        "name": "a",
+                        "capacity": {"m": {"value": "4", "requestPolicy": {"validValues": ["2", "1"]}}},
+                    }
+                ]
+            },
+            "spec.devices[0].capacity.m.requestPolicy.validValues: invalid value ['2', '1']: "
+            "expected distinct quantities in ascending order",
+        ),
+        (
+            {"devices": [{"name": "a", "taints": [{"key": "k", "effect": "Sometimes"}]}]},
+            "spec.devices[0].taints[0].effect: invalid value 'Sometimes': expected one of "
+            "NoSchedule, NoExecute, None",
+        ),
+        (
+            {"devices": [{"name": "a", "nodeName": "n"}]},
+            "spec.devices[0]: invalid value 'a': expected no per-device node selection unless "
+            "spec.perDeviceNodeSelection",
+        ),
+        (
+            {"pool": {"name": "p", "generation": 1, "resourceSliceCount": 0}},
+            "spec.pool.resourceSliceCount: invalid value 0: expected an integer of at least 1",
+        ),
         ({"devices": [{"name": ""}]}, "spec.devices[0].name: invalid value '': expected a non-empty string"),
     ],
 )
@@ -111,27 +179,92 @@ def test_a_malformed_slice_is_refused_naming_the_field(spec: dict[str, Any], mes
 
 
 def claim_obj(devices: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "ml"}, "spec": {"devices": devices}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ml"},
+        "spec": {"devices": devices},
+    }
 
 
 @pytest.mark.parametrize(
     ("devices", "message"),
     [
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}, "firstAvailable": [{"name": "a", "deviceClassName": "x"}]}]},
-         "spec.devices.requests[0]: invalid value 'r': expected exactly one of exactly or firstAvailable"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}, {"name": "r", "exactly": {"deviceClassName": "x"}}]},
-         "spec.devices.requests[1].name: invalid value 'r': expected a request name not used before in the claim"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x", "count": 0}}]}, "spec.devices.requests[0].exactly.count: invalid value 0: expected a positive integer"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x", "allocationMode": "All", "count": 2}}]},
-         "spec.devices.requests[0].exactly.count: invalid value 2: expected no count with allocationMode All"),
-        ({"requests": [{"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": "x", "adminAccess": True}]}]},
-         "spec.devices.requests[0].firstAvailable[0].adminAccess: invalid value True: expected no adminAccess on a subrequest"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}], "constraints": [{"matchAttribute": "numa"}]},
-         "spec.devices.constraints[0].matchAttribute: invalid value 'numa': expected a fully qualified attribute name (domain/name)"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x", "tolerations": [{"operator": "Never"}]}}]},
-         "spec.devices.requests[0].exactly.tolerations[0].operator: invalid value 'Never': expected Exists or Equal"),
-        ({"requests": [{"name": "r", "exactly": {"deviceClassName": "x", "capacity": {"requests": {"memory": "lots"}}}}]},
-         "spec.devices.requests[0].exactly.capacity.requests.memory: invalid value 'lots'"),
+        (
+            {
+                "requests": [
+                    {
+                        "name": "r",
+                        "exactly": {"deviceClassName": "x"},
+                        "firstAvailable": [{"name": "a", "deviceClassName": "x"}],
+                    }
+                ]
+            },
+            "spec.devices.requests[0]: invalid value 'r': expected exactly one of exactly or firstAvailable",
+        ),
+        (
+            {
+                "requests": [
+                    {"name": "r", "exactly": {"deviceClassName": "x"}},
+                    {"name": "r", "exactly": {"deviceClassName": "x"}},
+                ]
+            },
+            "spec.devices.requests[1].name: invalid value 'r': expected a request name not used "
+            "before in the claim",
+        ),
+        (
+            {"requests": [{"name": "r", "exactly": {"deviceClassName": "x", "count": 0}}]},
+            "spec.devices.requests[0].exactly.count: invalid value 0: expected a positive integer",
+        ),
+        (
+            {
+                "requests": [
+                    {"name": "r", "exactly": {"deviceClassName": "x", "allocationMode": "All", "count": 2}}
+                ]
+            },
+            "spec.devices.requests[0].exactly.count: invalid value 2: expected no count with "
+            "allocationMode All",
+        ),
+        (
+            {
+                "requests": [
+                    {
+                        "name": "r",
+                        "firstAvailable": [{"name": "a", "deviceClassName": "x", "adminAccess": True}],
+                    }
+                ]
+            },
+            "spec.devices.requests[0].firstAvailable[0].adminAccess: invalid value True: expected no "
+            "adminAccess on a subrequest",
+        ),
+        (
+            {
+                "requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}],
+                "constraints": [{"matchAttribute": "numa"}],
+            },
+            "spec.devices.constraints[0].matchAttribute: invalid value 'numa': expected a fully "
+            "qualified attribute name (domain/name)",
+        ),
+        (
+            {
+                "requests": [
+                    {"name": "r", "exactly": {"deviceClassName": "x", "tolerations": [{"operator": "Never"}]}}
+                ]
+            },
+            "spec.devices.requests[0].exactly.tolerations[0].operator: invalid value 'Never': "
+            "expected Exists or Equal",
+        ),
+        (
+            {
+                "requests": [
+                    {
+                        "name": "r",
+                        "exactly": {"deviceClassName": "x", "capacity": {"requests": {"memory": "lots"}}},
+                    }
+                ]
+            },
+            "spec.devices.requests[0].exactly.capacity.requests.memory: invalid value 'lots'",
+        ),
     ],
 )
 def test_a_malformed_claim_is_refused_naming_the_field(devices: dict[str, Any], message: str) -> None:
@@ -142,23 +275,50 @@ def test_a_malformed_claim_is_refused_naming_the_field(devices: dict[str, Any], 
 
 
 def test_node_selectors_match_as_node_affinity() -> None:
-    selector = parse_node_selector({"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}, {"key": "zone", "operator": "NotIn", "values": ["b"]}]},
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]},
-        {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["4"]}]},
-    ]}, "nodeSelector", "x")
+    selector = parse_node_selector(
+        {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "gpu", "operator": "Exists"},
+                        {"key": "zone", "operator": "NotIn", "values": ["b"]},
+                    ]
+                },
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]},
+                {"matchExpressions": [{"key": "size", "operator": "Gt", "values": ["4"]}]},
+            ]
+        },
+        "nodeSelector",
+        "x",
+    )
     assert selector.matches("n", {"gpu": "1", "zone": "a"})
     assert not selector.matches("n", {"gpu": "1", "zone": "b"})
     assert selector.matches("special", {})
     assert selector.matches("n", {"size": "8"}) and not selector.matches("n", {"size": "big"})
-    assert not parse_node_selector({"nodeSelectorTerms": [{}]}, "f", "x").matches("n", {})  # an empty term matches nothing
+    assert not parse_node_selector({"nodeSelectorTerms": [{}]}, "f", "x").matches(
+        "n", {}
+    )  # an empty term matches nothing
 
 
 def test_the_inventory_updates_only_the_changed_pools() -> None:
     a = ResourceSlice.from_dict(slice_obj({"devices": [{"name": "d0"}]}, "a"))
-    b = ResourceSlice.from_dict(slice_obj({"nodeName": "m", "pool": {"name": "q", "generation": 1, "resourceSliceCount": 1}, "devices": [{"name": "d0"}]}, "b"))
+    b = ResourceSlice.from_dict(
+        slice_obj(
+            {
+                "nodeName": "m",
+                "pool": {"name": "q", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "d0"}],
+            },
+            "b",
+        )
+    )
     inventory = Inventory.build([a, b])
-    newer = ResourceSlice.from_dict(slice_obj({"pool": {"name": "p", "generation": 2, "resourceSliceCount": 1}, "devices": [{"name": "d1"}]}, "a"))
+    newer = ResourceSlice.from_dict(
+        slice_obj(
+            {"pool": {"name": "p", "generation": 2, "resourceSliceCount": 1}, "devices": [{"name": "d1"}]},
+            "a",
+        )
+    )
     updated = inventory.updated([newer])
     assert updated.pools[("d.example.com", "q")] is inventory.pools[("d.example.com", "q")]
     assert list(updated.pools[("d.example.com", "p")].devices) == ["d1"]
@@ -196,19 +356,30 @@ def test_what_a_device_and_a_share_are_charged() -> None:
     shared = c.inventory.device("gpu.nvidia.com", "shared-node-1", "shared-0")
     assert h100 is not None and mig is not None and shared is not None
     assert device_charge(h100[1]) == DeviceCharge("NVIDIA-H100-80GB-HBM3", 1000, 989_000, 80 * 2**30)
-    assert device_charge(mig[1]) == DeviceCharge("NVIDIA-A100-SXM4-80GB/mig-3g.40gb-mixed", 1000, 133_715, 40 * 2**30)
+    assert device_charge(mig[1]) == DeviceCharge(
+        "NVIDIA-A100-SXM4-80GB/mig-3g.40gb-mixed", 1000, 133_715, 40 * 2**30
+    )
     share = device_charge(shared[1], {"memory": 20 * 2**30 * NANO})
     assert share == DeviceCharge("NVIDIA-H100-80GB-HBM3", 250, 247_250, 20 * 2**30)
 
 
 def test_allocation_charges_skip_admin_access() -> None:
     c = cluster()
-    allocation = ClaimAllocation((
-        DeviceResult("a", "gpu.nvidia.com", "gpu-node-1", "gpu-0"),
-        DeviceResult("a", "gpu.nvidia.com", "gpu-node-1", "gpu-2"),
-        DeviceResult("b", "gpu.nvidia.com", "gpu-node-1", "gpu-1", admin_access=True),
-        DeviceResult("c", "gpu.nvidia.com", "shared-node-1", "shared-0", share_id="s", consumed_capacity={"memory": 40 * 2**30 * NANO}),
-    ))
+    allocation = ClaimAllocation(
+        (
+            DeviceResult("a", "gpu.nvidia.com", "gpu-node-1", "gpu-0"),
+            DeviceResult("a", "gpu.nvidia.com", "gpu-node-1", "gpu-2"),
+            DeviceResult("b", "gpu.nvidia.com", "gpu-node-1", "gpu-1", admin_access=True),
+            DeviceResult(
+                "c",
+                "gpu.nvidia.com",
+                "shared-node-1",
+                "shared-0",
+                share_id="s",
+                consumed_capacity={"memory": 40 * 2**30 * NANO},
+            ),
+        )
+    )
     charges = allocation_charges(allocation, c.inventory)
     assert len(charges) == 3
     assert total(charges) == {"NVIDIA-H100-80GB-HBM3": 1500, "NVIDIA-A100-SXM4-80GB": 1000}

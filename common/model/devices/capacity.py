@@ -92,9 +92,13 @@ def consumption(
     for name, cap in capacity.items():
         value = consumed((requests or {}).get(name), cap)
         if violates(value, cap.policy):
-            return CapacityShortfall(name, f"{name} request {format_amount(value)} violates the device's request policy")
+            return CapacityShortfall(
+                name, f"{name} request {format_amount(value)} violates the device's request policy"
+            )
         if value > cap.value:
-            return CapacityShortfall(name, f"{format_amount(cap.value)} of {name}, {format_amount(value)} asked")
+            return CapacityShortfall(
+                name, f"{format_amount(cap.value)} of {name}, {format_amount(value)} asked"
+            )
         taken[name] = value
     return taken
 
@@ -107,5 +111,7 @@ def shortfall(
     for name, value in taken.items():
         left = capacity[name].value - used.get(name, 0)
         if value > left:
-            return CapacityShortfall(name, f"{format_amount(max(left, 0))} of {name} left, {format_amount(value)} asked")
+            return CapacityShortfall(
+                name, f"{format_amount(max(left, 0))} of {name} left, {format_amount(value)} asked"
+            )
     return None

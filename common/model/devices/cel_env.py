@@ -109,7 +109,9 @@ def _to_quantity(text: str) -> Any:
     try:
         return quantity_value(parse_quantity(text, "quantity"))
     except InvalidValue as err:
-        raise ValueError(f"quantities must match the regular expression (got {text!r}): {err.expected}") from None
+        raise ValueError(
+            f"quantities must match the regular expression (got {text!r}): {err.expected}"
+        ) from None
 
 
 def _is_quantity(text: str) -> bool:
@@ -185,7 +187,14 @@ def _semver_part(index: int) -> Any:
 
 
 def _functions() -> list[Any]:
-    q, s, i, b, d, t = QUANTITY_TYPE, SEMVER_TYPE, cel.Type.INT, cel.Type.BOOL, cel.Type.DOUBLE, cel.Type.STRING
+    q, s, i, b, d, t = (
+        QUANTITY_TYPE,
+        SEMVER_TYPE,
+        cel.Type.INT,
+        cel.Type.BOOL,
+        cel.Type.DOUBLE,
+        cel.Type.STRING,
+    )
 
     def fn(name: str, *overloads: Any) -> Any:
         return cel.FunctionDecl(name, list(overloads))
@@ -204,14 +213,34 @@ def _functions() -> list[Any]:
         fn("isInteger", ov("quantity_is_integer", b, [q], _is_integer, True)),
         fn("add", ov("quantity_add", q, [q, q], _add, True), ov("quantity_add_int", q, [q, i], _add, True)),
         fn("sub", ov("quantity_sub", q, [q, q], _sub, True), ov("quantity_sub_int", q, [q, i], _sub, True)),
-        fn("semver", ov("string_to_semver", s, [t], _to_semver), ov("string_bool_to_semver", s, [t, b], _to_semver)),
-        fn("isSemver", ov("is_semver_string", b, [t], is_semver), ov("is_semver_string_bool", b, [t, b], is_semver)),
+        fn(
+            "semver",
+            ov("string_to_semver", s, [t], _to_semver),
+            ov("string_bool_to_semver", s, [t, b], _to_semver),
+        ),
+        fn(
+            "isSemver",
+            ov("is_semver_string", b, [t], is_semver),
+            ov("is_semver_string_bool", b, [t, b], is_semver),
+        ),
         fn("major", ov("semver_major", i, [s], _semver_part(0), True)),
         fn("minor", ov("semver_minor", i, [s], _semver_part(1), True)),
         fn("patch", ov("semver_patch", i, [s], _semver_part(2), True)),
-        fn("compareTo", ov("quantity_compare_to", i, [q, q], _compare, True), ov("semver_compare_to", i, [s, s], None, True)),
-        fn("isGreaterThan", ov("quantity_is_greater_than", b, [q, q], _greater, True), ov("semver_is_greater_than", b, [s, s], None, True)),
-        fn("isLessThan", ov("quantity_is_less_than", b, [q, q], _less, True), ov("semver_is_less_than", b, [s, s], None, True)),
+        fn(
+            "compareTo",
+            ov("quantity_compare_to", i, [q, q], _compare, True),
+            ov("semver_compare_to", i, [s, s], None, True),
+        ),
+        fn(
+            "isGreaterThan",
+            ov("quantity_is_greater_than", b, [q, q], _greater, True),
+            ov("semver_is_greater_than", b, [s, s], None, True),
+        ),
+        fn(
+            "isLessThan",
+            ov("quantity_is_less_than", b, [q, q], _less, True),
+            ov("semver_is_less_than", b, [s, s], None, True),
+        ),
     ]
 
 
@@ -271,8 +300,8 @@ class CompiledSelector:
         missing_c = [d for d in self.capacity_domains if d not in caps]
         if missing_a or missing_c:
             device = dict(data)
-            device["attributes"] = {**attrs, **dict.fromkeys(missing_a, {})}
-            device["capacity"] = {**caps, **dict.fromkeys(missing_c, {})}
+            device["attributes"] = {**attrs, **{d: {} for d in missing_a}}
+            device["capacity"] = {**caps, **{d: {} for d in missing_c}}
         result = self._program.eval(data={"device": device})
         value = result.value()
         if value is True:
@@ -333,11 +362,15 @@ def device_data(
     for name, amount in capacity.items():
         domain, ident = split_qualified(name, driver)
         caps.setdefault(domain, {})[ident] = quantity_value(amount)
-    return {"driver": driver, "allowMultipleAllocations": allow_multiple, "attributes": attrs, "capacity": caps}
+    return {
+        "driver": driver,
+        "allowMultipleAllocations": allow_multiple,
+        "attributes": attrs,
+        "capacity": caps,
+    }
 
 
 class VersionText(str):
     """A version attribute's text (a ``str`` for constraints, a ``kubernetes.Semver`` in CEL)."""
 
     __slots__ = ()
-

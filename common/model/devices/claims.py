@@ -145,7 +145,11 @@ class ResourceClaimTemplate:
     @classmethod
     def from_dict(cls, obj: Any) -> ResourceClaimTemplate:
         _, spec, _, namespace, name, where = wire.object_parts(obj, "ResourceClaimTemplate", namespaced=True)
-        return cls(namespace, name, parse_claim_spec(wire.mapping(spec.get("spec"), "spec.spec", where), "spec.spec", where))
+        return cls(
+            namespace,
+            name,
+            parse_claim_spec(wire.mapping(spec.get("spec"), "spec.spec", where), "spec.spec", where),
+        )
 
 
 def _request(raw: Mapping[str, Any], name: str, at: str, where: str, sub: bool) -> Request:
@@ -169,9 +173,14 @@ def _request(raw: Mapping[str, Any], name: str, at: str, where: str, sub: bool) 
         raise InvalidValue(f"{at}.adminAccess", admin, "true or false", where)
     capacity = None
     if raw.get("capacity") is not None:
-        requests = wire.mapping(wire.mapping(raw["capacity"], f"{at}.capacity", where).get("requests"),
-                                f"{at}.capacity.requests", where)
-        capacity = {str(k): parse_amount(v, f"{at}.capacity.requests.{k}", where) for k, v in requests.items()}
+        requests = wire.mapping(
+            wire.mapping(raw["capacity"], f"{at}.capacity", where).get("requests"),
+            f"{at}.capacity.requests",
+            where,
+        )
+        capacity = {
+            str(k): parse_amount(v, f"{at}.capacity.requests.{k}", where) for k, v in requests.items()
+        }
     return Request(
         name=name,
         class_name=class_name,
@@ -199,14 +208,21 @@ def parse_claim_spec(spec: Mapping[str, Any], field: str, where: str) -> ClaimSp
         if (exactly is None) == (first is None):
             raise InvalidValue(at, name, "exactly one of exactly or firstAvailable", where)
         if exactly is not None:
-            alternatives: tuple[Request, ...] = (_request(wire.mapping(exactly, f"{at}.exactly", where), name, f"{at}.exactly", where, False),)
+            alternatives: tuple[Request, ...] = (
+                _request(wire.mapping(exactly, f"{at}.exactly", where), name, f"{at}.exactly", where, False),
+            )
         else:
             subs = wire.items(first, f"{at}.firstAvailable", where)
             if not subs:
                 raise InvalidValue(f"{at}.firstAvailable", first, "at least one subrequest", where)
             alternatives = tuple(
-                _request(s, f"{name}/{_str(s, 'name', f'{at}.firstAvailable[{j}]', where, required=True)}",
-                         f"{at}.firstAvailable[{j}]", where, True)
+                _request(
+                    s,
+                    f"{name}/{_str(s, 'name', f'{at}.firstAvailable[{j}]', where, required=True)}",
+                    f"{at}.firstAvailable[{j}]",
+                    where,
+                    True,
+                )
                 for j, s in enumerate(subs)
             )
         requests.append(DeviceRequest(name, alternatives, prioritized=first is not None))
@@ -219,7 +235,9 @@ def parse_claim_spec(spec: Mapping[str, Any], field: str, where: str) -> ClaimSp
         attribute = match if match is not None else distinct
         if not isinstance(attribute, str) or "/" not in attribute:
             key = "matchAttribute" if match is not None else "distinctAttribute"
-            raise InvalidValue(f"{at}.{key}", attribute, "a fully qualified attribute name (domain/name)", where)
+            raise InvalidValue(
+                f"{at}.{key}", attribute, "a fully qualified attribute name (domain/name)", where
+            )
         scope = item.get("requests") or []
         if not isinstance(scope, list) or not all(isinstance(r, str) for r in scope):
             raise InvalidValue(f"{at}.requests", scope, "a list of request names", where)
@@ -228,6 +246,8 @@ def parse_claim_spec(spec: Mapping[str, Any], field: str, where: str) -> ClaimSp
     for i, config in enumerate(parse_configs(devices.get("config"), f"{field}.devices.config", where)):
         scope = config.get("requests") or []
         if not isinstance(scope, list) or not all(isinstance(r, str) for r in scope):
-            raise InvalidValue(f"{field}.devices.config[{i}].requests", scope, "a list of request names", where)
+            raise InvalidValue(
+                f"{field}.devices.config[{i}].requests", scope, "a list of request names", where
+            )
         configs.append(config)
     return ClaimSpec(tuple(requests), tuple(constraints), tuple(configs))

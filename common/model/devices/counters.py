@@ -49,5 +49,6 @@ def fits(left: Mapping[str, Mapping[str, int]], device: Device) -> str | None:
         for name, value in consumption.counters.items():
             have = counters.get(name, 0)
             if value > have:
-                return f"counter {consumption.counter_set}/{name}: {format_amount(max(have, 0))} left, {format_amount(value)} needed"
+                left_text, needed = format_amount(max(have, 0)), format_amount(value)
+                return f"counter {consumption.counter_set}/{name}: {left_text} left, {needed} needed"
     return None

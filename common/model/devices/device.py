@@ -151,7 +151,9 @@ def _attribute(raw: Any, at: str, where: str) -> AttributeValue:
 
 def _policy(raw: Any, at: str, where: str) -> RequestPolicy:
     item = wire.mapping(raw, at, where)
-    default = parse_amount(item["default"], f"{at}.default", where) if item.get("default") is not None else None
+    default = (
+        parse_amount(item["default"], f"{at}.default", where) if item.get("default") is not None else None
+    )
     values_raw = item.get("validValues")
     if values_raw is not None and not isinstance(values_raw, list):
         raise InvalidValue(f"{at}.validValues", values_raw, "a list of quantities", where)
@@ -199,10 +201,16 @@ def parse_device(raw: Any, driver: str, at: str, where: str) -> Device:
         entry = wire.mapping(cap, cap_at, where)
         if entry.get("value") is None:
             raise InvalidValue(f"{cap_at}.value", None, "a quantity (value is required)", where)
-        policy = _policy(entry["requestPolicy"], f"{cap_at}.requestPolicy", where) if entry.get("requestPolicy") else None
+        policy = (
+            _policy(entry["requestPolicy"], f"{cap_at}.requestPolicy", where)
+            if entry.get("requestPolicy")
+            else None
+        )
         capacity[str(key)] = DeviceCapacity(parse_amount(entry["value"], f"{cap_at}.value", where), policy)
     consumes = []
-    for i, consumption in enumerate(wire.items(item.get("consumesCounters"), f"{at}.consumesCounters", where)):
+    for i, consumption in enumerate(
+        wire.items(item.get("consumesCounters"), f"{at}.consumesCounters", where)
+    ):
         c_at = f"{at}.consumesCounters[{i}]"
         consumes.append(
             CounterConsumption(
@@ -216,7 +224,11 @@ def parse_device(raw: Any, driver: str, at: str, where: str) -> Device:
         effect = _str(taint, "effect", t_at, where, required=True)
         if effect not in TAINT_EFFECTS:
             raise InvalidValue(f"{t_at}.effect", effect, f"one of {', '.join(TAINT_EFFECTS)}", where)
-        taints.append(DeviceTaint(_str(taint, "key", t_at, where, required=True), _str(taint, "value", t_at, where), effect))
+        taints.append(
+            DeviceTaint(
+                _str(taint, "key", t_at, where, required=True), _str(taint, "value", t_at, where), effect
+            )
+        )
     selector = item.get("nodeSelector")
     return Device(
         name=name,
@@ -228,7 +240,9 @@ def parse_device(raw: Any, driver: str, at: str, where: str) -> Device:
         allow_multiple=_bool(item, "allowMultipleAllocations", at, where),
         node_name=_str(item, "nodeName", at, where),
         all_nodes=_bool(item, "allNodes", at, where),
-        node_selector=parse_node_selector(selector, f"{at}.nodeSelector", where) if selector is not None else None,
+        node_selector=parse_node_selector(selector, f"{at}.nodeSelector", where)
+        if selector is not None
+        else None,
         binds_to_node=_bool(item, "bindsToNode", at, where),
         binding_conditions=_strings(item, "bindingConditions", at, where),
         binding_failure_conditions=_strings(item, "bindingFailureConditions", at, where),

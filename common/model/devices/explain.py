@@ -34,7 +34,11 @@ class RequestReason:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.claim} request {self.request}: {self.message}" if self.request else f"{self.claim}: {self.message}"
+        return (
+            f"{self.claim} request {self.request}: {self.message}"
+            if self.request
+            else f"{self.claim}: {self.message}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,9 @@ def _group(lines: Sequence[tuple[str, str]], limit: int = 6) -> str:
         by_reason.setdefault(reason, []).append(device)
     parts = []
     for reason, devices in by_reason.items():
-        shown = ", ".join(devices[:limit]) + (f" and {len(devices) - limit} more" if len(devices) > limit else "")
+        shown = ", ".join(devices[:limit]) + (
+            f" and {len(devices) - limit} more" if len(devices) > limit else ""
+        )
         parts.append(f"{shown}: {reason}")
     return "; ".join(parts)
 
@@ -71,7 +77,10 @@ def _pool_notes(pools: Sequence[NodePool]) -> list[str]:
             notes.append(f"pool {pool.label} is invalid: {pool.invalid}")
         elif not pool.complete:
             have = len(pool.slices)
-            notes.append(f"pool {pool.label} is incomplete ({have} of {pool.slice_count} slices of generation {pool.generation})")
+            notes.append(
+                f"pool {pool.label} is incomplete ({have} of {pool.slice_count} slices of generation "
+                f"{pool.generation})"
+            )
     return notes
 
 
@@ -80,6 +89,7 @@ def diagnose(
     node: NodeInfo,
     pools: Sequence[NodePool],
     cands: Mapping[tuple[int, int, int], NodeCandidates],
+    *,
     constraint: str | None = None,
     steps: int = 0,
 ) -> Unfit:
@@ -90,7 +100,9 @@ def diagnose(
     notes = _pool_notes(pools)
     if not pools:
         claim = plan.to_allocate[0].claim.ref if plan.to_allocate else ""
-        return Unfit(node.name, (RequestReason(claim, "", f"no ResourceSlice of any pool reaches node {node.name}"),))
+        return Unfit(
+            node.name, (RequestReason(claim, "", f"no ResourceSlice of any pool reaches node {node.name}"),)
+        )
     for c, prepared in enumerate(plan.to_allocate):
         ref = prepared.claim.ref
         for r, alternatives in enumerate(prepared.requests):
@@ -130,11 +142,16 @@ def diagnose(
                 else:
                     enough = usable >= request.count
                 if enough:
-                    message = f"{usable} usable devices for {wanted} asked, but not together with the claim's other requests and constraints"
+                    message = (
+                        f"{usable} usable devices for {wanted} asked, "
+                        "but not together with the claim's other requests and constraints"
+                    )
                 else:
                     message = f"{usable} of {wanted} devices usable"
                 detail = _group(lines)
-                reasons.append(RequestReason(ref, alternative.name, f"{message}" + (f" ({detail})" if detail else "")))
+                reasons.append(
+                    RequestReason(ref, alternative.name, f"{message}" + (f" ({detail})" if detail else ""))
+                )
     if constraint is not None:
         reasons.append(RequestReason("allocationMode All", "", constraint))
     for note in notes:

@@ -84,22 +84,37 @@ def dra_resources(
     return {
         name: amount
         for name, amount in requests.items()
-        if amount and is_extended_resource_name(name) and classes.get(name) is not None and not allocatable.get(name)
+        if amount
+        and is_extended_resource_name(name)
+        and classes.get(name) is not None
+        and not allocatable.get(name)
     }
 
 
 def _count(container: Mapping[str, Any], resource: str, where: str) -> int:
-    requests = wire.mapping(wire.mapping(container.get("resources"), "resources", where).get("requests"), "requests", where)
+    requests = wire.mapping(
+        wire.mapping(container.get("resources"), "resources", where).get("requests"), "requests", where
+    )
     if resource not in requests:
         return 0
     quantity = parse_quantity(requests[resource], f"container {container.get('name')} requests {resource}")
     if quantity.denominator != 1:
-        raise InvalidValue(f"container {container.get('name')} requests {resource}", requests[resource], "a whole number", where)
+        raise InvalidValue(
+            f"container {container.get('name')} requests {resource}",
+            requests[resource],
+            "a whole number",
+            where,
+        )
     return int(quantity)
 
 
-def _container_request(
-    index: int, container: Mapping[str, Any], resource: str, class_name: str, reusable: list[Request | None], where: str
+def _container_request(  # noqa: PLR0917 - the positional order of upstream's createResourceRequestAndMappings
+    index: int,
+    container: Mapping[str, Any],
+    resource: str,
+    class_name: str,
+    reusable: list[Request | None],
+    where: str,
 ) -> tuple[Request | None, list[ContainerMapping]]:
     wanted = _count(container, resource, where)
     if wanted == 0:
@@ -113,8 +128,14 @@ def _container_request(
             mappings.append(ContainerMapping(name, resource, other.name))
             if total >= wanted:
                 return None, mappings
-    keys = sorted(wire.mapping(wire.mapping(container.get("resources"), "resources", where).get("requests"), "requests", where))
-    request = Request(f"container-{index}-request-{keys.index(resource)}", class_name, EXACT_COUNT, wanted - total)
+    keys = sorted(
+        wire.mapping(
+            wire.mapping(container.get("resources"), "resources", where).get("requests"), "requests", where
+        )
+    )
+    request = Request(
+        f"container-{index}-request-{keys.index(resource)}", class_name, EXACT_COUNT, wanted - total
+    )
     mappings.append(ContainerMapping(name, resource, request.name))
     return request, mappings
 
@@ -144,7 +165,9 @@ def extended_requests(
         short_names: set[str] = set()
         short_mappings: list[ContainerMapping] = []
         for i in short_lived:
-            request, found = _container_request(i, containers[i], resource, device_class.name, long_requests[i:], where)
+            request, found = _container_request(
+                i, containers[i], resource, device_class.name, long_requests[i:], where
+            )
             if request is not None:
                 short_names.add(request.name)
                 if largest is None or largest.count < request.count:
@@ -173,7 +196,9 @@ def extended_claim(namespace: str, pod_name: str, requests: Iterable[Request]) -
     )
 
 
-def extended_claim_object(namespace: str, pod_name: str, pod_uid: str, requests: Iterable[Request]) -> dict[str, Any]:
+def extended_claim_object(
+    namespace: str, pod_name: str, pod_uid: str, requests: Iterable[Request]
+) -> dict[str, Any]:
     """The ResourceClaim to create for it: owned by the pod, named after it by the apiserver."""
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -182,10 +207,23 @@ def extended_claim_object(namespace: str, pod_name: str, pod_uid: str, requests:
             "namespace": namespace,
             "generateName": f"{pod_name}-extended-resources-",
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid, "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid, "controller": True}
+            ],
         },
-        "spec": {"devices": {"requests": [
-            {"name": r.name, "exactly": {"deviceClassName": r.class_name, "allocationMode": EXACT_COUNT, "count": r.count}}
-            for r in requests
-        ]}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": r.name,
+                        "exactly": {
+                            "deviceClassName": r.class_name,
+                            "allocationMode": EXACT_COUNT,
+                            "count": r.count,
+                        },
+                    }
+                    for r in requests
+                ]
+            }
+        },
     }

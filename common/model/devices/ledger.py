@@ -161,7 +161,9 @@ class DeviceLedger:
         previous = self._in_flight.pop(key, None)
         if previous is not None:
             self._apply(previous, -1)
-        before = {r.device_id: (self.dedicated(r.device_id), self.shared(r.device_id)) for r in _charged(allocation)}
+        before = {
+            r.device_id: (self.dedicated(r.device_id), self.shared(r.device_id)) for r in _charged(allocation)
+        }
         self._apply(allocation, +1)
         problem = self._check(allocation, inventory, before)
         if problem is not None:
@@ -201,7 +203,11 @@ class DeviceLedger:
                     cap = device.capacity.get(name)
                     if cap is None or used > cap.value:
                         total = format_amount(cap.value) if cap is not None else "0"
-                        return label, f"would be over its capacity: {format_amount(used)} of {name} consumed, {total} available"
+                        return (
+                            label,
+                            f"would be over its capacity: {format_amount(used)} of {name} consumed, "
+                            f"{total} available",
+                        )
             if not any(before[did]):
                 new_in_pool.setdefault((result.driver, result.pool), []).append(device)
         for pid, devices in new_in_pool.items():
@@ -216,6 +222,7 @@ class DeviceLedger:
                         if have < 0:
                             return (
                                 f"{pool.label}/{device.name}",
-                                f"would over-consume counter {consumption.counter_set}/{name} by {format_amount(-have)}",
+                                f"would over-consume counter {consumption.counter_set}/{name} by "
+                                f"{format_amount(-have)}",
                             )
         return None

@@ -107,12 +107,17 @@ def parse_node_selector(raw: Any, field: str, where: str) -> NodeSelector:
     """A ``v1.NodeSelector`` mapping; an :class:`InvalidValue` naming the field otherwise."""
     selector = wire.mapping(raw, field, where)
     terms = []
-    for t, term in enumerate(wire.items(selector.get("nodeSelectorTerms"), f"{field}.nodeSelectorTerms", where)):
+    for t, term in enumerate(
+        wire.items(selector.get("nodeSelectorTerms"), f"{field}.nodeSelectorTerms", where)
+    ):
         at = f"{field}.nodeSelectorTerms[{t}]"
         expressions = wire.items(term.get("matchExpressions"), f"{at}.matchExpressions", where)
         fields = wire.items(term.get("matchFields"), f"{at}.matchFields", where)
         terms.append(
-            tuple(_requirement(e, f"{at}.matchExpressions[{i}]", where, False) for i, e in enumerate(expressions))
+            tuple(
+                _requirement(e, f"{at}.matchExpressions[{i}]", where, False)
+                for i, e in enumerate(expressions)
+            )
             + tuple(_requirement(e, f"{at}.matchFields[{i}]", where, True) for i, e in enumerate(fields))
         )
     return NodeSelector(tuple(terms))

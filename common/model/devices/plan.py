@@ -45,7 +45,9 @@ class UnknownDeviceClass(GpuqError):
     class_name: str
 
     def __post_init__(self) -> None:
-        super().__init__(f"{self.claim}: request {self.request}: device class {self.class_name} does not exist")
+        super().__init__(
+            f"{self.claim}: request {self.request}: device class {self.class_name} does not exist"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,9 @@ class PodPlan:
         self.allocated = allocated
         self.waiting = waiting
 
-    def candidates(self, alternative: Alternative, node: NodeInfo, pools: Sequence[NodePool]) -> NodeCandidates:
+    def candidates(
+        self, alternative: Alternative, node: NodeInfo, pools: Sequence[NodePool]
+    ) -> NodeCandidates:
         """The devices of ``node`` that ``alternative`` can ever use (see the module doc)."""
         cache = self.allocator.cache
         request = alternative.request
@@ -144,7 +148,9 @@ class PodPlan:
                             out.errors.append(f"{device.name}: {errors[index]}")
                             out.rejected.append(Rejected(device.name, f"{errors[index]}"))
                         else:
-                            out.rejected.append(Rejected(device.name, f"{origins.get(index, 'selector')} false"))
+                            out.rejected.append(
+                                Rejected(device.name, f"{origins.get(index, 'selector')} false")
+                            )
                         continue
                     taken = consumption(request.capacity, device.capacity)
                     if isinstance(taken, CapacityShortfall):
@@ -160,7 +166,11 @@ class PodPlan:
                             continue
                     taint = untolerated(device.taints, request.tolerations)
                     if taint is not None and not all_mode:
-                        out.rejected.append(Rejected(device.name, f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"))
+                        out.rejected.append(
+                            Rejected(
+                                device.name, f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"
+                            )
+                        )
                         continue
                     out.candidates.append(Candidate(pool, s, device, did, taint, taken))
         return out
@@ -214,8 +224,12 @@ class Allocator:
                     if device_class is None:
                         raise UnknownDeviceClass(claim.ref, request.name, request.class_name)
                     selectors = tuple(
-                        (f"{device_class.ref} selector #{i}", sel) for i, sel in enumerate(device_class.selectors)
-                    ) + tuple((f"request {request.name} selector #{i}", sel) for i, sel in enumerate(request.selectors))
+                        (f"{device_class.ref} selector #{i}", sel)
+                        for i, sel in enumerate(device_class.selectors)
+                    ) + tuple(
+                        (f"request {request.name} selector #{i}", sel)
+                        for i, sel in enumerate(request.selectors)
+                    )
                     alternatives.append(Alternative(request, device_class, selectors))
                 requests.append(tuple(alternatives))
             to_allocate.append(PreparedClaim(claim, tuple(requests)))

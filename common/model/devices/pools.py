@@ -80,15 +80,18 @@ def build_pool(driver: str, name: str, slices: Iterable[ResourceSlice]) -> Pool:
             devices[device.name] = (s, device)
             if device.binding_conditions:
                 pool.binding_conditions = True
-    for s, device in devices.values():
+    for _, device in devices.values():
         for consumption in device.consumes:
-            counters = counter_sets.get(consumption.counter_set)
-            if counters is None:
+            defined = counter_sets.get(consumption.counter_set)
+            if defined is None:
                 pool.invalid = pool.invalid or f"counter set {consumption.counter_set} not found"
                 continue
             for counter in consumption.counters:
-                if counter not in counters:
-                    pool.invalid = pool.invalid or f"counter {counter} not found in counter set {consumption.counter_set}"
+                if counter not in defined:
+                    pool.invalid = (
+                        pool.invalid
+                        or f"counter {counter} not found in counter set {consumption.counter_set}"
+                    )
     pool.counter_sets = counter_sets
     pool.devices = devices
     return pool
@@ -111,9 +114,13 @@ def _reach(s: ResourceSlice, name: str, labels: Mapping[str, str]) -> tuple[int,
         return tuple(range(len(s.devices))) if s.node_selector.matches(name, labels) else None
     if s.per_device:
         reached = tuple(
-            i for i, d in enumerate(s.devices)
-            if (d.node_name == name if d.node_name else d.all_nodes or (
-                d.node_selector is not None and d.node_selector.matches(name, labels)))
+            i
+            for i, d in enumerate(s.devices)
+            if (
+                d.node_name == name
+                if d.node_name
+                else d.all_nodes or (d.node_selector is not None and d.node_selector.matches(name, labels))
+            )
         )
         return reached or None
     return None  # no node selection: an unknown future extension, as upstream skips it
@@ -155,8 +162,10 @@ class Inventory:
             if any(s.name in names for s in pool.slices):
                 touched[pid] = [s for s in pool.slices if s.name not in names]
         for s in new:
-            touched.setdefault((s.driver, s.pool), list(self.pools[(s.driver, s.pool)].slices)
-                               if (s.driver, s.pool) in self.pools else []).append(s)
+            touched.setdefault(
+                (s.driver, s.pool),
+                list(self.pools[(s.driver, s.pool)].slices) if (s.driver, s.pool) in self.pools else [],
+            ).append(s)
         for pid, group in touched.items():
             if group:
                 pools[pid] = build_pool(pid[0], pid[1], group)

@@ -80,7 +80,9 @@ def _card(device: Device, names: DeviceNaming) -> CardType | None:
     memory = device.capacity.get(names.memory)
     memory_mib = memory.value // NANO // 2**20 if memory is not None else None
     if kind in names.mig_kinds and profile:
-        return CardType(f"{product}/mig-{profile}-mixed", "mig", product, "", 1, memory_mib, mig_profile=profile)
+        return CardType(
+            f"{product}/mig-{profile}-mixed", "mig", product, "", 1, memory_mib, mig_profile=profile
+        )
     return CardType(product, "whole", product, "", 1, memory_mib)
 
 
@@ -91,7 +93,9 @@ def card_type(device: Device, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMIN
 
 
 def device_charge(
-    device: Device, consumed: Mapping[str, int] | None = None, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
+    device: Device,
+    consumed: Mapping[str, int] | None = None,
+    naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING,
 ) -> DeviceCharge:
     """What one allocation of ``device`` costs: the whole device, or (``consumed``, its
     ``consumedCapacity`` in nano-units) a share of it."""
@@ -132,7 +136,9 @@ def allocation_charges(
         if found is None:
             continue
         consumed = result.consumed_capacity if result.share_id is not None else None
-        charges.append(device_charge(found[1], dict(consumed or {}) if result.share_id is not None else None, naming))
+        charges.append(
+            device_charge(found[1], dict(consumed or {}) if result.share_id is not None else None, naming)
+        )
     return charges
 
 

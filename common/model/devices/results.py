@@ -47,7 +47,12 @@ class DeviceResult:
         return self.request.partition("/")[0]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
+        out: dict[str, Any] = {
+            "request": self.request,
+            "driver": self.driver,
+            "pool": self.pool,
+            "device": self.device,
+        }
         if self.admin_access:
             out["adminAccess"] = True
         if self.tolerations:
@@ -97,13 +102,19 @@ class ClaimAllocation:
                 raise InvalidValue(f"{at}.shareID", share, "a string", where)
             consumed = item.get("consumedCapacity")
             capacity = (
-                {str(k): parse_amount(v, f"{at}.consumedCapacity.{k}", where)
-                 for k, v in wire.mapping(consumed, f"{at}.consumedCapacity", where).items()}
-                if consumed is not None else None
+                {
+                    str(k): parse_amount(v, f"{at}.consumedCapacity.{k}", where)
+                    for k, v in wire.mapping(consumed, f"{at}.consumedCapacity", where).items()
+                }
+                if consumed is not None
+                else None
             )
             results.append(
                 DeviceResult(
-                    names[0], names[1], names[2], names[3],
+                    names[0],
+                    names[1],
+                    names[2],
+                    names[3],
                     admin_access=item.get("adminAccess") is True,
                     tolerations=parse_tolerations(item.get("tolerations"), f"{at}.tolerations", where),
                     share_id=share,

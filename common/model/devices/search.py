@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gpuq_k8s.common.model.devices.capacity import shortfall
 from gpuq_k8s.common.model.devices.claims import ALL
 from gpuq_k8s.common.model.devices.constraints import ConstraintState
 from gpuq_k8s.common.model.devices.counters import CounterSets, fits, remaining, take
-from gpuq_k8s.common.model.devices.capacity import shortfall
 from gpuq_k8s.common.model.devices.explain import Unfit, diagnose
 from gpuq_k8s.common.model.devices.node_selector import NodeSelector, Requirement, only_node
 from gpuq_k8s.common.model.devices.plan import Alternative, Candidate, NodeCandidates, PodPlan
@@ -94,7 +94,9 @@ class _Search:
             return True
         return sum(self.dedicated.get(did, Counter()).values()) > 0
 
-    def _take(self, c: int, alternative: Alternative, cand: Candidate, must: bool) -> Callable[[], None] | None:
+    def _take(
+        self, c: int, alternative: Alternative, cand: Candidate, must: bool
+    ) -> Callable[[], None] | None:
         request = alternative.request
         did = cand.id
         multi = cand.device.allow_multiple
@@ -135,7 +137,12 @@ class _Search:
                         f"because a claim constraint would not be satisfied ({state.describe()})"
                     )
                 return None
-        undo.append(lambda: [s.remove(alternative.name, cand.device) for s in reversed(states)])
+
+        def unconstrain() -> None:
+            for state in reversed(states):
+                state.remove(alternative.name, cand.device)
+
+        undo.append(unconstrain)
         used = dict(self.ledger.used_capacity(did))
         for name, value in self.capacity.get(did, {}).items():
             used[name] = used.get(name, 0) + value
@@ -164,12 +171,17 @@ class _Search:
             undo.append(lambda: holders.__setitem__(c, holders[c] - 1))
         picked = self.results[c]
         picked.append(_Picked(alternative, cand, share_id, consumed))
-        undo.append(picked.pop)
+
+        def unpick() -> None:
+            picked.pop()
+
+        undo.append(unpick)
         return rollback
 
     # --- the recursion ------------------------------------------------------------------------------
 
-    def one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:
+    def one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:  # noqa: PLR0917
+        """Upstream ``allocateOne(deviceIndices{c, r, s, d}, allocateSubRequest, startLocation)``."""
         self.steps += 1
         if c >= len(self.claims):
             return True
@@ -277,7 +289,11 @@ class _Search:
             scope = list(item.get("requests") or [])
             body = {k: v for k, v in item.items() if k != "requests"}
             if not scope or any(base in scope or chosen in scope for base, chosen in chosen_names):
-                config.append({"source": FROM_CLAIM, "requests": scope, **body} if scope else {"source": FROM_CLAIM, **body})
+                config.append(
+                    {"source": FROM_CLAIM, "requests": scope, **body}
+                    if scope
+                    else {"source": FROM_CLAIM, **body}
+                )
         return tuple(config)
 
 
@@ -287,7 +303,9 @@ def node_selector(picked: list[_Picked], node: str) -> NodeSelector | None:
     expressions: list[Requirement] = []
     for p in picked:
         s, device = p.candidate.slice, p.candidate.device
-        name, selector = (device.node_name, device.node_selector) if s.per_device else (s.node_name, s.node_selector)
+        name, selector = (
+            (device.node_name, device.node_selector) if s.per_device else (s.node_name, s.node_selector)
+        )
         if name or device.binds_to_node:
             return only_node(node)
         if selector is not None and len(selector.terms) == 1:
@@ -312,7 +330,9 @@ def allocate_on_node(plan: PodPlan, node: NodeInfo) -> Allocation | Unfit:
     except _MaxSize:
         done = False
     except ConstraintBroken as err:
-        return diagnose(search.plan, node, search.pools, search.cands, constraint=str(err), steps=search.steps)
+        return diagnose(
+            search.plan, node, search.pools, search.cands, constraint=str(err), steps=search.steps
+        )
     if done:
         return search.allocation()
     return diagnose(search.plan, node, search.pools, search.cands, steps=search.steps)

@@ -72,20 +72,38 @@ class ResourceSlice:
             for i, c in enumerate(wire.items(spec.get("sharedCounters"), "spec.sharedCounters", where))
         )
         if devices and counters:
-            raise InvalidValue("spec", "devices and sharedCounters", "either devices or sharedCounters", where)
+            raise InvalidValue(
+                "spec", "devices and sharedCounters", "either devices or sharedCounters", where
+            )
         node_name = _str(spec, "nodeName", "spec", where)
         all_nodes = spec.get("allNodes") is True
         per_device = spec.get("perDeviceNodeSelection") is True
-        chosen = [k for k, on in (("nodeName", node_name), ("nodeSelector", selector is not None),
-                                  ("allNodes", all_nodes), ("perDeviceNodeSelection", per_device)) if on]
+        chosen = [
+            k
+            for k, on in (
+                ("nodeName", node_name),
+                ("nodeSelector", selector is not None),
+                ("allNodes", all_nodes),
+                ("perDeviceNodeSelection", per_device),
+            )
+            if on
+        ]
         if len(chosen) > 1:
-            raise InvalidValue("spec", ", ".join(chosen), "exactly one of nodeName, nodeSelector, allNodes, "
-                               "perDeviceNodeSelection", where)
+            raise InvalidValue(
+                "spec",
+                ", ".join(chosen),
+                "exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection",
+                where,
+            )
         if not per_device:
             for i, device in enumerate(devices):
                 if device.node_name or device.all_nodes or device.node_selector is not None:
-                    raise InvalidValue(f"spec.devices[{i}]", device.name,
-                                       "no per-device node selection unless spec.perDeviceNodeSelection", where)
+                    raise InvalidValue(
+                        f"spec.devices[{i}]",
+                        device.name,
+                        "no per-device node selection unless spec.perDeviceNodeSelection",
+                        where,
+                    )
         return cls(
             name=name,
             driver=driver,
@@ -94,7 +112,9 @@ class ResourceSlice:
             slice_count=count,
             node_name=node_name,
             all_nodes=all_nodes,
-            node_selector=parse_node_selector(selector, "spec.nodeSelector", where) if selector is not None else None,
+            node_selector=parse_node_selector(selector, "spec.nodeSelector", where)
+            if selector is not None
+            else None,
             per_device=per_device,
             devices=devices,
             shared_counters=counters,
