@@ -333,7 +333,7 @@ def test_selectors_are_evaluated_once_per_slice() -> None:
         c.allocator.plan([c.claim("one-h100", f"p{i}")]).allocate(node("gpu-node-1"))
     evaluations = c.allocator.cache.evaluations
     assert evaluations == 8  # two selectors (class, request) over the slice's four devices, once
-    c.allocator.cache.prune([])
+    c.allocator.prune([])
     c.allocator.plan([c.claim("one-h100", "again")]).allocate(node("gpu-node-1"))
     assert c.allocator.cache.evaluations == 16
 

@@ -18,8 +18,9 @@ on what is allocated (in use, capacity left, counters, constraints) is decided b
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from gpuq_k8s.common.model.devices.capacity import CapacityShortfall, consumption, shortfall
 from gpuq_k8s.common.model.devices.cel_env import CompiledSelector
@@ -34,6 +35,9 @@ from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.devices.taints import untolerated
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
+
+# Static views kept at most (request shapes x slices); a cleared cache only costs recomputation.
+_MAX_VIEWS: Final = 500_000
 
 
 @dataclass(eq=False, repr=False)
@@ -62,6 +66,15 @@ class Alternative:
     def name(self) -> str:
         return self.request.name
 
+    @property
+    def static_key(self) -> tuple[object, ...]:
+        """What decides the static view of a slice: equal for the same request of every pod made
+        from one claim template."""
+        request = self.request
+        capacity = tuple(sorted(request.capacity.items())) if request.capacity is not None else None
+        expressions = tuple(selector.expression for _, selector in self.selectors)
+        return (expressions, self.device_class.name, request.tolerations, capacity, request.mode)
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -81,6 +94,17 @@ class Rejected:
 
     device: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceView:
+    """An alternative over one slice, whatever is allocated: per device index, what one allocation
+    consumes and the untolerated taint (``usable``), or why it can never serve (``rejected``; the
+    indices in ``errors`` failed on a selector's runtime error)."""
+
+    usable: Mapping[int, tuple[Mapping[str, int], DeviceTaint | None]]
+    rejected: Mapping[int, str]
+    errors: frozenset[int]
 
 
 @dataclass(slots=True)
@@ -119,59 +143,34 @@ class PodPlan:
         self, alternative: Alternative, node: NodeInfo, pools: Sequence[NodePool]
     ) -> NodeCandidates:
         """The devices of ``node`` that ``alternative`` can ever use (see the module doc)."""
-        cache = self.allocator.cache
         request = alternative.request
         all_mode = request.mode == ALL
+        ledger = self.allocator.ledger
         out = NodeCandidates()
         for node_pool in pools:
             pool = node_pool.pool
             if not pool.complete or pool.invalid:
                 continue
             for s, reach in node_pool.reach:
-                mask = (1 << len(s.devices)) - 1
-                errors: dict[int, str] = {}
-                origins: dict[int, str] = {}
-                for origin, selector in alternative.selectors:
-                    # Selectors apply in order (class first): a device another selector already
-                    # refused is not evaluated further upstream, so its errors here do not count.
-                    one, failed = cache.one(selector, s)
-                    for index in range(len(s.devices)):
-                        if mask >> index & 1 and not one >> index & 1:
-                            origins[index] = origin
-                            if index in failed:
-                                errors[index] = f"{origin}: {failed[index]}"
-                    mask &= one
+                view = self.allocator.static_view(alternative, s)
                 for index in reach:
+                    entry = view.usable.get(index)
                     device = s.devices[index]
-                    if not mask >> index & 1:
-                        if index in errors:
-                            out.errors.append(f"{device.name}: {errors[index]}")
-                            out.rejected.append(Rejected(device.name, f"{errors[index]}"))
-                        else:
-                            out.rejected.append(
-                                Rejected(device.name, f"{origins.get(index, 'selector')} false")
-                            )
+                    if entry is None:
+                        reason = view.rejected[index]
+                        out.rejected.append(Rejected(device.name, reason))
+                        if index in view.errors:
+                            out.errors.append(f"{device.name}: {reason}")
                         continue
-                    taken = consumption(request.capacity, device.capacity)
-                    if isinstance(taken, CapacityShortfall):
-                        out.rejected.append(Rejected(device.name, taken.message))
-                        continue
+                    taken, taint = entry
                     did = (pool.driver, pool.name, device.name)
                     if all_mode and device.allow_multiple:
                         # "All" is every device with room left when the request is looked at (upstream
                         # checks capacity when it builds the list): a full shared device is not part of it.
-                        short = shortfall(taken, device.capacity, self.allocator.ledger.used_capacity(did))
+                        short = shortfall(taken, device.capacity, ledger.used_capacity(did))
                         if short is not None:
                             out.rejected.append(Rejected(device.name, short.message))
                             continue
-                    taint = untolerated(device.taints, request.tolerations)
-                    if taint is not None and not all_mode:
-                        out.rejected.append(
-                            Rejected(
-                                device.name, f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"
-                            )
-                        )
-                        continue
                     out.candidates.append(Candidate(pool, s, device, did, taint, taken))
         return out
 
@@ -200,6 +199,56 @@ class Allocator:
         self.ledger = ledger
         self.cache = cache if cache is not None else SelectorCache()
         self.share_id = share_id or (lambda: str(uuid.uuid4()))
+        self._views: dict[tuple[object, int], SliceView] = {}
+
+    def prune(self, live: Iterable[ResourceSlice]) -> None:
+        """Forget what was computed for slices not in ``live`` (call after slice updates)."""
+        slices = list(live)
+        keep = {s.serial for s in slices}
+        self.cache.prune(slices)
+        for key in [k for k in self._views if k[1] not in keep]:
+            del self._views[key]
+
+    def static_view(self, alternative: Alternative, s: ResourceSlice) -> SliceView:
+        """The alternative's :class:`SliceView` of ``s``, computed once per request shape and slice."""
+        key = (alternative.static_key, s.serial)
+        found = self._views.get(key)
+        if found is not None:
+            return found
+        request = alternative.request
+        all_mode = request.mode == ALL
+        mask = (1 << len(s.devices)) - 1
+        rejected: dict[int, str] = {}
+        errors: set[int] = set()
+        for origin, selector in alternative.selectors:
+            # Selectors apply in order (class first): a device an earlier selector refused is not
+            # evaluated further upstream, so a later selector's error on it does not count.
+            one, failed = self.cache.one(selector, s)
+            for index in range(len(s.devices)):
+                if mask >> index & 1 and not one >> index & 1:
+                    if index in failed:
+                        rejected[index] = f"{origin}: {failed[index]}"
+                        errors.add(index)
+                    else:
+                        rejected[index] = f"{origin} false"
+            mask &= one
+        usable: dict[int, tuple[Mapping[str, int], DeviceTaint | None]] = {}
+        for index, device in enumerate(s.devices):
+            if index in rejected:
+                continue
+            taken = consumption(request.capacity, device.capacity)
+            if isinstance(taken, CapacityShortfall):
+                rejected[index] = taken.message
+                continue
+            taint = untolerated(device.taints, request.tolerations)
+            if taint is not None and not all_mode:
+                rejected[index] = f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"
+                continue
+            usable[index] = (taken, taint)
+        if len(self._views) >= _MAX_VIEWS:
+            self._views.clear()
+        view = self._views[key] = SliceView(usable, rejected, frozenset(errors))
+        return view
 
     def plan(self, claims: Sequence[ResourceClaim], pod_uid: str = "") -> PodPlan:
         """Prepare ``claims`` (a pod's, in its order) for allocation; :class:`UnknownDeviceClass`
