@@ -26,7 +26,7 @@ from gpuq_k8s.common.model.devices.cel_env import VersionText, compile_selector,
 
 SELECTORS = {
     "driver": 'device.driver == "gpu.nvidia.com"',
-    "class (driver && type)": 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
+    "class": 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
     "product": 'device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA H100")',
     "memory >= 40Gi": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0',
 }
@@ -77,6 +77,7 @@ def cel_expr_python(expression: str, pool: list[tuple[dict[str, Any], dict[str, 
 
 def cel_python(expression: str, pool: list[tuple[dict[str, Any], dict[str, Any]]], repeat: int) -> float:
     import celpy  # noqa: PLC0415 - a dev-only dependency of this benchmark
+    import celpy.adapter  # noqa: PLC0415
 
     def quantity(text: Any) -> Any:
         return celpy.celtypes.IntType(
@@ -92,7 +93,7 @@ def cel_python(expression: str, pool: list[tuple[dict[str, Any], dict[str, Any]]
 
     def run() -> None:
         for _, plain in sample:
-            program.evaluate({"device": celpy.json_to_cel(plain)})
+            program.evaluate({"device": celpy.adapter.json_to_cel(plain)})
 
     return rate(repeat, len(sample), run)
 

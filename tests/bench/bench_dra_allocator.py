@@ -36,21 +36,12 @@ from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.nodes import NodeInfo
 
+CLASS_SELECTOR = 'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"'
 CLASS = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "DeviceClass",
     "metadata": {"name": "gpu.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": (
-                        'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"'
-                    )
-                }
-            }
-        ]
-    },
+    "spec": {"selectors": [{"cel": {"expression": CLASS_SELECTOR}}]},
 }
 SELECTOR = 'device.attributes["gpu.nvidia.com"].productName.contains("H100")'
 

@@ -139,9 +139,7 @@ class PodPlan:
         self.allocated = allocated
         self.waiting = waiting
 
-    def candidates(
-        self, alternative: Alternative, node: NodeInfo, pools: Sequence[NodePool]
-    ) -> NodeCandidates:
+    def candidates(self, alternative: Alternative, pools: Sequence[NodePool]) -> NodeCandidates:
         """The devices of ``node`` that ``alternative`` can ever use (see the module doc)."""
         request = alternative.request
         all_mode = request.mode == ALL

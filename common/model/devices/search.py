@@ -75,7 +75,7 @@ class _Search:
         for c, prepared in enumerate(self.claims):
             for r, alternatives in enumerate(prepared.requests):
                 for s, alternative in enumerate(alternatives):
-                    self.cands[(c, r, s)] = plan.candidates(alternative, node, self.pools)
+                    self.cands[(c, r, s)] = plan.candidates(alternative, self.pools)
         self.constraints = [[ConstraintState(k) for k in p.claim.spec.constraints] for p in self.claims]
         self.results: list[list[_Picked]] = [[] for _ in self.claims]
         self.selected: dict[tuple[int, int], int] = {}
