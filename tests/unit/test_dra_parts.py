@@ -21,6 +21,8 @@ from gpuq_k8s.common.model.devices.quota import (
     allocation_charges,
     card_type,
     device_charge,
+    devices_per_class,
+    mapped_resources,
     total,
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
@@ -361,6 +363,21 @@ def test_what_a_device_and_a_share_are_charged() -> None:
     )
     share = device_charge(shared[1], {"memory": 20 * 2**30 * NANO})
     assert share == DeviceCharge("NVIDIA-H100-80GB-HBM3", 250, 247_250, 20 * 2**30)
+
+
+def test_devices_count_per_class_and_mapped_resource() -> None:
+    c = cluster()
+    claim = c.claim("h100-else-a100")
+    allocation = ClaimAllocation(
+        (
+            DeviceResult("gpu/a100", "gpu.nvidia.com", "gpu-node-1", "gpu-2"),
+            DeviceResult("gpu/a100", "gpu.nvidia.com", "gpu-node-1", "gpu-3", admin_access=True),
+        )
+    )
+    per_class = devices_per_class(claim, allocation)
+    assert per_class == {"gpu.nvidia.com": 1}
+    assert mapped_resources(per_class, {"gpu.nvidia.com": "nvidia.com/gpu"}) == {"nvidia.com/gpu": 1}
+    assert mapped_resources(per_class, {}) == {}
 
 
 def test_allocation_charges_skip_admin_access() -> None:

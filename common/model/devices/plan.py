@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gpuq_k8s.common.model.devices.capacity import CapacityShortfall, consumption, shortfall
 from gpuq_k8s.common.model.devices.cel_env import CompiledSelector
@@ -35,6 +35,10 @@ from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.devices.taints import untolerated
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
+
+if TYPE_CHECKING:
+    from gpuq_k8s.common.model.devices.explain import Unfit
+    from gpuq_k8s.common.model.devices.search import Allocation
 
 # Static views kept at most (request shapes x slices); a cleared cache only costs recomputation.
 _MAX_VIEWS: Final = 500_000
@@ -172,9 +176,9 @@ class PodPlan:
                     out.candidates.append(Candidate(pool, s, device, did, taint, taken))
         return out
 
-    def allocate(self, node: NodeInfo) -> object:
+    def allocate(self, node: NodeInfo) -> Allocation | Unfit:
         """An :class:`~.search.Allocation` for every claim to allocate on ``node``, or an
-        :class:`~.explain.Unfit` (``object`` here only to keep the import order acyclic)."""
+        :class:`~.explain.Unfit` with the reasons."""
         from gpuq_k8s.common.model.devices.search import allocate_on_node  # noqa: PLC0415 - search imports plan
 
         return allocate_on_node(self, node)

@@ -15,6 +15,10 @@ GPUResourceQuota, ElasticQuota and crossquota integrations call; issue 26 "Quota
   the consumed TFLOPS capacity when the driver publishes one). ``adminAccess`` results are never
   charged. ``None`` marks an amount gpuq cannot tell (an unknown product): never guessed.
 
+* **DeviceClass mappings** (ElasticQuota and Queue capability, as Kueue's ``deviceClassMappings``):
+  :func:`devices_per_class` and :func:`mapped_resources` count an allocation's devices per class and
+  then per mapped resource name.
+
 Attribute names are configurable per driver (:class:`DeviceNaming`); the defaults are NVIDIA's
 ``gpu.nvidia.com`` driver's (k8s-dra-driver-gpu ``deviceinfo.go``): ``productName``, ``type``
 (``gpu``, ``mig``, ``vfio``), ``profile`` (MIG), capacity ``memory``.
@@ -29,6 +33,7 @@ from typing import Final
 
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.devices.amounts import NANO
+from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.device import Device
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
@@ -135,11 +140,33 @@ def allocation_charges(
         found = inventory.device(result.driver, result.pool, result.device)
         if found is None:
             continue
-        consumed = result.consumed_capacity if result.share_id is not None else None
-        charges.append(
-            device_charge(found[1], dict(consumed or {}) if result.share_id is not None else None, naming)
-        )
+        share = dict(result.consumed_capacity or {}) if result.share_id is not None else None
+        charges.append(device_charge(found[1], share, naming))
     return charges
+
+
+def devices_per_class(claim: ResourceClaim, allocation: ClaimAllocation) -> dict[str, int]:
+    """How many devices of each DeviceClass ``allocation`` gives ``claim`` (admin access left out):
+    what a DeviceClass-to-resource mapping (Kueue's ``deviceClassMappings``) turns into an
+    ElasticQuota or Queue capability amount with :func:`mapped_resources`."""
+    class_of = {alt.name: alt.class_name for request in claim.spec.requests for alt in request.alternatives}
+    counts: dict[str, int] = {}
+    for result in allocation.results:
+        name = class_of.get(result.request)
+        if name is not None and not result.admin_access:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def mapped_resources(per_class: Mapping[str, int], mapping: Mapping[str, str]) -> dict[str, int]:
+    """Device counts per resource name through ``mapping`` (DeviceClass name -> resource name);
+    classes the mapping does not name are not counted."""
+    out: dict[str, int] = {}
+    for class_name, count in per_class.items():
+        resource = mapping.get(class_name)
+        if resource is not None:
+            out[resource] = out.get(resource, 0) + count
+    return out
 
 
 def total(charges: Iterable[DeviceCharge]) -> dict[str, int]:
