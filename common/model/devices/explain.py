@@ -34,11 +34,9 @@ class RequestReason:
     message: str
 
     def __str__(self) -> str:
-        return (
-            f"{self.claim} request {self.request}: {self.message}"
-            if self.request
-            else f"{self.claim}: {self.message}"
-        )
+        if self.request:
+            return f"{self.claim} request {self.request}: {self.message}"
+        return f"{self.claim}: {self.message}" if self.claim else self.message
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,15 @@ from gpuq_k8s.common.model.devices.capacity import shortfall
 from gpuq_k8s.common.model.devices.claims import ALL
 from gpuq_k8s.common.model.devices.constraints import ConstraintState
 from gpuq_k8s.common.model.devices.counters import CounterSets, fits, remaining, take
-from gpuq_k8s.common.model.devices.explain import Unfit, diagnose
+from gpuq_k8s.common.model.devices.explain import RequestReason, Unfit, diagnose
 from gpuq_k8s.common.model.devices.node_selector import NodeSelector, Requirement, only_node
-from gpuq_k8s.common.model.devices.plan import Alternative, Candidate, NodeCandidates, PodPlan
+from gpuq_k8s.common.model.devices.plan import (
+    Alternative,
+    Candidate,
+    NodeCandidates,
+    PodPlan,
+    allocated_claim_fits,
+)
 from gpuq_k8s.common.model.devices.pools import PoolID
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceID, DeviceResult
 from gpuq_k8s.common.model.nodes import NodeInfo
@@ -323,7 +329,15 @@ def _same(a: Requirement, b: Requirement) -> bool:
 
 
 def allocate_on_node(plan: PodPlan, node: NodeInfo) -> Allocation | Unfit:
-    """Allocate every claim of ``plan`` that needs it on ``node`` (see the module doc)."""
+    """Allocate every claim of ``plan`` that needs it on ``node`` (see the module doc). A plan that
+    waits (a claim in use or in flight) fits no node; an allocated claim only the nodes its node
+    selector matches ("resourceclaim not available on the node")."""
+    if plan.waiting is not None:
+        return Unfit(node.name, (RequestReason("", "", plan.waiting),))
+    for claim in plan.allocated:
+        if not allocated_claim_fits(claim, node):
+            reason = f"allocated to devices not reachable from node {node.name}"
+            return Unfit(node.name, (RequestReason(claim.ref, "", reason),))
     search = _Search(plan, node)
     try:
         done = search.one(0, 0, 0, 0, False, 0)
