@@ -219,6 +219,11 @@ def test_an_allocated_claim_is_honoured_and_shared_not_allocated_again() -> None
     assert isinstance(plan.allocate(node("gpu-node-1")), Allocation)  # nothing left to allocate
     assert allocated_claim_fits(reserved, node("gpu-node-1"))
     assert not allocated_claim_fits(reserved, node("shared-node-1"))  # its node selector: gpu-node-1
+    elsewhere = plan.allocate(node("shared-node-1"))
+    assert isinstance(elsewhere, Unfit)
+    assert elsewhere.message == (
+        "ResourceClaim/ml/shared-by-pods: allocated to devices not reachable from node shared-node-1"
+    )
 
 
 def test_a_claim_reserved_by_256_other_consumers_is_in_use() -> None:
@@ -232,10 +237,11 @@ def test_a_claim_reserved_by_256_other_consumers_is_in_use() -> None:
         allocation=allocation,
         reserved_for=tuple(ConsumerRef("pods", f"p{i}", f"u{i}") for i in range(256)),
     )
-    assert (
-        c.allocator.plan([full], pod_uid="other").waiting
-        == "ResourceClaim/ml/popular is in use by 256 consumers"
-    )
+    waiting = c.allocator.plan([full], pod_uid="other")
+    assert waiting.waiting == "ResourceClaim/ml/popular is in use by 256 consumers"
+    refused = waiting.allocate(node("gpu-node-1"))
+    assert isinstance(refused, Unfit)
+    assert refused.message == "ResourceClaim/ml/popular is in use by 256 consumers"
     assert c.allocator.plan([full], pod_uid="u7").waiting is None
 
 
