@@ -11,7 +11,7 @@ import pytest
 
 from gpuq_k8s.common.model.devices.amounts import NANO
 from gpuq_k8s.common.model.devices.capacity import consumed, consumption, violates
-from gpuq_k8s.common.model.devices.claims import ResourceClaim
+from gpuq_k8s.common.model.devices.claims import ResourceClaim, ResourceClaimTemplate
 from gpuq_k8s.common.model.devices.device import DeviceCapacity, RequestPolicy, ValidRange
 from gpuq_k8s.common.model.devices.node_selector import parse_node_selector
 from gpuq_k8s.common.model.devices.pools import Inventory
@@ -400,3 +400,28 @@ def test_allocation_charges_skip_admin_access() -> None:
     charges = allocation_charges(allocation, c.inventory)
     assert len(charges) == 3
     assert total(charges) == {"NVIDIA-H100-80GB-HBM3": 1500, "NVIDIA-A100-SXM4-80GB": 1000}
+
+
+def test_a_claim_template_carries_the_claim_spec() -> None:
+    spec = {
+        "devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}]
+        }
+    }
+    template = ResourceClaimTemplate.from_dict(
+        {
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": "ml"},
+            "spec": {"spec": spec},
+        }
+    )
+    claim = ResourceClaim.from_dict(claim_obj(spec["devices"]))
+    assert template.spec == claim.spec
+    assert template.spec.requests[0].alternatives[0].count == 2
+    bad = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": -1}}]}}
+    with pytest.raises(InvalidValue) as info:
+        ResourceClaimTemplate.from_dict({"metadata": {"name": "t", "namespace": "ml"}, "spec": {"spec": bad}})
+    assert str(info.value) == (
+        "ResourceClaimTemplate/ml/t: spec.spec.devices.requests[0].exactly.count: invalid value -1: "
+        "expected a positive integer"
+    )
