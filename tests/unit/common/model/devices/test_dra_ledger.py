@@ -14,7 +14,7 @@ from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import UnknownDeviceClass, allocated_claim_fits
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.search import Allocation
-from tests.unit.dra_cluster import Cluster, cluster, node
+from tests.testing.dra_cluster import Cluster, cluster, node
 
 CUDA_SELECTOR = 'device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("9.0.0"))'
 

@@ -28,7 +28,7 @@ from gpuq_k8s.common.model.devices.quota import (
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.errors import InvalidValue
-from tests.unit.dra_cluster import cluster, node
+from tests.testing.dra_cluster import cluster, node
 
 ONE, TWO, THREE = NANO, 2 * NANO, 3 * NANO
 

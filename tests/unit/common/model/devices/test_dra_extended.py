@@ -20,7 +20,7 @@ from gpuq_k8s.common.model.devices.extended import (
     is_extended_resource_name,
 )
 from gpuq_k8s.common.model.devices.search import Allocation
-from tests.unit.dra_cluster import cluster, node
+from tests.testing.dra_cluster import cluster, node
 
 ER = "example.com/gpu"  # upstream's extendedResourceName
 IMPLICIT = "deviceclass.resource.kubernetes.io/classInit"

@@ -18,7 +18,7 @@ import pytest
 from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
-from tests.unit.dra_cases import (
+from tests.testing.dra_cases import (
     Case,
     actual_result,
     build,
