@@ -412,7 +412,9 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuq_k8s.docs", description="generate docs/configuration.md")
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuq_k8s.docs", description="generate docs/configuration.md"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is stale")
     args = parser.parse_args(argv)
     try:

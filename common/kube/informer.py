@@ -52,13 +52,13 @@ import orjson
 from gpuq_k8s.common.kube.diff import (
     Change,
     Key,
-    Obj,
     diff,
     object_key,
     resource_version,
     strip_managed_fields,
 )
-from gpuq_k8s.common.kube.resources import ResourceKind
+from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.wire import Obj
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Informer:
     """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
 
     api_client: Any
-    kind: ResourceKind
+    kind: Kind
     _: KW_ONLY
     handlers: Sequence[Handler] = ()
     transform: Transform | None = strip_managed_fields

@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 
 from gpuq_k8s.common.kube.client import request
-from gpuq_k8s.common.kube.resources import ResourceKind
+from gpuq_k8s.common.model.kinds import Kind
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +114,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def object_path(kind: ResourceKind, namespace: str, name: str) -> str:
-    base = kind.path.rsplit("/", 1)[0]
-    if kind.namespaced:
-        return f"{base}/namespaces/{namespace}/{kind.plural}/{name}"
-    return f"{base}/{kind.plural}/{name}"
-
-
 StatusKey = tuple[str, str, str]  # kind, namespace, name
 CurrentStatus = Callable[[str, str, str], Mapping[str, Any] | None]
 
@@ -135,7 +128,7 @@ class StatusWriter:
     def __init__(
         self,
         api_client: Any,
-        kinds: Mapping[str, ResourceKind],
+        kinds: Mapping[str, Kind],
         current: CurrentStatus,
         *,
         concurrency: int = 8,
@@ -193,7 +186,7 @@ class StatusWriter:
                 self._failing.pop(key, None)
                 return
             async with semaphore:
-                path = object_path(self.kinds[kind], namespace, name) + "/status"
+                path = self.kinds[kind].object_path(namespace, name) + "/status"
                 try:
                     reply = await call(
                         self.api_client, "PATCH", path, {"status": patch}, content_type=MERGE_PATCH

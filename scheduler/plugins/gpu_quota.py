@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
@@ -37,10 +38,11 @@ from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share, wi
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
-from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -120,20 +122,20 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         # change the answer (Unreserve, a removal, a node change).
         self._settled: tuple[str, int] | None = None
         self._status: dict[str, dict[str, Any]] = {}
-        for namespace, name, obj in handle.objects.list(GPU_RESOURCE_QUOTA):
-            self._object(GPU_RESOURCE_QUOTA, namespace, name, obj)
+        for namespace, name, obj in handle.objects.list(kinds.GPU_RESOURCE_QUOTA):
+            self._object(kinds.GPU_RESOURCE_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
 
     # -- inputs -----------------------------------------------------------------------------------
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind != GPU_RESOURCE_QUOTA:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind != kinds.GPU_RESOURCE_QUOTA:
             return
         if obj is None:
             self.store.remove_quota(namespace)
             self._status.pop(namespace, None)
             return
-        ref = f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}"
+        ref = kinds.GPU_RESOURCE_QUOTA.ref(namespace, name)
         quota = read_or_warn(self.handle, ref, GPUResourceQuota.from_dict, obj)
         if quota is not None:
             self.store.set_quota(quota)
@@ -347,7 +349,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 continue
             computed = self.store.status(namespace, now)
             self._status[namespace] = computed.status
-            patches.append(StatusPatch(GPU_RESOURCE_QUOTA, namespace, quota.name, computed.status))
+            patches.append(StatusPatch(kinds.GPU_RESOURCE_QUOTA, namespace, quota.name, computed.status))
             if computed.event is not None:
                 events.append(computed.event)
         return patches, events

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model import overcommit as engine
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.resources import EMPTY
-from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, EnqueuePlugin, GroupInfo, Handle
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
@@ -39,8 +41,8 @@ class Overcommit(EnqueuePlugin):
         self._refused: dict[str, str] = {}  # PodGroup key -> last refusal recorded
         handle.objects.subscribe(self._object)
 
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind == POD_GROUP:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == kinds.POD_GROUP:
             self._snapshot = None
             if obj is None:
                 self._refused.pop(f"{namespace}/{name}", None)
@@ -59,7 +61,7 @@ class Overcommit(EnqueuePlugin):
         used = {r: int(used_column[c]) for c, r in enumerate(names)}
         inqueue: dict[str, int] = {}
         handle = self.handle
-        for namespace, name, _ in handle.objects.list(POD_GROUP):
+        for namespace, name, _ in handle.objects.list(kinds.POD_GROUP):
             group = handle.group(f"{namespace}/{name}")
             if group is None or group.model is None or group.model.spec.minResources is None:
                 continue

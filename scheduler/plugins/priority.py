@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import object_ref
-from gpuq_k8s.scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
     Handle,
@@ -40,7 +40,7 @@ def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
     if pod.priority is not None:
         return pod.priority
     if pod.priority_class_name:
-        obj = objects.get(PRIORITY_CLASS, "", pod.priority_class_name)
+        obj = objects.get(kinds.PRIORITY_CLASS, "", pod.priority_class_name)
         if obj is None:
             raise InvalidValue(
                 "spec.priorityClassName",
@@ -49,7 +49,7 @@ def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
                 pod.ref,
             )
         return _value(obj)
-    for _, _, obj in objects.list(PRIORITY_CLASS):
+    for _, _, obj in objects.list(kinds.PRIORITY_CLASS):
         if obj.get("globalDefault") is True:
             return _value(obj)
     return 0
@@ -59,7 +59,7 @@ def _value(obj: Any) -> int:
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, int):
         name = (obj.get("metadata") or {}).get("name", "")
-        raise InvalidValue("value", value, "an integer", object_ref("PriorityClass", "", name))
+        raise InvalidValue("value", value, "an integer", kinds.PRIORITY_CLASS.ref("", name))
     return value
 
 
@@ -114,7 +114,7 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
     def group_priority(self, group: GroupInfo) -> int | None:
         """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""
         name = group.model.spec.priorityClassName if group.model is not None else ""
-        obj = self.handle.objects.get(PRIORITY_CLASS, "", name) if name else None
+        obj = self.handle.objects.get(kinds.PRIORITY_CLASS, "", name) if name else None
         try:
             return _value(obj) if obj is not None else None
         except InvalidValue:
