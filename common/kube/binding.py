@@ -14,6 +14,7 @@ import aiohttp
 
 from gpuq_k8s.common.kube.client import WriteRefused
 from gpuq_k8s.common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
+from gpuq_k8s.common.model import kinds
 
 POD_SCHEDULED: Final = "PodScheduled"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
@@ -21,7 +22,7 @@ PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 
 
 def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return kinds.POD.object_path(namespace, name)
 
 
 def now_rfc3339() -> str:
@@ -37,7 +38,7 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, An
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": meta,
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        "target": {"apiVersion": kinds.NODE.api_version, "kind": kinds.NODE.kind, "name": node},
     }
 
 
