@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.kinds import Kind
@@ -435,10 +435,10 @@ class Scheduler:
                     if group is not None
                     else f"Permit did not allow {pod.key}"
                 )
-                self.failures.park(pod, message, {"gang"})
+                self.failures.park(pod, message, {plugin_names.GANG})
                 if pod.key in self.attempts:
                     attempt = self.attempts[pod.key]
-                    attempt.status = Status.unschedulable(message, plugin="gang")
+                    attempt.status = Status.unschedulable(message, plugin=plugin_names.GANG)
                     attempt.node = ""
                     attempt.message = message
                 rolled += 1

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.annotations import CARD_NAME
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
@@ -73,7 +73,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "capacity-card"
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256
 
@@ -86,7 +85,7 @@ def _identity(cards: NodeCards) -> tuple[object, ...]:
 class CapacityCardPlugin(
     EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, QueueOrderPlugin
 ):
-    name = NAME
+    name = plugin_names.CAPACITY_CARD
     orders_allocation = False
     events = frozenset(
         {
@@ -275,13 +274,13 @@ class CapacityCardPlugin(
             return Status.unresolvable(check.failure.message)
         if not check.groups:
             return Status.skip()  # no card asked, cpu and memory passed
-        state.write(NAME, check)
+        state.write(plugin_names.CAPACITY_CARD, check)
         return Status.success()
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
         self._sync()  # a node change since the memo was filled clears it
-        check = state.read(NAME, TaskCheck)
+        check = state.read(plugin_names.CAPACITY_CARD, TaskCheck)
         if check is None:
             check = self.engine.task_check(pod)
         memo = self._checked.get(id(check))
@@ -348,7 +347,7 @@ class CapacityCardPlugin(
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         self._sync()
-        self.engine.reserve(pod, pod.node_name, state.read(NAME, TaskCheck))
+        self.engine.reserve(pod, pod.node_name, state.read(plugin_names.CAPACITY_CARD, TaskCheck))
         self._reserved = pod
         return Status.success()
 

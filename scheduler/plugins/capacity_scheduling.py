@@ -17,7 +17,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -48,15 +48,13 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "capacity-scheduling"
-
 Int64Array = npt.NDArray[np.int64]
 # Pending freeable-array updates applied at once; bounds the list when PostFilter never runs.
 _MAX_PENDING: Final = 4096
 
 
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
-    name = NAME
+    name = plugin_names.CAPACITY_SCHEDULING
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.QUOTA_CHANGED, ClusterEvent.NODE_ADDED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:

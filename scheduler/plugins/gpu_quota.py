@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
@@ -59,8 +59,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "gpu-quota"
-SINGLE: Final = f"{NAME}:single"
+SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
 _EMPTY_NODE: Final = NodeCards("")
 # A per-GPU amount gpuq cannot derive on that node (unknown product, no .memory label).
 _UNKNOWN: Final = -1
@@ -91,7 +90,7 @@ _UNPREPARED: Final = _GpuPod(None)
 
 
 class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
-    name = NAME
+    name = plugin_names.GPU_QUOTA
     events = frozenset(
         {
             ClusterEvent.POD_DELETED,
@@ -259,7 +258,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._prepared[requests] = prepared
         if prepared is None:
             return Status.skip()
-        state.write(NAME, prepared)
+        state.write(plugin_names.GPU_QUOTA, prepared)
         return Status.success()
 
     def _prepare(self, requests: Resources) -> _GpuPod | None:
@@ -275,7 +274,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
-        prepared = state.read(NAME, _GpuPod)
+        prepared = state.read(plugin_names.GPU_QUOTA, _GpuPod)
         if prepared is None:
             return FilterResult.all_pass(n)
         shares = self._shares_of(prepared.resource, n)
@@ -331,7 +330,9 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             try:
                 self.store.reserve(pod.namespace, request, key)
             except QuotaExceeded as err:
-                return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+                return Status.unresolvable(
+                    str(err), plugin=SINGLE if err.unresolvable else plugin_names.GPU_QUOTA
+                )
         self._settled = (key, row)
         return Status.success()
 

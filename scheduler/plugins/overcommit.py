@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model import overcommit as engine
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
@@ -22,7 +22,6 @@ from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, EnqueuePlugin,
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "overcommit"
 # Volcano's PodGroupUnschedulableType: the reason of the PodGroup event a refusal records.
 UNSCHEDULABLE: Final = "Unschedulable"
 _INQUEUE: Final = "Inqueue"
@@ -30,12 +29,12 @@ _RUNNING: Final = "Running"
 
 
 class Overcommit(EnqueuePlugin):
-    name = NAME
+    name = plugin_names.OVERCOMMIT
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.OvercommitArgs) or engine.parse_arguments({})
+        self.args = plugin_args(settings, engine.OvercommitArgs) or engine.OvercommitArgs.parse({})
         self._snapshot: tuple[dict[str, int], dict[str, int], dict[str, int]] | None = None
         self._generation = -1
         self._refused: dict[str, str] = {}  # PodGroup key -> last refusal recorded

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
@@ -30,8 +30,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     QueueSortPlugin,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
-
-NAME: Final = "priority"
 
 
 def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
@@ -68,7 +66,7 @@ def pod_priority(pod: PodInfo) -> int:
 
 
 class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPlugin):
-    name = NAME
+    name = plugin_names.PRIORITY
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)

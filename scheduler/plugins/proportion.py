@@ -13,9 +13,8 @@ the real capability), reclaimable (pods of queues above their deserved share).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model import proportion as model
 from gpuq_k8s.common.model.crd import Queue
 from gpuq_k8s.common.model.kinds import Kind
@@ -35,11 +34,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "proportion"
-
 
 class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlugin, ReclaimablePlugin):
-    name = NAME
+    name = plugin_names.PROPORTION
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
