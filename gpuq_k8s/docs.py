@@ -30,6 +30,7 @@ from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
+from gpuq_k8s.scheduler.plugins import default_registry
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -365,6 +366,12 @@ def check_names() -> None:
     unknown = sorted(set(documented) - set(plugin_names.ALL))
     if unknown:
         raise DocsError(f"documented plugins that common.model.plugin_names does not name: {unknown}")
+    registered = set(default_registry().names)
+    if registered != set(plugin_names.ALL):
+        drift = sorted(registered ^ set(plugin_names.ALL))
+        raise DocsError(
+            f"the scheduler registers other plugins than common.model.plugin_names names: {drift}"
+        )
     for plugin in (*PLUGINS, *VOLCANO_PLUGINS):
         if ARGUMENTS.get(plugin.name) is not plugin.model:
             read = ARGUMENTS.get(plugin.name)

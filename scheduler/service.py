@@ -159,7 +159,8 @@ def main(args: argparse.Namespace) -> int:
         # Plugin arguments are validated when the plugins are built: do it now, not after start-up.
         Scheduler(config, default_registry(), _NoBackend(), clock=time.monotonic)
     except GpuqError as err:
-        print(f"error: {args.config or 'configuration'}: {err}", file=sys.stderr)
+        for line in err.lines():  # every problem of the configuration, one line each
+            print(f"error: {args.config or 'configuration'}: {line}", file=sys.stderr)
         return EXIT_INVALID
     return asyncio.run(Service(args, config, timings).serve())
 

@@ -100,14 +100,17 @@ def _parse_arguments(
     return parsed
 
 
-def parse_configurations(value: Any) -> dict[str, dict[str, Any]]:
-    """``configurations:`` as action -> parsed arguments; raises :class:`ConfigErrors` naming every
-    offending key."""
+def parse_configurations(value: Any, into: ErrorCollector | None = None) -> dict[str, dict[str, Any]]:
+    """``configurations:`` as action -> parsed arguments. Every offending key is a problem: added to
+    ``into`` (then what could be read is returned), else raised together as :class:`ConfigErrors`."""
+    problems = ErrorCollector() if into is None else into
     if value is None:
         return {}
     if not isinstance(value, list):
-        raise ConfigError("configurations", value, "a list of {name: <action>, arguments: {...}}")
-    problems = ErrorCollector()
+        problems.add("configurations", value, "a list of {name: <action>, arguments: {...}}")
+        if into is None:
+            problems.raise_any()
+        return {}
     out: dict[str, dict[str, Any]] = {}
     for i, entry in enumerate(value):
         where = f"configurations[{i}]"
@@ -127,5 +130,6 @@ def parse_configurations(value: Any) -> dict[str, dict[str, Any]]:
             problems.add(f"{where}.arguments", arguments, "a mapping of argument name to value")
         else:
             out[name] = _parse_arguments(name, arguments, where, problems)
-    problems.raise_any()
+    if into is None:
+        problems.raise_any()
     return out

@@ -44,7 +44,10 @@ DEFAULT_WEIGHT: Final = 1
 
 def _listed(value: Any) -> Any:
     """``binpack.resources``: comma-separated extended resource names (cpu and memory have their own
-    keys: upstream silently overwrites their weight with ``binpack.cpu`` / ``binpack.memory``)."""
+    keys: upstream silently overwrites their weight with ``binpack.cpu`` / ``binpack.memory``). A tuple
+    of names (code building the model) passes as it is."""
+    if isinstance(value, tuple):
+        return value
     if not isinstance(value, str):
         raise refuse("a comma-separated list of resource names")
     listed = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))

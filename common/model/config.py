@@ -132,11 +132,7 @@ class SchedulerConfig:
                 problems.add(str(key), data[key], f"one of the keys {allowed}")
         actions = _parse_actions(data.get("actions"), problems)
         tiers = _parse_tiers(data.get("tiers"), problems)
-        configurations: dict[str, dict[str, Any]] = {}
-        try:
-            configurations = parse_configurations(data.get("configurations"))
-        except ConfigError as err:
-            problems.extend(err)
+        configurations = parse_configurations(data.get("configurations"), into=problems)
         _check_configurations(configurations, {p.name for tier in tiers for p in tier}, problems)
         problems.raise_any()
         return cls(actions=actions, tiers=tiers, configurations=configurations)

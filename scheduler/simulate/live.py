@@ -207,7 +207,7 @@ def live_simulation(
     try:
         settings = read_config(config_path)
     except GpuqError as err:
-        return [f"{config_path or 'default config'}: {err}"]
+        return [f"{config_path or 'default config'}: {line}" for line in err.lines()]
     try:
         snap = snapshot(kubeconfig, context)
     except ReadError as err:
