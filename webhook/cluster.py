@@ -42,7 +42,7 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
     return {
         "apiVersion": obj.get("apiVersion", "v1"),
-        "kind": "Node",
+        "kind": kinds.NODE.kind,
         "metadata": {
             "name": meta.get("name"),
             "uid": meta.get("uid"),
