@@ -19,9 +19,13 @@ from typing import Final
 from gpuq_k8s.common.model.wire import Obj, object_ref
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Kind:
-    """One API kind: ``Kind("Pod", "", "v1", "pods", namespaced=True)``; the core group is ``""``."""
+    """One API kind: ``Kind("Pod", "", "v1", "pods", namespaced=True)``; the core group is ``""``.
+
+    Each kind has one record, defined below: records are compared (and hashed) by identity, which the
+    webhook's per-request routing and the object store's per-pod lookups do cheaply.
+    """
 
     kind: str
     group: str
