@@ -38,12 +38,12 @@ from gpuq_k8s.common.kube.client import GatedClient
 from gpuq_k8s.common.kube.errors import NotFound
 from gpuq_k8s.common.kube.leader import LeaderElector
 from gpuq_k8s.common.kube.status import Reply, call
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 
 log = logging.getLogger(__name__)
 
 CHANGED_AT: Final = "gpuq.io/ca-changed-at"
-ADMISSION: Final = "/apis/admissionregistration.k8s.io/v1"
 LONG_AGO: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -138,7 +138,7 @@ class CertificateRenewer:
             raise InvalidValue("--service", "", "a Service name (the serving certificate's DNS names)")
 
     def _path(self, name: str) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/secrets/{name}"
+        return kinds.SECRET.object_path(self.namespace, name)
 
     async def tick(self) -> list[str]:
         """One round; returns what it did, one line each."""
@@ -217,7 +217,7 @@ class CertificateRenewer:
             body["metadata"]["resourceVersion"] = previous.body["metadata"]["resourceVersion"]
             reply = await call(self.api_client, "PUT", self._path(name), body)
         else:
-            reply = await call(self.api_client, "POST", f"/api/v1/namespaces/{self.namespace}/secrets", body)
+            reply = await call(self.api_client, "POST", kinds.SECRET.collection(self.namespace), body)
         if not reply.ok:
             raise _failed(f"write Secret/{self.namespace}/{name}", reply)
 
@@ -226,9 +226,9 @@ class CertificateRenewer:
         that first tests the resourceVersion read)."""
         encoded = _b64(bundle)
         done = []
-        for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        for kind in (kinds.VALIDATING_WEBHOOK_CONFIGURATION, kinds.MUTATING_WEBHOOK_CONFIGURATION):
             for name in self.webhook_configurations:
-                path = f"{ADMISSION}/{kind}/{name}"
+                path = kind.object_path("", name)
                 current = await self._get(path)
                 if not current.ok:
                     continue  # not installed (yet): nothing trusts the webhook through it
@@ -252,9 +252,10 @@ class CertificateRenewer:
                     self.api_client, "PATCH", path, ops, content_type="application/json-patch+json"
                 )
                 if not reply.ok:
-                    raise _failed(f"patch {kind}/{name}", reply)
+                    raise _failed(f"patch {kind.plural}/{name}", reply)
+                authorities = bundle.count(b"BEGIN")
                 done.append(
-                    f"{kind}/{name}: caBundle of {len(stale)} webhook(s) set ({bundle.count(b'BEGIN')} CA)"
+                    f"{kind.plural}/{name}: caBundle of {len(stale)} webhook(s) set ({authorities} CA)"
                 )
         return done
 

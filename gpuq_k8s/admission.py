@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
-from gpuq_k8s.scheduler.cluster.objects import CLUSTER_SCOPED
+from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.simulate.loader import NODE, POD, Document, object_reference
 from gpuq_k8s.webhook.admission import review
 from gpuq_k8s.webhook.options import admission_options
@@ -53,7 +53,9 @@ def _kind(doc: Document) -> str | None:
 def _with_namespace(body: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The object as the apiserver hands it to a webhook: namespaced objects carry their namespace."""
     obj = dict(body)
-    if kind != NODE and kind not in CLUSTER_SCOPED and not obj["metadata"].get("namespace"):
+    stored = stored_kind(kind)
+    cluster_scoped = kind == NODE or (stored is not None and not stored.namespaced)
+    if not cluster_scoped and not obj["metadata"].get("namespace"):
         obj["metadata"] = {**obj["metadata"], "namespace": "default"}
     return obj
 

@@ -111,7 +111,7 @@ def _simulate(
         config = read_config(config_path)
     except GpuqError as err:
         where = config_path or "default config"
-        return [f"{where}: {err}"]
+        return [f"{where}: {line}" for line in err.lines()]
     docs, errors = read(files)
     if not errors:
         docs = _admitted(docs, config, admission)

@@ -3,10 +3,13 @@
     python -m gpuq_k8s.docs            # rewrite docs/configuration.md
     python -m gpuq_k8s.docs --check    # exit 1 when the committed file is stale
 
-Every documented plugin argument is parsed by the plugin's real argument parser with its example
-value (the parsers refuse unknown keys, so a renamed key fails the generation), every field of the
-pydantic argument models must be documented, defaults are read from the parsed models, and every
-annotation constant of ``common.model.annotations`` must have a description.
+Every documented plugin argument is parsed by the plugin's argument model (``Args.parse``) with its
+example value (the models refuse unknown keys, so a renamed key fails the generation), every field of
+the argument models must be documented, and every annotation constant of ``common.model.annotations``
+must have a description. The plugins documented are exactly those of ``common.model.plugin_names``
+(the names the configuration accepts and the scheduler registers), each with the model
+``common.model.config.ARGUMENTS`` reads its arguments with: a plugin added, renamed or given arguments
+without its documentation following fails the generation.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuq_k8s.common.model import annotations as keys
-from gpuq_k8s.common.model import binpack, nodeorder, overcommit, strategy_fit
+from gpuq_k8s.common.model import binpack, nodeorder, overcommit, plugin_names, strategy_fit
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
-from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
+from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
+from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
+from gpuq_k8s.scheduler.plugins import default_registry
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -41,10 +46,10 @@ class Argument:
 
 @dataclass(frozen=True)
 class Plugin:
-    name: str
+    name: str  # a common.model.plugin_names constant
     spec: str
-    model: type[BaseModel]
-    parse: Callable[[Mapping[str, Any]], BaseModel]
+    model: type[PluginArgs]
+    parse: Callable[[Mapping[str, Any]], BaseModel]  # the model's parse
     required: Mapping[str, Any]  # the minimum a valid argument map holds
     arguments: tuple[Argument, ...]
     notes: str = ""  # semantics and what is refused, printed under the table
@@ -52,10 +57,10 @@ class Plugin:
 
 PLUGINS: tuple[Plugin, ...] = (
     Plugin(
-        "capacity-card",
+        plugin_names.CAPACITY_CARD,
         "capacity-card.md",
         CapacityCardArgs,
-        CapacityCardArgs.from_arguments,
+        CapacityCardArgs.parse,
         {},
         (
             Argument(
@@ -75,10 +80,10 @@ PLUGINS: tuple[Plugin, ...] = (
         ),
     ),
     Plugin(
-        "crossquota",
+        plugin_names.CROSSQUOTA,
         "crossquota.md",
         crossquota_args.CrossQuotaArgs,
-        crossquota_args.parse_arguments,
+        crossquota_args.CrossQuotaArgs.parse,
         {crossquota_args.GPU_RESOURCE_NAMES: "nvidia.com/gpu"},
         (
             Argument(
@@ -130,10 +135,10 @@ PLUGINS: tuple[Plugin, ...] = (
         ),
     ),
     Plugin(
-        "resource-strategy-fit",
+        plugin_names.RESOURCE_STRATEGY_FIT,
         "resource-strategy-fit.md",
         strategy_fit.ResourceStrategyFitArgs,
-        strategy_fit.parse_arguments,
+        strategy_fit.ResourceStrategyFitArgs.parse,
         {},
         (
             Argument(
@@ -157,19 +162,25 @@ PLUGINS: tuple[Plugin, ...] = (
 )
 
 
+def field_of(model: type[PluginArgs], key: str) -> str:
+    """The model field an argument key sets."""
+    return next(name for name, field in model.model_fields.items() if field.alias == key)
+
+
 def _scorer(key: str, example: int, meaning: str) -> Argument:
     """A nodeorder weight argument, with its model field and Volcano's default."""
-    return Argument(key, (nodeorder.FIELDS[key],), example, meaning, str(nodeorder.DEFAULTS[key]))
+    field = field_of(nodeorder.NodeOrderArgs, key)
+    return Argument(key, (field,), example, meaning, str(nodeorder.DEFAULTS[key]))
 
 
 _NOT_COMPUTED = "not computed by gpuq: any value but 0 is refused at start-up, naming the argument."
 
 VOLCANO_PLUGINS: tuple[Plugin, ...] = (
     Plugin(
-        "overcommit",
+        plugin_names.OVERCOMMIT,
         "Volcano pkg/scheduler/plugins/overcommit",
         overcommit.OvercommitArgs,
-        overcommit.parse_arguments,
+        overcommit.OvercommitArgs.parse,
         {},
         (
             Argument(
@@ -187,10 +198,10 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "cluster is overused: overused cpu`. Refused: a factor below 1 (Volcano warns and uses 1.2).",
     ),
     Plugin(
-        "nodeorder",
+        plugin_names.NODEORDER,
         "Volcano pkg/scheduler/plugins/nodeorder (kube-scheduler 1.36's scorers)",
         nodeorder.NodeOrderArgs,
-        nodeorder.parse_arguments,
+        nodeorder.NodeOrderArgs.parse,
         {},
         (
             _scorer(
@@ -215,10 +226,26 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 1,
                 "TaintToleration: fewer untolerated PreferNoSchedule taints score higher.",
             ),
-            Argument(nodeorder.POD_AFFINITY, (), 0, f"InterPodAffinity, {_NOT_COMPUTED}", "not computed"),
-            Argument(nodeorder.IMAGE_LOCALITY, (), 0, f"ImageLocality, {_NOT_COMPUTED}", "not computed"),
             Argument(
-                nodeorder.POD_TOPOLOGY_SPREAD, (), 0, f"PodTopologySpread, {_NOT_COMPUTED}", "not computed"
+                nodeorder.POD_AFFINITY,
+                ("pod_affinity",),
+                0,
+                f"InterPodAffinity, {_NOT_COMPUTED}",
+                "not computed",
+            ),
+            Argument(
+                nodeorder.IMAGE_LOCALITY,
+                ("image_locality",),
+                0,
+                f"ImageLocality, {_NOT_COMPUTED}",
+                "not computed",
+            ),
+            Argument(
+                nodeorder.POD_TOPOLOGY_SPREAD,
+                ("pod_topology_spread",),
+                0,
+                f"PodTopologySpread, {_NOT_COMPUTED}",
+                "not computed",
             ),
         ),
         "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
@@ -229,10 +256,10 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",
     ),
     Plugin(
-        "binpack",
+        plugin_names.BINPACK,
         "Volcano pkg/scheduler/plugins/binpack",
         binpack.BinpackArgs,
-        binpack.parse_arguments,
+        binpack.BinpackArgs.parse,
         {binpack.RESOURCES_KEY: "nvidia.com/gpu"},
         (
             Argument(
@@ -242,22 +269,18 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 "Multiplier of the node score; 0 switches the plugin's scoring off.",
                 str(binpack.DEFAULT_WEIGHT),
             ),
-            Argument(
-                binpack.CPU_KEY, ("resource_weights",), 5, "Weight of cpu.", str(binpack.DEFAULT_WEIGHT)
-            ),
-            Argument(
-                binpack.MEMORY_KEY, ("resource_weights",), 1, "Weight of memory.", str(binpack.DEFAULT_WEIGHT)
-            ),
+            Argument(binpack.CPU_KEY, ("cpu",), 5, "Weight of cpu.", str(binpack.DEFAULT_WEIGHT)),
+            Argument(binpack.MEMORY_KEY, ("memory",), 1, "Weight of memory.", str(binpack.DEFAULT_WEIGHT)),
             Argument(
                 binpack.RESOURCES_KEY,
-                ("resource_weights",),
+                ("resources",),
                 "nvidia.com/gpu, example.com/foo",
                 "Comma-separated extended resources to pack too (each weighs 1 unless given below).",
                 "none",
             ),
             Argument(
                 binpack.RESOURCE_PREFIX + "nvidia.com/gpu",
-                ("resource_weights",),
+                ("listed_weights",),
                 2,
                 "`binpack.resources.<name>`: weight of a resource listed in `binpack.resources`.",
                 str(binpack.DEFAULT_WEIGHT),
@@ -274,21 +297,22 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
 
 # Plugins that take no arguments (the scheduler configuration refuses any).
 PLAIN_PLUGINS: Mapping[str, str] = {
-    "priority": "Queue order by PriorityClass value, then creation time; job order by the PodGroup's "
-    "PriorityClass; preemptable: only lower-priority pods; a job starves while some pod is not running.",
-    "gang": "PodGroup `minMember`: a group binds all together or not at all; preemptable and reclaimable: "
-    "a running gang keeps minMember pods; a job starves below minMember.",
-    "conformance": "Preempt and reclaim never evict critical pods (system-cluster-critical, "
+    plugin_names.PRIORITY: "Queue order by PriorityClass value, then creation time; job order by the "
+    "PodGroup's PriorityClass; preemptable: only lower-priority pods; a job starves while some pod is "
+    "not running.",
+    plugin_names.GANG: "PodGroup `minMember`: a group binds all together or not at all; preemptable and "
+    "reclaimable: a running gang keeps minMember pods; a job starves below minMember.",
+    plugin_names.CONFORMANCE: "Preempt and reclaim never evict critical pods (system-cluster-critical, "
     "system-node-critical) or kube-system pods.",
-    "proportion": "A queue's deserved share from its weight, capability and guarantee: queue order by "
-    "share, overused queues get nothing new, allocatable and enqueue within capability, reclaimable "
-    "from queues above their share.",
-    "predicates": "Node fit: resources, selectors and affinity, taints, unschedulable nodes.",
-    "capacity-scheduling": "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
-    "gpu-quota": "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
-    "drf": "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest dominant "
-    "resource share (largest of allocated / cluster allocatable over the resources, the pod count "
-    "included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
+    plugin_names.PROPORTION: "A queue's deserved share from its weight, capability and guarantee: queue "
+    "order by share, overused queues get nothing new, allocatable and enqueue within capability, "
+    "reclaimable from queues above their share.",
+    plugin_names.PREDICATES: "Node fit: resources, selectors and affinity, taints, unschedulable nodes.",
+    plugin_names.CAPACITY_SCHEDULING: "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
+    plugin_names.GPU_QUOTA: "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
+    plugin_names.DRF: "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest "
+    "dominant resource share (largest of allocated / cluster allocatable over the resources, the pod "
+    "count included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
     "implemented: the hierarchical mode (`enableHierarchy`); drf does not yet take part in choosing "
     "preemption victims.",
 }
@@ -327,6 +351,38 @@ def annotation_constants() -> dict[str, str]:
     }
 
 
+def check_names() -> None:
+    """The documented plugins are exactly the names the configuration accepts, each documented once,
+    and each plugin documented with arguments is the one whose arguments the configuration reads with
+    that model (a plugin without arguments documented as such)."""
+    with_arguments = [p.name for p in (*PLUGINS, *VOLCANO_PLUGINS)]
+    documented = [*with_arguments, *PLAIN_PLUGINS]
+    repeated = sorted({name for name in documented if documented.count(name) > 1})
+    if repeated:
+        raise DocsError(f"plugins documented twice: {repeated}")
+    undocumented = sorted(set(plugin_names.ALL) - set(documented))
+    if undocumented:
+        raise DocsError(f"plugins without documentation in gpuq_k8s/docs.py: {undocumented}")
+    unknown = sorted(set(documented) - set(plugin_names.ALL))
+    if unknown:
+        raise DocsError(f"documented plugins that common.model.plugin_names does not name: {unknown}")
+    registered = set(default_registry().names)
+    if registered != set(plugin_names.ALL):
+        drift = sorted(registered ^ set(plugin_names.ALL))
+        raise DocsError(
+            f"the scheduler registers other plugins than common.model.plugin_names names: {drift}"
+        )
+    for plugin in (*PLUGINS, *VOLCANO_PLUGINS):
+        if ARGUMENTS.get(plugin.name) is not plugin.model:
+            read = ARGUMENTS.get(plugin.name)
+            raise DocsError(f"{plugin.name}: documented with {plugin.model.__name__}, read with {read}")
+    for name in PLAIN_PLUGINS:
+        if name in ARGUMENTS:
+            raise DocsError(
+                f"{name}: documented without arguments, but {ARGUMENTS[name].__name__} reads some"
+            )
+
+
 def _check(plugin: Plugin) -> None:
     documented = {f for a in plugin.arguments for f in a.fields}
     undocumented = set(plugin.model.model_fields) - documented
@@ -355,6 +411,7 @@ def render() -> str:
     unknown = sorted(set(ANNOTATIONS) - set(constants))
     if unknown:
         raise DocsError(f"described annotation constants that no longer exist: {unknown}")
+    check_names()
     out = [
         "<!-- GENERATED by `python -m gpuq_k8s.docs` from the argument models and"
         " common/model/annotations.py. Do not edit. -->",
@@ -365,7 +422,10 @@ def render() -> str:
         "`gpuq-scheduler-config` mounted into both Deployments). The webhook applies a plugin's admission "
         "rules only when that plugin is enabled, with its arguments (design.md Semantics 10). An unknown "
         "plugin, an unknown argument or a value of the wrong type is a start-up error naming the key and "
-        "the value. Both read the file once, at start: a changed configuration takes effect when both "
+        "the value; every problem of the file is reported at once, one line each with its path "
+        "(`tiers[1].plugins[3].arguments.nodeOrderWeight: invalid value -1: expected a positive number "
+        "such as 1.0`), and the command exits 2. Both read the file once, at start: a changed "
+        "configuration takes effect when both "
         "restart, which the `checksum/config` annotation on both pod templates does on `helm upgrade` "
         '(docs/operations.md, "Change the configuration").',
         "",

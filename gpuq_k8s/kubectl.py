@@ -30,6 +30,7 @@ from rich.table import Table
 from gpuq_k8s.cli import quiet_broken_pipe
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.metrics import gpuq_version
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import GpuqError
@@ -132,7 +133,7 @@ def _note(view: View, namespace: str) -> None:
 
 def _podgroups(snap: Snapshot) -> dict[str, PodGroup]:
     groups: dict[str, PodGroup] = {}
-    for obj in snap.objects.get("PodGroup", ()):
+    for obj in snap.objects.get(kinds.POD_GROUP.kind, ()):
         try:
             group = PodGroup.from_dict(obj)
         except GpuqError:
@@ -143,7 +144,7 @@ def _podgroups(snap: Snapshot) -> dict[str, PodGroup]:
 
 def _pod_infos(snap: Snapshot) -> list[PodInfo]:
     pods = []
-    for obj in snap.objects.get("Pod", ()):
+    for obj in snap.objects.get(kinds.POD.kind, ()):
         try:
             pods.append(PodInfo.from_dict(obj))
         except GpuqError:
@@ -171,7 +172,7 @@ def pending_rows(view: View) -> list[dict[str, Any]]:
     infos = {p.key: p for p in _pod_infos(view.snap)}
     raw = {
         f"{(o.get('metadata') or {}).get('namespace')}/{(o.get('metadata') or {}).get('name')}": o
-        for o in view.snap.objects.get("Pod", ())
+        for o in view.snap.objects.get(kinds.POD.kind, ())
     }
     rows: list[dict[str, Any]] = []
     if view.report is not None:
@@ -217,7 +218,7 @@ def queue_rows(view: View) -> list[dict[str, Any]]:
     if view.report is not None:
         sections = view.report["queues"]
     else:
-        for obj in view.snap.objects.get("Queue", ()):
+        for obj in view.snap.objects.get(kinds.QUEUE.kind, ()):
             try:
                 model = Queue.from_dict(obj)
                 capability = queue_quota(model).capability.to_numbers()
@@ -298,7 +299,7 @@ def _main(args: argparse.Namespace) -> int:
         rows = queue_rows(view)
         if args.output == "json":
             print(json.dumps(rows, indent=2))
-        elif not rows and "Queue" in view.snap.forbidden:
+        elif not rows and kinds.QUEUE.kind in view.snap.forbidden:
             print("No queues readable by this user.")
         else:
             _table(
@@ -349,7 +350,7 @@ def _explain(view: View, target: tuple[str, str], output: str) -> int:
     else:
         raw = [
             o
-            for o in view.snap.objects.get("Pod", ())
+            for o in view.snap.objects.get(kinds.POD.kind, ())
             if f"{(o.get('metadata') or {}).get('namespace')}/{(o.get('metadata') or {}).get('name')}" == key
         ]
         match = []

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 
 
@@ -68,6 +69,6 @@ class ClusterBackend(Protocol):
         """PodScheduled=False with ``reason`` and ``message``; ``nominated_node`` -> nominatedNodeName."""
         ...
 
-    def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def patch_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Replace the status of a custom resource (PodGroup phase, quota usage)."""
         ...

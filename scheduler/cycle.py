@@ -27,22 +27,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
-from gpuq_k8s.scheduler.cluster.objects import (
-    ELASTIC_QUOTA,
-    GPU_RESOURCE_QUOTA,
-    NAMESPACE,
-    POD_GROUP,
-    PRIORITY_CLASS,
-    QUEUE,
-    Obj,
-    ObjectStore,
-)
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.failure import FailureHandler, capacity_note, fit_error
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -236,11 +230,17 @@ class Scheduler:
     def put_object(self, obj: Obj) -> None:
         self.objects.put(obj)
 
-    def _object_changed(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind == POD_GROUP:
+    def _object_changed(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == kinds.POD_GROUP:
             self.podgroups.podgroup_changed(namespace, name, obj)
             self.queue.on_event(ClusterEvent.PODGROUP_CHANGED)
-        elif kind in (QUEUE, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, PRIORITY_CLASS, NAMESPACE):
+        elif kind in (
+            kinds.QUEUE,
+            kinds.ELASTIC_QUOTA,
+            kinds.GPU_RESOURCE_QUOTA,
+            kinds.PRIORITY_CLASS,
+            kinds.NAMESPACE,
+        ):
             # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).
             self.queue.on_event(ClusterEvent.QUOTA_CHANGED)
 
@@ -434,10 +434,10 @@ class Scheduler:
                     if group is not None
                     else f"Permit did not allow {pod.key}"
                 )
-                self.failures.park(pod, message, {"gang"})
+                self.failures.park(pod, message, {plugin_names.GANG})
                 if pod.key in self.attempts:
                     attempt = self.attempts[pod.key]
-                    attempt.status = Status.unschedulable(message, plugin="gang")
+                    attempt.status = Status.unschedulable(message, plugin=plugin_names.GANG)
                     attempt.node = ""
                     attempt.message = message
                 rolled += 1

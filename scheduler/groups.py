@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from functools import cmp_to_key
 from typing import TYPE_CHECKING, Any, Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
 from gpuq_k8s.common.model.crd import PodGroup
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, StatusPatch
 from gpuq_k8s.scheduler.queue import SchedulingQueue
@@ -213,6 +214,6 @@ class GroupTracker:
             running = self.ready_members(group)
             if running:
                 status["running"] = running
-            patches.append(StatusPatch(POD_GROUP, group.namespace, group.name, status))
+            patches.append(StatusPatch(kinds.POD_GROUP, group.namespace, group.name, status))
         self._dirty.clear()
         return patches

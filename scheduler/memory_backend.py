@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
@@ -71,7 +72,7 @@ class MemoryBackend:
     def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
         self.conditions[pod.key] = PodCondition(reason, message, nominated_node)
 
-    def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self.statuses[(kind, namespace, name)] = status
+    def patch_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.statuses[(kind.kind, namespace, name)] = status
         if self.objects is not None:
             self.objects.set_status(kind, namespace, name, status)

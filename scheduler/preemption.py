@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import PREEMPTED, EventRecord
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.preempt import preempt
 from gpuq_k8s.scheduler.actions.reclaim import reclaim
 from gpuq_k8s.scheduler.actions.victims import Choice
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome
-from gpuq_k8s.scheduler.cluster.objects import ELASTIC_QUOTA
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome, PostFilterResult
 from gpuq_k8s.scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
@@ -33,7 +33,6 @@ from gpuq_k8s.scheduler.framework.status import Code, Status
 
 Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool]], Choice | None]
 _ACTIONS: dict[str, Action] = {PREEMPT: preempt, RECLAIM: reclaim}
-CAPACITY_SCHEDULING = "capacity-scheduling"
 
 
 class Preemption:
@@ -94,9 +93,9 @@ class Preemption:
         capacity-scheduling enabled, none of a namespace an ElasticQuota governs (its min is a
         guarantee only capacity-scheduling's preemption may weigh, design.md Semantics 4)."""
         ours = self.ours
-        if self.framework.plugin(CAPACITY_SCHEDULING) is None:
+        if self.framework.plugin(plugin_names.CAPACITY_SCHEDULING) is None:
             return ours
-        governed = {namespace for namespace, _, _ in self.framework.objects.list(ELASTIC_QUOTA)}
+        governed = {namespace for namespace, _, _ in self.framework.objects.list(kinds.ELASTIC_QUOTA)}
         if not governed:
             return ours
         return lambda pod: pod.namespace not in governed and ours(pod)

@@ -31,7 +31,6 @@ from typing import Any, Final
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.diff import Change
@@ -39,6 +38,7 @@ from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.informer import DEFAULT_INACTIVITY, Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
 from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
@@ -56,9 +56,7 @@ log = logging.getLogger("gpuq.scheduler")
 
 EXIT_INVALID: Final = 2
 EXIT_LEASE_LOST: Final = 1
-STATUS_KINDS: Final = {
-    k.kind: k for k in (kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)
-}
+STATUS_KINDS: Final = {k.kind: k for k in kinds.STATUS_WRITES}
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -161,7 +159,8 @@ def main(args: argparse.Namespace) -> int:
         # Plugin arguments are validated when the plugins are built: do it now, not after start-up.
         Scheduler(config, default_registry(), _NoBackend(), clock=time.monotonic)
     except GpuqError as err:
-        print(f"error: {args.config or 'configuration'}: {err}", file=sys.stderr)
+        for line in err.lines():  # every problem of the configuration, one line each
+            print(f"error: {args.config or 'configuration'}: {line}", file=sys.stderr)
         return EXIT_INVALID
     return asyncio.run(Service(args, config, timings).serve())
 
@@ -306,7 +305,7 @@ class Service:
         self.metrics.watch(lambda: quota.snapshot() if self.leading() else StateSnapshot())
 
         def handler(change: Change) -> None:
-            if change.type == "delete" and change.obj.get("kind") == "Pod":
+            if change.type == "delete" and change.obj.get("kind") == kinds.POD.kind:
                 backend.forget_pod(f"{change.key[0]}/{change.key[1]}")
             feed.handler(change)
 
@@ -339,7 +338,9 @@ class Service:
                     return self.exit_code
                 feed.replay(self.informers)
             log.info(
-                "caches synced: %d nodes, %d pods", len(self.informers["Node"]), len(self.informers["Pod"])
+                "caches synced: %d nodes, %d pods",
+                len(self.informers[kinds.NODE.kind]),
+                len(self.informers[kinds.POD.kind]),
             )
             if self.elector is not None:
                 log.info("waiting for Lease %s/%s", self.elector.namespace, self.elector.name)

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
 from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
 from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_request
@@ -36,29 +37,21 @@ from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.webhook import jsonpatch, ratchet
 from gpuq_k8s.webhook.options import AdmissionOptions, card_args
 from gpuq_k8s.webhook.parsed import parsed_queue_quota
 from gpuq_k8s.webhook.pods import mutate_pod, validate_pod
 from gpuq_k8s.webhook.review import ALLOW, AdmissionRequest, Decision, deny
 from gpuq_k8s.webhook.shape import check_shape
-from gpuq_k8s.webhook.view import (
-    ELASTIC_QUOTA,
-    GPU_RESOURCE_QUOTA,
-    POD,
-    POD_GROUP,
-    QUEUE,
-    ClusterView,
-    LiveLookups,
-    Obj,
-    group_of,
+from gpuq_k8s.webhook.view import ClusterView, LiveLookups
+
+# The kinds admission reviews (design.md "Webhook endpoints"); any other object is allowed untouched.
+_REVIEWED: Final = frozenset(
+    {kinds.POD, kinds.QUEUE, kinds.POD_GROUP, kinds.ELASTIC_QUOTA, kinds.GPU_RESOURCE_QUOTA}
 )
-
-GroupKind = tuple[str, str]
-
-
-_REVIEWED: Final = frozenset({POD, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA})
 
 
 DEFAULT_OPTIONS: Final = AdmissionOptions()
@@ -90,7 +83,7 @@ class Admission:
         live.take_misses()  # no await between this, the decision and the next take: the misses are ours
         decision = decide(request)
         misses = live.take_misses()
-        if not misses or (decision.allowed and all(kind != POD_GROUP[1] for kind, _, _ in misses)):
+        if not misses or (decision.allowed and all(kind != kinds.POD_GROUP.kind for kind, _, _ in misses)):
             return decision
         if await live.fetch(misses):
             live.take_misses()
@@ -103,7 +96,7 @@ class Admission:
         if obj is None:
             return ALLOW
         return validate(
-            (request.kind.group, request.kind.kind),
+            kinds.lookup(request.kind.group, request.kind.kind),
             request.operation,
             obj,
             self.view,
@@ -116,7 +109,11 @@ class Admission:
         if obj is None:
             return ALLOW
         return mutate(
-            (request.kind.group, request.kind.kind), request.operation, obj, self.view, self.options
+            kinds.lookup(request.kind.group, request.kind.kind),
+            request.operation,
+            obj,
+            self.view,
+            self.options,
         )
 
 
@@ -155,7 +152,7 @@ def review(
     ``patch`` and the ``patched`` object, and the validation's verdict and message; warnings of both
     steps are kept. Used by ``gpuq simulate --admission``.
     """
-    kind = (group_of(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""))
+    kind = kinds.of(obj)
     mutation = mutate(kind, operation, obj, view, options)
     patched = jsonpatch.apply(obj, mutation.patch) if mutation.patch else dict(obj)
     verdict = validate(kind, operation, patched, view, old=old, options=options)
@@ -165,7 +162,7 @@ def review(
 
 
 def validate(
-    kind: GroupKind,
+    kind: Kind | None,
     operation: str,
     obj: Mapping[str, Any],
     view: ClusterView,
@@ -173,38 +170,41 @@ def validate(
     old: Mapping[str, Any] | None = None,
     options: AdmissionOptions = DEFAULT_OPTIONS,
 ) -> Decision:
-    """The validating webhook's verdict on one object (design.md, "Webhook endpoints")."""
+    """The validating webhook's verdict on one object of ``kind`` (None: a kind gpuq does not know, allowed
+    untouched; design.md, "Webhook endpoints")."""
     if operation == "UPDATE" and ratchet.settled(obj, old):
         return ALLOW  # Semantics 13: deletion and metadata-only changes never wait on gpuq's rules
     old = old if operation == "UPDATE" else None
     try:
+        if kind is None:
+            return ALLOW
         if kind in _REVIEWED and operation in ("CREATE", "UPDATE"):
-            check_shape(obj, kind[1])
-        if kind == POD and operation == "CREATE":
+            check_shape(obj, kind.kind)
+        if kind == kinds.POD and operation == "CREATE":
             return validate_pod(obj, view, options)
         if operation not in ("CREATE", "UPDATE"):
             return ALLOW
         # Semantics 10: a plugin's rules apply only when the configuration enables it.
-        if kind == QUEUE and options.capacity_card:
+        if kind == kinds.QUEUE and options.capacity_card:
             return _validate_queue(obj, old)
-        if kind == POD_GROUP and options.capacity_card:
+        if kind == kinds.POD_GROUP and options.capacity_card:
             return _validate_pod_group(obj, view, old, options)
         update = operation == "UPDATE"
-        if kind == ELASTIC_QUOTA and options.capacity_scheduling:
+        if kind == kinds.ELASTIC_QUOTA and options.capacity_scheduling:
             existing = view.elastic_quotas
             return _validate_namespace_quota(
-                kind[1], validate_elastic_quota, existing, obj, old=old, update=update
+                kind.kind, validate_elastic_quota, existing, obj, old=old, update=update
             )
-        if kind == GPU_RESOURCE_QUOTA and options.gpu_quota:
+        if kind == kinds.GPU_RESOURCE_QUOTA and options.gpu_quota:
             parse, existing = validate_gpu_resource_quota, view.gpu_resource_quotas
-            return _validate_namespace_quota(kind[1], parse, existing, obj, old=old, update=update)
+            return _validate_namespace_quota(kind.kind, parse, existing, obj, old=old, update=update)
     except GpuqError as err:
         return deny(str(err))
     return ALLOW
 
 
 def mutate(
-    kind: GroupKind,
+    kind: Kind | None,
     operation: str,
     obj: Mapping[str, Any],
     view: ClusterView,
@@ -214,10 +214,10 @@ def mutate(
 
     A mutation never denies: an object it cannot read is left as is for validation to judge.
     """
-    if kind != POD or operation != "CREATE":
+    if kind != kinds.POD or operation != "CREATE":
         return ALLOW
     try:
-        check_shape(obj, kind[1])
+        check_shape(obj, kinds.POD.kind)
         ops, warnings = mutate_pod(obj, view, options)
     except GpuqError:
         return ALLOW

@@ -20,19 +20,20 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
 from gpuq_k8s.common.kube.errors import RequestFailed
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
-from gpuq_k8s.common.kube.resources import ResourceKind
-from gpuq_k8s.common.kube.status import call, object_path
+from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards
-from gpuq_k8s.webhook.view import Miss, Obj, node_cards
+from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.webhook.view import Miss, node_cards
 
 log = logging.getLogger(__name__)
-WATCHED = (kinds.NODES, kinds.QUEUES, kinds.POD_GROUPS, kinds.ELASTIC_QUOTAS, kinds.GPU_RESOURCE_QUOTAS)
-LIVE: Final = {kind.kind: kind for kind in (kinds.QUEUES, kinds.POD_GROUPS)}
+WATCHED: Final = kinds.WEBHOOK_WATCHES
+LIVE: Final = {kind.kind: kind for kind in (kinds.QUEUE, kinds.POD_GROUP)}
 
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
     return {
         "apiVersion": obj.get("apiVersion", "v1"),
-        "kind": "Node",
+        "kind": kinds.NODE.kind,
         "metadata": {
             "name": meta.get("name"),
             "uid": meta.get("uid"),
@@ -69,19 +70,19 @@ class InformerView:
         self._misses: list[Miss] = []
         self._fetched: dict[Miss, tuple[Obj, float]] = {}
         self._by_namespace: dict[str, dict[str, dict[str, Obj]]] = {
-            kinds.ELASTIC_QUOTAS.kind: {},
-            kinds.GPU_RESOURCE_QUOTAS.kind: {},
+            kinds.ELASTIC_QUOTA.kind: {},
+            kinds.GPU_RESOURCE_QUOTA.kind: {},
         }
         self._node_cards: dict[str, NodeCards] = {}
         self._catalog: CardCatalog | None = None
         informers = []
         for kind in WATCHED:
             handlers = []
-            if kind is kinds.NODES:
+            if kind is kinds.NODE:
                 handlers.append(self._on_node)
             elif kind.kind in self._by_namespace:
                 handlers.append(self._indexer(kind.kind))
-            transform = slim_node if kind is kinds.NODES else strip_managed_fields
+            transform = slim_node if kind is kinds.NODE else strip_managed_fields
             informers.append(
                 Informer(api_client, kind, handlers=handlers, transform=transform, **informer_options)
             )
@@ -124,17 +125,17 @@ class InformerView:
 
     # --- ClusterView -----------------------------------------------------------------------------
     def queue(self, name: str) -> Obj | None:
-        return self.informers[kinds.QUEUES.kind].get("", name) or self._missed(kinds.QUEUES, "", name)
+        return self.informers[kinds.QUEUE.kind].get("", name) or self._missed(kinds.QUEUE, "", name)
 
     def pod_group(self, namespace: str, name: str) -> Obj | None:
-        found = self.informers[kinds.POD_GROUPS.kind].get(namespace, name)
-        return found or self._missed(kinds.POD_GROUPS, namespace, name)
+        found = self.informers[kinds.POD_GROUP.kind].get(namespace, name)
+        return found or self._missed(kinds.POD_GROUP, namespace, name)
 
     def elastic_quotas(self, namespace: str) -> Sequence[Obj]:
-        return list(self._by_namespace[kinds.ELASTIC_QUOTAS.kind].get(namespace, {}).values())
+        return list(self._by_namespace[kinds.ELASTIC_QUOTA.kind].get(namespace, {}).values())
 
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]:
-        return list(self._by_namespace[kinds.GPU_RESOURCE_QUOTAS.kind].get(namespace, {}).values())
+        return list(self._by_namespace[kinds.GPU_RESOURCE_QUOTA.kind].get(namespace, {}).values())
 
     def card_catalog(self) -> CardCatalog:
         if self._catalog is None:
@@ -142,7 +143,7 @@ class InformerView:
         return self._catalog
 
     # --- live lookups (webhook.view.LiveLookups) -------------------------------------------------
-    def _missed(self, kind: ResourceKind, namespace: str, name: str) -> Obj | None:
+    def _missed(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         key = (kind.kind, namespace, name)
         entry = self._fetched.get(key)
         if entry is not None:
@@ -163,7 +164,7 @@ class InformerView:
         if len(self._fetched) > 1024:
             self._fetched = {k: v for k, v in self._fetched.items() if v[1] > now}
         for kind_name, namespace, name in dict.fromkeys(misses):
-            path = object_path(LIVE[kind_name], namespace, name)
+            path = LIVE[kind_name].object_path(namespace, name)
             self.live_reads += 1
             try:
                 async with asyncio.timeout(self.live_timeout):

@@ -125,7 +125,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = read_config(args.config)
     except GpuqError as err:
-        print(f"error: {args.config or 'configuration'}: {err}", file=sys.stderr)
+        for line in err.lines():  # every problem of the configuration, one line each
+            print(f"error: {args.config or 'configuration'}: {line}", file=sys.stderr)
         return EXIT_INVALID
     options = admission_options(
         config, scheduler_name=args.scheduler_name, set_scheduler_name=args.set_scheduler_name

@@ -14,8 +14,11 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gpuq_k8s.common.kube.metrics import register_build_info
+from gpuq_k8s.common.model import kinds
 
-REVIEWED_KINDS: Final = frozenset({"Pod", "PodGroup", "Queue", "ElasticQuota", "GPUResourceQuota"})
+REVIEWED_KINDS: Final = frozenset(
+    k.kind for k in (kinds.POD, kinds.POD_GROUP, kinds.QUEUE, kinds.ELASTIC_QUOTA, kinds.GPU_RESOURCE_QUOTA)
+)
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # Admission answers take tens of microseconds; the apiserver gives up after timeoutSeconds (10 s).
 _BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)

@@ -28,15 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
-from gpuq_k8s.common.model.config import (
+from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
+from gpuq_k8s.common.model.plugin_names import (
     CAPACITY_CARD,
     CAPACITY_SCHEDULING,
     CROSSQUOTA,
     GPU_QUOTA,
     RESOURCE_STRATEGY_FIT,
-    SchedulerConfig,
 )
-from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from gpuq_k8s.common.model.strategy_fit import parse_pod_override
 

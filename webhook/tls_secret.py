@@ -19,6 +19,7 @@ from typing import Any
 from gpuq_k8s.certs.files import PRIVATE_MODE, write_file_atomic
 from gpuq_k8s.common.kube.errors import NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model import kinds
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,8 @@ class SecretFiles:
 
     def __init__(self, api_client: Any, namespace: str, name: str, directory: Path) -> None:
         self.api_client = api_client
-        self.path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
-        self.where = f"Secret/{namespace}/{name}"
+        self.path = kinds.SECRET.object_path(namespace, name)
+        self.where = kinds.SECRET.ref(namespace, name)
         self.cert_file = directory / "tls.crt"
         self.key_file = directory / "tls.key"
         self._written: tuple[str, str] | None = None

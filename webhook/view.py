@@ -10,27 +10,15 @@ memory and watch traffic for warnings only. Nodes are read only for their cards:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
-
-Obj = Mapping[str, Any]
-
-# (apiVersion group, kind) of every object admission reviews.
-CORE: Final = ""
-VOLCANO: Final = "scheduling.volcano.sh"
-ELASTIC: Final = "scheduling.x-k8s.io"
-TENSOR_FUSION: Final = "tensor-fusion.ai"
-POD: Final = (CORE, "Pod")
-NODE: Final = (CORE, "Node")
-QUEUE: Final = (VOLCANO, "Queue")
-POD_GROUP: Final = (VOLCANO, "PodGroup")
-ELASTIC_QUOTA: Final = (ELASTIC, "ElasticQuota")
-GPU_RESOURCE_QUOTA: Final = (TENSOR_FUSION, "GPUResourceQuota")
+from gpuq_k8s.common.model.wire import Obj
 
 
 class ClusterView(Protocol):
@@ -67,11 +55,6 @@ def node_cards(obj: Obj) -> NodeCards | None:
         return None
 
 
-def group_of(api_version: str) -> str:
-    """``scheduling.volcano.sh/v1beta1`` -> ``scheduling.volcano.sh``; ``v1`` -> core (empty)."""
-    return api_version.rpartition("/")[0]
-
-
 def name_of(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -91,21 +74,21 @@ class StaticView:
             self.add(obj)
 
     def add(self, obj: Obj) -> None:
-        key = (group_of(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""))
+        kind = kinds.of(obj)
         namespace, name = name_of(obj)
         namespace = namespace or "default"
-        if key == NODE:
+        if kind is kinds.NODE:
             cards = node_cards(obj)
             if cards is not None:
                 self._nodes[name] = cards
                 self._catalog = None
-        elif key == QUEUE:
+        elif kind is kinds.QUEUE:
             self._queues[name] = obj
-        elif key == POD_GROUP:
+        elif kind is kinds.POD_GROUP:
             self._pod_groups[(namespace, name)] = obj
-        elif key == ELASTIC_QUOTA:
+        elif kind is kinds.ELASTIC_QUOTA:
             self._replace(self._elastic.setdefault(namespace, []), name, obj)
-        elif key == GPU_RESOURCE_QUOTA:
+        elif kind is kinds.GPU_RESOURCE_QUOTA:
             self._replace(self._gpu.setdefault(namespace, []), name, obj)
 
     @staticmethod

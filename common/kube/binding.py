@@ -19,6 +19,7 @@ from gpuq_k8s.common.kube.errors import (
     WriteRefused,
 )
 from gpuq_k8s.common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
+from gpuq_k8s.common.model import kinds
 
 POD_SCHEDULED: Final = "PodScheduled"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
@@ -26,7 +27,7 @@ PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 
 
 def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return kinds.POD.object_path(namespace, name)
 
 
 def now_rfc3339() -> str:
@@ -42,7 +43,7 @@ def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, An
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": meta,
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        "target": {"apiVersion": kinds.NODE.api_version, "kind": kinds.NODE.kind, "name": node},
     }
 
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Obj = Mapping[str, Any]
+from gpuq_k8s.common.model.wire import Obj
+
 Key = tuple[str, str]
 ChangeType = Literal["add", "update", "delete"]
 

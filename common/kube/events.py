@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.kube.errors import NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import MERGE_PATCH, call
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.wire import split_ref
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,8 @@ def event_body(
     if known is not None:
         regarding["apiVersion"], regarding["uid"] = known
     return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
+        "apiVersion": kinds.EVENT.api_version,
+        "kind": kinds.EVENT.kind,
         "metadata": {"name": _event_name(name), "namespace": namespace or "default"},
         "eventTime": micro_time(at),
         "reportingController": controller,
@@ -209,4 +210,4 @@ def _event_name(regarding: str) -> str:
 
 
 def _events_path(namespace: str) -> str:
-    return f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+    return kinds.EVENT.collection(namespace)

@@ -58,7 +58,6 @@ import orjson
 from gpuq_k8s.common.kube.diff import (
     Change,
     Key,
-    Obj,
     diff,
     object_key,
     resource_version,
@@ -74,8 +73,9 @@ from gpuq_k8s.common.kube.errors import (
     succeeded,
     transport_error,
 )
-from gpuq_k8s.common.kube.resources import ResourceKind
 from gpuq_k8s.common.model.backoff import backoff
+from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.wire import Obj
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Informer:
     """Keeps an up-to-date cache of one resource kind and tells handlers what changed."""
 
     api_client: Any
-    kind: ResourceKind
+    kind: Kind
     _: KW_ONLY
     handlers: Sequence[Handler] = ()
     transform: Transform | None = strip_managed_fields

@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.status import Reply, call
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class LeaderElector:
 
     @property
     def path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+        return kinds.LEASE.object_path(self.namespace, self.name)
 
     @property
     def is_leader(self) -> bool:
@@ -180,7 +181,8 @@ class LeaderElector:
         metadata = {"name": self.name, "namespace": self.namespace}
         if resource_version is not None:
             metadata["resourceVersion"] = resource_version
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+        lease = {"apiVersion": kinds.LEASE.api_version, "kind": kinds.LEASE.kind}
+        return {**lease, "metadata": metadata, "spec": spec}
 
     def _accept(self, reply: Reply, started: float) -> bool:
         if not reply.ok:

@@ -26,8 +26,8 @@ import orjson
 
 from gpuq_k8s.common.kube.client import request
 from gpuq_k8s.common.kube.errors import ApiError, KubeError, NotFound, api_error, succeeded
-from gpuq_k8s.common.kube.resources import ResourceKind
 from gpuq_k8s.common.model.backoff import backoff
+from gpuq_k8s.common.model.kinds import Kind
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +134,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def object_path(kind: ResourceKind, namespace: str, name: str) -> str:
-    base = kind.path.rsplit("/", 1)[0]
-    if kind.namespaced:
-        return f"{base}/namespaces/{namespace}/{kind.plural}/{name}"
-    return f"{base}/{kind.plural}/{name}"
-
-
 StatusKey = tuple[str, str, str]  # kind, namespace, name
 CurrentStatus = Callable[[str, str, str], Mapping[str, Any] | None]
 
@@ -155,7 +148,7 @@ class StatusWriter:
     def __init__(
         self,
         api_client: Any,
-        kinds: Mapping[str, ResourceKind],
+        kinds: Mapping[str, Kind],
         current: CurrentStatus,
         *,
         concurrency: int = 8,
@@ -212,7 +205,7 @@ class StatusWriter:
             if not patch:
                 self._failing.pop(key, None)
                 return
-            path = object_path(self.kinds[kind], namespace, name) + "/status"
+            path = self.kinds[kind].object_path(namespace, name) + "/status"
             try:
                 async with semaphore:
                     reply = await call(

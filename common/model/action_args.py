@@ -12,7 +12,7 @@ configurations:
 Each action's arguments that gpuq honours are parsed here and handed to the scheduler (the framework
 hands them to plugins: ``Handle.action_arguments``). An argument gpuq knows from Volcano but cannot
 honour is refused naming the key and why; any other argument is refused as unknown. Nothing is
-silently ignored.
+silently ignored, and every problem of the section is reported at once (:class:`ConfigErrors`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
@@ -73,49 +73,63 @@ def _false_only(where: str, value: Any, why: str) -> bool:
     return False
 
 
-def _parse_arguments(action: str, arguments: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _parse_arguments(
+    action: str, arguments: Mapping[str, Any], where: str, problems: ErrorCollector
+) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     for key, value in arguments.items():
         at = f"{where}.arguments.{key}"
-        if action == ENQUEUE and key == OVERCOMMIT_FACTOR:
-            parsed[key] = _factor(at, value)
-        elif action in _CACHED_ACTIONS and key == PREDICATE_ERROR_CACHE:
-            parsed[key] = _bool(at, value)
-        elif action == ALLOCATE and key == "gateRemovalWorkerNum":
-            raise ConfigError(at, value, "no scheduling-gate workers: gpuq removes no scheduling gates")
-        elif action == PREEMPT and key == TOPOLOGY_AWARE_PREEMPTION:
-            parsed[key] = _false_only(at, value, "gpuq has no HyperNode topology to preempt along")
-        elif action == PREEMPT and key in _CANDIDATE_LIMITS:
-            raise ConfigError(at, value, "no candidate-node limit: gpuq's preempt considers every node")
-        else:
-            known = {ENQUEUE: [OVERCOMMIT_FACTOR], PREEMPT: [TOPOLOGY_AWARE_PREEMPTION]}.get(action, [])
-            if action in _CACHED_ACTIONS:
-                known = [*known, PREDICATE_ERROR_CACHE]
-            raise ConfigError(at, value, f"an argument of the {action} action ({', '.join(known)})")
+        try:
+            if action == ENQUEUE and key == OVERCOMMIT_FACTOR:
+                parsed[key] = _factor(at, value)
+            elif action in _CACHED_ACTIONS and key == PREDICATE_ERROR_CACHE:
+                parsed[key] = _bool(at, value)
+            elif action == ALLOCATE and key == "gateRemovalWorkerNum":
+                raise ConfigError(at, value, "no scheduling-gate workers: gpuq removes no scheduling gates")
+            elif action == PREEMPT and key == TOPOLOGY_AWARE_PREEMPTION:
+                parsed[key] = _false_only(at, value, "gpuq has no HyperNode topology to preempt along")
+            elif action == PREEMPT and key in _CANDIDATE_LIMITS:
+                raise ConfigError(at, value, "no candidate-node limit: gpuq's preempt considers every node")
+            else:
+                known = {ENQUEUE: [OVERCOMMIT_FACTOR], PREEMPT: [TOPOLOGY_AWARE_PREEMPTION]}.get(action, [])
+                if action in _CACHED_ACTIONS:
+                    known = [*known, PREDICATE_ERROR_CACHE]
+                raise ConfigError(at, value, f"an argument of the {action} action ({', '.join(known)})")
+        except ConfigError as err:
+            problems.extend(err)
     return parsed
 
 
-def parse_configurations(value: Any) -> dict[str, dict[str, Any]]:
-    """``configurations:`` as action -> parsed arguments; a ConfigError names the offending key."""
+def parse_configurations(value: Any, into: ErrorCollector | None = None) -> dict[str, dict[str, Any]]:
+    """``configurations:`` as action -> parsed arguments. Every offending key is a problem: added to
+    ``into`` (then what could be read is returned), else raised together as :class:`ConfigErrors`."""
+    problems = ErrorCollector() if into is None else into
     if value is None:
         return {}
     if not isinstance(value, list):
-        raise ConfigError("configurations", value, "a list of {name: <action>, arguments: {...}}")
+        problems.add("configurations", value, "a list of {name: <action>, arguments: {...}}")
+        if into is None:
+            problems.raise_any()
+        return {}
     out: dict[str, dict[str, Any]] = {}
     for i, entry in enumerate(value):
         where = f"configurations[{i}]"
         if not isinstance(entry, Mapping):
-            raise ConfigError(where, entry, "a mapping with 'name' and 'arguments'")
+            problems.add(where, entry, "a mapping with 'name' and 'arguments'")
+            continue
         for key in entry:
             if key not in ("name", "arguments"):
-                raise ConfigError(f"{where}.{key}", entry[key], "'name' or 'arguments'")
+                problems.add(f"{where}.{key}", entry[key], "'name' or 'arguments'")
         name = entry.get("name")
-        if name not in SUPPORTED_ACTIONS:
-            raise ConfigError(f"{where}.name", name, f"one of {', '.join(SUPPORTED_ACTIONS)}")
-        if name in out:
-            raise ConfigError(f"{where}.name", name, "each action configured at most once")
         arguments = entry.get("arguments") or {}
-        if not isinstance(arguments, Mapping):
-            raise ConfigError(f"{where}.arguments", arguments, "a mapping of argument name to value")
-        out[name] = _parse_arguments(name, arguments, where)
+        if name not in SUPPORTED_ACTIONS:
+            problems.add(f"{where}.name", name, f"one of {', '.join(SUPPORTED_ACTIONS)}")
+        elif name in out:
+            problems.add(f"{where}.name", name, "each action configured at most once")
+        elif not isinstance(arguments, Mapping):
+            problems.add(f"{where}.arguments", arguments, "a mapping of argument name to value")
+        else:
+            out[name] = _parse_arguments(name, arguments, where, problems)
+    if into is None:
+        problems.raise_any()
     return out

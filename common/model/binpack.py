@@ -23,14 +23,14 @@ node-order function (design.md Semantics 11).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Annotated, Any, ClassVar, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, ValidationInfo
 
-from gpuq_k8s.common.model import wire
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.plugin_args import PLACEHOLDER, PluginArgs, ZeroWeight, refuse
 from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 WEIGHT_KEY: Final = "binpack.weight"
@@ -42,55 +42,57 @@ MAX_NODE_SCORE: Final = 100
 DEFAULT_WEIGHT: Final = 1
 
 
-class BinpackArgs(BaseModel):
-    """The ``binpack`` arguments: the plugin weight and each weighted resource's weight."""
+def _listed(value: Any) -> Any:
+    """``binpack.resources``: comma-separated extended resource names (cpu and memory have their own
+    keys: upstream silently overwrites their weight with ``binpack.cpu`` / ``binpack.memory``). A tuple
+    of names (code building the model) passes as it is."""
+    if isinstance(value, tuple):
+        return value
+    if not isinstance(value, str):
+        raise refuse("a comma-separated list of resource names")
+    listed = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+    for name in listed:
+        if name in (CPU, MEMORY):
+            raise refuse(f"extended resources only ({name}: use binpack.{name})")
+    return listed
 
-    model_config = ConfigDict(frozen=True)
 
-    weight: int = DEFAULT_WEIGHT
-    # cpu, memory and the resources of binpack.resources, in that order.
-    resource_weights: dict[str, int] = {CPU: DEFAULT_WEIGHT, MEMORY: DEFAULT_WEIGHT}
+def _weighted(name: str, info: ValidationInfo) -> str:
+    """A ``binpack.resources.<name>`` weight needs ``<name>`` listed in ``binpack.resources`` (upstream
+    ignores it)."""
+    if name not in info.data.get("resources", (name,)):
+        raise refuse(f"a weight for a resource listed in {RESOURCES_KEY}")
+    return name
 
 
-def parse_arguments(arguments: Mapping[str, Any] | None) -> BinpackArgs:
-    """Validate Volcano's flat ``binpack`` argument map; :class:`ConfigError` names the key."""
-    args = dict(arguments or {})
-    listed: list[str] = []
-    raw = args.get(RESOURCES_KEY)
-    if raw is not None:
-        if not isinstance(raw, str):
-            raise ConfigError(RESOURCES_KEY, raw, "a comma-separated list of resource names")
-        listed = [name.strip() for name in raw.split(",") if name.strip()]
-        for name in listed:
-            if name in (CPU, MEMORY):
-                raise ConfigError(RESOURCES_KEY, raw, f"extended resources only ({name}: use binpack.{name})")
-    weights: dict[str, int] = {CPU: DEFAULT_WEIGHT, MEMORY: DEFAULT_WEIGHT}
-    weights.update(dict.fromkeys(listed, DEFAULT_WEIGHT))
-    plugin_weight = DEFAULT_WEIGHT
-    for key, value in args.items():
-        if not isinstance(key, str):
-            raise ConfigError(str(key), value, "an argument name (a string)")
-        if key == RESOURCES_KEY:
-            continue
-        if key == WEIGHT_KEY:
-            plugin_weight = wire.weight(value, key, ConfigError, minimum=0)
-        elif key == CPU_KEY:
-            weights[CPU] = wire.weight(value, key, ConfigError, minimum=0)
-        elif key == MEMORY_KEY:
-            weights[MEMORY] = wire.weight(value, key, ConfigError, minimum=0)
-        elif key.startswith(RESOURCE_PREFIX):
-            name = key[len(RESOURCE_PREFIX) :]
-            if name not in listed:
-                raise ConfigError(key, value, f"a weight for a resource listed in {RESOURCES_KEY}")
-            weights[name] = wire.weight(value, key, ConfigError, minimum=0)
-        else:
-            raise ConfigError(
-                key,
-                value,
-                f"one of the binpack arguments {WEIGHT_KEY}, {CPU_KEY}, {MEMORY_KEY}, {RESOURCES_KEY}, "
-                f"{RESOURCE_PREFIX}<resource>",
-            )
-    return BinpackArgs(weight=plugin_weight, resource_weights=weights)
+class BinpackArgs(PluginArgs):
+    """The ``binpack`` arguments: the plugin weight and each weighted resource's weight.
+
+    ``resource_weights`` is every weighted resource's weight: cpu, memory and the resources of
+    ``binpack.resources``, in that order (unlisted weights 1).
+    """
+
+    PLUGIN: ClassVar[str] = plugin_names.BINPACK
+    GROUPED: ClassVar[tuple[str, ...]] = (RESOURCE_PREFIX,)
+
+    weight: ZeroWeight = Field(DEFAULT_WEIGHT, alias=WEIGHT_KEY)
+    cpu: ZeroWeight = Field(DEFAULT_WEIGHT, alias=CPU_KEY)
+    memory: ZeroWeight = Field(DEFAULT_WEIGHT, alias=MEMORY_KEY)
+    resources: Annotated[tuple[str, ...], BeforeValidator(_listed)] = Field((), alias=RESOURCES_KEY)
+    listed_weights: dict[Annotated[str, AfterValidator(_weighted)], ZeroWeight] = Field(
+        default_factory=dict, alias=RESOURCE_PREFIX + PLACEHOLDER
+    )
+
+    _resource_weights: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        weights = {CPU: self.cpu, MEMORY: self.memory}
+        weights.update({name: self.listed_weights.get(name, DEFAULT_WEIGHT) for name in self.resources})
+        self._resource_weights = weights
+
+    @property
+    def resource_weights(self) -> Mapping[str, int]:
+        return self._resource_weights
 
 
 class BinpackTerm(NamedTuple):

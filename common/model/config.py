@@ -23,59 +23,48 @@ and the value: an unknown action, plugin, switch or argument, an argument of the
 action argument gpuq cannot honour. Nothing is silently replaced by a default, because a scheduler
 that quietly ignores half its configuration is worse than one that refuses to start.
 
-Each plugin's arguments are validated by the argument model of that plugin's engine module (the
-engine owns its knobs); this module only knows which plugin names exist and which engine parses
-their arguments.
+Each plugin's arguments are one pydantic model of that plugin's engine (the engine owns its knobs;
+:mod:`common.model.plugin_args`); this module only knows which plugin names exist
+(:mod:`common.model.plugin_names`) and which model reads each one's arguments.
+
+Every problem of a file is reported, not only the first: each is a :class:`ConfigError` with its full
+path (``tiers[1].plugins[3].arguments.nodeOrderWeight``), and a refused file raises one
+:class:`ConfigErrors` holding them all (the commands print one line each). A problem that leaves
+nothing below it readable (a file that is no YAML mapping) is the only one reported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import yaml
-from pydantic import BaseModel
 
-from gpuq_k8s.common.model import binpack, nodeorder, overcommit, strategy_fit
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, parse_configurations
+from gpuq_k8s.common.model.binpack import BinpackArgs
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
-from gpuq_k8s.common.model.crossquota import args as crossquota_args
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
+from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
+from gpuq_k8s.common.model.overcommit import OvercommitArgs
+from gpuq_k8s.common.model.plugin_args import PluginArgs
+from gpuq_k8s.common.model.strategy_fit import ResourceStrategyFitArgs
 from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
-__all__ = ["SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
+__all__ = ["ARGUMENTS", "SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
 
-PRIORITY: Final = "priority"
-GANG: Final = "gang"
-PREDICATES: Final = "predicates"
-CAPACITY_CARD: Final = "capacity-card"
-CROSSQUOTA: Final = "crossquota"
-RESOURCE_STRATEGY_FIT: Final = "resource-strategy-fit"
-CAPACITY_SCHEDULING: Final = "capacity-scheduling"
-GPU_QUOTA: Final = "gpu-quota"
-CONFORMANCE: Final = "conformance"
-PROPORTION: Final = "proportion"
-OVERCOMMIT: Final = "overcommit"
-DRF: Final = "drf"
-NODEORDER: Final = "nodeorder"
-BINPACK: Final = "binpack"
-SUPPORTED_PLUGINS: Final = (
-    PRIORITY,
-    GANG,
-    PREDICATES,
-    CAPACITY_CARD,
-    CROSSQUOTA,
-    RESOURCE_STRATEGY_FIT,
-    CAPACITY_SCHEDULING,
-    GPU_QUOTA,
-    CONFORMANCE,
-    PROPORTION,
-    OVERCOMMIT,
-    DRF,
-    NODEORDER,
-    BINPACK,
-)
+SUPPORTED_PLUGINS: Final = plugin_names.ALL
+# Which model reads which plugin's arguments; a plugin absent here takes no arguments.
+ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
+    plugin_names.CAPACITY_CARD: CapacityCardArgs,
+    plugin_names.CROSSQUOTA: CrossQuotaArgs,
+    plugin_names.RESOURCE_STRATEGY_FIT: ResourceStrategyFitArgs,
+    plugin_names.OVERCOMMIT: OvercommitArgs,
+    plugin_names.NODEORDER: NodeOrderArgs,
+    plugin_names.BINPACK: BinpackArgs,
+}
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})
 # Volcano keys gpuq knows but does not implement, with the reason: refused by name rather than
@@ -84,32 +73,15 @@ _UNSUPPORTED_VOLCANO_KEYS: Final = {
     "metrics": "gpuq reads no metrics source (Volcano's usage plugin's input)",
 }
 
-ArgumentParser = Callable[[Mapping[str, Any]], BaseModel]
-
-
-def _argument_parsers() -> dict[str, ArgumentParser]:
-    """Which engine validates which plugin's arguments (the engine owns its knobs).
-
-    Plugins absent from this table take no arguments.
-    """
-    return {
-        CAPACITY_CARD: CapacityCardArgs.from_arguments,
-        CROSSQUOTA: crossquota_args.parse_arguments,
-        RESOURCE_STRATEGY_FIT: strategy_fit.parse_arguments,
-        OVERCOMMIT: overcommit.parse_arguments,
-        NODEORDER: nodeorder.parse_arguments,
-        BINPACK: binpack.parse_arguments,
-    }
-
 
 @dataclass(frozen=True, slots=True)
 class PluginConfig:
-    """One plugin of a tier: its name, its raw arguments, the engine's parsed argument model, and the
-    Volcano switches set on it (a switch left out is on)."""
+    """One plugin of a tier: its name, its raw arguments, its parsed argument model, and the Volcano
+    switches set on it (a switch left out is on)."""
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
-    args: BaseModel | None = None
+    args: PluginArgs | None = None
     switches: Mapping[str, bool] = field(default_factory=dict)
 
     def enabled(self, switch: str) -> bool:
@@ -147,31 +119,23 @@ class SchedulerConfig:
 
     @classmethod
     def from_dict(cls, data: Any) -> SchedulerConfig:
+        """Read a configuration; raises :class:`ConfigErrors` with every problem (see the module doc)."""
         if not isinstance(data, Mapping):
             raise ConfigError("config", data, "a mapping with 'actions' and 'tiers'")
+        problems = ErrorCollector()
         for key in data:
             if key in _UNSUPPORTED_VOLCANO_KEYS:
                 why = _UNSUPPORTED_VOLCANO_KEYS[key]
-                raise ConfigError(str(key), data[key], f"no '{key}' section: {why}")
-            if key not in _TOP_LEVEL_KEYS:
+                problems.add(str(key), data[key], f"no '{key}' section: {why}")
+            elif key not in _TOP_LEVEL_KEYS:
                 allowed = ", ".join(sorted(_TOP_LEVEL_KEYS))
-                raise ConfigError(str(key), data[key], f"one of the keys {allowed}")
-        actions = _parse_actions(data.get("actions"))
-        tiers = _parse_tiers(data.get("tiers"))
-        configurations = parse_configurations(data.get("configurations"))
-        config = cls(actions=actions, tiers=tiers, configurations=configurations)
-        config._check_configurations()
-        return config
-
-    def _check_configurations(self) -> None:
-        """Action arguments only a plugin reads need that plugin: otherwise nothing would honour them."""
-        factor = self.configurations.get("enqueue", {}).get(OVERCOMMIT_FACTOR)
-        if factor is not None and self.plugin(OVERCOMMIT) is None:
-            raise ConfigError(
-                f"configurations.enqueue.arguments.{OVERCOMMIT_FACTOR}",
-                factor,
-                f"no {OVERCOMMIT_FACTOR} without the overcommit plugin in the tiers (the one that reads it)",
-            )
+                problems.add(str(key), data[key], f"one of the keys {allowed}")
+        actions = _parse_actions(data.get("actions"), problems)
+        tiers = _parse_tiers(data.get("tiers"), problems)
+        configurations = parse_configurations(data.get("configurations"), into=problems)
+        _check_configurations(configurations, {p.name for tier in tiers for p in tier}, problems)
+        problems.raise_any()
+        return cls(actions=actions, tiers=tiers, configurations=configurations)
 
     def action_arguments(self, action: str) -> Mapping[str, Any]:
         return self.configurations.get(action, {})
@@ -181,79 +145,100 @@ class SchedulerConfig:
         return cls.from_yaml(DEFAULT_CONFIG_YAML)
 
 
-def _parse_actions(value: Any) -> tuple[str, ...]:
+def _check_configurations(
+    configurations: Mapping[str, Mapping[str, Any]], plugins: set[str], problems: ErrorCollector
+) -> None:
+    """Action arguments only a plugin reads need that plugin: otherwise nothing would honour them."""
+    factor = configurations.get("enqueue", {}).get(OVERCOMMIT_FACTOR)
+    if factor is not None and plugin_names.OVERCOMMIT not in plugins:
+        problems.add(
+            f"configurations.enqueue.arguments.{OVERCOMMIT_FACTOR}",
+            factor,
+            f"no {OVERCOMMIT_FACTOR} without the overcommit plugin in the tiers (the one that reads it)",
+        )
+
+
+def _parse_actions(value: Any, problems: ErrorCollector) -> tuple[str, ...]:
     expected = f"a comma-separated list of {', '.join(SUPPORTED_ACTIONS)}"
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError("actions", value, expected)
+        problems.add("actions", value, expected)
+        return ()
     actions: list[str] = []
     for raw in value.split(","):
         action = raw.strip()
         if action not in SUPPORTED_ACTIONS:
-            raise ConfigError("actions", action, expected)
-        if action in actions:
-            raise ConfigError("actions", value, f"{expected}, each at most once ({action!r} repeats)")
-        actions.append(action)
+            problems.add("actions", action, expected)
+        elif action in actions:
+            problems.add("actions", value, f"{expected}, each at most once ({action!r} repeats)")
+        else:
+            actions.append(action)
     return tuple(actions)
 
 
-def _parse_tiers(value: Any) -> tuple[tuple[PluginConfig, ...], ...]:
+def _parse_tiers(value: Any, problems: ErrorCollector) -> tuple[tuple[PluginConfig, ...], ...]:
     if not isinstance(value, list) or not value:
-        raise ConfigError("tiers", value, "a non-empty list of {plugins: [...]}")
-    parsers = _argument_parsers()
+        problems.add("tiers", value, "a non-empty list of {plugins: [...]}")
+        return ()
     seen: set[str] = set()
     tiers: list[tuple[PluginConfig, ...]] = []
     for t, tier in enumerate(value):
         where = f"tiers[{t}]"
         if not isinstance(tier, Mapping) or set(tier) != {"plugins"}:
-            raise ConfigError(where, tier, "a mapping with exactly one key, 'plugins'")
+            problems.add(where, tier, "a mapping with exactly one key, 'plugins'")
+            continue
         plugins = tier["plugins"]
         if not isinstance(plugins, list) or not plugins:
-            raise ConfigError(f"{where}.plugins", plugins, "a non-empty list of plugins")
-        parsed: list[PluginConfig] = []
-        for p, plugin in enumerate(plugins):
-            parsed.append(_parse_plugin(plugin, f"{where}.plugins[{p}]", parsers, seen))
-        tiers.append(tuple(parsed))
+            problems.add(f"{where}.plugins", plugins, "a non-empty list of plugins")
+            continue
+        parsed = [
+            _parse_plugin(plugin, f"{where}.plugins[{p}]", seen, problems) for p, plugin in enumerate(plugins)
+        ]
+        tiers.append(tuple(p for p in parsed if p is not None))
     return tuple(tiers)
 
 
-def _parse_plugin(
-    plugin: Any, where: str, parsers: Mapping[str, ArgumentParser], seen: set[str]
-) -> PluginConfig:
+def _parse_plugin(plugin: Any, where: str, seen: set[str], problems: ErrorCollector) -> PluginConfig | None:
     if not isinstance(plugin, Mapping):
-        raise ConfigError(where, plugin, "a mapping with a 'name'")
+        problems.add(where, plugin, "a mapping with a 'name'")
+        return None
     name = plugin.get("name")
-    if name not in SUPPORTED_PLUGINS:
-        raise ConfigError(f"{where}.name", name, f"one of {', '.join(SUPPORTED_PLUGINS)}")
-    if name in seen:
-        raise ConfigError(f"{where}.name", name, "each plugin at most once across all tiers")
-    seen.add(name)
+    known = name in SUPPORTED_PLUGINS
+    if not known:
+        problems.add(f"{where}.name", name, f"one of {', '.join(SUPPORTED_PLUGINS)}")
+    elif name in seen:
+        problems.add(f"{where}.name", name, "each plugin at most once across all tiers")
+    seen.add(str(name))
     switches: dict[str, bool] = {}
     for key, val in plugin.items():
         if key in ("name", "arguments"):
             continue
         problem = switch_problem(str(key))
         if problem is not None:
-            raise ConfigError(f"{where}.{key}", val, problem)
-        if not isinstance(val, bool):
-            raise ConfigError(f"{where}.{key}", val, "true or false")
-        if val and key in UNSUPPORTED_WHEN_TRUE:
-            raise ConfigError(f"{where}.{key}", val, f"false: {UNSUPPORTED_WHEN_TRUE[key]}")
-        switches[key] = val
+            problems.add(f"{where}.{key}", val, problem)
+        elif not isinstance(val, bool):
+            problems.add(f"{where}.{key}", val, "true or false")
+        elif val and key in UNSUPPORTED_WHEN_TRUE:
+            problems.add(f"{where}.{key}", val, f"false: {UNSUPPORTED_WHEN_TRUE[key]}")
+        else:
+            switches[key] = val
     arguments = plugin.get("arguments") or {}
     if not isinstance(arguments, Mapping):
-        raise ConfigError(f"{where}.arguments", arguments, "a mapping of argument name to value")
-    parser = parsers.get(name)
-    if parser is None:
-        if arguments:
-            key = next(iter(arguments))
-            raise ConfigError(f"{where}.arguments.{key}", arguments[key], f"no arguments: {name} takes none")
-        return PluginConfig(name=name, switches=switches)
+        problems.add(f"{where}.arguments", arguments, "a mapping of argument name to value")
+        return None
+    if not known:
+        return None  # nothing to read its arguments with
+    model = ARGUMENTS.get(str(name))
+    if model is None:
+        for key, val in arguments.items():
+            problems.add(f"{where}.arguments.{key}", val, f"no arguments: {name} takes none")
+        return PluginConfig(name=str(name), switches=switches)
     try:
-        # Called even for empty arguments, so the model's defaults are filled in one place.
-        args = parser(arguments)
+        # Read even when empty, so the model's defaults are filled in one place.
+        args = model.parse(arguments)
     except ConfigError as err:
-        raise ConfigError(f"{where}.arguments.{err.field}", err.value, err.expected) from None
-    return PluginConfig(name=name, arguments=dict(arguments), args=args, switches=switches)
+        problems.extend(err, f"{where}.arguments")
+        return None
+    return PluginConfig(name=str(name), arguments=dict(arguments), args=args, switches=switches)
 
 
 DEFAULT_CONFIG_YAML: Final = """\

@@ -33,12 +33,11 @@ from pydantic import (
     ValidationError,
 )
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.common.model.wire import object_ref
-
-API_VERSION: Final = "scheduling.volcano.sh/v1beta1"
 
 # "" is Go's zero value: an object whose status no controller has written yet.
 QueueState = Literal["Open", "Closed", "Closing", "Unknown", ""]
@@ -176,7 +175,7 @@ class _VolcanoObject(_Model):
     """What a Queue and a PodGroup share: Volcano's apiVersion, full metadata, and the names gpuq
     reads from that metadata."""
 
-    apiVersion: str = API_VERSION
+    apiVersion: str = kinds.QUEUE.api_version
     kind: str
     metadata: ObjectMeta
     # A cluster-scoped kind (Queue) sets False: its ref and errors name it ``Kind/name``.
@@ -288,8 +287,6 @@ class PodGroup(_VolcanoObject):
 # --------------------------------------------------------------------------------------------------
 # ElasticQuota (scheduling.x-k8s.io/v1alpha1)
 
-ELASTIC_QUOTA_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
-ELASTIC_QUOTA_KIND: Final = "ElasticQuota"
 Quantity = str | int | float
 
 
@@ -325,9 +322,6 @@ class ElasticQuotaWire(_Lax):
 
 # --------------------------------------------------------------------------------------------------
 # GPUResourceQuota (tensor-fusion.ai/v1)
-
-GPU_RESOURCE_QUOTA_API_VERSION: Final = "tensor-fusion.ai/v1"
-GPU_RESOURCE_QUOTA_KIND: Final = "GPUResourceQuota"
 
 
 class TflopsVramWire(_Strict):

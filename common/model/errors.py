@@ -9,6 +9,7 @@ carry fields are dataclasses (compared by identity and shown by message, like an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 
 class GpuqError(Exception):
     """Base of every error gpuq raises on purpose."""
+
+    def lines(self) -> list[str]:
+        """The error as a command prints it: one line per problem (:class:`ConfigErrors` has several)."""
+        return [str(self)]
 
 
 @dataclass(eq=False, repr=False)
@@ -57,6 +62,71 @@ class InvalidAnnotation(InvalidValue):
 
 class ConfigError(InvalidValue):
     """The scheduler configuration (Volcano format) is invalid; a start-up error."""
+
+
+class ConfigErrors(ConfigError):
+    """Every problem found in one configuration, each a :class:`ConfigError` with its full path
+    (``tiers[1].plugins[3].arguments.nodeOrderWeight``), so a file is fixed in one run, not one
+    problem per run (design.md "Scheduler configuration").
+
+    It is the ConfigError of its first problem as well, so ``except ConfigError`` catches a refused
+    configuration whether it has one problem or many. Its message is every problem's, joined with
+    ``"; "`` (one line, as every GpuqError's; with one problem exactly that problem's); the commands
+    print :meth:`lines`, one line per problem. Build one with :class:`ErrorCollector`.
+    """
+
+    errors: tuple[ConfigError, ...]
+
+    def __init__(self, errors: Iterable[ConfigError]) -> None:
+        flat = tuple(one for error in errors for one in _each(error))
+        if not flat:
+            raise ValueError("ConfigErrors needs at least one ConfigError")
+        self.errors = flat
+        first = flat[0]
+        super().__init__(first.field, first.value, first.expected, first.where)
+
+    def _render(self) -> str:
+        return "; ".join(str(error) for error in self.errors)
+
+    def lines(self) -> list[str]:
+        return [str(error) for error in self.errors]
+
+    def located(self, where: str) -> ConfigErrors:
+        return ConfigErrors(
+            ConfigError(error.field, error.value, error.expected, error.where or where)
+            for error in self.errors
+        )
+
+
+def _each(error: ConfigError) -> tuple[ConfigError, ...]:
+    return error.errors if isinstance(error, ConfigErrors) else (error,)
+
+
+class ErrorCollector:
+    """Collects the problems of one configuration instead of stopping at the first.
+
+    ``add`` records one; ``extend`` records a raised ConfigError (or every problem of a ConfigErrors),
+    its fields under a path prefix (``tiers[0].plugins[2].arguments``); ``raise_any`` raises them
+    together as one :class:`ConfigErrors`, in the order found.
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+    def add(self, field: str, value: Any, expected: str) -> None:
+        self.errors.append(ConfigError(field, value, expected))
+
+    def extend(self, error: ConfigError, prefix: str = "") -> None:
+        for one in _each(error):
+            field = f"{prefix}.{one.field}" if prefix and one.field else prefix or one.field
+            self.errors.append(ConfigError(field, one.value, one.expected, one.where))
+
+    def raise_any(self) -> None:
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 @dataclass(eq=False, repr=False)

@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field, ValidationInfo, field_validator
 
-from gpuq_k8s.common.model import wire
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.plugin_args import PluginArgs, ZeroWeight, refuse
 from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 Int64Array = npt.NDArray[np.int64]
@@ -81,49 +81,35 @@ MOST_WEIGHTS: Final = (1, 1)
 BALANCED_RESOURCES: Final = (CPU, MEMORY, "nvidia.com/gpu")
 
 
-class NodeOrderArgs(BaseModel):
-    """The weights of the scorers gpuq computes (0: that scorer is off)."""
+class NodeOrderArgs(PluginArgs):
+    """The weights of Volcano's nodeorder scorers (0: that scorer is off); the three gpuq does not
+    compute are accepted as 0 only."""
 
-    model_config = ConfigDict(frozen=True)
+    PLUGIN: ClassVar[str] = plugin_names.NODEORDER
 
-    least_requested: int = DEFAULTS[LEAST_REQUESTED]
-    most_requested: int = DEFAULTS[MOST_REQUESTED]
-    node_affinity: int = DEFAULTS[NODE_AFFINITY]
-    balanced_resource: int = DEFAULTS[BALANCED_RESOURCE]
-    taint_toleration: int = DEFAULTS[TAINT_TOLERATION]
+    least_requested: ZeroWeight = Field(DEFAULTS[LEAST_REQUESTED], alias=LEAST_REQUESTED)
+    most_requested: ZeroWeight = Field(DEFAULTS[MOST_REQUESTED], alias=MOST_REQUESTED)
+    node_affinity: ZeroWeight = Field(DEFAULTS[NODE_AFFINITY], alias=NODE_AFFINITY)
+    balanced_resource: ZeroWeight = Field(DEFAULTS[BALANCED_RESOURCE], alias=BALANCED_RESOURCE)
+    taint_toleration: ZeroWeight = Field(DEFAULTS[TAINT_TOLERATION], alias=TAINT_TOLERATION)
+    pod_affinity: ZeroWeight = Field(0, alias=POD_AFFINITY)
+    image_locality: ZeroWeight = Field(0, alias=IMAGE_LOCALITY)
+    pod_topology_spread: ZeroWeight = Field(0, alias=POD_TOPOLOGY_SPREAD)
+
+    @field_validator("pod_affinity", "image_locality", "pod_topology_spread")
+    @classmethod
+    def _not_computed(cls, weight: int, info: ValidationInfo) -> int:
+        """A scorer gpuq does not compute takes no weight but 0 (Volcano's default for it cannot be
+        honoured either: left out, it contributes nothing)."""
+        if weight != 0:
+            key = cls.model_fields[str(info.field_name)].alias or ""
+            raise refuse(f"0 or absent: gpuq does not compute {NOT_COMPUTED[key]}")
+        return weight
 
     @property
     def scoring(self) -> bool:
         weights = (self.least_requested, self.most_requested, self.node_affinity)
         return any(weights) or bool(self.balanced_resource or self.taint_toleration)
-
-
-# Argument key -> NodeOrderArgs field.
-FIELDS: Final = {
-    LEAST_REQUESTED: "least_requested",
-    MOST_REQUESTED: "most_requested",
-    NODE_AFFINITY: "node_affinity",
-    BALANCED_RESOURCE: "balanced_resource",
-    TAINT_TOLERATION: "taint_toleration",
-}
-
-
-def parse_arguments(arguments: Mapping[str, Any] | None) -> NodeOrderArgs:
-    """Validate Volcano's ``nodeorder`` arguments; :class:`ConfigError` names the key."""
-    values: dict[str, int] = {}
-    for key, value in dict(arguments or {}).items():
-        if key in NOT_COMPUTED:
-            if wire.weight(value, str(key), ConfigError, minimum=0) != 0:
-                raise ConfigError(
-                    str(key), value, f"0 or absent: gpuq does not compute {NOT_COMPUTED[str(key)]}"
-                )
-            continue
-        field = FIELDS.get(key) if isinstance(key, str) else None
-        if field is None:
-            known = ", ".join([*FIELDS, *NOT_COMPUTED])
-            raise ConfigError(str(key), value, f"one of the nodeorder arguments {known}")
-        values[field] = wire.weight(value, key, ConfigError, minimum=0)
-    return NodeOrderArgs(**values)
 
 
 # -- resource scorers (row-wise: a row's score depends on that row only) --------------------------

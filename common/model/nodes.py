@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.resources import EMPTY, Resources
-from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +36,13 @@ class NodeInfo:
 
     @property
     def ref(self) -> str:
-        return object_ref("Node", "", self.name)
+        return kinds.NODE.ref("", self.name)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeInfo:
-        meta, spec, status, _, name, where = wire.object_parts(obj, "Node", namespaced=False)
+        meta, spec, status, _, name, where = wire.object_parts(
+            obj, kinds.NODE.kind, namespaced=kinds.NODE.namespaced
+        )
         try:
             capacity = Resources.parse(status.get("capacity"), "status.capacity", non_negative=True)
             allocatable = Resources.parse(status.get("allocatable"), "status.allocatable", non_negative=True)

@@ -17,12 +17,13 @@ uses 1.2): nothing is silently replaced (design.md "Scheduler configuration").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Final
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BeforeValidator, Field
 
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.plugin_args import PluginArgs, expect
 from gpuq_k8s.common.model.quantity import CPU, MEMORY, PODS
 
 FACTOR_KEY: Final = "overcommit-factor"
@@ -30,35 +31,31 @@ DEFAULT_FACTOR: Final = 1.2
 OVERUSED: Final = "resource in cluster is overused"
 
 
-class OvercommitArgs(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    factor: float = DEFAULT_FACTOR
-
-
-def parse_factor(value: Any, field: str = FACTOR_KEY) -> float:
-    """A factor: a number >= 1 (an int, a float or a decimal string)."""
-    expected = "a number >= 1.0 (the cluster's allocatable is multiplied by it)"
-    if isinstance(value, bool):
-        raise ConfigError(field, value, expected)
-    try:
-        factor = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(field, value, expected) from None
-    if not factor >= 1.0 or factor == float("inf"):
-        raise ConfigError(field, value, expected)
-    return factor
+def _number_text(value: Any) -> Any:
+    """A decimal string (Volcano's older ``map[string]string`` arguments) is its number."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
-def parse_arguments(arguments: Mapping[str, Any] | None) -> OvercommitArgs:
-    """Validate the ``overcommit`` arguments; :class:`ConfigError` names the key."""
-    args = dict(arguments or {})
-    for key, value in args.items():
-        if key != FACTOR_KEY:
-            raise ConfigError(str(key), value, f"the overcommit argument {FACTOR_KEY}")
-    if FACTOR_KEY in args:
-        return OvercommitArgs(factor=parse_factor(args[FACTOR_KEY]))
-    return OvercommitArgs()
+class OvercommitArgs(PluginArgs):
+    """The ``overcommit`` arguments: the factor the cluster's allocatable is multiplied by (>= 1)."""
+
+    PLUGIN: ClassVar[str] = plugin_names.OVERCOMMIT
+
+    factor: Annotated[
+        float,
+        Field(ge=1.0, allow_inf_nan=False),
+        expect("a number >= 1.0 (the cluster's allocatable is multiplied by it)"),
+        BeforeValidator(_number_text),
+    ] = Field(DEFAULT_FACTOR, alias=FACTOR_KEY)
+
+    @classmethod
+    def unknown_key(cls, location: Sequence[str]) -> str:
+        return f"the overcommit argument {FACTOR_KEY}"
 
 
 def reserved_while_running(min_resources: Mapping[str, int], allocated: Mapping[str, int]) -> dict[str, int]:

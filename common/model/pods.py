@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.quantity import PODS, to_units
 from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
@@ -246,7 +246,9 @@ class PodInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod API object (as JSON); raises :class:`InvalidValue` naming the pod."""
-        meta, spec, status, namespace, name, where = wire.object_parts(obj, "Pod", namespaced=True)
+        meta, spec, status, namespace, name, where = wire.object_parts(
+            obj, kinds.POD.kind, namespaced=kinds.POD.namespaced
+        )
         try:
             priority = spec.get("priority")
             if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):

@@ -45,17 +45,18 @@ import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Annotated, Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
-from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model import plugin_names, wire
 from gpuq_k8s.common.model.allocation import Term, weighted_ratio_rows, weighted_ratios
 from gpuq_k8s.common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
-from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
+from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord, annotation_or_fallback
+from gpuq_k8s.common.model.plugin_args import PluginArgs, PositiveWeight, ZeroWeight, refuse
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import CPU, MEMORY, PODS
 
@@ -139,19 +140,83 @@ class StrategyTable:
         return found
 
 
-class ResourceStrategyFitArgs(BaseModel):
-    """The ``resource-strategy-fit`` plugin arguments, validated. Build with :func:`parse_arguments`."""
+def default_resources() -> dict[str, ResourceStrategy]:
+    return {
+        CPU: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
+        MEMORY: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
+    }
 
-    model_config = ConfigDict(frozen=True)
 
-    plugin_weight: int = DEFAULT_PLUGIN_WEIGHT
-    resources: dict[str, ResourceStrategy]
+def _pattern(name: Any) -> Any:
+    """A ``resources`` key: a resource name or a valid suffix wildcard (design.md Semantics 6)."""
+    if not isinstance(name, str):
+        raise refuse(_EXPECTED_PATTERN, name)
+    try:
+        wildcard_prefix(name)
+    except ValueError:
+        raise refuse(_EXPECTED_PATTERN, name) from None
+    return name
+
+
+def _scoring_type(value: Any) -> ScoringType:
+    try:
+        return ScoringType(value)
+    except (ValueError, TypeError):  # TypeError: an unhashable value (a list)
+        raise refuse(_EXPECTED_TYPE) from None
+
+
+class _Entry(BaseModel):
+    """One ``resources`` entry as written: ``{type: MostAllocated|LeastAllocated, weight: N}``; an
+    entry without ``type`` is LeastAllocated, without ``weight`` weighs 1 (upstream's defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    type: Annotated[ScoringType, BeforeValidator(_scoring_type)] = DEFAULT_SCORING_TYPE
+    weight: PositiveWeight = DEFAULT_RESOURCE_WEIGHT
+
+
+def _entry(value: Any) -> Any:
+    if isinstance(value, ResourceStrategy):
+        return value
+    if value is None:  # ``cpu:`` with nothing under it
+        value = {}
+    if not isinstance(value, Mapping):
+        raise refuse("a mapping {type: MostAllocated|LeastAllocated, weight: N}")
+    entry = _Entry.model_validate(value)
+    return ResourceStrategy(entry.type, entry.weight)
+
+
+def _resources(value: Any) -> Any:
+    """Absent, ``null`` or ``{}``: cpu and memory, LeastAllocated, weight 1 (upstream's default)."""
+    if value is None or (isinstance(value, Mapping) and not value):
+        return default_resources()
+    if not isinstance(value, Mapping):
+        raise refuse("a mapping of resource name or wildcard to {type, weight}")
+    return value
+
+
+class ResourceStrategyFitArgs(PluginArgs):
+    """The ``resource-strategy-fit`` plugin arguments: the plugin weight (0 switches the plugin's
+    scoring off, as Volcano does: design.md Semantics 11) and the strategy per resource or wildcard."""
+
+    PLUGIN: ClassVar[str] = plugin_names.RESOURCE_STRATEGY_FIT
+
+    plugin_weight: ZeroWeight = Field(DEFAULT_PLUGIN_WEIGHT, alias=PLUGIN_WEIGHT_KEY)
+    resources: Annotated[
+        dict[
+            Annotated[str, BeforeValidator(_pattern)],
+            Annotated[ResourceStrategy, BeforeValidator(_entry)],
+        ],
+        BeforeValidator(_resources),
+    ] = Field(default_factory=default_resources, alias=RESOURCES_KEY)
 
     _table: StrategyTable | None = PrivateAttr(default=None)
 
     @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any] | None) -> ResourceStrategyFitArgs:
-        return parse_arguments(arguments)
+    def unknown_key(cls, location: Sequence[str]) -> str:
+        if len(location) > 1:  # inside a resources entry
+            return "one of the keys type, weight"
+        return super().unknown_key(location)
 
     @property
     def table(self) -> StrategyTable:
@@ -162,75 +227,6 @@ class ResourceStrategyFitArgs(BaseModel):
     def match(self, resource: str) -> ResourceStrategy | None:
         """The configured strategy for ``resource``: exact key, else longest wildcard prefix."""
         return self.table.match(resource)
-
-
-def default_resources() -> dict[str, ResourceStrategy]:
-    return {
-        CPU: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
-        MEMORY: ResourceStrategy(ScoringType.LEAST_ALLOCATED, 1),
-    }
-
-
-def parse_arguments(arguments: Mapping[str, Any] | None) -> ResourceStrategyFitArgs:
-    """Validate the plugin arguments (the scheduler-config entry point).
-
-    Raises :class:`ConfigError` whose ``field`` is the path inside ``arguments``
-    (``resources.nvidia.com/gpu/*.weight``) and whose value is the offending value.
-    """
-    args = dict(arguments or {})
-    for key, value in args.items():
-        if key not in (PLUGIN_WEIGHT_KEY, RESOURCES_KEY):
-            raise ConfigError(
-                str(key),
-                value,
-                f"one of the resource-strategy-fit arguments {PLUGIN_WEIGHT_KEY}, {RESOURCES_KEY}",
-            )
-    plugin_weight = DEFAULT_PLUGIN_WEIGHT
-    if PLUGIN_WEIGHT_KEY in args:
-        # 0 switches the plugin's scoring off, as Volcano does (design.md Semantics 11).
-        plugin_weight = wire.weight(args[PLUGIN_WEIGHT_KEY], PLUGIN_WEIGHT_KEY, ConfigError, minimum=0)
-    raw = args.get(RESOURCES_KEY)
-    if raw is None or (isinstance(raw, Mapping) and not raw):
-        return ResourceStrategyFitArgs(plugin_weight=plugin_weight, resources=default_resources())
-    if not isinstance(raw, Mapping):
-        raise ConfigError(RESOURCES_KEY, raw, "a mapping of resource name or wildcard to {type, weight}")
-    resources: dict[str, ResourceStrategy] = {}
-    for name, entry in raw.items():
-        field = f"{RESOURCES_KEY}.{name}"
-        if not isinstance(name, str):
-            raise ConfigError(field, name, _EXPECTED_PATTERN)
-        try:
-            wildcard_prefix(name)
-        except ValueError:
-            raise ConfigError(field, name, _EXPECTED_PATTERN) from None
-        resources[name] = _parse_entry(field, entry)
-    return ResourceStrategyFitArgs(plugin_weight=plugin_weight, resources=resources)
-
-
-def _parse_entry(field: str, entry: Any) -> ResourceStrategy:
-    if entry is None:
-        entry = {}
-    if not isinstance(entry, Mapping):
-        raise ConfigError(field, entry, "a mapping {type: MostAllocated|LeastAllocated, weight: N}")
-    for key, value in entry.items():
-        if key not in ("type", "weight"):
-            raise ConfigError(f"{field}.{key}", value, "one of the keys type, weight")
-    scoring_type = DEFAULT_SCORING_TYPE
-    if "type" in entry:
-        try:
-            scoring_type = ScoringType(entry["type"])
-        except ValueError:
-            raise ConfigError(f"{field}.type", entry["type"], _EXPECTED_TYPE) from None
-    weight = DEFAULT_RESOURCE_WEIGHT
-    if "weight" in entry:
-        weight = _positive_int(entry["weight"], f"{field}.weight", ConfigError)
-    return ResourceStrategy(scoring_type, weight)
-
-
-def _positive_int(value: Any, field: str, error: type[InvalidValue]) -> int:
-    # 0 is refused rather than replaced by the default, 2.5 rather than truncated (upstream does both);
-    # the upper bound keeps float64 scores finite.
-    return wire.weight(value, field, error, minimum=1)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from gpuq_k8s.common.model.errors import InvalidValue
+
+# An API object as the API returns it or a manifest holds it: decoded JSON, read-only by convention.
+Obj: TypeAlias = Mapping[str, Any]
 
 # Kubernetes resource names (a qualified name with an optional prefix): ``cpu``, ``nvidia.com/gpu``.
 RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$")

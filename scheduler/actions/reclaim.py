@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.crd import Queue
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.preempt import evictable, may_evict, starving
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
-from gpuq_k8s.scheduler.cluster.objects import QUEUE
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 
 def _queue(framework: Framework, name: str) -> Queue | None:
-    obj = framework.objects.get(QUEUE, "", name)
+    obj = framework.objects.get(kinds.QUEUE, "", name)
     if obj is None:
         return None
     try:

@@ -25,8 +25,10 @@ import numpy.typing as npt
 from gpuq_k8s.common.model.crd import PodGroup
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.cluster.objects import Obj, ObjectStore
+from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.status import Status
@@ -185,7 +187,7 @@ class PendingPodListener(Protocol):
 class StatusPatch:
     """A custom resource status to write: one per dirty object per sync, never one per pod."""
 
-    kind: str
+    kind: Kind
     namespace: str
     name: str
     status: Mapping[str, Any]

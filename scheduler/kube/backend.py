@@ -26,6 +26,7 @@ from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
@@ -75,7 +76,7 @@ class KubeBackend:
         on_bound: Callable[[str], None] = lambda key: None,
         wake: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = lambda: True,
-        on_status: Callable[[str, str, str, Mapping[str, Any]], None] = lambda *a: None,
+        on_status: Callable[[Kind, str, str, Mapping[str, Any]], None] = lambda *a: None,
         on_evict_failed: Callable[[str], None] = lambda key: None,
         settled: Callable[[PodInfo, str], Result | None] = lambda pod, node: None,
     ) -> None:
@@ -123,8 +124,8 @@ class KubeBackend:
             return
         self._conditions[pod.key] = _Condition(pod, reason, message, nominated_node)
 
-    def patch_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self.statuses.put(kind, namespace, name, status)
+    def patch_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.statuses.put(kind.kind, namespace, name, status)
         self.on_status(kind, namespace, name, status)
 
     # -- tasks ----------------------------------------------------------------------------------------

@@ -24,42 +24,33 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import InformerSet
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.common.model.wire import Obj, object_ref
 from gpuq_k8s.scheduler.backend import Result
+from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.plugins.priority import resolve_priority
 
 log = logging.getLogger(__name__)
 
-Obj = Mapping[str, Any]
-
 # The order of the replay after the initial list: what quota objects and pods refer to comes first.
-REPLAY_ORDER: Final = (
-    kinds.NODES,
-    kinds.NAMESPACES,
-    kinds.PRIORITY_CLASSES,
-    kinds.QUEUES,
-    kinds.POD_GROUPS,
-    kinds.ELASTIC_QUOTAS,
-    kinds.GPU_RESOURCE_QUOTAS,
-    kinds.PODS,
-)
-OBJECT_KINDS: Final = frozenset(k.kind for k in REPLAY_ORDER if k not in (kinds.NODES, kinds.PODS))
+# (common/model/kinds.py SCHEDULER_WATCHES: the kinds the scheduler's informers list and watch.)
+REPLAY_ORDER: Final = kinds.SCHEDULER_WATCHES
 # Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
 _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
 # Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen.
-_STATUS_INPUTS: Final = {kinds.QUEUES.kind: ("state",)}
+_STATUS_INPUTS: Final = {kinds.QUEUE.kind: ("state",)}
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
@@ -112,7 +103,7 @@ class Feed:
 
         A pod's delete is logged (DEBUG) as it is observed: the informer's cache already lacks the
         pod, so from this line on :meth:`settled` answers GONE and no bind of it is sent."""
-        if change.type == "delete" and change.obj.get("kind") == kinds.PODS.kind:
+        if change.type == "delete" and change.obj.get("kind") == kinds.POD.kind:
             log.debug("observed delete of pod %s/%s", *change.key)
         if not self.ready:
             return
@@ -127,7 +118,7 @@ class Feed:
             if kind.kind not in informers.informers:
                 continue
             items = informers[kind.kind].items()
-            if kind is kinds.PODS:
+            if kind is kinds.POD:
                 ordered = sorted(items.values(), key=lambda o: not (o.get("spec") or {}).get("nodeName"))
             else:
                 ordered = list(items.values())
@@ -141,17 +132,17 @@ class Feed:
         kind = str(change.obj.get("kind") or "")
         self.handled += 1
         try:
-            if kind == kinds.PODS.kind:
+            if kind == kinds.POD.kind:
                 self._pod(change)
-            elif kind == kinds.NODES.kind:
+            elif kind == kinds.NODE.kind:
                 self._node(change)
-            elif kind in OBJECT_KINDS:
-                self._object(kind, change)
+            elif (stored := stored_kind(kind)) is not None:
+                self._object(stored, change)
         except GpuqError as err:
             # A malformed object that predates the webhook (Semantics 3): say so on the object.
             ref = object_ref(kind, change.key[0], change.key[1])
             log.warning("%s", err)
-            reason = FAILED_SCHEDULING if kind == kinds.PODS.kind else INVALID_ANNOTATION
+            reason = FAILED_SCHEDULING if kind == kinds.POD.kind else INVALID_ANNOTATION
             self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))
 
     def _node(self, change: Change) -> None:
@@ -166,12 +157,12 @@ class Feed:
         self._nodes[name] = node
         self.scheduler.set_node(node)
 
-    def _object(self, kind: str, change: Change) -> None:
+    def _object(self, kind: Kind, change: Change) -> None:
         namespace, name = change.key
         if change.type == "delete":
             self.scheduler.objects.delete(kind, namespace, name)
             return
-        if change.old is not None and not object_update_matters(kind, change.old, change.obj):
+        if change.old is not None and not object_update_matters(kind.kind, change.old, change.obj):
             # Keep the stored copy current (status readers) without waking anything.
             self.scheduler.objects.set_status(kind, namespace, name, change.obj.get("status") or {})
             return
@@ -230,7 +221,7 @@ class Feed:
     def refeed(self, key: str) -> None:
         """Apply the cached version of pod ``key`` again (a preemption whose DELETE failed)."""
         namespace, _, name = key.partition("/")
-        cached = self.informers[kinds.PODS.kind].get(namespace, name) if self.informers else None
+        cached = self.informers[kinds.POD.kind].get(namespace, name) if self.informers else None
         self.scheduler.preempted.pop(key, None)  # the victim survived: count it again
         if cached is not None:
             self._uids.pop(key, None)
@@ -251,9 +242,9 @@ class Feed:
         """What the watch already says of a bind of ``pod`` to ``node`` about to be sent: None when
         it may go; GONE when the pod is deleted, deleting or re-created under another UID (a pod
         whose delete was observed is never bound); DONE / ELSEWHERE when it is bound already."""
-        if self.informers is None or kinds.PODS.kind not in self.informers.informers:
+        if self.informers is None or kinds.POD.kind not in self.informers.informers:
             return None
-        cached = self.informers[kinds.PODS.kind].get(pod.namespace, pod.name)
+        cached = self.informers[kinds.POD.kind].get(pod.namespace, pod.name)
         if cached is None:
             return Result.GONE
         meta = cached.get("metadata") or {}

@@ -13,11 +13,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.queues import queue_of
-from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, QUEUE
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.metrics import QueueCardSample, StateSnapshot
 
@@ -60,11 +61,11 @@ class QuotaStatus:
             find_engine(scheduler, CapacityCard),
         )
 
-    def observe_status(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def observe_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Every status the scheduler writes passes here: a GPUResourceQuota's ``availablePercent``
         (two decimals, per limited resource) gives ``gpuq_gpu_quota_usage_ratio`` without asking the store
         again (its ``status()`` is stateful: it emits the threshold event once)."""
-        if kind != GPU_RESOURCE_QUOTA:
+        if kind != kinds.GPU_RESOURCE_QUOTA:
             return
         for resource, percent in (status.get("availablePercent") or {}).items():
             try:
@@ -110,7 +111,7 @@ class QuotaStatus:
         assumed on a node, waiting in Permit or being bound) per Volcano queue (Semantics 7). Every
         known Queue is listed, 0 included, so a panel or an alert sees a queue before its first wait."""
         scheduler = self.scheduler
-        counts = {name: 0 for _, name, _ in scheduler.objects.list(QUEUE)}
+        counts = {name: 0 for _, name, _ in scheduler.objects.list(kinds.QUEUE)}
         groups = {key: g.model for key, g in scheduler.podgroups.groups.items() if g.model is not None}
         assumed = scheduler.cluster.pods
         for key, pod in scheduler.pending.items():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Final
+
+from gpuq_k8s.scheduler.framework.interfaces import Plugin
 from gpuq_k8s.scheduler.framework.registry import Registry
 from gpuq_k8s.scheduler.plugins.binpack import Binpack
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
@@ -18,20 +21,30 @@ from gpuq_k8s.scheduler.plugins.priority import Priority
 from gpuq_k8s.scheduler.plugins.proportion import Proportion
 from gpuq_k8s.scheduler.plugins.strategy_fit import ResourceStrategyFit
 
+# Every plugin the scheduler provides; each is registered under its own ``name`` (a
+# common.model.plugin_names constant), so the registry, the configuration and docs/configuration.md
+# agree on one spelling (tests/unit/test_docs.py).
+PLUGINS: Final[tuple[type[Plugin], ...]] = (
+    Priority,
+    Gang,
+    Predicates,
+    CrossQuota,
+    ResourceStrategyFit,
+    CapacityScheduling,
+    CapacityCardPlugin,
+    GPUQuota,
+    Conformance,
+    Proportion,
+    # Volcano's default configuration
+    Overcommit,
+    DRF,
+    NodeOrder,
+    Binpack,
+)
+
 
 def default_registry() -> Registry:
     registry = Registry()
-    registry.register(Priority.name, Priority)
-    registry.register(Gang.name, Gang)
-    registry.register(Predicates.name, Predicates)
-    registry.register(CrossQuota.name, CrossQuota)
-    registry.register(ResourceStrategyFit.name, ResourceStrategyFit)
-    registry.register(CapacityScheduling.name, CapacityScheduling)
-    registry.register(CapacityCardPlugin.name, CapacityCardPlugin)
-    registry.register(GPUQuota.name, GPUQuota)
-    registry.register(Conformance.name, Conformance)
-    registry.register(Proportion.name, Proportion)
-    # Volcano's default configuration
-    for plugin in (Overcommit, DRF, NodeOrder, Binpack):
+    for plugin in PLUGINS:
         registry.register(plugin.name, plugin)
     return registry

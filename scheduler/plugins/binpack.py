@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from gpuq_k8s.common.model import binpack as engine
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cluster.row_cache import RowCache, Rows
@@ -18,18 +19,17 @@ from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FloatArray, Handl
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "binpack"
 _MAX_CLASSES: Final = 1024
 
 _Key = tuple[engine.BinpackTerm, ...]
 
 
 class Binpack(PreScorePlugin, ScorePlugin):
-    name = NAME
+    name = plugin_names.BINPACK
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.BinpackArgs) or engine.parse_arguments({})
+        self.args = plugin_args(settings, engine.BinpackArgs) or engine.BinpackArgs.parse({})
         self._memo: dict[tuple[Resources, int], _Key] = {}
         self._scores: RowCache[_Key] = RowCache(handle.cluster, self._score_rows, compute_few=self._score_few)
 
@@ -62,11 +62,11 @@ class Binpack(PreScorePlugin, ScorePlugin):
         return terms
 
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
-        state.write(NAME, self._terms(pod))
+        state.write(plugin_names.BINPACK, self._terms(pod))
         return Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        terms = state.read(NAME, tuple)
+        terms = state.read(plugin_names.BINPACK, tuple)
         key: _Key = terms if terms is not None else self._terms(pod)
         scores: FloatArray = self._scores.get(key)  # the cache's own: the framework only reads it
         return scores

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.annotations import CARD_NAME
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
@@ -45,11 +46,11 @@ from gpuq_k8s.common.model.cards.names import parse_card_names
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import units_to_number
-from gpuq_k8s.common.model.wire import object_ref
-from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, QUEUE, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -72,7 +73,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "capacity-card"
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256
 
@@ -85,7 +85,7 @@ def _identity(cards: NodeCards) -> tuple[object, ...]:
 class CapacityCardPlugin(
     EnqueuePlugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, QueueOrderPlugin
 ):
-    name = NAME
+    name = plugin_names.CAPACITY_CARD
     orders_allocation = False
     events = frozenset(
         {
@@ -117,7 +117,7 @@ class CapacityCardPlugin(
         # Queue shares for queue order, kept while nothing they read changed (see _shares).
         self._shares: tuple[tuple[int, int], dict[str, float]] | None = None
         self._version = 0
-        for kind in (QUEUE, POD_GROUP):
+        for kind in (kinds.QUEUE, kinds.POD_GROUP):
             for namespace, name, obj in handle.objects.list(kind):
                 self._object(kind, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -191,10 +191,10 @@ class CapacityCardPlugin(
         self.engine.remove_pod(pod)
 
     # -- API objects ------------------------------------------------------------------------------
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
         self._version += 1
-        if kind == QUEUE:
-            ref = object_ref(QUEUE, "", name)
+        if kind == kinds.QUEUE:
+            ref = kinds.QUEUE.ref("", name)
             queue = None if obj is None else read_or_warn(self.handle, ref, Queue.from_dict, obj)
             if queue is not None:
                 self.engine.set_queue(queue)
@@ -203,7 +203,7 @@ class CapacityCardPlugin(
                 if obj is None:
                     self._queue_status.pop(name, None)
                     return
-        elif kind == POD_GROUP:
+        elif kind == kinds.POD_GROUP:
             key = f"{namespace}/{name}"
             if obj is None:
                 self.engine.remove_podgroup(key)
@@ -274,13 +274,13 @@ class CapacityCardPlugin(
             return Status.unresolvable(check.failure.message)
         if not check.groups:
             return Status.skip()  # no card asked, cpu and memory passed
-        state.write(NAME, check)
+        state.write(plugin_names.CAPACITY_CARD, check)
         return Status.success()
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
         self._sync()  # a node change since the memo was filled clears it
-        check = state.read(NAME, TaskCheck)
+        check = state.read(plugin_names.CAPACITY_CARD, TaskCheck)
         if check is None:
             check = self.engine.task_check(pod)
         memo = self._checked.get(id(check))
@@ -347,7 +347,7 @@ class CapacityCardPlugin(
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         self._sync()
-        self.engine.reserve(pod, pod.node_name, state.read(NAME, TaskCheck))
+        self.engine.reserve(pod, pod.node_name, state.read(plugin_names.CAPACITY_CARD, TaskCheck))
         self._reserved = pod
         return Status.success()
 
@@ -367,10 +367,10 @@ class CapacityCardPlugin(
             if self._queue_status.get(name) == allocated:
                 continue
             self._queue_status[name] = allocated
-            obj = self.handle.objects.get(QUEUE, "", name)
+            obj = self.handle.objects.get(kinds.QUEUE, "", name)
             status = dict((obj or {}).get("status") or {})
             status["allocated"] = allocated
-            patches.append(StatusPatch(QUEUE, "", name, status))
+            patches.append(StatusPatch(kinds.QUEUE, "", name, status))
         return patches, []
 
     def report(self) -> dict[str, list[dict[str, Any]]]:

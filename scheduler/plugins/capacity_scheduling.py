@@ -17,6 +17,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -27,10 +28,11 @@ from gpuq_k8s.common.model.elastic.preemption import (
 )
 from gpuq_k8s.common.model.elastic.quota import validate_elastic_quota
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
-from gpuq_k8s.scheduler.cluster.objects import ELASTIC_QUOTA, NAMESPACE, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -46,15 +48,13 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "capacity-scheduling"
-
 Int64Array = npt.NDArray[np.int64]
 # Pending freeable-array updates applied at once; bounds the list when PostFilter never runs.
 _MAX_PENDING: Final = 4096
 
 
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
-    name = NAME
+    name = plugin_names.CAPACITY_SCHEDULING
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.QUOTA_CHANGED, ClusterEvent.NODE_ADDED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
@@ -76,22 +76,26 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
-        for namespace, name, obj in handle.objects.list(ELASTIC_QUOTA):
-            self._object(ELASTIC_QUOTA, namespace, name, obj)
+        for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
+            self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
 
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind == NAMESPACE:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == kinds.NAMESPACE:
             # A Namespace's deletion starting (or a re-created one) changes whether its quota counts.
-            for quota_namespace, quota_name, quota in list(self.handle.objects.list(ELASTIC_QUOTA)):
+            for quota_namespace, quota_name, quota in list(self.handle.objects.list(kinds.ELASTIC_QUOTA)):
                 if quota_namespace == name:
-                    self._object(ELASTIC_QUOTA, quota_namespace, quota_name, quota)
+                    self._object(kinds.ELASTIC_QUOTA, quota_namespace, quota_name, quota)
             return
-        if kind != ELASTIC_QUOTA:
+        if kind != kinds.ELASTIC_QUOTA:
             return
         had = namespace in self.infos
-        if obj is None or _deleting(obj) or _deleting(self.handle.objects.get(NAMESPACE, "", namespace)):
+        if (
+            obj is None
+            or _deleting(obj)
+            or _deleting(self.handle.objects.get(kinds.NAMESPACE, "", namespace))
+        ):
             # A quota being deleted, or in a Terminating namespace, guarantees nothing any more: no
             # new pod can be created there, and counting its min in "the sum of all min" would let
             # every other namespace borrow that much more, unreclaimably (the namespace controller
@@ -358,7 +362,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         for namespace in sorted(self.infos.take_dirty()):
             info = self.infos.get(namespace)
             if info is not None:
-                patches.append(StatusPatch(ELASTIC_QUOTA, namespace, info.name, self.infos.status(namespace)))
+                patches.append(
+                    StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, self.infos.status(namespace))
+                )
         return patches, []
 
     # -- report -----------------------------------------------------------------------------------

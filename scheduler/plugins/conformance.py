@@ -4,18 +4,16 @@ conformance plugin; the rule is :mod:`common.model.conformance`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.conformance import evictable_pods
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.interfaces import Handle, PreemptablePlugin, ReclaimablePlugin
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
-NAME: Final = "conformance"
-
 
 class Conformance(PreemptablePlugin, ReclaimablePlugin):
-    name = NAME
+    name = plugin_names.CONFORMANCE
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)

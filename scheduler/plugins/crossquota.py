@@ -21,8 +21,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
-from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.crossquota.node_quota import node_quota
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy, prepare_pod
 from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few
@@ -47,7 +48,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "crossquota"
 _MAX_PREPARED: Final = 1024
 
 # A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
@@ -60,12 +60,12 @@ def exceeded(resource: str) -> str:
 
 
 class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
-    name = NAME
+    name = plugin_names.CROSSQUOTA
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, CrossQuotaArgs) or parse_arguments({})
+        self.args = plugin_args(settings, CrossQuotaArgs) or CrossQuotaArgs.parse({})
         width = len(self.args.quota_resources)
         self._is_gpu: BoolArray = np.zeros(0, dtype=np.bool_)
         # Column-major, as the cluster arrays: the engine reads one quota resource over all nodes.
@@ -209,11 +209,11 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
             self.handle.record(event)
         if not prepared.is_cpu_pod:
             return Status.skip()
-        state.write(NAME, prepared)
+        state.write(plugin_names.CROSSQUOTA, prepared)
         return Status.success()
 
     def _prepared(self, state: CycleState, pod: PodInfo) -> CrossQuotaPod:
-        prepared = state.read(NAME, CrossQuotaPod)
+        prepared = state.read(plugin_names.CROSSQUOTA, CrossQuotaPod)
         return prepared if prepared is not None else self._prepare(pod)
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:

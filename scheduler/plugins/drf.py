@@ -19,8 +19,9 @@ above the preemptor job's share with the preemptor (:meth:`DRF.victims`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.drf import dominant_share, preemptable
 from gpuq_k8s.common.model.nodes import NodeInfo
@@ -28,11 +29,9 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.interfaces import Handle, PreemptablePlugin, QueueSortPlugin
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
-NAME: Final = "drf"
-
 
 class DRF(QueueSortPlugin, PreemptablePlugin):
-    name = NAME
+    name = plugin_names.DRF
     live: ClassVar[bool] = True
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:

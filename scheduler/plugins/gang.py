@@ -13,8 +13,8 @@ starving while fewer than minMember of its pods run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -30,11 +30,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "gang"
-
 
 class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, JobStarvingPlugin):
-    name = NAME
+    name = plugin_names.GANG
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)

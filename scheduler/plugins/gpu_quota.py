@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
@@ -37,10 +38,11 @@ from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share, wi
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotations, request_from_annotations
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
-from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -57,8 +59,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "gpu-quota"
-SINGLE: Final = f"{NAME}:single"
+SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
 _EMPTY_NODE: Final = NodeCards("")
 # A per-GPU amount gpuq cannot derive on that node (unknown product, no .memory label).
 _UNKNOWN: Final = -1
@@ -89,7 +90,7 @@ _UNPREPARED: Final = _GpuPod(None)
 
 
 class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
-    name = NAME
+    name = plugin_names.GPU_QUOTA
     events = frozenset(
         {
             ClusterEvent.POD_DELETED,
@@ -120,20 +121,20 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         # change the answer (Unreserve, a removal, a node change).
         self._settled: tuple[str, int] | None = None
         self._status: dict[str, dict[str, Any]] = {}
-        for namespace, name, obj in handle.objects.list(GPU_RESOURCE_QUOTA):
-            self._object(GPU_RESOURCE_QUOTA, namespace, name, obj)
+        for namespace, name, obj in handle.objects.list(kinds.GPU_RESOURCE_QUOTA):
+            self._object(kinds.GPU_RESOURCE_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
 
     # -- inputs -----------------------------------------------------------------------------------
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind != GPU_RESOURCE_QUOTA:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind != kinds.GPU_RESOURCE_QUOTA:
             return
         if obj is None:
             self.store.remove_quota(namespace)
             self._status.pop(namespace, None)
             return
-        ref = f"{GPU_RESOURCE_QUOTA}/{namespace}/{name}"
+        ref = kinds.GPU_RESOURCE_QUOTA.ref(namespace, name)
         quota = read_or_warn(self.handle, ref, GPUResourceQuota.from_dict, obj)
         if quota is not None:
             self.store.set_quota(quota)
@@ -257,7 +258,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._prepared[requests] = prepared
         if prepared is None:
             return Status.skip()
-        state.write(NAME, prepared)
+        state.write(plugin_names.GPU_QUOTA, prepared)
         return Status.success()
 
     def _prepare(self, requests: Resources) -> _GpuPod | None:
@@ -273,7 +274,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
-        prepared = state.read(NAME, _GpuPod)
+        prepared = state.read(plugin_names.GPU_QUOTA, _GpuPod)
         if prepared is None:
             return FilterResult.all_pass(n)
         shares = self._shares_of(prepared.resource, n)
@@ -329,7 +330,9 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             try:
                 self.store.reserve(pod.namespace, request, key)
             except QuotaExceeded as err:
-                return Status.unresolvable(str(err), plugin=SINGLE if err.unresolvable else NAME)
+                return Status.unresolvable(
+                    str(err), plugin=SINGLE if err.unresolvable else plugin_names.GPU_QUOTA
+                )
         self._settled = (key, row)
         return Status.success()
 
@@ -347,7 +350,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 continue
             computed = self.store.status(namespace, now)
             self._status[namespace] = computed.status
-            patches.append(StatusPatch(GPU_RESOURCE_QUOTA, namespace, quota.name, computed.status))
+            patches.append(StatusPatch(kinds.GPU_RESOURCE_QUOTA, namespace, quota.name, computed.status))
             if computed.event is not None:
                 events.append(computed.event)
         return patches, events

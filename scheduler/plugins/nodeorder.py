@@ -18,6 +18,7 @@ from typing import Final
 import numpy as np
 
 from gpuq_k8s.common.model import nodeorder as engine
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.nodes import NodeInfo
@@ -35,7 +36,6 @@ from gpuq_k8s.scheduler.plugins.node_selection import (
     untolerated_preferences,
 )
 
-NAME: Final = "nodeorder"
 _MAX_CLASSES: Final = 256
 _GPU: Final = engine.BALANCED_RESOURCES[2]
 
@@ -52,11 +52,11 @@ class _PodScoring:
 
 
 class NodeOrder(PreScorePlugin, ScorePlugin):
-    name = NAME
+    name = plugin_names.NODEORDER
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.NodeOrderArgs) or engine.parse_arguments({})
+        self.args = plugin_args(settings, engine.NodeOrderArgs) or engine.NodeOrderArgs.parse({})
         # Per row: the non-zero cpu and memory requests of the pods on the node (kube's
         # NonZeroRequested), kept by the ClusterListener calls below.
         self._nonzero = np.zeros((0, 2), dtype=np.int64)
@@ -219,14 +219,14 @@ class NodeOrder(PreScorePlugin, ScorePlugin):
         taint_ids: tuple[int, ...] = ()
         if self.args.taint_toleration:
             taint_ids = tuple(untolerated_preferences(self.handle.cluster, pod))
-        state.write(NAME, _PodScoring(resources, terms, taint_ids))
+        state.write(plugin_names.NODEORDER, _PodScoring(resources, terms, taint_ids))
         return Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        scoring = state.read(NAME, _PodScoring)
+        scoring = state.read(plugin_names.NODEORDER, _PodScoring)
         if scoring is None:
             self.pre_score(state, pod, feasible)
-            scoring = state.read(NAME, _PodScoring)
+            scoring = state.read(plugin_names.NODEORDER, _PodScoring)
             assert scoring is not None
         args = self.args
         total: FloatArray = self._resources.get(scoring.resources).copy()

@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model import overcommit as engine
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.resources import EMPTY
-from gpuq_k8s.scheduler.cluster.objects import POD_GROUP, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, EnqueuePlugin, GroupInfo, Handle
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "overcommit"
 # Volcano's PodGroupUnschedulableType: the reason of the PodGroup event a refusal records.
 UNSCHEDULABLE: Final = "Unschedulable"
 _INQUEUE: Final = "Inqueue"
@@ -28,19 +29,19 @@ _RUNNING: Final = "Running"
 
 
 class Overcommit(EnqueuePlugin):
-    name = NAME
+    name = plugin_names.OVERCOMMIT
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.OvercommitArgs) or engine.parse_arguments({})
+        self.args = plugin_args(settings, engine.OvercommitArgs) or engine.OvercommitArgs.parse({})
         self._snapshot: tuple[dict[str, int], dict[str, int], dict[str, int]] | None = None
         self._generation = -1
         self._refused: dict[str, str] = {}  # PodGroup key -> last refusal recorded
         handle.objects.subscribe(self._object)
 
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind == POD_GROUP:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind == kinds.POD_GROUP:
             self._snapshot = None
             if obj is None:
                 self._refused.pop(f"{namespace}/{name}", None)
@@ -59,7 +60,7 @@ class Overcommit(EnqueuePlugin):
         used = {r: int(used_column[c]) for c, r in enumerate(names)}
         inqueue: dict[str, int] = {}
         handle = self.handle
-        for namespace, name, _ in handle.objects.list(POD_GROUP):
+        for namespace, name, _ in handle.objects.list(kinds.POD_GROUP):
             group = handle.group(f"{namespace}/{name}")
             if group is None or group.model is None or group.model.spec.minResources is None:
                 continue

@@ -18,6 +18,7 @@ from typing import Final
 
 import numpy as np
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
@@ -41,7 +42,6 @@ from gpuq_k8s.scheduler.plugins.node_selection import (
 )
 from gpuq_k8s.scheduler.plugins.resource_fit import NodeResourcesFit, insufficient
 
-NAME: Final = "predicates"
 NOT_READY: Final = "node(s) were not ready"
 UNSCHEDULABLE: Final = "node(s) were unschedulable"
 AFFINITY: Final = "node(s) didn't match Pod's node affinity/selector"
@@ -79,7 +79,7 @@ _UNCONSTRAINED: Final = _PodPredicates(NodeSelection((), None), False, False)
 
 
 class Predicates(PreFilterPlugin, NodeResourcesFit):
-    name = NAME
+    name = plugin_names.PREDICATES
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
@@ -133,10 +133,10 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         if not pod.node_selector and not pod.affinity and not pod.tolerations:
-            state.write(NAME, _UNCONSTRAINED)  # most pods: nothing to compile
+            state.write(plugin_names.PREDICATES, _UNCONSTRAINED)  # most pods: nothing to compile
             return Status.success()
         state.write(
-            NAME,
+            plugin_names.PREDICATES,
             _PodPredicates(
                 compile_selection(pod),
                 tolerates(pod.tolerations, UNSCHEDULABLE_TAINT),
@@ -147,10 +147,10 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         cluster = self.handle.cluster
-        pre = state.read(NAME, _PodPredicates)
+        pre = state.read(plugin_names.PREDICATES, _PodPredicates)
         if pre is None:
             self.pre_filter(state, pod)
-            pre = state.read(NAME, _PodPredicates)
+            pre = state.read(plugin_names.PREDICATES, _PodPredicates)
             assert pre is not None
         n = cluster.n
         masks = self._node_masks(pre, pod)

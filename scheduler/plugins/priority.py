@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import object_ref
-from gpuq_k8s.scheduler.cluster.objects import PRIORITY_CLASS, ObjectStore
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
     Handle,
@@ -31,8 +31,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 
-NAME: Final = "priority"
-
 
 def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
     """``spec.priority`` if set (admission resolved it), else the PriorityClass value, else the
@@ -40,7 +38,7 @@ def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
     if pod.priority is not None:
         return pod.priority
     if pod.priority_class_name:
-        obj = objects.get(PRIORITY_CLASS, "", pod.priority_class_name)
+        obj = objects.get(kinds.PRIORITY_CLASS, "", pod.priority_class_name)
         if obj is None:
             raise InvalidValue(
                 "spec.priorityClassName",
@@ -49,7 +47,7 @@ def resolve_priority(pod: PodInfo, objects: ObjectStore) -> int:
                 pod.ref,
             )
         return _value(obj)
-    for _, _, obj in objects.list(PRIORITY_CLASS):
+    for _, _, obj in objects.list(kinds.PRIORITY_CLASS):
         if obj.get("globalDefault") is True:
             return _value(obj)
     return 0
@@ -59,7 +57,7 @@ def _value(obj: Any) -> int:
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, int):
         name = (obj.get("metadata") or {}).get("name", "")
-        raise InvalidValue("value", value, "an integer", object_ref("PriorityClass", "", name))
+        raise InvalidValue("value", value, "an integer", kinds.PRIORITY_CLASS.ref("", name))
     return value
 
 
@@ -68,7 +66,7 @@ def pod_priority(pod: PodInfo) -> int:
 
 
 class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPlugin):
-    name = NAME
+    name = plugin_names.PRIORITY
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
@@ -114,7 +112,7 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
     def group_priority(self, group: GroupInfo) -> int | None:
         """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""
         name = group.model.spec.priorityClassName if group.model is not None else ""
-        obj = self.handle.objects.get(PRIORITY_CLASS, "", name) if name else None
+        obj = self.handle.objects.get(kinds.PRIORITY_CLASS, "", name) if name else None
         try:
             return _value(obj) if obj is not None else None
         except InvalidValue:

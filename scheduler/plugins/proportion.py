@@ -13,13 +13,14 @@ the real capability), reclaimable (pods of queues above their deserved share).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model import proportion as model
 from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.cluster.objects import QUEUE, Obj
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.interfaces import (
     AllocatablePlugin,
     EnqueuePlugin,
@@ -33,11 +34,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "proportion"
-
 
 class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlugin, ReclaimablePlugin):
-    name = NAME
+    name = plugin_names.PROPORTION
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
@@ -48,14 +47,14 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         self._inqueue: dict[str, tuple[str, dict[str, int]]] = {}  # PodGroup key -> (queue, minResources)
         self._attrs: dict[str, model.QueueAttr] = {}
         self._dirty = True
-        for namespace, name, obj in handle.objects.list(QUEUE):
-            self._object(QUEUE, namespace, name, obj)
+        for namespace, name, obj in handle.objects.list(kinds.QUEUE):
+            self._object(kinds.QUEUE, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
 
     # -- inputs ---------------------------------------------------------------------------------------
-    def _object(self, kind: str, namespace: str, name: str, obj: Obj | None) -> None:
-        if kind != QUEUE:
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind != kinds.QUEUE:
             return
         queue = None if obj is None else read_or_warn(self.handle, f"Queue/{name}", Queue.from_dict, obj)
         if queue is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model import strategy_fit as engine
 from gpuq_k8s.common.model.annotations import RESOURCE_STRATEGY_SCORING_TYPE, RESOURCE_STRATEGY_WEIGHT
 from gpuq_k8s.common.model.pods import PodInfo
@@ -22,7 +23,6 @@ from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FloatArray, Handl
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
-NAME: Final = "resource-strategy-fit"
 _MAX_PLANS: Final = 1024
 
 # A plan's identity: its columns, requests, types and weights (bytes), the missing and plugin weights.
@@ -41,11 +41,12 @@ def _plan_key(plan: engine.ScorePlan) -> _PlanKey:
 
 
 class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
-    name = NAME
+    name = plugin_names.RESOURCE_STRATEGY_FIT
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
-        self.args = plugin_args(settings, engine.ResourceStrategyFitArgs) or engine.parse_arguments({})
+        args = plugin_args(settings, engine.ResourceStrategyFitArgs)
+        self.args = args or engine.ResourceStrategyFitArgs.parse({})
         self._plans: dict[
             tuple[Resources, str | None, str | None, int], tuple[engine.ScorePlan, _PlanKey]
         ] = {}
@@ -103,17 +104,17 @@ class ResourceStrategyFit(PreScorePlugin, ScorePlugin):
         plan, key = self._plan(pod)
         if plan.columns.size == 0:
             return Status.skip()
-        state.write(NAME, plan)
+        state.write(plugin_names.RESOURCE_STRATEGY_FIT, plan)
         if key is not None:
-            state.write(f"{NAME}/key", key)
+            state.write(f"{plugin_names.RESOURCE_STRATEGY_FIT}/key", key)
         return Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
         cluster = self.handle.cluster
-        plan = state.read(NAME, engine.ScorePlan)
+        plan = state.read(plugin_names.RESOURCE_STRATEGY_FIT, engine.ScorePlan)
         if plan is None:
             plan = engine.score_plan(engine.pod_strategy(self.args, pod), pod.requests, cluster.columns.names)
-        key = state.read(f"{NAME}/key", tuple)
+        key = state.read(f"{plugin_names.RESOURCE_STRATEGY_FIT}/key", tuple)
         if key is not None and self._by_key.get(key) is plan:
             scores: FloatArray = self._scores.get(key)  # the cache's own: the framework only reads it
             return scores

@@ -33,11 +33,11 @@ from gpuq_k8s.common.kube.errors import (
     succeeded,
     transport_error,
 )
-from gpuq_k8s.common.kube.resources import PODS, ResourceKind
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.common.model.wire import object_ref
 from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.simulate.loader import Manifests, object_reference
@@ -59,18 +59,11 @@ class Snapshot:
     namespace: str = ""  # "" = all namespaces
 
 
-def _path(kind: ResourceKind, namespace: str) -> str:
-    if namespace and kind.namespaced:
-        base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
-        return f"{base}/namespaces/{namespace}/{kind.plural}"
-    return kind.path
-
-
-async def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, Any]] | None:
+async def _list(api: Any, kind: Kind, namespace: str) -> list[dict[str, Any]] | None:
     """Every object of ``kind`` (in ``namespace`` when namespaced and given); None if forbidden."""
     items: list[dict[str, Any]] = []
     token = ""
-    path = _path(kind, namespace)
+    path = kind.collection(namespace)
     while True:
         params = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
         try:
@@ -141,15 +134,15 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
     With ``target`` (namespace, name), the simulation takes the part of the scheduler that pod names:
     a gpuq instance may run under any ``--scheduler-name``, and its pods are the ones to schedule.
     """
-    acting = _scheduler_of(snap.objects.get(PODS.kind, ()), target)
+    acting = _scheduler_of(snap.objects.get(kinds.POD.kind, ()), target)
     out = Manifests()
     for kind in REPLAY_ORDER:
         for obj in snap.objects.get(kind.kind, ()):
             meta = obj.get("metadata") or {}
             try:
-                if kind.kind == "Node":
+                if kind is kinds.NODE:
                     out.nodes.append(NodeInfo.from_dict(obj))
-                elif kind.kind == "Pod":
+                elif kind is kinds.POD:
                     pod = PodInfo.from_dict(obj)
                     if pod.deleting and not pod.bound:
                         continue
@@ -157,7 +150,7 @@ def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifest
                 else:
                     out.objects.append(obj)
             except GpuqError as err:
-                ref = object_ref(kind.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                ref = kind.ref(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
                 text = str(err)
                 out.errors.append(f"live cluster: {text}" if ref in text else f"live cluster: {ref}: {text}")
     # A pod still bound to a deleted node (before the pod GC removes it) holds nothing: the
@@ -226,7 +219,7 @@ def live_simulation(
     try:
         settings = read_config(config_path)
     except GpuqError as err:
-        return [f"{config_path or 'default config'}: {err}"]
+        return [f"{config_path or 'default config'}: {line}" for line in err.lines()]
     try:
         snap = snapshot(kubeconfig, context)
     except ReadError as err:

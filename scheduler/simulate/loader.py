@@ -18,17 +18,21 @@ from typing import Any, Final
 
 import yaml
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
+from gpuq_k8s.common.model.wire import object_ref
+from gpuq_k8s.scheduler.cluster.objects import KINDS
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
 from gpuq_k8s.scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
 from gpuq_k8s.scheduler.simulate.workloads import WORKLOADS, expand, is_workload
 
-NODE: Final = "Node"
-POD: Final = "Pod"
-SUPPORTED_KINDS: Final = (NODE, POD, *KINDS, *WORKLOADS)
+NODE: Final = kinds.NODE.kind
+POD: Final = kinds.POD.kind
+SUPPORTED_KINDS: Final = (NODE, POD, *(kind.kind for kind in KINDS), *WORKLOADS)
+# The kinds read as themselves (workloads are namespaced: they are named Kind/namespace/name).
+_READ: Final = {kind.kind: kind for kind in (kinds.NODE, kinds.POD, *KINDS)}
 _SUFFIXES: Final = (".yaml", ".yml", ".json")
 
 
@@ -164,7 +168,10 @@ def object_reference(doc: Mapping[str, Any]) -> str:
 def _ref(doc: Mapping[str, Any]) -> str:
     kind = str(doc.get("kind"))
     meta = doc.get("metadata") or {}
-    namespace = "" if kind in CLUSTER_SCOPED or kind == NODE else str(meta.get("namespace") or "default")
+    record = _READ.get(kind)
+    namespace = (
+        "" if record is not None and not record.namespaced else str(meta.get("namespace") or "default")
+    )
     return object_ref(kind, namespace, str(meta.get("name") or ""))
 
 

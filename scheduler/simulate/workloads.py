@@ -29,20 +29,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import pod_requests
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.common.model.wire import object_ref
 
-APPS: Final = "apps/v1"
-BATCH: Final = "batch/v1"
-VOLCANO_BATCH: Final = "batch.volcano.sh/v1alpha1"
+APPS: Final = kinds.DEPLOYMENT.api_version
+BATCH: Final = kinds.JOB.api_version
+VOLCANO_BATCH: Final = kinds.VOLCANO_JOB.api_version
+# Each workload kind's name and the apiVersions it is read in (a Job: batch/v1 or Volcano's).
 WORKLOADS: Final = {
-    "Deployment": (APPS,),
-    "ReplicaSet": (APPS,),
-    "StatefulSet": (APPS,),
-    "Job": (BATCH, VOLCANO_BATCH),
+    kinds.DEPLOYMENT.kind: (APPS,),
+    kinds.REPLICA_SET.kind: (kinds.REPLICA_SET.api_version,),
+    kinds.STATEFUL_SET.kind: (kinds.STATEFUL_SET.api_version,),
+    kinds.JOB.kind: (BATCH, VOLCANO_BATCH),
 }
 # Volcano's batch keys (pkg/apis/batch/v1alpha1) on the pods its job controller creates.
 JOB_NAME: Final = "volcano.sh/job-name"
@@ -273,7 +275,7 @@ def _pod(
         spec["schedulerName"] = scheduler_name
     if priority_class and not spec.get("priorityClassName"):
         spec["priorityClassName"] = priority_class
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+    return {"apiVersion": kinds.POD.api_version, "kind": kinds.POD.kind, "metadata": pod_meta, "spec": spec}
 
 
 def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> list[dict[str, Any]]:
@@ -365,8 +367,8 @@ def _podgroup(
     if spec.get("priorityClassName"):
         pg_spec["priorityClassName"] = spec["priorityClassName"]
     return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
+        "apiVersion": kinds.POD_GROUP.api_version,
+        "kind": kinds.POD_GROUP.kind,
         "metadata": pg_meta,
         "spec": pg_spec,
     }

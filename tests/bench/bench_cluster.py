@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import new_api_client
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY
 from tests.e2e.cluster_fixtures import Cluster, metric_value
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
@@ -122,7 +122,7 @@ async def measure(args: argparse.Namespace, plane: ControlPlane, api: Any, workd
                 if len(bound_at) >= args.pods:
                     done.set()
 
-        watcher = Informer(api, kinds.PODS, handlers=[on_pod])
+        watcher = Informer(api, kinds.POD, handlers=[on_pod])
         watch_task = asyncio.create_task(watcher.run())
         await watcher.synced.wait()
         (port,) = free_ports(1)

@@ -56,12 +56,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.binding import binding_body
 from gpuq_k8s.common.kube.client import new_api_client, through_call_api
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model import kinds
 from tests.bench.bench_cluster import NAME, fresh_cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
@@ -256,7 +256,7 @@ async def contend(
                 if len(bound_at) >= args.pods:
                     done.set()
 
-        watcher = Informer(api, kinds.PODS, handlers=[on_pod])
+        watcher = Informer(api, kinds.POD, handlers=[on_pod])
         watch_task = asyncio.create_task(watcher.run())
         await watcher.synced.wait()
         log = (workdir / f"{contender}.log").open("wb")

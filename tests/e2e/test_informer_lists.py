@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.diff import object_key
 from gpuq_k8s.common.kube.informer import Informer, continue_in_head
 from gpuq_k8s.common.kube.status import call
+from gpuq_k8s.common.model import kinds
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,7 @@ async def test_a_paginated_pod_list_is_pipelined_and_complete(api_client: ApiCli
     # A label selector, not metadata.namespace=: kube-apiserver 1.36 pages a list narrowed by that
     # field selector wrongly (its second continue token restarts at the wrong key, sequential or not).
     informer = CountingInformer(
-        api_client, kinds.PODS, page_size=4, label_selector=f"gpuq-informer-test={namespace}"
+        api_client, kinds.POD, page_size=4, label_selector=f"gpuq-informer-test={namespace}"
     )
     await listed(informer)
 
@@ -93,10 +93,10 @@ async def test_a_custom_resource_list_without_the_token_in_its_head_is_read_page
             "metadata": {"name": name, "labels": {"gpuq-informer-test": namespace}},
             "spec": {"weight": 1},
         }
-        reply = await call(api_client, "POST", kinds.QUEUES.path, body)
+        reply = await call(api_client, "POST", kinds.QUEUE.path, body)
         assert reply.ok, reply.message
     try:
-        informer = CountingInformer(api_client, kinds.QUEUES, page_size=2, label_selector=label)
+        informer = CountingInformer(api_client, kinds.QUEUE, page_size=2, label_selector=label)
         await listed(informer)
         assert sorted(name for _, name in informer.items()) == names
         assert len(informer.requested_at_decode) == 4
@@ -104,4 +104,4 @@ async def test_a_custom_resource_list_without_the_token_in_its_head_is_read_page
         assert informer.requested_at_decode == [1, 2, 3, 4]  # so one page at a time
     finally:
         for name in names:
-            await call(api_client, "DELETE", f"{kinds.QUEUES.path}/{name}")
+            await call(api_client, "DELETE", f"{kinds.QUEUE.path}/{name}")

@@ -29,6 +29,7 @@ from cryptography import x509
 
 from gpuq_k8s.certs.authority import create_ca, issue_serving_certificate
 from gpuq_k8s.certs.files import write_key_pair
+from gpuq_k8s.common.model import kinds
 from tests.e2e import rbac_fixtures
 from tests.e2e.cluster_fixtures import SchedulerProcess
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, free_ports
@@ -44,15 +45,15 @@ service_account_kubeconfigs = rbac_fixtures.service_account_kubeconfigs
 
 ALL = "*"  # all namespaces
 TEAM = "team-a"  # any namespace a workload runs in
-CRS = ("queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh")
-QUOTAS = ("elasticquotas.scheduling.x-k8s.io", "gpuresourcequotas.tensor-fusion.ai")
+CRS = (kinds.QUEUE.resource, kinds.POD_GROUP.resource)
+QUOTAS = (kinds.ELASTIC_QUOTA.resource, kinds.GPU_RESOURCE_QUOTA.resource)
 
 # (service account, verb, resource[/name], subresource, namespace, allowed)
 CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     # scheduler: its informers
     *[
         (SCHEDULER, verb, resource, "", ALL, True)
-        for resource in ("pods", "nodes", "namespaces", "priorityclasses.scheduling.k8s.io", *CRS, *QUOTAS)
+        for resource in (k.resource for k in kinds.SCHEDULER_WATCHES)
         for verb in ("get", "list", "watch")
     ],
     # scheduler: its writes
@@ -61,7 +62,7 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (SCHEDULER, "delete", "pods", "", TEAM, True),
     (SCHEDULER, "create", "events.events.k8s.io", "", TEAM, True),
     (SCHEDULER, "patch", "events.events.k8s.io", "", TEAM, True),
-    *[(SCHEDULER, "patch", resource, "status", ALL, True) for resource in (*CRS, *QUOTAS)],
+    *[(SCHEDULER, "patch", k.resource, "status", ALL, True) for k in kinds.STATUS_WRITES],
     (SCHEDULER, "create", "leases.coordination.k8s.io", "", NAMESPACE, True),
     (SCHEDULER, "get", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
     (SCHEDULER, "update", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
@@ -85,7 +86,7 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     # webhook: reads only what it watches
     *[
         (WEBHOOK, verb, resource, "", ALL, True)
-        for resource in ("nodes", *CRS, *QUOTAS)
+        for resource in (k.resource for k in kinds.WEBHOOK_WATCHES)
         for verb in ("get", "list", "watch")
     ],
     (WEBHOOK, "get", "secrets", "", ALL, False),

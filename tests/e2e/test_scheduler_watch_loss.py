@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import new_api_client
 from gpuq_k8s.common.kube.errors import Gone
 from gpuq_k8s.common.kube.informer import Informer
+from gpuq_k8s.common.model import kinds
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane, ControlPlaneError, free_ports
@@ -114,7 +114,7 @@ async def test_scheduler_recovers_from_compaction_and_apiserver_restart(
         assert revision > int(old_version)
         # What a watcher resuming from before the outage is told: 410 Gone (the informer the
         # scheduler uses classifies it and re-lists).
-        stale = Informer(cluster.api, kinds.PODS)
+        stale = Informer(cluster.api, kinds.POD)
         stale._resource_version = old_version
         with pytest.raises(Gone):
             await asyncio.wait_for(stale._watch(), 30)

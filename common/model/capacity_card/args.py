@@ -8,53 +8,24 @@ still charges, so card pods would exhaust the cpu quota of the queue's cpu-only 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
-from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.plugin_args import PluginArgs, expect
 
 
-class CapacityCardArgs(BaseModel):
-    """The ``capacity-card`` plugin arguments (capacity-card.md "Plugin Configuration")."""
+class CapacityCardArgs(PluginArgs):
+    """The ``capacity-card`` plugin arguments (capacity-card.md "Plugin Configuration"). Unknown keys
+    are refused (a misspelt ``nodeOrderWieght`` must not silently mean 1.0), and so are values of the
+    wrong type: ``"true"`` or ``1`` is not a boolean, ``"2"`` not a number."""
 
-    model_config = ConfigDict(frozen=True)
+    PLUGIN: ClassVar[str] = plugin_names.CAPACITY_CARD
 
-    card_unlimited_cpu_memory: bool = False
-    node_order_weight: float = 1.0
-
-    @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any] | None) -> CapacityCardArgs:
-        """Parse Volcano's argument map; raises :class:`ConfigError` naming the key and value.
-
-        Unknown keys are refused (a misspelt ``nodeOrderWieght`` must not silently mean 1.0), and so
-        are values of the wrong type: ``"true"`` or ``1`` is not a boolean.
-        """
-        arguments = arguments or {}
-        if not isinstance(arguments, Mapping):
-            raise ConfigError("capacity-card.arguments", arguments, "a mapping of argument name to value")
-        unlimited = False
-        weight = 1.0
-        for key, value in arguments.items():
-            if key == "cardUnlimitedCpuMemory":
-                if not isinstance(value, bool):
-                    raise ConfigError(key, value, "true or false")
-                unlimited = value
-            elif key == "nodeOrderWeight":
-                if (
-                    isinstance(value, bool)
-                    or not isinstance(value, int | float)
-                    or not math.isfinite(value)
-                    or value <= 0
-                ):
-                    raise ConfigError(key, value, "a positive number such as 1.0")
-                weight = float(value)
-            else:
-                raise ConfigError(
-                    str(key),
-                    value,
-                    "one of the capacity-card arguments cardUnlimitedCpuMemory, nodeOrderWeight",
-                )
-        return cls(card_unlimited_cpu_memory=unlimited, node_order_weight=weight)
+    card_unlimited_cpu_memory: Annotated[bool, expect("true or false")] = Field(
+        False, alias="cardUnlimitedCpuMemory"
+    )
+    node_order_weight: Annotated[
+        float, Field(gt=0, allow_inf_nan=False), expect("a positive number such as 1.0")
+    ] = Field(1.0, alias="nodeOrderWeight")

@@ -17,6 +17,7 @@ from typing import Final
 
 import numpy as np
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import CARD_NAME
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
@@ -51,7 +52,6 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.queues import podgroup_key_of, queue_of
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import EMPTY, Resources
-from gpuq_k8s.common.model.wire import object_ref
 
 # Bounds of CapacityCard's memos: far above the distinct pod classes of a real cluster; a workload
 # past them only recomputes.
@@ -141,7 +141,7 @@ class CapacityCard:
         catalog = CardCatalog.build(self.nodes.values())
         for node_cards in self.nodes.values():
             self._events.extend(node_cards.events())
-        unnamed = object_ref("Node", "", "")
+        unnamed = kinds.NODE.ref("", "")
         self._events.extend(invalid_annotation(p.where or unnamed, str(p)) for p in catalog.problems)
         self.catalog = catalog
         self._demands.clear()

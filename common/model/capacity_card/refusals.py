@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import CARD_QUOTA
 from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
 from gpuq_k8s.common.model.errors import GpuqError, QuotaExceeded
@@ -58,7 +59,7 @@ def exceeded(queue: str, resource: str, requested: int, used: int, limit: int) -
         _amount(resource, requested),
         _amount(resource, max(limit - used, 0)),
         _amount(resource, limit),
-        scope=object_ref("Queue", "", queue),
+        scope=kinds.QUEUE.ref("", queue),
         used=_amount(resource, used),
     )
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
 from gpuq_k8s.common.model.cards.discovery import NodeCards
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.resources import EMPTY, Resources
-from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ class CardCatalog:
                             f"card type {card.name}",
                             card.resource,
                             f"the same resource as on node {known[1]} ({known[0]})",
-                            object_ref("Node", "", node_cards.node),
+                            kinds.NODE.ref("", node_cards.node),
                         )
                     )
                     continue

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.card_type import (
     CARD_NAME_RE,
     CARD_UNIT,
@@ -34,7 +35,6 @@ from gpuq_k8s.common.model.cards.card_type import (
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.nodes import NodeInfo
-from gpuq_k8s.common.model.wire import object_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class NodeCards:
 
     def events(self) -> tuple[EventRecord, ...]:
         """One Warning event per label problem, on the Node (design.md Semantics 3)."""
-        ref = object_ref("Node", "", self.node)
+        ref = kinds.NODE.ref("", self.node)
         return tuple(invalid_annotation(ref, str(problem)) for problem in self.problems)
 
 

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any, Final
+from typing import Annotated, Any, ClassVar, Final, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, ValidationInfo, model_validator
 
-from gpuq_k8s.common.model import wire
+from gpuq_k8s.common.model import plugin_names, wire
 from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.common.model.plugin_args import PLACEHOLDER, PluginArgs, ZeroWeight, each, parsed, refuse
 from gpuq_k8s.common.model.quantity import CPU, EXPECTED_QUANTITY, MEMORY, to_units
 
 # Argument keys ("Constants").
@@ -47,34 +48,124 @@ DEFAULT_RESOURCE_WEIGHTS: Final = {CPU: 10, MEMORY: 1}
 DEFAULT_OTHER_WEIGHT: Final = 1
 
 EXPECTED_PERCENTAGE: Final = "a percentage in (0, 100], such as 50 or 12.5"
+_EXPECTED_PATTERNS: Final = (
+    "comma-separated regular expressions of GPU resource names, such as nvidia.com/gpu,amd.com/gpu"
+)
 # Resources that never classify a pod as a GPU pod (upstream only looks at scalar resources).
 _CORE_RESOURCES: Final = frozenset({CPU, MEMORY})
 _PERCENT_RE: Final = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")
 
 
-class CrossQuotaArgs(BaseModel):
-    """The ``crossquota`` plugin arguments, validated ("Configuration Parser").
+def _split(value: Any, expected: str) -> list[str]:
+    if not isinstance(value, str):
+        raise refuse(expected)
+    # A trailing or doubled comma is harmless punctuation, not a value, so empty items are dropped.
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise refuse(expected)
+    return items
 
-    Build with :meth:`from_arguments` (Volcano's flat argument map); amounts are in gpuq's integer
-    units. ``quota_resources`` fixes the column order R of every array the crossquota package takes
-    or returns.
-    """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+def _patterns(value: Any) -> Any:
+    """``gpu-resource-names``: comma-separated regular expressions (compiled patterns pass through)."""
+    if isinstance(value, tuple):
+        return value
+    patterns: list[re.Pattern[str]] = []
+    for item in _split(value, _EXPECTED_PATTERNS):
+        try:
+            patterns.append(re.compile(item))
+        except re.error as err:
+            raise refuse(f"a valid regular expression ({err})", item) from None
+    return tuple(patterns)
 
-    gpu_resource_patterns: tuple[re.Pattern[str], ...]
-    quota_resources: tuple[str, ...] = DEFAULT_QUOTA_RESOURCES
-    quotas: dict[str, int] = {}
-    quota_percentages: dict[str, Fraction] = {}
-    plugin_weight: int = DEFAULT_CROSS_QUOTA_WEIGHT
-    resource_weights: dict[str, int] = {}
+
+def _quota_resources(value: Any) -> Any:
+    """``quota-resources``: comma-separated resource names, each at most once (``null``: the default)."""
+    if value is None:
+        return DEFAULT_QUOTA_RESOURCES
+    if isinstance(value, tuple):
+        return value
+    expected = "comma-separated resource names, such as cpu,memory"
+    resources: list[str] = []
+    for item in _split(value, expected):
+        if not wire.RESOURCE_NAME_RE.match(item):
+            raise refuse("a Kubernetes resource name such as cpu or memory", item)
+        if item in resources:
+            raise refuse(f"{expected}, each at most once ({item!r} repeats)")
+        resources.append(item)
+    return tuple(resources)
+
+
+def _listed(resource: str, info: ValidationInfo) -> str:
+    """The resource of a ``quota.``, ``quota-percentage.`` or ``weight.`` key must be a quota resource:
+    upstream parses and then never uses such a key; gpuq says so instead of ignoring it."""
+    listed = info.data.get("quota_resources")
+    if listed is not None and resource not in listed:
+        raise refuse(
+            f"a resource listed in {QUOTA_RESOURCES} ({','.join(listed)}); add {resource!r} there first"
+        )
+    return resource
+
+
+QuotaResource = Annotated[str, AfterValidator(_listed)]
+
+
+def _amounts(value: Any, info: ValidationInfo) -> Any:
+    """``quota.<resource>``: each a non-negative quantity, in gpuq's integer units of its resource."""
+    if not isinstance(value, Mapping):
+        return value
+
+    def amount(resource: str, quantity: Any) -> int:
+        _listed(resource, info)
+        try:
+            return parse_amount(resource, f"{QUOTA_PREFIX}{resource}", quantity, ConfigError)
+        except ConfigError as err:
+            raise refuse(err.expected) from None
+
+    return each(value, amount)
+
+
+class CrossQuotaArgs(PluginArgs):
+    """The ``crossquota`` plugin arguments ("Configuration Parser"), read from Volcano's flat argument
+    map by :meth:`parse`; amounts are in gpuq's integer units. ``quota_resources`` fixes the column
+    order R of every array the crossquota package takes or returns. ``resource_weights`` holds every
+    quota resource's weight that is not the default of 1 (upstream's cpu 10 and memory 1 included)."""
+
+    PLUGIN: ClassVar[str] = plugin_names.CROSSQUOTA
+    GROUPED: ClassVar[tuple[str, ...]] = (QUOTA_PERCENTAGE_PREFIX, QUOTA_PREFIX, WEIGHT_PREFIX)
+
+    gpu_resource_patterns: Annotated[tuple[re.Pattern[str], ...], BeforeValidator(_patterns)] = Field(
+        alias=GPU_RESOURCE_NAMES
+    )
+    quota_resources: Annotated[tuple[str, ...], BeforeValidator(_quota_resources)] = Field(
+        DEFAULT_QUOTA_RESOURCES, alias=QUOTA_RESOURCES
+    )
+    plugin_weight: ZeroWeight = Field(DEFAULT_CROSS_QUOTA_WEIGHT, alias=CROSS_QUOTA_WEIGHT)
+    quotas: Annotated[dict[str, int], BeforeValidator(_amounts)] = Field(
+        default_factory=dict, alias=QUOTA_PREFIX + PLACEHOLDER
+    )
+    quota_percentages: dict[
+        QuotaResource, Annotated[Fraction, parsed(lambda v: parse_percentage("", v, ConfigError))]
+    ] = Field(default_factory=dict, alias=QUOTA_PERCENTAGE_PREFIX + PLACEHOLDER)
+    resource_weights: dict[QuotaResource, ZeroWeight] = Field(
+        default_factory=dict, alias=WEIGHT_PREFIX + PLACEHOLDER
+    )
 
     _gpu_memo: dict[str, bool] = PrivateAttr(default_factory=dict)
 
     @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any] | None) -> CrossQuotaArgs:
-        """Parse Volcano's argument map; raises :class:`ConfigError` naming the argument key."""
-        return parse_arguments(arguments)
+    def missing(cls, key: str) -> str:
+        # Upstream silently disables the plugin without patterns: an enabled plugin that does nothing
+        # is a misconfiguration.
+        return f"{_EXPECTED_PATTERNS} (required)"
+
+    @model_validator(mode="after")
+    def _default_weights(self) -> Self:
+        """Upstream's weights (cpu 10, memory 1) for the quota resources no ``weight.`` key sets."""
+        defaults = {r: w for r, w in DEFAULT_RESOURCE_WEIGHTS.items() if r in self.quota_resources}
+        if any(r not in self.resource_weights for r in defaults):
+            object.__setattr__(self, "resource_weights", {**defaults, **self.resource_weights})
+        return self
 
     # -- classification ("Node and Pod Detection")
 
@@ -120,106 +211,6 @@ class CrossQuotaArgs(BaseModel):
         return self.request_vector(requests)
 
 
-def parse_arguments(arguments: Mapping[str, Any] | None) -> CrossQuotaArgs:
-    """Validate Volcano's flat ``crossquota`` argument map (the scheduler-config entry point).
-
-    Raises :class:`ConfigError` whose ``field`` is the argument key (``quota.cpu``) and whose value is
-    the offending value; nothing invalid is skipped or replaced by a default.
-    """
-    args = dict(arguments or {})
-    for key, value in args.items():
-        if not isinstance(key, str):
-            raise ConfigError(str(key), value, "an argument name (a string)")
-
-    patterns = _parse_patterns(args.get(GPU_RESOURCE_NAMES))
-    quota_resources = _parse_quota_resources(args.get(QUOTA_RESOURCES))
-    quotas: dict[str, int] = {}
-    percentages: dict[str, Fraction] = {}
-    weights: dict[str, int] = {r: w for r, w in DEFAULT_RESOURCE_WEIGHTS.items() if r in quota_resources}
-    plugin_weight = DEFAULT_CROSS_QUOTA_WEIGHT
-
-    for key, value in args.items():
-        if key in (GPU_RESOURCE_NAMES, QUOTA_RESOURCES):
-            continue
-        if key == CROSS_QUOTA_WEIGHT:
-            plugin_weight = _parse_weight(key, value)
-        elif key.startswith(QUOTA_PERCENTAGE_PREFIX):
-            resource = _resource_of(key, QUOTA_PERCENTAGE_PREFIX, value, quota_resources)
-            percentages[resource] = parse_percentage(key, value, ConfigError)
-        elif key.startswith(QUOTA_PREFIX):
-            resource = _resource_of(key, QUOTA_PREFIX, value, quota_resources)
-            quotas[resource] = parse_amount(resource, key, value, ConfigError)
-        elif key.startswith(WEIGHT_PREFIX):
-            resource = _resource_of(key, WEIGHT_PREFIX, value, quota_resources)
-            weights[resource] = _parse_weight(key, value)
-        else:
-            raise ConfigError(
-                key,
-                value,
-                f"one of the crossquota arguments {GPU_RESOURCE_NAMES}, {QUOTA_RESOURCES}, "
-                f"{CROSS_QUOTA_WEIGHT}, {QUOTA_PREFIX}<resource>, {QUOTA_PERCENTAGE_PREFIX}<resource>, "
-                f"{WEIGHT_PREFIX}<resource>",
-            )
-    return CrossQuotaArgs(
-        gpu_resource_patterns=patterns,
-        quota_resources=quota_resources,
-        quotas=quotas,
-        quota_percentages=percentages,
-        plugin_weight=plugin_weight,
-        resource_weights=weights,
-    )
-
-
-def _split_list(key: str, value: Any, expected: str) -> list[str]:
-    if not isinstance(value, str):
-        raise ConfigError(key, value, expected)
-    # A trailing or doubled comma is harmless punctuation, not a value, so empty items are dropped.
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    if not items:
-        raise ConfigError(key, value, expected)
-    return items
-
-
-def _parse_patterns(value: Any) -> tuple[re.Pattern[str], ...]:
-    expected = "comma-separated regular expressions of GPU resource names, such as nvidia.com/gpu,amd.com/gpu"
-    if value is None:
-        # Upstream silently disables the plugin without patterns; an enabled plugin that does nothing
-        # is a misconfiguration.
-        raise ConfigError(GPU_RESOURCE_NAMES, None, f"{expected} (required)")
-    patterns: list[re.Pattern[str]] = []
-    for item in _split_list(GPU_RESOURCE_NAMES, value, expected):
-        try:
-            patterns.append(re.compile(item))
-        except re.error as err:
-            raise ConfigError(GPU_RESOURCE_NAMES, item, f"a valid regular expression ({err})") from None
-    return tuple(patterns)
-
-
-def _parse_quota_resources(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return DEFAULT_QUOTA_RESOURCES
-    expected = "comma-separated resource names, such as cpu,memory"
-    resources: list[str] = []
-    for item in _split_list(QUOTA_RESOURCES, value, expected):
-        if not wire.RESOURCE_NAME_RE.match(item):
-            raise ConfigError(QUOTA_RESOURCES, item, "a Kubernetes resource name such as cpu or memory")
-        if item in resources:
-            raise ConfigError(QUOTA_RESOURCES, value, f"{expected}, each at most once ({item!r} repeats)")
-        resources.append(item)
-    return tuple(resources)
-
-
-def _resource_of(key: str, prefix: str, value: Any, quota_resources: Sequence[str]) -> str:
-    resource = key[len(prefix) :]
-    if resource not in quota_resources:
-        # Upstream parses and then never uses such a key; say so instead of ignoring it.
-        listed = ",".join(quota_resources)
-        raise ConfigError(
-            key, value, f"a resource listed in {QUOTA_RESOURCES} ({listed}); add {resource!r} there first"
-        )
-    return resource
-
-
 def parse_amount(resource: str, field: str, value: Any, error: type[InvalidValue]) -> int:
     """A non-negative quantity of ``resource`` in gpuq's units, as an argument (``error`` is
     :class:`ConfigError`) or a node annotation (:class:`InvalidAnnotation`) gives it."""
@@ -251,9 +242,3 @@ def parse_percentage(field: str, value: Any, error: type[InvalidValue]) -> Fract
     if not 0 < pct <= 100:
         raise error(field, value, EXPECTED_PERCENTAGE)
     return pct
-
-
-def _parse_weight(field: str, value: Any) -> int:
-    # 0 is allowed (upstream: a zero crossQuotaWeight disables node ordering, a zero resource weight
-    # drops the resource from the score); the upper bound keeps float64 scores finite.
-    return wire.weight(value, field, ConfigError, minimum=0)

@@ -19,14 +19,14 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuq_k8s.common.model.crd import ELASTIC_QUOTA_API_VERSION, ELASTIC_QUOTA_KIND, ElasticQuotaWire
+from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.crd import ElasticQuotaWire
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.quantity import format_units
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.common.model.wire import namespaced_object
 
-API_VERSION: Final = ELASTIC_QUOTA_API_VERSION
-KIND: Final = ELASTIC_QUOTA_KIND
+KIND: Final = kinds.ELASTIC_QUOTA.kind
 
 
 class ElasticQuota(BaseModel):

@@ -35,8 +35,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.crd import (
-    GPU_RESOURCE_QUOTA_KIND,
     GPUResourceQuotaWire,
     GPUSingleMaxWire,
     TflopsVramWire,
@@ -45,7 +45,7 @@ from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.quantity import format_bytes, format_units, to_units
 from gpuq_k8s.common.model.wire import namespaced_object
 
-KIND: Final = GPU_RESOURCE_QUOTA_KIND
+KIND: Final = kinds.GPU_RESOURCE_QUOTA.kind
 DEFAULT_ALERT_THRESHOLD_PERCENT: Final = 95
 # The CRD's default maxWorkers (tensor-fusion's kubebuilder default), present in every stored object.
 CRD_DEFAULT_MAX_WORKERS: Final = 32768

@@ -18,13 +18,13 @@ from fractions import Fraction
 from typing import Final
 
 from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.card_type import CardType
 from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
 from gpuq_k8s.common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare, card_share
 from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS, UNSET, VRAM, GPUResourceQuota, format_amount
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import parse_quantity, to_units
-from gpuq_k8s.common.model.wire import object_ref
 
 # tensor-fusion's gpu-count is a uint32-sized count; bounding it keeps per-GPU amount x count within
 # the int64 arrays of GPUQuotaStore.fits_array instead of overflowing there.
@@ -151,7 +151,7 @@ def request_from_card(
         return None
     count = math.ceil(units / 1000)
     share = card_share(card, node_labels, label_prefix)
-    where = object_ref("Node", "", node_name) if node_name else pod.ref
+    where = kinds.NODE.ref("", node_name) if node_name else pod.ref
     if share.tflops is None and require_tflops:
         raise InvalidValue(
             f"{label_prefix}.tflops",

@@ -23,9 +23,9 @@ from fractions import Fraction
 from typing import Any
 
 from gpuq_k8s.common.model.quantity import parse_quantity
+from gpuq_k8s.common.model.wire import Obj
 from tests.e2e.chaos import workload as w
 
-Obj = Mapping[str, Any]
 TF = "tensor-fusion.ai/"
 Amounts = defaultdict[str, Fraction]
 ZERO = Fraction(0)

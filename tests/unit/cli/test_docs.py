@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 from gpuq_k8s import docs
+from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
+from gpuq_k8s.common.model.config import ARGUMENTS
+from gpuq_k8s.scheduler import plugins as docs_plugins
+from gpuq_k8s.scheduler.plugins import PLUGINS, default_registry
+from gpuq_k8s.scheduler.plugins.binpack import Binpack
 
 
 def test_committed_configuration_reference_is_current() -> None:
@@ -49,3 +58,51 @@ def test_check_mode_reports_a_stale_file(
     assert docs.main(["--check"]) == 1
     assert docs.main([]) == 0
     assert docs.main(["--check"]) == 0
+
+
+def test_every_registered_plugin_is_documented_under_its_registered_name() -> None:
+    """One spelling per plugin (common/model/plugin_names.py): the configuration accepts it, the
+    scheduler registers the plugin class whose ``name`` it is, docs/configuration.md documents it, with
+    the argument model the configuration reads (or as taking none)."""
+    registry = default_registry()
+    assert [plugin.name for plugin in PLUGINS] == [*dict.fromkeys(plugin.name for plugin in PLUGINS)]
+    assert set(registry.names) == {plugin.name for plugin in PLUGINS} == set(plugin_names.ALL)
+    with_arguments = {plugin.name: plugin.model for plugin in (*docs.PLUGINS, *docs.VOLCANO_PLUGINS)}
+    assert set(with_arguments) | set(docs.PLAIN_PLUGINS) == set(registry.names)
+    assert with_arguments == dict(ARGUMENTS)
+    text = docs.render()
+    for name in registry.names:
+        assert f"### {name}\n" in text or f"| `{name}` |" in text, name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda: {**docs.PLAIN_PLUGINS, "gangg": "a misspelt plugin"}, "not name: ['gangg']"),
+        (lambda: {k: v for k, v in docs.PLAIN_PLUGINS.items() if k != "drf"}, "without documentation"),
+        (lambda: {**docs.PLAIN_PLUGINS, "binpack": "documented twice"}, "documented twice: ['binpack']"),
+        (lambda: {**docs.PLAIN_PLUGINS, "priority": "x", "nodeorder": "x"}, "documented twice"),
+    ],
+    ids=["unknown", "missing", "twice", "twice-with-arguments"],
+)
+def test_a_plugin_name_drifting_from_the_registry_fails_the_generation(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[], dict[str, str]], message: str
+) -> None:
+    monkeypatch.setattr(docs, "PLAIN_PLUGINS", change())
+    with pytest.raises(docs.DocsError, match=re.escape(message)):
+        docs.render()
+
+
+def test_a_plugin_documented_with_another_model_fails_the_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = docs.VOLCANO_PLUGINS[0]
+    wrong = docs.Plugin(plugin.name, plugin.spec, CapacityCardArgs, plugin.parse, {}, ())
+    monkeypatch.setattr(docs, "VOLCANO_PLUGINS", (wrong, *docs.VOLCANO_PLUGINS[1:]))
+    with pytest.raises(docs.DocsError, match=f"{plugin.name}: documented with CapacityCardArgs"):
+        docs.render()
+
+
+def test_a_plugin_registered_under_another_name_fails_the_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    renamed = type("Renamed", (Binpack,), {"name": "bin-pack"})
+    monkeypatch.setattr(docs_plugins, "PLUGINS", (*docs_plugins.PLUGINS[:-1], renamed))
+    with pytest.raises(docs.DocsError, match=re.escape("['bin-pack', 'binpack']")):
+        docs.render()

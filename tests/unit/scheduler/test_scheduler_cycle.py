@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -318,6 +319,6 @@ def test_pods_held_for_a_deleted_podgroup_go_back_to_the_queue() -> None:
     sched.add_pod(POD.copy().name("w0").group("pg").info())
     _run(sched)
     assert sched.queue.get("ns/w0") is None and backend.bindings == {}
-    sched.objects.delete("PodGroup", "ns", "pg")
+    sched.objects.delete(kinds.POD_GROUP, "ns", "pg")
     _run(sched)
     assert backend.conditions["ns/w0"].message.endswith("PodGroup ns/pg not found: its pods wait for it.")

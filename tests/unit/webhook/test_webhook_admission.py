@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.crd import ObjectShape
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.webhook import jsonpatch
@@ -20,7 +21,7 @@ from gpuq_k8s.webhook.admission import (
 )
 from gpuq_k8s.webhook.options import AdmissionOptions
 from gpuq_k8s.webhook.shape import _plain_shape, check_shape
-from gpuq_k8s.webhook.view import GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
+from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import (
     GPU,
     MakeElasticQuota,
@@ -358,17 +359,17 @@ def test_podgroup_update_that_keeps_queue_and_request_is_not_rechecked() -> None
     closed = CPU_QUEUE.copy().name("closed").card_quota('{"NVIDIA-A100": 5}').state("Closed").obj()
     old = GROUP.copy().queue("closed").card_request('{"NVIDIA-A100": 1}')
     new = old.copy().label("x", "y").obj()
-    assert validate(POD_GROUP, "UPDATE", new, view(closed), old=old.obj()).allowed
+    assert validate(kinds.POD_GROUP, "UPDATE", new, view(closed), old=old.obj()).allowed
     new["spec"]["queue"] = "closed2"
-    assert not validate(POD_GROUP, "UPDATE", new, view(closed), old=old.obj()).allowed
+    assert not validate(kinds.POD_GROUP, "UPDATE", new, view(closed), old=old.obj()).allowed
 
 
 def test_delete_and_unknown_kinds_are_allowed_untouched() -> None:
     bad = CPU_QUEUE.copy().name("q").card_quota("{nope").obj()
-    assert validate(QUEUE, "DELETE", bad, view()).allowed
-    assert validate(("apps", "Deployment"), "CREATE", {"kind": "Deployment"}, view()).allowed
-    assert mutate(("apps", "Deployment"), "CREATE", {"kind": "Deployment"}, view()).patch == ()
-    assert validate(POD, "UPDATE", GPU_POD.copy().card("A||B").obj(), view()).allowed
+    assert validate(kinds.QUEUE, "DELETE", bad, view()).allowed
+    assert validate(kinds.lookup("apps", "Deployment"), "CREATE", {"kind": "Deployment"}, view()).allowed
+    assert mutate(kinds.lookup("apps", "Deployment"), "CREATE", {"kind": "Deployment"}, view()).patch == ()
+    assert validate(kinds.POD, "UPDATE", GPU_POD.copy().card("A||B").obj(), view()).allowed
 
 
 def test_malformed_queue_quota_is_a_warning_when_a_pod_uses_it() -> None:
@@ -401,7 +402,7 @@ DEFAULTS = AdmissionOptions()
 
 
 def _patched(obj: Obj, v: StaticView, options: AdmissionOptions = DEFAULTS) -> Obj:
-    decision = mutate(POD, "CREATE", obj, v, options)
+    decision = mutate(kinds.POD, "CREATE", obj, v, options)
     return jsonpatch.apply(obj, decision.patch)
 
 
@@ -419,7 +420,7 @@ def test_mutation_fills_tensor_fusion_defaults_and_gpu_count() -> None:
 
 def test_mutation_leaves_cpu_pods_without_gpu_annotations() -> None:
     obj = BARE_POD.copy().req(cpu="1").scheduler(None).obj()
-    assert mutate(POD, "CREATE", obj, view(GRQ_SINGLE)).patch == ()
+    assert mutate(kinds.POD, "CREATE", obj, view(GRQ_SINGLE)).patch == ()
 
 
 def test_mutation_normalises_card_name_and_defaults_queue() -> None:
@@ -451,7 +452,7 @@ def test_mutation_sets_scheduler_name_only_when_asked_and_only_for_card_pods() -
 def test_mutation_creates_the_annotations_map_when_absent() -> None:
     obj = BARE_POD.copy().gpus(1).scheduler(None).obj()
     assert "annotations" not in obj["metadata"]
-    decision = mutate(POD, "CREATE", obj, view(GRQ_SINGLE))
+    decision = mutate(kinds.POD, "CREATE", obj, view(GRQ_SINGLE))
     assert decision.patch[0]["op"] == "add" and decision.patch[0]["path"] == "/metadata/annotations"
     assert (
         "tensor-fusion.ai/tflops-request" in jsonpatch.apply(obj, decision.patch)["metadata"]["annotations"]
@@ -471,7 +472,7 @@ def test_mutation_is_idempotent(obj: Obj) -> None:
     options = AdmissionOptions(set_scheduler_name=True)
     once = _patched(obj, v, options)
     assert once != obj
-    assert mutate(POD, "CREATE", once, v, options).patch == ()
+    assert mutate(kinds.POD, "CREATE", once, v, options).patch == ()
 
 
 def test_review_validates_the_mutated_object() -> None:
@@ -490,7 +491,7 @@ def test_gpu_quota_kind_routing_uses_the_api_group() -> None:
     foreign = negative.obj()
     foreign["apiVersion"] = "example.com/v1"
     assert review(foreign, "CREATE", view()).allowed
-    assert not validate(GPU_RESOURCE_QUOTA, "CREATE", negative.obj(), view()).allowed
+    assert not validate(kinds.GPU_RESOURCE_QUOTA, "CREATE", negative.obj(), view()).allowed
 
 
 def test_static_view_catalog_follows_nodes() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from gpuq_k8s.common.kube.errors import Gone, ServerError
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
-from gpuq_k8s.common.kube.resources import NODES, QUEUES
 from gpuq_k8s.common.model import annotations as ann
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.webhook import jsonpatch
 from gpuq_k8s.webhook.admission import Admission
 from gpuq_k8s.webhook.cluster import InformerView
@@ -34,7 +34,7 @@ async def _step() -> None:
     ids=["error", "gone"],
 )
 async def test_an_informer_is_watching_only_between_a_list_and_the_next_failure(failure: Exception) -> None:
-    inf = Informer(None, QUEUES, backoff=(0.0, 0.0))
+    inf = Informer(None, kinds.QUEUE, backoff=(0.0, 0.0))
     lists = 0
     list_gate = asyncio.Event()
     watch_gate = asyncio.Event()
@@ -80,7 +80,7 @@ async def test_real_list_sets_watching_and_a_set_is_live_only_when_all_are() -> 
         async def call_api(self, *_: Any, **__: Any) -> Any:
             return _Response(200, {"metadata": {"resourceVersion": "7"}, "items": []})
 
-    queues, nodes = Informer(Api(), QUEUES), Informer(Api(), NODES)
+    queues, nodes = Informer(Api(), kinds.QUEUE), Informer(Api(), kinds.NODE)
     informers = InformerSet([queues, nodes])
     assert not informers.watching
     await queues._list()

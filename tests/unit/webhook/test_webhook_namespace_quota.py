@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.webhook.admission import validate
-from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, StaticView, group_of
+from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota
 
 BUILDERS = {
@@ -17,8 +18,8 @@ BUILDERS = {
 @pytest.mark.parametrize("kind", ["ElasticQuota", "GPUResourceQuota"])
 def test_a_second_quota_in_a_namespace_is_refused_at_create(kind: str) -> None:
     first, second = BUILDERS[kind]("first"), BUILDERS[kind]("second")
-    key = (group_of(str(first["apiVersion"])), kind)
-    assert key in (ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
+    key = kinds.lookup(kinds.group_of(str(first["apiVersion"])), kind)
+    assert key in (kinds.ELASTIC_QUOTA, kinds.GPU_RESOURCE_QUOTA)
     view = StaticView([first])
 
     refused = validate(key, "CREATE", second, view)

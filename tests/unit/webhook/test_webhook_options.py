@@ -11,6 +11,7 @@ import pytest
 
 from gpuq_k8s.cli import main
 from gpuq_k8s.common.kube.config_file import read_config
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import (
     CROSSQUOTA_SCORING_STRATEGY,
     RESOURCE_STRATEGY_SCORING_TYPE,
@@ -20,7 +21,7 @@ from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.webhook.admission import mutate, review, validate
 from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
-from gpuq_k8s.webhook.view import ELASTIC_QUOTA, GPU_RESOURCE_QUOTA, POD, POD_GROUP, QUEUE, StaticView
+from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import (
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -96,7 +97,7 @@ POD_IN_QUEUE = MakePod("p").image("x").queue("team-a").req(cpu="1")
 
 def _verdict(pod: Obj, options: AdmissionOptions, *cluster: Obj) -> tuple[bool, str]:
     decision = validate(
-        POD, "CREATE", pod, StaticView([GPU_NODE, OPEN_QUEUE.obj(), *cluster]), options=options
+        kinds.POD, "CREATE", pod, StaticView([GPU_NODE, OPEN_QUEUE.obj(), *cluster]), options=options
     )
     return decision.allowed, decision.message
 
@@ -158,13 +159,18 @@ def test_capacity_card_off_checks_no_card_annotation_queue_or_pod_group() -> Non
     orphan = MakePodGroup().queue("no-such-queue").card_request('{"NVIDIA-A100": 1}').obj()
     over = POD_IN_QUEUE.copy().gpus(5).card("NVIDIA-A100").obj()  # 5 > the queue's 4
     bad_name = POD_IN_QUEUE.copy().card("A||B").obj()
-    for kind, obj in ((QUEUE, bad_queue), (POD_GROUP, orphan), (POD, over), (POD, bad_name)):
+    for kind, obj in (
+        (kinds.QUEUE, bad_queue),
+        (kinds.POD_GROUP, orphan),
+        (kinds.POD, over),
+        (kinds.POD, bad_name),
+    ):
         assert not validate(kind, "CREATE", obj, v, options=on).allowed, obj["metadata"]["name"]
         assert validate(kind, "CREATE", obj, v, options=off).allowed, obj["metadata"]["name"]
     # nor are capacity-card's mutations made: the queue annotation is capacity-card's to read
     spaced = MakePod("p").image("x").req(cpu="1").card(" NVIDIA-A100 ").obj()
-    assert mutate(POD, "CREATE", spaced, v, on).patch
-    assert not mutate(POD, "CREATE", spaced, v, off).patch
+    assert mutate(kinds.POD, "CREATE", spaced, v, on).patch
+    assert not mutate(kinds.POD, "CREATE", spaced, v, off).patch
 
 
 @pytest.mark.parametrize(
@@ -192,9 +198,9 @@ def test_gpu_quota_off_checks_no_single_limit_and_fills_no_default() -> None:
     v = StaticView([GPU_NODE, OPEN_QUEUE.obj(), quota])
     pod = POD_IN_QUEUE.copy().gpus(3).obj()
     on, off = admission_options(GPU_QUOTA_ONLY), admission_options(CARD_ONLY)
-    denied = validate(POD, "CREATE", pod, v, options=on)
+    denied = validate(kinds.POD, "CREATE", pod, v, options=on)
     assert not denied.allowed and "single.maxGPUCount" in denied.message
-    assert validate(POD, "CREATE", pod, v, options=off).allowed
+    assert validate(kinds.POD, "CREATE", pod, v, options=off).allowed
 
     def annotations(options: AdmissionOptions) -> dict[str, str]:
         patched = review(pod, "CREATE", v, options=options).patched or {}
@@ -203,11 +209,11 @@ def test_gpu_quota_off_checks_no_single_limit_and_fills_no_default() -> None:
     assert annotations(on)["tensor-fusion.ai/tflops-request"] == "10"
     assert not [key for key in annotations(off) if key.startswith("tensor-fusion.ai/")]
     bad_tf = POD_IN_QUEUE.copy().annotation("tensor-fusion.ai/tflops-request", "lots").obj()
-    assert not validate(POD, "CREATE", bad_tf, v, options=on).allowed
-    assert validate(POD, "CREATE", bad_tf, v, options=off).allowed
+    assert not validate(kinds.POD, "CREATE", bad_tf, v, options=on).allowed
+    assert validate(kinds.POD, "CREATE", bad_tf, v, options=off).allowed
     second = MakeGPUResourceQuota("second").obj()
-    assert not validate(GPU_RESOURCE_QUOTA, "CREATE", second, v, options=on).allowed
-    assert validate(GPU_RESOURCE_QUOTA, "CREATE", second, v, options=off).allowed
+    assert not validate(kinds.GPU_RESOURCE_QUOTA, "CREATE", second, v, options=on).allowed
+    assert validate(kinds.GPU_RESOURCE_QUOTA, "CREATE", second, v, options=off).allowed
 
 
 # ------------------------------------------------------------------------------ reading the file
@@ -253,10 +259,10 @@ def test_capacity_scheduling_off_checks_no_elastic_quota_and_warns_of_none() -> 
     )
     inverted = MakeElasticQuota("eq").min(cpu="4").max(cpu="2").obj()
     v = StaticView([GPU_NODE])
-    assert not validate(ELASTIC_QUOTA, "CREATE", inverted, v, options=on).allowed
-    assert validate(ELASTIC_QUOTA, "CREATE", inverted, v, options=off).allowed
+    assert not validate(kinds.ELASTIC_QUOTA, "CREATE", inverted, v, options=on).allowed
+    assert validate(kinds.ELASTIC_QUOTA, "CREATE", inverted, v, options=off).allowed
     full = MakeElasticQuota("eq").max(cpu="2").used(cpu="2").obj()
     pod = MakePod("p").image("x").req(cpu="1").obj()
-    warned = validate(POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=on)
+    warned = validate(kinds.POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=on)
     assert warned.allowed and "ElasticQuota/ns/eq" in " ".join(warned.warnings)
-    assert validate(POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=off).warnings == ()
+    assert validate(kinds.POD, "CREATE", pod, StaticView([GPU_NODE, full]), options=off).warnings == ()

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from gpuq_k8s.common.kube.binding import binding_body, condition_patch
 from gpuq_k8s.common.kube.events import EventRecorder, event_body, micro_time
 from gpuq_k8s.common.kube.leader import LeaseTimings, lease_spec
-from gpuq_k8s.common.kube.resources import ELASTIC_QUOTAS, QUEUES
-from gpuq_k8s.common.kube.status import merge_patch, object_path, status_patch
+from gpuq_k8s.common.kube.status import merge_patch, status_patch
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import ConfigError
 from gpuq_k8s.common.model.wire import split_ref
 from tests.testing.clock import FakeClock
@@ -63,12 +63,12 @@ def test_status_patch_leaves_keys_of_other_writers_alone() -> None:
 @pytest.mark.parametrize(
     ("kind", "namespace", "path"),
     [
-        (QUEUES, "", "/apis/scheduling.volcano.sh/v1beta1/queues/q"),
-        (ELASTIC_QUOTAS, "ns", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/elasticquotas/q"),
+        (kinds.QUEUE, "", "/apis/scheduling.volcano.sh/v1beta1/queues/q"),
+        (kinds.ELASTIC_QUOTA, "ns", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/elasticquotas/q"),
     ],
 )
 def test_object_path(kind: Any, namespace: str, path: str) -> None:
-    assert object_path(kind, namespace, "q") == path
+    assert kind.object_path(namespace, "q") == path
 
 
 def test_binding_carries_the_pod_uid_as_precondition() -> None:

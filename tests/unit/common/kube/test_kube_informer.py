@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gpuq_k8s.common.kube.diff import Change, diff, object_key, strip_managed_fields
 from gpuq_k8s.common.kube.errors import Gone, ProtocolError, ServerError
 from gpuq_k8s.common.kube.informer import Informer, continue_in_head
-from gpuq_k8s.common.kube.resources import NODES, PODS, QUEUES
+from gpuq_k8s.common.model import kinds
 
 
 def obj(name: str, rv: str, ns: str = "", uid: str = "u") -> dict[str, Any]:
@@ -70,7 +70,7 @@ def test_diff_replayed_on_the_old_cache_gives_the_new_one(old: dict[str, str], n
     assert cache == after
 
 
-def informer(kind: Any = PODS) -> tuple[Informer, list[Change]]:
+def informer(kind: Any = kinds.POD) -> tuple[Informer, list[Change]]:
     seen: list[Change] = []
     return Informer(None, kind, handlers=[seen.append]), seen
 
@@ -105,13 +105,13 @@ def test_handler_failure_does_not_stop_delivery() -> None:
     def broken(_: Change) -> None:
         raise RuntimeError("boom")
 
-    inf = Informer(None, QUEUES, handlers=[broken, lambda c: seen.append(c.key[1])])
+    inf = Informer(None, kinds.QUEUE, handlers=[broken, lambda c: seen.append(c.key[1])])
     inf._event({"type": "ADDED", "object": obj("q", "1")})
     assert seen == ["q"]
 
 
 def test_cluster_scoped_get_ignores_namespace_and_managed_fields_are_dropped() -> None:
-    inf, _ = informer(NODES)
+    inf, _ = informer(kinds.NODE)
     node = obj("n1", "1")
     node["metadata"]["managedFields"] = [{"manager": "kubelet"}]
     inf._event({"type": "ADDED", "object": node})
@@ -121,9 +121,9 @@ def test_cluster_scoped_get_ignores_namespace_and_managed_fields_are_dropped() -
 
 
 def test_paths() -> None:
-    assert PODS.path == "/api/v1/pods"
-    assert QUEUES.path == "/apis/scheduling.volcano.sh/v1beta1/queues"
-    assert QUEUES.ref("x", "q") == "Queue/q"
+    assert kinds.POD.path == "/api/v1/pods"
+    assert kinds.QUEUE.path == "/apis/scheduling.volcano.sh/v1beta1/queues"
+    assert kinds.QUEUE.ref("x", "q") == "Queue/q"
 
 
 # ------------------------------------------------------------------ silent watches (issue 11)
@@ -204,7 +204,7 @@ def bookmark(rv: str) -> dict[str, Any]:
 
 async def test_a_silent_watch_is_re_established_from_its_resource_version_without_a_list() -> None:
     api = WatchApi()
-    inf = Informer(api, QUEUES, inactivity_timeout=0.3)
+    inf = Informer(api, kinds.QUEUE, inactivity_timeout=0.3)
     async with running(inf):
         await until(lambda: len(api.watches) == 1)
         assert inf.watching and api.lists == 1
@@ -222,7 +222,7 @@ async def test_a_silent_watch_is_re_established_from_its_resource_version_withou
 
 async def test_bookmarks_keep_a_quiet_watch_alive() -> None:
     api = WatchApi()
-    inf = Informer(api, QUEUES, inactivity_timeout=0.5)
+    inf = Informer(api, kinds.QUEUE, inactivity_timeout=0.5)
     async with running(inf):
         await until(lambda: len(api.watches) == 1)
         stream = api.watches[0][1]
@@ -237,7 +237,7 @@ async def test_bookmarks_keep_a_quiet_watch_alive() -> None:
 
 async def test_a_re_established_watch_that_does_not_answer_is_an_error_and_the_cache_is_re_listed() -> None:
     api = WatchApi()
-    inf = Informer(api, QUEUES, inactivity_timeout=0.2, backoff=(0.0, 0.0))
+    inf = Informer(api, kinds.QUEUE, inactivity_timeout=0.2, backoff=(0.0, 0.0))
     async with running(inf):
         await until(lambda: len(api.watches) == 1)
         api.hang = True  # from now on a watch request is never answered

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.common.kube import binding
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.client import GatedClient
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import Outcome, Result
 from gpuq_k8s.scheduler.kube import backend as kube_backend
@@ -205,7 +205,7 @@ def test_status_writes_back_off_per_object() -> None:
     api = FakeApi(lambda method, path: (422, {"message": "invalid"}) if "/bad/" in path else (200, {}))
     clock = FakeClock()
     writer = StatusWriter(
-        api, {kinds.QUEUES.kind: kinds.QUEUES}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
+        api, {kinds.QUEUE.kind: kinds.QUEUE}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
     )
 
     def flush_all(value: int) -> list[str]:
@@ -236,7 +236,7 @@ def test_a_status_write_finds_its_object_gone_or_gets_no_answer() -> None:
     api = FakeApi(lambda method, path: answers.get(path.split("/")[-2], (200, {})))
     clock = FakeClock()
     writer = StatusWriter(
-        api, {kinds.QUEUES.kind: kinds.QUEUES}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
+        api, {kinds.QUEUE.kind: kinds.QUEUE}, lambda *a: {}, backoff=(1.0, 8.0), clock=clock
     )
     for name in ("gone", "cut", "fine"):
         writer.put("Queue", "", name, {"allocated": {"cpu": "1"}})

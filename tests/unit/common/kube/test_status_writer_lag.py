@@ -8,11 +8,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from gpuq_k8s.common.kube import resources as kinds
 from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.model import kinds
 from tests.testing.scripted_api import Response, apply_merge_patch
 
-EQ = kinds.ELASTIC_QUOTAS.kind
+EQ = kinds.ELASTIC_QUOTA.kind
 A = {"used": {"cpu": "4", "memory": "3Gi"}}
 B = {"used": {"cpu": "4"}}
 
@@ -32,7 +32,7 @@ class Server:
 
 
 def writer_over(server: Server, cache: dict[str, Any]) -> StatusWriter:
-    return StatusWriter(server, {EQ: kinds.ELASTIC_QUOTAS}, lambda *a: cache["status"])
+    return StatusWriter(server, {EQ: kinds.ELASTIC_QUOTA}, lambda *a: cache["status"])
 
 
 def write(writer: StatusWriter, status: Mapping[str, Any]) -> None:

@@ -55,10 +55,10 @@ def as_dicts(*values: Mapping[str, int] | None) -> tuple[dict[str, int] | None, 
 
 
 def test_args_defaults_and_values() -> None:
-    assert CapacityCardArgs.from_arguments(None) == CapacityCardArgs(
+    assert CapacityCardArgs.parse(None) == CapacityCardArgs(
         card_unlimited_cpu_memory=False, node_order_weight=1
     )
-    args = CapacityCardArgs.from_arguments({"cardUnlimitedCpuMemory": True, "nodeOrderWeight": 2})
+    args = CapacityCardArgs.parse({"cardUnlimitedCpuMemory": True, "nodeOrderWeight": 2})
     assert (args.card_unlimited_cpu_memory, args.node_order_weight) == (True, 2.0)
 
 
@@ -77,7 +77,7 @@ def test_args_defaults_and_values() -> None:
 )
 def test_args_rejected(arguments: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        CapacityCardArgs.from_arguments(arguments)
+        CapacityCardArgs.parse(arguments)
     assert caught.value.field == key
     assert caught.value.value == arguments[key]
 

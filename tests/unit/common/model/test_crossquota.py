@@ -17,7 +17,6 @@ from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
 from gpuq_k8s.common.model.crossquota.args import (
     CrossQuotaArgs,
     parse_amount,
-    parse_arguments,
     parse_percentage,
 )
 from gpuq_k8s.common.model.crossquota.node_quota import QuotaSource, annotation_keys, node_quota
@@ -41,7 +40,7 @@ GPU_NODE = MakeNode("gpu-node-1").alloc(cpu="64", memory="128Gi", **{"nvidia.com
 
 
 def args_of(**extra: Any) -> CrossQuotaArgs:
-    return parse_arguments({**BASE, **extra})
+    return CrossQuotaArgs.parse({**BASE, **extra})
 
 
 def message_of(refusal: Refusal | None) -> str | None:
@@ -132,7 +131,7 @@ def validate_node_annotations(args: CrossQuotaArgs, annotations: Mapping[str, st
 
 def test_defaults_follow_upstream_constants() -> None:
     """spec "Constants": crossQuotaWeight 10, cpu weight 10, memory 1; quota-resources defaults to cpu."""
-    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu"})
+    args = CrossQuotaArgs.parse({"gpu-resource-names": "nvidia.com/gpu"})
     assert args.quota_resources == ("cpu",)
     assert args.plugin_weight == 10
     assert args.weight_of("cpu") == 10
@@ -142,7 +141,7 @@ def test_defaults_follow_upstream_constants() -> None:
 
 def test_configuration_format_example_parses() -> None:
     """spec "Configuration Format" example, with YAML numbers and strings both accepted."""
-    args = parse_arguments(
+    args = CrossQuotaArgs.parse(
         {
             "gpu-resource-names": "nvidia.com/gpu,amd.com/gpu",
             "quota-resources": "cpu,memory",
@@ -212,12 +211,12 @@ def test_percentage_forms() -> None:
 def test_invalid_arguments_are_config_errors_naming_the_key(arguments: dict[str, Any], field: str) -> None:
     """design.md "Scheduler configuration": an invalid configuration is a start-up error naming the key."""
     with pytest.raises(ConfigError) as err:
-        parse_arguments(arguments)
+        CrossQuotaArgs.parse(arguments)
     assert err.value.field == field
 
 
 def test_from_arguments_is_the_same_parser() -> None:
-    assert CrossQuotaArgs.from_arguments({**BASE, "quota.cpu": "4"}).quotas == {"cpu": 4000}
+    assert CrossQuotaArgs.parse({**BASE, "quota.cpu": "4"}).quotas == {"cpu": 4000}
 
 
 # ------------------------------------------------------------------------------------------ classification
@@ -236,7 +235,7 @@ def test_from_arguments_is_the_same_parser() -> None:
 )
 def test_is_gpu_node(patterns: str, allocatable: list[str], gpu: bool) -> None:
     """spec "GPU Node Detection"."""
-    assert parse_arguments({"gpu-resource-names": patterns}).is_gpu_node(allocatable) is gpu
+    assert CrossQuotaArgs.parse({"gpu-resource-names": patterns}).is_gpu_node(allocatable) is gpu
 
 
 @pytest.mark.parametrize(
@@ -252,7 +251,7 @@ def test_is_gpu_node(patterns: str, allocatable: list[str], gpu: bool) -> None:
 )
 def test_is_cpu_pod(patterns: str, requests: dict[str, int], cpu_pod: bool) -> None:
     """spec "CPU Pod Detection"."""
-    assert parse_arguments({"gpu-resource-names": patterns}).is_cpu_pod(requests) is cpu_pod
+    assert CrossQuotaArgs.parse({"gpu-resource-names": patterns}).is_cpu_pod(requests) is cpu_pod
 
 
 def test_usage_vector_is_zero_for_gpu_pods() -> None:
@@ -652,8 +651,8 @@ def test_largest_weight_scores() -> None:
 @settings(max_examples=200, deadline=None)
 @given(OBJECTS)
 def test_fuzz_parse_arguments_raises_only_config_errors(arguments: dict[str, Any]) -> None:
-    only_gpuq_errors(parse_arguments, {**BASE, **arguments})
-    only_gpuq_errors(parse_arguments, arguments)
+    only_gpuq_errors(CrossQuotaArgs.parse, {**BASE, **arguments})
+    only_gpuq_errors(CrossQuotaArgs.parse, arguments)
 
 
 @settings(max_examples=200, deadline=None)

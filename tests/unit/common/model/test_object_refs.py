@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq_k8s.common.kube.resources import NODES, PODS, QUEUES
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.capacity_card.refusals import empty_capability, queue_closed
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.wire import object_ref, split_ref
-from gpuq_k8s.scheduler.cluster.objects import object_ref as store_ref
 from gpuq_k8s.webhook.shape import check_shape
 from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 
@@ -37,14 +36,14 @@ def test_every_ref_producer_names_cluster_scoped_objects_without_a_double_slash(
     assert PodGroup.from_dict(MakePodGroup("pg", "ns").obj()).ref == "PodGroup/ns/pg"
     assert NodeInfo.from_dict(MakeNode("n1").obj()).ref == "Node/n1"
     assert MakePod("p", "ns").info().ref == "Pod/ns/p"
-    assert (QUEUES.ref("ignored", "q"), NODES.ref("", "n1"), PODS.ref("ns", "p")) == (
+    assert (kinds.QUEUE.ref("ignored", "q"), kinds.NODE.ref("", "n1"), kinds.POD.ref("ns", "p")) == (
         "Queue/q",
         "Node/n1",
         "Pod/ns/p",
     )
-    # the object store names a cluster-scoped kind without its (meaningless) namespace
-    assert store_ref("Queue", "default", "q") == "Queue/q"
-    assert store_ref("PodGroup", "ns", "pg") == "PodGroup/ns/pg"
+    # a cluster-scoped kind is named without its (meaningless) namespace
+    assert kinds.QUEUE.ref("default", "q") == "Queue/q"
+    assert kinds.POD_GROUP.ref("ns", "pg") == "PodGroup/ns/pg"
 
 
 def test_errors_name_a_queue_and_a_node_as_kind_slash_name() -> None:

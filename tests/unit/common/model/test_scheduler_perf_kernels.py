@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuq_k8s.common.model import strategy_fit as sf
-from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs, parse_arguments
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 from gpuq_k8s.common.model.crossquota.score import node_scorer
 from tests.testing.reference_scoring import crossquota_score_nodes, strategy_fit_score_nodes
@@ -46,7 +46,7 @@ def crossquota_case(
     for r in resources:
         arguments[f"weight.{r}"] = draw(st.integers(1, 7))
     arguments["crossQuotaWeight"] = draw(st.integers(0, 20))
-    args = parse_arguments(arguments)
+    args = CrossQuotaArgs.parse(arguments)
     request = np.array([draw(st.sampled_from([0, 0, 1, 250, 1000, 4096])) for _ in resources], dtype=np.int64)
     strategy = draw(st.sampled_from(list(ScoringStrategy)))
     pod = CrossQuotaPod(True, request, strategy)
@@ -76,7 +76,7 @@ def test_crossquota_node_scorer_equals_score_nodes(
 
 
 def test_crossquota_node_scorer_of_a_gpu_pod_scores_nothing() -> None:
-    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"})
+    args = CrossQuotaArgs.parse({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu,memory"})
     pod = CrossQuotaPod(False, np.array([1000, 2**30], dtype=np.int64), ScoringStrategy.MOST_ALLOCATED)
     quota = np.full((3, 2), 64000, dtype=np.int64)
     scores = node_scorer(args, pod).score_nodes(np.ones(3, dtype=np.bool_), quota, np.zeros_like(quota))
@@ -86,7 +86,7 @@ def test_crossquota_node_scorer_of_a_gpu_pod_scores_nothing() -> None:
 def test_crossquota_node_scorer_spec_worked_numbers() -> None:
     """crossquota.md "Node Ordering": most-allocated = (used+request)/quota, weighted, x crossQuotaWeight;
     a node the pod would overflow and a CPU node score 0."""
-    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
+    args = CrossQuotaArgs.parse({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
     pod = CrossQuotaPod(True, np.array([2000], dtype=np.int64), ScoringStrategy.MOST_ALLOCATED)
     quota = np.array([[8000], [8000], [1000], [8000]], dtype=np.int64)
     used = np.array([[2000], [0], [0], [0]], dtype=np.int64)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuq_k8s.common.model import strategy_fit as sf
-from gpuq_k8s.common.model.crossquota.args import parse_arguments
+from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy
 from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few
 from gpuq_k8s.common.model.crossquota.score import NodeScorer, node_scorer
@@ -42,7 +42,7 @@ def _case(draw: st.DrawFn) -> tuple[NodeScorer, npt.NDArray[np.bool_], IntArray,
     for r in resources:
         arguments[f"weight.{r}"] = draw(st.integers(0, 7))
     arguments["crossQuotaWeight"] = draw(st.integers(0, 20))
-    args = parse_arguments(arguments)
+    args = CrossQuotaArgs.parse(arguments)
     request = np.array([draw(st.sampled_from([0, 0, 1, 250, 1000, 4096])) for _ in resources], dtype=np.int64)
     pod = CrossQuotaPod(draw(st.booleans()), request, draw(st.sampled_from(list(ScoringStrategy))))
     n = draw(st.integers(1, 30))
@@ -96,7 +96,7 @@ def test_crossquota_fits_few_example() -> None:
 def test_crossquota_score_few_least_allocated_example() -> None:
     """Semantics of ``crossquota.md`` "Score": LeastAllocated = (quota - used - request) / quota,
     weighted, times the plugin weight; an overflowing or non-GPU node scores 0."""
-    args = parse_arguments({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
+    args = CrossQuotaArgs.parse({"gpu-resource-names": "nvidia.com/gpu", "quota-resources": "cpu"})
     pod = CrossQuotaPod(True, np.array([1000], dtype=np.int64), ScoringStrategy.LEAST_ALLOCATED)
     quota = np.array([[4000], [4000], [1500]], dtype=np.int64)
     used = np.array([[1000], [0], [1000]], dtype=np.int64)
@@ -163,7 +163,7 @@ def test_eight_or_more_scored_resources_add_in_order_for_one_row_as_for_many() -
         "gpu-resource-names": "nvidia.com/gpu",
         "quota-resources": ",".join(resources),
     }
-    args = parse_arguments(arguments)
+    args = CrossQuotaArgs.parse(arguments)
     pod = CrossQuotaPod(True, np.ones(9, dtype=np.int64), ScoringStrategy.LEAST_ALLOCATED)
     scorer = node_scorer(args, pod)
     rng = np.random.default_rng(7)

@@ -32,7 +32,9 @@ EXAMPLE = {
 
 
 def strategy_of(arguments: dict[str, Any], annotations: dict[str, str] | None = None) -> sf.PodStrategy:
-    return sf.pod_strategy(sf.parse_arguments(arguments), MakePod().annotations(annotations or {}).info())
+    return sf.pod_strategy(
+        sf.ResourceStrategyFitArgs.parse(arguments), MakePod().annotations(annotations or {}).info()
+    )
 
 
 # ---------------------------------------------------------------------------------------------- arguments
@@ -42,7 +44,7 @@ def test_defaults_follow_upstream() -> None:
     """Upstream calculateWeight: weight 10; no resources -> cpu and memory LeastAllocated weight 1."""
     empty: list[dict[str, Any] | None] = [{}, {"resources": {}}, None]
     for arguments in empty:
-        args = sf.parse_arguments(arguments)
+        args = sf.ResourceStrategyFitArgs.parse(arguments)
         assert args.plugin_weight == 10
         assert args.resources == {
             "cpu": sf.ResourceStrategy(LEAST, 1),
@@ -52,7 +54,7 @@ def test_defaults_follow_upstream() -> None:
 
 def test_design_example_parses() -> None:
     """spec "Design Details" config (and design.md "Scheduler configuration")."""
-    args = sf.parse_arguments(
+    args = sf.ResourceStrategyFitArgs.parse(
         {
             "resourceStrategyFitWeight": 10,
             "resources": {
@@ -69,7 +71,9 @@ def test_design_example_parses() -> None:
 
 def test_entry_defaults() -> None:
     """An entry without type is LeastAllocated, without weight weighs 1 (upstream defaults)."""
-    args = sf.parse_arguments({"resources": {"cpu": {}, "memory": None, "x.io/y": {"weight": "4"}}})
+    args = sf.ResourceStrategyFitArgs.parse(
+        {"resources": {"cpu": {}, "memory": None, "x.io/y": {"weight": "4"}}}
+    )
     assert args.resources == {
         "cpu": sf.ResourceStrategy(LEAST, 1),
         "memory": sf.ResourceStrategy(LEAST, 1),
@@ -83,14 +87,14 @@ def test_entry_defaults() -> None:
 def test_invalid_wildcard_patterns_are_config_errors(pattern: str) -> None:
     """design.md Semantics 6 (spec "Wildcard Syntax Support" lists them as invalid; upstream filters)."""
     with pytest.raises(ConfigError) as err:
-        sf.parse_arguments({"resources": {pattern: {"type": "MostAllocated", "weight": 1}}})
+        sf.ResourceStrategyFitArgs.parse({"resources": {pattern: {"type": "MostAllocated", "weight": 1}}})
     assert err.value.field == f"resources.{pattern}"
     assert err.value.value == pattern
 
 
 @pytest.mark.parametrize("pattern", ["nvidia.com/gpu/*", "nvidia.com/*", "cloudml.gpu/*", "nvidia.com/gpu-*"])
 def test_valid_wildcard_patterns(pattern: str) -> None:
-    assert sf.parse_arguments({"resources": {pattern: {}}}).resources[pattern].weight == 1
+    assert sf.ResourceStrategyFitArgs.parse({"resources": {pattern: {}}}).resources[pattern].weight == 1
 
 
 @pytest.mark.parametrize(
@@ -111,18 +115,20 @@ def test_valid_wildcard_patterns(pattern: str) -> None:
 )
 def test_invalid_arguments_are_config_errors(arguments: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as err:
-        sf.parse_arguments(arguments)
+        sf.ResourceStrategyFitArgs.parse(arguments)
     assert err.value.field == field
 
 
 def test_zero_plugin_weight_is_accepted_and_switches_scoring_off() -> None:
     """Semantics 11: resourceStrategyFitWeight 0 switches the plugin's scoring off, as Volcano does."""
-    assert sf.parse_arguments({"resourceStrategyFitWeight": 0}).plugin_weight == 0
-    assert sf.parse_arguments({"resourceStrategyFitWeight": "0"}).plugin_weight == 0
+    assert sf.ResourceStrategyFitArgs.parse({"resourceStrategyFitWeight": 0}).plugin_weight == 0
+    assert sf.ResourceStrategyFitArgs.parse({"resourceStrategyFitWeight": "0"}).plugin_weight == 0
 
 
 def test_weights_accept_yaml_numbers_and_strings() -> None:
-    args = sf.parse_arguments({"resourceStrategyFitWeight": "20", "resources": {"cpu": {"weight": 3.0}}})
+    args = sf.ResourceStrategyFitArgs.parse(
+        {"resourceStrategyFitWeight": "20", "resources": {"cpu": {"weight": 3.0}}}
+    )
     assert (args.plugin_weight, args.resources["cpu"].weight) == (20, 3)
 
 
@@ -143,7 +149,7 @@ def test_weights_accept_yaml_numbers_and_strings() -> None:
 )
 def test_matching_priority_configuration_example(resource: str, expected: sf.ResourceStrategy | None) -> None:
     """spec "Matching Priority": exact first, then wildcard (Configuration Example, Story 2)."""
-    args = sf.parse_arguments(EXAMPLE)
+    args = sf.ResourceStrategyFitArgs.parse(EXAMPLE)
     assert args.match(resource) == expected
     assert args.match(resource) == expected  # memoised answer is the same
 
@@ -157,7 +163,7 @@ def test_matching_priority_configuration_example(resource: str, expected: sf.Res
     ],
 )
 def test_longest_wildcard_prefix_wins(resource: str, weight: int) -> None:
-    args = sf.parse_arguments(
+    args = sf.ResourceStrategyFitArgs.parse(
         {
             "resources": {
                 "nvidia.com/*": {"weight": 1},
@@ -329,7 +335,7 @@ def test_malformed_override(annotations: dict[str, str], field: str) -> None:
         sf.parse_pod_override(annotations, "Pod/ns/p")
     assert err.value.field == field and err.value.where == "Pod/ns/p"
 
-    args = sf.parse_arguments(EXAMPLE)
+    args = sf.ResourceStrategyFitArgs.parse(EXAMPLE)
     strategy = sf.pod_strategy(args, MakePod().annotations(annotations).info())
     assert strategy.override is None
     assert strategy.strategy_for("cpu") == sf.ResourceStrategy(LEAST, 1)
@@ -389,7 +395,7 @@ def test_vectorised_equals_scalar(
 def test_weight_beyond_the_float_range_is_a_config_error(arguments: dict[str, Any]) -> None:
     """Such weights used to pass, then raise OverflowError ("int too large to convert to float")."""
     with pytest.raises(ConfigError) as info:
-        sf.parse_arguments(arguments)
+        sf.ResourceStrategyFitArgs.parse(arguments)
     assert "1000000" in str(info.value)
 
 
@@ -404,8 +410,8 @@ def test_hostile_pod_weights_are_invalid_annotations(raw: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(OBJECTS)
 def test_fuzz_parse_arguments_raises_only_config_errors(resources: dict[str, Any]) -> None:
-    only_gpuq_errors(sf.parse_arguments, {"resources": resources})
-    only_gpuq_errors(sf.parse_arguments, resources)
+    only_gpuq_errors(sf.ResourceStrategyFitArgs.parse, {"resources": resources})
+    only_gpuq_errors(sf.ResourceStrategyFitArgs.parse, resources)
 
 
 @settings(max_examples=200, deadline=None)
@@ -414,6 +420,8 @@ def test_fuzz_pod_override(scoring_type: str, weights: str) -> None:
     annotations = {RESOURCE_STRATEGY_SCORING_TYPE: scoring_type, RESOURCE_STRATEGY_WEIGHT: weights}
     only_gpuq_errors(sf.parse_pod_override, annotations)
     # The scheduler never raises: a bad override is a Warning event and the plugin configuration.
-    strategy = sf.pod_strategy(sf.parse_arguments(None), MakePod().annotations(annotations).info())
+    strategy = sf.pod_strategy(
+        sf.ResourceStrategyFitArgs.parse(None), MakePod().annotations(annotations).info()
+    )
     plan = sf.score_plan(strategy, {"cpu": 1_000}, ["cpu"])
     assert strategy_fit_score_nodes(plan, np.array([[4_000]]), np.array([[0]])).shape == (1,)

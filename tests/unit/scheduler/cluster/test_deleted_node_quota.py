@@ -137,7 +137,7 @@ def test_resolve_charge_on_an_unknown_node_charges_each_group_its_first_candidat
     catalog = CardCatalog.build([discover_cards(node) for node in nodes])
     pod = MakePod().gpus(2).card("NVIDIA-H100|NVIDIA-A100").info()
     demand = pod_card_demand(pod, catalog)
-    args = CapacityCardArgs(cardUnlimitedCpuMemory=True)
+    args = CapacityCardArgs(card_unlimited_cpu_memory=True)
     assert resolve_charge(demand, NodeCards("x"), args) == Resources({})
     assert resolve_charge(demand, NodeCards("x"), args, node_known=False) == Resources({"NVIDIA-H100": 2000})
     allowed = {"NVIDIA-H100": False, "NVIDIA-A100": True}

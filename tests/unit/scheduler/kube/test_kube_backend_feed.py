@@ -16,7 +16,7 @@ from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaseTimings
 from gpuq_k8s.common.kube.metrics import gpuq_version
-from gpuq_k8s.common.kube.resources import NODES, PODS
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import QUEUE_NAME
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.pods import PodInfo
@@ -249,7 +249,10 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
         metrics.attempt(attempt_result(attempt), 0.001)
     metrics.observe("Filter", 0.0001)
     quota.observe_status(
-        "GPUResourceQuota", "ns", "q", {"availablePercent": {"workers": "25.00", "requests.tflops": "x"}}
+        kinds.GPU_RESOURCE_QUOTA,
+        "ns",
+        "q",
+        {"availablePercent": {"workers": "25.00", "requests.tflops": "x"}},
     )
     text = generate_latest(metrics.registry).decode()
     assert 'gpuq_scheduler_schedule_attempts_total{result="unschedulable"} 1.0' in text
@@ -321,7 +324,7 @@ def test_readiness_needs_the_replayed_caches_and_every_watch_live() -> None:
         argparse.Namespace(leader_elect_identity="x"), SchedulerConfig.from_yaml(CONFIG), LeaseTimings()
     )
     assert not service.ready() and service.not_ready_reason() == "informer caches not synced"
-    pods, nodes = Informer(None, PODS), Informer(None, NODES)
+    pods, nodes = Informer(None, kinds.POD), Informer(None, kinds.NODE)
     service.feed, service.informers = feed, InformerSet([pods, nodes])
     pods.watching = nodes.watching = True
     assert service.ready()

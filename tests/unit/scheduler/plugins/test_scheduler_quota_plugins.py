@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuq_k8s.common.model.config import SchedulerConfig
+from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent
@@ -22,8 +23,8 @@ class CountingBackend(MemoryBackend):
         super().__init__()
         self.patches: list[tuple[str, str, str]] = []
 
-    def patch_status(self, kind: str, namespace: str, name: str, status: Any) -> None:
-        self.patches.append((kind, namespace, name))
+    def patch_status(self, kind: Kind, namespace: str, name: str, status: Any) -> None:
+        self.patches.append((kind.kind, namespace, name))
         super().patch_status(kind, namespace, name, status)
 
 

@@ -64,7 +64,7 @@ def _scores(out: dict[str, Any], name: str) -> dict[str, float | None]:
 def test_score_by_hand() -> None:
     """cpu 2 of 4 used, the pod asks 1 (weight 2): 3/4*2 = 1.5; memory 1Gi of 16Gi used + 1Gi (weight
     3): 2/16*3 = 0.375; (1.5 + 0.375) / 5 * 100 * 10 = 375."""
-    args = binpack.parse_arguments(CASE1)
+    args = binpack.BinpackArgs.parse(CASE1)
     terms = binpack.terms_for(args, {"cpu": 1000, "memory": 2**30, "pods": 1}, {"cpu": 0, "memory": 1})
     allocatable = np.array([[4000, 16 * 2**30]], dtype=np.int64)
     used = np.array([[2000, 2**30]], dtype=np.int64)
@@ -74,7 +74,7 @@ def test_score_by_hand() -> None:
 def test_overflow_scores_zero_and_missing_resource_keeps_its_weight() -> None:
     """A resource that would go over makes the node 0; one the node lacks scores 0 with its weight
     (cpu 1/2*1 = 0.5, gpu 0 of weight 23: 0.5 / 24 * 100)."""
-    args = binpack.parse_arguments(CASE2)
+    args = binpack.BinpackArgs.parse(CASE2)
     terms = binpack.terms_for(args, {"cpu": 1000, GPU: 1000}, {"cpu": 0, GPU: 1})
     allocatable = np.array([[2000, 0], [1000, 0]], dtype=np.int64)
     used = np.array([[0, 0], [500, 0]], dtype=np.int64)
@@ -87,11 +87,11 @@ def test_arguments_from_binpack_test_go_test_arguments() -> None:
     arguments: dict[str, Any] = {**CASE1, "binpack.cpu": 5, "binpack.memory": 2}
     arguments["binpack.resources.nvidia.com/gpu"] = 7
     arguments["binpack.resources.example.com/foo"] = 1
-    args = binpack.parse_arguments(arguments)
+    args = binpack.BinpackArgs.parse(arguments)
     assert args.weight == 10
     assert args.resource_weights == {"cpu": 5, "memory": 2, GPU: 7, FOO: 1}
     with pytest.raises(ConfigError, match=r"binpack.resources.example.com/foo: invalid value -3"):
-        binpack.parse_arguments({**arguments, "binpack.resources.example.com/foo": -3})
+        binpack.BinpackArgs.parse({**arguments, "binpack.resources.example.com/foo": -3})
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_arguments_from_binpack_test_go_test_arguments() -> None:
 )
 def test_invalid_arguments_are_refused_by_name(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        binpack.parse_arguments(arguments)
+        binpack.BinpackArgs.parse(arguments)
     assert message in str(err.value)
 
 
@@ -178,7 +178,7 @@ def test_binpack_test_go_test_node(
 def test_binpack_test_go_p4_scored_by_the_model() -> None:
     """TestNode case 1, p4 (3 cpu, 4Gi, example.com/foo 3) on n2: 173.076923076. n2 has no foo, so
     the predicates filter it out before binpack scores; the formula is checked on the model."""
-    args = binpack.parse_arguments(CASE1)
+    args = binpack.BinpackArgs.parse(CASE1)
     requests = {"cpu": 3000, "memory": 4 * 2**30, FOO: 3000, "pods": 1}
     columns = {"cpu": 0, "memory": 1, FOO: 2}
     terms = binpack.terms_for(args, requests, columns)
@@ -190,7 +190,7 @@ def test_binpack_test_go_p4_scored_by_the_model() -> None:
 def test_few_rows_form_gives_the_same_bits() -> None:
     """The row cache mixes the vectorised and the plain-Python forms: they must agree bit for bit."""
     rng = np.random.default_rng(7)
-    args = binpack.parse_arguments(CASE1)
+    args = binpack.BinpackArgs.parse(CASE1)
     allocatable = rng.integers(0, 64_000, size=(200, 4)).astype(np.int64)
     used = (allocatable * rng.random((200, 4))).astype(np.int64)
     allocatable[::17, 2] = 0  # nodes without the GPU column

@@ -91,16 +91,16 @@ def test_normalize_and_reverse() -> None:
 def test_defaults_are_volcanos() -> None:
     """calculateWeight's defaults for the scorers gpuq computes: least 1, most 0, nodeaffinity 2,
     balanced 1, tainttoleration 3."""
-    args = nodeorder.parse_arguments({})
+    args = nodeorder.NodeOrderArgs.parse({})
     assert (args.least_requested, args.most_requested, args.node_affinity) == (1, 0, 2)
     assert (args.balanced_resource, args.taint_toleration) == (1, 3)
 
 
 @pytest.mark.parametrize("key", ["podaffinity.weight", "imagelocality.weight", "podtopologyspread.weight"])
 def test_scorers_gpuq_cannot_compute_are_refused_unless_zero(key: str) -> None:
-    assert nodeorder.parse_arguments({key: 0}) == nodeorder.parse_arguments({})
+    assert nodeorder.NodeOrderArgs.parse({key: 0}) == nodeorder.NodeOrderArgs.parse({})
     with pytest.raises(ConfigError) as err:
-        nodeorder.parse_arguments({key: 2})
+        nodeorder.NodeOrderArgs.parse({key: 2})
     assert str(err.value).startswith(f"{key}: invalid value 2: expected 0 or absent: gpuq does not compute")
 
 
@@ -113,7 +113,7 @@ def test_scorers_gpuq_cannot_compute_are_refused_unless_zero(key: str) -> None:
 )
 def test_invalid_arguments_are_refused_by_name(arguments: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as err:
-        nodeorder.parse_arguments(arguments)
+        nodeorder.NodeOrderArgs.parse(arguments)
     assert err.value.field == field
 
 

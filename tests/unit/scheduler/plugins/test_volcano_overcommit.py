@@ -47,19 +47,19 @@ def test_refusal_message_is_volcanos() -> None:
 )
 def test_factor_argument(value: Any, factor: float) -> None:
     arguments = {} if value is None else {"overcommit-factor": value}
-    assert overcommit.parse_arguments(arguments).factor == factor
+    assert overcommit.OvercommitArgs.parse(arguments).factor == factor
 
 
 @pytest.mark.parametrize("value", [0.8, -1, "x", True, float("nan")])
 def test_factor_below_one_or_not_a_number_is_refused(value: Any) -> None:
     with pytest.raises(ConfigError) as err:
-        overcommit.parse_arguments({"overcommit-factor": value})
+        overcommit.OvercommitArgs.parse({"overcommit-factor": value})
     assert err.value.field == "overcommit-factor"
 
 
 def test_unknown_argument_is_refused() -> None:
     with pytest.raises(ConfigError) as err:
-        overcommit.parse_arguments({"overcommit_factor": 1.2})
+        overcommit.OvercommitArgs.parse({"overcommit_factor": 1.2})
     assert err.value.field == "overcommit_factor"
 
 
