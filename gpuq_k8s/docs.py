@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuq_k8s.common.model import annotations as keys
-from gpuq_k8s.common.model import binpack, nodeorder, overcommit, plugin_names, strategy_fit
+from gpuq_k8s.common.model import binpack, nodeorder, overcommit, plugin_names, predicates, strategy_fit
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
@@ -177,6 +177,74 @@ _NOT_COMPUTED = "not computed by gpuq: any value but 0 is refused at start-up, n
 
 VOLCANO_PLUGINS: tuple[Plugin, ...] = (
     Plugin(
+        plugin_names.PREDICATES,
+        "Volcano pkg/scheduler/plugins/predicates",
+        predicates.PredicatesArgs,
+        predicates.PredicatesArgs.parse,
+        {},
+        tuple(
+            Argument(key, (field,), False, meaning, default)
+            for key, field, meaning, default in (
+                (
+                    predicates.NODE_AFFINITY_ENABLE,
+                    "node_affinity",
+                    "nodeSelector and required node affinity (kube-scheduler's NodeAffinity filter).",
+                    "true",
+                ),
+                (predicates.NODE_PORTS_ENABLE, "node_ports", "host ports (NodePorts).", "true"),
+                (
+                    predicates.TAINT_TOLERATION_ENABLE,
+                    "taint_toleration",
+                    "NoSchedule and NoExecute taints (TaintToleration).",
+                    "true",
+                ),
+                (
+                    predicates.POD_AFFINITY_ENABLE,
+                    "pod_affinity",
+                    "required inter-pod affinity and anti-affinity (InterPodAffinity).",
+                    "true",
+                ),
+                (
+                    predicates.NODE_VOLUME_LIMITS_ENABLE,
+                    "node_volume_limits",
+                    "CSI volume counts per node (NodeVolumeLimits).",
+                    "true",
+                ),
+                (predicates.VOLUME_ZONE_ENABLE, "volume_zone", "a bound volume's zone (VolumeZone).", "true"),
+                (
+                    predicates.POD_TOPOLOGY_SPREAD_ENABLE,
+                    "pod_topology_spread",
+                    "topology spread constraints with DoNotSchedule (PodTopologySpread).",
+                    "true",
+                ),
+                (
+                    predicates.VOLUME_BINDING_ENABLE,
+                    "volume_binding",
+                    "PersistentVolumeClaims: bound, bindable or provisionable on the node (VolumeBinding).",
+                    "true",
+                ),
+                (
+                    predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
+                    "dynamic_resource_allocation",
+                    "ResourceClaims (DynamicResources).",
+                    "true",
+                ),
+                (
+                    predicates.CACHE_ENABLE,
+                    "cache",
+                    "Volcano's per-session cache of predicate results: "
+                    "accepted, no effect on decisions (gpuq's filters cache per pod class whatever it says).",
+                    "false",
+                ),
+            )
+        ),
+        "Runs kube-scheduler's filters as Volcano's predicates plugin does, each a member plugin named as "
+        "in kube-scheduler (its verdicts are reported under that name), placed in the `predicates` "
+        "entry's tier and governed by the switches set on it (`enablePredicate: false` turns them all "
+        "off). Always on: node readiness, `spec.unschedulable` and the resource fit. Each argument "
+        'switches one filter off with `false` (design.md "Placement rules").',
+    ),
+    Plugin(
         plugin_names.OVERCOMMIT,
         "Volcano pkg/scheduler/plugins/overcommit",
         overcommit.OvercommitArgs,
@@ -307,7 +375,6 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     plugin_names.PROPORTION: "A queue's deserved share from its weight, capability and guarantee: queue "
     "order by share, overused queues get nothing new, allocatable and enqueue within capability, "
     "reclaimable from queues above their share.",
-    plugin_names.PREDICATES: "Node fit: resources, selectors and affinity, taints, unschedulable nodes.",
     plugin_names.CAPACITY_SCHEDULING: "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
     plugin_names.GPU_QUOTA: "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
     plugin_names.DRF: "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest "

@@ -50,6 +50,7 @@ from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
 from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.overcommit import OvercommitArgs
 from gpuq_k8s.common.model.plugin_args import PluginArgs
+from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.common.model.strategy_fit import ResourceStrategyFitArgs
 from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
@@ -64,6 +65,7 @@ ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
     plugin_names.OVERCOMMIT: OvercommitArgs,
     plugin_names.NODEORDER: NodeOrderArgs,
     plugin_names.BINPACK: BinpackArgs,
+    plugin_names.PREDICATES: PredicatesArgs,
 }
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})

@@ -29,6 +29,22 @@ RESOURCE_STRATEGY_FIT: Final = "resource-strategy-fit"
 CAPACITY_SCHEDULING: Final = "capacity-scheduling"
 GPU_QUOTA: Final = "gpu-quota"
 
+# Members: kube-scheduler's filter and score plugins (``names.go``), each of which a configuration
+# reaches through a Volcano plugin entry (``predicates`` for the filters, ``nodeorder`` for the scores;
+# common/model/predicates.py, scheduler/plugins/__init__.py). They are not configuration names: a
+# tier names ``predicates``, never ``NodePorts``. Their names label their verdicts (explanations,
+# metrics, FitError reasons and the events that retry a pod), as in kube-scheduler.
+NODE_NAME: Final = "NodeName"
+NODE_PORTS: Final = "NodePorts"
+INTER_POD_AFFINITY: Final = "InterPodAffinity"
+POD_TOPOLOGY_SPREAD: Final = "PodTopologySpread"
+VOLUME_RESTRICTIONS: Final = "VolumeRestrictions"
+VOLUME_ZONE: Final = "VolumeZone"
+NODE_VOLUME_LIMITS: Final = "NodeVolumeLimits"
+VOLUME_BINDING: Final = "VolumeBinding"
+DYNAMIC_RESOURCES: Final = "DynamicResources"
+SCHEDULING_GATES: Final = "SchedulingGates"
+
 # Every name, in the order messages list them.
 ALL: Final = (
     PRIORITY,

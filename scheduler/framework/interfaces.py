@@ -205,7 +205,15 @@ class StatusSource(Protocol):
 
 
 class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is optional
-    """Base of every plugin; ``name`` is its name in the configuration."""
+    """Base of every plugin; ``name`` is its name (in the configuration, or kube-scheduler's name of a
+    member plugin).
+
+    ``config_name`` is the configuration entry the plugin was built for: its own ``name``, or, for a
+    *member* (one of kube-scheduler's filter or score plugins that a Volcano plugin entry runs: the
+    ``predicates`` entry runs NodePorts, InterPodAffinity, ...), that entry's name. The framework places
+    a plugin in its entry's tier and applies its entry's switches (``enablePredicate: false`` on
+    ``predicates`` switches every member's Filter off); the plugin's own ``name`` labels its verdicts.
+    """
 
     name: str = ""
     # Events after which a pod this plugin rejected is worth retrying.
@@ -216,6 +224,7 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        self.config_name = self.name
 
 
 class QueueSortPlugin(Plugin):

@@ -1,4 +1,11 @@
-"""Plugins by name, and building the plugin chain from the Volcano-format configuration."""
+"""Plugins by name, and building the plugin chain from the Volcano-format configuration.
+
+A configuration entry builds its plugin and then the entry's *members* (kube-scheduler's filter and
+score plugins a Volcano plugin runs: ``predicates`` runs NodePorts, InterPodAffinity, ...). A member
+factory reads the entry's settings (its parsed arguments, which may switch the member off: it then
+returns None) and its plugin carries the entry's name as ``config_name``, so the framework places it
+in the entry's tier and applies the entry's switches (:class:`~scheduler.framework.interfaces.Plugin`).
+"""
 
 from __future__ import annotations
 
@@ -56,16 +63,26 @@ def plugin_args(settings: PluginSettings | None, model: type[M]) -> M | None:
 # A factory gets the plugin's configuration: ``args`` (the engine's parsed model) when the config
 # loader parsed it, else the raw ``arguments`` for the plugin to parse with its engine.
 PluginFactory = Callable[[Handle, PluginSettings], Plugin]
+# A member factory gets its entry's configuration; None: the entry's arguments switch the member off.
+MemberFactory = Callable[[Handle, PluginSettings], Plugin | None]
 
 
 class Registry:
     def __init__(self, factories: Mapping[str, PluginFactory] | None = None) -> None:
         self._factories: dict[str, PluginFactory] = dict(factories or {})
+        self._members: dict[str, list[MemberFactory]] = {}
 
     def register(self, name: str, factory: PluginFactory) -> None:
         if name in self._factories:
             raise ValueError(f"plugin {name!r} registered twice")
         self._factories[name] = factory
+
+    def register_member(self, entry: str, factory: MemberFactory) -> None:
+        """``factory`` builds a member plugin for every configuration entry named ``entry`` (after the
+        entry's own plugin and the members registered before it, in registration order)."""
+        if entry not in self._factories:
+            raise ValueError(f"member of {entry!r}, which is not registered")
+        self._members.setdefault(entry, []).append(factory)
 
     def __contains__(self, name: str) -> bool:
         return name in self._factories
@@ -86,5 +103,12 @@ class Registry:
                         settings.name,
                         f"a plugin this scheduler provides ({', '.join(self.names)})",
                     )
-                plugins.append(factory(handle, settings))
+                plugin = factory(handle, settings)
+                plugin.config_name = settings.name
+                plugins.append(plugin)
+                for member_factory in self._members.get(settings.name, ()):
+                    member = member_factory(handle, settings)
+                    if member is not None:
+                        member.config_name = settings.name
+                        plugins.append(member)
         return plugins

@@ -63,7 +63,8 @@ class SessionPoints:
         self._tiers = _group_in_tiers(plugins, tiers)
 
     def _enabled(self, plugin: Plugin, switch: str) -> bool:
-        return self._switches.get(plugin.name, {}).get(switch, True)
+        """A switch is set on a configuration entry: a member plugin follows its entry's."""
+        return self._switches.get(plugin.config_name, {}).get(switch, True)
 
     def _tiered(self, kind: Any, switch: str) -> Any:
         """The plugins of extension point ``kind`` (an interface class) whose ``switch`` is on, tier
@@ -163,17 +164,20 @@ class SessionPoints:
 def _group_in_tiers(
     plugins: Sequence[Plugin], tiers: Sequence[Sequence[str]]
 ) -> tuple[tuple[Plugin, ...], ...]:
-    """The plugins grouped by the configuration's tiers (by name); plugins no tier names (a test's
-    hand-built chain) form one last tier."""
-    by_name = {p.name: p for p in plugins}
+    """The plugins grouped by the configuration's tiers (by configuration entry: a member plugin goes
+    with its entry, right after it); plugins no tier names (a test's hand-built chain) form one last
+    tier."""
+    by_entry: dict[str, list[Plugin]] = {}
+    for plugin in plugins:
+        by_entry.setdefault(plugin.config_name, []).append(plugin)
     out: list[tuple[Plugin, ...]] = []
     placed: set[str] = set()
     for names in tiers:
-        tier = tuple(by_name[n] for n in names if n in by_name)
-        placed.update(p.name for p in tier)
+        tier = tuple(p for n in names for p in by_entry.get(n, ()))
+        placed.update(names)
         if tier:
             out.append(tier)
-    rest = tuple(p for p in plugins if p.name not in placed)
+    rest = tuple(p for p in plugins if p.config_name not in placed)
     if rest:
         out.append(rest)
     return tuple(out)

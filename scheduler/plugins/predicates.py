@@ -20,6 +20,7 @@ import numpy as np
 
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -29,7 +30,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReasonMasks,
 )
-from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.node_selection import (
     NOT_READY_TAINT,
@@ -84,6 +85,12 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        args = plugin_args(settings, PredicatesArgs) or PredicatesArgs()
+        # Volcano's predicate.NodeAffinityEnable / predicate.TaintTolerationEnable: these two of
+        # kube-scheduler's filters are part of this plugin's node masks, so they are switched here
+        # (the other switches decide which member plugins are built: scheduler/plugins/__init__.py).
+        self._node_affinity = args.node_affinity
+        self._taint_toleration = args.taint_toleration
         self._masks: dict[tuple[object, ...], _NodeMasks] = {}
         self._masks_generation = -1
         # (distinct taints known, the ids of those a pod without tolerations does not tolerate)
@@ -95,7 +102,9 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
         if self._masks_generation != cluster.static_generation or len(self._masks) >= _MAX_CLASSES:
             self._masks.clear()
             self._masks_generation = cluster.static_generation
-        if pod.tolerations:
+        if not self._taint_toleration:
+            taint_ids: tuple[int, ...] = ()
+        elif pod.tolerations:
             taint_ids = tuple(untolerated_taints(cluster, pod))
         else:  # tolerates nothing: every NoSchedule/NoExecute taint, the same until a taint is new
             if self._intolerant[0] != len(cluster.taints):
@@ -132,6 +141,16 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
         return masks
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        if not self._node_affinity:
+            state.write(
+                plugin_names.PREDICATES,
+                _PodPredicates(
+                    _UNCONSTRAINED.selection,
+                    tolerates(pod.tolerations, UNSCHEDULABLE_TAINT),
+                    tolerates(pod.tolerations, NOT_READY_TAINT),
+                ),
+            )
+            return Status.success()
         if not pod.node_selector and not pod.affinity and not pod.tolerations:
             state.write(plugin_names.PREDICATES, _UNCONSTRAINED)  # most pods: nothing to compile
             return Status.success()
