@@ -39,17 +39,10 @@ from gpuq_k8s.webhook.certificates import (
     renewal_policy,
 )
 from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.endpoints import DEFAULT_MAX_BODY_BYTES, Endpoints, ServerLimits
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
-from gpuq_k8s.webhook.server import (
-    DEFAULT_MAX_BODY_BYTES,
-    Endpoints,
-    ServerLimits,
-    create_metrics_app,
-    create_server,
-    run,
-    start_site,
-)
+from gpuq_k8s.webhook.server import create_metrics_app, create_server, run, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
 from gpuq_k8s.webhook.tls_secret import SecretFiles
 from gpuq_k8s.webhook.workers import supervise

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
-from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
@@ -39,6 +39,7 @@ from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotatio
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cluster.objects import GPU_RESOURCE_QUOTA, Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
