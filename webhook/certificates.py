@@ -8,6 +8,9 @@ Three ways, by flags (docs/install.md, "Certificates"):
 * ``--tls-secret --renew-certificates``: the same, and the replica holding the Lease
   ``--certificates-lease`` keeps the CA, the caBundle and the serving certificate renewed
   (:mod:`certs.renewer`, decisions in :mod:`certs.renewal`).
+
+They are read once into :class:`CertificateOptions` (part of ``WebhookOptions``, :mod:`webhook.flags`):
+the flags alone are checked there, the files (readable, a certificate and its key) by its preflight.
 """
 
 from __future__ import annotations
