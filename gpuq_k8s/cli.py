@@ -23,6 +23,7 @@ from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.metrics import gpuq_version
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.process.flags import add_cluster_flags
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.service import register as register_scheduler
 from gpuq_k8s.scheduler.simulate.html import render as render_html
@@ -37,11 +38,6 @@ EXIT_INVALID: Final = 2
 PROGRESS_THRESHOLD: Final = 2000
 
 
-def _live_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--kubeconfig", metavar="P", help=what)
-    parser.add_argument("--context", metavar="C", help="the kubeconfig context to use")
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuq", description="GPU-aware quota management and scheduling.")
     parser.add_argument("--version", action="version", version=f"gpuq {gpuq_version()}")
@@ -53,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--kubeconfig, against the live cluster's state (read once, never written) plus FILE_OR_DIR.",
     )
     sim.add_argument("-f", "--filename", action="append", default=[], metavar="FILE_OR_DIR")
-    _live_arguments(
+    add_cluster_flags(
         sim, "start from this live cluster's state, read-only (--context alone: $KUBECONFIG, ~/.kube/config)"
     )
     sim.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
@@ -71,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("pod", metavar="NAMESPACE/POD")
     exp.add_argument("-f", "--filename", action="append", metavar="FILE_OR_DIR")
-    _live_arguments(exp, "explain from this live cluster (without -f: $KUBECONFIG, ~/.kube/config)")
+    add_cluster_flags(exp, "explain from this live cluster (without -f: $KUBECONFIG, ~/.kube/config)")
     exp.add_argument("--config", metavar="CONF.yaml")
     exp.add_argument("-o", "--output", choices=("table", "json"), default="table")
     register_scheduler(sub)

@@ -38,6 +38,7 @@ from gpuq_k8s.common.model.outlook import outlook_of
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.queues import queue_of
 from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.common.process.flags import add_cluster_flags
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.priority import pod_priority
 from gpuq_k8s.scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
@@ -50,10 +51,7 @@ DEFAULT_NAMESPACE: Final = "default"
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--kubeconfig", metavar="P", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
-    )
-    common.add_argument("--context", metavar="C", help="the kubeconfig context to use")
+    add_cluster_flags(common, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     common.add_argument("-n", "--namespace", metavar="NS", help="the namespace (default: the context's)")
     common.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser = argparse.ArgumentParser(

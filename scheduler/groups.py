@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cmp_to_key
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
@@ -24,10 +24,8 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, StatusPatch
+from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.queue import SchedulingQueue
-
-if TYPE_CHECKING:
-    from gpuq_k8s.scheduler.framework.runtime import Framework
 
 PENDING: Final = "Pending"
 INQUEUE: Final = "Inqueue"

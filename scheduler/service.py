@@ -1,8 +1,9 @@
 """``gpuq scheduler``: the secondary scheduler process against a real cluster (design.md "Command line").
 
-Start-up: configuration (an invalid one is exit code 2 with one line, before anything starts) ->
-metrics and probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches
-are fed to the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease, then
+Start-up: flags (:mod:`scheduler.flags`), configuration, and whether the metrics port can be listened
+on (any of them wrong is exit code 2 with one line, before anything starts) -> logging -> metrics and
+probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches are fed to
+the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease, then
 list everything again (the previous leader's last writes) -> the scheduling loop and the batched
 writer. Only the leader binds and writes; a standby keeps its caches warm so a takeover starts
 scheduling within one retry period (plus those lists).
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -35,19 +35,20 @@ from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.events import EventRecorder
-from gpuq_k8s.common.kube.informer import DEFAULT_INACTIVITY, Informer, InformerSet
-from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
+from gpuq_k8s.common.kube.informer import Informer, InformerSet
+from gpuq_k8s.common.kube.leader import LeaderElector
 from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import SchedulerConfig
-from gpuq_k8s.common.model.errors import GpuqError
-from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 from gpuq_k8s.common.model.wire import split_ref
+from gpuq_k8s.common.process.flags import listen_error
 from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
-from gpuq_k8s.scheduler.kube.backend import DEFAULT_BIND_CONCURRENCY, KubeBackend
+from gpuq_k8s.scheduler.kube.backend import KubeBackend
 from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
-from gpuq_k8s.scheduler.kube.loop import DEFAULT_MAX_UNSCHEDULABLE, SchedulingLoop
+from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -66,103 +67,35 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="run the gpuq secondary scheduler against a cluster",
         description="Schedule pods whose spec.schedulerName is --scheduler-name, with gpuq's quota plugins.",
     )
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster, else ~/.kube/config)")
-    p.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
-    p.add_argument("--scheduler-name", default=GPUQ_SCHEDULER, help=f"default {GPUQ_SCHEDULER}")
-    p.add_argument(
-        "--metrics-port", type=int, default=10259, help="/metrics, /livez, /readyz (default 10259)"
-    )
-    p.add_argument("--bind-address", default="0.0.0.0", help="address of the metrics port (default 0.0.0.0)")
-    p.add_argument("--leader-elect", action="store_true", help="run only while holding the Lease")
-    p.add_argument("--leader-elect-resource-name", default="gpuq-scheduler", help="Lease name")
-    p.add_argument("--leader-elect-resource-namespace", default="kube-system", help="Lease namespace")
-    p.add_argument("--leader-elect-identity", default="", help="holder identity (default hostname_uuid)")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
-    p.add_argument(
-        "--bind-concurrency",
-        type=int,
-        default=DEFAULT_BIND_CONCURRENCY,
-        help=f"binding requests in flight at most (default {DEFAULT_BIND_CONCURRENCY})",
-    )
-    p.add_argument("--flush-interval", type=float, default=0.5, help="seconds between batched writes")
-    p.add_argument(
-        "--max-unschedulable-seconds",
-        type=float,
-        default=DEFAULT_MAX_UNSCHEDULABLE,
-        metavar="SECONDS",
-        help="retry a pod parked as unschedulable this long even without a relevant event "
-        f"(kube-scheduler's podMaxInUnschedulablePodsDuration; default {DEFAULT_MAX_UNSCHEDULABLE:.0f})",
-    )
-    p.add_argument(
-        "--watch-inactivity-timeout",
-        type=float,
-        default=DEFAULT_INACTIVITY,
-        metavar="SECONDS",
-        help="re-establish a watch silent this long (no event, no bookmark) from its resourceVersion; "
-        f"/readyz is 503 until it answers (default {DEFAULT_INACTIVITY:.0f})",
-    )
-    p.add_argument("--log-format", choices=("text", "json"), default="text", help="json: one object a line")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_flags(p)
     p.set_defaults(func=main)
     return p
 
 
-class JsonFormatter(logging.Formatter):
-    """Structured logs: one JSON object a line (ts, level, logger, msg, and exc when there is one)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(fmt: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(getattr(logging, level.upper(), logging.INFO))
-
-
 def main(args: argparse.Namespace) -> int:
-    configure_logging(args.log_format, args.log_level)
+    """Flags, then the configuration, then the machine (the metrics port), each an exit 2 with one
+    line on stderr before anything connects; then the service until it stops."""
     try:
-        config = read_config(args.config)
-        timings = LeaseTimings(
-            args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period
-        )
-        if args.leader_elect:
-            timings.validate()
-        if args.bind_concurrency < 1:
-            raise GpuqError(f"--bind-concurrency: invalid value {args.bind_concurrency}: expected at least 1")
-        if not args.watch_inactivity_timeout > 0:
-            raise GpuqError(
-                f"--watch-inactivity-timeout: invalid value {args.watch_inactivity_timeout}: "
-                "expected a positive number of seconds"
-            )
-        if not args.max_unschedulable_seconds > 0:
-            raise GpuqError(
-                f"--max-unschedulable-seconds: invalid value {args.max_unschedulable_seconds}: "
-                "expected a positive number of seconds"
-            )
+        options = SchedulerOptions.from_args(args)
+    except GpuqError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        config = read_config(options.config)
         # Plugin arguments are validated when the plugins are built: do it now, not after start-up.
         Scheduler(config, default_registry(), _NoBackend(), clock=time.monotonic)
     except GpuqError as err:
         for line in err.lines():  # every problem of the configuration, one line each
-            print(f"error: {args.config or 'configuration'}: {line}", file=sys.stderr)
+            print(f"error: {options.config or 'configuration'}: {line}", file=sys.stderr)
         return EXIT_INVALID
-    return asyncio.run(Service(args, config, timings).serve())
+    try:
+        options.preflight()
+        options.log.configure()
+        # A port lost since the preflight is the same one line (a kubeconfig error: gpuq_k8s/cli.py).
+        return asyncio.run(Service(options, config).serve())
+    except InvalidValue as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
 
 
 class _NoBackend:
@@ -176,11 +109,10 @@ class _NoBackend:
 
 
 class Service:
-    def __init__(self, args: argparse.Namespace, config: SchedulerConfig, timings: LeaseTimings) -> None:
-        self.args = args
+    def __init__(self, options: SchedulerOptions, config: SchedulerConfig) -> None:
+        self.options = options
         self.config = config
-        self.timings = timings
-        self.identity = args.leader_elect_identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.metrics = SchedulerMetrics()
         self.stop = asyncio.Event()
         self.elector: LeaderElector | None = None
@@ -256,17 +188,22 @@ class Service:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop.set)
-        args = self.args
-        api = await new_api_client(args.kubeconfig)
+        options = self.options
+        host, port = options.serving.bind_address, options.serving.metrics_port
+        api = await new_api_client(options.cluster.kubeconfig, options.cluster.context)
         runner = web.AppRunner(self._app(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, args.bind_address, args.metrics_port)
-        await site.start()
-        log.info("metrics and probes on http://%s:%d", args.bind_address, args.metrics_port)
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as err:  # lost the port since the preflight
+            await runner.cleanup()
+            await api.close()
+            raise listen_error("--metrics-port", host, port, err) from None
+        log.info("metrics and probes on http://%s:%d", host, port)
 
         writer = GatedClient(api, self.writes_allowed)
         events = EventRecorder(
-            writer, controller=args.scheduler_name, instance=self.identity, resolve=self._resolve
+            writer, controller=options.scheduler_name, instance=self.identity, resolve=self._resolve
         )
         statuses = StatusWriter(
             writer,
@@ -279,7 +216,7 @@ class Service:
             events=events,
             statuses=statuses,
             metrics=self.metrics,
-            bind_concurrency=args.bind_concurrency,
+            bind_concurrency=options.bind_concurrency,
             may_write=self.writes_allowed,
         )
         scheduler = Scheduler(
@@ -287,12 +224,12 @@ class Service:
             default_registry(),
             backend,
             clock=time.monotonic,
-            scheduler_name=args.scheduler_name,
+            scheduler_name=options.scheduler_name,
             observe=self.metrics.observe,
         )
         feed = self.feed = Feed(scheduler, on_waited=self.metrics.wait.observe)
         scheduling = SchedulingLoop(
-            scheduler, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
+            scheduler, self.metrics, max_unschedulable=options.max_unschedulable_seconds
         )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
@@ -310,19 +247,19 @@ class Service:
             feed.handler(change)
 
         self.informers = InformerSet(
-            Informer(api, kind, handlers=[handler], inactivity_timeout=args.watch_inactivity_timeout)
+            Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)
             for kind in REPLAY_ORDER
         )
         tasks: list[asyncio.Task[Any]] = []
         scheduling_started = False
         try:
-            if args.leader_elect:
+            if options.leader_elect:
                 self.elector = LeaderElector(
                     api,
-                    namespace=args.leader_elect_resource_namespace,
-                    name=args.leader_elect_resource_name,
+                    namespace=options.lease_namespace,
+                    name=options.lease_name,
                     identity=self.identity,
-                    timings=self.timings,
+                    timings=options.timings,
                 )
                 tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
                 tasks.append(asyncio.create_task(self._watch_lease(), name="lease-watch"))
@@ -360,7 +297,7 @@ class Service:
                 else:
                     log.info("caches listed after taking the Lease: no re-list")
             tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
-            log.info("scheduling as %s (%s)", args.scheduler_name, self.identity)
+            log.info("scheduling as %s (%s)", options.scheduler_name, self.identity)
             scheduling_started = True
             await scheduling.run(self.stop)
         finally:
@@ -405,7 +342,7 @@ class Service:
         # Nothing is written from here on: every write passes writes_allowed(), False once lost.
 
     async def _writer(self, scheduler: Scheduler, backend: KubeBackend) -> None:
-        interval = self.args.flush_interval
+        interval = self.options.flush_interval
         while True:
             await asyncio.sleep(interval)
             try:

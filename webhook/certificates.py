@@ -8,6 +8,9 @@ Three ways, by flags (docs/install.md, "Certificates"):
 * ``--tls-secret --renew-certificates``: the same, and the replica holding the Lease
   ``--certificates-lease`` keeps the CA, the caBundle and the serving certificate renewed
   (:mod:`certs.renewer`, decisions in :mod:`certs.renewal`).
+
+They are read once into :class:`CertificateOptions` (part of ``WebhookOptions``, :mod:`webhook.flags`):
+the flags alone are checked there, the files (readable, a certificate and its key) by its preflight.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import argparse
 import datetime as dt
 import os
 import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from cryptography import x509
 
 from gpuq_k8s.certs.authority import DEFAULT_CA_VALIDITY
 from gpuq_k8s.certs.command import service_dns_names
@@ -24,6 +32,8 @@ from gpuq_k8s.certs.renewal import DEFAULT_GRACE, DEFAULT_SERVING_VALIDITY, Rene
 from gpuq_k8s.certs.renewer import CertificateRenewer
 from gpuq_k8s.common.kube.leader import LeaderElector, LeaseTimings
 from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.common.process import flags
+from gpuq_k8s.webhook.tls import server_context
 
 LEASE_TIMINGS = LeaseTimings(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
 
@@ -58,81 +68,137 @@ def add_renewal_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--certificates-lease", default="gpuq-webhook-certs", help="Lease of the renewer")
     group.add_argument(
         "--certificate-validity",
-        type=float,
         default=DEFAULT_SERVING_VALIDITY.total_seconds(),
         help="serving certificate validity, seconds (renewed with a third left)",
     )
     group.add_argument(
         "--ca-validity",
-        type=float,
         default=DEFAULT_CA_VALIDITY.total_seconds(),
         help="CA validity, seconds (rolled over with a third left)",
     )
     group.add_argument(
         "--rotation-grace",
-        type=float,
         default=DEFAULT_GRACE.total_seconds(),
         help="seconds between the steps of a CA rollover and before an old CA leaves the bundle",
     )
-    group.add_argument("--renew-interval", type=float, default=5.0, help="seconds between renewal rounds")
+    group.add_argument("--renew-interval", default=5.0, help="seconds between renewal rounds")
 
 
-def check_certificate_arguments(args: argparse.Namespace) -> None:
-    files = (args.tls_cert_file is not None, args.tls_private_key_file is not None)
-    if args.tls_secret and any(files):
-        raise ConfigError(
-            "--tls-secret", args.tls_secret, "either --tls-secret or the --tls-*-file pair", "flags"
+@dataclass(frozen=True, slots=True)
+class CertificateOptions:
+    """Where the serving certificate comes from (``cert_file``/``key_file``, or the Secret ``secret`` of
+    ``namespace``) and, with ``renewal``, how the replica holding ``lease`` keeps it renewed."""
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    secret: str | None = None
+    namespace: str = ""
+    renewal: RenewalPolicy | None = None
+    renew_interval: float = 5.0
+    ca_secret: str = "gpuq-webhook-ca"
+    service: str = "gpuq-webhook"
+    cluster_domain: str = "cluster.local"
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+    webhook_configurations: tuple[str, ...] = ("gpuq-webhook",)
+    lease: str = "gpuq-webhook-certs"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CertificateOptions:
+        """The certificate flags alone: one way to get the certificate, and a renewal policy whose
+        steps fit (ConfigError or InvalidValue naming the flag)."""
+        files = (args.tls_cert_file is not None, args.tls_private_key_file is not None)
+        if args.tls_secret and any(files):
+            raise ConfigError(
+                "--tls-secret", args.tls_secret, "either --tls-secret or the --tls-*-file pair", "flags"
+            )
+        if not args.tls_secret and not all(files):
+            raise ConfigError(
+                "--tls-cert-file",
+                args.tls_cert_file,
+                "--tls-cert-file and --tls-private-key-file, or --tls-secret",
+                "flags",
+            )
+        if args.tls_secret and not args.certs_namespace:
+            raise ConfigError(
+                "--certs-namespace", "", "the namespace of --tls-secret (or $POD_NAMESPACE)", "flags"
+            )
+        if args.renew_certificates and not args.tls_secret:
+            raise ConfigError("--renew-certificates", True, "--tls-secret (the Secret it renews)", "flags")
+        durations = {
+            flag: flags.number(flag, getattr(args, flag[2:].replace("-", "_")))
+            for flag in ("--certificate-validity", "--ca-validity", "--rotation-grace", "--renew-interval")
+        }
+        return cls(
+            cert_file=Path(args.tls_cert_file) if args.tls_cert_file is not None else None,
+            key_file=Path(args.tls_private_key_file) if args.tls_private_key_file is not None else None,
+            secret=args.tls_secret or None,
+            namespace=args.certs_namespace,
+            renewal=_renewal_policy(durations) if args.renew_certificates else None,
+            renew_interval=durations["--renew-interval"],
+            ca_secret=args.ca_secret,
+            service=args.service,
+            cluster_domain=args.cluster_domain,
+            dns_names=tuple(args.certificate_dns_name),
+            ip_addresses=tuple(flags.ip_address("--certificate-ip", ip) for ip in args.certificate_ip),
+            webhook_configurations=tuple(args.webhook_configuration) or ("gpuq-webhook",),
+            lease=args.certificates_lease,
         )
-    if not args.tls_secret and not all(files):
-        raise ConfigError(
-            "--tls-cert-file",
-            args.tls_cert_file,
-            "--tls-cert-file and --tls-private-key-file, or --tls-secret",
-            "flags",
-        )
-    if args.tls_secret and not args.certs_namespace:
-        raise ConfigError(
-            "--certs-namespace", "", "the namespace of --tls-secret (or $POD_NAMESPACE)", "flags"
-        )
-    if args.renew_certificates and not args.tls_secret:
-        raise ConfigError("--renew-certificates", True, "--tls-secret (the Secret it renews)", "flags")
+
+    def preflight(self) -> None:
+        """The certificate files can be read and served: a PEM certificate, and its private key."""
+        if self.cert_file is None or self.key_file is None:
+            return
+        certificate = flags.readable_file("--tls-cert-file", self.cert_file)
+        flags.readable_file("--tls-private-key-file", self.key_file)
+        try:
+            x509.load_pem_x509_certificate(certificate)
+        except ValueError:
+            raise InvalidValue("--tls-cert-file", str(self.cert_file), "a PEM certificate") from None
+        try:
+            server_context(self.cert_file, self.key_file)
+        except ssl.SSLError as err:
+            raise InvalidValue(
+                "--tls-private-key-file",
+                str(self.key_file),
+                f"the PEM private key of --tls-cert-file ({err.reason or err})",
+            ) from None
 
 
-def renewal_policy(args: argparse.Namespace) -> RenewalPolicy | None:
-    if not args.renew_certificates:
-        return None
-    for flag in ("certificate_validity", "ca_validity", "rotation_grace", "renew_interval"):
-        value = getattr(args, flag)
-        if not value > 0:
-            raise InvalidValue(f"--{flag.replace('_', '-')}", value, "a positive number of seconds")
+def _renewal_policy(durations: dict[str, float]) -> RenewalPolicy:
+    for flag in ("--certificate-validity", "--ca-validity", "--rotation-grace", "--renew-interval"):
+        flags.seconds(flag, durations[flag])
     policy = RenewalPolicy(
-        serving_validity=dt.timedelta(seconds=args.certificate_validity),
-        ca_validity=dt.timedelta(seconds=args.ca_validity),
-        grace=dt.timedelta(seconds=args.rotation_grace),
+        serving_validity=dt.timedelta(seconds=durations["--certificate-validity"]),
+        ca_validity=dt.timedelta(seconds=durations["--ca-validity"]),
+        grace=dt.timedelta(seconds=durations["--rotation-grace"]),
     )
     policy.validate()
-    if args.renew_interval * 2 > args.rotation_grace:
-        raise InvalidValue("--renew-interval", args.renew_interval, "at most half of --rotation-grace")
+    if durations["--renew-interval"] * 2 > durations["--rotation-grace"]:
+        raise InvalidValue(
+            "--renew-interval", durations["--renew-interval"], "at most half of --rotation-grace"
+        )
     return policy
 
 
 def certificate_renewer(
-    args: argparse.Namespace, api: Any, policy: RenewalPolicy
+    options: CertificateOptions, api: Any, policy: RenewalPolicy
 ) -> tuple[CertificateRenewer, LeaderElector]:
-    namespace = args.certs_namespace
-    dns = service_dns_names(args.service, namespace, args.cluster_domain) + list(args.certificate_dns_name)
+    namespace = options.namespace
+    dns = service_dns_names(options.service, namespace, options.cluster_domain) + list(options.dns_names)
+    assert options.secret is not None  # --renew-certificates needs --tls-secret (CertificateOptions)
     renewer = CertificateRenewer(
         api,
         namespace=namespace,
-        tls_secret=args.tls_secret,
-        ca_secret=args.ca_secret,
-        webhook_configurations=args.webhook_configuration or ["gpuq-webhook"],
+        tls_secret=options.secret,
+        ca_secret=options.ca_secret,
+        webhook_configurations=list(options.webhook_configurations),
         dns_names=dns,
-        ip_addresses=list(args.certificate_ip),
+        ip_addresses=list(options.ip_addresses),
         policy=policy,
     )
     identity = f"{socket.gethostname()}_{os.getpid()}"
     elector = LeaderElector(
-        api, namespace=namespace, name=args.certificates_lease, identity=identity, timings=LEASE_TIMINGS
+        api, namespace=namespace, name=options.lease, identity=identity, timings=LEASE_TIMINGS
     )
     return renewer, elector

@@ -6,7 +6,7 @@ and a response object, header multidicts, the writer); the review itself costs l
 requests it reads are plain, complete reviews (``POST /validate`` or ``/mutate``, HTTP/1.1, a
 ``Content-Length`` within the body limit, the whole body already received, no ``Expect``,
 ``Transfer-Encoding`` or ``Connection`` header, a body that parses as an AdmissionReview) it answers
-them itself, with the same answer bytes :meth:`webhook.server.Endpoints.answer` gives aiohttp.
+them itself, with the same answer bytes :meth:`webhook.endpoints.Endpoints.answer` gives aiohttp.
 
 A body still arriving is waited for, up to the read timeout (then the same 408 as aiohttp's path).
 Anything else (a probe, a malformed or oversized body, an unusual header) hands the connection,
@@ -22,15 +22,13 @@ import asyncio
 import logging
 import time
 from email.utils import formatdate
-from typing import TYPE_CHECKING, Final, cast
+from typing import Final, cast
 
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 
+from gpuq_k8s.webhook.endpoints import Endpoints
 from gpuq_k8s.webhook.review import AdmissionReview, MalformedReview, parse_review
-
-if TYPE_CHECKING:
-    from gpuq_k8s.webhook.server import Endpoints
 
 log = logging.getLogger(__name__)
 

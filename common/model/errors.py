@@ -5,16 +5,17 @@ quota) is a subclass of :class:`GpuqError` and renders as a single line that nam
 field, the value and what was expected, so the webhook can return it as a denial message, the
 scheduler can put it in an Event, and the CLI can print it without a traceback. The errors that
 carry fields are dataclasses (compared by identity and shown by message, like any exception).
+
+A request over a quota, :class:`~common.model.quota_exceeded.QuotaExceeded`, is a :class:`GpuqError` of
+its own module: its message carries the outlook (:mod:`common.model.outlook`), which parses quantities,
+and quantities raise :class:`InvalidQuantity` from here, so this module imports nothing of gpuq's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gpuq_k8s.common.model.outlook import Outlook
+from dataclasses import dataclass
+from typing import Any
 
 
 class GpuqError(Exception):
@@ -127,69 +128,3 @@ class ErrorCollector:
     def raise_any(self) -> None:
         if self.errors:
             raise ConfigErrors(self.errors)
-
-
-@dataclass(eq=False, repr=False)
-class QuotaExceeded(GpuqError):
-    """A request does not fit in a quota.
-
-    ``resource`` names the quota dimension (``NVIDIA-A100``, ``cpu``, ``total.requests.tflops``);
-    amounts are pre-formatted strings in the resource's own unit so the message is readable as is.
-    ``unresolvable`` marks limits no amount of waiting can satisfy (per-workload limits): the
-    scheduler reports those as UnschedulableAndUnresolvable and the webhook denies them outright.
-    """
-
-    resource: str
-    requested: str
-    available: str
-    limit: str
-    _: KW_ONLY
-    scope: str = ""
-    used: str | None = None
-    unresolvable: bool = False
-
-    def __post_init__(self) -> None:
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        """The message; a subclass worded by its design overrides it."""
-        where = f" in {self.scope}" if self.scope else ""
-        used = f", used {self.used}" if self.used is not None else ""
-        outlook = self.outlook
-        return (
-            f"quota exceeded{where} for {self.resource}: requested {self.requested}, "
-            f"available {self.available}{used}, limit {self.limit}" + (f" ({outlook})" if outlook else "")
-        )
-
-    @property
-    def outlook(self) -> Outlook | None:
-        """Whether waiting can help (:mod:`common.model.outlook`); None when the amounts do not say."""
-        from gpuq_k8s.common.model.outlook import quota_outlook  # noqa: PLC0415 - outlook parses with quantity
-
-        return quota_outlook(self.resource, self.requested, self.limit, self.used)
-
-
-class BelowMinimum(QuotaExceeded):
-    """A workload's request below a per-workload minimum (gpu-resource-quota ``single.min``): like a
-    per-workload maximum, unresolvable; ``limit`` is the minimum."""
-
-    def _render(self) -> str:
-        where = f" in {self.scope}" if self.scope else ""
-        resource, requested = self.resource, self.requested
-        return f"request below the minimum{where} for {resource}: requested {requested}, minimum {self.limit}"
-
-
-class CrossQuotaExceeded(QuotaExceeded):
-    """A non-GPU pod over a GPU node's cross quota (crossquota.md "Predicate Function"), worded as the
-    predicate reports it: ``<res> quota exceeded: required=<q> used=<q> quota=<q>``.
-
-    ``required``, ``used`` and ``quota`` are canonical quantities of ``resource``; ``available`` (what
-    the quota leaves, never negative) fills the :class:`QuotaExceeded` vocabulary.
-    """
-
-    def __init__(self, resource: str, *, required: str, used: str, quota: str, available: str) -> None:
-        super().__init__(resource, required, available, quota, used=used)
-
-    def _render(self) -> str:
-        r = self.resource
-        return f"{r} quota exceeded: required={self.requested} used={self.used} quota={self.limit}"

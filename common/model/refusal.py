@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from gpuq_k8s.common.model.errors import GpuqError, QuotaExceeded
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 
 
 @dataclass(frozen=True, slots=True)

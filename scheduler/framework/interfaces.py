@@ -107,6 +107,35 @@ class EventSink(Protocol):
     def __call__(self, record: EventRecord, /) -> None: ...
 
 
+class PodGroups(Protocol):
+    """Where the :class:`Handle`'s PodGroup and pending-pod queries are answered from: the scheduler's
+    :class:`~scheduler.groups.GroupTracker`, which the framework is given (it is built first, and it
+    runs the enqueue action through the framework, so the framework knows it only by this shape)."""
+
+    @property
+    def groups(self) -> Mapping[str, GroupInfo]:
+        """PodGroups by ``namespace/name``."""
+        ...
+
+    @property
+    def invalid(self) -> Mapping[str, str]:
+        """Why a PodGroup ``namespace/name`` could not be read, for those that could not."""
+        ...
+
+    @property
+    def pending(self) -> Mapping[str, PodInfo]:
+        """The pods still to be scheduled by us, by ``namespace/name``."""
+        ...
+
+    def group_of(self, pod: PodInfo) -> GroupInfo | None: ...
+
+    def group_members(self, group: GroupInfo) -> Sequence[PodInfo]: ...
+
+    def ready_members(self, group: GroupInfo) -> int: ...
+
+    def queue_of(self, pod: PodInfo) -> str: ...
+
+
 class Handle(Protocol):
     """What plugins may read (kube-scheduler's framework.Handle).
 

@@ -13,7 +13,8 @@ session points tier by tier (:mod:`scheduler.framework.session`, which it inheri
 The framework is also the plugins' :class:`~scheduler.framework.interfaces.Handle`, as
 kube-scheduler's frameworkImpl is: it builds them with itself as their handle, holds the pods
 waiting in Permit (:mod:`scheduler.framework.waiting`), and answers their PodGroup and pending-pod
-queries from the scheduler's :class:`~scheduler.groups.GroupTracker`.
+queries from the scheduler's :class:`~scheduler.groups.GroupTracker`, which it knows only as
+:class:`~scheduler.framework.interfaces.PodGroups` (the tracker runs the enqueue action through it).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PendingPodListener,
     PermitPlugin,
     Plugin,
+    PodGroups,
     PostFilterPlugin,
     PostFilterResult,
     PreFilterPlugin,
@@ -57,7 +59,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.session import SessionPoints
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPods
-from gpuq_k8s.scheduler.groups import GroupTracker
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
@@ -82,7 +83,7 @@ class Framework(SessionPoints):
         self,
         cluster: ClusterState,
         objects: ObjectStore,
-        groups: GroupTracker,
+        groups: PodGroups,
         record: EventSink,
         build_plugins: Callable[[Handle], Iterable[Plugin]],
         *,

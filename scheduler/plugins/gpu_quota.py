@@ -32,7 +32,7 @@ import numpy.typing as npt
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, CardType
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
-from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.gpu_quota.card_share import CardShare, card_share, with_unidentified_cards
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
@@ -41,6 +41,7 @@ from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState

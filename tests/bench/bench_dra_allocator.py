@@ -8,7 +8,7 @@ pod has one claim (as a ResourceClaimTemplate makes them): one device of the cla
 
 * **cold start**: parsing the slices, building the inventory, and the first pod's selectors over
   every slice (CEL evaluations per second); what a restart or a new claim shape costs once;
-* **Filter**: ``PodPlan.allocate(node)`` calls per second with the selector results cached (what
+* **Filter**: ``allocate_on_node(PodPlan, node)`` calls per second with the selector results cached (what
   the cycle's Filter costs per candidate node), on free nodes and on full ones (the refusal, with
   its reasons, is the slower path);
 * **allocations/s**: pods placed one after another: plan, Filter over candidate nodes (first fit,
@@ -32,13 +32,13 @@ import gc
 import time
 from typing import Any
 
+from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
 from gpuq_k8s.common.model.devices.ledger import DeviceLedger
-from gpuq_k8s.common.model.devices.plan import Allocator
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
-from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.devices.search import Allocation, allocate_on_node
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.nodes import NodeInfo
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     plan = allocator.plan([claim(0)])
     start = time.perf_counter()
     for node in nodes:
-        plan.allocate(node)
+        allocate_on_node(plan, node)
     cold = time.perf_counter() - start
     results["cold: first pod over every node (s)"] = cold
     results["cold: CEL evaluations/s"] = allocator.cache.evaluations / cold
@@ -142,12 +142,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     h100 = nodes[0::2]
     start = time.perf_counter()
     for node in h100:
-        plan.allocate(node)
+        allocate_on_node(plan, node)
     results["Filter calls/s (free node)"] = len(h100) / (time.perf_counter() - start)
     a100 = nodes[1::2]
     start = time.perf_counter()
     for node in a100:
-        plan.allocate(node)
+        allocate_on_node(plan, node)
     results["Filter calls/s (refused, with reasons)"] = len(a100) / (time.perf_counter() - start)
 
     placed: list[tuple[ResourceClaim, ClaimAllocation]] = []
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for step in range(len(nodes)):
             node = nodes[(next_start + step) % len(nodes)]
             filters += 1
-            answer = pod_plan.allocate(node)
+            answer = allocate_on_node(pod_plan, node)
             if isinstance(answer, Allocation):
                 allocation = answer.claims[pod_claim.key]
                 ledger.reserve(pod_claim.key, allocation, inventory)

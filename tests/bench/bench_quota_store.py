@@ -25,10 +25,10 @@ import random
 import time
 from collections.abc import Callable
 
-from gpuq_k8s.common.model.errors import QuotaExceeded
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 
 
 def build_store(namespaces: int) -> tuple[GPUQuotaStore, list[str]]:

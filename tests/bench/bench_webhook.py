@@ -35,9 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpuq_k8s.certs import create_ca, issue_serving_certificate, write_key_pair
 from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.endpoints import Endpoints
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.review import ALLOW
-from gpuq_k8s.webhook.server import Endpoints, create_server, run, start_site
+from gpuq_k8s.webhook.server import create_server, run, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
 from gpuq_k8s.webhook.view import StaticView
 

@@ -27,8 +27,9 @@ from gpuq_k8s.certs.cluster import inject_ca_bundle
 from gpuq_k8s.common.kube.client import new_api_client
 from gpuq_k8s.webhook.admission import Admission
 from gpuq_k8s.webhook.cluster import InformerView
+from gpuq_k8s.webhook.endpoints import Endpoints
 from gpuq_k8s.webhook.metrics import WebhookMetrics
-from gpuq_k8s.webhook.server import Endpoints, create_app, start_site
+from gpuq_k8s.webhook.server import create_app, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 from tests.e2e.url_webhook import LABEL, configurations, create

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
+from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
 from gpuq_k8s.common.model.devices.ledger import DeviceLedger
-from gpuq_k8s.common.model.devices.plan import Allocator
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.nodes import NodeInfo

@@ -17,8 +17,9 @@ from aiohttp import web
 
 from gpuq_k8s.certs import KeyPair, issue_serving_certificate, write_key_pair
 from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.endpoints import Endpoints, ServerLimits
 from gpuq_k8s.webhook.metrics import WebhookMetrics
-from gpuq_k8s.webhook.server import Endpoints, ServerLimits, create_metrics_app, create_server, start_site
+from gpuq_k8s.webhook.server import create_metrics_app, create_server, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import MakeNode, MakePod, MakeQueue

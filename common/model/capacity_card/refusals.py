@@ -14,13 +14,14 @@ from typing import Final
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import CARD_QUOTA
 from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota
-from gpuq_k8s.common.model.errors import GpuqError, QuotaExceeded
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import (
     EMPTY_QUEUE_CAPABILITY,
     INSUFFICIENT_CPU_QUOTA,
     INSUFFICIENT_MEMORY_QUOTA,
 )
 from gpuq_k8s.common.model.quantity import CPU, MEMORY, format_units
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.wire import object_ref
 

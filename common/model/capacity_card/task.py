@@ -28,8 +28,8 @@ from gpuq_k8s.common.model.capacity_card.refusals import (
     queue_closed,
 )
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
-from gpuq_k8s.common.model.errors import QuotaExceeded
 from gpuq_k8s.common.model.events import INSUFFICIENT_SCALAR_QUOTA
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 

@@ -19,8 +19,8 @@ import numpy.typing as npt
 
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod
-from gpuq_k8s.common.model.errors import CrossQuotaExceeded
 from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.quota_exceeded import CrossQuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 
 

@@ -1,11 +1,11 @@
 """A pod's claims prepared once for the whole scheduling cycle (PreFilter), then allocated per node
 (Filter).
 
-:meth:`Allocator.plan` looks up every request's DeviceClass (a missing class is
+:meth:`~.allocator.Allocator.plan` looks up every request's DeviceClass (a missing class is
 :class:`UnknownDeviceClass`: the pod waits for it, as kube-scheduler marks it unschedulable until a
 DeviceClass event), keeps claims that are already allocated (honoured, never allocated again; a
 claim reserved by 256 consumers and not this pod is in use) and those another pod has in flight
-(this pod waits), and holds the rest for allocation. :meth:`PodPlan.allocate` then answers one
+(this pod waits), and holds the rest for allocation. :func:`~.search.allocate_on_node` then answers one
 node: an :class:`~.search.Allocation` or an :class:`~.explain.Unfit` with the reasons.
 
 For one node, a request's candidates are the node's devices, in the structured allocator's order
@@ -17,31 +17,21 @@ on what is allocated (in use, capacity left, counters, constraints) is decided b
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Protocol
 
-from gpuq_k8s.common.model.devices.capacity import CapacityShortfall, consumption, shortfall
+from gpuq_k8s.common.model.devices.capacity import shortfall
 from gpuq_k8s.common.model.devices.cel_env import CompiledSelector
 from gpuq_k8s.common.model.devices.claims import ALL, Request, ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
 from gpuq_k8s.common.model.devices.device import Device, DeviceTaint
 from gpuq_k8s.common.model.devices.ledger import DeviceLedger
-from gpuq_k8s.common.model.devices.matching import SelectorCache
 from gpuq_k8s.common.model.devices.pools import Inventory, NodePool, Pool
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceID
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
-from gpuq_k8s.common.model.devices.taints import untolerated
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
-
-if TYPE_CHECKING:
-    from gpuq_k8s.common.model.devices.explain import Unfit
-    from gpuq_k8s.common.model.devices.search import Allocation
-
-# Static views kept at most (request shapes x slices); a cleared cache only costs recomputation.
-_MAX_VIEWS: Final = 500_000
 
 
 @dataclass(eq=False, repr=False)
@@ -126,12 +116,24 @@ class PreparedClaim:
     requests: tuple[tuple[Alternative, ...], ...]  # per request: its alternatives (one unless prioritized)
 
 
+class PlanSource(Protocol):
+    """What a plan reads of the allocator that made it (:class:`~.allocator.Allocator`)."""
+
+    inventory: Inventory
+    ledger: DeviceLedger
+
+    def static_view(self, alternative: Alternative, s: ResourceSlice) -> SliceView: ...
+
+    def share_id(self) -> str: ...
+
+
 class PodPlan:
-    """The claims of one pod for one cycle: prepared once, allocated per node."""
+    """The claims of one pod for one cycle: prepared once (:meth:`~.allocator.Allocator.plan`), then
+    allocated node by node (:func:`~.search.allocate_on_node`, or the allocator's ``allocate``)."""
 
     def __init__(
         self,
-        allocator: Allocator,
+        allocator: PlanSource,
         pod_uid: str,
         to_allocate: tuple[PreparedClaim, ...],
         allocated: tuple[ResourceClaim, ...],
@@ -175,116 +177,6 @@ class PodPlan:
                             continue
                     out.candidates.append(Candidate(pool, s, device, did, taint, taken))
         return out
-
-    def allocate(self, node: NodeInfo) -> Allocation | Unfit:
-        """An :class:`~.search.Allocation` for every claim to allocate on ``node``, or an
-        :class:`~.explain.Unfit` with the reasons."""
-        from gpuq_k8s.common.model.devices.search import allocate_on_node  # noqa: PLC0415 - search imports plan
-
-        return allocate_on_node(self, node)
-
-
-class Allocator:
-    """The pure DRA allocator over one view of the cluster: the slices (:class:`~.pools.Inventory`),
-    the DeviceClasses, and the allocated state (:class:`~.ledger.DeviceLedger`)."""
-
-    def __init__(
-        self,
-        inventory: Inventory,
-        classes: Mapping[str, DeviceClass],
-        ledger: DeviceLedger,
-        cache: SelectorCache | None = None,
-        share_id: Callable[[], str] | None = None,
-    ) -> None:
-        self.inventory = inventory
-        self.classes = classes
-        self.ledger = ledger
-        self.cache = cache if cache is not None else SelectorCache()
-        self.share_id = share_id or (lambda: str(uuid.uuid4()))
-        self._views: dict[tuple[object, int], SliceView] = {}
-
-    def prune(self, live: Iterable[ResourceSlice]) -> None:
-        """Forget what was computed for slices not in ``live`` (call after slice updates)."""
-        slices = list(live)
-        keep = {s.serial for s in slices}
-        self.cache.prune(slices)
-        for key in [k for k in self._views if k[1] not in keep]:
-            del self._views[key]
-
-    def static_view(self, alternative: Alternative, s: ResourceSlice) -> SliceView:
-        """The alternative's :class:`SliceView` of ``s``, computed once per request shape and slice."""
-        key = (alternative.static_key, s.serial)
-        found = self._views.get(key)
-        if found is not None:
-            return found
-        request = alternative.request
-        all_mode = request.mode == ALL
-        mask = (1 << len(s.devices)) - 1
-        rejected: dict[int, str] = {}
-        errors: set[int] = set()
-        for origin, selector in alternative.selectors:
-            # Selectors apply in order (class first): a device an earlier selector refused is not
-            # evaluated further upstream, so a later selector's error on it does not count.
-            one, failed = self.cache.one(selector, s)
-            for index in range(len(s.devices)):
-                if mask >> index & 1 and not one >> index & 1:
-                    if index in failed:
-                        rejected[index] = f"{origin}: {failed[index]}"
-                        errors.add(index)
-                    else:
-                        rejected[index] = f"{origin} false"
-            mask &= one
-        usable: dict[int, tuple[Mapping[str, int], DeviceTaint | None]] = {}
-        for index, device in enumerate(s.devices):
-            if index in rejected:
-                continue
-            taken = consumption(request.capacity, device.capacity)
-            if isinstance(taken, CapacityShortfall):
-                rejected[index] = taken.message
-                continue
-            taint = untolerated(device.taints, request.tolerations)
-            if taint is not None and not all_mode:
-                rejected[index] = f"taint {taint.key}={taint.value}:{taint.effect} not tolerated"
-                continue
-            usable[index] = (taken, taint)
-        if len(self._views) >= _MAX_VIEWS:
-            self._views.clear()
-        view = self._views[key] = SliceView(usable, rejected, frozenset(errors))
-        return view
-
-    def plan(self, claims: Sequence[ResourceClaim], pod_uid: str = "") -> PodPlan:
-        """Prepare ``claims`` (a pod's, in its order) for allocation; :class:`UnknownDeviceClass`
-        when a class is missing."""
-        to_allocate: list[PreparedClaim] = []
-        allocated: list[ResourceClaim] = []
-        waiting = None
-        for claim in claims:
-            if claim.allocation is not None:
-                if not claim.can_be_reserved() and not claim.reserved_for_pod(pod_uid):
-                    waiting = waiting or f"{claim.ref} is in use by {len(claim.reserved_for)} consumers"
-                allocated.append(claim)
-                continue
-            if self.ledger.in_flight(claim.key):
-                waiting = waiting or f"{claim.ref} is in the process of being allocated"
-                continue
-            requests = []
-            for device_request in claim.spec.requests:
-                alternatives = []
-                for request in device_request.alternatives:
-                    device_class = self.classes.get(request.class_name)
-                    if device_class is None:
-                        raise UnknownDeviceClass(claim.ref, request.name, request.class_name)
-                    selectors = tuple(
-                        (f"{device_class.ref} selector #{i}", sel)
-                        for i, sel in enumerate(device_class.selectors)
-                    ) + tuple(
-                        (f"request {request.name} selector #{i}", sel)
-                        for i, sel in enumerate(request.selectors)
-                    )
-                    alternatives.append(Alternative(request, device_class, selectors))
-                requests.append(tuple(alternatives))
-            to_allocate.append(PreparedClaim(claim, tuple(requests)))
-        return PodPlan(self, pod_uid, tuple(to_allocate), tuple(allocated), waiting)
 
 
 def allocated_claim_fits(claim: ResourceClaim, node: NodeInfo) -> bool:

@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
-from gpuq_k8s.common.model.errors import QuotaExceeded
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS, format_units
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 

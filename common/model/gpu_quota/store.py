@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model.cards.card_type import CardType
-from gpuq_k8s.common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
@@ -35,6 +35,7 @@ from gpuq_k8s.common.model.gpu_quota.request import (
 from gpuq_k8s.common.model.gpu_quota.status import GPUQuotaStatus, ReportedStatus, quota_status
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import format_bytes
+from gpuq_k8s.common.model.quota_exceeded import BelowMinimum, QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 
 # Stands for "no limit" in the store's plain-int hot path: above any real sum, far below int64 overflow.

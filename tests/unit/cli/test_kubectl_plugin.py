@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from gpuq_k8s.certs import create_ca, issue_serving_certificate
+from gpuq_k8s.certs.files import write_key_pair
 from gpuq_k8s.cli import main as cli_main
 from gpuq_k8s.kubectl import View, _context_namespace, main, pending_rows, queue_rows
 from gpuq_k8s.scheduler.simulate.live import Snapshot, manifests, overlay
@@ -264,7 +266,8 @@ def test_a_live_object_the_model_cannot_read_is_named_once() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["scheduler"], ["webhook", "--tls-cert-file", "c", "--tls-private-key-file", "k"]]
+    "command",
+    [["scheduler"], ["webhook", "--tls-cert-file", "c", "--tls-private-key-file", "k", "--port", "0"]],
 )
 @pytest.mark.parametrize("name", ["missing", "contexts-not-a-list"])
 def test_the_processes_refuse_a_bad_kubeconfig_in_one_line(
@@ -276,6 +279,11 @@ def test_the_processes_refuse_a_bad_kubeconfig_in_one_line(
     path = tmp_path / name
     if text is not None:
         path.write_text(text)
+    # The webhook checks its certificate files and ports before it connects: give it a real pair.
+    write_key_pair(
+        issue_serving_certificate(create_ca("ca"), dns_names=["x"]), tmp_path / "c", tmp_path / "k"
+    )
+    command = [str(tmp_path / arg) if arg in ("c", "k") else arg for arg in command]
     result = subprocess.run(
         [sys.executable, "-m", "gpuq_k8s.cli", *command, "--kubeconfig", str(path), "--metrics-port", "0"],
         capture_output=True,

@@ -5,16 +5,22 @@ The server-side checks are in tests/e2e/test_deploy.py and test_rbac.py."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
+from gpuq_k8s.certs.flags import CertsOptions
+from gpuq_k8s.cli import _parser
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML, SchedulerConfig
+from gpuq_k8s.scheduler.flags import SchedulerOptions
+from gpuq_k8s.webhook.flags import WebhookOptions
 from tests.testing.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -222,3 +228,29 @@ def test_chart_readme_documents_every_value_and_the_schema_every_key() -> None:
         for part in key.split("."):
             assert part in node.get("properties", {}), f"{key}: not in values.schema.json"
             node = node["properties"][part]
+
+
+@pytest.mark.parametrize("tree", ["base", "cert-manager"])
+def test_every_process_gets_arguments_its_options_accept_and_logs_json(tree: str) -> None:
+    """The chart's arguments are read by the same code as a user's (common/process/flags.py): each
+    container's args parse and check (no I/O) into its command's options, and both long-running
+    processes log JSON lines (issue 27: the webhook logged plain text)."""
+    docs = [d for d in yaml.safe_load_all((DEPLOY / tree / "gpuq.yaml").read_text()) if d]
+    options: dict[str, Any] = {}
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "Job"):
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            args = _parser().parse_args(container["args"])
+            read: dict[str, Callable[[argparse.Namespace], object]] = {
+                "scheduler": SchedulerOptions.from_args,
+                "webhook": WebhookOptions.from_args,
+                "certs": CertsOptions.from_args,
+            }
+            options[args.command] = read[args.command](args)
+    assert set(options) == ({"scheduler", "webhook", "certs"} if tree == "base" else {"scheduler", "webhook"})
+    assert options["scheduler"].log.format == options["webhook"].log.format == "json"
+    assert options["scheduler"].log.format == VALUES["scheduler"]["logFormat"]
+    assert options["webhook"].log.format == VALUES["webhook"]["logFormat"]
+    assert options["webhook"].serving.metrics_port == VALUES["webhook"]["metricsPort"]
+    assert options["scheduler"].leader_elect and options["scheduler"].timings.lease_duration == 15

@@ -6,8 +6,12 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
+import grimp
 import pytest
+from importlinter.api import read_configuration
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
 
 from tests.testing.paths import REPO_ROOT
 
@@ -208,3 +212,116 @@ def test_every_command_line_module_is_in_the_top_layer() -> None:
     top = {name.strip() for name in layers.splitlines()[1].strip(' ",').split(":")}
     modules = {f"gpuq_k8s.{p.stem}" for p in (ROOT / "gpuq_k8s").glob("*.py") if p.stem != "__init__"}
     assert modules == top
+
+
+# --- no import cycles (issue 22) ------------------------------------------------------------------
+# pyproject's "No import cycles" contract (import-linter's acyclic_siblings), run here on the graph
+# lint-imports checks, on that graph with a planted cycle, and on a small package with one cycle of
+# each kind of import, so the check is shown to fail where it must. What counts as an import: every
+# one, at module level, under ``if TYPE_CHECKING:`` and inside a function (a deferred import hides a
+# cycle from the interpreter, not from a reader or mypy).
+
+
+def _importlinter_config() -> dict[str, Any]:
+    """pyproject's import-linter settings, read as lint-imports reads them (strings for flags)."""
+    return read_configuration(str(ROOT / "pyproject.toml"))
+
+
+def _acyclic_contract(ancestors: list[str] | None = None) -> AcyclicSiblingsContract:
+    contracts = _importlinter_config()["contracts_options"]
+    (options,) = [c for c in contracts if c["type"] == AcyclicSiblingsContract.type_name]
+    fields = {k: v for k, v in options.items() if k not in {"name", "type"}}
+    if ancestors is not None:
+        fields["ancestors"] = ancestors
+    return AcyclicSiblingsContract(name=options["name"], session_options={}, contract_options=fields)
+
+
+def _project_graph() -> grimp.ImportGraph:
+    session = _importlinter_config()["session_options"]
+    return grimp.build_graph(
+        *session["root_packages"],
+        include_external_packages=session.get("include_external_packages") == "True",
+        exclude_type_checking_imports=session.get("exclude_type_checking_imports") == "True",
+        cache_dir=None,
+    )
+
+
+def _cycles(contract: AcyclicSiblingsContract, graph: grimp.ImportGraph) -> dict[str, set[tuple[str, str]]]:
+    check = contract.check(graph, verbose=False)
+    breakers: dict[str, set[tuple[str, str]]] = check.metadata["cycle_breakers_by_package"]
+    assert check.kept == (not breakers)
+    return breakers
+
+
+def test_every_source_module_is_in_the_import_graph() -> None:
+    """A directory without ``__init__.py`` (a namespace package) is invisible to grimp, so to every
+    import contract: each module of the tree must be a node of the graph lint-imports checks."""
+    graph = _project_graph()
+    expected = {
+        "gpuq_k8s." + ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for package in PACKAGES[:-1]
+        for path in (ROOT / package).rglob("*.py")
+    } | {f"gpuq_k8s.{p.stem}" for p in (ROOT / "gpuq_k8s").glob("*.py") if p.stem != "__init__"}
+    assert len(expected) > 150
+    assert expected <= graph.modules, sorted(expected - graph.modules)
+
+
+def test_the_project_has_no_import_cycle() -> None:
+    assert _cycles(_acyclic_contract(), _project_graph()) == {}
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "package"),
+    [
+        # errors importing the quota errors again (the issue's first circle, between two modules)
+        ("gpuq_k8s.common.model.errors", "gpuq_k8s.common.model.quota_exceeded", "gpuq_k8s.common.model"),
+        # the framework importing the tracker again (the second: a subpackage and a module of scheduler)
+        ("gpuq_k8s.scheduler.framework.runtime", "gpuq_k8s.scheduler.groups", "gpuq_k8s.scheduler"),
+        # the model importing the kube layer: a cycle of the packages common.model and common.kube
+        # only (no module of common.kube imports pods.py), refused as well
+        ("gpuq_k8s.common.model.pods", "gpuq_k8s.common.kube.client", "gpuq_k8s.common"),
+    ],
+)
+def test_a_planted_cycle_breaks_the_contract(importer: str, imported: str, package: str) -> None:
+    graph = _project_graph()
+    depth = package.count(".") + 2
+    downstream, upstream = (".".join(m.split(".")[:depth]) for m in (importer, imported))
+    assert graph.chain_exists(importer=upstream, imported=downstream, as_packages=True), "no cycle planted"
+    assert _cycles(_acyclic_contract(), graph) == {}
+    graph.add_import(importer=importer, imported=imported)
+    breakers = _cycles(_acyclic_contract(), graph)
+    assert list(breakers) == [package], breakers
+
+
+SYNTHETIC = {
+    "__init__.py": "",
+    # a module-level cycle
+    "a.py": "from synthetic_cycles import b\n",
+    "b.py": "from synthetic_cycles import a\n",
+    # a cycle closed only under TYPE_CHECKING (an annotation-only import)
+    "c.py": "from synthetic_cycles import d\n",
+    "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from synthetic_cycles import c\n",
+    # a cycle closed only inside a function (a deferred import)
+    "e.py": "from synthetic_cycles import f\n",
+    "f.py": "def late() -> None:\n    from synthetic_cycles import e  # noqa: F401\n",
+    # no cycle: g -> h only
+    "g.py": "from synthetic_cycles import h\n",
+    "h.py": "X = 1\n",
+}
+
+
+def test_each_kind_of_import_closes_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "synthetic_cycles"
+    package.mkdir()
+    for name, text in SYNTHETIC.items():
+        (package / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("synthetic_cycles", cache_dir=None)
+    breakers = _cycles(_acyclic_contract(["synthetic_cycles"]), graph)
+    assert list(breakers) == ["synthetic_cycles"]
+    closed = {frozenset(edge) for edge in breakers["synthetic_cycles"]}
+    assert closed == {
+        frozenset({"synthetic_cycles.a", "synthetic_cycles.b"}),
+        frozenset({"synthetic_cycles.c", "synthetic_cycles.d"}),
+        frozenset({"synthetic_cycles.e", "synthetic_cycles.f"}),
+    }

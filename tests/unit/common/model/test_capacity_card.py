@@ -23,7 +23,7 @@ from gpuq_k8s.common.model.capacity_card.task import check_task, task_quota_refu
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import discover_cards
 from gpuq_k8s.common.model.crd import PodGroup, Queue
-from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, QuotaExceeded
+from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation
 from gpuq_k8s.common.model.events import (
     EMPTY_QUEUE_CAPABILITY,
     GET_TASK_REQUEST_RESOURCE_FAILED,
@@ -33,6 +33,7 @@ from gpuq_k8s.common.model.events import (
     INVALID_ANNOTATION,
 )
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 from tests.testing.builders import MakeNode, MakePodGroup, MakeQueue
 from tests.testing.capacity_card import A1, CATALOG, H1, NODES, POD, card_pod, ledger_with

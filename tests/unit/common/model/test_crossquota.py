@@ -22,11 +22,12 @@ from gpuq_k8s.common.model.crossquota.args import (
 from gpuq_k8s.common.model.crossquota.node_quota import QuotaSource, annotation_keys, node_quota
 from gpuq_k8s.common.model.crossquota.pod import ScoringStrategy, prepare_pod, validate_pod_annotations
 from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, quota_exceeded
-from gpuq_k8s.common.model.errors import ConfigError, CrossQuotaExceeded, InvalidAnnotation
+from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation
 from gpuq_k8s.common.model.events import INVALID_ANNOTATION, EventRecord
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.quota_exceeded import CrossQuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import Resources
 from tests.testing.builders import Amount, MakeNode, MakePod

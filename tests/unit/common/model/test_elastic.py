@@ -16,8 +16,9 @@ from gpuq_k8s.common.model.elastic.preemption import (
     victim_scope,
 )
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
-from gpuq_k8s.common.model.errors import InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import Resources
 from tests.testing.builders import Amount, MakeElasticQuota, MakePod

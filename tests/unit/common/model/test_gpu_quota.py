@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.common.model.cards.card_type import CardType
-from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
 from gpuq_k8s.common.model.gpu_quota.card_share import card_share
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest, pod_gpu_request, request_from_annotations
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.gpu_specs import card_tflops, normalise_product
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from tests.testing.builders import GPU, MakeGPUResourceQuota, MakePod
 from tests.testing.hostile import ANNOTATION_VALUES, OBJECTS, only_gpuq_errors
 

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
-from gpuq_k8s.common.model.errors import BelowMinimum, InvalidValue, QuotaExceeded
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, TflopsVram, validate_gpu_resource_quota
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.quota_exceeded import BelowMinimum, QuotaExceeded
 from gpuq_k8s.webhook.admission import review
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod

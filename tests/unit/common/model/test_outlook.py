@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuq_k8s.common.model.errors import QuotaExceeded
 from gpuq_k8s.common.model.outlook import NEVER, WAIT, capacity_outlook, outlook_of, quota_outlook
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.paths import REPO_ROOT
 from tests.testing.simulate_text import pods_by_name, simulate, simulate_explained

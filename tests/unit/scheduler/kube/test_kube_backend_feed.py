@@ -3,7 +3,6 @@ metrics registry, against a real :class:`Scheduler` with the in-memory backend: 
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from typing import Any
@@ -14,19 +13,20 @@ from prometheus_client.samples import Sample
 
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
-from gpuq_k8s.common.kube.leader import LeaseTimings
 from gpuq_k8s.common.kube.metrics import gpuq_version
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import QUEUE_NAME
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.process.logs import JsonFormatter
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
+from gpuq_k8s.scheduler.flags import SchedulerOptions
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.kube.feed import Feed, object_update_matters, pod_update_matters
 from gpuq_k8s.scheduler.kube.loop import attempt_result
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
-from gpuq_k8s.scheduler.service import JsonFormatter, Service
+from gpuq_k8s.scheduler.service import Service
 from tests.testing.builders import MakeElasticQuota, MakeQueue
 from tests.testing.clock import FakeClock
 from tests.testing.feed import CONFIG, NODE, POD, InformerCache, add, key, make_feed, update
@@ -320,9 +320,7 @@ def test_readiness_needs_the_replayed_caches_and_every_watch_live() -> None:
     """/readyz (issue 11): not before the caches are fed, nor while any watch is not live (silent
     past the bound and not yet re-established, or failed); it names the watches that are down."""
     _, _, feed, _ = make_feed()
-    service = Service(
-        argparse.Namespace(leader_elect_identity="x"), SchedulerConfig.from_yaml(CONFIG), LeaseTimings()
-    )
+    service = Service(SchedulerOptions(identity="x"), SchedulerConfig.from_yaml(CONFIG))
     assert not service.ready() and service.not_ready_reason() == "informer caches not synced"
     pods, nodes = Informer(None, kinds.POD), Informer(None, kinds.NODE)
     service.feed, service.informers = feed, InformerSet([pods, nodes])

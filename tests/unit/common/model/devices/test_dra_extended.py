@@ -19,7 +19,7 @@ from gpuq_k8s.common.model.devices.extended import (
     extended_requests,
     is_extended_resource_name,
 )
-from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.devices.search import Allocation, allocate_on_node
 from tests.testing.dra_cluster import cluster, node
 
 ER = "example.com/gpu"  # upstream's extendedResourceName
@@ -256,7 +256,7 @@ def test_a_pod_asking_example_com_gpu_2_is_served_by_dra() -> None:
     resources = dra_resources({ER: 2}, {}, classes)
     requests, mappings = extended_requests(spec, resources, classes)
     claim = extended_claim("ml", "trainer", requests)
-    answer = c.allocator.plan([claim]).allocate(node("gpu-node-1"))
+    answer = allocate_on_node(c.allocator.plan([claim]), node("gpu-node-1"))
     assert isinstance(answer, Allocation)
     assert [(r.request, r.device) for r in answer.claims[claim.key].results] == [
         ("container-0-request-1", "gpu-0"),

@@ -13,14 +13,14 @@ from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import UnknownDeviceClass, allocated_claim_fits
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
-from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.devices.search import Allocation, allocate_on_node
 from tests.testing.dra_cluster import Cluster, cluster, node
 
 CUDA_SELECTOR = 'device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("9.0.0"))'
 
 
 def allocate(c: Cluster, claim: ResourceClaim, on: str) -> ClaimAllocation:
-    answer = c.allocator.plan([claim]).allocate(node(on))
+    answer = allocate_on_node(c.allocator.plan([claim]), node(on))
     assert isinstance(answer, Allocation), answer.message if isinstance(answer, Unfit) else answer
     return answer.claims[claim.key]
 
@@ -43,7 +43,7 @@ def test_concurrent_pods_never_get_the_same_device() -> None:
         c.ledger.reserve(claim.key, allocation, c.inventory)  # Reserve: in flight, not written yet
         taken += devices(allocation)
     assert taken == ["gpu-0", "gpu-1"]
-    third = c.allocator.plan([c.claim("one-h100", "pod-2-gpu")]).allocate(node("gpu-node-1"))
+    third = allocate_on_node(c.allocator.plan([c.claim("one-h100", "pod-2-gpu")]), node("gpu-node-1"))
     assert isinstance(third, Unfit)
     assert "gpu-0, gpu-1: in use" in third.message
     assert "gpu-2, gpu-3: request gpu selector #0 false" in third.message
@@ -124,7 +124,7 @@ def test_two_40gi_shares_of_an_80gi_device_and_a_third_refused() -> None:
         assert allocation.results[0].share_id is not None
         assert dict(allocation.results[0].consumed_capacity or {}) == {"memory": 40 * 2**30 * 10**9}
         c.ledger.reserve(claim.key, allocation, c.inventory)
-    third = c.allocator.plan([c.claim("share-40gi", "s2")]).allocate(node("shared-node-1"))
+    third = allocate_on_node(c.allocator.plan([c.claim("share-40gi", "s2")]), node("shared-node-1"))
     assert isinstance(third, Unfit)
     assert "shared-0: 0 of memory left, 40Gi asked" in third.message
 
@@ -158,7 +158,7 @@ def test_counters_are_never_over_consumed() -> None:
     mig = c.claim("mig-1g", "m")
     mig_allocation = allocate(c, mig, "mig-node-1")  # computed before the whole GPU is charged
     c.ledger.reserve(whole.key, allocation, c.inventory)
-    refused = c.allocator.plan([mig]).allocate(node("mig-node-1"))
+    refused = allocate_on_node(c.allocator.plan([mig]), node("mig-node-1"))
     assert isinstance(refused, Unfit)
     assert "counter gpu-0-counters/multiprocessors: 0 left, 1 needed" in refused.message
     with pytest.raises(DeviceConflict, match="would over-consume counter gpu-0-counters/"):
@@ -174,20 +174,25 @@ def test_mig_partitions_share_the_counter_set() -> None:
         c.ledger.reserve(claim.key, allocation, c.inventory)
         names += devices(allocation)
     assert names == ["gpu-0-mig-1g.10gb-0", "gpu-0-mig-1g.10gb-1"]
-    whole = c.allocator.plan(
-        [
-            ResourceClaim.from_dict(
-                {
-                    "metadata": {"name": "w", "namespace": "ml"},
-                    "spec": {
-                        "devices": {
-                            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
-                        }
-                    },
-                }
-            )
-        ]
-    ).allocate(node("mig-node-1"))
+    whole = allocate_on_node(
+        c.allocator.plan(
+            [
+                ResourceClaim.from_dict(
+                    {
+                        "metadata": {"name": "w", "namespace": "ml"},
+                        "spec": {
+                            "devices": {
+                                "requests": [
+                                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+                                ]
+                            }
+                        },
+                    }
+                )
+            ]
+        ),
+        node("mig-node-1"),
+    )
     assert isinstance(whole, Unfit)
     assert "gpu-0: counter gpu-0-counters/multiprocessors: 5 left, 7 needed" in whole.message
 
@@ -216,10 +221,10 @@ def test_an_allocated_claim_is_honoured_and_shared_not_allocated_again() -> None
     c.ledger.observe(reserved)
     plan = c.allocator.plan([reserved], pod_uid="uid-b")
     assert plan.to_allocate == () and plan.allocated == (reserved,) and plan.waiting is None
-    assert isinstance(plan.allocate(node("gpu-node-1")), Allocation)  # nothing left to allocate
+    assert isinstance(allocate_on_node(plan, node("gpu-node-1")), Allocation)  # nothing left to allocate
     assert allocated_claim_fits(reserved, node("gpu-node-1"))
     assert not allocated_claim_fits(reserved, node("shared-node-1"))  # its node selector: gpu-node-1
-    elsewhere = plan.allocate(node("shared-node-1"))
+    elsewhere = allocate_on_node(plan, node("shared-node-1"))
     assert isinstance(elsewhere, Unfit)
     assert elsewhere.message == (
         "ResourceClaim/ml/shared-by-pods: allocated to devices not reachable from node shared-node-1"
@@ -239,7 +244,7 @@ def test_a_claim_reserved_by_256_other_consumers_is_in_use() -> None:
     )
     waiting = c.allocator.plan([full], pod_uid="other")
     assert waiting.waiting == "ResourceClaim/ml/popular is in use by 256 consumers"
-    refused = waiting.allocate(node("gpu-node-1"))
+    refused = allocate_on_node(waiting, node("gpu-node-1"))
     assert isinstance(refused, Unfit)
     assert refused.message == "ResourceClaim/ml/popular is in use by 256 consumers"
     assert c.allocator.plan([full], pod_uid="u7").waiting is None
@@ -308,7 +313,7 @@ def test_a_selector_runtime_error_is_no_match_and_is_reported() -> None:
             },
         }
     )
-    answer = c.allocator.plan([claim]).allocate(node("gpu-node-1"))
+    answer = allocate_on_node(c.allocator.plan([claim]), node("gpu-node-1"))
     assert isinstance(answer, Unfit)
     assert answer.selector_errors[0] == (
         'gpu-0: request gpu selector #0: NOT_FOUND: Key not found in map : "cudaComputeCapability"'
@@ -322,7 +327,7 @@ def test_a_selector_runtime_error_is_no_match_and_is_reported() -> None:
 
 def test_a_node_without_devices_says_so() -> None:
     c = cluster()
-    answer = c.allocator.plan([c.claim("one-h100")]).allocate(node("cpu-node-1"))
+    answer = allocate_on_node(c.allocator.plan([c.claim("one-h100")]), node("cpu-node-1"))
     assert isinstance(answer, Unfit)
     assert answer.message == "ResourceClaim/ml/one-h100: no ResourceSlice of any pool reaches node cpu-node-1"
 

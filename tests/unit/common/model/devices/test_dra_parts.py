@@ -26,6 +26,7 @@ from gpuq_k8s.common.model.devices.quota import (
     total,
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
+from gpuq_k8s.common.model.devices.search import allocate_on_node
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.errors import InvalidValue
 from tests.testing.dra_cluster import cluster, node
@@ -332,11 +333,11 @@ def test_the_inventory_updates_only_the_changed_pools() -> None:
 def test_selectors_are_evaluated_once_per_slice() -> None:
     c = cluster()
     for i in range(5):
-        c.allocator.plan([c.claim("one-h100", f"p{i}")]).allocate(node("gpu-node-1"))
+        allocate_on_node(c.allocator.plan([c.claim("one-h100", f"p{i}")]), node("gpu-node-1"))
     evaluations = c.allocator.cache.evaluations
     assert evaluations == 8  # two selectors (class, request) over the slice's four devices, once
     c.allocator.prune([])
-    c.allocator.plan([c.claim("one-h100", "again")]).allocate(node("gpu-node-1"))
+    allocate_on_node(c.allocator.plan([c.claim("one-h100", "again")]), node("gpu-node-1"))
     assert c.allocator.cache.evaluations == 16
 
 
