@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
 from tests.e2e.api import MERGE_PATCH, ignore_not_found, status_message
+from tests.e2e.cluster_fixtures import eventually
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl, dns_label, pinned_versions
 from tests.testing.builders import GPU, MakeNode, MakePod, MakePodGroup, MakeQueue
 
@@ -72,8 +73,19 @@ async def test_rbac_authorizes_service_account_tokens(
                 subjects=[client.RbacV1Subject(kind="ServiceAccount", name="default", namespace=namespace)],
             ),
         )
-        pods = await client.CoreV1Api(as_service_account).list_namespaced_pod(namespace)
-        assert pods.items == []
+
+        # The apiserver's RBAC authorizer reads Roles and RoleBindings from its own informers: the
+        # grant takes effect once they have seen it (milliseconds, longer on a loaded machine).
+        async def granted() -> list[object] | None:
+            try:
+                pods = await client.CoreV1Api(as_service_account).list_namespaced_pod(namespace)
+            except ApiException as err:
+                if err.status != 403:
+                    raise
+                return None
+            return [pods.items]
+
+        assert await eventually(granted, 30, "the Role to authorize the list") == [[]]
 
 
 # Extended resources such as nvidia.com/gpu must have requests equal to limits. kubernetes_asyncio
