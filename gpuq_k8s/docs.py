@@ -191,7 +191,13 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                     "nodeSelector and required node affinity (kube-scheduler's NodeAffinity filter).",
                     "true",
                 ),
-                (predicates.NODE_PORTS_ENABLE, "node_ports", "host ports (NodePorts).", "true"),
+                (
+                    predicates.NODE_PORTS_ENABLE,
+                    "node_ports",
+                    "host ports of containers and sidecars, by protocol and hostIP with the `0.0.0.0` "
+                    "wildcard (NodePorts).",
+                    "true",
+                ),
                 (
                     predicates.TAINT_TOLERATION_ENABLE,
                     "taint_toleration",
@@ -226,7 +232,10 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 (
                     predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
                     "dynamic_resource_allocation",
-                    "ResourceClaims (DynamicResources).",
+                    "pods with `spec.resourceClaims` (DynamicResources): until gpuq allocates "
+                    "ResourceClaims they stay pending, unresolvable, with a reason that says so; `false` "
+                    "places them as if they had none (no device is allocated for them). Volcano master "
+                    "never reads this key (its DRA filter follows the feature gate, on since 1.34).",
                     "true",
                 ),
                 (
@@ -241,7 +250,8 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "Runs kube-scheduler's filters as Volcano's predicates plugin does, each a member plugin named as "
         "in kube-scheduler (its verdicts are reported under that name), placed in the `predicates` "
         "entry's tier and governed by the switches set on it (`enablePredicate: false` turns them all "
-        "off). Always on: node readiness, `spec.unschedulable` and the resource fit. Each argument "
+        "off). Always on: node readiness, `spec.unschedulable`, `spec.nodeName` (NodeName) and the "
+        "resource fit; SchedulingGates runs whatever the configuration says. Each argument "
         'switches one filter off with `false` (design.md "Placement rules").',
     ),
     Plugin(
