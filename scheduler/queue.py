@@ -273,7 +273,12 @@ class SchedulingQueue:
         """Move the waiting pods that ``event`` (one, or every event one change raises; ``old`` and
         ``new`` the object it changed) may help: parked ones to backoff or active, gated ones through
         the PreEnqueue plugins again. Returns how many moved."""
-        events = (event,) if isinstance(event, ClusterEvent) else tuple(event)
+        if isinstance(event, ClusterEvent):
+            if not self._waiting.get(event):
+                return 0  # the usual case for a bind: nobody waits for it
+            events: tuple[ClusterEvent, ...] = (event,)
+        else:
+            events = tuple(event)
         candidates: dict[str, QueuedPod] = {}
         for one in events:
             waiting = self._waiting.get(one)
