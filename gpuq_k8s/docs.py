@@ -311,12 +311,11 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 f"InterPodAffinity, {_NOT_COMPUTED}",
                 "not computed",
             ),
-            Argument(
+            _scorer(
                 nodeorder.IMAGE_LOCALITY,
-                ("image_locality",),
-                0,
-                f"ImageLocality, {_NOT_COMPUTED}",
-                "not computed",
+                2,
+                "ImageLocality: the pod's images a node holds (`status.images`), by size and by how many "
+                "nodes hold them (a member plugin of its own, reported as `ImageLocality`).",
             ),
             Argument(
                 nodeorder.POD_TOPOLOGY_SPREAD,
@@ -328,7 +327,7 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         ),
         "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
         "kube's), times its weight; the plugin's score is the sum. A weight of 0 switches a scorer off; "
-        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2), imagelocality (1) "
+        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2) "
         "and podtopologyspread (2) cannot be honoured: left out, they contribute nothing. Refused: a "
         "negative or fractional weight, an unknown argument, a non-zero weight for a scorer gpuq does not "
         "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.placement.image_locality import pod_images
 from gpuq_k8s.common.model.placement.node_ports import HostPort, host_ports
 from gpuq_k8s.common.model.placement.scheduling_gates import scheduling_gates
 from gpuq_k8s.common.model.quantity import PODS, to_units
@@ -206,10 +207,13 @@ class PodInfo:
     affinity: Mapping[str, Any] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     # Placement (design.md "Placement rules"): ``spec.schedulingGates`` names, the host ports of its
-    # containers and sidecars, and the names of its ``spec.resourceClaims`` (DRA).
+    # containers and sidecars, the names of its ``spec.resourceClaims`` (DRA), and the images it runs
+    # with its number of containers (ImageLocality).
     scheduling_gates: tuple[str, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     resource_claims: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()
+    container_count: int = 0
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -272,6 +276,7 @@ class PodInfo:
             gates = scheduling_gates(spec)
             ports = host_ports(spec)
             claims = _claim_names(spec)
+            images, container_count = pod_images(spec)
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -296,6 +301,8 @@ class PodInfo:
             scheduling_gates=gates,
             host_ports=ports,
             resource_claims=claims,
+            images=images,
+            container_count=container_count,
         )
 
 

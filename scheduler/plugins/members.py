@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 from gpuq_k8s.scheduler.framework.registry import MemberFactory, PluginSettings, plugin_args
 from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
+from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
 from gpuq_k8s.scheduler.plugins.node_name import NodeName
 from gpuq_k8s.scheduler.plugins.node_ports import NodePorts
 from gpuq_k8s.scheduler.plugins.scheduling_gates import SchedulingGates
@@ -39,6 +41,22 @@ def predicate(enabled: PredicateSwitch | None, build: Callable[[Handle], Plugin]
     return factory
 
 
+NodeOrderWeight = Callable[[NodeOrderArgs], int]
+
+
+def scorer(weight: NodeOrderWeight, build: Callable[[Handle, int], Plugin]) -> MemberFactory:
+    """A member of ``nodeorder`` built with its ``<x>.weight``
+    (:class:`~common.model.nodeorder.NodeOrderArgs`), unless that is 0 (Volcano registers no
+    node-order function for it)."""
+
+    def factory(handle: Handle, settings: PluginSettings) -> Plugin | None:
+        args = plugin_args(settings, NodeOrderArgs) or NodeOrderArgs.parse({})
+        value = weight(args)
+        return build(handle, value) if value else None
+
+    return factory
+
+
 # Entry -> the members built before its own plugin, in order: the filters kube-scheduler's default
 # profile runs before NodeResourcesFit (the base plugin's last check), so that a node failing both is
 # reported under the member, as kube-scheduler reports it.
@@ -53,7 +71,7 @@ LEADING: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
 # (design.md "Placement rules").
 MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
     plugin_names.PREDICATES: (predicate(lambda a: a.dynamic_resource_allocation, DynamicResources),),
-    plugin_names.NODEORDER: (),
+    plugin_names.NODEORDER: (scorer(lambda a: a.image_locality, ImageLocality),),
 }
 
 
