@@ -52,6 +52,14 @@ class HostPort:
 def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     """The host ports of a pod spec: its sidecars' first, then its containers' (``GetHostPorts``'s
     order); raises :class:`InvalidValue` naming the field for what the apiserver would refuse."""
+    containers = spec.get("containers")
+    if not spec.get("initContainers") and type(containers) is list:
+        # Most pods: containers only, none with ports (checked without the general path's reads).
+        for container in containers:
+            if type(container) is not dict or container.get("ports"):
+                break
+        else:
+            return ()
     out: list[HostPort] = []
     for field in ("initContainers", "containers"):
         containers = spec.get(field)
