@@ -191,7 +191,13 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                     "nodeSelector and required node affinity (kube-scheduler's NodeAffinity filter).",
                     "true",
                 ),
-                (predicates.NODE_PORTS_ENABLE, "node_ports", "host ports (NodePorts).", "true"),
+                (
+                    predicates.NODE_PORTS_ENABLE,
+                    "node_ports",
+                    "host ports of containers and sidecars, by protocol and hostIP with the `0.0.0.0` "
+                    "wildcard (NodePorts).",
+                    "true",
+                ),
                 (
                     predicates.TAINT_TOLERATION_ENABLE,
                     "taint_toleration",
@@ -226,7 +232,10 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 (
                     predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
                     "dynamic_resource_allocation",
-                    "ResourceClaims (DynamicResources).",
+                    "pods with `spec.resourceClaims` (DynamicResources): until gpuq allocates "
+                    "ResourceClaims they stay pending, unresolvable, with a reason that says so; `false` "
+                    "places them as if they had none (no device is allocated for them). Volcano master "
+                    "never reads this key (its DRA filter follows the feature gate, on since 1.34).",
                     "true",
                 ),
                 (
@@ -241,7 +250,8 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "Runs kube-scheduler's filters as Volcano's predicates plugin does, each a member plugin named as "
         "in kube-scheduler (its verdicts are reported under that name), placed in the `predicates` "
         "entry's tier and governed by the switches set on it (`enablePredicate: false` turns them all "
-        "off). Always on: node readiness, `spec.unschedulable` and the resource fit. Each argument "
+        "off). Always on: node readiness, `spec.unschedulable`, `spec.nodeName` (NodeName) and the "
+        "resource fit; SchedulingGates runs whatever the configuration says. Each argument "
         'switches one filter off with `false` (design.md "Placement rules").',
     ),
     Plugin(
@@ -301,12 +311,11 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 f"InterPodAffinity, {_NOT_COMPUTED}",
                 "not computed",
             ),
-            Argument(
+            _scorer(
                 nodeorder.IMAGE_LOCALITY,
-                ("image_locality",),
-                0,
-                f"ImageLocality, {_NOT_COMPUTED}",
-                "not computed",
+                2,
+                "ImageLocality: the pod's images a node holds (`status.images`), by size and by how many "
+                "nodes hold them (a member plugin of its own, reported as `ImageLocality`).",
             ),
             Argument(
                 nodeorder.POD_TOPOLOGY_SPREAD,
@@ -318,7 +327,7 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         ),
         "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
         "kube's), times its weight; the plugin's score is the sum. A weight of 0 switches a scorer off; "
-        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2), imagelocality (1) "
+        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2) "
         "and podtopologyspread (2) cannot be honoured: left out, they contribute nothing. Refused: a "
         "negative or fractional weight, an unknown argument, a non-zero weight for a scorer gpuq does not "
         "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",

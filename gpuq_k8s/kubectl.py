@@ -2,6 +2,7 @@
 
     kubectl gpuq queues                 per queue and card type: used / limit, pending and inqueue
     kubectl gpuq pending [-n NS | -A]   pending pods with their place in their queue and the reason
+                                        (a gated pod: POSITION "gated", the gates it waits for)
     kubectl gpuq explain NS/POD         why a pod waits (or went where it went), node by node
 
 It honours ``$KUBECONFIG``, ``--kubeconfig``, ``--context`` and ``-n`` as kubectl does, and only reads.
@@ -35,6 +36,7 @@ from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.outlook import outlook_of
+from gpuq_k8s.common.model.placement.scheduling_gates import waiting_for
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.queues import queue_of
 from gpuq_k8s.common.model.resources import Resources
@@ -42,7 +44,7 @@ from gpuq_k8s.common.process.flags import add_cluster_flags
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.plugins.priority import pod_priority
 from gpuq_k8s.scheduler.simulate.live import ReadError, Snapshot, manifests, snapshot
-from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, report, run
+from gpuq_k8s.scheduler.simulate.run import GATED, PENDING, Simulation, prepare, report, run
 from gpuq_k8s.tables import amount, fmt, make_console, print_explain
 
 EXIT_INVALID: Final = 2
@@ -165,7 +167,9 @@ def _queue_order(pod: PodInfo) -> tuple[Any, ...]:
 
 def pending_rows(view: View) -> list[dict[str, Any]]:
     """Pending pods in queue order (priority high first, then creationTimestamp, then name), each
-    with its queue, its position among that queue's pending pods, its outlook and reason."""
+    with its queue, its position among that queue's pending pods, its outlook and reason. A gated pod
+    (``spec.schedulingGates``) is listed with phase ``Gated`` and no position: the scheduler never
+    tries it until its gates are removed."""
     groups = _podgroups(view.snap)
     infos = {p.key: p for p in _pod_infos(view.snap)}
     raw = {
@@ -177,32 +181,48 @@ def pending_rows(view: View) -> list[dict[str, Any]]:
         for pod in view.report["pods"]:
             key = f"{pod['namespace']}/{pod['name']}"
             info = infos.get(key)
-            if pod["phase"] == "Pending" and info is not None:
-                rows.append({"pod": info, "reason": pod["reason"], "outlook": pod["outlook"]})
+            if pod["phase"] in (PENDING, GATED) and info is not None:
+                rows.append(
+                    {"pod": info, "phase": pod["phase"], "reason": pod["reason"], "outlook": pod["outlook"]}
+                )
     else:
         for key, info in infos.items():
             if not info.bound and not info.terminal and not info.deleting:
+                if info.scheduling_gates:
+                    rows.append(
+                        {
+                            "pod": info,
+                            "phase": GATED,
+                            "reason": waiting_for(info.scheduling_gates),
+                            "outlook": None,
+                        }
+                    )
+                    continue
                 reason = _recorded_reason(raw.get(key) or {})
-                rows.append({"pod": info, "reason": reason, "outlook": outlook_of(reason)})
+                rows.append({"pod": info, "phase": PENDING, "reason": reason, "outlook": outlook_of(reason)})
     rows.sort(key=lambda r: _queue_order(r["pod"]))
     counts: dict[str, int] = {}
     out = []
     for row in rows:
         info = row["pod"]
         queue = queue_of(info, groups)
-        counts[queue] = counts.get(queue, 0) + 1
+        position = None
+        if row["phase"] == PENDING:
+            counts[queue] = counts.get(queue, 0) + 1
+            position = counts[queue]
         out.append(
             {
                 "namespace": info.namespace,
                 "name": info.name,
                 "queue": queue,
-                "position": counts[queue],
+                "phase": row["phase"],
+                "position": position,
                 "outlook": row["outlook"],
                 "reason": row["reason"],
             }
         )
     for row in out:
-        row["of"] = counts[row["queue"]]
+        row["of"] = counts.get(row["queue"], 0)
     return out
 
 
@@ -329,7 +349,7 @@ def _main(args: argparse.Namespace) -> int:
                         r["namespace"],
                         r["name"],
                         r["queue"],
-                        f"{r['position']}/{r['of']}",
+                        "gated" if r["position"] is None else f"{r['position']}/{r['of']}",
                         fmt(r["outlook"]),
                         fmt(r["reason"]),
                     ]
@@ -353,16 +373,21 @@ def _explain(view: View, target: tuple[str, str], output: str) -> int:
         ]
         match = []
         for obj in raw:
-            node = (obj.get("spec") or {}).get("nodeName")
+            spec = obj.get("spec") or {}
+            node = spec.get("nodeName")
             reason = _recorded_reason(obj)
+            phase = "Bound" if node else PENDING
+            gates = [g.get("name") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)]
+            if not node and gates:
+                phase, reason = GATED, waiting_for([str(g) for g in gates])
             match.append(
                 {
                     "namespace": target[0],
                     "name": target[1],
-                    "phase": "Bound" if node else "Pending",
+                    "phase": phase,
                     "node": node,
                     "reason": reason,
-                    "outlook": outlook_of(reason),
+                    "outlook": outlook_of(reason) if phase == PENDING else None,
                 }
             )
     if not match:

@@ -10,6 +10,7 @@ import sys
 from typing import Any, Final
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING
@@ -39,11 +40,13 @@ def amount(resource: str, value: Any) -> str:
 
 
 def fmt(value: Any) -> str:
+    """A cell's text, as printed: Rich markup in it escaped (a reason such as ``waiting for scheduling
+    gates: [a b]`` is text, not a style tag)."""
     if value is None:
         return "-"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={amount(k, v)}" for k, v in value.items()) or "-"
-    return str(value)
+        return escape(", ".join(f"{k}={amount(k, v)}" for k, v in value.items())) or "-"
+    return escape(str(value))
 
 
 def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
@@ -52,7 +55,7 @@ def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
     table = Table(title="Pods", title_justify="left")
     for column in ("NAMESPACE", "NAME", "PHASE", "NODE", "CARD TYPE", "OUTLOOK", "REASON"):
         table.add_column(column, overflow="fold")
-    styles = {"Bound": "green", "Pending": "yellow", "Preempted": "red", "Rejected": "red"}
+    styles = {"Bound": "green", "Pending": "yellow", "Gated": "blue", "Preempted": "red", "Rejected": "red"}
     for pod in out["pods"]:
         table.add_row(
             pod["namespace"],
@@ -97,7 +100,7 @@ def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
             t.add_column("OBJECT")
             t.add_column("MESSAGE", overflow="fold")
             for row in rows:
-                t.add_row(row["object"], row["message"])
+                t.add_row(fmt(row["object"]), fmt(row["message"]))
             console.print(t)
     if explain:
         for pod in out["pods"]:
@@ -134,7 +137,7 @@ def _print_warnings(console: Console, events: list[dict[str, Any]]) -> None:
     for column in ("OBJECT", "REASON", "MESSAGE"):
         t.add_column(column, overflow="fold")
     for event in rows:
-        t.add_row(event["object"], event["reason"], event["message"])
+        t.add_row(fmt(event["object"]), fmt(event["reason"]), fmt(event["message"]))
     console.print(t)
 
 
@@ -144,7 +147,7 @@ def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
     console.print(
         f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
         + (f" on {pod['node']}" if pod["node"] else "")
-        + (f" ({pod['reason']})" if pod["reason"] else "")
+        + (f" ({escape(pod['reason'])})" if pod["reason"] else "")
     )
     nodes = pod.get("nodes") or {}
     if not nodes:

@@ -39,6 +39,7 @@ from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.failure import FailureHandler, capacity_note, fit_error
+from gpuq_k8s.scheduler.framework.cluster_events import OBJECT_EVENTS, bound_pod_events, node_events
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -51,6 +52,7 @@ from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.groups import GroupTracker
+from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 
@@ -114,17 +116,22 @@ class Scheduler:
         self.reasons: dict[str, str] = {}  # pod key -> last PodScheduled message
         self.preempted: dict[str, PodInfo] = {}
         self.podgroups = GroupTracker(self.cluster, self.pending)
-        # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first.
+        # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first;
+        # the cluster events of an object change are raised once every plugin has seen it.
         self.objects.subscribe(self._object_changed)
+        self.objects.watch(self._object_events)
         self.framework = Framework(
             self.cluster,
             self.objects,
             self.podgroups,
             backend.record_event,
-            lambda handle: with_resource_fit(
-                registry.build(handle, settings.tiers),
+            lambda handle: with_safety_rules(
+                with_resource_fit(
+                    registry.build(handle, settings.tiers),
+                    handle,
+                    {p.name: p.switches for tier in settings.tiers for p in tier},
+                ),
                 handle,
-                {p.name: p.switches for tier in settings.tiers for p in tier},
             ),
             actions=settings.actions,
             tiers=[[p.name for p in tier] for tier in settings.tiers],
@@ -151,6 +158,8 @@ class Scheduler:
             sort_key,
             clock,
             interest=framework.interest,
+            hints=framework.hints,
+            pre_enqueue=framework.run_pre_enqueue if framework.pre_enqueue_plugins else None,
             queue_order=queue_order,
             live_keys=framework.sort_keys_live,
         )
@@ -182,7 +191,11 @@ class Scheduler:
                     listener.pending_pod_removed(pod)
                 return
             if pod.holds_resources:
+                previous = self.cluster.pods.get(pod.key)
                 self.cluster.add_pod(pod)
+                events = bound_pod_events(previous, pod)
+                if events:
+                    self.queue.on_event(events, old=previous, new=pod)
                 # Bound before we saw it (by us before a restart, or by another hand): its group runs
                 # once minMember of its pods are, as Volcano's gang decides at session close.
                 podgroups.pod_bound(pod)
@@ -214,18 +227,24 @@ class Scheduler:
         self._pod_gone(key)
 
     def _pod_gone(self, key: str) -> None:
-        if self.cluster.remove_pod(key) is not None:
-            self.queue.on_event(ClusterEvent.POD_DELETED)
+        gone = self.cluster.remove_pod(key)
+        if gone is not None:
+            self.queue.on_event(ClusterEvent.POD_DELETED, old=gone)
 
     def set_node(self, node: NodeInfo) -> None:
-        event = ClusterEvent.NODE_CHANGED if node.name in self.cluster.row_of else ClusterEvent.NODE_ADDED
-        self.cluster.set_node(node)
-        self.queue.on_event(event)
+        row = self.cluster.row_of.get(node.name)
+        old = self.cluster.nodes[row] if row is not None else None
+        new = self.cluster.node(self.cluster.set_node(node))  # as stored (the default pod count)
+        self.queue.on_event(node_events(old, new), old=old, new=new)
 
     def remove_node(self, name: str) -> None:
         """The node is gone; pods bound to it go on counting until their deletes arrive (a ghost
         row: :mod:`scheduler.cluster.state`)."""
+        row = self.cluster.row_of.get(name)
+        old = self.cluster.nodes[row] if row is not None else None
         self.cluster.remove_node(name)
+        if old is not None:
+            self.queue.on_event(ClusterEvent.NODE_DELETED, old=old)
 
     def put_object(self, obj: Obj) -> None:
         self.objects.put(obj)
@@ -233,16 +252,11 @@ class Scheduler:
     def _object_changed(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
         if kind == kinds.POD_GROUP:
             self.podgroups.podgroup_changed(namespace, name, obj)
-            self.queue.on_event(ClusterEvent.PODGROUP_CHANGED)
-        elif kind in (
-            kinds.QUEUE,
-            kinds.ELASTIC_QUOTA,
-            kinds.GPU_RESOURCE_QUOTA,
-            kinds.PRIORITY_CLASS,
-            kinds.NAMESPACE,
-        ):
-            # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).
-            self.queue.on_event(ClusterEvent.QUOTA_CHANGED)
+
+    def _object_events(self, kind: Kind, namespace: str, name: str, old: Obj | None, new: Obj | None) -> None:
+        events = OBJECT_EVENTS.get(kind)
+        if events:
+            self.queue.on_event(events, old=old, new=new)
 
     def run_enqueue(self) -> int:
         """The enqueue action: Pending PodGroups the Enqueue plugins admit go Inqueue; returns how many."""
@@ -335,6 +349,7 @@ class Scheduler:
             message = f"0/{num_nodes} nodes are available: {reserved.message}."
             return self._fail(attempt, reserved, None, message)
         self.cluster.add_pod(assumed)
+        self.queue.on_event(ClusterEvent.POD_BOUND, new=assumed)  # as counted: a burst sees its own pods
         permit = self.framework.run_permit(state, assumed, row)
         if permit.is_wait:
             group = self.podgroups.group_of(pod)

@@ -126,7 +126,8 @@ class _StateCollector(Collector):
     def _families(state: StateSnapshot) -> Iterator[Metric]:
         yield _gauge(
             "gpuq_scheduler_pending_pods",
-            "Pending pods by scheduling queue pool (active, backoff, unschedulable, gated).",
+            "Pending pods by scheduling queue pool (active, backoff, unschedulable; gated: "
+            "spec.schedulingGates, or a PodGroup not yet Inqueue).",
             ["queue"],
             {(pool,): count for pool, count in state.pending.items()},
         )

@@ -1,12 +1,17 @@
-"""The scheduling queue: active, backoff and unschedulable pools (kube-scheduler's PriorityQueue).
+"""The scheduling queue: active, backoff, unschedulable and gated pools (kube-scheduler's PriorityQueue).
 
 * active: a heap in queue order (the QueueSort plugin's key: priority high first, then creation
   time, then namespace/name - design.md "gpuq simulate");
 * backoff: pods that failed recently wait ``initial * 2^(attempts-1)`` seconds, at most ``maximum``;
 * unschedulable: pods parked until a :class:`ClusterEvent` that one of the plugins that rejected them
-  cares about; then they go through backoff (or straight to active once their backoff has passed).
+  cares about, and whose queueing hint (if it has one) says the change may help; then they go through
+  backoff (or straight to active once their backoff has passed);
+* gated: pods a PreEnqueue plugin keeps out (``spec.schedulingGates``): never attempted, never in the
+  unschedulable flush; each update of the pod (:meth:`SchedulingQueue.add`) asks the PreEnqueue plugins
+  again, and so does an event the gating plugin registered.
 
-Nothing here polls: a parked pod costs nothing until an event moves it. The clock is injected, so
+Nothing here polls: a parked pod costs nothing until an event moves it, and an event only looks at the
+pods parked under a plugin that registered it (an index by event). The clock is injected, so
 the simulator can run on virtual time and the cluster scheduler on a monotonic clock.
 
 With queue-order plugins configured (``queue_order``: the pod's Queue and the framework's queue
@@ -25,10 +30,15 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model.backoff import backoff
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.framework.interfaces import ALL_EVENTS, ClusterEvent
+from gpuq_k8s.scheduler.framework.cluster_events import DEFAULT_EVENTS
+from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, QueueingHint
+from gpuq_k8s.scheduler.framework.status import Status
 
 DEFAULT_INITIAL_BACKOFF: Final = 1.0
 DEFAULT_MAX_BACKOFF: Final = 10.0
+UNSCHEDULABLE: Final = "unschedulable"
+GATED: Final = "gated"
+_WAITING: Final = (UNSCHEDULABLE, GATED)
 
 
 @dataclass(slots=True)
@@ -42,6 +52,7 @@ class QueuedPod:
     message: str = ""
     seq: int = field(default=0)
     parked_at: float = 0.0  # when it last went to the unschedulable pool
+    park: int = 0  # which parking this is: the event index's entries name it
 
 
 class SchedulingQueue:
@@ -51,6 +62,8 @@ class SchedulingQueue:
         clock: Callable[[], float],
         *,
         interest: Mapping[str, frozenset[ClusterEvent]] | None = None,
+        hints: Mapping[str, QueueingHint] | None = None,
+        pre_enqueue: Callable[[PodInfo], Status] | None = None,
         initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         live_keys: bool = False,
@@ -61,6 +74,13 @@ class SchedulingQueue:
         self._live_keys = live_keys
         self._clock = clock
         self._interest = dict(interest or {})
+        self._hints = dict(hints or {})
+        self._pre_enqueue = pre_enqueue
+        # event -> the pods waiting (parked or gated) under a plugin that registered it, by key, with
+        # the park they were indexed at (an entry of an earlier park is stale and dropped when met).
+        self._waiting: dict[ClusterEvent, dict[str, int]] = {}
+        self._events_of: dict[frozenset[str], frozenset[ClusterEvent]] = {}
+        self._parks = itertools.count(1)
         self._initial = initial_backoff
         self._max = max_backoff
         self._pods: dict[str, QueuedPod] = {}
@@ -72,14 +92,32 @@ class SchedulingQueue:
 
     # -- pools --------------------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
-        """A new pending pod, or an update of a queued one (keeps its attempts)."""
+        """A new pending pod, or an update of a queued one (keeps its attempts). Unless it is active
+        already, the PreEnqueue plugins are asked first: a refused pod goes (or stays) gated."""
         queued = self._pods.get(pod.key)
         if queued is None:
             queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod))
         else:
             queued.pod = pod
-        if queued.pool != "active":
+        if queued.pool != "active" and not self._gate(queued):
             self._to_active(queued)
+
+    def _gate(self, queued: QueuedPod) -> bool:
+        """Ask the PreEnqueue plugins; True (the pod is gated now) when one refuses."""
+        if self._pre_enqueue is None:
+            return False
+        status = self._pre_enqueue(queued.pod)
+        if status.is_success:
+            if queued.pool == GATED:
+                self._unindex(queued)
+            return False
+        if queued.pool in _WAITING:
+            self._unindex(queued)
+        queued.pool = GATED
+        queued.message = status.message
+        queued.rejected_by = frozenset({status.plugin}) if status.plugin else frozenset()
+        self._index(queued)
+        return True
 
     def _to_active(self, queued: QueuedPod) -> None:
         if self._live_keys:
@@ -156,7 +194,9 @@ class SchedulingQueue:
 
     def done(self, key: str) -> None:
         """The pod was scheduled (or deleted): forget it."""
-        self._pods.pop(key, None)
+        queued = self._pods.pop(key, None)
+        if queued is not None and queued.pool in _WAITING:
+            self._unindex(queued)
 
     delete = done
 
@@ -165,12 +205,15 @@ class SchedulingQueue:
         queued = self._pods.get(pod.key)
         if queued is None:
             queued = self._pods[pod.key] = QueuedPod(pod, self._sort_key(pod), attempts=1)
+        elif queued.pool in _WAITING:
+            self._unindex(queued)
         queued.pod = pod
         queued.rejected_by = frozenset(rejected_by)
         queued.message = message
         queued.parked_at = self._clock()
         queued.backoff_until = queued.parked_at + self.backoff_duration(queued.attempts)
-        queued.pool = "unschedulable"
+        queued.pool = UNSCHEDULABLE
+        self._index(queued)
 
     def requeue(self, pod: PodInfo) -> None:
         """Retry after backoff regardless of events (an error, not a verdict on the cluster)."""
@@ -184,29 +227,102 @@ class SchedulingQueue:
     def activate(self, key: str) -> None:
         """Move a queued pod to active now, skipping its backoff (a preemptor whose victims are gone)."""
         queued = self._pods.get(key)
-        if queued is not None and queued.pool != "active":
+        if queued is not None and queued.pool not in ("active", GATED):
+            if queued.pool == UNSCHEDULABLE:
+                self._unindex(queued)
             self._to_active(queued)
 
     def backoff_duration(self, attempts: int) -> float:
         return backoff(attempts, self._initial, self._max)
 
     # -- events --------------------------------------------------------------------------------------
-    def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:
-        """Move parked pods that ``event`` may help; returns how many moved."""
+    def _interested(self, rejected_by: frozenset[str]) -> frozenset[ClusterEvent]:
+        """The events a pod rejected by ``rejected_by`` waits for (any rejector's; none named: the
+        default set)."""
+        events = self._events_of.get(rejected_by)
+        if events is None:
+            events = (
+                frozenset().union(*(self._interest.get(plugin, DEFAULT_EVENTS) for plugin in rejected_by))
+                if rejected_by
+                else DEFAULT_EVENTS
+            )
+            self._events_of[rejected_by] = events
+        return events
+
+    def _index(self, queued: QueuedPod) -> None:
+        park = queued.park = next(self._parks)
+        key = queued.pod.key
+        for event in self._interested(queued.rejected_by):
+            self._waiting.setdefault(event, {})[key] = park
+
+    def _unindex(self, queued: QueuedPod) -> None:
+        key = queued.pod.key
+        for event in self._interested(queued.rejected_by):
+            waiting = self._waiting.get(event)
+            if waiting is not None and waiting.get(key) == queued.park:
+                del waiting[key]
+
+    def on_event(
+        self,
+        event: ClusterEvent | Iterable[ClusterEvent],
+        only: Callable[[PodInfo], bool] | None = None,
+        *,
+        old: object = None,
+        new: object = None,
+    ) -> int:
+        """Move the waiting pods that ``event`` (one, or every event one change raises; ``old`` and
+        ``new`` the object it changed) may help: parked ones to backoff or active, gated ones through
+        the PreEnqueue plugins again. Returns how many moved."""
+        if isinstance(event, ClusterEvent):
+            if not self._waiting.get(event):
+                return 0  # the usual case for a bind: nobody waits for it
+            events: tuple[ClusterEvent, ...] = (event,)
+        else:
+            events = tuple(event)
+        candidates: dict[str, QueuedPod] = {}
+        for one in events:
+            waiting = self._waiting.get(one)
+            if not waiting:
+                continue
+            for key, park in list(waiting.items()):
+                queued = self._pods.get(key)
+                if queued is None or queued.park != park or queued.pool not in _WAITING:
+                    del waiting[key]  # left since (scheduled, deleted, moved, parked again)
+                    continue
+                candidates[key] = queued
         moved = 0
         now = self._clock()
-        for queued in self._pods.values():
-            if queued.pool != "unschedulable":
-                continue
-            if queued.rejected_by and not any(
-                event in self._interest.get(plugin, ALL_EVENTS) for plugin in queued.rejected_by
-            ):
-                continue
+        for queued in candidates.values():
             if only is not None and not only(queued.pod):
                 continue
-            self._unpark(queued, now)
+            if not self._may_help(queued, events, old, new):
+                continue
+            if queued.pool == GATED:
+                if self._gate(queued):
+                    continue
+                self._to_active(queued)
+            else:
+                self._unindex(queued)
+                self._unpark(queued, now)
             moved += 1
         return moved
+
+    def _may_help(
+        self, queued: QueuedPod, events: tuple[ClusterEvent, ...], old: object, new: object
+    ) -> bool:
+        """Whether a plugin that rejected the pod registered one of ``events`` and its queueing hint
+        (if it has one) says the change may help (kube-scheduler's ``isPodWorthRequeuing``)."""
+        if not queued.rejected_by:
+            return True
+        for plugin in queued.rejected_by:
+            registered = self._interest.get(plugin, DEFAULT_EVENTS)
+            interesting = [one for one in events if one in registered]
+            if not interesting:
+                continue
+            hint = self._hints.get(plugin)
+            if hint is None or any(hint(one, queued.pod, old, new) for one in interesting):
+                return True
+        return False
 
     def _unpark(self, queued: QueuedPod, now: float) -> None:
         """A parked pod goes to active, or to backoff while its backoff has not passed yet."""
@@ -222,7 +338,8 @@ class SchedulingQueue:
         now = self._clock()
         moved = 0
         for queued in self._pods.values():
-            if queued.pool == "unschedulable" and now - queued.parked_at >= max_age:
+            if queued.pool == UNSCHEDULABLE and now - queued.parked_at >= max_age:
+                self._unindex(queued)
                 self._unpark(queued, now)
                 moved += 1
         return moved

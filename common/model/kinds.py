@@ -96,6 +96,17 @@ MUTATING_WEBHOOK_CONFIGURATION: Final = _kind(
     "mutatingwebhookconfigurations",
     namespaced=False,
 )
+# -- what kube-scheduler's placement rules read (design.md "Placement rules"; the scheduler's events
+#    for them: scheduler/framework/cluster_events.py)
+PERSISTENT_VOLUME_CLAIM: Final = _kind(
+    "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True
+)
+PERSISTENT_VOLUME: Final = _kind("PersistentVolume", "", "v1", "persistentvolumes", namespaced=False)
+STORAGE_CLASS: Final = _kind("StorageClass", "storage.k8s.io", "v1", "storageclasses", namespaced=False)
+CSI_NODE: Final = _kind("CSINode", "storage.k8s.io", "v1", "csinodes", namespaced=False)
+POD_DISRUPTION_BUDGET: Final = _kind(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True
+)
 # -- the workloads `gpuq simulate` expands into pods (scheduler/simulate/workloads.py)
 DEPLOYMENT: Final = _kind("Deployment", "apps", "v1", "deployments", namespaced=True)
 REPLICA_SET: Final = _kind("ReplicaSet", "apps", "v1", "replicasets", namespaced=True)

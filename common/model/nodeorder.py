@@ -21,11 +21,13 @@ its weight; the plugin's node score is the sum. The scorers gpuq computes, with 
   preferred terms.
 * ``tainttoleration`` (TaintToleration): the number of the node's PreferNoSchedule taints the pod does
   not tolerate, normalised and reversed (``100 - 100 * c // max``; 100 everywhere when no node has one).
+* ``imagelocality`` (ImageLocality, a member plugin of its own: scheduler/plugins/image_locality.py,
+  common/model/placement/image_locality.py): the pod's images the node holds, by size and spread.
 
-``podaffinity``, ``imagelocality`` and ``podtopologyspread`` are not computed: gpuq tracks no
-preferred inter-pod terms of running pods, no node images and no owner-derived spreading. A
-configuration giving one of them a non-zero weight is refused at start-up, naming the argument;
-left out they contribute nothing (Volcano's defaults for them, 2, 1 and 2, cannot be honoured).
+``podaffinity`` and ``podtopologyspread`` are not computed: gpuq tracks no preferred inter-pod terms
+of running pods and no owner-derived spreading. A configuration giving one of them a non-zero weight
+is refused at start-up, naming the argument; left out they contribute nothing (Volcano's defaults for
+them, 2 and 2, cannot be honoured).
 
 Where gpuq differs: a negative or fractional weight, or an unknown argument, is a configuration error
 (upstream's ``GetInt`` takes negative weights and ignores unknown keys). The non-zero request of a pod
@@ -66,10 +68,10 @@ DEFAULTS: Final = {
     NODE_AFFINITY: 2,
     BALANCED_RESOURCE: 1,
     TAINT_TOLERATION: 3,
+    IMAGE_LOCALITY: 1,
 }
 NOT_COMPUTED: Final = {
     POD_AFFINITY: "preferred inter-pod affinity (gpuq tracks no pod affinity terms)",
-    IMAGE_LOCALITY: "image locality (gpuq reads no node images)",
     POD_TOPOLOGY_SPREAD: "pod topology spread (gpuq tracks no spread constraints or owners)",
 }
 MAX_NODE_SCORE: Final = 100
@@ -82,7 +84,7 @@ BALANCED_RESOURCES: Final = (CPU, MEMORY, "nvidia.com/gpu")
 
 
 class NodeOrderArgs(PluginArgs):
-    """The weights of Volcano's nodeorder scorers (0: that scorer is off); the three gpuq does not
+    """The weights of Volcano's nodeorder scorers (0: that scorer is off); the two gpuq does not
     compute are accepted as 0 only."""
 
     PLUGIN: ClassVar[str] = plugin_names.NODEORDER
@@ -93,10 +95,10 @@ class NodeOrderArgs(PluginArgs):
     balanced_resource: ZeroWeight = Field(DEFAULTS[BALANCED_RESOURCE], alias=BALANCED_RESOURCE)
     taint_toleration: ZeroWeight = Field(DEFAULTS[TAINT_TOLERATION], alias=TAINT_TOLERATION)
     pod_affinity: ZeroWeight = Field(0, alias=POD_AFFINITY)
-    image_locality: ZeroWeight = Field(0, alias=IMAGE_LOCALITY)
+    image_locality: ZeroWeight = Field(DEFAULTS[IMAGE_LOCALITY], alias=IMAGE_LOCALITY)
     pod_topology_spread: ZeroWeight = Field(0, alias=POD_TOPOLOGY_SPREAD)
 
-    @field_validator("pod_affinity", "image_locality", "pod_topology_spread")
+    @field_validator("pod_affinity", "pod_topology_spread")
     @classmethod
     def _not_computed(cls, weight: int, info: ValidationInfo) -> int:
         """A scorer gpuq does not compute takes no weight but 0 (Volcano's default for it cannot be

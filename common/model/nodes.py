@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.placement.image_locality import node_images
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 
 
@@ -33,6 +34,8 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    # ``status.images``: every name an image goes by -> its size in bytes (ImageLocality).
+    images: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
@@ -49,6 +52,7 @@ class NodeInfo:
             taint_items = wire.items(spec.get("taints"), "spec.taints")
             conditions = wire.items(status.get("conditions"), "status.conditions")
             labels, annotations = wire.labels_and_annotations(meta)
+            images = node_images(status)
         except InvalidValue as err:
             raise err.located(where) from None
         merged = capacity.without(allocatable) + allocatable if capacity else allocatable
@@ -70,4 +74,5 @@ class NodeInfo:
             taints=taints,
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
+            images=images,
         )

@@ -44,6 +44,7 @@ NODE_VOLUME_LIMITS: Final = "NodeVolumeLimits"
 VOLUME_BINDING: Final = "VolumeBinding"
 DYNAMIC_RESOURCES: Final = "DynamicResources"
 SCHEDULING_GATES: Final = "SchedulingGates"
+IMAGE_LOCALITY: Final = "ImageLocality"
 
 # Every name, in the order messages list them.
 ALL: Final = (

@@ -6,7 +6,8 @@
 * a classic init container runs alone (beside the sidecars started before it), so it only raises the
   total to its own size: ``max(sum(containers) + sidecars, init + sidecars-so-far)``;
 * a sidecar (an init container with ``restartPolicy: Always``) keeps running, so it adds to the sum;
-* pod-level ``spec.resources.requests`` (PodLevelResources) replace the container sum for cpu/memory;
+* pod-level ``spec.resources.requests`` (PodLevelResources) replace the container sum for cpu, memory
+  and ``hugepages-*`` (the resources 1.36 supports at pod level);
 * ``spec.overhead`` (RuntimeClass) is added last.
 
 Like the apiserver's defaulting, a container that sets a limit but no request requests its limit; that
@@ -23,14 +24,19 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.placement.image_locality import pod_images
+from gpuq_k8s.common.model.placement.node_ports import HostPort, host_ports
+from gpuq_k8s.common.model.placement.scheduling_gates import scheduling_gates
 from gpuq_k8s.common.model.quantity import PODS, to_units
 from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
 
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 GPUQ_SCHEDULER: Final = "gpuq-scheduler"
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-# Pod-level resources only cover these (KEP-2837); everything else still comes from containers.
+# Pod-level resources only cover these and hugepages-* (KEP-2837, component-helpers'
+# IsSupportedPodLevelResource in 1.36); everything else still comes from containers.
 _POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})
+_HUGEPAGES_PREFIX: Final = "hugepages-"
 
 
 def _container_requests(container: Mapping[str, Any], where: str) -> Resources:
@@ -81,9 +87,9 @@ def _general_requests(spec: Mapping[str, Any], where: str) -> Resources:
 
     pod_level = wire.mapping(spec.get("resources"), "spec.resources").get("requests")
     if pod_level:
-        overrides = Resources.parse(pod_level, f"{where} spec.resources.requests", non_negative=True).only(
-            _POD_LEVEL_RESOURCES
-        )
+        parsed = Resources.parse(pod_level, f"{where} spec.resources.requests", non_negative=True)
+        supported = {r for r in parsed if r in _POD_LEVEL_RESOURCES or r.startswith(_HUGEPAGES_PREFIX)}
+        overrides = parsed.only(supported)
         total = total.without(overrides) + overrides
 
     overhead = spec.get("overhead")
@@ -200,6 +206,14 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity: Mapping[str, Any] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Placement (design.md "Placement rules"): ``spec.schedulingGates`` names, the host ports of its
+    # containers and sidecars, the names of its ``spec.resourceClaims`` (DRA), and the images it runs
+    # with its number of containers (ImageLocality).
+    scheduling_gates: tuple[str, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    resource_claims: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()
+    container_count: int = 0
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -259,6 +273,10 @@ class PodInfo:
             node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
+            gates = scheduling_gates(spec)
+            ports = host_ports(spec)
+            claims = _claim_names(spec)
+            images, container_count = pod_images(spec)
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -280,7 +298,26 @@ class PodInfo:
             node_selector=node_selector,
             affinity=dict(affinity),
             tolerations=tuple(tolerations),
+            scheduling_gates=gates,
+            host_ports=ports,
+            resource_claims=claims,
+            images=images,
+            container_count=container_count,
         )
+
+
+def _claim_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of ``spec.resourceClaims`` (the pod's DRA claims), in order."""
+    claims = spec.get("resourceClaims")
+    if not claims:
+        return ()
+    names: list[str] = []
+    for i, claim in enumerate(wire.items(claims, "spec.resourceClaims")):
+        name = claim.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidValue(f"spec.resourceClaims[{i}].name", name, "a non-empty claim name")
+        names.append(name)
+    return tuple(names)
 
 
 # Every slot of a PodInfo, ``_key`` included, for :meth:`PodInfo.with_node_name`'s copy: one

@@ -27,6 +27,8 @@ KINDS: Final = (
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 
 ObjectListener = Callable[[Kind, str, str, Obj | None], None]
+# (kind, namespace, name, the object before, the object after): None for an absent side.
+ChangeListener = Callable[[Kind, str, str, Obj | None, Obj | None], None]
 
 
 def stored_kind(name: str) -> Kind | None:
@@ -38,9 +40,15 @@ class ObjectStore:
     def __init__(self) -> None:
         self._objects: dict[Kind, dict[tuple[str, str], Obj]] = {kind: {} for kind in KINDS}
         self._listeners: list[ObjectListener] = []
+        self._watchers: list[ChangeListener] = []
 
     def subscribe(self, listener: ObjectListener) -> None:
         self._listeners.append(listener)
+
+    def watch(self, listener: ChangeListener) -> None:
+        """Tell ``listener`` every put and delete with the object before and after, once every
+        :meth:`subscribe` listener has seen it (the scheduler's cluster events)."""
+        self._watchers.append(listener)
 
     def put(self, obj: Obj) -> None:
         kind = stored_kind(str(obj.get("kind") or ""))
@@ -49,14 +57,20 @@ class ObjectStore:
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default") if kind.namespaced else ""
         name = str(meta.get("name") or "")
+        old = self._objects[kind].get((namespace, name))
         self._objects[kind][(namespace, name)] = obj
         for listener in self._listeners:
             listener(kind, namespace, name, obj)
+        for watcher in self._watchers:
+            watcher(kind, namespace, name, old, obj)
 
     def delete(self, kind: Kind, namespace: str, name: str) -> None:
-        if self._objects[kind].pop((namespace if kind.namespaced else "", name), None) is not None:
+        old = self._objects[kind].pop((namespace if kind.namespaced else "", name), None)
+        if old is not None:
             for listener in self._listeners:
                 listener(kind, namespace, name, None)
+            for watcher in self._watchers:
+                watcher(kind, namespace, name, old, None)
 
     def get(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         return self._objects[kind].get((namespace if kind.namespaced else "", name))

@@ -12,7 +12,6 @@ the backend act on them.
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,12 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
+
+# ClusterEvent is defined with the events a change raises; plugins import it from here with the rest
+# (``X as X``: mypy's explicit re-export).
+from gpuq_k8s.scheduler.framework.cluster_events import ALL_EVENTS as ALL_EVENTS  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.cluster_events import DEFAULT_EVENTS as DEFAULT_EVENTS  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.cluster_events import ClusterEvent as ClusterEvent  # noqa: PLC0414
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.status import Status
 
@@ -39,18 +44,9 @@ FloatArray = npt.NDArray[np.float64]
 ReasonMasks = Sequence[tuple[BoolArray, str]]
 
 
-class ClusterEvent(enum.Enum):
-    """What can make an unschedulable pod schedulable (kube-scheduler's ClusterEvent kinds)."""
-
-    POD_DELETED = "PodDeleted"  # a pod left a node, was unbound or finished
-    NODE_ADDED = "NodeAdded"
-    NODE_CHANGED = "NodeChanged"
-    QUOTA_CHANGED = "QuotaChanged"  # Queue, ElasticQuota or GPUResourceQuota added or changed
-    PODGROUP_CHANGED = "PodGroupChanged"
-    POD_ADDED = "PodAdded"  # a new pending pod (gang members waiting for siblings)
-
-
-ALL_EVENTS = frozenset(ClusterEvent)
+# kube-scheduler's QueueingHintFn: whether ``event`` (the object before and after) may make ``pod``,
+# which the plugin rejected, schedulable (Queue: True; QueueSkip: False).
+QueueingHint = Callable[[ClusterEvent, PodInfo, object, object], bool]
 
 
 @dataclass(slots=True)  # not frozen: a frozen init costs 3x, and every Filter makes one per pod
@@ -245,8 +241,9 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
     """
 
     name: str = ""
-    # Events after which a pod this plugin rejected is worth retrying.
-    events: frozenset[ClusterEvent] = ALL_EVENTS
+    # Events after which a pod this plugin rejected is worth retrying (kube's EventsToRegister;
+    # scheduler/framework/cluster_events.py). Empty: only the pod's own update (or the safety flush).
+    events: frozenset[ClusterEvent] = DEFAULT_EVENTS
     # Finer interest for some rejections: a Status whose plugin is ``<name>:<kind>`` (for example
     # ``gpu-quota:single``, a per-workload limit only a quota change can lift) is retried on these.
     event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {}
@@ -254,6 +251,21 @@ class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self.config_name = self.name
+
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        """kube-scheduler's queueing hint: may ``event`` (``old`` and ``new`` the object it changed, None
+        for an absent side: a PodInfo, a NodeInfo or an API object) make ``pod``, which this plugin
+        rejected, schedulable? Only asked for an event in :attr:`events`; True (Queue) unless a plugin
+        knows better."""
+        return True
+
+
+class PreEnqueuePlugin(Plugin):
+    @abstractmethod
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """kube-scheduler's PreEnqueue: may ``pod`` enter the active queue at all? A rejection keeps it
+        in the queue's gated set, never attempted, until an update of the pod or an event in
+        :attr:`Plugin.events` lets it through (scheduler/queue.py)."""
 
 
 class QueueSortPlugin(Plugin):

@@ -71,18 +71,21 @@ class Registry:
     def __init__(self, factories: Mapping[str, PluginFactory] | None = None) -> None:
         self._factories: dict[str, PluginFactory] = dict(factories or {})
         self._members: dict[str, list[MemberFactory]] = {}
+        self._leading: dict[str, list[MemberFactory]] = {}
 
     def register(self, name: str, factory: PluginFactory) -> None:
         if name in self._factories:
             raise ValueError(f"plugin {name!r} registered twice")
         self._factories[name] = factory
 
-    def register_member(self, entry: str, factory: MemberFactory) -> None:
+    def register_member(self, entry: str, factory: MemberFactory, *, leading: bool = False) -> None:
         """``factory`` builds a member plugin for every configuration entry named ``entry`` (after the
-        entry's own plugin and the members registered before it, in registration order)."""
+        entry's own plugin and the members registered before it, in registration order; ``leading``:
+        before the entry's own plugin, as kube-scheduler's default profile runs NodeName and NodePorts
+        before NodeResourcesFit, so a node is reported under the check kube-scheduler reports it under)."""
         if entry not in self._factories:
             raise ValueError(f"member of {entry!r}, which is not registered")
-        self._members.setdefault(entry, []).append(factory)
+        (self._leading if leading else self._members).setdefault(entry, []).append(factory)
 
     def __contains__(self, name: str) -> bool:
         return name in self._factories
@@ -105,10 +108,18 @@ class Registry:
                     )
                 plugin = factory(handle, settings)
                 plugin.config_name = settings.name
-                plugins.append(plugin)
-                for member_factory in self._members.get(settings.name, ()):
-                    member = member_factory(handle, settings)
-                    if member is not None:
-                        member.config_name = settings.name
-                        plugins.append(member)
+                leading = self._built(self._leading.get(settings.name, ()), handle, settings)
+                trailing = self._built(self._members.get(settings.name, ()), handle, settings)
+                plugins.extend((*leading, plugin, *trailing))
         return plugins
+
+    @staticmethod
+    def _built(factories: Iterable[MemberFactory], handle: Handle, settings: PluginSettings) -> list[Plugin]:
+        """The members ``factories`` build for the entry ``settings`` (those its arguments switch on)."""
+        out: list[Plugin] = []
+        for member_factory in factories:
+            member = member_factory(handle, settings)
+            if member is not None:
+                member.config_name = settings.name
+                out.append(member)
+        return out

@@ -49,8 +49,10 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PodGroups,
     PostFilterPlugin,
     PostFilterResult,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -130,6 +132,9 @@ class Framework(SessionPoints):
             EnqueuePlugin, sw.JOB_ENQUEUED
         )
         self.enqueue_plugins = tuple(p for tier in self.enqueue_tiers for p in tier)
+        # PreEnqueue keeps a pod out of the queue altogether; a member's follows its entry's
+        # enablePredicate, and SchedulingGates, which no configuration names, is always on.
+        self.pre_enqueue_plugins: tuple[PreEnqueuePlugin, ...] = self._flat(PreEnqueuePlugin, sw.PREDICATE)
         self.pre_filter_plugins: tuple[PreFilterPlugin, ...] = self._flat(PreFilterPlugin, sw.PREDICATE)
         self.filter_plugins: tuple[FilterPlugin, ...] = self._flat(FilterPlugin, sw.PREDICATE)
         self.post_filter_plugins: tuple[PostFilterPlugin, ...] = (
@@ -161,6 +166,13 @@ class Framework(SessionPoints):
         for plugin in self.plugins:
             interest.update(plugin.event_groups)
         return interest
+
+    @property
+    def hints(self) -> Mapping[str, QueueingHint]:
+        """The queueing hints of the plugins that give one (kube-scheduler's QueueingHintFn), by name."""
+        return {
+            p.name: p.queueing_hint for p in self.plugins if type(p).queueing_hint is not Plugin.queueing_hint
+        }
 
     @property
     def enqueue_enabled(self) -> bool:
@@ -211,6 +223,19 @@ class Framework(SessionPoints):
     def run_dequeued(self, group: GroupInfo) -> None:
         for plugin in self.enqueue_plugins:
             plugin.dequeued(group)
+
+    # -- pre-enqueue ------------------------------------------------------------------------------
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        """kube-scheduler's PreEnqueue: the first refusal (with its plugin), else Success."""
+        started = time.perf_counter()
+        try:
+            for plugin in self.pre_enqueue_plugins:
+                status = plugin.pre_enqueue(pod)
+                if not status.is_success:
+                    return status.with_plugin(plugin.name)
+            return Status.success()
+        finally:
+            self._timed("PreEnqueue", started)
 
     # -- filter -----------------------------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:

@@ -49,8 +49,19 @@ log = logging.getLogger(__name__)
 REPLAY_ORDER: Final = kinds.SCHEDULER_WATCHES
 # Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
 _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
-# Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen.
-_STATUS_INPUTS: Final = {kinds.QUEUE.kind: ("state",)}
+# Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen, and
+# so must a claim or volume bound (phase) and a budget's allowance (the placement rules' objects).
+_STATUS_INPUTS: Final = {
+    kinds.QUEUE.kind: ("state",),
+    kinds.PERSISTENT_VOLUME_CLAIM.kind: ("phase", "capacity", "accessModes"),
+    kinds.PERSISTENT_VOLUME.kind: ("phase",),
+    kinds.POD_DISRUPTION_BUDGET.kind: (
+        "disruptionsAllowed",
+        "currentHealthy",
+        "desiredHealthy",
+        "expectedPods",
+    ),
+}
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:

@@ -80,8 +80,10 @@ class QuotaStatus:
         for queued in queue.pods():
             pool = queued.pool if queued.pool in pools else "active"
             pools[pool] += 1
-        held = self.scheduler.podgroups.held  # PodGroups not yet Inqueue: kube-scheduler's "gated"
-        pools["gated"] = sum(1 for keys in held.values() for key in keys if queue.get(key) is None)
+        # Gated: kept out by a PreEnqueue plugin (spec.schedulingGates: the queue's gated pool, counted
+        # above), and held for a PodGroup not yet Inqueue (kube-scheduler gates those too).
+        held = self.scheduler.podgroups.held
+        pools["gated"] += sum(1 for keys in held.values() for key in keys if queue.get(key) is None)
         samples: list[QueueCardSample] = []
         if self.cards is not None:
             samples = [

@@ -14,7 +14,7 @@ from gpuq_k8s.scheduler.plugins.crossquota import CrossQuota
 from gpuq_k8s.scheduler.plugins.drf import DRF
 from gpuq_k8s.scheduler.plugins.gang import Gang
 from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
-from gpuq_k8s.scheduler.plugins.members import MEMBERS
+from gpuq_k8s.scheduler.plugins.members import LEADING, MEMBERS
 from gpuq_k8s.scheduler.plugins.nodeorder import NodeOrder
 from gpuq_k8s.scheduler.plugins.overcommit import Overcommit
 from gpuq_k8s.scheduler.plugins.predicates import Predicates
@@ -48,6 +48,9 @@ def default_registry() -> Registry:
     registry = Registry()
     for plugin in PLUGINS:
         registry.register(plugin.name, plugin)
+    for entry, members in LEADING.items():
+        for member in members:
+            registry.register_member(entry, member, leading=True)
     for entry, members in MEMBERS.items():
         for member in members:
             registry.register_member(entry, member)

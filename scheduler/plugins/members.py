@@ -2,23 +2,30 @@
 score plugins for ``nodeorder`` (volcano-sh/volcano ``pkg/scheduler/plugins/{predicates,nodeorder}``).
 
 A member is a plugin of gpuq's framework in its own right (its own module, its own ``name`` from
-:mod:`common.model.plugin_names`, its verdicts reported under that name), built after its entry's own
-plugin in the order listed here (kube-scheduler's default profile order, which decides the reason a node
-is reported under), placed in the entry's tier and governed by the entry's switches
-(:mod:`scheduler.framework.registry`). Whether it is built at all is the entry's arguments' call:
-``predicates``' ``predicate.<X>Enable`` (:class:`~common.model.predicates.PredicatesArgs`), ``nodeorder``'s
-``<x>.weight`` (a weight of 0 builds no scorer, as Volcano registers no node-order function for it).
+:mod:`common.model.plugin_names`, its verdicts reported under that name), built before (``LEADING``) or
+after (``MEMBERS``) its entry's own plugin in the order listed here (kube-scheduler's default profile
+order, which decides the reason a node is reported under), placed in the entry's tier and governed by
+the entry's switches (:mod:`scheduler.framework.registry`). Whether it is built at all is the entry's
+arguments' call: ``predicates``' ``predicate.<X>Enable``
+(:class:`~common.model.predicates.PredicatesArgs`), ``nodeorder``'s ``<x>.weight`` (a weight of 0
+builds no scorer, as Volcano registers no node-order function for it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from gpuq_k8s.common.model import plugin_names
+from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 from gpuq_k8s.scheduler.framework.registry import MemberFactory, PluginSettings, plugin_args
+from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
+from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
+from gpuq_k8s.scheduler.plugins.node_name import NodeName
+from gpuq_k8s.scheduler.plugins.node_ports import NodePorts
+from gpuq_k8s.scheduler.plugins.scheduling_gates import SchedulingGates
 
 PredicateSwitch = Callable[[PredicatesArgs], bool]
 
@@ -34,8 +41,48 @@ def predicate(enabled: PredicateSwitch | None, build: Callable[[Handle], Plugin]
     return factory
 
 
-# Entry -> its members, in order. Each placement rule adds its member here (design.md "Placement rules").
-MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
-    plugin_names.PREDICATES: (),
-    plugin_names.NODEORDER: (),
+NodeOrderWeight = Callable[[NodeOrderArgs], int]
+
+
+def scorer(weight: NodeOrderWeight, build: Callable[[Handle, int], Plugin]) -> MemberFactory:
+    """A member of ``nodeorder`` built with its ``<x>.weight``
+    (:class:`~common.model.nodeorder.NodeOrderArgs`), unless that is 0 (Volcano registers no
+    node-order function for it)."""
+
+    def factory(handle: Handle, settings: PluginSettings) -> Plugin | None:
+        args = plugin_args(settings, NodeOrderArgs) or NodeOrderArgs.parse({})
+        value = weight(args)
+        return build(handle, value) if value else None
+
+    return factory
+
+
+# Entry -> the members built before its own plugin, in order: the filters kube-scheduler's default
+# profile runs before NodeResourcesFit (the base plugin's last check), so that a node failing both is
+# reported under the member, as kube-scheduler reports it.
+LEADING: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
+    plugin_names.PREDICATES: (
+        predicate(None, NodeName),
+        predicate(lambda a: a.node_ports, NodePorts),
+    ),
 }
+
+# Entry -> its members after its own plugin, in order. Each placement rule adds its member here
+# (design.md "Placement rules").
+MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
+    plugin_names.PREDICATES: (predicate(lambda a: a.dynamic_resource_allocation, DynamicResources),),
+    plugin_names.NODEORDER: (scorer(lambda a: a.image_locality, ImageLocality),),
+}
+
+
+def with_safety_rules(plugins: Iterable[Plugin], handle: Handle) -> list[Plugin]:
+    """``plugins`` and the rules no configuration can do without (design.md "Placement rules"):
+    SchedulingGates always (the apiserver refuses to bind a gated pod), and the DynamicResources guard
+    when no ``predicates`` entry is configured (a pod whose claims gpuq cannot allocate would never
+    start where it is bound; a ``predicates`` entry decides itself with
+    ``predicate.DynamicResourceAllocationEnable``)."""
+    built = list(plugins)
+    out: list[Plugin] = [SchedulingGates(handle), *built]
+    if not any(plugin.config_name == plugin_names.PREDICATES for plugin in built):
+        out.append(DynamicResources(handle))
+    return out

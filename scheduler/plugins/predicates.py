@@ -27,6 +27,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterResult,
     Handle,
+    Plugin,
     PreFilterPlugin,
     ReasonMasks,
 )
@@ -82,6 +83,9 @@ _UNCONSTRAINED: Final = _PodPredicates(NodeSelection((), None), False, False)
 class Predicates(PreFilterPlugin, NodeResourcesFit):
     name = plugin_names.PREDICATES
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+    # Its node checks read labels, taints and readiness too: the resource fit's hint (a node change
+    # helps only with more room) is not this plugin's.
+    queueing_hint = Plugin.queueing_hint
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
@@ -216,4 +220,9 @@ class Predicates(PreFilterPlugin, NodeResourcesFit):
                     out.append((hit, insufficient(cluster.columns.names[column])))
             return out
 
-        return FilterResult(passed, reasons, unresolvable=masks.unresolvable)
+        unresolvable = masks.unresolvable
+        if binding:
+            short = self.unresolvable(key)  # allocatable below the request: no eviction helps
+            if short.any():
+                unresolvable = unresolvable | short
+        return FilterResult(passed, reasons, unresolvable=unresolvable)

@@ -1,11 +1,20 @@
-"""Node resource fit: does the pod's request fit a node's free resources, for every node at once.
+"""Node resource fit: does the pod's request fit a node's free resources, for every node at once
+(kube-scheduler's NodeResourcesFit filter; the rule and its messages:
+:mod:`common.model.placement.resource_fit`).
 
 ``requested + request <= allocatable`` is compared only on the columns the pod asks for (extended
-resources and the pod count included), read as ``free >= request`` over the cluster's contiguous
-``free`` columns, so its cost is N x k for a pod requesting k resources, never N x R. The
-``predicates`` plugin runs it after its node checks; without an enabled ``predicates`` the allocate
-action runs it alone (``scheduler/actions/allocate.py``), as Volcano's allocate checks a task's
-request against the node's idle resources whatever plugins are configured.
+resources, ``ephemeral-storage``, ``hugepages-*`` and the pod count included), read as
+``free >= request`` over the cluster's contiguous ``free`` columns, so its cost is N x k for a pod
+requesting k resources, never N x R. The ``predicates`` plugin runs it after its node checks; without an
+enabled ``predicates`` the allocate action runs it alone (``scheduler/actions/allocate.py``), as Volcano's
+allocate checks a task's request against the node's idle resources whatever plugins are configured.
+
+A node whose allocatable is below the request (the pod count aside) is unresolvable, as kube's
+``InsufficientResource.Unresolvable``: kept per request class in a
+:class:`~scheduler.cluster.row_cache.RowCache` over a change log of the rows whose allocatable changed, so
+it costs nothing per attempt until a node changes. Retried when a pod leaves a node, a node is added or
+its allocatable changes, the latter two only if the pod fits that node empty and, for an update, the
+node has more of something the pod asks (kube's queueing hints).
 """
 
 from __future__ import annotations
@@ -14,9 +23,13 @@ from typing import Final
 
 import numpy as np
 
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.placement.resource_fit import TOO_MANY_PODS, fits_empty, insufficient, more_room
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
 from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.change_log import ChangeLog
+from gpuq_k8s.scheduler.cluster.row_cache import RowCache, Rows
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -27,8 +40,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ReasonMasks,
 )
 
+__all__ = ["NAME", "TOO_MANY_PODS", "FitKey", "NodeResourcesFit", "insufficient"]
+
 NAME: Final = "node-resources-fit"
-TOO_MANY_PODS: Final = "Too many pods"
 
 # Request classes remembered; beyond this the cache starts over.
 _MAX_CLASSES: Final = 256
@@ -37,19 +51,36 @@ _MAX_CLASSES: Final = 256
 FitKey = tuple[tuple[int, ...], tuple[int, ...]]
 
 
-def insufficient(resource: str) -> str:
-    return TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
-
-
 class NodeResourcesFit(FilterPlugin):
     name = NAME
-    events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+    events = frozenset(
+        {ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_ALLOCATABLE_CHANGED}
+    )
 
     def __init__(self, handle: Handle) -> None:
         super().__init__(handle)
         self._fit_keys: dict[Resources, FitKey] = {}
         self._fit_keys_width = -1
+        # Rows whose allocatable changed: the only input of the unresolvable rows.
+        self._allocatable_log = ChangeLog()
+        self._unresolvable: RowCache[FitKey] = RowCache(
+            handle.cluster, self._unresolvable_rows, log=self._allocatable_log
+        )
+        handle.cluster.subscribe(self)
 
+    # -- ClusterListener ----------------------------------------------------------------------------
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        # Every set, not only a changed allocatable: a row deleted under its pods reads 0 until the
+        # node comes back (scheduler/cluster/state.py), and is recomputed then.
+        self._allocatable_log.record(row, self.handle.cluster.n)
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        pass
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        pass
+
+    # -- the filter ---------------------------------------------------------------------------------
     def _fit_key(self, pod: PodInfo) -> FitKey:
         cluster = self.handle.cluster
         if self._fit_keys_width != len(cluster.columns) or len(self._fit_keys) >= _MAX_CLASSES:
@@ -74,6 +105,21 @@ class NodeResourcesFit(FilterPlugin):
             None if floor[c] >= amount else less(free[:n, c], amount) for c, amount in zip(*key, strict=True)
         ]
 
+    def _unresolvable_rows(self, key: FitKey, rows: Rows | None) -> BoolArray:
+        """Rows whose allocatable is below the request of some resource but the pod count."""
+        cluster = self.handle.cluster
+        allocatable = cluster.allocatable[: cluster.n] if rows is None else cluster.allocatable[rows]
+        out = np.zeros(allocatable.shape[0], dtype=np.bool_)
+        pods = cluster.columns.get(PODS)
+        for column, amount in zip(*key, strict=True):
+            if column != pods:
+                out |= allocatable[:, column] < amount
+        return out
+
+    def unresolvable(self, key: FitKey) -> BoolArray:
+        """The rows that could never hold a pod of request class ``key`` (read-only: the cache's)."""
+        return self._unresolvable.get(key)
+
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         cluster = self.handle.cluster
         n = cluster.n
@@ -95,4 +141,16 @@ class NodeResourcesFit(FilterPlugin):
                     out.append((hit, insufficient(cluster.columns.names[column])))
             return out
 
-        return FilterResult(passed, reasons)
+        binding = any(column_over is not None for column_over in over)
+        return FilterResult(passed, reasons, unresolvable=self.unresolvable(key) if binding else None)
+
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        if isinstance(new, NodeInfo) and event in (
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_ALLOCATABLE_CHANGED,
+        ):
+            request = pod.requests_with_pod_count
+            if not fits_empty(request, new.allocatable):
+                return False
+            return not isinstance(old, NodeInfo) or more_room(request, old.allocatable, new.allocatable)
+        return True

@@ -4,7 +4,8 @@ external fetch), to open in a browser or attach to a ticket.
 - a nodes x card types utilisation grid (``used/capacity`` per cell, shaded by the ratio);
 - per queue and resource of its capability, a used / limit bar (``allocated`` of ``capability``;
   what Inqueue PodGroups reserved is shown beside it);
-- the pending pods, each with its outlook ("can never fit" or "waits for room") and its reason.
+- the pending pods, each with its outlook ("can never fit" or "waits for room") and its reason, and the
+  gated ones (``spec.schedulingGates``, never attempted) with the gates they wait for.
 
 Each figure is also in ``data-*`` attributes, so a test (or a script) reads the values, not pixels.
 """
@@ -36,7 +37,7 @@ td.pod { white-space: nowrap; }
 .badge { white-space: nowrap; display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
   color: #fff; }
 .badge.never { background: #b91c1c; } .badge.wait { background: #b45309; }
-.badge.none { background: #6b7280; }
+.badge.none { background: #6b7280; } .badge.gated { background: #1d4ed8; }
 """
 
 
@@ -107,7 +108,7 @@ def _bars(queues: list[Mapping[str, Any]]) -> str:
 
 
 def _pending(pods: list[Mapping[str, Any]]) -> str:
-    waiting = [p for p in pods if p["phase"] == "Pending"]
+    waiting = [p for p in pods if p["phase"] in ("Pending", "Gated")]
     if not waiting:
         return '<p class="summary">Every pod is placed.</p>'
     rows = []
@@ -115,6 +116,8 @@ def _pending(pods: list[Mapping[str, Any]]) -> str:
         outlook = pod.get("outlook")
         label = {NEVER: "can never fit"}.get(outlook or "", "waits for room" if outlook else "pending")
         kind = outlook or "none"
+        if pod["phase"] == "Gated":  # spec.schedulingGates: never attempted until they are removed
+            label = kind = "gated"
         rows.append(
             f'<tr data-pod="{escape(pod["namespace"])}/{escape(pod["name"])}" data-outlook="{escape(kind)}">'
             f'<td class="pod">{escape(pod["namespace"])}/{escape(pod["name"])}</td>'
@@ -129,6 +132,7 @@ def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
     pods: list[Mapping[str, Any]] = out.get("pods") or []
     bound = sum(1 for p in pods if p["phase"] == "Bound")
     pending = sum(1 for p in pods if p["phase"] == "Pending")
+    gated = sum(1 for p in pods if p["phase"] == "Gated")
     cards = (
         _grid(out["nodes"]) if "nodes" in out else '<p class="summary">The capacity-card plugin is off.</p>'
     )
@@ -136,7 +140,9 @@ def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{escape(title)}</h1>"
-        f'<p class="summary" id="summary">{bound}/{len(pods)} pods bound, {pending} pending</p>'
+        f'<p class="summary" id="summary">{bound}/{len(pods)} pods bound, {pending} pending'
+        + (f", {gated} gated" if gated else "")
+        + "</p>"
         f"<h2>Cards: used / capacity per node</h2>{cards}"
         f"<h2>Queues: allocated / capability</h2>{_bars(out.get('queues') or [])}"
         f"<h2>Pending pods</h2>{_pending(pods)}"

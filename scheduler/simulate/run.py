@@ -23,10 +23,12 @@ from gpuq_k8s.scheduler.cycle import Attempt, Scheduler, SchedulerSettings
 from gpuq_k8s.scheduler.framework.registry import Registry
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.priority import resolve_priority
+from gpuq_k8s.scheduler.queue import GATED as GATED_POOL
 from gpuq_k8s.scheduler.simulate.loader import Manifests, object_reference
 
 BOUND: Final = "Bound"
 PENDING: Final = "Pending"
+GATED: Final = "Gated"  # kept out by a PreEnqueue plugin (spec.schedulingGates): never attempted
 PREEMPTED: Final = "Preempted"
 _MAX_ROUNDS: Final = 1000
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -189,6 +191,9 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
         elif bound is not None:
             entry.update(node=bound.node_name, phase=BOUND, reason=None)
             live = bound
+        elif (queued := scheduler.queue.get(pod.key)) is not None and queued.pool == GATED_POOL:
+            entry.update(node=None, phase=GATED, reason=queued.message)
+            live = pod
         else:
             reason = scheduler.reasons.get(pod.key)
             if reason is None and not scheduler.responsible_for(pod):

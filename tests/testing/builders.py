@@ -199,6 +199,34 @@ class MakePod(_Namespaced):
         self._obj["spec"].update(fields)
         return self
 
+    def host_port(self, port: int, protocol: str = "", ip: str = "", *, init: int | None = None) -> Self:
+        """A ``hostPort`` (``containerPort`` equal) of the first container, or of init container
+        ``init`` (added by :meth:`init_container` or :meth:`sidecar`); ``protocol`` and ``ip`` left
+        empty when not given (TCP and ``0.0.0.0``, as the scheduler reads them)."""
+        entry: dict[str, Any] = {"containerPort": port, "hostPort": port}
+        if protocol:
+            entry["protocol"] = protocol
+        if ip:
+            entry["hostIP"] = ip
+        target = self._container() if init is None else self._obj["spec"]["initContainers"][init]
+        target.setdefault("ports", []).append(entry)
+        return self
+
+    def scheduling_gates(self, *names: str) -> Self:
+        """``spec.schedulingGates`` (none: the field removed, as an update that lifts the gates)."""
+        if names:
+            self._obj["spec"]["schedulingGates"] = [{"name": name} for name in names]
+        else:
+            self._obj["spec"].pop("schedulingGates", None)
+        return self
+
+    def resource_claims(self, *names: str) -> Self:
+        """``spec.resourceClaims`` (DRA), each from a ResourceClaimTemplate of its name."""
+        self._obj["spec"]["resourceClaims"] = [
+            {"name": name, "resourceClaimTemplateName": name} for name in names
+        ]
+        return self
+
     def info(self) -> PodInfo:
         return PodInfo.from_dict(self._obj)
 

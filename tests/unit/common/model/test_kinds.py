@@ -86,7 +86,7 @@ def test_every_kind_is_one_record_and_found_by_its_group_and_kind() -> None:
     assert kinds.of({"apiVersion": "batch/v1", "kind": "Job"}) is kinds.JOB
     assert kinds.of({"apiVersion": "v1", "kind": "Queue"}) is None  # the wrong group is not a Queue
     assert kinds.of({"kind": "Pod"}) is kinds.POD  # no apiVersion: the core group
-    assert kinds.lookup("", "PersistentVolumeClaim") is None
+    assert kinds.lookup("", "ConfigMap") is None
 
 
 def test_what_each_process_reads_is_a_known_kind() -> None:

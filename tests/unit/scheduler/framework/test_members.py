@@ -56,10 +56,23 @@ def test_a_member_runs_in_its_entrys_tier_under_its_own_name() -> None:
     framework = sched.framework
     member = framework.plugin("NoOddRows")
     assert member is not None and member.config_name == plugin_names.PREDICATES
-    assert [p.name for p in framework.filter_plugins] == [plugin_names.PREDICATES, "NoOddRows"]
-    # Its tier is the entry's (the second), right after the entry's own plugin.
+    # After the entry's own plugin and its members registered before it (NodeName and NodePorts lead
+    # the entry's plugin, as kube-scheduler's default profile orders them; DynamicResources follows).
+    assert [p.name for p in framework.filter_plugins] == [
+        plugin_names.NODE_NAME,
+        plugin_names.NODE_PORTS,
+        plugin_names.PREDICATES,
+        "NoOddRows",
+    ]
+    # Its tier is the entry's (the second).
     tiers = [[p.name for p in tier] for tier in framework._tiers]
-    assert tiers[1] == [plugin_names.PREDICATES, "NoOddRows"]
+    assert tiers[1] == [
+        plugin_names.NODE_NAME,
+        plugin_names.NODE_PORTS,
+        plugin_names.PREDICATES,
+        plugin_names.DYNAMIC_RESOURCES,
+        "NoOddRows",
+    ]
     sched.add_pod(MakePod("p", "ns").req(cpu="1").scheduler("gpuq-scheduler").info())
     attempt = sched.schedule_one()
     assert attempt is not None and attempt.node in ("n0", "n2")
@@ -155,3 +168,62 @@ def test_plugin_args_of_a_member_read_the_entrys_arguments() -> None:
     settings: PluginSettings | None = config.plugin(plugin_names.PREDICATES)
     args = plugin_args(settings, PredicatesArgs)
     assert args is not None and args.cache
+
+
+def test_node_ports_enable_false_ignores_host_ports() -> None:
+    config = config_text(
+        "priority, gang", "predicates", arguments={"predicates": {"predicate.NodePortsEnable": False}}
+    )
+    sched = Scheduler(
+        SchedulerConfig.from_yaml(config), default_registry(), MemoryBackend(), clock=FakeClock()
+    )
+    assert sched.framework.plugin(plugin_names.NODE_PORTS) is None
+    node = MakeNode("n").alloc(cpu="4", pods="10")
+    holder = MakePod("holder", "ns").req(cpu="1").host_port(80).node("n")
+    pod = MakePod("p", "ns").req(cpu="1").host_port(80)
+    # Switched on (the default) the port is taken; off, the pod lands beside the holder.
+    sched_on = Scheduler(
+        SchedulerConfig.from_yaml(config_text("priority, gang", "predicates")),
+        default_registry(),
+        MemoryBackend(),
+        clock=FakeClock(),
+    )
+    for scheduler, want in ((sched_on, ""), (sched, "n")):
+        scheduler.set_node(node.info())
+        scheduler.add_pod(holder.info())
+        scheduler.add_pod(pod.info())
+        attempt = scheduler.schedule_one()
+        assert attempt is not None and attempt.node == want
+
+
+def test_node_name_and_node_ports_lead_the_base_plugin_and_dynamic_resources_follows() -> None:
+    """kube-scheduler's default profile order (NodeName, NodePorts before NodeResourcesFit)."""
+    config = SchedulerConfig.from_yaml(config_text("priority, gang", "predicates"))
+    sched = Scheduler(config, default_registry(), MemoryBackend(), clock=FakeClock())
+    names = [p.name for p in sched.framework.plugins]
+    order = [
+        plugin_names.NODE_NAME,
+        plugin_names.NODE_PORTS,
+        plugin_names.PREDICATES,
+        plugin_names.DYNAMIC_RESOURCES,
+    ]
+    assert [n for n in names if n in order] == order
+    # SchedulingGates is on though no tier names it.
+    assert sched.framework.plugin(plugin_names.SCHEDULING_GATES) is not None
+
+
+def test_cache_enable_changes_no_decision() -> None:
+    def placements(cache: bool) -> list[tuple[str, str]]:
+        config = config_text(
+            "priority, gang", "predicates", arguments={"predicates": {"predicate.CacheEnable": cache}}
+        )
+        sched = Scheduler(
+            SchedulerConfig.from_yaml(config), default_registry(), MemoryBackend(), clock=FakeClock()
+        )
+        sched.set_node(MakeNode("a").alloc(cpu="2", pods="10").label("zone", "a").info())
+        sched.set_node(MakeNode("b").alloc(cpu="2", pods="10").taint("t", "NoSchedule").info())
+        for i in range(4):
+            sched.add_pod(MakePod(f"p{i}", "ns").req(cpu="1").host_port(8000 + i % 2).info())
+        return [(a.pod.name, a.node) for a in iter(sched.schedule_one, None)]
+
+    assert placements(True) == placements(False) == [("p0", "a"), ("p1", "a"), ("p2", ""), ("p3", "")]

@@ -39,7 +39,8 @@ def test_default_tiers_schedule_the_example(tmp_path: Path, capsys: pytest.Captu
     assert bound, "the example's pods are placed"
     for placed in bound:
         scores = placed["nodes"][placed["node"]]["scores"]
-        assert set(scores) == {"nodeorder", "binpack"}, placed["name"]
+        # nodeorder's scorers (ImageLocality, weight 1 by Volcano's default, a member of its own) and binpack.
+        assert set(scores) == {"nodeorder", "ImageLocality", "binpack"}, placed["name"]
         assert placed["nodes"][placed["node"]]["total"] == max(
             n["total"] for n in placed["nodes"].values() if n["filtered"] is None
         )

@@ -90,13 +90,13 @@ def test_normalize_and_reverse() -> None:
 
 def test_defaults_are_volcanos() -> None:
     """calculateWeight's defaults for the scorers gpuq computes: least 1, most 0, nodeaffinity 2,
-    balanced 1, tainttoleration 3."""
+    balanced 1, tainttoleration 3, imagelocality 1."""
     args = nodeorder.NodeOrderArgs.parse({})
     assert (args.least_requested, args.most_requested, args.node_affinity) == (1, 0, 2)
-    assert (args.balanced_resource, args.taint_toleration) == (1, 3)
+    assert (args.balanced_resource, args.taint_toleration, args.image_locality) == (1, 3, 1)
 
 
-@pytest.mark.parametrize("key", ["podaffinity.weight", "imagelocality.weight", "podtopologyspread.weight"])
+@pytest.mark.parametrize("key", ["podaffinity.weight", "podtopologyspread.weight"])
 def test_scorers_gpuq_cannot_compute_are_refused_unless_zero(key: str) -> None:
     assert nodeorder.NodeOrderArgs.parse({key: 0}) == nodeorder.NodeOrderArgs.parse({})
     with pytest.raises(ConfigError) as err:
