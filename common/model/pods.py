@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.pod_volumes import PodVolume, parse_volumes
 from gpuq_k8s.common.model.quantity import PODS, to_units
 from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
 
@@ -200,6 +201,8 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity: Mapping[str, Any] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # The volumes the placement rules read (claims, in-tree disks): common/model/pod_volumes.py.
+    volumes: tuple[PodVolume, ...] = ()
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -259,6 +262,7 @@ class PodInfo:
             node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
+            volumes = parse_volumes(spec.get("volumes"), name)
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -280,6 +284,7 @@ class PodInfo:
             node_selector=node_selector,
             affinity=dict(affinity),
             tolerations=tuple(tolerations),
+            volumes=volumes,
         )
 
 
