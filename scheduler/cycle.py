@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 
@@ -53,6 +53,13 @@ from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
+
+_STORAGE_EVENTS: Final = {
+    kinds.PERSISTENT_VOLUME_CLAIM: ClusterEvent.CLAIM_CHANGED,
+    kinds.PERSISTENT_VOLUME: ClusterEvent.VOLUME_CHANGED,
+    kinds.STORAGE_CLASS: ClusterEvent.STORAGE_CLASS_CHANGED,
+    kinds.CSI_NODE: ClusterEvent.CSI_NODE_CHANGED,
+}
 
 
 class SchedulerSettings(Protocol):
@@ -243,6 +250,17 @@ class Scheduler:
         ):
             # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).
             self.queue.on_event(ClusterEvent.QUOTA_CHANGED)
+        elif kind in _STORAGE_EVENTS and (obj is not None or kind is kinds.CSI_NODE):
+            # A claim matters to the pods of its namespace that use it (kube-scheduler's queueing
+            # hints); a volume, class or CSINode to any pod a volume rule rejected. A CSINode gone
+            # takes its limits with it.
+            if kind is kinds.PERSISTENT_VOLUME_CLAIM:
+                self.queue.on_event(
+                    ClusterEvent.CLAIM_CHANGED,
+                    only=lambda pod: pod.namespace == namespace and any(v.claim == name for v in pod.volumes),
+                )
+            else:
+                self.queue.on_event(_STORAGE_EVENTS[kind])
 
     def run_enqueue(self) -> int:
         """The enqueue action: Pending PodGroups the Enqueue plugins admit go Inqueue; returns how many."""
@@ -379,7 +397,30 @@ class Scheduler:
                 self._bind(waiting.pod, waiting.row, waiting.state)
 
     def _bind(self, pod: PodInfo, row: int, state: CycleState) -> None:
-        self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
+        """PreBind, then Bind (kube-scheduler's ``bindingCycle``): the PreBind plugins' plans are
+        carried out by the backend before the binding is sent; a plan that fails (or a plugin that
+        refuses) fails the binding, and a binding that fails after the plans rolls them back."""
+        plans, refused = self.framework.run_pre_bind(state, pod, row)
+        if not refused.is_success:
+            message = f'running PreBind plugin "{refused.plugin}": {refused.message}'
+            self.bind_done(pod, row, state, Outcome(Result.NOT_BOUND, message))
+            return
+        if not plans:
+            self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
+            return
+
+        def bound(outcome: Outcome) -> None:
+            if not outcome.ok:
+                self.backend.roll_back(pod, plans)
+            self.bind_done(pod, row, state, outcome)
+
+        def pre_bound(outcome: Outcome) -> None:
+            if outcome.ok:
+                self.backend.bind(pod, pod.node_name, bound)
+            else:
+                self.bind_done(pod, row, state, outcome)
+
+        self.backend.pre_bind(pod, pod.node_name, plans, pre_bound)
 
     def bind_done(self, pod: PodInfo, row: int, state: CycleState, outcome: Outcome) -> None:
         """The one place a bind's outcome acts on the ledger and the queue (``pod`` is assumed on

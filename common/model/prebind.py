@@ -79,17 +79,22 @@ class ApiWrite:
 @dataclass(frozen=True, slots=True)
 class PreBindPlan:
     """One plugin's PreBind for one pod (see the module docstring). ``ready`` reads objects through a
-    :data:`Lookup` of the caches; ``timeout`` bounds the wait, in seconds."""
+    :data:`Lookup` of the caches; ``timeout`` bounds the wait, in seconds; ``waiting_for`` names
+    the wait in a timeout's message (``binding volumes: timed out after 600s``)."""
 
     plugin: str
     writes: tuple[ApiWrite, ...]
     ready: Callable[[Lookup], Progress]
     rollback: tuple[ApiWrite, ...] = ()
     timeout: float = 600.0
+    waiting_for: str = "waiting"
 
     def failure(self, message: str) -> str:
         """How a failure reads in the pod's condition, as kube-scheduler's framework wraps it."""
         return f'running PreBind plugin "{self.plugin}": {message}'
+
+    def timed_out(self) -> str:
+        return self.failure(f"{self.waiting_for}: timed out after {self.timeout:g}s")
 
 
 def resource_version(obj: Obj | None) -> str:

@@ -50,7 +50,12 @@ REPLAY_ORDER: Final = kinds.SCHEDULER_WATCHES
 # Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
 _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
 # Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen.
-_STATUS_INPUTS: Final = {kinds.QUEUE.kind: ("state",)}
+_STATUS_INPUTS: Final = {
+    kinds.QUEUE.kind: ("state",),
+    # the PV controller's bookkeeping the volume rules read (Bound, Lost, Available)
+    kinds.PERSISTENT_VOLUME_CLAIM.kind: ("phase",),
+    kinds.PERSISTENT_VOLUME.kind: ("phase",),
+}
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
@@ -163,8 +168,9 @@ class Feed:
             self.scheduler.objects.delete(kind, namespace, name)
             return
         if change.old is not None and not object_update_matters(kind.kind, change.old, change.obj):
-            # Keep the stored copy current (status readers) without waking anything.
-            self.scheduler.objects.set_status(kind, namespace, name, change.obj.get("status") or {})
+            # Keep the stored copy current (status readers, resourceVersion-conditional writes)
+            # without waking anything.
+            self.scheduler.objects.refresh(change.obj)
             return
         self.scheduler.put_object(change.obj)
 

@@ -19,6 +19,10 @@ from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 from gpuq_k8s.scheduler.framework.registry import MemberFactory, PluginSettings, plugin_args
+from gpuq_k8s.scheduler.plugins.node_volume_limits import NodeVolumeLimits
+from gpuq_k8s.scheduler.plugins.volume_binding import VolumeBinding
+from gpuq_k8s.scheduler.plugins.volume_restrictions import VolumeRestrictions
+from gpuq_k8s.scheduler.plugins.volume_zone import VolumeZone
 
 PredicateSwitch = Callable[[PredicatesArgs], bool]
 
@@ -34,8 +38,22 @@ def predicate(enabled: PredicateSwitch | None, build: Callable[[Handle], Plugin]
     return factory
 
 
+def _volume_binding(handle: Handle, settings: PluginSettings) -> Plugin | None:
+    """VolumeBinding, with ``volumebinding.bindTimeoutSeconds``, unless predicate.VolumeBindingEnable
+    is false."""
+    args = plugin_args(settings, PredicatesArgs) or PredicatesArgs()
+    return VolumeBinding(handle, args.volume_binding_timeout) if args.volume_binding else None
+
+
 # Entry -> its members, in order. Each placement rule adds its member here (design.md "Placement rules").
 MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
-    plugin_names.PREDICATES: (),
+    plugin_names.PREDICATES: (
+        # VolumeRestrictions has no switch: Volcano's predicates does not run it; kube-scheduler's
+        # default profile always does (design.md "Placement rules").
+        predicate(None, VolumeRestrictions),
+        predicate(lambda a: a.node_volume_limits, NodeVolumeLimits),
+        _volume_binding,
+        predicate(lambda a: a.volume_zone, VolumeZone),
+    ),
     plugin_names.NODEORDER: (),
 }

@@ -70,6 +70,7 @@ def build(
         settings, registry, backend, clock=clock, keep_attempts=explain, wall_clock=clock.datetime
     )
     backend.objects = scheduler.objects
+    backend.cluster = scheduler.cluster
     errors: list[str] = []
     for obj in manifests.objects:
         try:
@@ -80,6 +81,9 @@ def build(
             scheduler.framework.record(invalid_annotation(object_reference(obj), str(err)))
     for node in manifests.nodes:
         scheduler.set_node(node)
+    # The PV controller binds what it binds without a scheduler (claims of Immediate classes) before
+    # any pod is tried, as in a cluster (scheduler/memory_backend.py).
+    backend.run_controllers()
     pods: list[PodInfo] = []
     for parsed in manifests.pods:
         try:
