@@ -93,7 +93,7 @@ def parse_volumes(raw: Any, pod: str, where: str = "") -> tuple[PodVolume, ...]:
 
 
 def _volume(volume: Mapping[str, Any], at: str, pod: str, where: str) -> PodVolume | None:
-    name = volume.get("name")
+    name = volume.get("name") or ""
     if not isinstance(name, str):
         raise InvalidValue(f"{at}.name", name, "a volume name", where)
     source = volume.get("persistentVolumeClaim")

@@ -34,8 +34,9 @@ def not_owned(claim: Claim, pod: PodInfo) -> str:
 
 
 def owned_by(claim: Claim, pod: PodInfo) -> bool:
-    """The claim of an ephemeral volume is controlled by the pod (its UID)."""
-    return claim.namespace == pod.namespace and bool(pod.uid) and claim.controller_uid == pod.uid
+    """The claim of an ephemeral volume is controlled by the pod (``metav1.IsControlledBy``: its
+    controlling owner reference names the pod's UID)."""
+    return claim.namespace == pod.namespace and claim.controller_uid == pod.uid
 
 
 @dataclass(frozen=True, slots=True)

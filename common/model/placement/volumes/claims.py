@@ -59,7 +59,8 @@ class Selector:
 class Claim:
     """One PersistentVolumeClaim. ``request`` is ``spec.resources.requests.storage`` in bytes (0 when
     absent, ``has_request`` then False); ``storage_class`` is ``GetPersistentVolumeClaimClass``;
-    ``controller_uid`` the UID of its controlling owner (a generic ephemeral volume's pod)."""
+    ``controller_uid`` the UID of its controlling owner (a generic ephemeral volume's pod), None
+    without one."""
 
     namespace: str
     name: str
@@ -76,7 +77,7 @@ class Claim:
     attributes_class: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
-    controller_uid: str = ""
+    controller_uid: str | None = None
 
     @property
     def key(self) -> str:
@@ -188,11 +189,11 @@ def parse_selector(value: Any, field: str) -> Selector | None:
     return Selector(tuple(sorted(labels.items())), tuple(expressions))
 
 
-def _controller_uid(value: Any) -> str:
+def _controller_uid(value: Any) -> str | None:
     for i, owner in enumerate(wire.items(value, "metadata.ownerReferences")):
         if owner.get("controller") is True:
-            uid = owner.get("uid")
+            uid = owner.get("uid") or ""
             if not isinstance(uid, str):
                 raise InvalidValue(f"metadata.ownerReferences[{i}].uid", uid, "the owner's UID")
             return uid
-    return ""
+    return None
