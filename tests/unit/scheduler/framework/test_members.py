@@ -56,10 +56,15 @@ def test_a_member_runs_in_its_entrys_tier_under_its_own_name() -> None:
     framework = sched.framework
     member = framework.plugin("NoOddRows")
     assert member is not None and member.config_name == plugin_names.PREDICATES
-    assert [p.name for p in framework.filter_plugins] == [plugin_names.PREDICATES, "NoOddRows"]
-    # Its tier is the entry's (the second), right after the entry's own plugin.
+    # The members the scheduler ships (scheduler/plugins/members.py) come between, in their order.
+    shipped = {p.name for p in framework.plugins if p.config_name == plugin_names.PREDICATES}
+    shipped -= {plugin_names.PREDICATES, "NoOddRows"}
+    filters = [p.name for p in framework.filter_plugins if p.name not in shipped]
+    assert filters == [plugin_names.PREDICATES, "NoOddRows"]
+    # Its tier is the entry's (the second), after the entry's own plugin and the shipped members.
     tiers = [[p.name for p in tier] for tier in framework._tiers]
-    assert tiers[1] == [plugin_names.PREDICATES, "NoOddRows"]
+    assert tiers[1][0] == plugin_names.PREDICATES and tiers[1][-1] == "NoOddRows"
+    assert set(tiers[1][1:-1]) == shipped
     sched.add_pod(MakePod("p", "ns").req(cpu="1").scheduler("gpuq-scheduler").info())
     attempt = sched.schedule_one()
     assert attempt is not None and attempt.node in ("n0", "n2")

@@ -94,7 +94,7 @@ def run(
 
 
 def local_pvs(cls: str, per_node: Mapping[str, str], count: int = 2, first: int = 0) -> list[Obj]:
-    out = []
+    out: list[Obj] = []
     for node_name, capacity in per_node.items():
         for i in range(first, first + count):
             out.append(

@@ -57,7 +57,7 @@ CLASSES = [
 ]
 
 
-def pvc(name: str, size: str, state: str, volume: str = "", cls: str = WAIT_CLASS, node: str = "") -> Obj:
+def pvc(name: str, size: str, state: str, volume: str = "", *, cls: str = WAIT_CLASS, node: str = "") -> Obj:
     """``makeTestPVC``: unbound, prebound (volumeName only), bound (and bind-completed) or
     selected-node."""
     claim = MakePVC(name, "testns", cls).uid("pvc-uid").resource_version("1").request(size)
@@ -98,9 +98,9 @@ prebound_pvc_node1a = pvc("unbound-pvc", "1G", "prebound", "pv-node1a")
 bound_pvc = pvc("bound-pvc", "1G", "bound", "pv-bound")
 bound_pvc_node1a = pvc("unbound-pvc", "1G", "bound", "pv-node1a")
 immediate_unbound_pvc = pvc("immediate-unbound-pvc", "1G", "unbound", cls=IMMEDIATE_CLASS)
-immediate_bound_pvc = pvc("immediate-bound-pvc", "1G", "bound", "pv-bound-immediate", IMMEDIATE_CLASS)
+immediate_bound_pvc = pvc("immediate-bound-pvc", "1G", "bound", "pv-bound-immediate", cls=IMMEDIATE_CLASS)
 provisioned_pvc = pvc("provisioned-pvc", "1Gi", "unbound", cls=PROVISIONING_CLASS)
-provisioned_pvc_bound = pvc("provisioned-pvc", "1Gi", "bound", "pv-bound", PROVISIONING_CLASS)
+provisioned_pvc_bound = pvc("provisioned-pvc", "1Gi", "bound", "pv-bound", cls=PROVISIONING_CLASS)
 no_provisioner_pvc = pvc("no-provisioner-pvc", "1Gi", "unbound")
 topology_mismatch_pvc = pvc("topo-mismatch-pvc", "1Gi", "unbound", cls=TOPOLOGY_MISMATCH_CLASS)
 selected_node_pvc = pvc("provisioned-pvc", "1Gi", "selected", cls=PROVISIONING_CLASS, node="node1")
