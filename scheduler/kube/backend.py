@@ -255,10 +255,7 @@ class KubeBackend:
             seen = self.settled(pod, node)
             if seen in (Result.GONE, Result.ELSEWHERE):
                 return Outcome(seen, f"PreBind of {pod.ref} stopped: the watch shows it {_SEEN[seen]}")
-            if all(
-                version_reached(resource_version(self.lookup(w.kind, w.namespace, w.name)), version)
-                for w, version in written
-            ):
+            if all(self._caught_up(write, version) for write, version in written):
                 progress = plan.ready(self.lookup)
                 if progress.state is State.DONE:
                     return SUCCESS
@@ -269,6 +266,12 @@ class KubeBackend:
                 return Outcome(Result.NOT_BOUND, plan.timed_out())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), timeout=min(remaining, PRE_BIND_POLL))
+
+    def _caught_up(self, write: ApiWrite, version: str) -> bool:
+        """The caches show ``write``'s object at least at ``version`` (or show it gone: the condition
+        then says what that means)."""
+        cached = self.lookup(write.kind, write.namespace, write.name)
+        return cached is None or version_reached(resource_version(cached), version)
 
     async def _send(self, write: ApiWrite) -> str | tuple[ApiWrite, str]:
         """PATCH ``write``; the resourceVersion it produced, or what went wrong."""

@@ -3,6 +3,7 @@ simulate``'s in-memory cluster (kube-controller-manager's ``persistentvolume-bin
 
 :func:`reconcile` returns the objects that change, as the controller would write them:
 
+* a new volume (no phase yet) that no claim is bound to becomes ``Available``;
 * a claim that a volume is pre-bound to (``spec.claimRef``: the scheduler's PreBind, or a user) is
   bound to it;
 * an unbound claim of an ``Immediate`` class (or of none) is bound to the smallest matching
@@ -34,7 +35,12 @@ from gpuq_k8s.common.model.placement.volumes.claims import (
     parse_claim,
 )
 from gpuq_k8s.common.model.placement.volumes.matching import find_matching_volume
-from gpuq_k8s.common.model.placement.volumes.persistent_volumes import BOUND, PersistentVolume, parse_volume
+from gpuq_k8s.common.model.placement.volumes.persistent_volumes import (
+    AVAILABLE,
+    BOUND,
+    PersistentVolume,
+    parse_volume,
+)
 from gpuq_k8s.common.model.placement.volumes.storage import Storage
 from gpuq_k8s.common.model.prebind import apply_merge_patch
 from gpuq_k8s.common.model.quantity import format_bytes
@@ -53,9 +59,14 @@ def reconcile(
     ``storage`` answers class and CSINode lookups, ``node_labels`` the nodes' labels."""
     raw_volumes = {str(v["metadata"]["name"]): v for v in volumes}
     parsed_volumes = {name: parse_volume(v) for name, v in raw_volumes.items()}
+    out: list[Obj] = []
+    for name, current in list(parsed_volumes.items()):
+        if not current.phase and current.claim_ref is None:  # syncVolume: an unbound new volume
+            raw_volumes[name] = apply_merge_patch(raw_volumes[name], {"status": {"phase": AVAILABLE}})
+            parsed_volumes[name] = parse_volume(raw_volumes[name])
+            out.append(raw_volumes[name])
     by_claim = {v.claim_ref.key: v for v in parsed_volumes.values() if v.claim_ref is not None}
     taken = {v.name for v in by_claim.values()}
-    out: list[Obj] = []
     for raw_claim in claims:
         claim = parse_claim(raw_claim)
         if claim.fully_bound:
