@@ -155,12 +155,13 @@ async def test_dynamic_provisioning_binds_the_pod_after_its_claim(
         assert node_of((await cluster.pods())["worker"]) == ""
         # The provisioner's part: a volume for the claim, on the selected node.
         scratch = await claim(cluster, "scratch")
+        zone = (await cluster.get(f"/api/v1/nodes/{node}"))["metadata"]["labels"][ZONE]
         provisioned = (
             MakePV(f"{storage}-pvc-scratch", fast)
             .capacity("2Gi")
             .csi(PROVISIONER, f"{storage}-handle")
             .claim_ref(ns, "scratch", scratch["metadata"]["uid"])
-            .node_affinity({"kubernetes.io/hostname": [node]})
+            .node_affinity({ZONE: [zone]})
             .annotation("pv.kubernetes.io/provisioned-by", PROVISIONER)
             .spec(persistentVolumeReclaimPolicy="Retain")
         )

@@ -13,8 +13,9 @@
 * :func:`writes` and :func:`bindings_ready` (``BindPodVolumes``): PreBind writes the chosen volume's
   ``spec.claimRef`` (the PV controller then binds the claim) and the provisioned claims'
   ``selected-node`` annotation (the provisioner then creates a volume, the PV controller binds it),
-  then waits until every claim is fully bound on a volume that takes the node, failing when the PV
-  controller dropped a claimRef or a provisioner dropped the annotation (it gave up).
+  then waits until every claim is fully bound (and its phase Bound) on a volume that takes the node,
+  failing when the PV controller dropped a claimRef or a provisioner dropped the annotation (it gave
+  up).
 
 Storage capacity (``CSIStorageCapacity``, for CSI drivers that publish it) is not checked: gpuq does
 not read CSIDriver or CSIStorageCapacity objects (design.md "Placement rules").
@@ -31,6 +32,7 @@ from gpuq_k8s.common.model.placement.volumes.claim_lookup import not_found
 from gpuq_k8s.common.model.placement.volumes.claims import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
+    CLAIM_BOUND,
     Claim,
     parse_claim,
 )
@@ -215,7 +217,7 @@ def bindings_ready(lookup: Lookup, volumes: NodeVolumes, node: str, labels: Mapp
             return _failed(f'pv "{volume.name}" node affinity doesn\'t match node "{node}"')
         if volume.claim_ref is None or not volume.claim_ref.uid:
             return _failed(f'ClaimRef got reset for pv "{volume.name}"')
-        if not claim.fully_bound:
+        if not _bound(claim):
             return WAIT
     for provision in volumes.provisions:
         claim = _claim(lookup, provision)
@@ -235,9 +237,16 @@ def bindings_ready(lookup: Lookup, volumes: NodeVolumes, node: str, labels: Mapp
             volume = parse_volume(raw_volume)
             if not volume.fits_node(node, labels):
                 return _failed(f'pv "{volume.name}" node affinity doesn\'t match node "{node}"')
-        if not claim.fully_bound:
+        if not _bound(claim):
             return WAIT
     return DONE
+
+
+def _bound(claim: Claim) -> bool:
+    """Fully bound (``isPVCFullyBound``), and its phase ``Bound``: the PV controller writes the phase
+    right after the binding, and gpuq binds the pod only once a reader of the claim sees it Bound
+    (upstream binds on the binding alone, possibly a moment before the phase)."""
+    return claim.fully_bound and claim.phase == CLAIM_BOUND
 
 
 def _claim(lookup: Lookup, claim: Claim) -> Claim | None:

@@ -29,6 +29,7 @@ ACCESS_MODES: Final = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", READ_WR
 FILESYSTEM: Final = "Filesystem"
 VOLUME_MODES: Final = (FILESYSTEM, "Block")
 CLAIM_LOST: Final = "Lost"
+CLAIM_BOUND: Final = "Bound"
 SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 
 

@@ -349,6 +349,15 @@ CHECK_BINDINGS: list[tuple[str, list[tuple[Obj, Obj]], list[Obj], list[Obj], lis
         [pv_node1a_bound],
         WAIT,
     ),
+    # gpuq's: fully bound, but the PV controller has not written the phase yet (design.md, difference 7)
+    (
+        "binding-bound,phase-not-yet-Bound",
+        [(unbound_pvc, pv_node1a_bound)],
+        [],
+        [bound_pvc_node1a | {"status": {"phase": "Pending"}}],
+        [pv_node1a_bound],
+        WAIT,
+    ),
     ("binding-unbound", [(unbound_pvc, pv_node1a_bound)], [], [unbound_pvc], [pv_node1a_bound], WAIT),
     ("binding-pvc-not-exists", [(unbound_pvc, pv_node1a_bound)], [], [], [pv_node1a_bound], State.FAILED),
     ("binding-pv-not-exists", [(unbound_pvc, pv_node1a_bound)], [], [bound_pvc_node1a], [], State.FAILED),
