@@ -107,17 +107,30 @@ async def test_wait_for_first_consumer_binds_the_static_volume_of_the_zone_that_
 
 
 async def _watch(
-    api: ApiClient, namespace: str, kind: str, name: str, seen: list[tuple[int, dict[str, Any]]]
+    api: ApiClient,
+    target: tuple[str, str, str],
+    seen: list[tuple[int, dict[str, Any]]],
+    errors: list[BaseException],
 ) -> None:
-    """Every version of one pod or claim, as (resourceVersion, object), until cancelled."""
+    """Every version of one pod or claim, as (resourceVersion, object), until cancelled; a broken watch
+    is resumed from the last version seen (and its error kept for the failure message). ``target``:
+    (namespace, "pod" or "claim", name)."""
+    namespace, kind, name = target
     core = client.CoreV1Api(api)
     lister = core.list_namespaced_pod if kind == "pod" else core.list_namespaced_persistent_volume_claim
-    async with watch.Watch() as stream:
-        async for event in stream.stream(
-            lister, namespace, field_selector=f"metadata.name={name}", _request_timeout=120
-        ):
-            obj = api.sanitize_for_serialization(event["object"])
-            seen.append((int(obj["metadata"]["resourceVersion"]), obj))
+    options: dict[str, Any] = {"field_selector": f"metadata.name={name}", "timeout_seconds": 60}
+    while True:
+        try:
+            async with watch.Watch() as stream:
+                async for event in stream.stream(lister, namespace, **options):
+                    obj = api.sanitize_for_serialization(event["object"])
+                    options["resource_version"] = obj["metadata"]["resourceVersion"]
+                    seen.append((int(obj["metadata"]["resourceVersion"]), obj))
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # kept for the failure message; the watch goes on
+            errors.append(err)
+            await asyncio.sleep(0.2)
 
 
 async def test_dynamic_provisioning_binds_the_pod_after_its_claim(
@@ -135,9 +148,10 @@ async def test_dynamic_provisioning_binds_the_pod_after_its_claim(
     )
     claims: list[tuple[int, dict[str, Any]]] = []
     pods: list[tuple[int, dict[str, Any]]] = []
+    errors: list[BaseException] = []
     watches = [
-        asyncio.create_task(_watch(cluster.api, ns, "claim", "scratch", claims)),
-        asyncio.create_task(_watch(cluster.api, ns, "pod", "worker", pods)),
+        asyncio.create_task(_watch(cluster.api, (ns, "claim", "scratch"), claims, errors)),
+        asyncio.create_task(_watch(cluster.api, (ns, "pod", "worker"), pods, errors)),
     ]
     try:
         await cluster.create(
@@ -172,7 +186,10 @@ async def test_dynamic_provisioning_binds_the_pod_after_its_claim(
 
         assert await eventually(bound, 60, "worker bound", scheduler.log) == node
         await eventually(
-            lambda: _settled(claims, pods), 30, "the watches to show the claim Bound and the pod bound"
+            lambda: _settled(claims, pods),
+            60,
+            "the watches to show the claim Bound and the pod bound",
+            lambda: f"watch errors: {errors!r}; versions seen: {[rv for rv, _ in claims + pods]}",
         )
     finally:
         for task in watches:
