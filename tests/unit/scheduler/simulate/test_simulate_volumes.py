@@ -139,3 +139,18 @@ def test_a_storage_object_the_apiserver_refuses_is_an_input_error(
     err = capsys.readouterr().err
     assert line in err, err
     assert "Traceback" not in err
+
+
+def test_the_table_lists_the_claims(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "-f", EXAMPLE]) == 0
+    text = capsys.readouterr().out
+    claims = text.split("PersistentVolumeClaims", 1)[1]
+    row = next(line for line in claims.splitlines() if "scratch-0" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")] == [
+        "ml",
+        "scratch-0",
+        "Bound",
+        "pvc-simulated-ml-scratch-0",
+        "zonal",
+        "a1",
+    ]
