@@ -107,8 +107,8 @@ CORE = '""'  # the core API group, as YAML writes an empty string
 
 def kinds_template() -> str:
     """templates/_kinds.tpl: the chart's RBAC rules for what each process watches, whose status
-    the scheduler patches and which objects its PreBind patches, from common/model/kinds.py, so a kind a process starts to watch is granted
-    by the same one-line change."""
+    the scheduler patches and which objects its PreBind patches, from common/model/kinds.py, so a
+    kind a process starts to watch is granted by the same one-line change."""
     sections = (
         ("gpuq.rules.schedulerWatches", _rules(kinds.SCHEDULER_WATCHES, "get, list, watch")),
         ("gpuq.rules.webhookWatches", _rules(kinds.WEBHOOK_WATCHES, "get, list, watch")),

@@ -354,7 +354,7 @@ CHECK_BINDINGS: list[tuple[str, list[tuple[Obj, Obj]], list[Obj], list[Obj], lis
         "binding-bound,phase-not-yet-Bound",
         [(unbound_pvc, pv_node1a_bound)],
         [],
-        [bound_pvc_node1a | {"status": {"phase": "Pending"}}],
+        [{**bound_pvc_node1a, "status": {"phase": "Pending"}}],
         [pv_node1a_bound],
         WAIT,
     ),
