@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
@@ -51,7 +52,7 @@ from gpuq_k8s.common.model.placement.volumes.matching import could_take, passes_
 from gpuq_k8s.common.model.placement.volumes.persistent_volumes import parse_volume
 from gpuq_k8s.common.model.placement.volumes.storage import Storage
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.prebind import PreBindPlan
+from gpuq_k8s.common.model.prebind import Lookup, PreBindPlan, Progress
 from gpuq_k8s.common.model.predicates import DEFAULT_BIND_TIMEOUT_SECONDS
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -71,6 +72,7 @@ from gpuq_k8s.scheduler.plugins.storage_view import StorageView, storage_view
 _CLAIMS: Final = f"{plugin_names.VOLUME_BINDING}/claims"
 _CHOSEN: Final = f"{plugin_names.VOLUME_BINDING}/chosen"
 _NO_SIZE: Final = np.iinfo(np.int64).max
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
             ok &= possible if rows is None else (~rows | possible)
         return ~ok
 
-    def _match(self, claim: Claim, storage: Storage, taken: Mapping[str, BoolArray], n: int) -> Any:
+    def _match(self, claim: Claim, storage: Storage, taken: Mapping[str, BoolArray], n: int) -> IntArray:
         """Per row, the index (among the class's volumes) of the volume ``find_matching_volume`` picks
         for ``claim`` there, -1 for none."""
         cluster = self.handle.cluster
@@ -302,5 +304,5 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         return {}
 
 
-def _ready(lookup: Any, *, volumes: NodeVolumes, node: str, labels: Mapping[str, str]) -> Any:
+def _ready(lookup: Lookup, *, volumes: NodeVolumes, node: str, labels: Mapping[str, str]) -> Progress:
     return bindings_ready(lookup, volumes, node, labels)
