@@ -247,7 +247,7 @@ def test_a_pod_waiting_for_its_claim_is_retried_when_the_claim_appears_not_befor
 def test_a_pod_with_an_unbound_immediate_claim_is_retried_when_the_pv_controller_binds_it() -> None:
     memory = MemoryBackend()
     memory.controllers = ()  # the claim stays unbound until the test plays the controller
-    scheduler, _ = cluster(
+    scheduler, memory = cluster(
         MakeStorageClass("std", "", mode="Immediate").obj(),
         MakePVC("data", "ns", "std").obj(),
         backend=memory,
@@ -257,10 +257,16 @@ def test_a_pod_with_an_unbound_immediate_claim_is_retried_when_the_pv_controller
     assert failed is not None and "pod has unbound immediate PersistentVolumeClaims" in failed.message
     queued = scheduler.queue.get("ns/p")
     assert queued is not None and queued.pool == "unschedulable"
-    scheduler.put_object(MakePV("pv-1", "std").capacity("1Gi").obj())  # a volume alone helps nothing
-    scheduler.put_object(MakeStorageClass("other", "").obj())
-    assert queued.pool != "unschedulable"  # VolumeBinding registered both: retried, and fails again
-    clock.now += 60
-    assert scheduler.schedule_one() is not None and queued.pool == "unschedulable"
-    scheduler.put_object(MakePVC("data", "ns", "std").bound("pv-1").obj())
+    # VolumeBinding registered StorageClass and PersistentVolume events: each retries the pod (which
+    # fails again, the claim still unbound); the claim's binding lets it through.
+    for event in (MakeStorageClass("other", "").obj(), MakePV("pv-1", "std").capacity("1Gi").obj()):
+        scheduler.put_object(event)
+        assert queued.pool != "unschedulable", event["kind"]
+        clock.now += 60
+        again = scheduler.schedule_one()
+        assert again is not None and not again.node and queued.pool == "unschedulable"
+    scheduler.put_object(MakePVC("data", "ns", "std").uid("u-data").bound("pv-1").obj())
     assert queued.pool != "unschedulable"
+    clock.now += 60
+    placed = scheduler.schedule_one()
+    assert placed is not None and placed.node == "a1" and memory.bindings == {"ns/p": "a1"}
