@@ -182,70 +182,95 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         predicates.PredicatesArgs,
         predicates.PredicatesArgs.parse,
         {},
-        tuple(
-            Argument(key, (field,), False, meaning, default)
-            for key, field, meaning, default in (
-                (
-                    predicates.NODE_AFFINITY_ENABLE,
-                    "node_affinity",
-                    "nodeSelector and required node affinity (kube-scheduler's NodeAffinity filter).",
-                    "true",
-                ),
-                (
-                    predicates.NODE_PORTS_ENABLE,
-                    "node_ports",
-                    "host ports of containers and sidecars, by protocol and hostIP with the `0.0.0.0` "
-                    "wildcard (NodePorts).",
-                    "true",
-                ),
-                (
-                    predicates.TAINT_TOLERATION_ENABLE,
-                    "taint_toleration",
-                    "NoSchedule and NoExecute taints (TaintToleration).",
-                    "true",
-                ),
-                (
-                    predicates.POD_AFFINITY_ENABLE,
-                    "pod_affinity",
-                    "required inter-pod affinity and anti-affinity (InterPodAffinity).",
-                    "true",
-                ),
-                (
-                    predicates.NODE_VOLUME_LIMITS_ENABLE,
-                    "node_volume_limits",
-                    "CSI volume counts per node (NodeVolumeLimits).",
-                    "true",
-                ),
-                (predicates.VOLUME_ZONE_ENABLE, "volume_zone", "a bound volume's zone (VolumeZone).", "true"),
-                (
-                    predicates.POD_TOPOLOGY_SPREAD_ENABLE,
-                    "pod_topology_spread",
-                    "topology spread constraints with DoNotSchedule (PodTopologySpread).",
-                    "true",
-                ),
-                (
-                    predicates.VOLUME_BINDING_ENABLE,
-                    "volume_binding",
-                    "PersistentVolumeClaims: bound, bindable or provisionable on the node (VolumeBinding).",
-                    "true",
-                ),
-                (
-                    predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
-                    "dynamic_resource_allocation",
-                    "pods with `spec.resourceClaims` (DynamicResources): until gpuq allocates "
-                    "ResourceClaims they stay pending, unresolvable, with a reason that says so; `false` "
-                    "places them as if they had none (no device is allocated for them). Volcano master "
-                    "never reads this key (its DRA filter follows the feature gate, on since 1.34).",
-                    "true",
-                ),
-                (
-                    predicates.CACHE_ENABLE,
-                    "cache",
-                    "Volcano's per-session cache of predicate results: "
-                    "accepted, no effect on decisions (gpuq's filters cache per pod class whatever it says).",
-                    "false",
-                ),
-            )
+        (
+            *(
+                Argument(key, (field,), False, meaning, default)
+                for key, field, meaning, default in (
+                    (
+                        predicates.NODE_AFFINITY_ENABLE,
+                        "node_affinity",
+                        "nodeSelector and required node affinity (kube-scheduler's NodeAffinity filter).",
+                        "true",
+                    ),
+                    (
+                        predicates.NODE_PORTS_ENABLE,
+                        "node_ports",
+                        "host ports of containers and sidecars, by protocol and hostIP with the `0.0.0.0` "
+                        "wildcard (NodePorts).",
+                        "true",
+                    ),
+                    (
+                        predicates.TAINT_TOLERATION_ENABLE,
+                        "taint_toleration",
+                        "NoSchedule and NoExecute taints (TaintToleration).",
+                        "true",
+                    ),
+                    (
+                        predicates.POD_AFFINITY_ENABLE,
+                        "pod_affinity",
+                        "required inter-pod affinity and anti-affinity (InterPodAffinity).",
+                        "true",
+                    ),
+                    (
+                        predicates.NODE_VOLUME_LIMITS_ENABLE,
+                        "node_volume_limits",
+                        "CSI volume counts per node (NodeVolumeLimits).",
+                        "true",
+                    ),
+                    (
+                        predicates.VOLUME_ZONE_ENABLE,
+                        "volume_zone",
+                        "a bound volume's zone (VolumeZone).",
+                        "true",
+                    ),
+                    (
+                        predicates.POD_TOPOLOGY_SPREAD_ENABLE,
+                        "pod_topology_spread",
+                        "topology spread constraints with DoNotSchedule (PodTopologySpread).",
+                        "true",
+                    ),
+                    (
+                        predicates.VOLUME_BINDING_ENABLE,
+                        "volume_binding",
+                        "PersistentVolumeClaims: bound, bindable or provisionable on the node "
+                        "(VolumeBinding).",
+                        "true",
+                    ),
+                    (
+                        predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
+                        "dynamic_resource_allocation",
+                        "pods with `spec.resourceClaims` (DynamicResources): until gpuq allocates "
+                        "ResourceClaims they stay pending, unresolvable, with a reason that says so; `false` "
+                        "places them as if they had none (no device is allocated for them). Volcano master "
+                        "never reads this key (its DRA filter follows the feature gate, on since 1.34).",
+                        "true",
+                    ),
+                    (
+                        predicates.CACHE_ENABLE,
+                        "cache",
+                        "Volcano's per-session cache of predicate results: "
+                        "accepted, no effect on decisions (gpuq's filters cache per pod class whatever "
+                        "it says).",
+                        "false",
+                    ),
+                )
+            ),
+            Argument(
+                predicates.VOLUME_BINDING_TIMEOUT,
+                ("volume_binding_timeout",),
+                300,
+                "Seconds VolumeBinding's PreBind waits for the PV controller to bind a pod's claims "
+                "before the pod is unreserved and retried; 1 to 86400.",
+                str(predicates.DEFAULT_BIND_TIMEOUT_SECONDS),
+            ),
+            Argument(
+                predicates.VOLUME_BINDING_WEIGHT,
+                ("volume_binding_weight",),
+                1,
+                "Accepted, scores nothing: VolumeBinding scores only under kube-scheduler's alpha "
+                "StorageCapacityScoring gate, off by default (as in Volcano).",
+                "1",
+            ),
         ),
         "Runs kube-scheduler's filters as Volcano's predicates plugin does, each a member plugin named as "
         "in kube-scheduler (its verdicts are reported under that name), placed in the `predicates` "

@@ -73,6 +73,11 @@ def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
         ("queues", "Queues", ("allocated", "capability", "inqueue")),
         ("elasticQuotas", "ElasticQuotas", ("used",)),
         ("podGroups", "PodGroups", ("phase",)),
+        (
+            "persistentVolumeClaims",
+            "PersistentVolumeClaims",
+            ("phase", "volume", "storageClass", "selectedNode"),
+        ),
     ):
         rows = out.get(section) or []
         if not rows:

@@ -11,7 +11,7 @@ assumed pod. Events, conditions and status patches are fire-and-forget: a real b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import PreBindPlan
 
 
 class Result(Enum):
@@ -57,6 +58,18 @@ Done = Callable[[Outcome], None]
 class ClusterBackend(Protocol):
     def bind(self, pod: PodInfo, node: str, done: Done) -> None:
         """Bind ``pod`` to ``node`` (a Binding subresource in a cluster)."""
+        ...
+
+    def pre_bind(self, pod: PodInfo, node: str, plans: Sequence[PreBindPlan], done: Done) -> None:
+        """Carry out ``plans`` for ``pod`` bound to ``node`` (common/model/prebind.py), in order: each
+        one's writes, then the wait for its condition. ``done``: DONE when every plan is ready;
+        NOT_BOUND (the message says why) when a write fails, a condition fails or times out, or
+        writes are not allowed (not the leader), after rolling back the plans carried out; GONE when
+        the pod's deletion is observed meanwhile (rolled back too)."""
+        ...
+
+    def roll_back(self, pod: PodInfo, plans: Sequence[PreBindPlan]) -> None:
+        """Undo ``plans`` (their rollback writes, best effort): the pod's binding failed after them."""
         ...
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:

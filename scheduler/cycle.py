@@ -394,7 +394,30 @@ class Scheduler:
                 self._bind(waiting.pod, waiting.row, waiting.state)
 
     def _bind(self, pod: PodInfo, row: int, state: CycleState) -> None:
-        self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
+        """PreBind, then Bind (kube-scheduler's ``bindingCycle``): the PreBind plugins' plans are
+        carried out by the backend before the binding is sent; a plan that fails (or a plugin that
+        refuses) fails the binding, and a binding that fails after the plans rolls them back."""
+        plans, refused = self.framework.run_pre_bind(state, pod, row)
+        if not refused.is_success:
+            message = f'running PreBind plugin "{refused.plugin}": {refused.message}'
+            self.bind_done(pod, row, state, Outcome(Result.NOT_BOUND, message))
+            return
+        if not plans:
+            self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
+            return
+
+        def bound(outcome: Outcome) -> None:
+            if not outcome.ok:
+                self.backend.roll_back(pod, plans)
+            self.bind_done(pod, row, state, outcome)
+
+        def pre_bound(outcome: Outcome) -> None:
+            if outcome.ok:
+                self.backend.bind(pod, pod.node_name, bound)
+            else:
+                self.bind_done(pod, row, state, outcome)
+
+        self.backend.pre_bind(pod, pod.node_name, plans, pre_bound)
 
     def bind_done(self, pod: PodInfo, row: int, state: CycleState, outcome: Outcome) -> None:
         """The one place a bind's outcome acts on the ledger and the queue (``pod`` is assumed on

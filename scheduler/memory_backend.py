@@ -1,19 +1,51 @@
 """An in-memory :class:`~scheduler.backend.ClusterBackend`: ``gpuq simulate`` and the tests.
 
 Every call completes before it returns and is recorded, so a run can be replayed as a report.
+
+PreBind plans are carried out on the scheduler's object store: each write is applied as the
+apiserver would (a merge patch, refused when it names a resourceVersion the object no longer has;
+each write gives the object a new one), then the in-memory controllers act as a cluster's would
+(:attr:`MemoryBackend.controllers`; by default the PersistentVolume controller and a provisioner,
+``common/model/placement/volumes/controller.py``), then the plan's condition is asked once: nothing
+else will happen later, so a condition not met by then is the plan's timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.placement.volumes.controller import reconcile
+from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
+from gpuq_k8s.common.model.placement.volumes.storage import Catalog
+from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import ApiWrite, PreBindPlan, State, apply_merge_patch, resource_version
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
+from gpuq_k8s.scheduler.cluster.state import ClusterState
+
+# An in-memory controller: what it writes, given the store and the nodes' labels by name.
+Controller = Callable[[ObjectStore, Mapping[str, Mapping[str, str]]], list[Obj]]
+_CONTROLLER_ROUNDS: Final = 8
+
+
+def volume_controller(objects: ObjectStore, nodes: Mapping[str, Mapping[str, str]]) -> list[Obj]:
+    """The PersistentVolume controller and a provisioner (``controller.reconcile``) over the store."""
+    claims = [obj for _, _, obj in objects.list(kinds.PERSISTENT_VOLUME_CLAIM)]
+    if not claims:
+        return []
+    catalog = Catalog.of(
+        classes=(parse_storage_class(obj) for _, _, obj in objects.list(kinds.STORAGE_CLASS)),
+        csi_nodes=(parse_csi_node(obj) for _, _, obj in objects.list(kinds.CSI_NODE)),
+    )
+    volumes = [obj for _, _, obj in objects.list(kinds.PERSISTENT_VOLUME)]
+    return reconcile(claims, volumes, catalog, nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +70,13 @@ class MemoryBackend:
     # Pod key -> binds held back: ``done`` is called by :meth:`complete` (a bind in flight).
     held: set[str] = field(default_factory=set)
     in_flight: dict[str, tuple[str, Done]] = field(default_factory=dict)
+    # PreBind: the cluster's nodes (their labels, for the controllers), the controllers, every write
+    # carried out (pod key, object ref, patch) and the rollbacks, in order.
+    cluster: ClusterState | None = None
+    controllers: tuple[Controller, ...] = (volume_controller,)
+    writes: list[tuple[str, str, Mapping[str, Any]]] = field(default_factory=list)
+    rolled_back: list[tuple[str, str]] = field(default_factory=list)
+    _version: int = 0
 
     def bind(self, pod: PodInfo, node: str, done: Done) -> None:
         if pod.key in self.held:
@@ -60,6 +99,80 @@ class MemoryBackend:
         self.bindings[key] = node
         self.conditions.pop(key, None)
         done(SUCCESS)
+
+    # -- PreBind ---------------------------------------------------------------------------------------
+    def pre_bind(self, pod: PodInfo, node: str, plans: Sequence[PreBindPlan], done: Done) -> None:
+        carried: list[PreBindPlan] = []
+        for plan in plans:
+            carried.append(plan)
+            failure = ""
+            for write in plan.writes:
+                error = self._write(write)
+                if error:
+                    failure = plan.failure(f"{write.ref}: {error}")
+                    break
+                self.writes.append((pod.key, write.ref, write.patch))
+            if not failure:
+                self.run_controllers()
+                progress = plan.ready(self._lookup)
+                if progress.state is State.FAILED:
+                    failure = plan.failure(progress.message)
+                elif progress.state is State.WAIT:
+                    failure = plan.timed_out()
+            if failure:
+                self.roll_back(pod, carried)
+                done(Outcome(Result.NOT_BOUND, failure))
+                return
+        done(SUCCESS)
+
+    def roll_back(self, pod: PodInfo, plans: Sequence[PreBindPlan]) -> None:
+        for plan in reversed(plans):
+            for write in plan.rollback:
+                if not self._write(write):
+                    self.rolled_back.append((pod.key, write.ref))
+
+    def run_controllers(self) -> int:
+        """Let the in-memory controllers act until they have nothing left to write; returns how many
+        objects they wrote."""
+        if self.objects is None:
+            return 0
+        nodes = (
+            {}
+            if self.cluster is None
+            else {node.name: node.labels for node in self.cluster.nodes if node is not None}
+        )
+        written = 0
+        for _ in range(_CONTROLLER_ROUNDS):
+            changed = [obj for controller in self.controllers for obj in controller(self.objects, nodes)]
+            if not changed:
+                break
+            for obj in changed:
+                self._store(obj)
+            written += len(changed)
+        return written
+
+    def _lookup(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+        return None if self.objects is None else self.objects.get(kind, namespace, name)
+
+    def _write(self, write: ApiWrite) -> str:
+        """Apply ``write`` as the apiserver would; the error message, or "" when it was applied."""
+        current = self._lookup(write.kind, write.namespace, write.name)
+        if current is None:
+            return f'{write.kind.plural} "{write.name}" not found'
+        wanted = str((write.patch.get("metadata") or {}).get("resourceVersion") or "")
+        if wanted and wanted != resource_version(current):
+            return (
+                f'Operation cannot be fulfilled on {write.kind.plural} "{write.name}": the object has '
+                "been modified; please apply your changes to the latest version and try again"
+            )
+        self._store(apply_merge_patch(current, write.patch))
+        return ""
+
+    def _store(self, obj: Obj) -> None:
+        assert self.objects is not None
+        self._version += 1
+        stamped = apply_merge_patch(obj, {"metadata": {"resourceVersion": str(self._version)}})
+        self.objects.put(stamped)
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
         self.evictions[pod.key] = reason

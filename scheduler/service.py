@@ -102,6 +102,8 @@ class _NoBackend:
     """Only for validating the configuration: nothing is ever scheduled through it."""
 
     def bind(self, *a: Any) -> None: ...
+    def pre_bind(self, *a: Any) -> None: ...
+    def roll_back(self, *a: Any) -> None: ...
     def evict(self, *a: Any) -> None: ...
     def record_event(self, *a: Any) -> None: ...
     def set_pod_condition(self, *a: Any, **k: Any) -> None: ...
@@ -235,6 +237,7 @@ class Service:
         backend.on_bound = feed.assume
         backend.on_evict_failed = feed.refeed
         backend.settled = feed.settled
+        backend.lookup = lambda kind, namespace, name: self._cached(kind.kind, namespace, name)
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status
         # A standby's state gauges would show every pending pod as queued forever and a quota as it
@@ -245,6 +248,7 @@ class Service:
             if change.type == "delete" and change.obj.get("kind") == kinds.POD.kind:
                 backend.forget_pod(f"{change.key[0]}/{change.key[1]}")
             feed.handler(change)
+            backend.objects_changed()
 
         self.informers = InformerSet(
             Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)

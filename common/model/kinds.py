@@ -81,6 +81,7 @@ NAMESPACE: Final = _kind("Namespace", "", "v1", "namespaces", namespaced=False)
 SECRET: Final = _kind("Secret", "", "v1", "secrets", namespaced=True)
 PRIORITY_CLASS: Final = _kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 EVENT: Final = _kind("Event", "events.k8s.io", "v1", "events", namespaced=True)
+# -- storage: what kube-scheduler's volume plugins read, and the PV and PVC writes of its volume binder
 LEASE: Final = _kind("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
 VALIDATING_WEBHOOK_CONFIGURATION: Final = _kind(
     "ValidatingWebhookConfiguration",
@@ -144,8 +145,9 @@ def of(obj: Obj) -> Kind | None:
     return lookup(group_of(str(obj.get("apiVersion") or "")), str(obj.get("kind") or ""))
 
 
-# What each process lists and watches, and whose status the scheduler patches. The processes take
-# these tuples; deploy/render.py writes the chart's RBAC rules for them (get/list/watch, patch status).
+# What each process lists and watches, whose status the scheduler patches and which objects its PreBind
+# patches. The processes take these tuples; deploy/render.py writes the chart's RBAC rules for them
+# (get/list/watch, patch status, patch).
 # The scheduler's order is its replay order: nodes first, pods last (scheduler/kube/feed.py).
 SCHEDULER_WATCHES: Final = (
     NODE,
@@ -155,7 +157,15 @@ SCHEDULER_WATCHES: Final = (
     POD_GROUP,
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
+    STORAGE_CLASS,
+    CSI_NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
     POD,
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
+# The objects PreBind writes (merge patches, resourceVersion-checked): the volume binder pre-binds a
+# PersistentVolume (spec.claimRef) and marks a PersistentVolumeClaim for provisioning (its
+# volume.kubernetes.io/selected-node annotation), as kube-scheduler's VolumeBinding does.
+OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM)

@@ -24,9 +24,8 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
-from gpuq_k8s.common.model.placement.image_locality import pod_images
-from gpuq_k8s.common.model.placement.node_ports import HostPort, host_ports
-from gpuq_k8s.common.model.placement.scheduling_gates import scheduling_gates
+from gpuq_k8s.common.model.pod_spec import HostPort, host_ports, pod_images, scheduling_gates
+from gpuq_k8s.common.model.pod_volumes import PodVolume, parse_volumes
 from gpuq_k8s.common.model.quantity import PODS, to_units
 from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
 
@@ -214,6 +213,8 @@ class PodInfo:
     resource_claims: tuple[str, ...] = ()
     images: tuple[str, ...] = ()
     container_count: int = 0
+    # The volumes the placement rules read (claims, in-tree disks): common/model/pod_volumes.py.
+    volumes: tuple[PodVolume, ...] = ()
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -277,6 +278,7 @@ class PodInfo:
             ports = host_ports(spec)
             claims = _claim_names(spec)
             images, container_count = pod_images(spec)
+            volumes = parse_volumes(spec.get("volumes"), name)
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -303,6 +305,7 @@ class PodInfo:
             resource_claims=claims,
             images=images,
             container_count=container_count,
+            volumes=volumes,
         )
 
 

@@ -1,15 +1,17 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
-PriorityClass, Namespace), kept as the API returns them (JSON-like mappings), by kind
+PriorityClass, Namespace, and the storage objects: PersistentVolumeClaim, PersistentVolume,
+StorageClass, CSINode), kept as the API returns them (JSON-like mappings), by kind
 (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
-what changed, so a quota change can wake up the pods it rejected.
+what changed, so a quota change can wake up the pods it rejected. Plugins that read the same kinds
+share one parsed view of them (:meth:`ObjectStore.shared`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.kinds import Kind
@@ -23,12 +25,17 @@ KINDS: Final = (
     kinds.GPU_RESOURCE_QUOTA,
     kinds.PRIORITY_CLASS,
     kinds.NAMESPACE,
+    kinds.STORAGE_CLASS,
+    kinds.CSI_NODE,
+    kinds.PERSISTENT_VOLUME,
+    kinds.PERSISTENT_VOLUME_CLAIM,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 
 ObjectListener = Callable[[Kind, str, str, Obj | None], None]
 # (kind, namespace, name, the object before, the object after): None for an absent side.
 ChangeListener = Callable[[Kind, str, str, Obj | None, Obj | None], None]
+V = TypeVar("V")
 
 
 def stored_kind(name: str) -> Kind | None:
@@ -41,6 +48,15 @@ class ObjectStore:
         self._objects: dict[Kind, dict[tuple[str, str], Obj]] = {kind: {} for kind in KINDS}
         self._listeners: list[ObjectListener] = []
         self._watchers: list[ChangeListener] = []
+        self._shared: dict[Callable[[ObjectStore], Any], Any] = {}
+
+    def shared(self, factory: Callable[[ObjectStore], V]) -> V:
+        """The one ``factory(self)`` of this store: a view derived from its objects (parsed, indexed)
+        that every plugin reading those kinds shares, made by the first that asks."""
+        view = self._shared.get(factory)
+        if view is None:
+            view = self._shared[factory] = factory(self)
+        return view
 
     def subscribe(self, listener: ObjectListener) -> None:
         self._listeners.append(listener)
@@ -79,6 +95,17 @@ class ObjectStore:
         """``(namespace, name, object)`` sorted by namespace then name, for deterministic output."""
         for (namespace, name), obj in sorted(self._objects[kind].items()):
             yield namespace, name, obj
+
+    def refresh(self, obj: Obj) -> None:
+        """Replace a stored object by a newer copy that changes nothing its readers decide on (only
+        its resourceVersion, managed fields or the status gpuq writes moved): readers that compare
+        versions see the latest, and subscribers are not woken."""
+        kind = stored_kind(str(obj.get("kind") or ""))
+        if kind is None:
+            raise ValueError(f"the object store keeps no {obj.get('kind')!r}")
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default") if kind.namespaced else ""
+        self._objects[kind][(namespace, str(meta.get("name") or ""))] = obj
 
     def set_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Replace an object's status (what a status patch does in a cluster).

@@ -26,6 +26,7 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import PreBindPlan
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -394,6 +395,15 @@ class ReservePlugin(Plugin):
     @abstractmethod
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         """Undo :meth:`reserve`; idempotent, and a no-op for a pod never reserved."""
+
+
+class PreBindPlugin(Plugin):
+    @abstractmethod
+    def pre_bind(self, state: CycleState, pod: PodInfo, row: int) -> PreBindPlan | Status:
+        """After Permit, before the pod's binding (kube-scheduler's PreBind): the API writes this
+        plugin needs made, and the condition to wait for, before the pod may be bound
+        (:class:`~common.model.prebind.PreBindPlan`, carried out by the backend); Skip when it needs
+        nothing for this pod; a rejection fails the binding (the pod is unreserved and retried)."""
 
 
 class PermitPlugin(Plugin):

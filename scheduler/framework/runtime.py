@@ -28,6 +28,7 @@ import numpy as np
 from gpuq_k8s.common.model import switches as sw
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import PreBindPlan
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework import tiers as combine
@@ -49,6 +50,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PodGroups,
     PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -148,6 +150,8 @@ class Framework(SessionPoints):
         self.score_plugins = tuple(p for p in score if p.name not in scoring_off)
         self.reserve_plugins = tuple(p for p in plugins if isinstance(p, ReservePlugin))
         self.permit_plugins: tuple[PermitPlugin, ...] = self._flat(PermitPlugin, sw.JOB_READY)
+        # No Volcano switch governs PreBind (its session has none): every PreBind plugin built runs.
+        self.pre_bind_plugins = tuple(p for p in plugins if isinstance(p, PreBindPlugin))
         self._init_session_points()
         self.pending_listeners = tuple(p for p in plugins if isinstance(p, PendingPodListener))
         self.status_sources = tuple(p for p in plugins if isinstance(p, StatusSource))
@@ -353,6 +357,23 @@ class Framework(SessionPoints):
             return waiting[0] if waiting else Status.success()
         finally:
             self._timed("Permit", started)
+
+    # -- pre-bind -----------------------------------------------------------------------------------
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, row: int) -> tuple[list[PreBindPlan], Status]:
+        """Each PreBind plugin's plan for the assumed ``pod`` on ``row``, in order (Skip: none), or the
+        first rejection with its plugin (the binding then fails)."""
+        started = time.perf_counter()
+        plans: list[PreBindPlan] = []
+        try:
+            for plugin in self.pre_bind_plugins:
+                answer = plugin.pre_bind(state, pod, row)
+                if isinstance(answer, PreBindPlan):
+                    plans.append(answer)
+                elif answer.is_rejected:
+                    return plans, answer.with_plugin(plugin.name)
+            return plans, Status.success()
+        finally:
+            self._timed("PreBind", started)
 
 
 def _frozen(result: FilterResult) -> FilterResult:

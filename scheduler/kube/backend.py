@@ -6,6 +6,12 @@
   reading the pod, again and again if need be, never by a timer; a bind is not sent for a pod the
   watch shows deleted, deleting or bound (``settled``). A successful one leaves the pod assumed
   (see :mod:`scheduler.kube.feed`).
+- ``pre_bind`` carries out the PreBind plugins' plans (common/model/prebind.py) before a bind: each
+  write a merge patch through the same leader-gated client, then a wait on the informer caches
+  (``lookup``; woken by :meth:`KubeBackend.objects_changed`, and every second) until the written
+  objects show the versions the writes produced and the plan's condition is met, fails, or times
+  out; a failure rolls the plans carried out back. The bind semaphore bounds the writes, not the
+  waits (a wait may last the plan's timeout, ten minutes for volumes).
 - Events, PodScheduled conditions and custom-resource statuses are only *recorded* here (the latest
   wish per pod or object); :meth:`KubeBackend.flush` writes them in batches. A pod that fails the same
   way a hundred times gets one condition write; a Queue whose usage changed with every one of 500
@@ -15,19 +21,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuq_k8s.common.kube import binding
 from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.events import EventRecorder
-from gpuq_k8s.common.kube.status import StatusWriter
+from gpuq_k8s.common.kube.status import MERGE_PATCH, StatusWriter, call
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import (
+    ApiWrite,
+    Lookup,
+    PreBindPlan,
+    State,
+    resource_version,
+    version_reached,
+)
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 
@@ -37,6 +53,8 @@ DEFAULT_BIND_CONCURRENCY: Final = 64
 # A bind whose outcome is unknown is settled by reading the pod: first after this, then doubling.
 UNKNOWN_FIRST_READ: Final = 0.5
 UNKNOWN_MAX_READ: Final = 10.0
+# A PreBind wait looks at the caches on every change they report, and at least this often.
+PRE_BIND_POLL: Final = 1.0
 _SEEN: Final = {
     Result.DONE: "bound there already",
     Result.ELSEWHERE: "bound to another node",
@@ -79,6 +97,7 @@ class KubeBackend:
         on_status: Callable[[Kind, str, str, Mapping[str, Any]], None] = lambda *a: None,
         on_evict_failed: Callable[[str], None] = lambda key: None,
         settled: Callable[[PodInfo, str], Result | None] = lambda pod, node: None,
+        lookup: Lookup = lambda kind, namespace, name: None,
     ) -> None:
         self.api_client = api_client
         self.events = events
@@ -90,6 +109,8 @@ class KubeBackend:
         self.on_status = on_status
         self.on_evict_failed = on_evict_failed
         self.settled = settled
+        self.lookup = lookup
+        self._changed = asyncio.Event()
         self._semaphore = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._conditions: dict[str, _Condition] = {}
@@ -102,6 +123,18 @@ class KubeBackend:
     # -- ClusterBackend -----------------------------------------------------------------------------
     def bind(self, pod: PodInfo, node: str, done: Done) -> None:
         self._spawn(self._bind(pod, node, done), f"bind-{pod.key}")
+
+    def pre_bind(self, pod: PodInfo, node: str, plans: Sequence[PreBindPlan], done: Done) -> None:
+        self._spawn(self._pre_bind(pod, node, tuple(plans), done), f"prebind-{pod.key}")
+
+    def roll_back(self, pod: PodInfo, plans: Sequence[PreBindPlan]) -> None:
+        if any(plan.rollback for plan in plans):
+            self._spawn(self._roll_back(pod, tuple(plans)), f"rollback-{pod.key}")
+
+    def objects_changed(self) -> None:
+        """The informers delivered a change: PreBind waits look at their caches again."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
         """Optimistic, like the in-memory backend: the victim stops counting *now*, before the
@@ -188,6 +221,79 @@ class KubeBackend:
         if result is None:
             return None
         return Outcome(result, f"not binding {pod.ref} to {node}: the watch shows it {_SEEN[result]}")
+
+    async def _pre_bind(self, pod: PodInfo, node: str, plans: tuple[PreBindPlan, ...], done: Done) -> None:
+        carried: list[PreBindPlan] = []
+        outcome = SUCCESS
+        for plan in plans:
+            carried.append(plan)
+            try:
+                outcome = await self._carry_out(pod, node, plan)
+            except GpuqError as err:  # an object the condition reads is malformed
+                outcome = Outcome(Result.NOT_BOUND, plan.failure(str(err)))
+            if not outcome.ok:
+                log.warning("PreBind of %s on %s: %s", pod.ref, node, outcome.message)
+                await self._roll_back(pod, tuple(carried))
+                break
+        try:
+            done(outcome)
+        except Exception:
+            log.exception("PreBind completion of %s failed", pod.ref)
+        self.wake()
+
+    async def _carry_out(self, pod: PodInfo, node: str, plan: PreBindPlan) -> Outcome:
+        """One plan: its writes, then the wait for its condition (see the module docstring)."""
+        written: list[tuple[ApiWrite, str]] = []
+        for write in plan.writes:
+            error = await self._send(write)
+            if isinstance(error, str):
+                return Outcome(Result.NOT_BOUND, plan.failure(error))
+            written.append((write, error[1]))
+        deadline = time.monotonic() + plan.timeout
+        while True:
+            changed = self._changed  # taken before looking: a change while we look wakes the wait
+            seen = self.settled(pod, node)
+            if seen in (Result.GONE, Result.ELSEWHERE):
+                return Outcome(seen, f"PreBind of {pod.ref} stopped: the watch shows it {_SEEN[seen]}")
+            if all(self._caught_up(write, version) for write, version in written):
+                progress = plan.ready(self.lookup)
+                if progress.state is State.DONE:
+                    return SUCCESS
+                if progress.state is State.FAILED:
+                    return Outcome(Result.NOT_BOUND, plan.failure(progress.message))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return Outcome(Result.NOT_BOUND, plan.timed_out())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=min(remaining, PRE_BIND_POLL))
+
+    def _caught_up(self, write: ApiWrite, version: str) -> bool:
+        """The caches show ``write``'s object at least at ``version`` (or show it gone: the condition
+        then says what that means)."""
+        cached = self.lookup(write.kind, write.namespace, write.name)
+        return cached is None or version_reached(resource_version(cached), version)
+
+    async def _send(self, write: ApiWrite) -> str | tuple[ApiWrite, str]:
+        """PATCH ``write``; the resourceVersion it produced, or what went wrong."""
+        if not self.may_write():
+            return f"{write.ref}: not written: not the leader any more"
+        try:
+            async with self._semaphore:
+                reply = await call(
+                    self.api_client, "PATCH", write.path, write.patch, content_type=MERGE_PATCH
+                )
+        except RequestFailed as err:
+            return f"{write.ref}: {err}"
+        if not reply.ok:
+            return f"{write.ref}: {reply.message}"
+        return write, resource_version(reply.body)
+
+    async def _roll_back(self, pod: PodInfo, plans: tuple[PreBindPlan, ...]) -> None:
+        for plan in reversed(plans):
+            for write in plan.rollback:
+                outcome = await self._send(write)
+                if isinstance(outcome, str):
+                    log.warning("rolling back PreBind of %s: %s", pod.ref, outcome)
 
     async def _evict(self, pod: PodInfo, reason: str) -> None:
         async with self._semaphore:

@@ -53,7 +53,8 @@ _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
 # so must a claim or volume bound (phase) and a budget's allowance (the placement rules' objects).
 _STATUS_INPUTS: Final = {
     kinds.QUEUE.kind: ("state",),
-    kinds.PERSISTENT_VOLUME_CLAIM.kind: ("phase", "capacity", "accessModes"),
+    # the PV controller's bookkeeping the volume rules read (Bound, Lost, Available)
+    kinds.PERSISTENT_VOLUME_CLAIM.kind: ("phase",),
     kinds.PERSISTENT_VOLUME.kind: ("phase",),
     kinds.POD_DISRUPTION_BUDGET.kind: (
         "disruptionsAllowed",
@@ -174,8 +175,9 @@ class Feed:
             self.scheduler.objects.delete(kind, namespace, name)
             return
         if change.old is not None and not object_update_matters(kind.kind, change.old, change.obj):
-            # Keep the stored copy current (status readers) without waking anything.
-            self.scheduler.objects.set_status(kind, namespace, name, change.obj.get("status") or {})
+            # Keep the stored copy current (status readers, resourceVersion-conditional writes)
+            # without waking anything.
+            self.scheduler.objects.refresh(change.obj)
             return
         self.scheduler.put_object(change.obj)
 

@@ -25,7 +25,11 @@ from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
 from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
 from gpuq_k8s.scheduler.plugins.node_name import NodeName
 from gpuq_k8s.scheduler.plugins.node_ports import NodePorts
+from gpuq_k8s.scheduler.plugins.node_volume_limits import NodeVolumeLimits
 from gpuq_k8s.scheduler.plugins.scheduling_gates import SchedulingGates
+from gpuq_k8s.scheduler.plugins.volume_binding import VolumeBinding
+from gpuq_k8s.scheduler.plugins.volume_restrictions import VolumeRestrictions
+from gpuq_k8s.scheduler.plugins.volume_zone import VolumeZone
 
 PredicateSwitch = Callable[[PredicatesArgs], bool]
 
@@ -39,6 +43,13 @@ def predicate(enabled: PredicateSwitch | None, build: Callable[[Handle], Plugin]
         return build(handle) if enabled is None or enabled(args) else None
 
     return factory
+
+
+def _volume_binding(handle: Handle, settings: PluginSettings) -> Plugin | None:
+    """VolumeBinding, with ``volumebinding.bindTimeoutSeconds``, unless predicate.VolumeBindingEnable
+    is false."""
+    args = plugin_args(settings, PredicatesArgs) or PredicatesArgs()
+    return VolumeBinding(handle, args.volume_binding_timeout) if args.volume_binding else None
 
 
 NodeOrderWeight = Callable[[NodeOrderArgs], int]
@@ -70,7 +81,15 @@ LEADING: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
 # Entry -> its members after its own plugin, in order. Each placement rule adds its member here
 # (design.md "Placement rules").
 MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
-    plugin_names.PREDICATES: (predicate(lambda a: a.dynamic_resource_allocation, DynamicResources),),
+    plugin_names.PREDICATES: (
+        # VolumeRestrictions has no switch: Volcano's predicates does not run it; kube-scheduler's
+        # default profile always does (design.md "Placement rules").
+        predicate(None, VolumeRestrictions),
+        predicate(lambda a: a.node_volume_limits, NodeVolumeLimits),
+        _volume_binding,
+        predicate(lambda a: a.volume_zone, VolumeZone),
+        predicate(lambda a: a.dynamic_resource_allocation, DynamicResources),
+    ),
     plugin_names.NODEORDER: (scorer(lambda a: a.image_locality, ImageLocality),),
 }
 

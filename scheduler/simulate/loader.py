@@ -4,14 +4,16 @@ Every problem is collected, not just the first: a platform engineer fixing a 300
 the whole list at once. Each problem is one line naming the file, the object and the field.
 
 A problem is what the apiserver would refuse (design.md "gpuq simulate"): custom resources are held
-to their CRD schemas (:mod:`scheduler.simulate.schema`), Pods and Nodes to the core API's checks. gpuq's
+to their CRD schemas (:mod:`scheduler.simulate.schema`), Pods, Nodes and the storage objects
+(PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes) to the core API's checks of the
+fields the rules read. gpuq's
 own annotation rules are not applied here: an object that breaks them is simulated as the scheduler
 meets it in a cluster (a Warning event and the Semantics-3 fallback).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -21,6 +23,10 @@ import yaml
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.placement.volumes.claims import parse_claim
+from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
+from gpuq_k8s.common.model.placement.volumes.persistent_volumes import parse_volume
+from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.wire import object_ref
 from gpuq_k8s.scheduler.cluster.objects import KINDS
@@ -34,6 +40,13 @@ SUPPORTED_KINDS: Final = (NODE, POD, *(kind.kind for kind in KINDS), *WORKLOADS)
 # The kinds read as themselves (workloads are namespaced: they are named Kind/namespace/name).
 _READ: Final = {kind.kind: kind for kind in (kinds.NODE, kinds.POD, *KINDS)}
 _SUFFIXES: Final = (".yaml", ".yml", ".json")
+# The built-in kinds read as given, held to the core API's checks of the fields the rules read.
+_CHECKS: Final[Mapping[str, Callable[[Any], object]]] = {
+    kinds.PERSISTENT_VOLUME_CLAIM.kind: parse_claim,
+    kinds.PERSISTENT_VOLUME.kind: parse_volume,
+    kinds.STORAGE_CLASS.kind: parse_storage_class,
+    kinds.CSI_NODE.kind: parse_csi_node,
+}
 
 
 @dataclass(slots=True)
@@ -214,6 +227,9 @@ def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]
             compile_selection(pod)
             out.pods.append(pod)
         else:
+            check = _CHECKS.get(str(kind))
+            if check is not None:
+                check(doc)
             out.objects.append(doc)
     except GpuqError as err:
         return [str(err)]

@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import invalid_annotation
 from gpuq_k8s.common.model.outlook import outlook_of
@@ -72,16 +73,20 @@ def build(
         settings, registry, backend, clock=clock, keep_attempts=explain, wall_clock=clock.datetime
     )
     backend.objects = scheduler.objects
+    backend.cluster = scheduler.cluster
     errors: list[str] = []
     for obj in manifests.objects:
         try:
-            scheduler.put_object(obj)
+            scheduler.put_object(_with_uid(obj))
         except GpuqError as err:
             # Semantics 3, as the cluster scheduler's feed does: an object the apiserver holds but a
             # plugin cannot read gets a Warning event and is treated as the plugin documents.
             scheduler.framework.record(invalid_annotation(object_reference(obj), str(err)))
     for node in manifests.nodes:
         scheduler.set_node(node)
+    # The PV controller binds what it binds without a scheduler (claims of Immediate classes) before
+    # any pod is tried, as in a cluster (scheduler/memory_backend.py).
+    backend.run_controllers()
     pods: list[PodInfo] = []
     for parsed in manifests.pods:
         try:
@@ -101,6 +106,17 @@ def build(
         if not pod.bound:
             scheduler.add_pod(pod)
     return Simulation(scheduler, backend, pods, errors)
+
+
+def _with_uid(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A claim or volume of the input without a UID gets one, as the apiserver gives every object one:
+    the PV controller binds a volume to a claim by its UID (``spec.claimRef.uid``)."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata") or {}
+    if kind not in (kinds.PERSISTENT_VOLUME_CLAIM.kind, kinds.PERSISTENT_VOLUME.kind) or meta.get("uid"):
+        return obj
+    namespace = f"{meta.get('namespace') or 'default'}-" if kind == kinds.PERSISTENT_VOLUME_CLAIM.kind else ""
+    return {**obj, "metadata": {**meta, "uid": f"simulated-{namespace}{meta.get('name')}"}}
 
 
 def prepare(

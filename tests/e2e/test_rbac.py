@@ -63,6 +63,8 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (SCHEDULER, "create", "events.events.k8s.io", "", TEAM, True),
     (SCHEDULER, "patch", "events.events.k8s.io", "", TEAM, True),
     *[(SCHEDULER, "patch", k.resource, "status", ALL, True) for k in kinds.STATUS_WRITES],
+    # PreBind: a PersistentVolume's claimRef, a PersistentVolumeClaim's selected-node annotation
+    *[(SCHEDULER, "patch", k.resource, "", ALL, True) for k in kinds.OBJECT_WRITES],
     (SCHEDULER, "create", "leases.coordination.k8s.io", "", NAMESPACE, True),
     (SCHEDULER, "get", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
     (SCHEDULER, "update", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
@@ -79,6 +81,17 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
         (SCHEDULER, verb, resource, "", ALL, False)
         for resource in (*CRS, *QUOTAS)
         for verb in ("update", "patch")
+    ],
+    # ... and no other write of volumes or claims (the PV controller and provisioners make them)
+    *[
+        (SCHEDULER, verb, k.resource, sub, ALL, False)
+        for k in kinds.OBJECT_WRITES
+        for verb, sub in (("create", ""), ("update", ""), ("delete", ""), ("patch", "status"))
+    ],
+    *[
+        (SCHEDULER, verb, k.resource, "", ALL, False)
+        for k in (kinds.STORAGE_CLASS, kinds.CSI_NODE)
+        for verb in ("create", "patch")
     ],
     (SCHEDULER, "update", "leases.coordination.k8s.io/kube-scheduler", "", NAMESPACE, False),
     (SCHEDULER, "create", "leases.coordination.k8s.io", "", "kube-system", False),

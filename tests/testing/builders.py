@@ -227,6 +227,19 @@ class MakePod(_Namespaced):
         ]
         return self
 
+    def volume(self, volume: dict[str, Any]) -> Self:
+        """One more ``spec.volumes`` entry, as given."""
+        self._obj["spec"].setdefault("volumes", []).append(volume)
+        return self
+
+    def pvc(self, claim: str, name: str = "") -> Self:
+        """A ``persistentVolumeClaim`` volume of ``claim`` (kube-scheduler's ``PVC(name)``)."""
+        return self.volume({"name": name or claim, "persistentVolumeClaim": {"claimName": claim}})
+
+    def ephemeral(self, name: str) -> Self:
+        """A generic ephemeral volume ``name`` (its claim: ``<pod>-<name>``)."""
+        return self.volume({"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
+
     def info(self) -> PodInfo:
         return PodInfo.from_dict(self._obj)
 
@@ -415,3 +428,159 @@ class MakePriorityClass(_Builder):
             "metadata": {"name": name},
             "value": value,
         }
+
+
+# -- storage (kube-scheduler's volumebinding test_utils.go makePVC / makePV, st.MakePersistentVolume...) --
+
+
+class MakePVC(_Namespaced):
+    """A PersistentVolumeClaim of ``storage_class`` (None: no class set), ``ReadWriteOnce`` unless told."""
+
+    def __init__(self, name: str = "pvc", namespace: str = "ns", storage_class: str | None = None) -> None:
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"]}
+        if storage_class is not None:
+            spec["storageClassName"] = storage_class
+        self._obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }
+
+    def request(self, storage: Amount) -> Self:
+        self._obj["spec"]["resources"] = {"requests": {"storage": storage}}
+        return self
+
+    def access_modes(self, *modes: str) -> Self:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def bound(self, volume: str) -> Self:
+        """Bound by the PV controller (``withBoundPV``): volumeName, bind-completed, phase Bound."""
+        self._obj["spec"]["volumeName"] = volume
+        self._obj["status"]["phase"] = "Bound"
+        return self.annotation("pv.kubernetes.io/bind-completed", "yes")
+
+    def prebound(self, volume: str) -> Self:
+        """``spec.volumeName`` set by a user, not bound yet."""
+        self._obj["spec"]["volumeName"] = volume
+        return self
+
+    def selected_node(self, node: str) -> Self:
+        return self.annotation("volume.kubernetes.io/selected-node", node)
+
+    def phase(self, phase: str) -> Self:
+        self._obj["status"]["phase"] = phase
+        return self
+
+    def owner(self, kind: str, name: str, uid: str) -> Self:
+        """Controlled by ``kind/name`` (a generic ephemeral volume's pod)."""
+        ref = {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid, "controller": True}
+        self._obj["metadata"]["ownerReferences"] = [ref]
+        return self
+
+    def spec(self, **fields: Any) -> Self:
+        self._obj["spec"].update(fields)
+        return self
+
+
+class MakePV(_Builder):
+    """A PersistentVolume of ``storage_class`` ("" none), ``Available``, ``ReadWriteOnce``."""
+
+    def __init__(self, name: str = "pv", storage_class: str = "") -> None:
+        self._obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Available"},
+        }
+
+    def capacity(self, storage: Amount) -> Self:
+        self._obj["spec"]["capacity"] = {"storage": storage}
+        return self
+
+    def access_modes(self, *modes: str) -> Self:
+        self._obj["spec"]["accessModes"] = list(modes)
+        return self
+
+    def phase(self, phase: str) -> Self:
+        self._obj["status"]["phase"] = phase
+        return self
+
+    def node_affinity(self, terms: dict[str, list[str]]) -> Self:
+        """One required term: each key In its values (``withNodeAffinity``)."""
+        expressions = [{"key": k, "operator": "In", "values": list(v)} for k, v in terms.items()]
+        required = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        self._obj["spec"]["nodeAffinity"] = {"required": required}
+        return self
+
+    def claim_ref(self, namespace: str, name: str, uid: str = "") -> Self:
+        ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": namespace, "name": name}
+        if uid:
+            ref["uid"] = uid
+        self._obj["spec"]["claimRef"] = ref
+        return self
+
+    def csi(self, driver: str, handle: str) -> Self:
+        self._obj["spec"]["csi"] = {"driver": driver, "volumeHandle": handle}
+        return self
+
+    def source(self, key: str, source: dict[str, Any]) -> Self:
+        """An in-tree source (``gcePersistentDisk``, ``awsElasticBlockStore``, ``hostPath``...)."""
+        self._obj["spec"][key] = dict(source)
+        return self
+
+    def spec(self, **fields: Any) -> Self:
+        self._obj["spec"].update(fields)
+        return self
+
+
+class MakeStorageClass(_Builder):
+    """A StorageClass: ``WaitForFirstConsumer`` unless told, no provisioner unless given."""
+
+    def __init__(
+        self,
+        name: str = "sc",
+        provisioner: str = "kubernetes.io/no-provisioner",
+        mode: str = "WaitForFirstConsumer",
+    ) -> None:
+        self._obj = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": provisioner,
+            "volumeBindingMode": mode,
+        }
+
+    def allowed_topologies(self, *terms: dict[str, list[str]]) -> Self:
+        self._obj["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": k, "values": list(v)} for k, v in term.items()]}
+            for term in terms
+        ]
+        return self
+
+
+class MakeCSINode(_Builder):
+    """A CSINode of node ``name``: ``driver(name, count, topology_keys)`` adds a driver."""
+
+    def __init__(self, name: str = "n1") -> None:
+        self._obj = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": name},
+            "spec": {"drivers": []},
+        }
+
+    def driver(self, name: str, count: int | None = None, topology_keys: tuple[str, ...] = ()) -> Self:
+        driver: dict[str, Any] = {"name": name, "nodeID": self._obj["metadata"]["name"]}
+        if count is not None:
+            driver["allocatable"] = {"count": count}
+        if topology_keys:
+            driver["topologyKeys"] = list(topology_keys)
+        self._obj["spec"]["drivers"].append(driver)
+        return self
+
+    def migrated(self, *plugins: str) -> Self:
+        return self.annotation("storage.alpha.kubernetes.io/migrated-plugins", ",".join(plugins))

@@ -28,10 +28,10 @@ from gpuq_k8s.common.model.devices.amounts import parse_amount
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
 from gpuq_k8s.common.model.devices.ledger import DeviceLedger
-from gpuq_k8s.common.model.devices.node_selector import NodeSelector, only_node, parse_node_selector
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
+from gpuq_k8s.common.model.node_selector import NodeSelector, only_node, parse_node_selector
 from gpuq_k8s.common.model.nodes import NodeInfo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dra"

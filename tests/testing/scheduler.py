@@ -58,6 +58,7 @@ def make_scheduler(
         backend = MemoryBackend()
     scheduler = Scheduler(model, default_registry(), backend, clock=FakeClock() if clock is None else clock)
     backend.objects = scheduler.objects
+    backend.cluster = scheduler.cluster
     return scheduler, backend
 
 

@@ -17,9 +17,9 @@ from typing import Any, Final
 from gpuq_k8s.common.model import wire
 from gpuq_k8s.common.model.devices.amounts import amount_fraction, parse_amount
 from gpuq_k8s.common.model.devices.cel_env import VersionText, device_data
-from gpuq_k8s.common.model.devices.node_selector import NodeSelector, parse_node_selector
 from gpuq_k8s.common.model.devices.semver import SemverError, parse_semver
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.node_selector import NodeSelector, parse_node_selector
 
 AttributeValue = bool | int | str
 TAINT_EFFECTS: Final = ("NoSchedule", "NoExecute", "None")

@@ -17,9 +17,9 @@ from typing import Any
 
 from gpuq_k8s.common.model import wire
 from gpuq_k8s.common.model.devices.amounts import format_amount, parse_amount
-from gpuq_k8s.common.model.devices.node_selector import NodeSelector, parse_node_selector
 from gpuq_k8s.common.model.devices.taints import Toleration, parse_tolerations
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.node_selector import NodeSelector, parse_node_selector
 
 DeviceID = tuple[str, str, str]  # driver, pool, device
 

@@ -27,7 +27,6 @@ from gpuq_k8s.common.model.devices.claims import ALL
 from gpuq_k8s.common.model.devices.constraints import ConstraintState
 from gpuq_k8s.common.model.devices.counters import CounterSets, fits, remaining, take
 from gpuq_k8s.common.model.devices.explain import RequestReason, Unfit, diagnose
-from gpuq_k8s.common.model.devices.node_selector import NodeSelector, Requirement, only_node
 from gpuq_k8s.common.model.devices.plan import (
     Alternative,
     Candidate,
@@ -37,6 +36,7 @@ from gpuq_k8s.common.model.devices.plan import (
 )
 from gpuq_k8s.common.model.devices.pools import PoolID
 from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceID, DeviceResult
+from gpuq_k8s.common.model.node_selector import NodeSelector, Requirement, only_node
 from gpuq_k8s.common.model.nodes import NodeInfo
 
 MAX_RESULTS: Final = 32  # resourceapi.AllocationResultsMaxSize

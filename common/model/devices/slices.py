@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import wire
 from gpuq_k8s.common.model.devices.device import Device, _counters, _str, parse_device
-from gpuq_k8s.common.model.devices.node_selector import NodeSelector, parse_node_selector
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.node_selector import NodeSelector, parse_node_selector
 
 API_VERSION: Final = "resource.k8s.io/v1"
 KIND: Final = "ResourceSlice"

@@ -13,7 +13,6 @@ reporting it gave (kube's image states).
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
@@ -30,64 +29,6 @@ MB: Final = 1024 * 1024
 MIN_THRESHOLD: Final = 23 * MB
 MAX_CONTAINER_THRESHOLD: Final = 1000 * MB
 MAX_NODE_SCORE: Final = 100
-
-
-def normalized_image_name(name: str) -> str:
-    """``name`` with ``:latest`` when it names no tag (a ``:`` after the last ``/``) nor a digest."""
-    return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
-
-
-@functools.lru_cache(maxsize=4096)
-def _normalized(name: str) -> str:
-    # A cluster's pods run a few images: each is normalised (and its string shared) once.
-    return sys.intern(normalized_image_name(name))
-
-
-def pod_images(spec: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
-    """The normalised images a pod runs (init containers, containers, image volumes; once per
-    container, in that order) and its number of containers (init and regular)."""
-    plain = spec.get("containers")
-    if type(plain) is list and not spec.get("initContainers") and _no_image_volume(spec.get("volumes")):
-        # Most pods: containers, no image volume (the general path below reads the rest).
-        fast: list[str] = []
-        for container in plain:
-            if type(container) is not dict:
-                break
-            image = container.get("image")
-            if image and type(image) is str:
-                fast.append(_normalized(image))
-        else:
-            return tuple(fast), len(plain)
-    images: list[str] = []
-    containers = 0
-    for field in ("initContainers", "containers"):
-        items = spec.get(field)
-        if not items:
-            continue
-        for container in wire.items(items, f"spec.{field}"):
-            containers += 1
-            image = container.get("image")
-            if image and type(image) is str:
-                images.append(_normalized(image))
-    volumes = spec.get("volumes")
-    if volumes:
-        for i, volume in enumerate(wire.items(volumes, "spec.volumes")):
-            source = volume.get("image")
-            if source is None:
-                continue
-            reference = wire.mapping(source, f"spec.volumes[{i}].image").get("reference")
-            if reference and type(reference) is str:
-                images.append(_normalized(reference))
-    return tuple(images), containers
-
-
-def _no_image_volume(volumes: Any) -> bool:
-    """Whether ``volumes`` (a pod's) is absent or a plain list of volumes none of which is an image."""
-    if not volumes:
-        return True
-    if type(volumes) is not list:
-        return False
-    return all(type(volume) is dict and "image" not in volume for volume in volumes)
 
 
 def node_images(status: Mapping[str, Any]) -> dict[str, int]:

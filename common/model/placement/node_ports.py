@@ -16,80 +16,20 @@ until both are gone, where kube's set forgets it with the first.
 
 from __future__ import annotations
 
-import ipaddress
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from gpuq_k8s.common.model import wire
-from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.pod_spec import WILDCARD_IP, HostPort
 
 BoolArray = npt.NDArray[np.bool_]
 Int32Array = npt.NDArray[np.int32]
 
-# kube's DefaultBindAllHostIP and the protocol an empty one means.
-WILDCARD_IP: Final = "0.0.0.0"
-TCP: Final = "TCP"
-PROTOCOLS: Final = frozenset({"TCP", "UDP", "SCTP"})
-MAX_PORT: Final = 65535
 # kube-scheduler's ErrReason.
 NO_FREE_PORTS: Final = "node(s) didn't have free ports for the requested pod ports"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class HostPort:
-    """One host port: ``protocol`` (TCP, UDP or SCTP), ``port`` (1-65535) and ``ip`` (``0.0.0.0``: all)."""
-
-    protocol: str
-    port: int
-    ip: str = WILDCARD_IP
-
-
-def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """The host ports of a pod spec: its sidecars' first, then its containers' (``GetHostPorts``'s
-    order); raises :class:`InvalidValue` naming the field for what the apiserver would refuse."""
-    containers = spec.get("containers")
-    if not spec.get("initContainers") and type(containers) is list:
-        # Most pods: containers only, none with ports (checked without the general path's reads).
-        for container in containers:
-            if type(container) is not dict or container.get("ports"):
-                break
-        else:
-            return ()
-    out: list[HostPort] = []
-    for field in ("initContainers", "containers"):
-        containers = spec.get(field)
-        if not containers:
-            continue
-        for i, container in enumerate(wire.items(containers, f"spec.{field}")):
-            ports = container.get("ports")
-            if not ports or (field == "initContainers" and container.get("restartPolicy") != "Always"):
-                continue
-            where = f"spec.{field}[{i}].ports"
-            for j, port in enumerate(wire.items(ports, where)):
-                host_port = port.get("hostPort")
-                if host_port is None or host_port == 0:
-                    continue
-                out.append(_host_port(port, host_port, f"{where}[{j}]"))
-    return tuple(out)
-
-
-def _host_port(port: Mapping[str, Any], number: Any, where: str) -> HostPort:
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number <= MAX_PORT:
-        raise InvalidValue(f"{where}.hostPort", number, f"a port number from 1 to {MAX_PORT}")
-    protocol = port.get("protocol") or TCP
-    if protocol not in PROTOCOLS:
-        raise InvalidValue(f"{where}.protocol", protocol, "TCP, UDP or SCTP")
-    ip = port.get("hostIP") or WILDCARD_IP
-    try:
-        ipaddress.ip_address(ip)
-    except (TypeError, ValueError):
-        raise InvalidValue(f"{where}.hostIP", ip, "an IP address") from None
-    return HostPort(str(protocol), number, str(ip))
 
 
 def conflicts(want: HostPort, used: Collection[HostPort]) -> bool:

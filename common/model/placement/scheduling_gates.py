@@ -8,26 +8,7 @@ removes its last gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from gpuq_k8s.common.model import wire
-from gpuq_k8s.common.model.errors import InvalidValue
-
-
-def scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The names of a pod spec's ``schedulingGates``, in order; raises :class:`InvalidValue` naming the
-    field for a malformed entry (a gate without a name, a name that is no string)."""
-    gates = spec.get("schedulingGates")
-    if not gates:
-        return ()
-    names: list[str] = []
-    for i, gate in enumerate(wire.items(gates, "spec.schedulingGates")):
-        name = gate.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidValue(f"spec.schedulingGates[{i}].name", name, "a non-empty gate name")
-        names.append(name)
-    return tuple(names)
+from collections.abc import Sequence
 
 
 def waiting_for(gates: Sequence[str]) -> str:

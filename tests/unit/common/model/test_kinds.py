@@ -144,6 +144,11 @@ def test_the_chart_grants_what_each_process_watches_and_the_status_it_patches() 
             assert _granted(role, verb) == {k.resource for k in watched}, (role, verb)
     patched = {r for r in _granted("gpuq-scheduler", "patch") if "/status" in r}
     assert patched == {"pods/status"} | {_status(k) for k in kinds.STATUS_WRITES}
+    # and the objects PreBind patches (PersistentVolumes, PersistentVolumeClaims), besides its Events
+    objects = {r for r in _granted("gpuq-scheduler", "patch") if "/status" not in r}
+    assert objects == {kinds.EVENT.resource} | {k.resource for k in kinds.OBJECT_WRITES}
+    for verb in ("create", "update", "delete"):
+        assert not {k.resource for k in kinds.OBJECT_WRITES} & _granted("gpuq-scheduler", verb), verb
 
 
 def test_the_chart_template_is_generated_from_kinds() -> None:
@@ -156,14 +161,21 @@ def test_the_chart_template_is_generated_from_kinds() -> None:
 def test_a_kind_the_scheduler_starts_watching_is_granted(monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding a kind is one record in kinds.py; listing it among the scheduler's watches is what grants
     it (the generated rules group resources by API group)."""
-    claims = kinds.Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
-    slices = replace(claims, kind="ResourceSlice", group="resource.k8s.io", plural="resourceslices")
-    monkeypatch.setattr(kinds, "SCHEDULER_WATCHES", (*kinds.SCHEDULER_WATCHES, claims, slices))
+    maps = kinds.Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
+    slices = replace(maps, kind="ResourceSlice", group="resource.k8s.io", plural="resourceslices")
+    monkeypatch.setattr(kinds, "SCHEDULER_WATCHES", (*kinds.SCHEDULER_WATCHES, maps, slices))
     text = render.kinds_template()
     scheduler_rules = text.split('"gpuq.rules.schedulerWatches"')[1].split("{{- end }}")[0]
     rules: list[dict[str, Any]] = yaml.safe_load(scheduler_rules.split("}}", 1)[1])
     core = next(r for r in rules if r["apiGroups"] == [""])
-    assert core["resources"] == ["nodes", "namespaces", "pods", "persistentvolumeclaims"]
+    assert core["resources"] == [
+        "nodes",
+        "namespaces",
+        "persistentvolumes",
+        "persistentvolumeclaims",
+        "pods",
+        "configmaps",
+    ]
     assert {
         "apiGroups": ["resource.k8s.io"],
         "resources": ["resourceslices"],

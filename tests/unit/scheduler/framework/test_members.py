@@ -56,23 +56,19 @@ def test_a_member_runs_in_its_entrys_tier_under_its_own_name() -> None:
     framework = sched.framework
     member = framework.plugin("NoOddRows")
     assert member is not None and member.config_name == plugin_names.PREDICATES
-    # After the entry's own plugin and its members registered before it (NodeName and NodePorts lead
-    # the entry's plugin, as kube-scheduler's default profile orders them; DynamicResources follows).
-    assert [p.name for p in framework.filter_plugins] == [
-        plugin_names.NODE_NAME,
-        plugin_names.NODE_PORTS,
-        plugin_names.PREDICATES,
-        "NoOddRows",
-    ]
-    # Its tier is the entry's (the second).
+    # The members the scheduler ships (scheduler/plugins/members.py) come between, in their order.
+    shipped = {p.name for p in framework.plugins if p.config_name == plugin_names.PREDICATES}
+    shipped -= {plugin_names.PREDICATES, "NoOddRows"}
+    filters = [p.name for p in framework.filter_plugins if p.name not in shipped]
+    assert filters == [plugin_names.PREDICATES, "NoOddRows"]
+    # Its tier is the entry's (the second): the shipped members that lead the entry's plugin (NodeName,
+    # NodePorts, as kube-scheduler's default profile orders them), the entry's plugin, the members after
+    # it, and the member registered last at the end.
     tiers = [[p.name for p in tier] for tier in framework._tiers]
-    assert tiers[1] == [
-        plugin_names.NODE_NAME,
-        plugin_names.NODE_PORTS,
-        plugin_names.PREDICATES,
-        plugin_names.DYNAMIC_RESOURCES,
-        "NoOddRows",
-    ]
+    leading = tiers[1][: tiers[1].index(plugin_names.PREDICATES)]
+    assert leading == [plugin_names.NODE_NAME, plugin_names.NODE_PORTS]
+    assert tiers[1][-1] == "NoOddRows"
+    assert set(tiers[1]) - {plugin_names.PREDICATES, "NoOddRows"} == shipped
     sched.add_pod(MakePod("p", "ns").req(cpu="1").scheduler("gpuq-scheduler").info())
     attempt = sched.schedule_one()
     assert attempt is not None and attempt.node in ("n0", "n2")

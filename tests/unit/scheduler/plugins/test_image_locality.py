@@ -13,7 +13,7 @@ import pytest
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
-from gpuq_k8s.common.model.placement.image_locality import normalized_image_name
+from gpuq_k8s.common.model.pod_spec import normalized_image_name
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
 from tests.testing.builders import MakeNode, MakePod

@@ -10,7 +10,8 @@ import pytest
 
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.errors import InvalidValue
-from gpuq_k8s.common.model.placement.scheduling_gates import scheduling_gates, waiting_for
+from gpuq_k8s.common.model.placement.scheduling_gates import waiting_for
+from gpuq_k8s.common.model.pod_spec import scheduling_gates
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.status import Code, Status
 from gpuq_k8s.scheduler.plugins.scheduling_gates import SchedulingGates

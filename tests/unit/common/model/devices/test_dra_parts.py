@@ -13,7 +13,6 @@ from gpuq_k8s.common.model.devices.amounts import NANO
 from gpuq_k8s.common.model.devices.capacity import consumed, consumption, violates
 from gpuq_k8s.common.model.devices.claims import ResourceClaim, ResourceClaimTemplate
 from gpuq_k8s.common.model.devices.device import DeviceCapacity, RequestPolicy, ValidRange
-from gpuq_k8s.common.model.devices.node_selector import parse_node_selector
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.quota import (
     DeviceCharge,
@@ -29,6 +28,7 @@ from gpuq_k8s.common.model.devices.results import ClaimAllocation, DeviceResult
 from gpuq_k8s.common.model.devices.search import allocate_on_node
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.node_selector import parse_node_selector
 from tests.testing.dra_cluster import cluster, node
 
 ONE, TWO, THREE = NANO, 2 * NANO, 3 * NANO

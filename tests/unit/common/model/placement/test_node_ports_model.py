@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import pytest
 
 from gpuq_k8s.common.model.errors import InvalidValue
-from gpuq_k8s.common.model.placement.node_ports import HostPort, PortIndex, conflicts, host_ports
+from gpuq_k8s.common.model.placement.node_ports import PortIndex, conflicts
+from gpuq_k8s.common.model.pod_spec import HostPort, host_ports
 from gpuq_k8s.common.model.pods import PodInfo
 from tests.testing.builders import MakePod
 

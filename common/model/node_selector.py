@@ -1,5 +1,6 @@
-"""``v1.NodeSelector`` as ResourceSlices and devices use it (``nodeSelector``), and as an allocation
-result carries it (``status.allocation.nodeSelector``): pure matching of one node.
+"""``v1.NodeSelector`` matched against one node: as ResourceSlices and devices use it (``nodeSelector``),
+as a DRA allocation result carries it (``status.allocation.nodeSelector``), and as a PersistentVolume's
+node affinity and a StorageClass's allowed topologies state it (the volume rules).
 
 Semantics of ``component-helpers/scheduling/corev1/nodeaffinity``: terms are ORed, the requirements
 of a term ANDed; an empty term list or a term without requirements matches nothing; ``NotIn`` and
