@@ -210,6 +210,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         refusal = self.infos.prefilter(pod.namespace, pod.requests, "")
         if refusal is None:
             return Status.success()
+        if refusal.unresolvable:
+            # Asked more than max (or the guaranteed pool) itself: nothing to preempt for.
+            return Status.unresolvable(refusal.message)
         return Status.unschedulable(refusal.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:

@@ -40,6 +40,7 @@ from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotatio
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.outlook import annotation_outlook, with_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import Resources
@@ -241,7 +242,9 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 request = request_from_annotations(pod, self.store.quota(namespace))
             except InvalidValue as err:
                 self.handle.record(invalid_annotation(pod.ref, str(err)))
-                return Status.unresolvable(str(err), plugin=SINGLE)
+                # The pod's own annotation: no usage change cures it (design.md Semantics 14).
+                message = with_outlook(str(err), annotation_outlook(err.field))
+                return Status.unresolvable(message, plugin=SINGLE)
             assert request is not None
             single = self.store.check_single(namespace, request)
             if single is not None:

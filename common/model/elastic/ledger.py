@@ -357,6 +357,8 @@ class ElasticQuotaInfos:
                 format_units(key, limit),
                 scope=f"{info.ref} (max)",
                 used=format_units(key, used),
+                # Over max itself: no pod leaving, no preemption helps (it can never fit).
+                unresolvable=request[key] > limit,
             )
             return Refusal(error, rule=RULE_MAX, subject=pod_ref)
         key_over = self.over_total_min(request)
@@ -370,6 +372,7 @@ class ElasticQuotaInfos:
                 format_units(key_over, limit),
                 scope="the sum of all ElasticQuota min (guaranteed pool)",
                 used=format_units(key_over, used),
+                unresolvable=request[key_over] > limit,
             )
             return Refusal(error, rule=RULE_TOTAL_MIN, subject=pod_ref)
         return None

@@ -380,6 +380,21 @@ def test_malformed_queue_quota_is_a_warning_when_a_pod_uses_it() -> None:
     assert any("volcano.sh/card.quota" in w for w in decision.warnings)
 
 
+def test_elastic_quota_over_max_itself_is_denied_as_never() -> None:
+    """20 GPUs asked of an ElasticQuota whose max is 16: no usage change makes room, so the webhook
+    denies it (design.md Semantics 10, 14) with the scheduler's words, instead of admitting it with
+    "waits until usage drops"."""
+    eq = MakeElasticQuota().min({GPU: "8"}).max({GPU: "16"}).obj()
+    decision = review(BARE_POD.copy().req(cpu="1").gpus(20).scheduler(None).obj(), "CREATE", view(eq))
+    assert not decision.allowed
+    assert decision.message == (
+        "Pod/ns/p: quota exceeded in ElasticQuota/ns/eq (max) for nvidia.com/gpu: requested 20, "
+        "available 16, limit 16 (can never fit under the current quota: nvidia.com/gpu limit 16 would "
+        "have to be at least 20)"
+    )
+    assert "waits until usage drops" not in " ".join(decision.warnings)
+
+
 def test_elastic_quota_over_max_is_a_warning_not_a_denial() -> None:
     eq = MakeElasticQuota().max(cpu="4").used(cpu="3500m").obj()
     decision = review(BARE_POD.copy().req(cpu="1").scheduler(None).obj(), "CREATE", view(eq))
