@@ -9,7 +9,7 @@ tiers:
     enablePreemptable: false
 - plugins:
   - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 100.0}
 configurations:
 - name: preempt
   arguments: {enableTopologyAwarePreemption: false}
@@ -252,9 +252,12 @@ tiers:
 - plugins:
   - name: predicates
   - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 100.0}
   - name: crossquota
-    arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", quota.cpu: "32"}
+    arguments:
+      gpu-resource-names: "nvidia.com/gpu,nvidia.com/mig-.+,.+/gpu$"  # whole cards, MIG, MPS
+      quota-resources: "cpu,memory"
+      quota.cpu: "32"
   - name: resource-strategy-fit
     arguments: {resourceStrategyFitWeight: 10, resources: {nvidia.com/gpu: {type: MostAllocated, weight: 2}}}
   - name: capacity-scheduling

@@ -112,7 +112,7 @@ class CapacityCardPlugin(
         self._scored: dict[str, bool] = {}  # card.name text -> has alternatives to order nodes by
         self._reserved: PodInfo | None = None  # the pod Reserve charged last, until it is assumed
         self._seen_events: set[EventRecord] = set()
-        self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
+        self._refused: dict[str, str] = {}  # PodGroup key -> identity of the last refusal recorded
         self._queue_status: dict[str, dict[str, Any]] = {}
         # Queue shares for queue order, kept while nothing they read changed (see _shares).
         self._shares: tuple[tuple[int, int], dict[str, float]] | None = None
@@ -231,9 +231,10 @@ class CapacityCardPlugin(
         if refusal is None:
             self._refused.pop(group.key, None)
             return Status.success()
-        # One event per distinct refusal: the enqueue action runs again after every change.
-        if self._refused.get(group.key) != refusal.message:
-            self._refused[group.key] = refusal.message
+        # One event per distinct refusal: the enqueue action runs again after every change, and a
+        # refusal that can never fit stays the same one while the usage it quotes moves.
+        if self._refused.get(group.key) != refusal.identity:
+            self._refused[group.key] = refusal.identity
             self.handle.record(refusal.event(group.ref))
         return Status.unschedulable(refusal.message)
 
