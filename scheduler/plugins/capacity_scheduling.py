@@ -1,6 +1,10 @@
 """``capacity-scheduling``: ElasticQuota min/max and quota-aware preemption, thin glue over
 :mod:`common.model.elastic` (spec ``capacity-scheduling.md``, design.md Semantics 4).
 
+It also watches the guaranteed pool (:mod:`common.model.elastic.guarantee`): when the sum of every
+ElasticQuota's ``min`` exceeds what the nodes have allocatable, the quotas involved get the
+``GuaranteeOvercommitted`` condition and a Warning event, at the batched status sync.
+
 Usage is the engine's :class:`~common.model.elastic.ledger.ElasticQuotaInfos`, charged per pod key by cluster
 events (bind, assume, release), so Reserve/Unreserve are idempotent and an informer re-list cannot
 double-count. PostFilter asks the engine for victims node by node (single-node preemption, as the
@@ -11,13 +15,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -76,6 +81,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
+        # The guaranteed pool: the nodes' allocatable total (None: to be summed again after a node
+        # change), and per namespace the GuaranteeOvercommitted condition last written (or found on
+        # the object after a restart), so it keeps its lastTransitionTime and the event fires once.
+        self._capacity: dict[str, int] | None = None
+        self._conditions: dict[str, dict[str, str]] = {}
+        self._pool_changed = True
         for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
             self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -90,6 +101,13 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             return
         if kind != kinds.ELASTIC_QUOTA:
             return
+        self._pool_changed = True
+        if obj is None:
+            self._conditions.pop(namespace, None)
+        elif namespace not in self._conditions:
+            written = _written_condition(obj)
+            if written is not None:
+                self._conditions[namespace] = written
         had = namespace in self.infos
         if (
             obj is None
@@ -174,7 +192,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
-        return
+        if old is None or new is None or old.allocatable != new.allocatable:
+            self._capacity = None
+            self._pool_changed = True
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         namespace = pod.namespace
@@ -358,17 +378,88 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             message=f"preemption: nominated node {node}, preempting {victims}.",
         )
 
+    # -- the guaranteed pool ------------------------------------------------------------------------
+    def capacity(self) -> dict[str, int]:
+        """What the live nodes have allocatable, per resource (summed again after a node change)."""
+        if self._capacity is None:
+            cluster = self.handle.cluster
+            n = cluster.n
+            totals = cluster.allocatable[:n][cluster.alive[:n]].sum(axis=0)
+            self._capacity = {
+                name: int(totals[column])
+                for column, name in enumerate(cluster.columns.names)
+                if totals[column]
+            }
+        return self._capacity
+
+    def overcommits(self) -> list[guarantee.Overcommit]:
+        """The resources whose sum of ElasticQuota min exceeds the nodes' allocatable."""
+        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
+        return guarantee.overcommitted(mins, self.capacity())
+
+    def min_over_capacity(self) -> dict[str, int]:
+        """Per resource some min lists: by how much the sum of min exceeds the nodes' allocatable (0:
+        it fits), for ``gpuq_elastic_quota_min_over_capacity``."""
+        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
+        return guarantee.over_capacity(mins, self.capacity())
+
+    def _pool_conditions(self, now: datetime) -> tuple[set[str], list[EventRecord]]:
+        """The namespaces whose GuaranteeOvercommitted condition changed, and the Warning events of
+        those that became involved (or whose figures changed)."""
+        if not self._pool_changed:
+            return set(), []
+        self._pool_changed = False
+        overcommits = self.overcommits()
+        changed: set[str] = set()
+        events: list[EventRecord] = []
+        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for namespace in self.infos.namespaces():
+            info = self.infos.get(namespace)
+            assert info is not None
+            wanted = guarantee.condition_of(namespace, overcommits)
+            before = self._conditions.get(namespace)
+            if wanted is None:
+                if before is None or before.get("status") == "False":
+                    continue  # never involved, or already told it fits again
+                wanted = ("False", guarantee.WITHIN, guarantee.WITHIN_MESSAGE)
+            status, reason, message = wanted
+            if (
+                before is not None
+                and (before.get("status"), before.get("reason"), before.get("message")) == wanted
+            ):
+                continue
+            since = (
+                before.get("lastTransitionTime", stamp)
+                if before and before.get("status") == status
+                else stamp
+            )
+            self._conditions[namespace] = {
+                "type": guarantee.CONDITION,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since,
+            }
+            changed.add(namespace)
+            if status == "True":
+                events.append(EventRecord(info.ref, "Warning", guarantee.EVENT_REASON, message))
+        return changed, events
+
     # -- status -----------------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
-        """``status.used`` of every ElasticQuota whose usage changed since the last sync."""
+        """``status.used`` of every ElasticQuota whose usage changed since the last sync, and its
+        GuaranteeOvercommitted condition once it has one."""
         patches: list[StatusPatch] = []
-        for namespace in sorted(self.infos.take_dirty()):
+        pool, events = self._pool_conditions(now)
+        for namespace in sorted(self.infos.take_dirty() | pool):
             info = self.infos.get(namespace)
             if info is not None:
-                patches.append(
-                    StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, self.infos.status(namespace))
-                )
-        return patches, []
+                status = self.infos.status(namespace)
+                condition = self._conditions.get(namespace)
+                if condition is not None:
+                    status["conditions"] = [dict(condition)]
+                patches.append(StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, status))
+        return patches, events
 
     # -- report -----------------------------------------------------------------------------------
     def report(self) -> dict[str, list[dict[str, object]]]:
@@ -383,12 +474,25 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     "used": self.infos.used_numbers(namespace),
                     "min": info.min.to_numbers(),
                     "max": info.max.to_numbers(),
+                    # The GuaranteeOvercommitted condition, as the last status sync wrote it.
+                    "conditions": [dict(c) for c in (self._conditions.get(namespace),) if c is not None],
                 }
             )
         return {"elasticQuotas": rows}
 
     def pod_fields(self, pod: PodInfo) -> dict[str, object]:
         return {}
+
+
+def _written_condition(obj: Obj) -> dict[str, str] | None:
+    """The GuaranteeOvercommitted condition an ElasticQuota's status holds (written before a restart)."""
+    conditions = (obj.get("status") or {}).get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == guarantee.CONDITION:
+            return {str(k): str(v) for k, v in condition.items()}
+    return None
 
 
 def _resized(array: Int64Array | None, rows: int, cols: int) -> Int64Array:
