@@ -6,7 +6,11 @@ Warning event and a condition on each ElasticQuota involved, an admission warnin
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.elastic import guarantee
@@ -16,6 +20,7 @@ from gpuq_k8s.webhook.admission import review
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import GPU, MakeElasticQuota, MakeNode
 from tests.testing.scheduler import make_scheduler
+from tests.testing.simulate_text import simulate
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -158,3 +163,27 @@ def test_a_condition_written_before_a_restart_is_cleared_not_repeated() -> None:
     assert not [e for e in backend.events if e.reason == "GuaranteeOvercommitted"]
     obj = sched.objects.get(kinds.ELASTIC_QUOTA, "team-a", "eq")
     assert obj is not None and obj["status"]["conditions"][0]["status"] == "False"
+
+
+def test_the_crd_keeps_the_condition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """deploy/crds declares status.conditions (the apiserver would prune an undeclared field): an
+    ElasticQuota holding the condition is valid input, as the CRD schema check of ``gpuq simulate``
+    (the same files) says, and the simulated report shows the condition it computes."""
+    held = _quota("team-a", 20)
+    held["status"] = {
+        "conditions": [
+            {
+                "type": "GuaranteeOvercommitted",
+                "status": "True",
+                "reason": "SumOfMinExceedsCapacity",
+                "message": "earlier",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+            }
+        ]
+    }
+    out = simulate(tmp_path, capsys, yaml.safe_dump_all([_node("n1").obj(), held]))
+    (row,) = out["elasticQuotas"]
+    (condition,) = row["conditions"]
+    assert condition["status"] == "True" and "is 20, more than the 8" in condition["message"]
+    # Still involved: the time of the transition is the one the object held.
+    assert condition["lastTransitionTime"] == "2025-01-01T00:00:00Z"
