@@ -29,6 +29,7 @@ import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
+from gpuq_k8s.common.model.gang import quorum_missed, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -45,6 +46,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterOutcome,
     FloatArray,
+    GroupInfo,
     PostFilterResult,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
@@ -339,7 +341,7 @@ class Scheduler:
         if permit.is_wait:
             group = self.podgroups.group_of(pod)
             key = group.key if group is not None else pod.key
-            self.framework.waiting.add(key, assumed, row, state, self.clock())
+            self.framework.waiting.add(key, assumed, row, state, self.clock(), timeout=permit.timeout)
             attempt.status = permit
             attempt.message = permit.message
             return attempt, None, -1
@@ -417,7 +419,9 @@ class Scheduler:
 
     # -- gangs that never reach quorum ------------------------------------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
-        """Roll back waiting gangs (all, or those in ``keys``): unreserve, forget, park; returns pods."""
+        """Roll back waiting gangs (all, or those in ``keys``): unreserve and forget their pods, wake
+        at once the parked pods the release can help (other gangs' first: the rolled-back gang gives
+        way), then park its pods; returns how many pods were rolled back."""
         waiting = self.framework.waiting
         rolled = 0
         for key in waiting.gangs() if keys is None else sorted(keys):
@@ -426,14 +430,17 @@ class Scheduler:
             for member in members:
                 self.framework.run_unreserve(member.state, member.pod, member.row)
                 self.cluster.remove_pod(member.pod.key)
+            if members:
+                self.queue.on_event(ClusterEvent.POD_DELETED, only=self._not_of(group), at_once=True)
+            if group is not None:
+                minimums = (
+                    task_minimums(group.min_member, group.model.spec.minTaskMember) if group.model else {}
+                )
+                placed = [member.pod for member in members]
+                missed = quorum_missed(f"PodGroup {key}", group.min_member, minimums, placed)
             for member in members:
                 pod = member.pod.with_node_name("")
-                need = group.min_member if group is not None else 0
-                message = (
-                    f"PodGroup {key}: only {len(members)} of minMember {need} pod(s) could be placed"
-                    if group is not None
-                    else f"Permit did not allow {pod.key}"
-                )
+                message = missed if group is not None else f"Permit did not allow {pod.key}"
                 self.failures.park(pod, message, {plugin_names.GANG})
                 if pod.key in self.attempts:
                     attempt = self.attempts[pod.key]
@@ -442,6 +449,11 @@ class Scheduler:
                     attempt.message = message
                 rolled += 1
         return rolled
+
+    def _not_of(self, group: GroupInfo | None) -> Callable[[PodInfo], bool]:
+        """Pods of any group but ``group`` (any pod, for None)."""
+        group_of = self.podgroups.group_of
+        return lambda pod: group is None or group_of(pod) is not group
 
     def expire_waiting(self) -> int:
         """Roll back gangs that have waited longer than ``gang_timeout`` (a cluster's Permit timeout)."""

@@ -191,8 +191,12 @@ class SchedulingQueue:
         return backoff(attempts, self._initial, self._max)
 
     # -- events --------------------------------------------------------------------------------------
-    def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:
-        """Move parked pods that ``event`` may help; returns how many moved."""
+    def on_event(
+        self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None, *, at_once: bool = False
+    ) -> int:
+        """Move parked pods that ``event`` may help; returns how many moved. ``at_once`` skips their
+        backoff (what freed the room is no verdict on them: a gang rolled back, its reservations
+        released, design.md "Data flow")."""
         moved = 0
         now = self._clock()
         for queued in self._pods.values():
@@ -204,7 +208,10 @@ class SchedulingQueue:
                 continue
             if only is not None and not only(queued.pod):
                 continue
-            self._unpark(queued, now)
+            if at_once:
+                self._to_active(queued)
+            else:
+                self._unpark(queued, now)
             moved += 1
         return moved
 

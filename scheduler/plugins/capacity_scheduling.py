@@ -14,9 +14,9 @@ KEP) on the nodes whose rejection preemption can resolve, and nominates the best
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -58,9 +58,17 @@ Int64Array = npt.NDArray[np.int64]
 _MAX_PENDING: Final = 4096
 
 
+# A gang whose minMember pods the quota can never hold at once: only its quota, its PodGroup or its
+# members (one that asks less) can change that.
+GANG: Final = f"{plugin_names.CAPACITY_SCHEDULING}:gang"
+
+
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     name = plugin_names.CAPACITY_SCHEDULING
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.QUOTA_CHANGED, ClusterEvent.NODE_ADDED})
+    event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {
+        GANG: frozenset({ClusterEvent.QUOTA_CHANGED, ClusterEvent.PODGROUP_CHANGED, ClusterEvent.POD_ADDED})
+    }
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
@@ -227,6 +235,14 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        group = self.handle.group_of(pod)
+        if group is not None and group.min_member > 1 and pod.namespace in self.infos:
+            # The gang's minMember pods are held at once: a quota that can never hold them all is
+            # "never" for each, before any of them is reserved or waits in Permit.
+            requests = [member.requests for member in self.handle.group_members(group)]
+            gang = self.infos.gang_refusal(pod.namespace, requests, group.min_member, f"PodGroup {group.key}")
+            if gang is not None:
+                return Status.unresolvable(gang.message, plugin=GANG)
         refusal = self.infos.prefilter(pod.namespace, pod.requests, "")
         if refusal is None:
             return Status.success()
