@@ -100,6 +100,16 @@ PLUGINS: tuple[Plugin, ...] = (
                 "resource-strategy-fit (at most 10 x 100) for up to four alternatives.",
                 "1.0",
             ),
+            Argument(
+                "autoscaledCardTypes",
+                ("autoscaled_card_types",),
+                False,
+                "gpuq's own. A card type no node offers right now may come with a node a node autoscaler "
+                "adds: a pod asking for it is admitted while its queue's quota holds the request and waits "
+                "for a node offering it. `false` (clusters without autoscaling) refuses such a pod as "
+                "never fitting (design.md Semantics 16).",
+                "true",
+            ),
         ),
     ),
     Plugin(

@@ -95,8 +95,12 @@ def _pod_queue_problem(
     pod: PodInfo, catalog: CardCatalog, view: ClusterView, options: AdmissionOptions, warnings: list[str]
 ) -> str | None:
     """Task mode (capacity-card.md "Task Allocatable Check") against the queue's whole quota: some
-    card type among the pod's candidates must hold the request, or no node can ever take it."""
-    demand = pod_card_demand(pod, catalog)
+    card type among the pod's candidates must hold the request, or no node can ever take it. With
+    ``autoscaledCardTypes`` a card type no node offers yet is a candidate (a node autoscaler may add
+    one): admitted with a warning when its quota holds the request (design.md Semantics 16)."""
+    args = card_args(options)
+    demand = pod_card_demand(pod, catalog, autoscaled=args.autoscaled_card_types)
+    unoffered = ["|".join(names) for names in demand.groups if all(name not in catalog for name in names)]
     groups: dict[str, PodGroup] = {}
     group_name = pod.annotations.get(ann.GROUP_NAME)
     raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
@@ -104,13 +108,19 @@ def _pod_queue_problem(
         group = CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
         groups[group.key] = group
     raw_queue = view.queue(queue_of(pod, groups))
-    if raw_queue is None:
-        return None  # Semantics 7: no such Queue, no queue quota
-    quota = parsed_queue_quota(raw_queue)
-    warnings.extend(event.message for event in quota.events)
-    # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
-    refusal = task_quota_refusal(quota, demand, catalog, card_args(options))
-    return None if refusal is None else f"{pod.ref}: {refusal.message}"
+    if raw_queue is not None:  # Semantics 7: no such Queue, no queue quota
+        quota = parsed_queue_quota(raw_queue)
+        warnings.extend(event.message for event in quota.events)
+        # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
+        refusal = task_quota_refusal(quota, demand, catalog, args)
+        if refusal is not None:
+            return f"{pod.ref}: {refusal.message}"
+    for offering in unoffered:
+        warnings.append(
+            f"{pod.ref}: no node offers {offering} yet: the pod waits for a node offering it "
+            "(a node autoscaler adds one for a pending pod)"
+        )
+    return None
 
 
 def _elastic_problem(pod: PodInfo, view: ClusterView, warnings: list[str]) -> str | None:

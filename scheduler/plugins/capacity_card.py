@@ -48,6 +48,7 @@ from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.outlook import annotation_outlook, outlook_of, with_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import units_to_number
 from gpuq_k8s.common.model.wire import Obj
@@ -272,9 +273,19 @@ class CapacityCardPlugin(
         check = engine.task_check(pod)
         if check.failure is not None:
             self.handle.record(check.failure.event(pod.ref))
-            return Status.unresolvable(check.failure.message)
+            message = check.failure.message
+            error = check.failure.error
+            if isinstance(error, InvalidAnnotation) and outlook_of(message) is None:
+                # The pod's own malformed card.name: nothing but the pod can change (Semantics 14).
+                message = with_outlook(message, annotation_outlook(error.field))
+            return Status.unresolvable(message)
         if not check.groups:
             return Status.skip()  # no card asked, cpu and memory passed
+        unoffered = check.unoffered()
+        if unoffered is not None:
+            # No current node offers a card type the pod needs: none can take it until a node comes
+            # (NodeAdded retries it), or, refused by quota, until the quota changes (Semantics 16).
+            return Status.unresolvable(unoffered)
         state.write(plugin_names.CAPACITY_CARD, check)
         return Status.success()
 
@@ -309,6 +320,7 @@ class CapacityCardPlugin(
             tuple(ids.tobytes() for ids in check.groups),
             check.allowed.tobytes(),
             check.messages,
+            check.none_reasons,
         )
         verdict = self._verdicts.get(key)
         if verdict is None:
