@@ -52,6 +52,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
+from gpuq_k8s.scheduler.framework.waiting import WaitingPod
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
@@ -420,40 +421,45 @@ class Scheduler:
     # -- gangs that never reach quorum ------------------------------------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
         """Roll back waiting gangs (all, or those in ``keys``): unreserve and forget their pods, wake
-        at once the parked pods the release can help (other gangs' first: the rolled-back gang gives
-        way), then park its pods; returns how many pods were rolled back."""
+        at once the parked pods the release can help (those of other gangs: the rolled-back ones give
+        way), then park their pods; returns how many pods were rolled back."""
         waiting = self.framework.waiting
-        rolled = 0
+        rolled: list[tuple[str, GroupInfo | None, list[WaitingPod]]] = []
         for key in waiting.gangs() if keys is None else sorted(keys):
             members = waiting.reject(key)
-            group = self.podgroups.groups.get(key)
             for member in members:
                 self.framework.run_unreserve(member.state, member.pod, member.row)
                 self.cluster.remove_pod(member.pod.key)
-            if members:
-                self.queue.on_event(ClusterEvent.POD_DELETED, only=self._not_of(group), at_once=True)
+            rolled.append((key, self.podgroups.groups.get(key), members))
+        if any(members for _, _, members in rolled):
+            gone = {member.pod.key for _, _, members in rolled for member in members}
+            groups = {id(group) for _, group, _ in rolled if group is not None}
+            group_of = self.podgroups.group_of
+
+            def helped(pod: PodInfo) -> bool:
+                return pod.key not in gone and id(group_of(pod)) not in groups
+
+            self.queue.on_event(ClusterEvent.POD_DELETED, only=helped, at_once=True)
+        count = 0
+        for key, group, members in rolled:
+            message = f"Permit did not allow PodGroup {key}"
             if group is not None:
                 minimums = (
                     task_minimums(group.min_member, group.model.spec.minTaskMember) if group.model else {}
                 )
                 placed = [member.pod for member in members]
-                missed = quorum_missed(f"PodGroup {key}", group.min_member, minimums, placed)
+                message = quorum_missed(f"PodGroup {key}", group.min_member, minimums, placed)
             for member in members:
                 pod = member.pod.with_node_name("")
-                message = missed if group is not None else f"Permit did not allow {pod.key}"
-                self.failures.park(pod, message, {plugin_names.GANG})
+                reason = message if group is not None else f"Permit did not allow {pod.key}"
+                self.failures.park(pod, reason, {plugin_names.GANG})
                 if pod.key in self.attempts:
                     attempt = self.attempts[pod.key]
-                    attempt.status = Status.unschedulable(message, plugin=plugin_names.GANG)
+                    attempt.status = Status.unschedulable(reason, plugin=plugin_names.GANG)
                     attempt.node = ""
-                    attempt.message = message
-                rolled += 1
-        return rolled
-
-    def _not_of(self, group: GroupInfo | None) -> Callable[[PodInfo], bool]:
-        """Pods of any group but ``group`` (any pod, for None)."""
-        group_of = self.podgroups.group_of
-        return lambda pod: group is None or group_of(pod) is not group
+                    attempt.message = reason
+                count += 1
+        return count
 
     def expire_waiting(self) -> int:
         """Roll back gangs that have waited longer than ``gang_timeout`` (a cluster's Permit timeout)."""
