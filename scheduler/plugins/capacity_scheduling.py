@@ -113,7 +113,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         if obj is None:
             self._conditions.pop(namespace, None)
         elif namespace not in self._conditions:
-            written = _written_condition(obj)
+            written = guarantee.written_condition(obj)
             if written is not None:
                 self._conditions[namespace] = written
         had = namespace in self.infos
@@ -421,45 +421,13 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def _pool_conditions(self, now: datetime) -> tuple[set[str], list[EventRecord]]:
         """The namespaces whose GuaranteeOvercommitted condition changed, and the Warning events of
-        those that became involved (or whose figures changed)."""
+        those that became involved (:func:`~common.model.elastic.guarantee.update_conditions`)."""
         if not self._pool_changed:
             return set(), []
         self._pool_changed = False
-        overcommits = self.overcommits()
-        changed: set[str] = set()
-        events: list[EventRecord] = []
+        quotas = {ns: info.ref for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
         stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for namespace in self.infos.namespaces():
-            info = self.infos.get(namespace)
-            assert info is not None
-            wanted = guarantee.condition_of(namespace, overcommits)
-            before = self._conditions.get(namespace)
-            if wanted is None:
-                if before is None or before.get("status") == "False":
-                    continue  # never involved, or already told it fits again
-                wanted = ("False", guarantee.WITHIN, guarantee.WITHIN_MESSAGE)
-            status, reason, message = wanted
-            if (
-                before is not None
-                and (before.get("status"), before.get("reason"), before.get("message")) == wanted
-            ):
-                continue
-            since = (
-                before.get("lastTransitionTime", stamp)
-                if before and before.get("status") == status
-                else stamp
-            )
-            self._conditions[namespace] = {
-                "type": guarantee.CONDITION,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since,
-            }
-            changed.add(namespace)
-            if status == "True":
-                events.append(EventRecord(info.ref, "Warning", guarantee.EVENT_REASON, message))
-        return changed, events
+        return guarantee.update_conditions(quotas, self.overcommits(), self._conditions, stamp)
 
     # -- status -----------------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
@@ -498,17 +466,6 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def pod_fields(self, pod: PodInfo) -> dict[str, object]:
         return {}
-
-
-def _written_condition(obj: Obj) -> dict[str, str] | None:
-    """The GuaranteeOvercommitted condition an ElasticQuota's status holds (written before a restart)."""
-    conditions = (obj.get("status") or {}).get("conditions")
-    if not isinstance(conditions, list):
-        return None
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("type") == guarantee.CONDITION:
-            return {str(k): str(v) for k, v in condition.items()}
-    return None
 
 
 def _resized(array: Int64Array | None, rows: int, cols: int) -> Int64Array:

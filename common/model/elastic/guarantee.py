@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.quantity import format_units
 
 CONDITION: Final = "GuaranteeOvercommitted"
@@ -117,3 +118,56 @@ def admission_warnings(
         over = Overcommit(resource, total[resource], capacity.get(resource, 0), ())
         warnings.append(f"{ref}: spec.min[{resource}]: {over.message}: min is no longer a guarantee")
     return warnings
+
+
+Condition = dict[str, str]
+
+
+def written_condition(obj: Mapping[str, Any]) -> Condition | None:
+    """The GuaranteeOvercommitted condition an ElasticQuota's status holds (written before a restart)."""
+    conditions = (obj.get("status") or {}).get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == CONDITION:
+            return {str(k): str(v) for k, v in condition.items()}
+    return None
+
+
+def update_conditions(
+    quotas: Mapping[str, str],
+    overcommits: Iterable[Overcommit],
+    reported: dict[str, Condition],
+    stamp: str,
+) -> tuple[set[str], list[EventRecord]]:
+    """Bring ``reported`` (namespace -> the condition last written) up to ``overcommits`` for the
+    ElasticQuotas ``quotas`` (namespace -> ``ElasticQuota/ns/name``); returns the namespaces whose
+    condition changed and a Warning event for each quota that became involved (or whose figures
+    changed). A quota never involved gets no condition; one that was is told False once it fits; a
+    condition keeps its ``lastTransitionTime`` while its status holds."""
+    listed = list(overcommits)
+    changed: set[str] = set()
+    events: list[EventRecord] = []
+    for namespace, ref in quotas.items():
+        wanted = condition_of(namespace, listed)
+        before = reported.get(namespace)
+        if wanted is None:
+            if before is None or before.get("status") == "False":
+                continue  # never involved, or already told it fits again
+            wanted = ("False", WITHIN, WITHIN_MESSAGE)
+        status, reason, message = wanted
+        if before is not None and tuple(before.get(k) for k in ("status", "reason", "message")) == wanted:
+            continue
+        kept = before is not None and before.get("status") == status
+        since = before.get("lastTransitionTime", stamp) if before is not None and kept else stamp
+        reported[namespace] = {
+            "type": CONDITION,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since,
+        }
+        changed.add(namespace)
+        if status == "True":
+            events.append(EventRecord(ref, "Warning", EVENT_REASON, message))
+    return changed, events
