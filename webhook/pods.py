@@ -108,13 +108,14 @@ def _pod_queue_problem(
         group = CACHE.get(raw_group, "podgroup", PodGroup.from_dict)
         groups[group.key] = group
     raw_queue = view.queue(queue_of(pod, groups))
-    if raw_queue is not None:  # Semantics 7: no such Queue, no queue quota
-        quota = parsed_queue_quota(raw_queue)
-        warnings.extend(event.message for event in quota.events)
-        # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
-        refusal = task_quota_refusal(quota, demand, catalog, args)
-        if refusal is not None:
-            return f"{pod.ref}: {refusal.message}"
+    if raw_queue is None:
+        return None  # Semantics 7: no such Queue, no queue quota
+    quota = parsed_queue_quota(raw_queue)
+    warnings.extend(event.message for event in quota.events)
+    # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
+    refusal = task_quota_refusal(quota, demand, catalog, args)
+    if refusal is not None:
+        return f"{pod.ref}: {refusal.message}"
     for offering in unoffered:
         warnings.append(
             f"{pod.ref}: no node offers {offering} yet: the pod waits for a node offering it "
