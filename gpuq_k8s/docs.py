@@ -124,7 +124,9 @@ PLUGINS: tuple[Plugin, ...] = (
                 ("gpu_resource_patterns",),
                 "nvidia.com/gpu,amd.com/gpu",
                 "Comma-separated regular expressions: a node with a matching allocatable resource is a GPU "
-                "node; a pod requesting one is a GPU pod. Required.",
+                "node; a pod requesting one is a GPU pod. Required. gpuq's default configuration lists "
+                "`nvidia.com/gpu,nvidia.com/mig-.+,.+/gpu$`: every GPU resource card discovery knows "
+                "(whole cards of any vendor, MIG instances, MPS replicas).",
                 "(required)",
             ),
             Argument(
