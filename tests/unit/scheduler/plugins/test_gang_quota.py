@@ -20,6 +20,7 @@ from tests.testing.builders import (
     MakePod,
     MakePodGroup,
 )
+from tests.testing.clock import FakeClock
 from tests.testing.scheduler import make_scheduler
 
 GPU_NODE = MakeNode("gpu-1").product("NVIDIA-A100").alloc(cpu="32", memory="256Gi", pods="110", **{GPU: "16"})
@@ -96,13 +97,14 @@ def test_a_gang_its_quota_can_hold_runs(plugin: str, quota: dict[str, object]) -
 
 
 def test_the_refusal_is_unresolvable_and_retried_when_the_quota_changes() -> None:
-    sched, backend = make_scheduler("capacity-scheduling")
+    clock = FakeClock()
+    sched, backend = make_scheduler("capacity-scheduling", clock=clock)
     _gang(sched, MakeElasticQuota("eq", "ml").max({GPU: "8"}).obj())
     sched.run_enqueue()
     attempt = sched.schedule_one()
     assert attempt is not None and attempt.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert "preemption" not in attempt.message  # nothing to evict for a limit itself
-    sched.clock.now = 60.0  # type: ignore[attr-defined]  # past any backoff
+    clock.now = 60.0  # past any backoff
     sched.put_object(MakeElasticQuota("eq", "ml").max({GPU: "12"}).obj())  # QUOTA_CHANGED wakes them
     _run(sched)
     assert sorted(backend.bindings) == ["ml/big-0", "ml/big-1", "ml/big-2"]
