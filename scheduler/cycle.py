@@ -442,7 +442,7 @@ class Scheduler:
             self.queue.on_event(ClusterEvent.POD_DELETED, only=helped, at_once=True)
         count = 0
         for key, group, members in rolled:
-            message = f"Permit did not allow PodGroup {key}"
+            message = ""
             if group is not None:
                 minimums = (
                     task_minimums(group.min_member, group.model.spec.minTaskMember) if group.model else {}
