@@ -1,7 +1,9 @@
 """Pod admission (CREATE): the checks a Pod is denied or warned by, and the defaults filled into it.
 
 Validation (:func:`validate_pod`): the scoring annotations of enabled plugins; capacity-card's
-``card.name`` alternatives (one Kubernetes resource) and task mode against the queue's whole quota;
+``card.name`` alternatives (one Kubernetes resource) and task mode against the queue's whole quota
+(a card type no node offers yet is admitted with a warning while the quota holds the request, with
+``autoscaledCardTypes``);
 gpu-quota's tensor-fusion annotations and per-workload (``single``) limits; capacity-scheduling's
 denial of a request over an ElasticQuota's ``max`` itself and warning when ``max - used`` leaves no
 room. Mutation (:func:`mutate_pod`):

@@ -7,7 +7,10 @@
 * PreFilter / Filter (task mode, "Task Allocatable Check"): the engine's :class:`TaskCheck` gives a
   verdict per card type; :meth:`TaskCheck.filter_nodes` applies it to every node at once through the
   node x card-type matrix ``has[N, C]`` this plugin keeps aligned with the cluster rows, so an ``A|B``
-  pod only passes nodes whose own card type has quota left (Semantics 1).
+  pod only passes nodes whose own card type has quota left (Semantics 1). A pod needing a card type no
+  node offers yet (``autoscaledCardTypes``) is refused in PreFilter, UnschedulableAndUnresolvable:
+  "waits for a node offering X" while its quota holds it (retried when a node joins), never otherwise
+  (Semantics 16).
 * Score ("Node Ordering"): ``100 * 0.5^i * nodeOrderWeight`` for the i-th alternative the node has.
 * Reserve / Unreserve: charge / release the concrete card type of the chosen node, idempotently.
 * Queue order: the queue with the lower card share (``max(allocated / deserved)`` over its card
