@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.outlook import NEVER, outlook_of
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.simulate.loader import NODE, POD, Document, object_reference
 from gpuq_k8s.webhook.admission import review
@@ -100,6 +101,9 @@ def admit(docs: Sequence[Document], config: SchedulerConfig | None = None) -> Ad
                         "node": None,
                         "phase": REJECTED,
                         "reason": decision.message,
+                        # The webhook admits what the scheduler could ever place (design.md
+                        # Semantics 10): a denied pod can never fit as it stands.
+                        "outlook": outlook_of(decision.message) or NEVER,
                         "cardType": None,
                     }
                 )

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuq_k8s.common.model import annotations as keys
-from gpuq_k8s.common.model import binpack, nodeorder, overcommit, plugin_names, predicates, strategy_fit
+from gpuq_k8s.common.model import binpack, gang, nodeorder, overcommit, plugin_names, predicates, strategy_fit
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
@@ -57,6 +57,27 @@ class Plugin:
 
 PLUGINS: tuple[Plugin, ...] = (
     Plugin(
+        plugin_names.GANG,
+        "Volcano pkg/scheduler/plugins/gang; scheduler-plugins coscheduling's Permit timeout",
+        gang.GangArgs,
+        gang.GangArgs.parse,
+        {},
+        (
+            Argument(
+                "permitWaitingTimeSeconds",
+                ("permit_waiting_time",),
+                30,
+                "The longest a gang holds its reserved pods in Permit waiting for its quorum; then they "
+                "are rolled back and the pods their release can help are retried at once.",
+                str(int(gang.DEFAULT_PERMIT_WAITING_SECONDS)),
+            ),
+        ),
+        "PodGroup `minMember`: a group binds all together or not at all; with `minTaskMember` (when "
+        "minMember is at least the sum of its values) every task (`volcano.sh/task-spec`) needs its "
+        "minimum of pods to be valid and of placed pods to be ready. Preemptable and reclaimable: a "
+        "running gang keeps minMember pods; a job starves below minMember.",
+    ),
+    Plugin(
         plugin_names.CAPACITY_CARD,
         "capacity-card.md",
         CapacityCardArgs,
@@ -74,8 +95,20 @@ PLUGINS: tuple[Plugin, ...] = (
                 "nodeOrderWeight",
                 ("node_order_weight",),
                 2.0,
-                "Multiplier of the node score `100 * 0.5^index` (index of the node's card type in `A|B|C`).",
+                "Multiplier of the node score `100 * 0.5^index` (index of the node's card type in `A|B|C`). "
+                "gpuq's default configuration sets 100.0: the preference then outweighs "
+                "resource-strategy-fit (at most 10 x 100) for up to four alternatives.",
                 "1.0",
+            ),
+            Argument(
+                "autoscaledCardTypes",
+                ("autoscaled_card_types",),
+                False,
+                "gpuq's own. A card type no node offers right now may come with a node a node autoscaler "
+                "adds: a pod asking for it is admitted while its queue's quota holds the request and waits "
+                "for a node offering it. `false` (clusters without autoscaling) refuses such a pod as "
+                "never fitting (design.md Semantics 16).",
+                "true",
             ),
         ),
     ),
@@ -91,7 +124,9 @@ PLUGINS: tuple[Plugin, ...] = (
                 ("gpu_resource_patterns",),
                 "nvidia.com/gpu,amd.com/gpu",
                 "Comma-separated regular expressions: a node with a matching allocatable resource is a GPU "
-                "node; a pod requesting one is a GPU pod. Required.",
+                "node; a pod requesting one is a GPU pod. Required. gpuq's default configuration lists "
+                "`nvidia.com/gpu,nvidia.com/mig-.+,.+/gpu$`: every GPU resource card discovery knows "
+                "(whole cards of any vendor, MIG instances, MPS replicas).",
                 "(required)",
             ),
             Argument(
@@ -402,8 +437,6 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     plugin_names.PRIORITY: "Queue order by PriorityClass value, then creation time; job order by the "
     "PodGroup's PriorityClass; preemptable: only lower-priority pods; a job starves while some pod is "
     "not running.",
-    plugin_names.GANG: "PodGroup `minMember`: a group binds all together or not at all; preemptable and "
-    "reclaimable: a running gang keeps minMember pods; a job starves below minMember.",
     plugin_names.CONFORMANCE: "Preempt and reclaim never evict critical pods (system-cluster-critical, "
     "system-node-critical) or kube-system pods.",
     plugin_names.PROPORTION: "A queue's deserved share from its weight, capability and guarantee: queue "
@@ -425,6 +458,10 @@ ANNOTATIONS: Mapping[str, tuple[str, str]] = {
     "GROUP_NAME": ("Pod", "The pod's PodGroup."),
     "QUEUE_NAME": ("Pod", "The pod's Queue when it has no PodGroup."),
     "PREEMPTABLE": ("Pod", '`"false"` (annotation, else label): never a preempt or reclaim victim.'),
+    "TASK_SPEC": (
+        "Pod",
+        "(annotation, else label) The pod's task in its PodGroup: the key of `minTaskMember`.",
+    ),
     "DEFAULT_QUEUE": ("-", "The queue of a pod that names none (a value, not a key)."),
     "CROSSQUOTA_PREFIX": ("Node", "`<prefix><resource>`: absolute cross-quota override for the node."),
     "CROSSQUOTA_PERCENTAGE_PREFIX": ("Node", "`<prefix><resource>`: percentage cross-quota override."),

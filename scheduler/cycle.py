@@ -29,6 +29,7 @@ import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
+from gpuq_k8s.common.model.gang import quorum_missed, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -46,11 +47,13 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterOutcome,
     FloatArray,
+    GroupInfo,
     PostFilterResult,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
+from gpuq_k8s.scheduler.framework.waiting import WaitingPod
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
@@ -354,7 +357,7 @@ class Scheduler:
         if permit.is_wait:
             group = self.podgroups.group_of(pod)
             key = group.key if group is not None else pod.key
-            self.framework.waiting.add(key, assumed, row, state, self.clock())
+            self.framework.waiting.add(key, assumed, row, state, self.clock(), timeout=permit.timeout)
             attempt.status = permit
             attempt.message = permit.message
             return attempt, None, -1
@@ -455,31 +458,46 @@ class Scheduler:
 
     # -- gangs that never reach quorum ------------------------------------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
-        """Roll back waiting gangs (all, or those in ``keys``): unreserve, forget, park; returns pods."""
+        """Roll back waiting gangs (all, or those in ``keys``): unreserve and forget their pods, wake
+        at once the parked pods the release can help (those of other gangs: the rolled-back ones give
+        way), then park their pods; returns how many pods were rolled back."""
         waiting = self.framework.waiting
-        rolled = 0
+        rolled: list[tuple[str, GroupInfo | None, list[WaitingPod]]] = []
         for key in waiting.gangs() if keys is None else sorted(keys):
             members = waiting.reject(key)
-            group = self.podgroups.groups.get(key)
             for member in members:
                 self.framework.run_unreserve(member.state, member.pod, member.row)
                 self.cluster.remove_pod(member.pod.key)
+            rolled.append((key, self.podgroups.groups.get(key), members))
+        if any(members for _, _, members in rolled):
+            gone = {member.pod.key for _, _, members in rolled for member in members}
+            groups = {id(group) for _, group, _ in rolled if group is not None}
+            group_of = self.podgroups.group_of
+
+            def helped(pod: PodInfo) -> bool:
+                return pod.key not in gone and id(group_of(pod)) not in groups
+
+            self.queue.on_event(ClusterEvent.POD_DELETED, only=helped, at_once=True)
+        count = 0
+        for key, group, members in rolled:
+            message = ""
+            if group is not None:
+                minimums = (
+                    task_minimums(group.min_member, group.model.spec.minTaskMember) if group.model else {}
+                )
+                placed = [member.pod for member in members]
+                message = quorum_missed(f"PodGroup {key}", group.min_member, minimums, placed)
             for member in members:
                 pod = member.pod.with_node_name("")
-                need = group.min_member if group is not None else 0
-                message = (
-                    f"PodGroup {key}: only {len(members)} of minMember {need} pod(s) could be placed"
-                    if group is not None
-                    else f"Permit did not allow {pod.key}"
-                )
-                self.failures.park(pod, message, {plugin_names.GANG})
+                reason = message if group is not None else f"Permit did not allow {pod.key}"
+                self.failures.park(pod, reason, {plugin_names.GANG})
                 if pod.key in self.attempts:
                     attempt = self.attempts[pod.key]
-                    attempt.status = Status.unschedulable(message, plugin=plugin_names.GANG)
+                    attempt.status = Status.unschedulable(reason, plugin=plugin_names.GANG)
                     attempt.node = ""
-                    attempt.message = message
-                rolled += 1
-        return rolled
+                    attempt.message = reason
+                count += 1
+        return count
 
     def expire_waiting(self) -> int:
         """Roll back gangs that have waited longer than ``gang_timeout`` (a cluster's Permit timeout)."""

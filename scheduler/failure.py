@@ -16,7 +16,7 @@ from typing import Final
 import numpy as np
 
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING, EventRecord
-from gpuq_k8s.common.model.outlook import NEVER_TEXT, Outlook, capacity_outlook
+from gpuq_k8s.common.model.outlook import NEVER_TEXT, NODE_TEXT, Outlook, capacity_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import ClusterBackend
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -60,10 +60,11 @@ def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, m
 
     Never: some resource is asked beyond every live node's allocatable. Waits for room: a node was
     short of a resource the pod asks (``Insufficient <resource>``), unless a quota already says the
-    pod can never fit."""
+    pod can never fit. Nothing when the pod waits for a node offering its card type (a node
+    autoscaler adds it, with the resources the pod asks: Semantics 16)."""
     n = cluster.n
     alive = cluster.alive[:n]
-    if not alive.any():
+    if not alive.any() or NODE_TEXT in message:
         return ""
     request = cluster.pod_vector(pod)
     columns = np.flatnonzero(request[: len(cluster.columns.names)]).tolist()

@@ -55,6 +55,7 @@ class StateSnapshot:
     elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
     elastic_min: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
     elastic_max: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
+    elastic_min_over_capacity: Mapping[tuple[str], float] = field(default_factory=dict)  # (resource,)
 
 
 class SchedulerMetrics:
@@ -178,6 +179,13 @@ class _StateCollector(Collector):
                 ["namespace", "resource"],
                 values,
             )
+        yield _gauge(
+            "gpuq_elastic_quota_min_over_capacity",
+            "By how much the sum of every ElasticQuota's min exceeds what the nodes have allocatable, "
+            "per resource some min lists, in the resource's own unit (0: it fits).",
+            ["resource"],
+            state.elastic_min_over_capacity,
+        )
 
 
 def _gauge(

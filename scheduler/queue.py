@@ -269,10 +269,13 @@ class SchedulingQueue:
         *,
         old: object = None,
         new: object = None,
+        at_once: bool = False,
     ) -> int:
         """Move the waiting pods that ``event`` (one, or every event one change raises; ``old`` and
         ``new`` the object it changed) may help: parked ones to backoff or active, gated ones through
-        the PreEnqueue plugins again. Returns how many moved."""
+        the PreEnqueue plugins again. Returns how many moved. ``at_once`` skips the parked pods'
+        backoff (what freed the room is no verdict on them: a gang rolled back, its reservations
+        released, design.md "Data flow")."""
         if isinstance(event, ClusterEvent):
             if not self._waiting.get(event):
                 return 0  # the usual case for a bind: nobody waits for it
@@ -303,6 +306,10 @@ class SchedulingQueue:
                 self._to_active(queued)
             else:
                 self._unindex(queued)
+                if at_once:
+                    self._to_active(queued)
+                    moved += 1
+                    continue
                 self._unpark(queued, now)
             moved += 1
         return moved

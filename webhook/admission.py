@@ -10,7 +10,8 @@ Pods:
   to different resources, a request larger than the whole quota of its queue, a per-workload
   GPUResourceQuota limit, a second quota in a namespace;
 * **warnings** for what depends on usage right now (an ElasticQuota whose ``status.used`` leaves no
-  room): the scheduler is the authority and usage may drop before the pod is scheduled;
+  room): the scheduler is the authority and usage may drop before the pod is scheduled; and for an
+  ElasticQuota whose min takes the sum of all min past what the nodes have allocatable;
 * **mutations** (idempotent JSONPatch): ``card.name`` normalised, the queue annotation defaulted,
   tensor-fusion annotations filled from the namespace's GPUResourceQuota defaults, and optionally
   ``spec.schedulerName`` set for pods that request card resources.
@@ -34,6 +35,7 @@ from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
 from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
 from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_request
 from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
@@ -46,7 +48,7 @@ from gpuq_k8s.webhook.parsed import parsed_queue_quota
 from gpuq_k8s.webhook.pods import mutate_pod, validate_pod
 from gpuq_k8s.webhook.review import ALLOW, AdmissionRequest, Decision, deny
 from gpuq_k8s.webhook.shape import check_shape
-from gpuq_k8s.webhook.view import ClusterView, LiveLookups
+from gpuq_k8s.webhook.view import ClusterView, LiveLookups, name_of
 
 # The kinds admission reviews (design.md "Webhook endpoints"); any other object is allowed untouched.
 _REVIEWED: Final = frozenset(
@@ -192,9 +194,11 @@ def validate(
         update = operation == "UPDATE"
         if kind == kinds.ELASTIC_QUOTA and options.capacity_scheduling:
             existing = view.elastic_quotas
-            return _validate_namespace_quota(
+            decision = _validate_namespace_quota(
                 kind.kind, validate_elastic_quota, existing, obj, old=old, update=update
             )
+            warnings = _guarantee_warnings(obj, old, view) if decision.allowed else ()
+            return replace(decision, warnings=decision.warnings + warnings) if warnings else decision
         if kind == kinds.GPU_RESOURCE_QUOTA and options.gpu_quota:
             parse, existing = validate_gpu_resource_quota, view.gpu_resource_quotas
             return _validate_namespace_quota(kind.kind, parse, existing, obj, old=old, update=update)
@@ -291,6 +295,31 @@ def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str |
 
 # --------------------------------------------------------------------------------------------------
 # ElasticQuota and GPUResourceQuota
+
+
+def _guarantee_warnings(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, view: ClusterView
+) -> tuple[str, ...]:
+    """capacity-scheduling.md: the sum of min must fit the cluster. An ElasticQuota whose CREATE or
+    UPDATE raises a min past what the nodes have allocatable is admitted with a warning
+    (:mod:`common.model.elastic.guarantee`; the scheduler also sets its condition and an event)."""
+    quota = ElasticQuota.from_dict(obj)
+    old_min: Mapping[str, int] = {}
+    if old is not None:
+        try:
+            old_min = ElasticQuota.from_dict(old).min
+        except GpuqError:
+            old_min = {}  # an unreadable old object: every min counts as raised
+    others = []
+    for item in view.all_elastic_quotas():
+        namespace, name = name_of(item)
+        if (namespace, name) == (quota.namespace, quota.name):
+            continue
+        try:
+            others.append(ElasticQuota.from_dict(item).min)
+        except GpuqError:
+            continue  # one that predates the webhook: the scheduler warns about it (Semantics 3)
+    return tuple(guarantee.admission_warnings(quota.ref, quota.min, old_min, others, view.node_capacity()))
 
 
 def _validate_namespace_quota(

@@ -1,9 +1,10 @@
 """The webhook's :class:`~webhook.view.ClusterView` over the shared informers (``common.kube``).
 
-Watches Nodes (kept as labels and allocatable only: that is all card discovery reads, and a Node's
-status is otherwise mostly images and conditions), Queues, PodGroups, ElasticQuotas and
-GPUResourceQuotas. Quotas are indexed per namespace by informer handlers; the card catalog is rebuilt
-lazily, and only when some node's set of card types changed (node heartbeats change nothing).
+Watches Nodes (kept as labels and allocatable only: that is all card discovery and the guaranteed
+pool read, and a Node's status is otherwise mostly images and conditions), Queues, PodGroups,
+ElasticQuotas and GPUResourceQuotas. Quotas are indexed per namespace by informer handlers; the card
+catalog is rebuilt lazily, and only when some node's set of card types changed (node heartbeats change
+nothing), and so is the nodes' allocatable total, when some node's allocatable changed.
 
 ``ready`` (``/readyz``) is True only while every watch is live (Semantics 13), not merely once synced.
 A Queue or PodGroup lookup the cache cannot answer is recorded; :meth:`InformerView.fetch` reads such
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
@@ -29,7 +30,7 @@ from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.wire import Obj
-from gpuq_k8s.webhook.view import Miss, node_cards
+from gpuq_k8s.webhook.view import Miss, node_allocatable, node_cards, summed
 
 log = logging.getLogger(__name__)
 WATCHED: Final = kinds.WEBHOOK_WATCHES
@@ -75,6 +76,8 @@ class InformerView:
         }
         self._node_cards: dict[str, NodeCards] = {}
         self._catalog: CardCatalog | None = None
+        self._allocatable: dict[str, Mapping[str, int]] = {}
+        self._capacity: dict[str, int] | None = None
         informers = []
         for kind in WATCHED:
             handlers = []
@@ -122,6 +125,13 @@ class InformerView:
                 self._node_cards[name] = after
         if (before.cards if before else None) != (after.cards if after else None):
             self._catalog = None
+        allocatable = None if change.type == "delete" else node_allocatable(change.obj)
+        if self._allocatable.get(name) != allocatable:
+            if allocatable is None:
+                self._allocatable.pop(name, None)
+            else:
+                self._allocatable[name] = allocatable
+            self._capacity = None
 
     # --- ClusterView -----------------------------------------------------------------------------
     def queue(self, name: str) -> Obj | None:
@@ -133,6 +143,15 @@ class InformerView:
 
     def elastic_quotas(self, namespace: str) -> Sequence[Obj]:
         return list(self._by_namespace[kinds.ELASTIC_QUOTA.kind].get(namespace, {}).values())
+
+    def all_elastic_quotas(self) -> Sequence[Obj]:
+        by_namespace = self._by_namespace[kinds.ELASTIC_QUOTA.kind]
+        return [obj for namespace in sorted(by_namespace) for obj in by_namespace[namespace].values()]
+
+    def node_capacity(self) -> Mapping[str, int]:
+        if self._capacity is None:
+            self._capacity = summed(self._allocatable.values())
+        return self._capacity
 
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]:
         return list(self._by_namespace[kinds.GPU_RESOURCE_QUOTA.kind].get(namespace, {}).values())

@@ -47,12 +47,14 @@ class AdmissionOptions:
     ``set_scheduler_name``: the mutation sets it on pods that request a card resource and name no
     other scheduler (``default-scheduler`` or unset). The other fields say which plugins' rules apply
     (see the module doc); the defaults are those of the default configuration, every plugin on.
-    ``card_unlimited_cpu_memory``: the capacity-card argument of the same name."""
+    ``card_unlimited_cpu_memory``, ``autoscaled_card_types``: the capacity-card arguments of the same
+    names."""
 
     scheduler_name: str = GPUQ_SCHEDULER
     set_scheduler_name: bool = False
     capacity_card: bool = True
     card_unlimited_cpu_memory: bool = False
+    autoscaled_card_types: bool = True
     gpu_quota: bool = True
     capacity_scheduling: bool = True
     crossquota: bool = True
@@ -66,11 +68,13 @@ def admission_options(
     card = config.plugin(CAPACITY_CARD)
     card_args = card.args if card is not None else None
     unlimited = isinstance(card_args, CapacityCardArgs) and card_args.card_unlimited_cpu_memory
+    autoscaled = not isinstance(card_args, CapacityCardArgs) or card_args.autoscaled_card_types
     return AdmissionOptions(
         scheduler_name=scheduler_name,
         set_scheduler_name=set_scheduler_name,
         capacity_card=card is not None,
         card_unlimited_cpu_memory=unlimited,
+        autoscaled_card_types=autoscaled,
         gpu_quota=config.plugin(GPU_QUOTA) is not None,
         capacity_scheduling=config.plugin(CAPACITY_SCHEDULING) is not None,
         crossquota=config.plugin(CROSSQUOTA) is not None,
@@ -90,4 +94,7 @@ def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options:
 @functools.lru_cache(maxsize=16)
 def card_args(options: AdmissionOptions) -> CapacityCardArgs:
     """The capacity-card arguments admission checks with (one object per options)."""
-    return CapacityCardArgs(card_unlimited_cpu_memory=options.card_unlimited_cpu_memory)
+    return CapacityCardArgs(
+        card_unlimited_cpu_memory=options.card_unlimited_cpu_memory,
+        autoscaled_card_types=options.autoscaled_card_types,
+    )

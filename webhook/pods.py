@@ -1,9 +1,12 @@
 """Pod admission (CREATE): the checks a Pod is denied or warned by, and the defaults filled into it.
 
 Validation (:func:`validate_pod`): the scoring annotations of enabled plugins; capacity-card's
-``card.name`` alternatives (one Kubernetes resource) and task mode against the queue's whole quota;
+``card.name`` alternatives (one Kubernetes resource) and task mode against the queue's whole quota
+(a card type no node offers yet is admitted with a warning while the quota holds the request, with
+``autoscaledCardTypes``);
 gpu-quota's tensor-fusion annotations and per-workload (``single``) limits; capacity-scheduling's
-warning when an ElasticQuota's ``max - used`` leaves no room. Mutation (:func:`mutate_pod`):
+denial of a request over an ElasticQuota's ``max`` itself and warning when ``max - used`` leaves no
+room. Mutation (:func:`mutate_pod`):
 ``card.name`` normalised, the queue annotation defaulted, tensor-fusion annotations filled from the
 namespace's GPUResourceQuota defaults, and optionally ``spec.schedulerName``. Routing by kind and
 operation is :mod:`webhook.admission`'s; no I/O.
@@ -27,6 +30,7 @@ from gpuq_k8s.common.model.gpu_quota.request import GPURequest, request_from_ann
 from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.quantity import format_units
 from gpuq_k8s.common.model.queues import queue_of
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.webhook import jsonpatch
 from gpuq_k8s.webhook.options import AdmissionOptions, card_args, check_scoring_annotations
@@ -64,7 +68,9 @@ def validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOp
             return deny(problem, tuple(warnings))
 
     if options.capacity_scheduling:
-        warnings.extend(_elastic_warnings(pod, view))
+        problem = _elastic_problem(pod, view, warnings)
+        if problem:
+            return deny(problem, tuple(warnings))
     return Decision(warnings=tuple(warnings))
 
 
@@ -91,8 +97,12 @@ def _pod_queue_problem(
     pod: PodInfo, catalog: CardCatalog, view: ClusterView, options: AdmissionOptions, warnings: list[str]
 ) -> str | None:
     """Task mode (capacity-card.md "Task Allocatable Check") against the queue's whole quota: some
-    card type among the pod's candidates must hold the request, or no node can ever take it."""
-    demand = pod_card_demand(pod, catalog)
+    card type among the pod's candidates must hold the request, or no node can ever take it. With
+    ``autoscaledCardTypes`` a card type no node offers yet is a candidate (a node autoscaler may add
+    one): admitted with a warning when its quota holds the request (design.md Semantics 16)."""
+    args = card_args(options)
+    demand = pod_card_demand(pod, catalog, autoscaled=args.autoscaled_card_types)
+    unoffered = ["|".join(names) for names in demand.groups if all(name not in catalog for name in names)]
     groups: dict[str, PodGroup] = {}
     group_name = pod.annotations.get(ann.GROUP_NAME)
     raw_group = view.pod_group(pod.namespace, group_name) if group_name else None
@@ -105,13 +115,20 @@ def _pod_queue_problem(
     quota = parsed_queue_quota(raw_queue)
     warnings.extend(event.message for event in quota.events)
     # Against the queue's whole quota: usage is the scheduler's business (nothing allocated).
-    refusal = task_quota_refusal(quota, demand, catalog, card_args(options))
-    return None if refusal is None else f"{pod.ref}: {refusal.message}"
+    refusal = task_quota_refusal(quota, demand, catalog, args)
+    if refusal is not None:
+        return f"{pod.ref}: {refusal.message}"
+    for offering in unoffered:
+        warnings.append(
+            f"{pod.ref}: no node offers {offering} yet: the pod waits for a node offering it "
+            "(a node autoscaler adds one for a pending pod)"
+        )
+    return None
 
 
-def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
-    """capacity-scheduling.md: a request over ``max - used`` waits (or preempts) in the scheduler."""
-    warnings = []
+def _elastic_problem(pod: PodInfo, view: ClusterView, warnings: list[str]) -> str | None:
+    """capacity-scheduling.md: a request over ``max`` itself can never fit (denied, design.md Semantics
+    14); one within ``max`` but over ``max - used`` waits (or preempts) in the scheduler: a warning."""
     for raw in view.elastic_quotas(pod.namespace):
         try:
             quota = ElasticQuota.from_dict(raw)
@@ -119,13 +136,24 @@ def _elastic_warnings(pod: PodInfo, view: ClusterView) -> list[str]:
             continue
         info = ElasticQuotaInfo(quota.namespace, quota.name, quota.min, quota.max, quota.status_used)
         for key in info.over_max_with(pod.requests):
-            left = max(quota.max[key] - quota.status_used.amount(key), 0)
+            asked, limit = pod.requests[key], quota.max[key]
+            if asked > limit:
+                error = QuotaExceeded(
+                    key,
+                    format_units(key, asked),
+                    format_units(key, limit),
+                    format_units(key, limit),
+                    scope=f"{quota.ref} (max)",
+                    unresolvable=True,
+                )
+                return f"{pod.ref}: {error}"
+            left = max(limit - quota.status_used.amount(key), 0)
             warnings.append(
-                f"{pod.ref}: {key}: requested {format_units(key, pod.requests[key])}, {quota.ref} has "
-                f"{format_units(key, left)} left of max {format_units(key, quota.max[key])}; "
+                f"{pod.ref}: {key}: requested {format_units(key, asked)}, {quota.ref} has "
+                f"{format_units(key, left)} left of max {format_units(key, limit)}; "
                 "the pod waits until usage drops"
             )
-    return warnings
+    return None
 
 
 def mutate_pod(

@@ -4,13 +4,14 @@ Objects are the API's JSON dicts. In the webhook the view reads the informer cac
 (:class:`webhook.cluster.InformerView`); ``gpuq simulate --admission`` and the unit tests use
 :class:`StaticView` over the objects they hold. Admission never reads Pods or Nodes: whatever depends on
 current usage is the scheduler's call, and a webhook that cached every Pod of a large cluster would pay
-memory and watch traffic for warnings only. Nodes are read only for their cards: the
-:class:`~common.model.cards.catalog.CardCatalog` tells which resource each card type name stands for.
+memory and watch traffic for warnings only. Nodes are read only for their cards (the
+:class:`~common.model.cards.catalog.CardCatalog` tells which resource each card type name stands for)
+and their allocatable total (the guaranteed pool an ElasticQuota's min is warned against).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from gpuq_k8s.common.model import kinds
@@ -29,6 +30,14 @@ class ClusterView(Protocol):
     def pod_group(self, namespace: str, name: str) -> Obj | None: ...
 
     def elastic_quotas(self, namespace: str) -> Sequence[Obj]: ...
+
+    def all_elastic_quotas(self) -> Sequence[Obj]:
+        """Every ElasticQuota of every namespace (O(quotas): read on an ElasticQuota's review only)."""
+        ...
+
+    def node_capacity(self) -> Mapping[str, int]:
+        """What every Node has allocatable, summed per resource (gpuq's units)."""
+        ...
 
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]: ...
 
@@ -55,6 +64,22 @@ def node_cards(obj: Obj) -> NodeCards | None:
         return None
 
 
+def node_allocatable(obj: Obj) -> Mapping[str, int] | None:
+    """A Node object's allocatable in gpuq's units; None for a Node that does not parse."""
+    try:
+        return NodeInfo.from_dict(obj).allocatable
+    except InvalidValue:
+        return None
+
+
+def summed(amounts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for each in amounts:
+        for resource, amount in each.items():
+            total[resource] = total.get(resource, 0) + amount
+    return total
+
+
 def name_of(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -69,6 +94,7 @@ class StaticView:
         self._elastic: dict[str, list[Obj]] = {}
         self._gpu: dict[str, list[Obj]] = {}
         self._nodes: dict[str, NodeCards] = {}
+        self._allocatable: dict[str, Mapping[str, int]] = {}
         self._catalog: CardCatalog | None = None
         for obj in objects:
             self.add(obj)
@@ -82,6 +108,9 @@ class StaticView:
             if cards is not None:
                 self._nodes[name] = cards
                 self._catalog = None
+            allocatable = node_allocatable(obj)
+            if allocatable is not None:
+                self._allocatable[name] = allocatable
         elif kind is kinds.QUEUE:
             self._queues[name] = obj
         elif kind is kinds.POD_GROUP:
@@ -104,6 +133,12 @@ class StaticView:
 
     def elastic_quotas(self, namespace: str) -> Sequence[Obj]:
         return self._elastic.get(namespace, ())
+
+    def all_elastic_quotas(self) -> Sequence[Obj]:
+        return [obj for namespace in sorted(self._elastic) for obj in self._elastic[namespace]]
+
+    def node_capacity(self) -> Mapping[str, int]:
+        return summed(self._allocatable.values())
 
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]:
         return self._gpu.get(namespace, ())

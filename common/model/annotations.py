@@ -19,6 +19,8 @@ GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 QUEUE_NAME: Final = "scheduling.volcano.sh/queue-name"
 # Pod (annotation, else label): "false" keeps it from being evicted by preempt and reclaim.
 PREEMPTABLE: Final = "volcano.sh/preemptable"
+# Pod (annotation, else label): its task (role) in its PodGroup, the key of spec.minTaskMember.
+TASK_SPEC: Final = "volcano.sh/task-spec"
 DEFAULT_QUEUE: Final = "default"
 # Node: cross-quota overrides, suffixed by the resource name.
 CROSSQUOTA_PREFIX: Final = "volcano.sh/crossquota-"

@@ -9,7 +9,7 @@ tiers:
     enablePreemptable: false
 - plugins:
   - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 100.0}
 configurations:
 - name: preempt
   arguments: {enableTopologyAwarePreemption: false}
@@ -47,6 +47,7 @@ from gpuq_k8s.common.model.binpack import BinpackArgs
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
+from gpuq_k8s.common.model.gang import GangArgs
 from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.overcommit import OvercommitArgs
 from gpuq_k8s.common.model.plugin_args import PluginArgs
@@ -66,6 +67,7 @@ ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
     plugin_names.NODEORDER: NodeOrderArgs,
     plugin_names.BINPACK: BinpackArgs,
     plugin_names.PREDICATES: PredicatesArgs,
+    plugin_names.GANG: GangArgs,
 }
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})
@@ -252,9 +254,12 @@ tiers:
 - plugins:
   - name: predicates
   - name: capacity-card
-    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 1.0}
+    arguments: {cardUnlimitedCpuMemory: false, nodeOrderWeight: 100.0}
   - name: crossquota
-    arguments: {gpu-resource-names: "nvidia.com/gpu", quota-resources: "cpu,memory", quota.cpu: "32"}
+    arguments:
+      gpu-resource-names: "nvidia.com/gpu,nvidia.com/mig-.+,.+/gpu$"  # whole cards, MIG, MPS
+      quota-resources: "cpu,memory"
+      quota.cpu: "32"
   - name: resource-strategy-fit
     arguments: {resourceStrategyFitWeight: 10, resources: {nvidia.com/gpu: {type: MostAllocated, weight: 2}}}
   - name: capacity-scheduling

@@ -7,7 +7,13 @@ number that would have to change:
   resource than any node has allocatable). No pod leaving frees enough: the limit, the cluster or the
   request has to change.
 - **wait**: the request is within the limit, but the room is taken (4 of 4 used, 1 asked). It fits
-  once enough is freed.
+  once enough is freed; or the card type it asks for is offered by no node yet, which a node
+  autoscaler adds for a pending pod ("waits for a node offering NVIDIA-H100"): only a quota, which no
+  node can change, makes such a pod *never* fit.
+
+A refusal no change of usage can cure is *never* whatever limit it names: a per-workload minimum
+(gpu-resource-quota ``single.min``), a malformed annotation of the pod's own (``gpu-count: "two"``),
+a request over an ElasticQuota's ``max``.
 
 The outlook is part of the refusal's message (so a pod's PodScheduled message, an Event and the
 webhook's denial carry it) and :func:`outlook_of` reads it back from a message, for readers that have
@@ -27,6 +33,7 @@ NEVER: Final = "never"
 WAIT: Final = "wait"
 NEVER_TEXT: Final = "can never fit under the current"
 WAIT_TEXT: Final = "waits for room"
+NODE_TEXT: Final = "waits for a node offering"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,8 @@ class Outlook:
     def __str__(self) -> str:
         if self.never:
             return f"{NEVER_TEXT} {self.within}: {self.change}"
+        if self.within == "node":
+            return f"{NODE_TEXT} {self.change}"
         return f"{WAIT_TEXT}: {self.change}"
 
 
@@ -83,6 +92,33 @@ def quota_outlook(resource: str, requested: str, limit: str, used: str | None) -
     )
 
 
+def minimum_outlook(resource: str, requested: str, minimum: str) -> Outlook:
+    """A request below a per-workload minimum: only the request or the minimum can change."""
+    return Outlook(NEVER, "quota", f"{resource} minimum {minimum} would have to be at most {requested}")
+
+
+def annotation_outlook(annotation: str) -> Outlook:
+    """A pod's own annotation is malformed: no usage, quota or node change makes it readable."""
+    return Outlook(NEVER, "annotations", f"{annotation} would have to be corrected")
+
+
+def absent_card_outlook(card_types: str) -> Outlook:
+    """No node offers any of ``card_types`` (``A|B``) now, and quota allows one: a node autoscaler
+    adds such a node for a pending pod (design.md Semantics 16)."""
+    return Outlook(WAIT, "node", card_types)
+
+
+def no_card_node_outlook(card_types: str) -> Outlook:
+    """No node offers any of ``card_types``, and the cluster is not autoscaled (capacity-card's
+    ``autoscaledCardTypes: false``): the cluster as it stands can never run the pod."""
+    return Outlook(NEVER, "cluster", f"no node offers {card_types}")
+
+
+def with_outlook(text: str, outlook: Outlook) -> str:
+    """``text`` with ``outlook`` appended as its refusals carry it: ``text (outlook)``."""
+    return f"{text} ({outlook})"
+
+
 def capacity_outlook(resource: str, asked: int, largest: int, most_free: int) -> Outlook:
     """A pod asking ``asked`` units of ``resource`` (integer units of :func:`unit_of`), where the
     largest node has ``largest`` allocatable and the one with the most free has ``most_free``."""
@@ -112,7 +148,7 @@ def outlook_of(message: str | None) -> str | None:
     if not message:
         return None
     lowered = message.lower()
-    if WAIT_TEXT in lowered:
+    if WAIT_TEXT in lowered or NODE_TEXT in lowered:
         return WAIT
     if NEVER_TEXT in lowered:
         return NEVER

@@ -9,15 +9,17 @@ amounts are floats, as Volcano's are.
   its real capability (its ``capability``, at most what the cluster can give it) and by what it
   requests (allocated + pending), and never below its guarantee. A queue is satisfied once its
   deserved covers its request, or when a round gives it nothing more.
-- **share**: ``max(allocated / deserved)`` over the resources (1 where deserved is 0 and something is
-  allocated); queues with a lower share go first.
+- **queue order**: the higher ``spec.priority`` first, then the lower share, where **share** is
+  ``max(allocated / deserved)`` over the resources (1 where deserved is 0 and something is allocated)
+  (Volcano's queueOrderFn compares the priorities before the shares since 2024).
 - **overused**: deserved <= allocated in every resource: the queue gets nothing new.
 - **allocatable**: allocated + the pod's request stays within the real capability, in the resources
   the pod requests.
 - **enqueueable**: a PodGroup's minResources + allocated + inqueue stay within the real capability,
   in the resources the PodGroup asks.
 - **reclaimable**: running pods of queues above their deserved share, taken while their queue stays
-  above it.
+  above it, whatever the reclaimer asks (Volcano dropped, in 2025, the rule that skipped a queue
+  holding less than the reclaimer's request: the node's idle resources count towards it too).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class QueueAttr:
 
     name: str
     weight: int = 1
+    priority: int = 0  # spec.priority: a higher one orders first
     capability: Mapping[str, int] = field(default_factory=dict)  # empty: unlimited
     guarantee: Mapping[str, int] = field(default_factory=dict)
     allocated: dict[str, int] = field(default_factory=dict)
@@ -129,8 +132,11 @@ def _same(left: Amounts, right: Amounts) -> bool:
     return all(abs(left.get(k, 0.0) - right.get(k, 0.0)) <= _EPSILON for k in set(left) | set(right))
 
 
-def compare_shares(left: QueueAttr, right: QueueAttr) -> int:
-    """Volcano's queue order: the lower share first; equal shares have no opinion."""
+def compare_queues(left: QueueAttr, right: QueueAttr) -> int:
+    """Volcano's queue order: the higher priority first, then the lower share; equal queues have no
+    opinion."""
+    if left.priority != right.priority:
+        return -1 if left.priority > right.priority else 1
     if abs(left.share - right.share) <= _EPSILON:
         return 0
     return -1 if left.share < right.share else 1
@@ -156,12 +162,11 @@ def enqueueable(queue: QueueAttr, min_resources: Mapping[str, int]) -> bool:
 
 
 def reclaimable(
-    reclaimer_request: Mapping[str, int],
-    candidates: Sequence[tuple[str, Mapping[str, int]]],
-    queues: Mapping[str, QueueAttr],
+    candidates: Sequence[tuple[str, Mapping[str, int]]], queues: Mapping[str, QueueAttr]
 ) -> list[int]:
     """Indexes of ``candidates`` ((queue, request) of running pods) proportion lets a reclaimer take:
-    a queue gives pods up while it is above its deserved share (Volcano's reclaimableFn)."""
+    a queue gives pods up while it is above its deserved share, whatever the reclaimer asks (Volcano's
+    reclaimableFn)."""
     allocations: dict[str, dict[str, int]] = {}
     victims: list[int] = []
     for i, (name, request) in enumerate(candidates):
@@ -169,8 +174,6 @@ def reclaimable(
         if queue is None:
             continue
         allocated = allocations.setdefault(name, dict(queue.allocated))
-        if not less_equal(reclaimer_request, allocated, [k for k, v in reclaimer_request.items() if v > 0]):
-            continue  # the queue does not even hold what the reclaimer asks
         if not less_equal(allocated, queue.deserved):
             sub(allocated, request)
             victims.append(i)

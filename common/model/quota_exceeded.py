@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from gpuq_k8s.common.model.errors import GpuqError
-from gpuq_k8s.common.model.outlook import Outlook, quota_outlook
+from gpuq_k8s.common.model.outlook import Outlook, minimum_outlook, quota_outlook
 
 
 @dataclass(eq=False, repr=False)
@@ -54,12 +54,20 @@ class QuotaExceeded(GpuqError):
 
 class BelowMinimum(QuotaExceeded):
     """A workload's request below a per-workload minimum (gpu-resource-quota ``single.min``): like a
-    per-workload maximum, unresolvable; ``limit`` is the minimum."""
+    per-workload maximum, unresolvable, and it can never fit (no usage change raises a request);
+    ``limit`` is the minimum."""
 
     def _render(self) -> str:
         where = f" in {self.scope}" if self.scope else ""
         resource, requested = self.resource, self.requested
-        return f"request below the minimum{where} for {resource}: requested {requested}, minimum {self.limit}"
+        return (
+            f"request below the minimum{where} for {resource}: requested {requested}, minimum {self.limit} "
+            f"({self.outlook})"
+        )
+
+    @property
+    def outlook(self) -> Outlook:
+        return minimum_outlook(self.resource, self.requested, self.limit)
 
 
 class CrossQuotaExceeded(QuotaExceeded):

@@ -34,6 +34,18 @@ class Refusal:
         return f"{self.subject}: {text}" if self.subject else text
 
     @property
+    def identity(self) -> str:
+        """What tells two refusals apart for their Warning event: the message, except that a quota
+        refusal that can never fit is the same refusal whatever the usage it quotes (8 asked of a
+        limit of 4 stays that while the usage moves), so it is reported once, not once per figure."""
+        error = self.error
+        if isinstance(error, QuotaExceeded):
+            outlook = error.outlook
+            if outlook is not None and outlook.never:
+                return f"{self.subject}|{type(error).__name__}|{error.scope}|{error.resource}|{outlook}"
+        return self.message
+
+    @property
     def unresolvable(self) -> bool:
         """No amount of waiting or preemption helps (per-workload limits, unreadable requests)."""
         return not isinstance(self.error, QuotaExceeded) or self.error.unresolvable

@@ -1,9 +1,13 @@
 """Volcano's ``preempt`` action: a starving job takes room from other jobs of its own queue.
 
-A pod no node fits may evict running pods of the same queue that belong to another job (its
+A pod no node fits, or that its queue's own capability keeps out (Volcano #3161: allocatable fails
+while a node has room), may evict running pods of the same queue that belong to another job (its
 PodGroup, or the pod alone), that are gpuq's to schedule, not marked ``volcano.sh/preemptable:
 "false"``, and that the enabled preemptable plugins allow (priority: lower priority only; gang: a job
-keeps minMember; conformance: never critical or kube-system pods). A pod without requests never
+keeps minMember; conformance: never critical or kube-system pods). Victims are taken until the pod
+fits the node *and* its queue may be charged it (Volcano's ``preemptorFitsOnNode``: the allocatable
+plugins, not the overused ones: preempt takes room within the queue, so whether the queue holds its
+deserved share does not stop it, a BestEffort preemptor's included). A pod without requests never
 evicts one with requests. Only a starving job preempts (the job-starving plugins), and a pod whose
 ``preemptionPolicy`` is ``Never`` never does.
 """
@@ -66,4 +70,7 @@ def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool])
             and not (pod_best_effort and not best_effort(p))
         ]
 
-    return find_victims(framework, pod, candidates, framework.preemptable)
+    def allocatable(preemptor: PodInfo) -> bool:
+        return framework.not_allocatable_by(queue, preemptor) is None
+
+    return find_victims(framework, pod, candidates, framework.preemptable, queue_ok=allocatable)

@@ -3,9 +3,11 @@
 For a pod no node fits: node by node (in node-name order, so a run is deterministic), the running
 pods the action may consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's
 ``Preemptable`` or ``Reclaimable`` across tiers); the allowed ones are taken lowest priority first
-(then the most recently created) until the pod's request fits the node's free resources. The choice
-is then checked with the real plugins: the victims are taken out of the cluster state, the pod's
-queue check (overused, allocatable), PreFilter and Filter are run, and the victims are put back.
+(then the most recently created; the action may order them otherwise, ``order``) until the pod's
+request fits the node's free resources and its queue may take it (``queue_ok``: preempt's victims
+are of the pod's own queue, so evicting them can lift the queue's own capability, Volcano's
+``preemptorFitsOnNode``). The choice is then checked with the real plugins: the victims are taken out
+of the cluster state, the queue check, PreFilter and Filter are run, and the victims are put back.
 The first node where the pod would then fit wins; nothing is evicted here (the caller evicts).
 """
 
@@ -39,12 +41,29 @@ def victim_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return ordered
 
 
+QueueOk = Callable[[PodInfo], bool]
+Order = Callable[[Sequence[PodInfo]], list[PodInfo]]
+
+
 def find_victims(
-    framework: Framework, pod: PodInfo, candidates: Candidates, allowed: Verdict
+    framework: Framework,
+    pod: PodInfo,
+    candidates: Candidates,
+    allowed: Verdict,
+    *,
+    queue_ok: QueueOk | None = None,
+    order: Order = victim_order,
 ) -> Choice | None:
+    """The first node where evicting some of its allowed pods lets ``pod`` fit, and those pods.
+
+    ``queue_ok`` says whether the pod's queue may take it as the cluster state stands (default: the
+    framework's queue check, overused and allocatable); when it may not before any eviction, victims
+    are taken until it may as well as until the node has room."""
     cluster = framework.cluster
     need = cluster.pod_vector(pod)
     asked = need > 0
+    check = queue_ok if queue_ok is not None else (lambda p: framework.queue_check(p).is_success)
+    queue_blocked = not check(pod)
     for ranked in cluster.rank_order():
         row = int(ranked)
         if row >= cluster.n or not cluster.alive[row]:
@@ -57,26 +76,35 @@ def find_victims(
             continue
         free = cluster.free[row].copy()
         chosen: list[PodInfo] = []
-        for victim in victim_order(permitted):
-            if np.all(free[asked] >= need[asked]):
-                break
-            free += cluster.pod_vector(victim)
-            chosen.append(victim)
-        if not chosen or not np.all(free[asked] >= need[asked]):
-            continue
-        if _fits_without(framework, pod, row, chosen):
+        removed: list[PodInfo] = []  # taken out of the cluster state to ask the queue, put back below
+        try:
+            for victim in order(permitted):
+                if np.all(free[asked] >= need[asked]) and (not queue_blocked or check(pod)):
+                    break
+                free += cluster.pod_vector(victim)
+                chosen.append(victim)
+                if queue_blocked and cluster.remove_pod(victim.key) is not None:
+                    removed.append(victim)
+            fits = bool(chosen) and bool(np.all(free[asked] >= need[asked]))
+            fits = fits and (not queue_blocked or check(pod))
+        finally:
+            for victim in removed:
+                cluster.add_pod(victim)
+        if fits and _fits_without(framework, pod, row, chosen, check):
             return Choice(cluster.names[row], tuple(chosen))
     return None
 
 
-def _fits_without(framework: Framework, pod: PodInfo, row: int, victims: Sequence[PodInfo]) -> bool:
-    """Would ``pod`` pass PreFilter and Filter on ``row`` with ``victims`` gone? The cluster state is
-    restored before returning."""
+def _fits_without(
+    framework: Framework, pod: PodInfo, row: int, victims: Sequence[PodInfo], queue_ok: QueueOk
+) -> bool:
+    """Would ``pod`` pass its queue check, PreFilter and Filter on ``row`` with ``victims`` gone? The
+    cluster state is restored before returning."""
     cluster = framework.cluster
     removed = [p for p in victims if cluster.remove_pod(p.key) is not None]
     try:
-        if not framework.queue_check(pod).is_success:
-            return False  # the queue would still be overused, or could still not be charged the pod
+        if not queue_ok(pod):
+            return False  # its queue could still not take it
         state = CycleState()
         if not framework.run_pre_filter(state, pod).is_success:
             return False

@@ -354,7 +354,13 @@ class Framework(SessionPoints):
                     waiting.append(status.with_plugin(plugin.name))
                 elif not status.is_success:
                     return status.with_plugin(plugin.name)
-            return waiting[0] if waiting else Status.success()
+            if not waiting:
+                return Status.success()
+            # The pod waits as long as the most impatient plugin allows (kube-scheduler's timeout
+            # per Permit plugin: the first that expires rejects it).
+            timeouts = [w.timeout for w in waiting if w.timeout is not None]
+            first = waiting[0]
+            return Status.wait(first.message, first.plugin, min(timeouts) if timeouts else None)
         finally:
             self._timed("Permit", started)
 

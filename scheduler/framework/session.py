@@ -143,8 +143,12 @@ class SessionPoints:
 
     def queue_check(self, pod: PodInfo) -> Status:
         """Volcano's allocate skips an overused queue and a task its queue cannot be charged with:
-        Unschedulable, naming the plugin, or Success."""
+        Unschedulable, naming the plugin, or Success. A pod without any request is Volcano's
+        backfill's, which asks neither (a queue that deserves nothing is "overused" at 0 allocated,
+        and would otherwise keep its BestEffort pods out, even after they preempted for a slot)."""
         if not (self.overused_tiers or self.allocatable_tiers):
+            return Status.success()
+        if not any(amount > 0 for amount in pod.requests.values()):
             return Status.success()
         queue = self.queue_of(pod)
         plugin = self.overused_by(queue)

@@ -31,6 +31,9 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    # Wait only: the longest the pod may wait in Permit (kube-scheduler's Permit returns a Status and
+    # a timeout); None leaves it to the scheduler's default.
+    timeout: float | None = None
 
     @classmethod
     def success(cls, plugin: str = "") -> Status:
@@ -42,8 +45,8 @@ class Status:
         return _SKIP if not plugin else cls(Code.SKIP, (), plugin)
 
     @classmethod
-    def wait(cls, reason: str, plugin: str = "") -> Status:
-        return cls(Code.WAIT, (reason,), plugin)
+    def wait(cls, reason: str, plugin: str = "", timeout: float | None = None) -> Status:
+        return cls(Code.WAIT, (reason,), plugin, timeout)
 
     @classmethod
     def unschedulable(cls, *reasons: str, plugin: str = "") -> Status:
@@ -79,7 +82,7 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin else Status(self.code, self.reasons, plugin)
+        return self if self.plugin else Status(self.code, self.reasons, plugin, self.timeout)
 
     @staticmethod
     def merge(statuses: Iterable[Status]) -> Status:

@@ -31,16 +31,23 @@ class WaitingPod:
 class WaitingPods:
     """Waiting pods by gang key (a PodGroup's ``namespace/name``, or the pod's own key)."""
 
-    __slots__ = ("_allowed", "_pods", "_since")
+    __slots__ = ("_allowed", "_deadline", "_pods", "_since")
 
     def __init__(self) -> None:
         self._pods: dict[str, list[WaitingPod]] = {}
         self._since: dict[str, float] = {}  # when the gang's first pod began to wait
+        self._deadline: dict[str, float] = {}  # when the gang is rolled back, if its Permit said
         self._allowed: set[str] = set()
 
-    def add(self, key: str, pod: PodInfo, row: int, state: CycleState, now: float) -> None:
+    def add(
+        self, key: str, pod: PodInfo, row: int, state: CycleState, now: float, *, timeout: float | None = None
+    ) -> None:
+        """Hold ``pod`` for gang ``key``; ``timeout`` (Permit's) bounds how long the gang waits,
+        counted from its first pod (None: the caller's default)."""
         self._pods.setdefault(key, []).append(WaitingPod(pod, row, state))
-        self._since.setdefault(key, now)
+        since = self._since.setdefault(key, now)
+        if timeout is not None and key not in self._deadline:
+            self._deadline[key] = since + timeout
 
     def allow(self, key: str) -> None:
         """The gang ``key`` may go on to binding (its quorum is reached)."""
@@ -52,11 +59,13 @@ class WaitingPods:
             return ()
         self._allowed.discard(key)
         self._since.pop(key, None)
+        self._deadline.pop(key, None)
         return self._pods.pop(key, [])
 
     def reject(self, key: str) -> list[WaitingPod]:
         """The waiting pods of gang ``key``, forgotten here (the caller rolls them back)."""
         self._since.pop(key, None)
+        self._deadline.pop(key, None)
         return self._pods.pop(key, [])
 
     def gangs(self) -> list[str]:
@@ -64,5 +73,6 @@ class WaitingPods:
         return sorted(self._pods)
 
     def expired(self, now: float, timeout: float) -> list[str]:
-        """Gangs that have waited ``timeout`` seconds or longer."""
-        return [key for key, since in self._since.items() if now - since >= timeout]
+        """Gangs past their Permit timeout, or, for those whose Permit set none, that have waited
+        ``timeout`` seconds or longer."""
+        return [key for key, since in self._since.items() if now >= self._deadline.get(key, since + timeout)]

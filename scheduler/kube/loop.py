@@ -79,8 +79,9 @@ class SchedulingLoop:
                 await asyncio.sleep(0)
             now = self.clock()
             if now >= next_tick:
-                scheduler.expire_waiting()
                 next_tick = now + TICK
+                if scheduler.expire_waiting():
+                    continue  # the rollback woke the pods its release can help: schedule them now
             if now >= next_flush:
                 next_flush = now + FLUSH_EVERY
                 moved = scheduler.queue.flush_unschedulable(self.max_unschedulable)

@@ -11,18 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.quantity import units_to_number
 from gpuq_k8s.common.model.queues import queue_of
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.metrics import QueueCardSample, StateSnapshot
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class GuaranteedPool(Protocol):
+    """The capacity-scheduling plugin's view of the sum of ElasticQuota min against the nodes."""
+
+    def min_over_capacity(self) -> dict[str, int]: ...
 
 
 def find_engine(scheduler: Scheduler, cls: type[T]) -> T | None:
@@ -106,7 +114,14 @@ class QuotaStatus:
         # A quota deleted since its last status write no longer has a ratio.
         live = set(self.gpu.namespaces()) if self.gpu is not None else {ns for ns, _ in self.gpu_ratios}
         ratios = {k: v for k, v in self.gpu_ratios.items() if k[0] in live}
-        return StateSnapshot(pools, self.queue_pending(), samples, ratios, used, lower, upper)
+        over: dict[tuple[str], float] = {}
+        plugin = self.scheduler.framework.plugin(plugin_names.CAPACITY_SCHEDULING)
+        if isinstance(plugin, GuaranteedPool):
+            over = {
+                (resource,): float(units_to_number(resource, amount))
+                for resource, amount in plugin.min_over_capacity().items()
+            }
+        return StateSnapshot(pools, self.queue_pending(), samples, ratios, used, lower, upper, over)
 
     def queue_pending(self) -> dict[str, int]:
         """Pods of ours not placed yet (held by their PodGroup or in the scheduling queue; not those

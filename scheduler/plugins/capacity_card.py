@@ -7,7 +7,10 @@
 * PreFilter / Filter (task mode, "Task Allocatable Check"): the engine's :class:`TaskCheck` gives a
   verdict per card type; :meth:`TaskCheck.filter_nodes` applies it to every node at once through the
   node x card-type matrix ``has[N, C]`` this plugin keeps aligned with the cluster rows, so an ``A|B``
-  pod only passes nodes whose own card type has quota left (Semantics 1).
+  pod only passes nodes whose own card type has quota left (Semantics 1). A pod needing a card type no
+  node offers yet (``autoscaledCardTypes``) is refused in PreFilter, UnschedulableAndUnresolvable:
+  "waits for a node offering X" while its quota holds it (retried when a node joins), never otherwise
+  (Semantics 16).
 * Score ("Node Ordering"): ``100 * 0.5^i * nodeOrderWeight`` for the i-th alternative the node has.
 * Reserve / Unreserve: charge / release the concrete card type of the chosen node, idempotently.
 * Queue order: the queue with the lower card share (``max(allocated / deserved)`` over its card
@@ -48,6 +51,7 @@ from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.outlook import annotation_outlook, outlook_of, with_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import units_to_number
 from gpuq_k8s.common.model.wire import Obj
@@ -112,7 +116,7 @@ class CapacityCardPlugin(
         self._scored: dict[str, bool] = {}  # card.name text -> has alternatives to order nodes by
         self._reserved: PodInfo | None = None  # the pod Reserve charged last, until it is assumed
         self._seen_events: set[EventRecord] = set()
-        self._refused: dict[str, str] = {}  # PodGroup key -> last enqueue refusal recorded
+        self._refused: dict[str, str] = {}  # PodGroup key -> identity of the last refusal recorded
         self._queue_status: dict[str, dict[str, Any]] = {}
         # Queue shares for queue order, kept while nothing they read changed (see _shares).
         self._shares: tuple[tuple[int, int], dict[str, float]] | None = None
@@ -231,9 +235,10 @@ class CapacityCardPlugin(
         if refusal is None:
             self._refused.pop(group.key, None)
             return Status.success()
-        # One event per distinct refusal: the enqueue action runs again after every change.
-        if self._refused.get(group.key) != refusal.message:
-            self._refused[group.key] = refusal.message
+        # One event per distinct refusal: the enqueue action runs again after every change, and a
+        # refusal that can never fit stays the same one while the usage it quotes moves.
+        if self._refused.get(group.key) != refusal.identity:
+            self._refused[group.key] = refusal.identity
             self.handle.record(refusal.event(group.ref))
         return Status.unschedulable(refusal.message)
 
@@ -271,9 +276,19 @@ class CapacityCardPlugin(
         check = engine.task_check(pod)
         if check.failure is not None:
             self.handle.record(check.failure.event(pod.ref))
-            return Status.unresolvable(check.failure.message)
+            message = check.failure.message
+            error = check.failure.error
+            if isinstance(error, InvalidAnnotation) and outlook_of(message) is None:
+                # The pod's own malformed card.name: nothing but the pod can change (Semantics 14).
+                message = with_outlook(message, annotation_outlook(error.field))
+            return Status.unresolvable(message)
         if not check.groups:
             return Status.skip()  # no card asked, cpu and memory passed
+        unoffered = check.unoffered()
+        if unoffered is not None:
+            # No current node offers a card type the pod needs: none can take it until a node comes
+            # (NodeAdded retries it), or, refused by quota, until the quota changes (Semantics 16).
+            return Status.unresolvable(unoffered)
         state.write(plugin_names.CAPACITY_CARD, check)
         return Status.success()
 
@@ -308,6 +323,7 @@ class CapacityCardPlugin(
             tuple(ids.tobytes() for ids in check.groups),
             check.allowed.tobytes(),
             check.messages,
+            check.none_reasons,
         )
         verdict = self._verdicts.get(key)
         if verdict is None:

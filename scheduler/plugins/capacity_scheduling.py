@@ -1,6 +1,10 @@
 """``capacity-scheduling``: ElasticQuota min/max and quota-aware preemption, thin glue over
 :mod:`common.model.elastic` (spec ``capacity-scheduling.md``, design.md Semantics 4).
 
+It also watches the guaranteed pool (:mod:`common.model.elastic.guarantee`): when the sum of every
+ElasticQuota's ``min`` exceeds what the nodes have allocatable, the quotas involved get the
+``GuaranteeOvercommitted`` condition and a Warning event, at the batched status sync.
+
 Usage is the engine's :class:`~common.model.elastic.ledger.ElasticQuotaInfos`, charged per pod key by cluster
 events (bind, assume, release), so Reserve/Unreserve are idempotent and an informer re-list cannot
 double-count. PostFilter asks the engine for victims node by node (single-node preemption, as the
@@ -10,14 +14,15 @@ KEP) on the nodes whose rejection preemption can resolve, and nominates the best
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Final
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -53,9 +58,17 @@ Int64Array = npt.NDArray[np.int64]
 _MAX_PENDING: Final = 4096
 
 
+# A gang whose minMember pods the quota can never hold at once: only its quota, its PodGroup or its
+# members (one that asks less) can change that.
+GANG: Final = f"{plugin_names.CAPACITY_SCHEDULING}:gang"
+
+
 class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
     name = plugin_names.CAPACITY_SCHEDULING
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.QUOTA_CHANGED, ClusterEvent.NODE_ADDED})
+    event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {
+        GANG: frozenset({ClusterEvent.QUOTA_CHANGED, ClusterEvent.PODGROUP_CHANGED, ClusterEvent.POD_ADDED})
+    }
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
@@ -76,6 +89,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
+        # The guaranteed pool: the nodes' allocatable total (None: to be summed again after a node
+        # change), and per namespace the GuaranteeOvercommitted condition last written (or found on
+        # the object after a restart), so it keeps its lastTransitionTime and the event fires once.
+        self._capacity: dict[str, int] | None = None
+        self._conditions: dict[str, dict[str, str]] = {}
+        self._pool_changed = True
         for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
             self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -90,6 +109,13 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             return
         if kind != kinds.ELASTIC_QUOTA:
             return
+        self._pool_changed = True
+        if obj is None:
+            self._conditions.pop(namespace, None)
+        elif namespace not in self._conditions:
+            written = guarantee.written_condition(obj)
+            if written is not None:
+                self._conditions[namespace] = written
         had = namespace in self.infos
         if (
             obj is None
@@ -174,7 +200,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
-        return
+        if old is None or new is None or old.allocatable != new.allocatable:
+            self._capacity = None
+            self._pool_changed = True
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         namespace = pod.namespace
@@ -207,9 +235,20 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        group = self.handle.group_of(pod)
+        if group is not None and group.min_member > 1 and pod.namespace in self.infos:
+            # The gang's minMember pods are held at once: a quota that can never hold them all is
+            # "never" for each, before any of them is reserved or waits in Permit.
+            requests = [member.requests for member in self.handle.group_members(group)]
+            gang = self.infos.gang_refusal(pod.namespace, requests, group.min_member, f"PodGroup {group.key}")
+            if gang is not None:
+                return Status.unresolvable(gang.message, plugin=GANG)
         refusal = self.infos.prefilter(pod.namespace, pod.requests, "")
         if refusal is None:
             return Status.success()
+        if refusal.unresolvable:
+            # Asked more than max (or the guaranteed pool) itself: nothing to preempt for.
+            return Status.unresolvable(refusal.message)
         return Status.unschedulable(refusal.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
@@ -355,17 +394,56 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             message=f"preemption: nominated node {node}, preempting {victims}.",
         )
 
+    # -- the guaranteed pool ------------------------------------------------------------------------
+    def capacity(self) -> dict[str, int]:
+        """What the live nodes have allocatable, per resource (summed again after a node change)."""
+        if self._capacity is None:
+            cluster = self.handle.cluster
+            n = cluster.n
+            totals = cluster.allocatable[:n][cluster.alive[:n]].sum(axis=0)
+            self._capacity = {
+                name: int(totals[column])
+                for column, name in enumerate(cluster.columns.names)
+                if totals[column]
+            }
+        return self._capacity
+
+    def overcommits(self) -> list[guarantee.Overcommit]:
+        """The resources whose sum of ElasticQuota min exceeds the nodes' allocatable."""
+        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
+        return guarantee.overcommitted(mins, self.capacity())
+
+    def min_over_capacity(self) -> dict[str, int]:
+        """Per resource some min lists: by how much the sum of min exceeds the nodes' allocatable (0:
+        it fits), for ``gpuq_elastic_quota_min_over_capacity``."""
+        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
+        return guarantee.over_capacity(mins, self.capacity())
+
+    def _pool_conditions(self, now: datetime) -> tuple[set[str], list[EventRecord]]:
+        """The namespaces whose GuaranteeOvercommitted condition changed, and the Warning events of
+        those that became involved (:func:`~common.model.elastic.guarantee.update_conditions`)."""
+        if not self._pool_changed:
+            return set(), []
+        self._pool_changed = False
+        quotas = {ns: info.ref for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
+        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return guarantee.update_conditions(quotas, self.overcommits(), self._conditions, stamp)
+
     # -- status -----------------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
-        """``status.used`` of every ElasticQuota whose usage changed since the last sync."""
+        """``status.used`` of every ElasticQuota whose usage changed since the last sync, and its
+        GuaranteeOvercommitted condition once it has one."""
         patches: list[StatusPatch] = []
-        for namespace in sorted(self.infos.take_dirty()):
+        pool, events = self._pool_conditions(now)
+        for namespace in sorted(self.infos.take_dirty() | pool):
             info = self.infos.get(namespace)
             if info is not None:
-                patches.append(
-                    StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, self.infos.status(namespace))
-                )
-        return patches, []
+                status = self.infos.status(namespace)
+                condition = self._conditions.get(namespace)
+                if condition is not None:
+                    status["conditions"] = [dict(condition)]
+                patches.append(StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, status))
+        return patches, events
 
     # -- report -----------------------------------------------------------------------------------
     def report(self) -> dict[str, list[dict[str, object]]]:
@@ -380,6 +458,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     "used": self.infos.used_numbers(namespace),
                     "min": info.min.to_numbers(),
                     "max": info.max.to_numbers(),
+                    # The GuaranteeOvercommitted condition, as the last status sync wrote it.
+                    "conditions": [dict(c) for c in (self._conditions.get(namespace),) if c is not None],
                 }
             )
         return {"elasticQuotas": rows}

@@ -26,7 +26,7 @@ from gpuq_k8s.common.model.annotations import CROSSQUOTA_SCORING_STRATEGY
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
 from gpuq_k8s.common.model.crossquota.node_quota import node_quota
 from gpuq_k8s.common.model.crossquota.pod import CrossQuotaPod, ScoringStrategy, prepare_pod
-from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few
+from gpuq_k8s.common.model.crossquota.predicate import filter_nodes, fits_few, quota_exceeded
 from gpuq_k8s.common.model.crossquota.score import NodeScorer, node_scorer
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
@@ -52,11 +52,6 @@ _MAX_PREPARED: Final = 1024
 
 # A pod class as the engine sees it: (request vector bytes, strategy, is a CPU pod).
 _Key = tuple[bytes, ScoringStrategy, bool]
-
-
-def exceeded(resource: str) -> str:
-    """The aggregated reason, as upstream's predicate words it (``<res> quota exceeded``)."""
-    return f"{resource} quota exceeded"
 
 
 class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
@@ -224,12 +219,18 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         used, quota, request = self._used[:n], self._quota[:n], prepared.request
 
         def reasons() -> ReasonMasks:
+            # Each rejected node under its first resource over quota, worded as the predicate words
+            # it, with its numbers (``cpu quota exceeded: required=40 used=0 quota=32``); nodes with
+            # the same numbers share one reason, as kube-scheduler's FitError counts them.
             rejected = ~fits
             out: list[tuple[BoolArray, str]] = []
             for j, resource in enumerate(self.args.quota_resources):
                 over = rejected & (used[:, j] + request[j] > quota[:, j])
                 if over.any():
-                    out.append((over, exceeded(resource)))
+                    pairs = np.stack([used[:, j][over], quota[:, j][over]], axis=1)
+                    for u, q in np.unique(pairs, axis=0).tolist():
+                        same = over & (used[:, j] == u) & (quota[:, j] == q)
+                        out.append((same, quota_exceeded(resource, int(request[j]), u, q).message))
                 rejected &= ~over
             return out
 

@@ -1,21 +1,28 @@
 """``gang``: a PodGroup's pods start together or not at all (Volcano's gang, coscheduling's Permit).
 
 PreFilter refuses a pod whose group has fewer pods than ``minMember`` (nothing could complete the
-gang), and a pod whose PodGroup does not exist (yet). Permit holds each placed pod, reserved, until
-``minMember`` of the group are bound or waiting, then releases them all. The cycle rolls back a
-gang whose quorum never comes (a timeout in a cluster, the end of the queue in ``gpuq simulate``).
+gang), one whose group lacks pods of a task that ``spec.minTaskMember`` requires (Volcano's
+``CheckTaskValid``), and a pod whose PodGroup does not exist (yet). Permit holds each placed pod,
+reserved, until ``minMember`` of the group are bound or waiting and every task has its minimum of them
+(Volcano's ``CheckTaskReady``), then releases them all; it holds them at most the
+``permitWaitingTimeSeconds`` argument (default 60). The cycle rolls back a gang whose quorum never
+comes (that timeout in a cluster, the end of a round in ``gpuq simulate``) and wakes the pods its
+release can help at once, so a gang that does not fit gives way to one that does (the per-task and
+argument rules: :mod:`common.model.gang`).
 
 As Volcano's gang it also guards evictions (preempt and reclaim): a running gang gives up only its
 pods beyond minMember (a pod without a PodGroup is no gang and is not guarded), and a job is
-starving while fewer than minMember of its pods run.
+starving while fewer than minMember of its pods run (per-task minimums play no part in either, as in
+Volcano's gang plugin).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.annotations import GROUP_NAME
+from gpuq_k8s.common.model.gang import GangArgs, task_minimums, task_shortfalls
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
@@ -27,7 +34,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PreFilterPlugin,
     ReclaimablePlugin,
 )
-from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
 
@@ -36,6 +43,13 @@ class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, 
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        self.args = plugin_args(settings, GangArgs) or GangArgs()
+
+    @staticmethod
+    def _task_minimums(group: GroupInfo) -> Mapping[str, int]:
+        if group.model is None:
+            return {}
+        return task_minimums(group.min_member, group.model.spec.minTaskMember)
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         group = self.handle.group_of(pod)
@@ -54,24 +68,47 @@ class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, 
                     )
                 return Status.unresolvable(f"PodGroup {key} not found: its pods wait for it")
             return Status.skip()
-        if group.min_member <= 1:
+        if group.min_member <= 1 and not self._task_minimums(group):
             return Status.skip()
-        members = len(self.handle.group_members(group))
-        if members < group.min_member:
+        members = self.handle.group_members(group)
+        if len(members) < group.min_member:
             return Status.unresolvable(
-                f"PodGroup {group.key} has {members} pod(s), fewer than minMember {group.min_member}"
+                f"PodGroup {group.key} has {len(members)} pod(s), fewer than minMember {group.min_member}"
             )
+        minimums = self._task_minimums(group)
+        if minimums:
+            short = task_shortfalls(minimums, members)
+            if short:
+                return Status.unresolvable(
+                    f"PodGroup {group.key} has not enough pods of each task for gang-scheduling: "
+                    + ", ".join(str(s) for s in short)
+                )
         return Status.success()
 
     def permit(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         group = self.handle.group_of(pod)
-        if group is None or group.min_member <= 1:
+        if group is None:
             return Status.success()
+        minimums = self._task_minimums(group)
+        if group.min_member <= 1 and not minimums:
+            return Status.success()
+        timeout = self.args.permit_waiting_time
         ready = self.handle.ready_members(group)  # this pod included: it is assumed already
-        if ready >= group.min_member:
-            self.handle.allow_group(group)
-            return Status.success()
-        return Status.wait(f"waiting for {group.min_member - ready} more pod(s) of PodGroup {group.key}")
+        if ready < group.min_member:
+            return Status.wait(
+                f"waiting for {group.min_member - ready} more pod(s) of PodGroup {group.key}", timeout=timeout
+            )
+        if minimums:
+            pods = self.handle.cluster.pods
+            placed = [p for p in self.handle.group_members(group) if p.key in pods]
+            short = task_shortfalls(minimums, placed)
+            if short:
+                return Status.wait(
+                    f"waiting for PodGroup {group.key}'s tasks: " + ", ".join(str(s) for s in short),
+                    timeout=timeout,
+                )
+        self.handle.allow_group(group)
+        return Status.success()
 
     def _spare(self, candidates: Sequence[PodInfo]) -> list[PodInfo]:
         """Volcano's gang preemptable/reclaimable: each job keeps minMember of its running pods."""

@@ -40,6 +40,7 @@ from gpuq_k8s.common.model.gpu_quota.request import GPURequest, has_tf_annotatio
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.outlook import annotation_outlook, with_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.resources import Resources
@@ -50,6 +51,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterPlugin,
     FilterResult,
+    GroupInfo,
     Handle,
     PreFilterPlugin,
     ReasonMasks,
@@ -61,6 +63,8 @@ from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
 
 SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
+# A gang whose minMember workers the namespace's totals can never hold at once.
+GANG: Final = f"{plugin_names.GPU_QUOTA}:gang"
 _EMPTY_NODE: Final = NodeCards("")
 # A per-GPU amount gpuq cannot derive on that node (unknown product, no .memory label).
 _UNKNOWN: Final = -1
@@ -101,7 +105,8 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         }
     )
     event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {
-        SINGLE: frozenset({ClusterEvent.QUOTA_CHANGED})
+        SINGLE: frozenset({ClusterEvent.QUOTA_CHANGED}),
+        GANG: frozenset({ClusterEvent.QUOTA_CHANGED, ClusterEvent.PODGROUP_CHANGED, ClusterEvent.POD_ADDED}),
     }
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
@@ -232,16 +237,37 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         return shares
 
     # -- extension points -------------------------------------------------------------------------
+    def _gang_refusal(self, group: GroupInfo, namespace: str) -> str | None:
+        """The gang's minMember workers are held at once: can the namespace's totals ever hold them?"""
+        quota = self.store.quota(namespace)
+        requests: list[GPURequest] = []
+        for member in self.handle.group_members(group):
+            try:
+                request = request_from_annotations(member, quota) if has_tf_annotations(member) else None
+            except InvalidValue:
+                request = None  # its own PreFilter says why; here it counts as asking nothing
+            # Without annotations only the worker counts before a node is chosen (Semantics 5).
+            requests.append(request if request is not None else GPURequest.count_only(1))
+        refusal = self.store.check_gang(namespace, requests, group.min_member, f"PodGroup {group.key}")
+        return None if refusal is None else refusal.message
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         namespace = pod.namespace
         if not self.store.has_quota(namespace):
             return Status.skip()
+        group = self.handle.group_of(pod)
+        if group is not None and group.min_member > 1:
+            never = self._gang_refusal(group, namespace)
+            if never is not None:
+                return Status.unresolvable(never, plugin=GANG)
         if has_tf_annotations(pod):
             try:
                 request = request_from_annotations(pod, self.store.quota(namespace))
             except InvalidValue as err:
                 self.handle.record(invalid_annotation(pod.ref, str(err)))
-                return Status.unresolvable(str(err), plugin=SINGLE)
+                # The pod's own annotation: no usage change cures it (design.md Semantics 14).
+                message = with_outlook(str(err), annotation_outlook(err.field))
+                return Status.unresolvable(message, plugin=SINGLE)
             assert request is not None
             single = self.store.check_single(namespace, request)
             if single is not None:

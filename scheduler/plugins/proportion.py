@@ -5,9 +5,10 @@ and what Inqueue PodGroups reserve (their minResources), and the cluster's alloc
 deserved shares are recomputed when one of those changed and a verdict is asked. Pods of a queue
 with no Queue object are not subject to proportion (design.md Semantics 7).
 
-Extension points: queue order (lower share first), overused (nothing new for a queue at its
-deserved share), allocatable (within its real capability), job enqueueable (minResources within
-the real capability), reclaimable (pods of queues above their deserved share).
+Extension points: queue order (higher ``spec.priority`` first, then lower share), overused
+(nothing new for a queue at its deserved share), allocatable (within its real capability), job
+enqueueable (minResources within the real capability), reclaimable (pods of queues above their
+deserved share).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
             attrs[name] = model.QueueAttr(
                 name,
                 weight=spec.weight,
+                priority=spec.priority,
                 capability=dict(spec.capability),
                 guarantee=dict(spec.guarantee.resource),
                 reclaimable=spec.reclaimable is not False,
@@ -127,7 +129,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         attrs = self.attrs()
         if left not in attrs or right not in attrs:
             return 0
-        return model.compare_shares(attrs[left], attrs[right])
+        return model.compare_queues(attrs[left], attrs[right])
 
     def overused(self, queue: str) -> bool:
         attr = self.attrs().get(queue)
@@ -168,4 +170,4 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         entries = [
             (self._bound.get(p.key, (self.handle.queue_of(p), {}))[0], dict(p.requests)) for p in candidates
         ]
-        return [candidates[i] for i in model.reclaimable(dict(reclaimer.requests), entries, attrs)]
+        return [candidates[i] for i in model.reclaimable(entries, attrs)]

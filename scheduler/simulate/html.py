@@ -4,8 +4,8 @@ external fetch), to open in a browser or attach to a ticket.
 - a nodes x card types utilisation grid (``used/capacity`` per cell, shaded by the ratio);
 - per queue and resource of its capability, a used / limit bar (``allocated`` of ``capability``;
   what Inqueue PodGroups reserved is shown beside it);
-- the pending pods, each with its outlook ("can never fit" or "waits for room") and its reason, and the
-  gated ones (``spec.schedulingGates``, never attempted) with the gates they wait for.
+- the pending pods, each with its outlook ("can never fit", "waits for room" or "waits for a node") and
+  its reason, and the gated ones (``spec.schedulingGates``, never attempted) with the gates they wait for.
 
 Each figure is also in ``data-*`` attributes, so a test (or a script) reads the values, not pixels.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any, Final
 
-from gpuq_k8s.common.model.outlook import NEVER
+from gpuq_k8s.common.model.outlook import NEVER, NODE_TEXT
 from gpuq_k8s.common.model.quantity import format_bytes, unit_of
 
 STYLE: Final = """
@@ -115,6 +115,8 @@ def _pending(pods: list[Mapping[str, Any]]) -> str:
     for pod in waiting:
         outlook = pod.get("outlook")
         label = {NEVER: "can never fit"}.get(outlook or "", "waits for room" if outlook else "pending")
+        if outlook and NODE_TEXT in (pod.get("reason") or ""):
+            label = "waits for a node"  # a card type no node offers yet (design.md Semantics 16)
         kind = outlook or "none"
         if pod["phase"] == "Gated":  # spec.schedulingGates: never attempted until they are removed
             label = kind = "gated"

@@ -153,10 +153,13 @@ def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> None:
         scheduler.sync_status()
         state = scheduler.fingerprint()
         upcoming = scheduler.queue.next_backoff()
-        if upcoming is None or state == previous:
+        # A rolled-back gang wakes the pods its release can help at once (no backoff to wait for).
+        ready = scheduler.queue.has_active()
+        if (upcoming is None and not ready) or state == previous:
             break
         previous = state
-        clock.now = max(clock.now, upcoming)
+        if upcoming is not None and not ready:
+            clock.now = max(clock.now, upcoming)
     scheduler.sync_status()
 
 

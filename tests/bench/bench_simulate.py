@@ -116,9 +116,9 @@ def _pods(count: int, rng: random.Random) -> list[PodInfo]:
 CONFIG: list[SchedulerConfig] = []  # --config: the configuration to run (default: the default one)
 
 
-def _scheduler() -> Scheduler:
+def _scheduler(config: SchedulerConfig | None = None) -> Scheduler:
     backend = MemoryBackend()
-    config = CONFIG[0] if CONFIG else SchedulerConfig.default()
+    config = config or (CONFIG[0] if CONFIG else SchedulerConfig.default())
     sched = Scheduler(config, default_registry(), backend, clock=VirtualClock())
     for t in range(3):
         quota = dict.fromkeys(CARDS, 4000)

@@ -87,7 +87,8 @@ async def test_crossquota_limits_cpu_pods_on_a_gpu_node(
         "cpu-3 PodScheduled=False",
         scheduler.log,
     )
-    assert message == "0/1 nodes are available: 1 cpu quota exceeded."
+    # The predicate's numbers (crossquota.md "Predicate Function"): 4 of the node's 4 cores used.
+    assert message == "0/1 nodes are available: 1 cpu quota exceeded: required=2 used=4 quota=4."
     pods = await cluster.pods()
     assert node_of(pods["cpu-3"]) == ""
     assert (scheduled_condition(pods["cpu-3"]) or {}).get("reason") == "Unschedulable"

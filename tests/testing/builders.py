@@ -319,6 +319,11 @@ class MakeQueue(_Builder):
         self._obj["spec"]["weight"] = weight
         return self
 
+    def priority(self, priority: int) -> Self:
+        """``spec.priority`` (proportion's queue order: a higher one first)."""
+        self._obj["spec"]["priority"] = priority
+        return self
+
     def state(self, state: str) -> Self:
         self._obj["status"]["state"] = state
         return self

@@ -4,6 +4,11 @@
 queue's cpu and memory (Story 3: "GPU tasks only consume GPU quotas"). Upstream skips the check but
 still charges, so card pods would exhaust the cpu quota of the queue's cpu-only pods.
 ``nodeOrderWeight`` multiplies the "Node Ordering" score (:mod:`.ordering`).
+``autoscaledCardTypes`` (gpuq's own, default true): a card type that no node offers right now may come
+with a node a node autoscaler (cluster autoscaler, Karpenter) adds for the pending pod, so a pod asking
+for it is not refused while its queue has quota for it: it waits for a node offering it
+(design.md Semantics 16). False restores the strict rule for clusters without autoscaling: such a card
+type is unknown, and a pod asking only for unknown ones can never fit (refused by the webhook).
 """
 
 from __future__ import annotations
@@ -29,3 +34,4 @@ class CapacityCardArgs(PluginArgs):
     node_order_weight: Annotated[
         float, Field(gt=0, allow_inf_nan=False), expect("a positive number such as 1.0")
     ] = Field(1.0, alias="nodeOrderWeight")
+    autoscaled_card_types: Annotated[bool, expect("true or false")] = Field(True, alias="autoscaledCardTypes")

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from gpuq_k8s.common.model.annotations import CARD_NAME
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY
-from gpuq_k8s.common.model.cards.catalog import CardCatalog
-from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.cards.catalog import CardCatalog, absent_card_resource
+from gpuq_k8s.common.model.cards.discovery import NodeCards, is_gpu_resource
 from gpuq_k8s.common.model.cards.names import card_key, parse_card_names
 from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.outlook import no_card_node_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 
@@ -48,14 +49,30 @@ class CardDemand:
         return Resources({card_key(group): self.amounts[group[0]] for group in self.groups})
 
 
-def pod_card_demand(pod: PodInfo, catalog: CardCatalog) -> CardDemand:
+class NoNodeOffers(InvalidAnnotation):
+    """A ``card.name`` none of whose card types any node offers, in a cluster whose card types are not
+    autoscaled (capacity-card's ``autoscaledCardTypes: false``): it can never fit as the cluster
+    stands (design.md Semantics 14, 16)."""
+
+    def _render(self) -> str:
+        return f"{super()._render()} ({no_card_node_outlook(str(self.value))})"
+
+
+def pod_card_demand(pod: PodInfo, catalog: CardCatalog, *, autoscaled: bool = False) -> CardDemand:
     """The card demand of a pod; raises :class:`InvalidAnnotation` naming the pod when it has none.
 
     Refused (upstream's ``GetTaskRequestResourceFailed``): a malformed ``card.name``; a ``card.name``
-    none of whose card types any node has; a ``card.name`` whose card types' resources the pod does
-    not request (spec "Job Resource Card Requests": the resource must be in ``resources``).
+    none of whose card types any node has (:class:`NoNodeOffers`; with ``autoscaled``, such a type
+    stays a candidate, its resource read from its name by
+    :func:`~common.model.cards.catalog.absent_card_resource`, and the pod waits for a node offering
+    it); a ``card.name`` whose card types' resources the pod does not request (spec "Job Resource Card
+    Requests": the resource must be in ``resources``).
     """
-    requested = {r: v for r, v in pod.requests.items() if v > 0 and catalog.is_card_resource(r)}
+    requested = {
+        r: v
+        for r, v in pod.requests.items()
+        if v > 0 and (catalog.is_card_resource(r) or (autoscaled and is_gpu_resource(r)))
+    }
     groups: list[tuple[str, ...]] = []
     amounts: dict[str, int] = {}
     alternatives: tuple[str, ...] = ()
@@ -63,19 +80,31 @@ def pod_card_demand(pod: PodInfo, catalog: CardCatalog) -> CardDemand:
     text = pod.annotations.get(CARD_NAME)
     if text is not None:
         alternatives = parse_card_names(text, pod.ref)
-        known = [(name, catalog.resource_of(name)) for name in alternatives]
+        known = [
+            (
+                name,
+                catalog.resource_of(name) or (absent_card_resource(name, requested) if autoscaled else None),
+            )
+            for name in alternatives
+        ]
         group = tuple(name for name, resource in known if resource is not None and resource in requested)
         if not group:
             resources = sorted({r for _, r in known if r is not None})
-            if not resources:
+            if not resources and not autoscaled:
                 expected = "card types that some node has (none of these has been discovered on any node)"
+                raise NoNodeOffers(CARD_NAME, text, expected, pod.ref)
+            if not resources:
+                expected = (
+                    "card types whose resource the pod requests (a GPU resource such as nvidia.com/gpu)"
+                )
             else:
                 expected = (
                     f"a pod that requests {' or '.join(resources)} for these card types in its resources"
                 )
             raise InvalidAnnotation(CARD_NAME, text, expected, pod.ref)
+        resource_of = dict(known)
         for name in group:
-            resource = catalog.resource_of(name)
+            resource = resource_of[name]
             assert resource is not None
             amounts[name] = requested[resource]
             covered.add(resource)
@@ -84,6 +113,8 @@ def pod_card_demand(pod: PodInfo, catalog: CardCatalog) -> CardDemand:
         if resource in covered:
             continue
         group = catalog.names_for_resource(resource)
+        if not group:
+            continue  # a GPU resource no node offers, asked without card.name: no card type to charge
         groups.append(group)
         for name in group:
             amounts[name] = requested[resource]

@@ -377,7 +377,7 @@ class CapacityCard:
         key = (pod.requests, pod.annotations.get(CARD_NAME))
         demand = self._demands.get(key)
         if demand is None:
-            demand = pod_card_demand(pod, self.catalog)
+            demand = pod_card_demand(pod, self.catalog, autoscaled=self.args.autoscaled_card_types)
             if len(self._demands) >= _MAX_MEMO:
                 self._demands.clear()
             self._demands[key] = demand

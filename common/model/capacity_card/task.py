@@ -29,9 +29,11 @@ from gpuq_k8s.common.model.capacity_card.refusals import (
 )
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.events import INSUFFICIENT_SCALAR_QUOTA
+from gpuq_k8s.common.model.outlook import absent_card_outlook, with_outlook
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import object_ref
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -59,6 +61,11 @@ class TaskCheck:
     ``refusals`` maps each candidate card type (first-seen order) to its refusal, None when it has
     quota left. :meth:`filter_nodes` applies it to all nodes at once. A pod without cards has no
     groups and passes every node once cpu and memory passed.
+
+    A candidate no node offers (``autoscaledCardTypes``: it may come with a new node) has no id; its
+    quota verdict is in ``refusals`` all the same. ``none_reasons`` is, per group, why a node that has
+    none of the group's candidates is refused: with an absent candidate that has quota, the pod waits
+    for a node offering it (design.md Semantics 16).
     """
 
     queue: str
@@ -69,6 +76,7 @@ class TaskCheck:
     messages: tuple[str, ...] = ()
     refusals: Mapping[str, Refusal | None] = field(default_factory=dict)
     failure: Refusal | None = None
+    none_reasons: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -76,6 +84,31 @@ class TaskCheck:
         if self.failure is not None:
             return False
         return all(bool(self.allowed[ids].any()) for ids in self.groups)
+
+    def unoffered(self) -> str | None:
+        """Why no current node can take the pod when one of its groups has only candidates no node
+        offers (a node autoscaler may add one): it waits for a node offering one that has quota, or,
+        when the quota holds none of them, it cannot fit however many nodes come; None otherwise."""
+        for group in self.demand.groups:
+            if any(name in self.card_names for name in group):
+                continue
+            names = "|".join(group)
+            awaited = [name for name in group if self.refusals.get(name) is None]
+            if awaited:
+                offering = "|".join(awaited)
+                queue = object_ref("Queue", "", self.queue)
+                outlook = absent_card_outlook(offering)
+                return f"{queue} has quota for {offering}, which no node offers yet ({outlook})"
+            refused = [r.message for name in group if (r := self.refusals.get(name)) is not None]
+            return f"no node offers {names} yet, nor could one take the pod: " + "; ".join(refused)
+        return None
+
+    @property
+    def awaited(self) -> tuple[str, ...]:
+        """The candidates no node offers that have quota for the pod: what it waits for."""
+        return tuple(
+            name for name, refusal in self.refusals.items() if refusal is None and name not in self.card_names
+        )
 
     @property
     def allowed_names(self) -> dict[str, bool]:
@@ -96,14 +129,17 @@ class TaskCheck:
         mask = np.ones(rows, dtype=np.bool_)
         reason_index = np.full(rows, -1, dtype=np.int32)
         reasons = list(self.messages)
-        for ids in self.groups:
+        for g, ids in enumerate(self.groups):
             present = has[:, ids]
             passes = (present & self.allowed[ids]).any(axis=1)
             failing = mask & ~passes
             if failing.any():
                 none_code = len(reasons)
-                names = "|".join(self.card_names[int(i)] for i in ids)
-                reasons.append(f"node has none of the card types {names} the pod asks for")
+                if g < len(self.none_reasons):
+                    reasons.append(self.none_reasons[g])
+                else:
+                    names = "|".join(self.card_names[int(i)] for i in ids)
+                    reasons.append(f"node has none of the card types {names} the pod asks for")
                 any_present: BoolArray = np.asarray(present.any(axis=1), dtype=np.bool_)
                 if ids.size:
                     first = ids[present.argmax(axis=1)].astype(np.int32)
@@ -152,21 +188,51 @@ def check_task(
         ids = []
         for name in group:
             index = catalog.id_of(name)
-            if index is None:
-                continue
-            ids.append(index)
             asked = demand.amounts[name]
             used = allocated.get(name, 0)
             limit = quota.capability.amount(name)
             refusal = None
-            if used + asked <= limit:
+            if used + asked > limit:
+                refusal = Refusal(exceeded(quota.name, name, asked, used, limit), INSUFFICIENT_SCALAR_QUOTA)
+            refusals.setdefault(name, refusal)
+            if index is None:
+                continue  # no node offers it (yet): its verdict is in refusals, its nodes to come
+            ids.append(index)
+            if refusal is None:
                 allowed[index] = True
             else:
-                refusal = Refusal(exceeded(quota.name, name, asked, used, limit), INSUFFICIENT_SCALAR_QUOTA)
                 messages[index] = refusal.message
-            refusals[name] = refusal
         groups.append(np.array(ids, dtype=np.intp))
-    return TaskCheck(quota.name, demand, catalog.names, tuple(groups), allowed, tuple(messages), refusals)
+    none_reasons = tuple(none_reason(group, refusals, catalog) for group in demand.groups)
+    return TaskCheck(
+        quota.name,
+        demand,
+        catalog.names,
+        tuple(groups),
+        allowed,
+        tuple(messages),
+        refusals,
+        None,
+        none_reasons,
+    )
+
+
+def none_reason(group: tuple[str, ...], refusals: Mapping[str, Refusal | None], catalog: CardCatalog) -> str:
+    """Why a node that has none of ``group``'s card types cannot take the pod: it has none of them;
+    when a candidate no node offers has quota for the pod, a node autoscaler may add one, and the pod
+    waits for it (design.md Semantics 16); when every such candidate is refused by quota, that refusal
+    (a node offering it would not help)."""
+    names = "|".join(group)
+    text = f"node has none of the card types {names} the pod asks for"
+    absent = [name for name in group if catalog.id_of(name) is None]
+    awaited = [name for name in absent if refusals.get(name) is None]
+    if awaited:
+        return with_outlook(text, absent_card_outlook("|".join(awaited)))
+    refused = [r for name in absent if (r := refusals.get(name)) is not None]
+    present = [name for name in group if catalog.id_of(name) is not None]
+    if refused and not present:
+        return f"{text}: {'; '.join(r.message for r in refused)}"
+    return text
 
 
 def with_failure(check: TaskCheck, failure: Refusal) -> TaskCheck:
@@ -205,8 +271,8 @@ def task_quota_refusal(
     for group in demand.groups:
         passes = False
         for name in group:
-            if catalog.id_of(name) is None:
-                continue
+            # A candidate no node offers is in a group only with autoscaledCardTypes: its quota
+            # decides, as a node offering it may still come.
             asked = demand.amounts[name]
             used = allocated.get(name, 0)
             limit = capability.amount(name)
@@ -257,10 +323,7 @@ class TaskPlan:
             if charged.amount(resource) > 0
         )
         self.candidates = tuple(
-            (name, demand.amounts[name], capability.amount(name))
-            for group in demand.groups
-            for name in group
-            if catalog.id_of(name) is not None
+            (name, demand.amounts[name], capability.amount(name)) for group in demand.groups for name in group
         )
         self._checks: dict[tuple[int | None, ...], TaskCheck] = {}
 

@@ -11,8 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds
-from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
-from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, MIG_RESOURCE_PREFIX, MPS_RESOURCE
+from gpuq_k8s.common.model.cards.discovery import NodeCards, is_gpu_resource
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.resources import EMPTY, Resources
 
@@ -123,3 +123,25 @@ def card_names_share_resource(names: Sequence[str], catalog: CardCatalog) -> boo
 def pod_card_resources(requests: Mapping[str, int], catalog: CardCatalog) -> Resources:
     """The card resources a pod requests: its requests that are some card type's resource, > 0."""
     return Resources({r: v for r, v in requests.items() if v > 0 and catalog.is_card_resource(r)})
+
+
+def absent_card_resource(name: str, requested: Iterable[str]) -> str | None:
+    """The resource a pod requests for a card type no node offers yet, read from the type's name as
+    card discovery names types (capacity-card "Node Card Discovery"): ``<product>/mig-<profile>-mixed``
+    is ``nvidia.com/mig-<profile>``, ``<product>/mps-...`` is ``nvidia.com/gpu.shared``, any other name
+    a whole card: the one whole-card GPU resource among ``requested`` (``nvidia.com/gpu``,
+    ``<vendor>/gpu``). None when the name and the requests do not tell."""
+    asked = set(requested)
+    product, mig, profile = name.partition("/mig-")
+    if product and mig and profile.endswith("-mixed"):
+        resource = MIG_RESOURCE_PREFIX + profile.removesuffix("-mixed")
+        return resource if resource in asked else None
+    product, mps, _ = name.partition("/mps-")  # <product>/mps-<memory>g*1/<replicas>
+    if product and mps:
+        return MPS_RESOURCE if MPS_RESOURCE in asked else None
+    whole = sorted(
+        r
+        for r in requested
+        if is_gpu_resource(r) and r != MPS_RESOURCE and not r.startswith(MIG_RESOURCE_PREFIX)
+    )
+    return whole[0] if len(whole) == 1 else None

@@ -4,9 +4,9 @@ A CPU pod fits a GPU node while, for every quota resource, the node's CPU-pod us
 request stays within the node's cross quota (strict ``>`` rejects, so exactly at the quota fits);
 a GPU pod, or any pod on a non-GPU node, always fits. The first resource over its quota, in
 ``quota-resources`` order, explains a rejection: a :class:`~common.model.refusal.Refusal` whose error
-reads ``<res> quota exceeded: required=<q> used=<q> quota=<q>`` (design.md), built only when asked. (The
-scheduler's Filter words its aggregated reason as upstream does, ``<res> quota exceeded``: see
-:mod:`scheduler.plugins.crossquota`.)
+reads ``<res> quota exceeded: required=<q> used=<q> quota=<q>`` (design.md), built only when asked; the
+scheduler's Filter reasons are these messages, nodes with the same numbers counted together
+(:mod:`scheduler.plugins.crossquota`).
 """
 
 from __future__ import annotations

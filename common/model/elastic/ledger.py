@@ -25,10 +25,11 @@ the cycle. Where gpuq deliberately differs from upstream:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
+from gpuq_k8s.common.model.gang import least_total
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS, format_units
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
@@ -357,6 +358,8 @@ class ElasticQuotaInfos:
                 format_units(key, limit),
                 scope=f"{info.ref} (max)",
                 used=format_units(key, used),
+                # Over max itself: no pod leaving, no preemption helps (it can never fit).
+                unresolvable=request[key] > limit,
             )
             return Refusal(error, rule=RULE_MAX, subject=pod_ref)
         key_over = self.over_total_min(request)
@@ -370,8 +373,43 @@ class ElasticQuotaInfos:
                 format_units(key_over, limit),
                 scope="the sum of all ElasticQuota min (guaranteed pool)",
                 used=format_units(key_over, used),
+                unresolvable=request[key_over] > limit,
             )
             return Refusal(error, rule=RULE_TOTAL_MIN, subject=pod_ref)
+        return None
+
+    def gang_refusal(
+        self, namespace: str, requests: Sequence[Mapping[str, int]], count: int, gang: str
+    ) -> Refusal | None:
+        """A gang (``gang``: ``PodGroup ns/name``) of ``namespace`` whose ``count`` pods (of these
+        ``requests``) must be held at once can never fit when even the least they ask together
+        (:func:`~common.model.gang.least_total`) exceeds its quota's ``max``, or the guaranteed pool
+        of a guaranteed resource: unresolvable, "never". None when it might fit."""
+        info = self.get(namespace)
+        if info is None:
+            return None
+        need = least_total([{k: v for k, v in r.items() if k != PODS} for r in requests], count)
+        for key in sorted(need):
+            amount = need[key]
+            limit = info.max.get(key)
+            scope = f"{info.ref} (max)"
+            if limit is None or amount <= limit:
+                if self._min_refs.get(key, 0) <= 0 or amount <= self._total_min.get(key, 0):
+                    continue
+                limit, scope = (
+                    self._total_min.get(key, 0),
+                    "the sum of all ElasticQuota min (guaranteed pool)",
+                )
+            shown = format_units(key, limit)
+            error = QuotaExceeded(
+                key,
+                format_units(key, amount),
+                shown,
+                shown,
+                scope=f"{scope} by {gang}'s {count} pods at once",
+                unresolvable=True,
+            )
+            return Refusal(error, rule=RULE_MAX)
         return None
 
     def over_total_min(self, request: Mapping[str, int], freed: Mapping[str, int] = EMPTY) -> str | None:

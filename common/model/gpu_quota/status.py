@@ -6,7 +6,9 @@ the ratios behind the ``gpuq_gpu_quota_usage_ratio`` metric, and the QuotaAlertT
 crosses the alert threshold upward. :class:`ReportedStatus` is what the previous sync said, so a
 condition keeps its ``lastTransitionTime`` while its status holds and the event fires once per crossing.
 
-Decisions: ``AlertThresholdReached`` is True when any ratio ``used / limit`` *exceeds* ``threshold%``
+Decisions: ``availablePercent`` of a limit of 0 is ``100.00`` while nothing is used (tensor-fusion's
+division guard) and ``0.00`` once something is (an explicit 0 is a real limit, Semantics 5);
+``AlertThresholdReached`` is True when any ratio ``used / limit`` *exceeds* ``threshold%``
 (strictly greater, as tensor-fusion words and tests it: usage exactly at the threshold does not alert;
 design.md Semantics 11); ``Ready`` is False only while usage is above a total (after the quota was
 lowered below current usage).
@@ -148,9 +150,15 @@ def _rfc3339(now: datetime) -> str:
 
 
 def _available_percent(used: int, limit: int) -> str:
-    """``(limit - used) / limit`` as a percentage with two decimals, rounded half up, within 0..100."""
+    """``(limit - used) / limit`` as a percentage with two decimals, rounded half up, within 0..100.
+
+    A limit of 0 with nothing used is 100: nothing of it is taken (tensor-fusion's calculator guards
+    the division the same way, ``internal/quota/calculator.go`` calculateResourcePercent). With
+    something used it is 0, where tensor-fusion still says 100: gpuq holds an explicit 0 to be a real
+    limit (design.md Semantics 5), so usage under it leaves nothing available, as the
+    AlertThresholdReached condition (True for any use of a limit of 0) says too."""
     if limit <= 0:
-        return "0.00"
+        return "100.00" if used <= 0 else "0.00"
     free = min(max(limit - used, 0), limit)
     hundredths = (free * 20000 + limit) // (2 * limit)
     return f"{hundredths // 100}.{hundredths % 100:02d}"

@@ -14,7 +14,7 @@ limit is unlimited; an explicit ``0`` is a real limit of 0, for totals and singl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -24,6 +24,7 @@ import numpy.typing as npt
 from gpuq_k8s.common.model.cards.card_type import CardType
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.gang import least_total
 from gpuq_k8s.common.model.gpu_quota.card_share import DEFAULT_LABEL_PREFIX, CardShare
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, format_tflops
 from gpuq_k8s.common.model.gpu_quota.request import (
@@ -197,6 +198,38 @@ class GPUQuotaStore:
         if e is None or e.quota is None:
             return None
         return _check_single(e, namespace, request) or _check_total(e, namespace, request)
+
+    def check_gang(
+        self, namespace: str, requests: Sequence[GPURequest], count: int, gang: str
+    ) -> Refusal | None:
+        """A gang (``gang``: ``PodGroup ns/name``) whose ``count`` workers (of these ``requests``)
+        must be held at once can never fit when even the least they ask together exceeds a total
+        limit itself (``maxWorkers``, the TFLOPS and VRAM totals): unresolvable, "never"."""
+        e = self._entries.get(namespace)
+        if e is None or e.quota is None:
+            return None
+        quota = e.quota
+        rows = [dict(zip(("rt", "rv", "lt", "lv"), r.totals(), strict=True)) for r in requests]
+        need = least_total(rows, count)
+        limits = (
+            ("total.requests.tflops", need.get("rt", 0), e.req_tflops, format_tflops),
+            ("total.requests.vram", need.get("rv", 0), e.req_vram, format_bytes),
+            ("total.limits.tflops", need.get("lt", 0), e.lim_tflops, format_tflops),
+            ("total.limits.vram", need.get("lv", 0), e.lim_vram, format_bytes),
+            ("total.maxWorkers", count, e.max_workers, str),
+        )
+        for resource, asked, limit, fmt in limits:
+            if asked > limit:
+                error = QuotaExceeded(
+                    quota.field_name(resource),
+                    fmt(asked),
+                    fmt(limit),
+                    fmt(limit),
+                    scope=f"namespace {namespace} ({quota.ref}) by {gang}'s {count} pods at once",
+                    unresolvable=True,
+                )
+                return Refusal(error)
+        return None
 
     def reserve(self, namespace: str, request: GPURequest, key: str) -> bool:
         """Check every limit and charge pod ``key`` atomically (all or nothing).

@@ -71,7 +71,7 @@ def test_no_victims_needed_is_no_preemption_and_the_pod_waits(
     assert pods["p"]["phase"] == "Pending"
     assert pods["w"]["phase"] == "Bound"  # nobody evicted
     reason = pods["p"]["reason"]
-    assert reason.startswith("0/1 nodes are available: 1 cpu quota exceeded.")
+    assert reason.startswith("0/1 nodes are available: 1 cpu quota exceeded: required=2 used=2 quota=2.")
     assert "node gpu-1 has room and quota for Pod/a/p already" in reason
     failures = [e for e in out["events"] if e["object"] == "Pod/a/p" and e["reason"] == "FailedScheduling"]
     assert failures and "nominated" not in failures[-1]["message"]

@@ -380,6 +380,21 @@ def test_malformed_queue_quota_is_a_warning_when_a_pod_uses_it() -> None:
     assert any("volcano.sh/card.quota" in w for w in decision.warnings)
 
 
+def test_elastic_quota_over_max_itself_is_denied_as_never() -> None:
+    """20 GPUs asked of an ElasticQuota whose max is 16: no usage change makes room, so the webhook
+    denies it (design.md Semantics 10, 14) with the scheduler's words, instead of admitting it with
+    "waits until usage drops"."""
+    eq = MakeElasticQuota().min({GPU: "8"}).max({GPU: "16"}).obj()
+    decision = review(BARE_POD.copy().req(cpu="1").gpus(20).scheduler(None).obj(), "CREATE", view(eq))
+    assert not decision.allowed
+    assert decision.message == (
+        "Pod/ns/p: quota exceeded in ElasticQuota/ns/eq (max) for nvidia.com/gpu: requested 20, "
+        "available 16, limit 16 (can never fit under the current quota: nvidia.com/gpu limit 16 would "
+        "have to be at least 20)"
+    )
+    assert "waits until usage drops" not in " ".join(decision.warnings)
+
+
 def test_elastic_quota_over_max_is_a_warning_not_a_denial() -> None:
     eq = MakeElasticQuota().max(cpu="4").used(cpu="3500m").obj()
     decision = review(BARE_POD.copy().req(cpu="1").scheduler(None).obj(), "CREATE", view(eq))
@@ -389,10 +404,28 @@ def test_elastic_quota_over_max_is_a_warning_not_a_denial() -> None:
     assert "requested 1" in decision.warnings[0] and "500m left" in decision.warnings[0]
 
 
-def test_unknown_card_type_is_denied_for_gpuq_pods() -> None:
-    decision = review(GPU_POD.copy().card("NVIDIA-B200").obj(), "CREATE", view())
+def test_unknown_card_type_is_denied_for_gpuq_pods_without_autoscaling() -> None:
+    strict = AdmissionOptions(autoscaled_card_types=False)
+    decision = review(GPU_POD.copy().card("NVIDIA-B200").obj(), "CREATE", view(), options=strict)
     assert not decision.allowed
-    assert "NVIDIA-B200" in decision.message
+    assert decision.message.endswith("(can never fit under the current cluster: no node offers NVIDIA-B200)")
+
+
+def test_a_card_type_no_node_offers_is_admitted_while_its_quota_holds_the_request() -> None:
+    """autoscaledCardTypes (the default): a node autoscaler adds the node for the pending pod, so the
+    webhook admits it, with a warning, when its queue has quota for it; only the quota makes it
+    never (design.md Semantics 16)."""
+    queue = CPU_QUEUE.copy().name("team-b").card_quota('{"NVIDIA-B200": 2}').obj()
+    fits = review(GPU_POD.copy().queue("team-b").card("NVIDIA-B200").obj(), "CREATE", view(queue))
+    assert fits.allowed
+    assert fits.warnings == (
+        "Pod/ns/p: no node offers NVIDIA-B200 yet: the pod waits for a node offering it "
+        "(a node autoscaler adds one for a pending pod)",
+    )
+    too_big = review(GPU_POD.copy().queue("team-b").card("NVIDIA-B200").gpus(3).obj(), "CREATE", view(queue))
+    assert not too_big.allowed and "NVIDIA-B200 limit 2 would have to be at least 3" in too_big.message
+    no_quota = review(GPU_POD.copy().queue("team-a").card("NVIDIA-B200").obj(), "CREATE", view())
+    assert not no_quota.allowed and "can never fit under the current quota" in no_quota.message
 
 
 # --- mutation ------------------------------------------------------------------------------------

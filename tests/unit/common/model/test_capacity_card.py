@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
-from gpuq_k8s.common.model.capacity_card.demand import CardDemand, pod_card_demand, resolve_charge
+from gpuq_k8s.common.model.capacity_card.demand import (
+    CardDemand,
+    NoNodeOffers,
+    pod_card_demand,
+    resolve_charge,
+)
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
 from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger, split_min
@@ -316,16 +321,60 @@ def test_task_mode_counts_allocated_only() -> None:
     ],
 )
 def test_unreadable_task_request(card_name: str, gpu: int, expected: str) -> None:
-    """spec "Event Recording": GetTaskRequestResourceFailed."""
+    """spec "Event Recording": GetTaskRequestResourceFailed (a card type no node offers only in a
+    cluster whose card types are not autoscaled: ``autoscaledCardTypes: false``)."""
     pod = card_pod(POD.copy(), card_name, gpu)
     with pytest.raises(InvalidAnnotation, match=expected):
         pod_card_demand(pod, CATALOG)
+    strict = CapacityCardArgs(autoscaled_card_types=False)
     engine = CapacityCard.rebuild(
-        DEFAULT, NODES, [MakeQueue().card_quota('{"NVIDIA-A100": 1}').capability(cpu="9").model()], [], []
+        strict, NODES, [MakeQueue().card_quota('{"NVIDIA-A100": 1}').capability(cpu="9").model()], [], []
     )
     check = engine.task_check(pod)
     assert check.failure is not None and check.failure.reason == GET_TASK_REQUEST_RESOURCE_FAILED
     assert "Pod/ml/p" in check.failure.message
+
+
+def test_a_card_type_no_node_offers_can_never_fit_a_cluster_without_autoscaling() -> None:
+    """``autoscaledCardTypes: false``: the refusal says the cluster as it stands can never run it."""
+    pod = card_pod(POD.copy(), "NVIDIA-V100", 1)
+    with pytest.raises(NoNodeOffers) as raised:
+        pod_card_demand(pod, CATALOG)
+    assert str(raised.value).endswith("(can never fit under the current cluster: no node offers NVIDIA-V100)")
+
+
+@pytest.mark.parametrize(
+    ("card_name", "requests", "expected"),
+    [
+        # A whole card no node offers: the one whole-card GPU resource the pod requests.
+        ("NVIDIA-V100", {"nvidia.com/gpu": 1}, (("NVIDIA-V100",), {"NVIDIA-V100": 1000})),
+        # Preferred A100 (offered) or V100 (not yet): both candidates of one charge.
+        ("NVIDIA-A100|NVIDIA-V100", {"nvidia.com/gpu": 2}, (("NVIDIA-A100", "NVIDIA-V100"), None)),
+        # MIG and MPS names say their resource.
+        (
+            "NVIDIA-H100/mig-1g.10gb-mixed",
+            {"nvidia.com/mig-1g.10gb": 1},
+            (("NVIDIA-H100/mig-1g.10gb-mixed",), None),
+        ),
+        ("NVIDIA-H100/mps-80g*1/4", {"nvidia.com/gpu.shared": 1}, (("NVIDIA-H100/mps-80g*1/4",), None)),
+    ],
+)
+def test_autoscaled_card_types_stay_candidates(
+    card_name: str, requests: dict[str, int], expected: tuple[tuple[str, ...], dict[str, int] | None]
+) -> None:
+    """``autoscaledCardTypes`` (the default): a card type no node offers may come with a node, so it
+    stays a candidate of the pod's demand, its resource read from its name (design.md Semantics 16)."""
+    made = POD.copy().card(card_name)
+    for resource, count in requests.items():
+        made.gpus(count, resource)
+    demand = pod_card_demand(made.info(), CATALOG, autoscaled=True)
+    group, amounts = expected
+    assert demand.groups == (group,)
+    if amounts is not None:
+        assert dict(demand.amounts) == amounts
+    # Unless the pod asks for the resource, the name stays unreadable as before.
+    with pytest.raises(InvalidAnnotation, match="whose resource the pod requests"):
+        pod_card_demand(POD.copy().card("NVIDIA-V100").info(), CATALOG, autoscaled=True)
 
 
 def test_mps_example_3() -> None:

@@ -214,6 +214,53 @@ def test_prefilter_ignores_namespaces_without_quota_and_unrequested_resources() 
     assert infos.prefilter("a", Resources(gpus(1000))) is None  # asks no cpu
 
 
+@pytest.mark.parametrize(
+    ("quotas", "used", "pods", "expected"),
+    [
+        # "pod subjects to ElasticQuota": min 1000 max 2000 used 300: 500 fits, 1800 does not.
+        ({"ns1": (1000, 2000)}, {"ns1": 300}, [("ns1", 500), ("ns1", 1800)], [None, "unschedulable"]),
+        # "the sum of used is bigger than the sum of min": 1800 + 200 + 500 > 1000 + 1000.
+        (
+            {"ns1": (1000, 2000), "ns2": (1000, 2000)},
+            {"ns1": 1800, "ns2": 200},
+            [("ns2", 500)],
+            ["unschedulable"],
+        ),
+        # "without elasticQuotaInfo".
+        ({}, {}, [("ns2", 500)], [None]),
+        # gpuq's own case: a request over max itself can never fit (upstream: Unschedulable, and
+        # preemption is tried in vain), UnschedulableAndUnresolvable with the outlook "never".
+        ({"ns1": (1000, 2000)}, {"ns1": 0}, [("ns1", 2500)], ["never"]),
+    ],
+)
+def test_capacity_scheduling_test_go_pre_filter(
+    quotas: dict[str, tuple[int, int]],
+    used: dict[str, int],
+    pods: list[tuple[str, int]],
+    expected: list[str | None],
+) -> None:
+    """scheduler-plugins ``pkg/capacityscheduling/capacity_scheduling_test.go`` TestPreFilter (memory
+    in bytes, as upstream's ``memReq``): Success, Unschedulable, or gpuq's unresolvable "never"."""
+    infos = state(
+        [eq(ns, {"memory": lo}, {"memory": hi}) for ns, (lo, hi) in quotas.items()],
+        [
+            MakePod(f"{ns}-running", ns).req({"memory": amount}).node("n1").info()
+            for ns, amount in used.items()
+        ],
+    )
+    got: list[str | None] = []
+    for namespace, memory in pods:
+        refusal = infos.prefilter(namespace, Resources({"memory": memory}))
+        if refusal is None:
+            got.append(None)
+        elif refusal.unresolvable:
+            assert "can never fit under the current quota" in refusal.message
+            got.append("never")
+        else:
+            got.append("unschedulable")
+    assert got == expected
+
+
 # ------------------------------------------------------------------------------------------------
 # Story 1 (KEP "User Stories"): QuotaA min 4 max 6, QuotaB min 6 max 8, 10 GPUs
 # ------------------------------------------------------------------------------------------------

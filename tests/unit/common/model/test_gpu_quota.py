@@ -451,7 +451,8 @@ def test_status_reporting_structure_example() -> None:
         (3, 3, "0.00"),
         (5, 3, "0.00"),
         (1, 8, "87.50"),
-        (0, 0, "0.00"),
+        (0, 0, "100.00"),  # tensor-fusion's zero-division guard: nothing of a 0 limit is used
+        (2, 0, "0.00"),  # gpuq: an explicit 0 is a real limit, so usage under it leaves nothing
     ],
 )
 def test_available_percent_strings(used: int, limit: int, text: str) -> None:
@@ -460,6 +461,16 @@ def test_available_percent_strings(used: int, limit: int, text: str) -> None:
         [POD.copy().name(f"w{i}").annotation(ann.TF_TFLOPS_REQUEST, "1").info() for i in range(used)]
     )
     assert store.status("team-a", NOW).status["availablePercent"]["workers"] == text
+
+
+def test_quota_calculator_edge_cases_zero_division() -> None:
+    """tensor-fusion ``internal/quota/quota_store_test.go`` "QuotaCalculator Edge Cases should handle
+    zero division safely": a quota whose totals are all 0, with zero usage, reports every resource
+    100% available (the calculator's guard, ``calculator.go`` calculateResourcePercent)."""
+    store = store_with(total={"requests": {"tflops": "0", "vram": "0"}, "maxWorkers": 0})
+    store.rebuild([])
+    available = store.status("team-a", NOW).status["availablePercent"]
+    assert available == {"requests.tflops": "100.00", "requests.vram": "100.00", "workers": "100.00"}
 
 
 @pytest.mark.parametrize(

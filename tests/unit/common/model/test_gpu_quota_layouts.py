@@ -247,7 +247,8 @@ def test_admission_refuses_a_request_below_single_min() -> None:
     assert not allowed
     assert message == (
         "Pod/team-a/p: request below the minimum in namespace team-a (GPUResourceQuota/team-a/team-a-quota) "
-        "for single.min.tflops: requested 500m, minimum 1"
+        "for single.min.tflops: requested 500m, minimum 1 (can never fit under the current quota: "
+        "single.min.tflops minimum 1 would have to be at most 500m)"
     )
     allowed, message = _admitted(
         base.copy().annotations({f"{TF}tflops-request": "1", f"{TF}vram-request": "1Gi"})
@@ -305,5 +306,7 @@ def test_the_scheduler_refuses_below_single_min_as_unresolvable(
         in pods["small"]["reason"]
     )
     assert "requested 1Gi, minimum 4Gi" in pods["small"]["reason"]
+    # No usage change lifts a request to a minimum: it can never fit (design.md Semantics 14).
+    assert pods["small"]["outlook"] == "never"
     assert "preemption" not in pods["small"]["reason"]
     assert "for single.max.workers: requested 3" in pods["wide"]["reason"]

@@ -9,8 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuq_k8s.common.model.outlook import NEVER, WAIT, capacity_outlook, outlook_of, quota_outlook
-from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
+from gpuq_k8s.common.model.outlook import (
+    NEVER,
+    WAIT,
+    absent_card_outlook,
+    annotation_outlook,
+    capacity_outlook,
+    no_card_node_outlook,
+    outlook_of,
+    quota_outlook,
+    with_outlook,
+)
+from gpuq_k8s.common.model.quota_exceeded import BelowMinimum, QuotaExceeded
+from gpuq_k8s.common.model.refusal import Refusal
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.paths import REPO_ROOT
 from tests.testing.simulate_text import pods_by_name, simulate, simulate_explained
@@ -111,3 +122,50 @@ def test_more_than_any_node_has_can_never_fit_a_full_node_waits(
     ) in pods["huge"]["reason"]
     assert pods["later"]["outlook"] == WAIT
     assert "Waits for room: the most cpu free on one node is 2, 6 asked." in pods["later"]["reason"]
+
+
+def test_below_a_minimum_can_never_fit() -> None:
+    """gpu-resource-quota ``single.min``: no pod leaving raises a request (it was null before)."""
+    error = BelowMinimum("single.min.vram", "1Gi", "8Gi", "8Gi", scope="namespace ml", unresolvable=True)
+    assert str(error) == (
+        "request below the minimum in namespace ml for single.min.vram: requested 1Gi, minimum 8Gi "
+        "(can never fit under the current quota: single.min.vram minimum 8Gi would have to be at most 1Gi)"
+    )
+    assert outlook_of(str(error)) == NEVER
+
+
+def test_a_malformed_annotation_of_the_pod_can_never_fit() -> None:
+    text = with_outlook(
+        "Pod/ml/p: tensor-fusion.ai/gpu-count: invalid value 'two'",
+        annotation_outlook("tensor-fusion.ai/gpu-count"),
+    )
+    assert text.endswith(
+        "(can never fit under the current annotations: tensor-fusion.ai/gpu-count would have to be corrected)"
+    )
+    assert outlook_of(text) == NEVER
+
+
+def test_a_card_type_no_node_offers_waits_for_a_node_unless_the_cluster_is_not_autoscaled() -> None:
+    waits = absent_card_outlook("NVIDIA-H100")
+    assert str(waits) == "waits for a node offering NVIDIA-H100" and not waits.never
+    assert outlook_of(f"x ({waits})") == WAIT
+    never = no_card_node_outlook("NVIDIA-H100")
+    assert str(never) == "can never fit under the current cluster: no node offers NVIDIA-H100"
+    assert outlook_of(f"x ({never})") == NEVER
+
+
+def test_a_never_refusal_is_one_refusal_whatever_the_usage_it_quotes() -> None:
+    """The heterogeneous example's big-train: 8 H100 of a limit of 4, before and after team-b's other
+    pods took its H100: one refusal (one event), not one per figure."""
+    before = Refusal(QuotaExceeded("NVIDIA-H100", "8", "4", "4", scope="Queue/team-b", used="0"))
+    after = Refusal(QuotaExceeded("NVIDIA-H100", "8", "0", "4", scope="Queue/team-b", used="4"))
+    assert before.message != after.message and before.identity == after.identity
+    waiting = Refusal(QuotaExceeded("NVIDIA-H100", "2", "0", "4", scope="Queue/team-b", used="4"))
+    later = Refusal(QuotaExceeded("NVIDIA-H100", "2", "1", "4", scope="Queue/team-b", used="3"))
+    assert waiting.identity != later.identity  # waiting: the figures are the news
+
+
+def test_the_example_reports_big_train_once(capsys: pytest.CaptureFixture[str]) -> None:
+    out = simulate_explained(capsys, "-f", str(EXAMPLE))
+    refusals = [e for e in out["events"] if e["object"] == "PodGroup/team-b/big-train"]
+    assert len(refusals) == 1 and refusals[0]["reason"] == "InsufficientScalarQuota"

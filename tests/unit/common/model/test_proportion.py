@@ -52,7 +52,7 @@ def test_share_orders_queues_lower_first() -> None:
     model.deserve([a, b], {"cpu": 4000})
     assert a.share == pytest.approx(0.5)
     assert b.share == pytest.approx(1.0)
-    assert model.compare_shares(a, b) == -1 and model.compare_shares(b, a) == 1
+    assert model.compare_queues(a, b) == -1 and model.compare_queues(b, a) == 1
 
 
 def test_overused_at_the_deserved_share() -> None:
@@ -83,9 +83,9 @@ def test_reclaimable_takes_only_while_the_queue_stays_above_its_share() -> None:
     a, b = _queues(("a", 1, 3000), ("b", 1, 1000))
     a.allocated = {"cpu": 3000}
     model.deserve([a, b], {"cpu": 3000})
-    victims = model.reclaimable({"cpu": 1000}, [("a", {"cpu": 1000})] * 3, {"a": a, "b": b})
+    victims = model.reclaimable([("a", {"cpu": 1000})] * 3, {"a": a, "b": b})
     assert victims == [0]  # a deserves 2000: one pod back brings it there
-    assert model.reclaimable({"cpu": 1000}, [("b", {"cpu": 1000})], {"a": a, "b": b}) == []
+    assert model.reclaimable([("b", {"cpu": 1000})], {"a": a, "b": b}) == []
 
 
 def test_conformance_spares_critical_and_kube_system_pods() -> None:

@@ -40,6 +40,8 @@ def assert_same_check(fast: TaskCheck, slow: TaskCheck) -> None:
     assert list(fast.refusals.items()) == list(slow.refusals.items())
     assert [said(r) for r in fast.refusals.values()] == [said(r) for r in slow.refusals.values()]
     assert fast.failure == slow.failure and said(fast.failure) == said(slow.failure)
+    assert fast.none_reasons == slow.none_reasons
+    assert fast.unoffered() == slow.unoffered()
     assert fast.ok == slow.ok
 
 
@@ -133,7 +135,7 @@ def test_engine_hot_path_agrees_with_the_reference_functions(
             ledger = engine.ledgers["team-a"]
             check = engine.task_check(pod)
             try:
-                demand = pod_card_demand(pod, engine.catalog)
+                demand = pod_card_demand(pod, engine.catalog, autoscaled=engine.args.autoscaled_card_types)
             except InvalidAnnotation:
                 assert check.failure is not None
                 assert engine.reserve(pod.with_node_name(node), node, check) == {}

@@ -73,10 +73,11 @@ def test_crossquota_weight_zero_keeps_its_predicate(
 ) -> None:
     """crossquota.md "Predicate": 28 + 6 > 32 still rejects gpu-c with scoring switched off."""
     pods = pods_by_name(_run(tmp_path, capsys, 0, 0))
-    assert pods["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded"
+    assert pods["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded: required=6 used=28 quota=32"
     assert pods["huge-job"]["phase"] == "Pending"
     assert pods["huge-job"]["reason"].startswith(
-        "0/3 nodes are available: 1 cpu quota exceeded, 2 Insufficient cpu."
+        # The predicate's numbers (crossquota.md "Predicate Function"): 14 of gpu-c's 32 used.
+        "0/3 nodes are available: 1 cpu quota exceeded: required=40 used=14 quota=32, 2 Insufficient cpu."
     )
     # with no plugin scoring, equal totals go to the feasible node whose name sorts first
     nodes = pods["batch-job"]["nodes"]

@@ -12,11 +12,16 @@ simulate``.
 - gang's preemptable function (a job keeps minMember) is ported in
   tests/unit/scheduler/actions/test_volcano_ported.py (preempt_test.go "preempt one task of different
   job to fit both jobs on one node").
+- ``minTaskMember`` as Volcano's gang enforces it (``job_info.go`` CheckTaskValid, CheckTaskReady):
+  TestAllocate "master's min member can not be allocated, break from allocating", and
+  ``pkg/scheduler/api/job_info_test.go`` TestParseMinMemberInfoChanged (a PodGroup update replaces the
+  per-task minimums).
+- A gang that cannot reach its quorum holds its reservations no longer than its Permit timeout
+  (``permitWaitingTimeSeconds``) and gives way: the pods its rollback can help are retried at once.
 
-Not ported, because gpuq lacks the feature: TestAllocate "master's min member can not be allocated,
-break from allocating" needs ``minTaskMember`` (per-task minimums, which gpuq parses but gang does not
-enforce); gang_test.go "inqueue job blocked by external scheduling gates" needs scheduling gates; the
-network-topology (HyperNode) cases of allocate_test.go need HyperNodes."""
+Not ported, because gpuq lacks the feature: gang_test.go "inqueue job blocked by external scheduling
+gates" needs scheduling gates; the network-topology (HyperNode) cases of allocate_test.go need
+HyperNodes."""
 
 from __future__ import annotations
 
@@ -42,8 +47,20 @@ tiers:
 """
 
 
-def _group(min_member: int) -> dict[str, Any]:
-    return MakePodGroup("pg1", "c1").queue("c1").min_member(min_member).phase("Inqueue").obj()
+def _group(min_member: int, min_task_member: dict[str, int] | None = None) -> dict[str, Any]:
+    made = MakePodGroup("pg1", "c1").queue("c1").min_member(min_member).phase("Inqueue")
+    if min_task_member is not None:
+        made.spec(minTaskMember=min_task_member)
+    return made.obj()
+
+
+def _roles(*roles: tuple[str, str]) -> list[dict[str, Any]]:
+    """Pods of pg1 (1 cpu, 1G) with their task (``volcano.sh/task-spec``) and the node role they need."""
+    out = []
+    for name, role in roles:
+        made = volcano_pod("c1", name, "1", "1G").group("pg1").labels({"volcano.sh/task-spec": role})
+        out.append(made.node_selector({"nodeRole": role}).obj())
+    return out
 
 
 def test_allocate_test_go_tasks_not_used_up_continue_until_min_member(
@@ -133,3 +150,49 @@ def test_gang_test_go_inqueue_job_with_fit_errors_binds_nothing(
     assert bound(out) == {}
     assert phases(out) == {"c1/p1": "Pending", "c1/p2": "Pending"}
     assert {g["name"]: g["phase"] for g in out["podGroups"]} == {"pg1": "Inqueue"}
+
+
+def test_allocate_test_go_master_min_member_can_not_be_allocated_break_from_allocating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TestAllocate "master's min member can not be allocated, break from allocating": pg1 (minMember
+    2, minTaskMember master 2, worker 0): masters p0, p1 (nodeRole=master) and workers p2, p3; n1
+    (master) has 1 cpu, n2 (worker) 2. Only one master fits, so the job is not ready although three of
+    its pods could be placed: nothing binds (without the per-task minimum, p0, p2 and p3 bound)."""
+    objects: list[dict[str, Any]] = [MakeQueue("c1").weight(1).obj(), _group(2, {"master": 2, "worker": 0})]
+    objects += _roles(("p0", "master"), ("p1", "master"), ("p2", "worker"), ("p3", "worker"))
+    objects += [
+        volcano_node("n1", "1", "2Gi").label("nodeRole", "master").obj(),
+        volcano_node("n2", "2", "2Gi").label("nodeRole", "worker").obj(),
+    ]
+    out = simulate(tmp_path, capsys, objects, ALLOCATE_CONF)
+    assert bound(out) == {}
+    reasons = {p["name"]: p["reason"] for p in out["pods"]}
+    assert any("task master has 1 of its minTaskMember 2" in (r or "") for r in reasons.values()), reasons
+
+
+@pytest.mark.parametrize(("min_member", "runs"), [(3, False), (2, True)])
+def test_a_task_without_enough_pods_makes_the_job_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], min_member: int, runs: bool
+) -> None:
+    """Volcano's gang validJobFn (``CheckTaskValid``): a job whose task has fewer pods than its
+    minTaskMember (master 2, one master pod) is not scheduled at all ("Not enough valid pods of each
+    task"); with minMember below the sum of the task minimums (2 < 3) the per-task rule does not apply,
+    as in Volcano, and the job runs."""
+    objects = [
+        MakeQueue("c1").weight(1).obj(),
+        _group(min_member, {"master": 2, "worker": 1}),
+        *_roles(("m0", "master"), ("w0", "worker"), ("w1", "worker")),
+        volcano_node("n1", "4", "4Gi").label("nodeRole", "master").obj(),
+        volcano_node("n2", "4", "4Gi").label("nodeRole", "worker").obj(),
+    ]
+    out = simulate(tmp_path, capsys, objects, ALLOCATE_CONF)
+    if runs:
+        assert bound(out) == {"c1/m0": "n1", "c1/w0": "n2", "c1/w1": "n2"}
+        return
+    assert bound(out) == {}
+    reason = next(p["reason"] for p in out["pods"] if p["name"] == "m0")
+    assert (
+        "PodGroup c1/pg1 has not enough pods of each task for gang-scheduling: "
+        "task master has 1 of its minTaskMember 2"
+    ) in reason

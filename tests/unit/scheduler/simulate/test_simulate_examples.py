@@ -40,10 +40,11 @@ def test_crossquota_worked_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert pods["batch-job"]["nodes"]["gpu-a"]["scores"]["crossquota"] == pytest.approx(8.64, abs=0.005)
     assert pods["web-service"]["nodes"]["gpu-b"]["scores"]["crossquota"] == pytest.approx(6.25)
     assert pods["web-service"]["node"] == "gpu-b"
-    assert pods["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded"
+    assert pods["big-job"]["nodes"]["gpu-c"]["filtered"] == "cpu quota exceeded: required=6 used=32 quota=32"
     assert pods["huge-job"]["phase"] == "Pending"
     assert pods["huge-job"]["reason"].startswith(
-        "0/3 nodes are available: 1 cpu quota exceeded, 2 Insufficient cpu."
+        # The predicate's numbers (crossquota.md "Predicate Function"): 12 of gpu-c's 32 used.
+        "0/3 nodes are available: 1 cpu quota exceeded: required=40 used=12 quota=32, 2 Insufficient cpu."
     )
     for node in pods["batch-job"]["nodes"].values():
         assert node["total"] == pytest.approx(sum(node["scores"].values()))

@@ -50,3 +50,18 @@ def test_without_the_capacity_card_plugin_the_grid_says_so() -> None:
     page = render({k: v for k, v in REPORT.items() if k != "nodes"})
     assert "The capacity-card plugin is off." in page
     assert "data-card=" not in page
+
+
+def test_a_pod_waiting_for_a_node_offering_its_card_type_says_so() -> None:
+    """design.md Semantics 16: the badge of a pod whose card type no node offers yet."""
+    pod = {
+        "namespace": "ml",
+        "name": "h100",
+        "phase": "Pending",
+        "outlook": "wait",
+        "node": None,
+        "reason": "0/1 nodes are available: Queue/q has quota for NVIDIA-H100, which no node offers yet "
+        "(waits for a node offering NVIDIA-H100).",
+    }
+    page = render({**REPORT, "pods": [pod]})
+    assert '<span class="badge wait">waits for a node</span>' in page
