@@ -7,6 +7,7 @@ whatever its length), so the output can be grepped.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from rich.console import Console
@@ -46,8 +47,11 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
-    """The report's tables; with ``explain``, each scheduled pod's per-node detail after them."""
+def print_report(
+    out: dict[str, Any], *, explain: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None
+) -> None:
+    """The report's tables; with ``explain`` (a pod's per-node detail, or None), each explained pod's
+    detail after them, made and printed one pod at a time."""
     console = make_console()
     table = Table(title="Pods", title_justify="left")
     for column in ("NAMESPACE", "NAME", "PHASE", "NODE", "CARD TYPE", "OUTLOOK", "REASON"):
@@ -99,10 +103,11 @@ def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
             for row in rows:
                 t.add_row(row["object"], row["message"])
             console.print(t)
-    if explain:
+    if explain is not None:
         for pod in out["pods"]:
-            if pod.get("nodes"):
-                print_explain(pod, console)
+            nodes = explain(pod)
+            if nodes:
+                print_explain({**pod, "nodes": nodes}, console)
 
 
 def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:

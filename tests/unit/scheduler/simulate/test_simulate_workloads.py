@@ -28,7 +28,7 @@ def _template(labels: Mapping[str, str] | None = None, **annotations: str) -> di
     meta: dict[str, Any] = {"labels": labels or {"app": "a"}}
     if annotations:
         meta["annotations"] = annotations
-    return {"metadata": meta, "spec": {"containers": [CONTAINER]}}
+    return {"metadata": meta, "spec": {"schedulerName": "gpuq-scheduler", "containers": [CONTAINER]}}
 
 
 def _apps(kind: str, name: str, replicas: int | None = 2, **extra: Any) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def test_a_pod_made_from_a_template_keeps_its_metadata_and_the_workloads_time() 
                 "labels": {"app": "a"},
                 "creationTimestamp": "2024-05-01T10:00:00Z",
             },
-            "spec": {"containers": [CONTAINER]},
+            "spec": {"schedulerName": "gpuq-scheduler", "containers": [CONTAINER]},
         }
     ]
 
@@ -210,8 +210,7 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
         ),
         (
             {"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}, "spec": {}},
-            "Job/default/j: apiVersion: invalid value 'batch/v2': "
-            "expected batch/v1 or batch.volcano.sh/v1alpha1",
+            "Job/default/j: apiVersion: invalid value 'batch/v2': expected batch/v1",
         ),
         (
             {
@@ -220,7 +219,8 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
                 "metadata": {"name": "j"},
                 "spec": {"parallelism": "2", "template": _template()},
             },
-            "Job/default/j: spec.parallelism: invalid value '2': expected a non-negative integer",
+            # the apiserver's decoding (json: cannot unmarshal string into ... of type int32)
+            "Job/default/j: spec.parallelism: invalid value '2': expected an integer",
         ),
         (
             _volcano(tasks=[]),
