@@ -48,7 +48,8 @@ def fail_on(sim: Simulation, out: Mapping[str, Any], conditions: Sequence[str]) 
             what = "left Pending" if condition == FAIL_PENDING else "left Pending with outlook never"
         if hits:
             more = f" and {len(hits) - _SHOWN} more" if len(hits) > _SHOWN else ""
-            noun = "object" if len(hits) == 1 else "objects"
+            noun = "pod" if all(hit.startswith("Pod/") for hit in hits) else "object"
+            noun += "" if len(hits) == 1 else "s"
             shown = ", ".join(hits[:_SHOWN])
             lines.append(f"--fail-on {condition}: {len(hits)} {noun} {what}: {shown}{more}")
     return lines

@@ -172,18 +172,24 @@ def _input_crds(docs: Sequence[Document], out: Manifests) -> dict[str, CustomRes
         body = doc.body
         if not isinstance(body, Mapping) or kinds.of(body) is not kinds.CUSTOM_RESOURCE_DEFINITION:
             continue
-        spec = body.get("spec")
-        spec = spec if isinstance(spec, Mapping) else {}
-        names = spec.get("names")
-        names = names if isinstance(names, Mapping) else {}
-        record = kinds.lookup(str(spec.get("group") or ""), str(names.get("kind") or ""))
-        if record is None or record not in kinds.SIMULATED:
+        record = _defined_kind(body)
+        if record is None:
             continue
         try:
             found[record.kind] = custom_resource_definition(body, doc.where)
         except GpuqError as err:
             out.errors.append(str(err))
     return found
+
+
+def _defined_kind(crd: Mapping[str, Any]) -> kinds.Kind | None:
+    """The simulated kind a CustomResourceDefinition defines (spec.group, spec.names.kind), or None."""
+    spec = crd.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    names = spec.get("names")
+    names = names if isinstance(names, Mapping) else {}
+    record = kinds.lookup(str(spec.get("group") or ""), str(names.get("kind") or ""))
+    return record if record is not None and record in kinds.SIMULATED else None
 
 
 def _label(body: Mapping[str, Any], record: kinds.Kind | None) -> str:
@@ -245,6 +251,8 @@ def _simulated(
             out.errors.append(f"{doc.where}: {problem}")
             continue
         record = kinds.of(body)
+        if record is kinds.CUSTOM_RESOURCE_DEFINITION and _defined_kind(body) is not None:
+            continue  # read by _input_crds
         api_version = str(body.get("apiVersion") or "")
         if record is None and body["kind"] in SIMULATED_NAMES and _builtin_group(kinds.group_of(api_version)):
             # A Deployment in extensions/v1beta1 (Kubernetes serves it no more: "no matches for kind"),
