@@ -19,7 +19,11 @@ from tests.testing.paths import REPO_ROOT
 GITOPS = REPO_ROOT / "tests" / "fixtures" / "gitops"
 EXAMPLES = REPO_ROOT / "examples"
 SPECS = EXAMPLES / "specs"
-NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '8', memory: 8Gi, pods: '110'}}\n"
+NODE = (
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+    "status: {allocatable: {cpu: '8', memory: 8Gi, pods: '110'}}\n"
+)
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec: {%scontainers: [{name: c}]}\n"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -85,9 +89,9 @@ def test_a_pod_without_scheduler_name_is_reported_not_scheduled(capsys: pytest.C
 def test_scheduler_name_says_which_pods_simulate_schedules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    unset = "apiVersion: v1\nkind: Pod\nmetadata: {name: unset}\nspec: {containers: [{name: c}]}\n"
-    ours = "apiVersion: v1\nkind: Pod\nmetadata: {name: ours}\nspec: {schedulerName: gpuq-scheduler, containers: [{name: c}]}\n"
-    other = "apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec: {schedulerName: my-gpuq, containers: [{name: c}]}\n"
+    unset = POD % ("unset", "")
+    ours = POD % ("ours", "schedulerName: gpuq-scheduler, ")
+    other = POD % ("other", "schedulerName: my-gpuq, ")
     path = _write(tmp_path, NODE, unset, ours, other)
     phases = {}
     for name in ("gpuq-scheduler", "default-scheduler", "my-gpuq"):
@@ -148,11 +152,11 @@ def test_a_volcano_job_without_scheduler_name_is_volcanos(
         ),
         # json: cannot unmarshal array into Go struct field PodSpec.spec.nodeSelector
         (
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeSelector: [a], containers: [{name: c}]}\n",
+            POD % ("p", "nodeSelector: [a], "),
             "Pod/default/p: spec.nodeSelector: invalid value ['a']: expected a mapping",
         ),
         (
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {version: 2}}\nspec: {containers: [{name: c}]}\n",
+            POD % ("p, labels: {version: 2}", ""),
             "Pod/default/p: metadata.labels[version]: invalid value 2: expected a string",
         ),
         (
@@ -196,7 +200,8 @@ def test_a_crd_of_a_simulated_kind_in_the_input_checks_its_objects(
     crd = yaml.safe_load((REPO_ROOT / "deploy" / "crds" / "scheduling.volcano.sh_queues.yaml").read_text())
     spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec_schema["properties"]["priorityTier"] = {"type": "integer"}  # a field the shipped CRD lacks
-    queue = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\nspec: {priorityTier: 2}\n"
+    queue = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n"
+    queue += "spec: {priorityTier: 2}\n"
     without = _write(tmp_path, NODE, queue)
     code, _, err = _run(capsys, "-f", without)
     assert code == 2 and "Queue/q: spec.priorityTier: unknown field" in err
@@ -231,11 +236,14 @@ def test_a_scheduler_configuration_given_to_f_gets_the_hint_to_use_config(
     )
 
 
-EXAMPLE_FOLDERS = sorted(
-    str(path.relative_to(REPO_ROOT))
-    for path in EXAMPLES.rglob("*")
-    if path.is_dir() and path.name != "configs" and any(path.glob("*.yaml"))
-) + ["examples/specs"]
+EXAMPLE_FOLDERS = [
+    *sorted(
+        str(path.relative_to(REPO_ROOT))
+        for path in EXAMPLES.rglob("*")
+        if path.is_dir() and path.name != "configs" and any(path.glob("*.yaml"))
+    ),
+    "examples/specs",
+]
 
 
 @pytest.mark.parametrize("folder", EXAMPLE_FOLDERS)
