@@ -59,7 +59,7 @@ class CoreSchema:
 
     def versions(self, kind: str) -> list[str]:
         """The apiVersions the schema holds ``kind`` in (``apps/v1``), for an error's expectation."""
-        return sorted(key.rpartition("/")[0] for key in self.kinds if key.rpartition("/")[2] == kind)
+        return _versions(self.kinds, kind)
 
     def check(self, obj: Mapping[str, Any], api_version: str) -> list[Problem] | None:
         """Every problem of ``obj`` against the type of its kind in ``api_version``; None when the
@@ -107,6 +107,10 @@ class CoreSchema:
                 yield from self._check(inner, item, f"{path}[{key}]")
         elif not _scalar_ok(expression, value):
             yield _bad(path, value, _EXPECTED.get(expression, expression))
+
+
+def _versions(kinds: Mapping[str, str], kind: str) -> list[str]:
+    return sorted(key.rpartition("/")[0] for key in kinds if key.rpartition("/")[2] == kind)
 
 
 def _bad(path: str, value: Any, expected: str) -> Problem:

@@ -78,9 +78,14 @@ def _files(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
+# libyaml's loader when PyYAML was built with it (its wheels are): the same documents as the pure-Python
+# safe loader, parsed about ten times faster, which is most of a 5,000-pod input's load time.
+_YAML_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _documents(path: Path) -> Iterable[tuple[int, Any]]:
     text = path.read_text(encoding="utf-8")
-    for index, doc in enumerate(yaml.safe_load_all(text)):
+    for index, doc in enumerate(yaml.load_all(text, Loader=_YAML_LOADER)):
         if doc is None:
             continue
         if isinstance(doc, Mapping) and doc.get("kind") == "List":
