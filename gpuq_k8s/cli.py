@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import argcomplete
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -274,7 +275,9 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    argcomplete.autocomplete(parser)  # returns at once unless the shell asks for completions
+    args = parser.parse_args(argv)
     if args.command in ("scheduler", "webhook", "certs"):
         try:
             return int(args.func(args))

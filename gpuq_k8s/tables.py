@@ -143,8 +143,9 @@ def _print_warnings(console: Console, events: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
-    """One pod's verdict and, node by node, the filter that refused it or the plugins' scores."""
+def print_explain(pod: dict[str, Any], console: Console | None = None, *, scores: bool = True) -> None:
+    """One pod's verdict and, node by node, the filter that refused it or the plugins' scores (with
+    ``scores``; without, only each node's total: ``kubectl gpuq explain`` without ``-o wide``)."""
     console = console or make_console()
     console.print(
         f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
@@ -154,7 +155,7 @@ def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
     nodes = pod.get("nodes") or {}
     if not nodes:
         return
-    plugins = sorted({p for n in nodes.values() for p in n["scores"]})
+    plugins = sorted({p for n in nodes.values() for p in n["scores"]}) if scores else []
     table = Table(title_justify="left")
     table.add_column("NODE")
     table.add_column("FILTERED", overflow="fold")
