@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -25,6 +26,9 @@ from tests.testing.paths import REPO_ROOT
 pytestmark = pytest.mark.e2e
 
 FOREIGN_TOP_LEVEL = ("common", "scheduler", "webhook", "certs", "gpuq")
+# What the wheel is built from: the project file, the readme it embeds, the import package and the
+# top-level directories its links point to.
+SOURCES = ("pyproject.toml", "README.md", "gpuq_k8s", "common", "scheduler", "webhook", "certs")
 
 
 def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -39,9 +43,21 @@ def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complet
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     """(the wheel, the fresh venv's bin directory)."""
     root = tmp_path_factory.mktemp("wheel")
+    # The build runs on a copy of what the wheel is made of (the links of gpuq_k8s/ kept as links):
+    # setuptools leaves a build/ directory in the tree it builds, whose stale files a later build of the
+    # checkout would pack.
+    source = root / "source"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in SOURCES:
+        path = REPO_ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, symlinks=True, ignore=ignore)
+        else:
+            shutil.copy2(path, source / name)
     dist = root / "dist"
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO_ROOT)], root
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)], root
     )
     assert built.returncode == 0, built.stderr
     [wheel] = dist.glob("gpuq_k8s-*.whl")
