@@ -263,10 +263,13 @@ def _run_explain(args: argparse.Namespace) -> int:
         result = live_simulation(args.kubeconfig, args.config, (namespace, name), context=args.context)
     if isinstance(result, list):
         return _fail(result)
-    out = report(result, explain=EXPLAIN_ALL)
+    out = report(result)
     match = [p for p in out["pods"] if p["namespace"] == namespace and p["name"] == name]
     if not match:
         return _fail([f"Pod/{namespace}/{name}: not found in the input"])
+    detail = node_detail(result, match[0])  # this pod's alone: every pod's would cost 2.5 M entries
+    if detail is not None:
+        match[0]["nodes"] = detail
     if args.output == "json":
         print(json.dumps(match[0], indent=2))
     else:
