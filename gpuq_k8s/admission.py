@@ -24,12 +24,12 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.outlook import NEVER, outlook_of
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.simulate.loader import NODE, POD, Document, object_reference
+from gpuq_k8s.scheduler.simulate.run import REJECTED
 from gpuq_k8s.webhook.admission import review
 from gpuq_k8s.webhook.options import admission_options
 from gpuq_k8s.webhook.review import deny
 from gpuq_k8s.webhook.view import StaticView
 
-REJECTED: Final = "Rejected"
 _CREATE: Final = "CREATE"
 
 

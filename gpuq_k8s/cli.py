@@ -1,7 +1,7 @@
 """The ``gpuq`` command line (the composition root: it wires config, plugins and backends).
 
 Exit codes: 0 success, 2 invalid input or configuration (one line per problem on stderr, never a
-traceback), 1 an unexpected internal error.
+traceback), 3 a ``gpuq simulate --fail-on`` condition met, 1 an unexpected internal error.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
+import argcomplete
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -23,17 +24,32 @@ from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.metrics import gpuq_version
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER
 from gpuq_k8s.common.process.flags import add_cluster_flags
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.service import register as register_scheduler
+from gpuq_k8s.scheduler.simulate.fail_on import FAIL_ON, REJECTED, fail_on
 from gpuq_k8s.scheduler.simulate.html import render as render_html
 from gpuq_k8s.scheduler.simulate.live import live_simulation
-from gpuq_k8s.scheduler.simulate.loader import Document, Manifests, ingest, read
-from gpuq_k8s.scheduler.simulate.run import Simulation, prepare, report, run
+from gpuq_k8s.scheduler.simulate.loader import Document, Manifests, ingest, read, skipped_summary
+from gpuq_k8s.scheduler.simulate.run import (
+    EXPLAIN_ALL,
+    EXPLAIN_PENDING,
+    Simulation,
+    explains,
+    node_detail,
+    prepare,
+    report,
+    run,
+    write_json,
+)
 from gpuq_k8s.tables import print_explain, print_report
 from gpuq_k8s.webhook import command as webhook_command
 
 EXIT_INVALID: Final = 2
+# `gpuq simulate --fail-on`: a condition met (not 1, a crash's, nor 2, invalid input's, so a CI log
+# tells them apart).
+EXIT_FAIL_ON: Final = 3
 # Below this many pending pods a progress bar would only flicker.
 PROGRESS_THRESHOLD: Final = 2000
 
@@ -54,11 +70,38 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--config", metavar="CONF.yaml", help="scheduler configuration (Volcano format)")
     sim.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
-    sim.add_argument("--explain", action="store_true", help="per-node filter reasons and scores")
+    sim.add_argument(
+        "--explain",
+        nargs="?",
+        const=EXPLAIN_PENDING,
+        choices=(EXPLAIN_PENDING, EXPLAIN_ALL),
+        help="per-node filter reasons and scores: of the pods left pending (--explain), or of every pod "
+        "(--explain=all)",
+    )
     sim.add_argument(
         "--admission",
         action="store_true",
         help="first run every object through the webhook's mutators and validators; report rejections",
+    )
+    sim.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse objects of kinds gpuq does not simulate (default: skip them, with one summary line)",
+    )
+    sim.add_argument(
+        "--scheduler-name",
+        default=GPUQ_SCHEDULER,
+        metavar="NAME",
+        help=f"schedule the pods whose spec.schedulerName is NAME (default {GPUQ_SCHEDULER}; "
+        f"{DEFAULT_SCHEDULER} takes the pods that set none)",
+    )
+    sim.add_argument(
+        "--fail-on",
+        action="append",
+        choices=FAIL_ON,
+        default=[],
+        help=f"exit {EXIT_FAIL_ON} when a pod gpuq schedules ends pending, pending with outlook never, or "
+        "rejected by --admission (repeatable)",
     )
     exp = sub.add_parser(
         "explain",
@@ -100,9 +143,13 @@ def _simulate(
     explain: bool,
     admission: AdmissionOutcome | None = None,
     live: tuple[str | None, str | None] | None = None,
+    *,
+    strict: bool = False,
+    scheduler_name: str = GPUQ_SCHEDULER,
 ) -> Simulation | list[str]:
     """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused;
-    ``live`` (kubeconfig, context): start from that cluster's state, ``files`` on top."""
+    ``live`` (kubeconfig, context): start from that cluster's state, ``files`` on top. The objects of
+    kinds gpuq does not simulate are skipped with one line on stderr (``strict``: refused)."""
     try:
         config = read_config(config_path)
     except GpuqError as err:
@@ -111,12 +158,24 @@ def _simulate(
     docs, errors = read(files)
     if not errors:
         docs = _admitted(docs, config, admission)
-    extra: Manifests = ingest(docs, errors)
+    extra: Manifests = ingest(docs, errors, strict=strict)
+    if extra.skipped and not extra.errors:
+        print(
+            f"{skipped_summary(extra.skipped)} (kinds gpuq does not simulate; --strict refuses them)",
+            file=sys.stderr,
+        )
     if live is not None:
         if extra.errors:
             return extra.errors
-        return live_simulation(live[0], config_path, context=live[1], extra=extra, explain=explain)
-    sim = prepare(extra, config, default_registry(), explain=explain)
+        return live_simulation(
+            live[0],
+            config_path,
+            context=live[1],
+            extra=extra,
+            explain=explain,
+            scheduler_name=scheduler_name,
+        )
+    sim = prepare(extra, config, default_registry(), explain=explain, scheduler_name=scheduler_name)
     if isinstance(sim, list):
         return sim
     pending = sum(1 for p in sim.input_pods if not p.bound)
@@ -152,12 +211,22 @@ def quiet_broken_pipe(command: Callable[[], int]) -> int:
 def _run_simulate(args: argparse.Namespace) -> int:
     if not args.filename and not args.kubeconfig and not args.context:
         return _fail(["simulate: give -f FILE_OR_DIR, --kubeconfig P (the live cluster), or both"])
+    if REJECTED in args.fail_on and not args.admission:
+        return _fail(["--fail-on rejected: nothing is rejected without --admission: add --admission"])
     admission = AdmissionOutcome() if args.admission else None
     live = (args.kubeconfig, args.context) if args.kubeconfig or args.context else None
-    result = _simulate(args.filename, args.config, args.explain, admission, live)
+    result = _simulate(
+        args.filename,
+        args.config,
+        args.explain is not None,
+        admission,
+        live,
+        strict=args.strict,
+        scheduler_name=args.scheduler_name,
+    )
     if isinstance(result, list):
         return _fail(result)
-    out = report(result, explain=args.explain)
+    out = report(result)
     if admission is not None:
         # design.md "gpuq simulate": rejected Pods are listed with phase Rejected; other rejected
         # objects under "rejected". Admission warnings (usage-dependent checks) are kept too.
@@ -166,13 +235,20 @@ def _run_simulate(args: argparse.Namespace) -> int:
         )
         out["rejected"] = admission.rejected
         out["admissionWarnings"] = admission.warnings
+    failed = fail_on(result, out, args.fail_on)
+
+    def detail(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+        return node_detail(result, entry) if explains(entry, args.explain) else None
+
     if args.output == "json":
-        print(json.dumps(out, indent=2))
+        write_json(out, sys.stdout.write, detail)
     elif args.output == "html":
         sys.stdout.write(render_html(out))
     else:
-        print_report(out, explain=args.explain)
-    return 0
+        print_report(out, explain=detail if args.explain else None)
+    for line in failed:
+        print(line, file=sys.stderr)
+    return EXIT_FAIL_ON if failed else 0
 
 
 def _run_explain(args: argparse.Namespace) -> int:
@@ -187,10 +263,13 @@ def _run_explain(args: argparse.Namespace) -> int:
         result = live_simulation(args.kubeconfig, args.config, (namespace, name), context=args.context)
     if isinstance(result, list):
         return _fail(result)
-    out = report(result, explain=True)
+    out = report(result)
     match = [p for p in out["pods"] if p["namespace"] == namespace and p["name"] == name]
     if not match:
         return _fail([f"Pod/{namespace}/{name}: not found in the input"])
+    detail = node_detail(result, match[0])  # this pod's alone: every pod's would cost 2.5 M entries
+    if detail is not None:
+        match[0]["nodes"] = detail
     if args.output == "json":
         print(json.dumps(match[0], indent=2))
     else:
@@ -199,7 +278,9 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    argcomplete.autocomplete(parser)  # returns at once unless the shell asks for completions
+    args = parser.parse_args(argv)
     if args.command in ("scheduler", "webhook", "certs"):
         try:
             return int(args.func(args))

@@ -1,11 +1,16 @@
 """``kubectl gpuq``: the kubectl plugin (the ``kubectl-gpuq`` console script).
 
-    kubectl gpuq queues                 per queue and card type: used / limit, pending and inqueue
+    kubectl gpuq queues [-A]            per queue and card type: used / limit, pending and inqueue
     kubectl gpuq pending [-n NS | -A]   pending pods with their place in their queue and the reason
                                         (a gated pod: POSITION "gated", the gates it waits for)
     kubectl gpuq explain NS/POD         why a pod waits (or went where it went), node by node
 
-It honours ``$KUBECONFIG``, ``--kubeconfig``, ``--context`` and ``-n`` as kubectl does, and only reads.
+Each takes ``-o table|wide|json|yaml`` as kubectl's own commands do (``wide``: more columns; ``json``
+and ``yaml``: the rows, or the pod's verdict, as data). Queues are cluster-scoped: ``queues -A`` is
+accepted and changes nothing, as ``kubectl get nodes -A``. It honours ``$KUBECONFIG``,
+``--kubeconfig``, ``--context`` and ``-n`` as kubectl does, and only reads. Shell completion comes from
+argcomplete (docs/install.md "Shell completion"); ``kubectl_complete-gpuq`` answers kubectl's own
+completion of plugins.
 
 A user who may read every kind the scheduler watches gets the scheduler's own view: the live state
 scheduled in memory by the real scheduler code (:mod:`scheduler.simulate.live`), so the reasons and
@@ -18,6 +23,7 @@ the Queues' recorded usage when Queues are readable; a note on stderr says what 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -25,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import argcomplete
 import yaml
 from rich.table import Table
 
@@ -32,6 +39,7 @@ from gpuq_k8s.cli import quiet_broken_pipe
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.metrics import gpuq_version
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.capacity_card.quota import queue_quota
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import GpuqError
@@ -49,23 +57,31 @@ from gpuq_k8s.tables import amount, fmt, make_console, print_explain
 
 EXIT_INVALID: Final = 2
 DEFAULT_NAMESPACE: Final = "default"
+OUTPUTS: Final = ("table", "wide", "json", "yaml")
 
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_cluster_flags(common, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     common.add_argument("-n", "--namespace", metavar="NS", help="the namespace (default: the context's)")
-    common.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    common.add_argument("-o", "--output", choices=OUTPUTS, default="table")
     parser = argparse.ArgumentParser(
         prog="kubectl gpuq", description="gpuq's view of a cluster: queues, pending pods, explanations."
     )
     parser.add_argument("--version", action="version", version=f"kubectl-gpuq {gpuq_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("queues", parents=[common], help="per queue and card type: used / limit, pending, inqueue")
+    queues = sub.add_parser(
+        "queues", parents=[common], help="per queue and card type: used / limit, pending, inqueue"
+    )
+    queues.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="accepted: Queues are cluster-scoped"
+    )
     pending = sub.add_parser(
         "pending", parents=[common], help="pending pods, their queue position and reason"
     )
-    pending.add_argument("-A", "--all-namespaces", action="store_true")
+    pending.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="pending pods of every namespace"
+    )
     explain = sub.add_parser("explain", parents=[common], help="why a pod waits, node by node")
     explain.add_argument("pod", metavar="[NAMESPACE/]POD")
     return parser
@@ -219,6 +235,9 @@ def pending_rows(view: View) -> list[dict[str, Any]]:
                 "position": position,
                 "outlook": row["outlook"],
                 "reason": row["reason"],
+                "priority": pod_priority(info),
+                "created": info.creation_timestamp or None,
+                "podGroup": info.annotations.get(GROUP_NAME),
             }
         )
     for row in out:
@@ -291,8 +310,64 @@ def _table(columns: Sequence[str], rows: list[list[str]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     return quiet_broken_pipe(lambda: _main(args))
+
+
+def complete() -> int:
+    """``kubectl_complete-gpuq ARGS... WORD``: kubectl's completion of a plugin (kubectl 1.26+ runs
+    this executable with the words typed after ``kubectl gpuq``; it prints one candidate a line, then
+    ``:4``, cobra's "no file completion" directive). The candidates are argcomplete's, as for
+    ``kubectl-gpuq``."""
+    words = sys.argv[1:] or [""]
+    line = " ".join(["kubectl-gpuq", *words])
+    found = io.StringIO()
+    environment = {
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "_ARGCOMPLETE_SUPPRESS_SPACE": "0",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "COMP_TYPE": "9",
+    }
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
+    try:
+        argcomplete.autocomplete(_parser(), output_stream=found, exit_method=_Done.stop)
+    except _Done:
+        pass
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    for candidate in found.getvalue().split("\n"):
+        if candidate.strip():
+            print(candidate.strip())
+    print(":4")
+    return 0
+
+
+class _Done(Exception):
+    """argcomplete's exit, turned into a return (it would end the process)."""
+
+    @staticmethod
+    def stop(code: int = 0) -> None:
+        raise _Done(code)
+
+
+def _print_rows(rows: list[dict[str, Any]], output: str) -> bool:
+    """The rows as JSON or YAML when ``output`` says so; False for the table forms."""
+    if output == "json":
+        print(json.dumps(rows, indent=2))
+    elif output == "yaml":
+        sys.stdout.write(yaml.safe_dump(rows, sort_keys=False))
+    else:
+        return False
+    return True
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -313,52 +388,82 @@ def _main(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_INVALID
     _note(view, target[0] if target else namespace)
-    if args.command == "queues":
+    return render(
+        view,
+        args.command,
+        args.output,
+        namespace,
+        all_namespaces=bool(getattr(args, "all_namespaces", False)),
+        target=target,
+    )
+
+
+def render(
+    view: View,
+    command: str,
+    output: str,
+    namespace: str,
+    *,
+    all_namespaces: bool = False,
+    target: tuple[str, str] | None = None,
+) -> int:
+    """Print ``command``'s answer from ``view`` in ``output`` (table, wide, json, yaml); the exit code."""
+    wide = output == "wide"
+    if command == "queues":
         rows = queue_rows(view)
-        if args.output == "json":
-            print(json.dumps(rows, indent=2))
-        elif not rows and kinds.QUEUE.kind in view.snap.forbidden:
+        if _print_rows(rows, output):
+            return 0
+        if not rows and kinds.QUEUE.kind in view.snap.forbidden:
             print("No queues readable by this user.")
-        else:
-            _table(
-                ("QUEUE", "RESOURCE", "USED", "LIMIT", "INQUEUE", "PENDING PODS"),
-                [
-                    [
-                        r["queue"],
-                        r["resource"],
-                        amount(r["resource"], r["used"]),
-                        amount(r["resource"], r["limit"]),
-                        amount(r["resource"], r["inqueue"]),
-                        str(r["pending"]),
-                    ]
-                    for r in rows
-                ],
-            )
+            return 0
+        columns = ["QUEUE", "RESOURCE", "USED", "LIMIT", "INQUEUE", "PENDING PODS"]
+        columns += ["AVAILABLE", "USED %"] if wide else []
+        _table(columns, [_queue_cells(r, wide=wide) for r in rows])
         return 0
-    if args.command == "pending":
+    if command == "pending":
         rows = pending_rows(view)
-        if not args.all_namespaces:
+        if not all_namespaces:
             rows = [r for r in rows if r["namespace"] == namespace]
-        if args.output == "json":
-            print(json.dumps(rows, indent=2))
-        else:
-            _table(
-                ("NAMESPACE", "POD", "QUEUE", "POSITION", "OUTLOOK", "REASON"),
-                [
-                    [
-                        r["namespace"],
-                        r["name"],
-                        r["queue"],
-                        "gated" if r["position"] is None else f"{r['position']}/{r['of']}",
-                        fmt(r["outlook"]),
-                        fmt(r["reason"]),
-                    ]
-                    for r in rows
-                ],
-            )
+        if _print_rows(rows, output):
+            return 0
+        columns = ["NAMESPACE", "POD", "QUEUE", "POSITION", "OUTLOOK", "REASON"]
+        if wide:
+            columns[4:4] = ["PRIORITY", "PODGROUP", "CREATED"]
+        _table(columns, [_pending_cells(r, wide=wide) for r in rows])
         return 0
     assert target is not None
-    return _explain(view, target, args.output)
+    return _explain(view, target, output)
+
+
+def _queue_cells(row: Mapping[str, Any], *, wide: bool) -> list[str]:
+    resource, used, limit = row["resource"], row["used"], row["limit"]
+    cells = [
+        row["queue"],
+        resource,
+        amount(resource, used),
+        amount(resource, limit),
+        amount(resource, row["inqueue"]),
+        str(row["pending"]),
+    ]
+    if wide:
+        available = max(limit - used, 0) if isinstance(limit, int | float) else None
+        share = f"{100 * used / limit:.0f}%" if isinstance(limit, int | float) and limit else "-"
+        cells += [amount(resource, available), share]
+    return cells
+
+
+def _pending_cells(row: Mapping[str, Any], *, wide: bool) -> list[str]:
+    cells = [
+        row["namespace"],
+        row["name"],
+        row["queue"],
+        "gated" if row["position"] is None else f"{row['position']}/{row['of']}",
+        fmt(row["outlook"]),
+        fmt(row["reason"]),
+    ]
+    if wide:
+        cells[4:4] = [str(row["priority"]), fmt(row["podGroup"]), fmt(row["created"])]
+    return cells
 
 
 def _explain(view: View, target: tuple[str, str], output: str) -> int:
@@ -395,8 +500,11 @@ def _explain(view: View, target: tuple[str, str], output: str) -> int:
         return EXIT_INVALID
     if output == "json":
         print(json.dumps(match[0], indent=2))
+    elif output == "yaml":
+        sys.stdout.write(yaml.safe_dump(match[0], sort_keys=False))
     else:
-        print_explain(match[0])
+        # table: each node's verdict and total; wide: every plugin's score as well.
+        print_explain(match[0], scores=output == "wide")
     return 0
 
 

@@ -7,6 +7,7 @@ whatever its length), so the output can be grepped.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from rich.console import Console
@@ -49,8 +50,11 @@ def fmt(value: Any) -> str:
     return escape(str(value))
 
 
-def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
-    """The report's tables; with ``explain``, each scheduled pod's per-node detail after them."""
+def print_report(
+    out: dict[str, Any], *, explain: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None
+) -> None:
+    """The report's tables; with ``explain`` (a pod's per-node detail, or None), each explained pod's
+    detail after them, made and printed one pod at a time."""
     console = make_console()
     table = Table(title="Pods", title_justify="left")
     for column in ("NAMESPACE", "NAME", "PHASE", "NODE", "CARD TYPE", "OUTLOOK", "REASON"):
@@ -107,10 +111,11 @@ def print_report(out: dict[str, Any], *, explain: bool = False) -> None:
             for row in rows:
                 t.add_row(fmt(row["object"]), fmt(row["message"]))
             console.print(t)
-    if explain:
+    if explain is not None:
         for pod in out["pods"]:
-            if pod.get("nodes"):
-                print_explain(pod, console)
+            nodes = explain(pod)
+            if nodes:
+                print_explain({**pod, "nodes": nodes}, console)
 
 
 def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:
@@ -146,8 +151,9 @@ def _print_warnings(console: Console, events: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
-def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
-    """One pod's verdict and, node by node, the filter that refused it or the plugins' scores."""
+def print_explain(pod: dict[str, Any], console: Console | None = None, *, scores: bool = True) -> None:
+    """One pod's verdict and, node by node, the filter that refused it or the plugins' scores (with
+    ``scores``; without, only each node's total: ``kubectl gpuq explain`` without ``-o wide``)."""
     console = console or make_console()
     console.print(
         f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
@@ -157,7 +163,7 @@ def print_explain(pod: dict[str, Any], console: Console | None = None) -> None:
     nodes = pod.get("nodes") or {}
     if not nodes:
         return
-    plugins = sorted({p for n in nodes.values() for p in n["scores"]})
+    plugins = sorted({p for n in nodes.values() for p in n["scores"]}) if scores else []
     table = Table(title_justify="left")
     table.add_column("NODE")
     table.add_column("FILTERED", overflow="fold")

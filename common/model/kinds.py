@@ -108,6 +108,13 @@ CSI_NODE: Final = _kind("CSINode", "storage.k8s.io", "v1", "csinodes", namespace
 POD_DISRUPTION_BUDGET: Final = _kind(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True
 )
+CUSTOM_RESOURCE_DEFINITION: Final = _kind(
+    "CustomResourceDefinition",
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    namespaced=False,
+)
 # -- the workloads `gpuq simulate` expands into pods (scheduler/simulate/workloads.py)
 DEPLOYMENT: Final = _kind("Deployment", "apps", "v1", "deployments", namespaced=True)
 REPLICA_SET: Final = _kind("ReplicaSet", "apps", "v1", "replicasets", namespaced=True)
@@ -162,6 +169,31 @@ SCHEDULER_WATCHES: Final = (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     POD,
+)
+# What `gpuq simulate` reads from its input (scheduler/simulate/loader.py): Nodes and Pods, the
+# workloads it expands into Pods, and the objects the plugins read. Every other kind in the input is
+# skipped and counted in one line ("skipped 12 objects: 4 Service, 3 ConfigMap"), or refused with
+# --strict; a CustomResourceDefinition is read when it defines one of these kinds (its schema then
+# checks them) and otherwise skipped the same way. A kind the simulation learns to read joins here
+# (built-in kinds' fields are checked from scheduler/simulate/core_schema.json).
+SIMULATED: Final = (
+    NODE,
+    POD,
+    NAMESPACE,
+    PRIORITY_CLASS,
+    DEPLOYMENT,
+    REPLICA_SET,
+    STATEFUL_SET,
+    JOB,
+    VOLCANO_JOB,
+    QUEUE,
+    POD_GROUP,
+    ELASTIC_QUOTA,
+    GPU_RESOURCE_QUOTA,
+    PERSISTENT_VOLUME_CLAIM,
+    PERSISTENT_VOLUME,
+    STORAGE_CLASS,
+    CSI_NODE,
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)

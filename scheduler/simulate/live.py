@@ -128,13 +128,16 @@ def snapshot(kubeconfig: str | None, context: str | None = None, namespace: str 
         raise ReadError(f"cannot read the cluster: {text}") from err
 
 
-def manifests(snap: Snapshot, target: tuple[str, str] | None = None) -> Manifests:
+def manifests(
+    snap: Snapshot, target: tuple[str, str] | None = None, *, acting: str | None = None
+) -> Manifests:
     """The snapshot as simulator input (a malformed object is listed as an error).
 
     With ``target`` (namespace, name), the simulation takes the part of the scheduler that pod names:
-    a gpuq instance may run under any ``--scheduler-name``, and its pods are the ones to schedule.
+    a gpuq instance may run under any ``--scheduler-name``, and its pods are the ones to schedule;
+    ``acting`` names that scheduler outright.
     """
-    acting = _scheduler_of(snap.objects.get(kinds.POD.kind, ()), target)
+    acting = acting or _scheduler_of(snap.objects.get(kinds.POD.kind, ()), target)
     out = Manifests()
     for kind in REPLAY_ORDER:
         for obj in snap.objects.get(kind.kind, ()):
@@ -213,9 +216,12 @@ def live_simulation(
     context: str | None = None,
     extra: Manifests | None = None,
     explain: bool = True,
+    scheduler_name: str | None = None,
 ) -> Simulation | list[str]:
     """Schedule the live cluster's pending pods (plus ``extra``) in memory; a list of problems (one
-    line each) instead when the cluster cannot be read or the input or configuration is invalid."""
+    line each) instead when the cluster cannot be read or the input or configuration is invalid.
+    ``scheduler_name``: the pods to schedule are those of that name (``gpuq simulate
+    --scheduler-name``), else those of the scheduler ``target`` names."""
     try:
         settings = read_config(config_path)
     except GpuqError as err:
@@ -229,7 +235,10 @@ def live_simulation(
             f"cannot read the cluster: listing {', '.join(snap.forbidden)} across all namespaces is "
             "forbidden for this user (a simulation needs every kind the scheduler watches)"
         ]
-    live = manifests(snap, target)
+    live = manifests(snap, target, acting=scheduler_name)
+    if extra is not None:
+        acting = scheduler_name or GPUQ_SCHEDULER
+        extra = replace(extra, pods=[_as_scheduler(pod, acting) for pod in extra.pods])
     sim = prepare(
         overlay(live, extra) if extra is not None else live, settings, default_registry(), explain=explain
     )

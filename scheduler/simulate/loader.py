@@ -3,18 +3,25 @@
 Every problem is collected, not just the first: a platform engineer fixing a 300-line input wants
 the whole list at once. Each problem is one line naming the file, the object and the field.
 
-A problem is what the apiserver would refuse (design.md "gpuq simulate"): custom resources are held
-to their CRD schemas (:mod:`scheduler.simulate.schema`), Pods, Nodes and the storage objects
-(PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes) to the core API's checks of the
-fields the rules read. gpuq's
-own annotation rules are not applied here: an object that breaks them is simulated as the scheduler
-meets it in a cluster (a Warning event and the Semantics-3 fallback).
+The input may be a real repository folder: kinds gpuq does not simulate (Services, ConfigMaps,
+Secrets, custom resources of other projects; :data:`kinds.SIMULATED` says which it does) are skipped
+and counted (``skipped 12 objects: 4 Service, 3 ConfigMap, ...``), or each refused with ``strict``.
+
+A problem is what the apiserver would refuse (design.md "gpuq simulate"): built-in kinds are held to
+the apiserver's field tree (:mod:`scheduler.simulate.core_schema`: ``spec.schedulerNmae`` is an
+unknown field), custom resources to their CRD schemas (:mod:`scheduler.simulate.schema`), Pods and
+Nodes to the core API's checks, the storage objects (PersistentVolumeClaims,
+PersistentVolumes, StorageClasses, CSINodes) also to the core API's checks of the fields the volume
+rules read. gpuq's own annotation rules are not applied here: an object that
+breaks them is simulated as the scheduler meets it in a cluster (a Warning event and the Semantics-3
+fallback). A Pod's schedulerName is kept as the apiserver stores it (``default-scheduler`` when
+unset): the simulation schedules the pods of the scheduler name it acts as, as a cluster would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,18 +34,22 @@ from gpuq_k8s.common.model.placement.volumes.claims import parse_claim
 from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
 from gpuq_k8s.common.model.placement.volumes.persistent_volumes import parse_volume
 from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
-from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import object_ref
-from gpuq_k8s.scheduler.cluster.objects import KINDS
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
-from gpuq_k8s.scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
-from gpuq_k8s.scheduler.simulate.workloads import WORKLOADS, expand, is_workload
+from gpuq_k8s.scheduler.simulate.core_schema import CoreSchema, load_core_schema
+from gpuq_k8s.scheduler.simulate.schema import (
+    CustomResourceDefinition,
+    check_custom_resource,
+    custom_resource_definition,
+    load_crds,
+)
+from gpuq_k8s.scheduler.simulate.workloads import expand, is_workload
 
 NODE: Final = kinds.NODE.kind
 POD: Final = kinds.POD.kind
-SUPPORTED_KINDS: Final = (NODE, POD, *(kind.kind for kind in KINDS), *WORKLOADS)
-# The kinds read as themselves (workloads are namespaced: they are named Kind/namespace/name).
-_READ: Final = {kind.kind: kind for kind in (kinds.NODE, kinds.POD, *KINDS)}
+# The kind names simulate reads, for messages (a name may stand for two groups: Job).
+SIMULATED_NAMES: Final = tuple(dict.fromkeys(kind.kind for kind in kinds.SIMULATED))
 _SUFFIXES: Final = (".yaml", ".yml", ".json")
 # The built-in kinds read as given, held to the core API's checks of the fields the rules read.
 _CHECKS: Final[Mapping[str, Callable[[Any], object]]] = {
@@ -48,6 +59,11 @@ _CHECKS: Final[Mapping[str, Callable[[Any], object]]] = {
     kinds.CSI_NODE.kind: parse_csi_node,
 }
 
+# The top-level keys of a scheduler configuration (Volcano's volcano-scheduler.conf): a document with
+# them and no kind was meant for --config.
+_CONFIG_KEYS: Final = ("actions", "tiers", "configurations")
+_POD_TEMPLATE: Final = "@api.core.v1.PodTemplateSpec"
+
 
 @dataclass(slots=True)
 class Manifests:
@@ -55,6 +71,8 @@ class Manifests:
     pods: list[PodInfo] = field(default_factory=list)
     objects: list[Mapping[str, Any]] = field(default_factory=list)  # everything else, in input order
     errors: list[str] = field(default_factory=list)
+    # Objects of kinds simulate does not read, by how the summary names their kind (Service, ...).
+    skipped: dict[str, int] = field(default_factory=dict)
 
 
 def _files(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -74,9 +92,14 @@ def _files(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
+# libyaml's loader when PyYAML was built with it (its wheels are): the same documents as the pure-Python
+# safe loader, parsed about ten times faster, which is most of a 5,000-pod input's load time.
+_YAML_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _documents(path: Path) -> Iterable[tuple[int, Any]]:
     text = path.read_text(encoding="utf-8")
-    for index, doc in enumerate(yaml.safe_load_all(text)):
+    for index, doc in enumerate(yaml.load_all(text, Loader=_YAML_LOADER)):
         if doc is None:
             continue
         if isinstance(doc, Mapping) and doc.get("kind") == "List":
@@ -118,22 +141,29 @@ def ingest(
     docs: Iterable[Document],
     errors: Sequence[str] = (),
     crds: Mapping[str, CustomResourceDefinition] | None = None,
+    *,
+    strict: bool = False,
 ) -> Manifests:
     """Parse documents into a simulation's input, collecting every problem.
 
-    Custom resources are held to their CRD schemas (``crds``, by kind; the shipped ``deploy/crds``
-    when not given), as the apiserver holds them: what it would refuse is a problem here too.
+    Kinds gpuq does not simulate are skipped and counted in ``Manifests.skipped``; with ``strict``
+    each is a problem instead. Built-in kinds are held to the apiserver's field tree, custom resources
+    to their CRD schemas (``crds``, by kind; the shipped ``deploy/crds`` when not given, replaced by a
+    CRD of the same group and kind in the input, as the cluster's own CRD would be): what the apiserver
+    would refuse is a problem here too.
     """
     out = Manifests(errors=list(errors))
-    if crds is None:
-        try:
-            crds = load_crds()
-        except GpuqError as err:
-            out.errors.append(str(err))
-            return out
+    try:
+        core = load_core_schema()
+        shipped = load_crds() if crds is None else crds
+    except GpuqError as err:
+        out.errors.append(str(err))
+        return out
+    docs = list(docs)
+    schemas = {**shipped, **_input_crds(docs, out)}
     seen: dict[str, str] = {}
-    for doc in _expanded(docs, out.errors):
-        problems = _take(doc.body, out, crds)
+    for doc in _expanded(_simulated(docs, out, core, strict=strict), core, out.errors):
+        problems = _take(doc.body, out, schemas)
         if problems:
             out.errors.extend(f"{doc.where}: {problem}" for problem in problems)
             continue
@@ -146,12 +176,145 @@ def ingest(
     return out
 
 
-def _expanded(docs: Iterable[Document], errors: list[str]) -> Iterable[Document]:
+def skipped_summary(skipped: Mapping[str, int]) -> str:
+    """``skipped 12 objects: 4 Service, 3 ConfigMap, ...`` (the most frequent first, then by name)."""
+    total = sum(skipped.values())
+    parts = [f"{count} {label}" for label, count in sorted(skipped.items(), key=lambda i: (-i[1], i[0]))]
+    return f"skipped {total} {'object' if total == 1 else 'objects'}: {', '.join(parts)}"
+
+
+def _input_crds(docs: Sequence[Document], out: Manifests) -> dict[str, CustomResourceDefinition]:
+    """The input's CustomResourceDefinitions of kinds gpuq simulates, by kind (a problem when one
+    cannot be read); the input's other CRDs are skipped with the other kinds."""
+    found: dict[str, CustomResourceDefinition] = {}
+    for doc in docs:
+        body = doc.body
+        if not isinstance(body, Mapping) or kinds.of(body) is not kinds.CUSTOM_RESOURCE_DEFINITION:
+            continue
+        record = _defined_kind(body)
+        if record is None:
+            continue
+        try:
+            found[record.kind] = custom_resource_definition(body, doc.where)
+        except GpuqError as err:
+            out.errors.append(str(err))
+    return found
+
+
+def _defined_kind(crd: Mapping[str, Any]) -> kinds.Kind | None:
+    """The simulated kind a CustomResourceDefinition defines (spec.group, spec.names.kind), or None."""
+    spec = crd.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    names = spec.get("names")
+    names = names if isinstance(names, Mapping) else {}
+    record = kinds.lookup(str(spec.get("group") or ""), str(names.get("kind") or ""))
+    return record if record is not None and record in kinds.SIMULATED else None
+
+
+def _label(body: Mapping[str, Any], record: kinds.Kind | None) -> str:
+    """How the summary names a skipped object's kind: ``Service``; ``Queue.example.com`` when a kind
+    of that name is simulated in another group."""
+    kind = str(body["kind"])
+    group = kinds.group_of(str(body.get("apiVersion") or ""))
+    if record is None and group and kind in SIMULATED_NAMES:
+        return f"{kind}.{group}"
+    return kind
+
+
+def _not_an_object(body: Any) -> str | None:
+    """Why ``body`` is no Kubernetes object (with a hint when it is something else), or None."""
+    if not isinstance(body, Mapping):
+        return f"expected a Kubernetes object (a mapping with kind and metadata), got {type(body).__name__}"
+    kind = body.get("kind")
+    if kind is None or kind == "":
+        if any(key in body for key in _CONFIG_KEYS):
+            return (
+                "kind: missing: this is a scheduler configuration (Volcano format), not a Kubernetes "
+                "object: pass it with --config FILE"
+            )
+        return "kind: missing: expected a Kubernetes object with apiVersion and kind"
+    if not isinstance(kind, str):
+        return f"kind: invalid value {kind!r}: expected a kind name such as Pod"
+    version = body.get("apiVersion")
+    if version is not None and not isinstance(version, str):
+        return f"{kind}: apiVersion: invalid value {version!r}: expected the kind's API version such as v1"
+    return None
+
+
+def _wrong_version(body: Mapping[str, Any], api_version: str) -> str:
+    """The problem of a simulated kind's name in an apiVersion that has no such kind."""
+    named = [k for k in kinds.SIMULATED if k.kind == body["kind"]]
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    ref = named[0].ref(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+    expected = " or ".join(k.api_version for k in named)
+    if not api_version:
+        return f"{ref}: apiVersion: missing: expected {expected}"
+    return f"{ref}: apiVersion: invalid value {api_version!r}: expected {expected}"
+
+
+def _builtin_group(group: str) -> bool:
+    """Kubernetes' own API groups: the core group, ``apps``, ``batch``..., ``*.k8s.io``."""
+    return "." not in group or group.endswith(".k8s.io")
+
+
+def _simulated(
+    docs: Iterable[Document], out: Manifests, core: CoreSchema, *, strict: bool
+) -> Iterator[Document]:
+    """The documents of kinds gpuq simulates, each built-in one checked against its kind's fields;
+    the others are skipped and counted (a problem each with ``strict``); a non-object is a problem."""
+    for doc in docs:
+        body = doc.body
+        problem = _not_an_object(body)
+        if problem is not None:
+            out.errors.append(f"{doc.where}: {problem}")
+            continue
+        record = kinds.of(body)
+        if record is kinds.CUSTOM_RESOURCE_DEFINITION and _defined_kind(body) is not None:
+            continue  # read by _input_crds
+        api_version = str(body.get("apiVersion") or "")
+        if record is None and body["kind"] in SIMULATED_NAMES and _builtin_group(kinds.group_of(api_version)):
+            # A Deployment in extensions/v1beta1 (Kubernetes serves it no more: "no matches for kind"),
+            # a Queue without its apiVersion (the core group has no Queue).
+            out.errors.append(f"{doc.where}: {_wrong_version(body, api_version)}")
+            continue
+        if record is None or record not in kinds.SIMULATED:
+            if strict:
+                out.errors.append(
+                    f"{doc.where}: kind: invalid value {body['kind']!r} ({api_version}): --strict "
+                    f"takes only the kinds gpuq simulates: {', '.join(SIMULATED_NAMES)}"
+                )
+            else:
+                label = _label(body, record)
+                out.skipped[label] = out.skipped.get(label, 0) + 1
+            continue
+        problems = _core_problems(body, record, core)
+        if problems:
+            out.errors.extend(f"{doc.where}: {problem}" for problem in problems)
+            continue
+        yield doc
+
+
+def _core_problems(body: Mapping[str, Any], record: kinds.Kind, core: CoreSchema) -> list[str]:
+    """What the apiserver's decoding refuses in an object of a built-in kind (Pod, Deployment, ...);
+    nothing for a custom resource (its CRD schema is checked when it is taken)."""
+    if not core.versions(record.kind) or record is kinds.VOLCANO_JOB:
+        return []  # not a built-in kind
+    ref = _ref(body)
+    api_version = str(body.get("apiVersion") or record.api_version)  # absent: the kind's own version
+    problems = core.check(body, api_version)
+    if problems is None:
+        expected = " or ".join(core.versions(record.kind))
+        return [f"{ref}: apiVersion: invalid value {body['apiVersion']!r}: expected {expected}"]
+    return [problem.render(ref) for problem in problems]
+
+
+def _expanded(docs: Iterable[Document], core: CoreSchema, errors: list[str]) -> Iterable[Document]:
     """``docs`` with each workload replaced by the objects its controller would create
     (:mod:`scheduler.simulate.workloads`); a workload that cannot be expanded is an error."""
     for doc in docs:
         body = doc.body
-        if not isinstance(body, Mapping) or not is_workload(body):
+        if not is_workload(body):
             yield doc
             continue
         meta = body.get("metadata")
@@ -159,6 +322,10 @@ def _expanded(docs: Iterable[Document], errors: list[str]) -> Iterable[Document]
             errors.append(
                 f"{doc.where}: {body.get('kind')}: metadata.name: missing: expected a non-empty name"
             )
+            continue
+        problems = _template_problems(body, core)
+        if problems:
+            errors.extend(f"{doc.where}: {problem}" for problem in problems)
             continue
         try:
             made = expand(body)
@@ -168,9 +335,25 @@ def _expanded(docs: Iterable[Document], errors: list[str]) -> Iterable[Document]
         yield from (Document(f"{doc.where}, made from {_ref(body)}", obj) for obj in made)
 
 
-def load(paths: Sequence[str]) -> Manifests:
+def _template_problems(body: Mapping[str, Any], core: CoreSchema) -> list[str]:
+    """A Volcano Job's task templates held to the Pod template's fields (a built-in workload's
+    template is checked with its kind)."""
+    if kinds.of(body) is not kinds.VOLCANO_JOB:
+        return []
+    spec = body.get("spec")
+    tasks = spec.get("tasks") if isinstance(spec, Mapping) else None
+    ref = _ref(body)
+    problems: list[str] = []
+    for index, task in enumerate(tasks if isinstance(tasks, list) else ()):
+        if isinstance(task, Mapping) and task.get("template") is not None:
+            at = f"spec.tasks[{index}].template"
+            problems += [p.render(ref) for p in core.check_value(_POD_TEMPLATE, task["template"], at)]
+    return problems
+
+
+def load(paths: Sequence[str], *, strict: bool = False) -> Manifests:
     docs, errors = read(paths)
-    return ingest(docs, errors)
+    return ingest(docs, errors, strict=strict)
 
 
 def object_reference(doc: Mapping[str, Any]) -> str:
@@ -180,8 +363,9 @@ def object_reference(doc: Mapping[str, Any]) -> str:
 
 def _ref(doc: Mapping[str, Any]) -> str:
     kind = str(doc.get("kind"))
-    meta = doc.get("metadata") or {}
-    record = _READ.get(kind)
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    record = kinds.of(doc)
     namespace = (
         "" if record is not None and not record.namespaced else str(meta.get("namespace") or "default")
     )
@@ -198,13 +382,9 @@ def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
         out.objects.pop()
 
 
-def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]) -> list[str]:
-    """Parse one document into ``out``; returns its problems (none when it was taken)."""
-    if not isinstance(doc, Mapping):
-        return [f"expected a Kubernetes object (a mapping with kind and metadata), got {type(doc).__name__}"]
-    kind = doc.get("kind")
-    if kind not in SUPPORTED_KINDS:
-        return [f"kind: invalid value {kind!r}: expected one of {', '.join(SUPPORTED_KINDS)}"]
+def _take(doc: Mapping[str, Any], out: Manifests, crds: Mapping[str, CustomResourceDefinition]) -> list[str]:
+    """Parse one document of a simulated kind into ``out``; returns its problems (none when taken)."""
+    kind = str(doc.get("kind"))
     meta = doc.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("name"):
         return [f"{kind}: metadata.name: missing: expected a non-empty name"]
@@ -220,10 +400,6 @@ def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]
             out.nodes.append(NodeInfo.from_dict(doc))
         elif kind == POD:
             pod = PodInfo.from_dict(doc)
-            if not (doc.get("spec") or {}).get("schedulerName"):
-                # design.md "gpuq simulate": an unset schedulerName is scheduled by gpuq here (in a
-                # cluster the apiserver would have defaulted it to default-scheduler).
-                pod = replace(pod, scheduler_name=GPUQ_SCHEDULER)
             compile_selection(pod)
             out.pods.append(pod)
         else:

@@ -13,12 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
+import orjson
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import invalid_annotation
 from gpuq_k8s.common.model.outlook import outlook_of
-from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler, SchedulerSettings
 from gpuq_k8s.scheduler.framework.registry import Registry
@@ -31,6 +32,10 @@ BOUND: Final = "Bound"
 PENDING: Final = "Pending"
 GATED: Final = "Gated"  # kept out by a PreEnqueue plugin (spec.schedulingGates): never attempted
 PREEMPTED: Final = "Preempted"
+REJECTED: Final = "Rejected"  # by --admission (gpuq_k8s/admission.py)
+# ``--explain`` (the pods left Pending) and ``--explain=all`` (every pod).
+EXPLAIN_PENDING: Final = "pending"
+EXPLAIN_ALL: Final = "all"
 _MAX_ROUNDS: Final = 1000
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -65,12 +70,25 @@ class Simulation:
 
 
 def build(
-    manifests: Manifests, settings: SchedulerSettings, registry: Registry, *, explain: bool = False
+    manifests: Manifests,
+    settings: SchedulerSettings,
+    registry: Registry,
+    *,
+    explain: bool = False,
+    scheduler_name: str = GPUQ_SCHEDULER,
 ) -> Simulation:
+    """The simulated cluster, its scheduler acting as ``scheduler_name`` (it schedules the pods whose
+    schedulerName that is; bound pods of any scheduler count as usage)."""
     clock = VirtualClock()
     backend = MemoryBackend()
     scheduler = Scheduler(
-        settings, registry, backend, clock=clock, keep_attempts=explain, wall_clock=clock.datetime
+        settings,
+        registry,
+        backend,
+        clock=clock,
+        keep_attempts=explain,
+        wall_clock=clock.datetime,
+        scheduler_name=scheduler_name,
     )
     backend.objects = scheduler.objects
     backend.cluster = scheduler.cluster
@@ -120,14 +138,19 @@ def _with_uid(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def prepare(
-    manifests: Manifests, settings: Any, registry: Registry, *, explain: bool = False
+    manifests: Manifests,
+    settings: Any,
+    registry: Registry,
+    *,
+    explain: bool = False,
+    scheduler_name: str = GPUQ_SCHEDULER,
 ) -> Simulation | list[str]:
     """:func:`build`, or the problems that stop the run (one line each): the input's, else the
     configuration's or the objects'."""
     if manifests.errors:
         return manifests.errors
     try:
-        sim = build(manifests, settings, registry, explain=explain)
+        sim = build(manifests, settings, registry, explain=explain, scheduler_name=scheduler_name)
     except GpuqError as err:
         return [str(err)]
     return sim.errors or sim
@@ -163,12 +186,10 @@ def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> None:
     scheduler.sync_status()
 
 
-def _number(value: float) -> float | int:
-    rounded = round(float(value), 6)
-    return int(rounded) if rounded.is_integer() else rounded
-
-
 def _explain(scheduler: Scheduler, attempt: Attempt) -> dict[str, Any]:
+    """Node by node, the filter reasons or the plugins' scores of ``attempt``. Each score column is
+    rounded and converted once (``tolist``), not element by element: with 500 nodes and 5,000 pods
+    that is 2.5 million entries."""
     cluster = scheduler.cluster
     filtered: dict[int, list[str]] = {}
     if attempt.outcome is None:
@@ -184,19 +205,54 @@ def _explain(scheduler: Scheduler, attempt: Attempt) -> dict[str, Any]:
                     filtered.setdefault(hit, []).append(message)
             for hit in np.flatnonzero(first).tolist():
                 filtered.setdefault(hit, [])
+    columns = {plugin: _numbers(values) for plugin, values in attempt.scores.items()}
+    totals = _numbers(attempt.total) if attempt.total is not None else None
     nodes: dict[str, Any] = {}
     for row in sorted(cluster.live_rows(), key=lambda r: cluster.names[r]):
         name = cluster.names[row]
         if row in filtered:
             nodes[name] = {"filtered": ", ".join(filtered[row]) or "rejected", "scores": {}, "total": 0}
             continue
-        scores = {plugin: _number(values[row]) for plugin, values in attempt.scores.items()}
-        total = attempt.total[row] if attempt.total is not None else 0.0
-        nodes[name] = {"filtered": None, "scores": scores, "total": _number(total)}
+        scores = {plugin: values[row] for plugin, values in columns.items()}
+        nodes[name] = {"filtered": None, "scores": scores, "total": totals[row] if totals is not None else 0}
     return nodes
 
 
-def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
+def _numbers(values: Any) -> list[float | int]:
+    """A score column as the report's numbers, rounded to 6 decimals, whole numbers as integers."""
+    rounded = np.round(np.asarray(values, dtype=np.float64), 6).tolist()
+    return [int(v) if v.is_integer() else v for v in rounded]
+
+
+def explains(entry: Mapping[str, Any], mode: str | None) -> bool:
+    """Whether ``--explain=<mode>`` explains this report entry: ``all`` every pod, ``pending`` (the
+    default of ``--explain``) the pods left Pending."""
+    return mode == EXPLAIN_ALL or (mode == EXPLAIN_PENDING and entry["phase"] == PENDING)
+
+
+def node_detail(sim: Simulation, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The per-node detail of one report entry (``"nodes"``), None when it has none (no attempt kept,
+    or the pod was preempted)."""
+    key = f"{entry['namespace']}/{entry['name']}"
+    attempt = sim.scheduler.attempts.get(key)
+    if attempt is None or entry["phase"] == PREEMPTED:
+        return None
+    return _explain(sim.scheduler, attempt)
+
+
+def _not_ours(scheduler: Scheduler, pod: PodInfo) -> str:
+    """design.md "gpuq simulate": a pod of another scheduler is reported, not scheduled."""
+    named = pod.scheduler_name
+    if named == DEFAULT_SCHEDULER:
+        named += " (the apiserver's default when spec.schedulerName is unset)"
+    return f"not scheduled by gpuq: schedulerName {named}, not {scheduler.scheduler_name}"
+
+
+def report(sim: Simulation, *, explain: bool | str | None = False) -> dict[str, Any]:
+    """The report (design.md "gpuq simulate"). ``explain``: which pods carry their per-node detail
+    (``"all"`` or True, ``"pending"``; none by default): a large run streams it instead, pod by pod
+    (:func:`node_detail`, as ``gpuq simulate --explain`` writes it)."""
+    mode = EXPLAIN_ALL if explain is True else (explain or None)
     scheduler = sim.scheduler
     contributors = [p for p in scheduler.framework.plugins if isinstance(p, ReportContributor)]
     pods: list[dict[str, Any]] = []
@@ -216,7 +272,7 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
         else:
             reason = scheduler.reasons.get(pod.key)
             if reason is None and not scheduler.responsible_for(pod):
-                reason = f"not scheduled by {scheduler.scheduler_name} (schedulerName {pod.scheduler_name})"
+                reason = _not_ours(scheduler, pod)
             elif reason is None and pod.terminal:
                 reason = f"pod is {pod.phase}"
             elif reason is None:
@@ -233,8 +289,10 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
         for contributor in contributors:
             fields.update(contributor.pod_fields(live))
         entry.update(fields)
-        if explain and pod.key in scheduler.attempts and entry["phase"] != PREEMPTED:
-            entry["nodes"] = _explain(scheduler, scheduler.attempts[pod.key])
+        if explains(entry, mode):
+            detail = node_detail(sim, entry)
+            if detail is not None:
+                entry["nodes"] = detail
         pods.append(entry)
     out: dict[str, Any] = {
         "pods": pods,
@@ -261,6 +319,30 @@ def report(sim: Simulation, *, explain: bool = False) -> dict[str, Any]:
         )
     out["events"] = events
     return out
+
+
+def write_json(
+    out: Mapping[str, Any],
+    write: Callable[[str], Any],
+    detail: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None,
+) -> None:
+    """``out`` as JSON indented by two spaces, written piece by piece: each pod's entry, with
+    ``detail(entry)`` as its ``"nodes"`` when that is not None, is made, written and dropped, so
+    ``--explain=all`` at 5,000 pods x 500 nodes never holds the 2.5 million node entries at once.
+    orjson writes each piece (the standard library's encoder runs in pure Python when it indents)."""
+    pods = out["pods"]
+    write('{\n  "pods": [')
+    for index, pod in enumerate(pods):
+        nodes = detail(pod) if detail is not None else None
+        entry = {**pod, "nodes": nodes} if nodes is not None else pod
+        text = orjson.dumps(entry, option=orjson.OPT_INDENT_2).decode()
+        write(("," if index else "") + "\n    " + text.replace("\n", "\n    "))
+    write("\n  ]" if pods else "]")
+    for key, value in out.items():
+        if key != "pods":
+            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+            write(f',\n  "{key}": ' + text.replace("\n", "\n  "))
+    write("\n}\n")
 
 
 def amounts(resources: Resources) -> dict[str, int | float]:

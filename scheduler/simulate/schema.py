@@ -295,7 +295,13 @@ def load_crds(directory: Path = CRD_DIRECTORY) -> Mapping[str, CustomResourceDef
     return crds
 
 
-def _crd(doc: Mapping[str, Any], path: Path) -> CustomResourceDefinition:
+def custom_resource_definition(doc: Mapping[str, Any], where: str) -> CustomResourceDefinition:
+    """One CRD object (a document of ``gpuq simulate``'s input); raises :class:`GpuqError` naming
+    ``where`` when it has no schema to validate with."""
+    return _crd(doc, where)
+
+
+def _crd(doc: Mapping[str, Any], path: Path | str) -> CustomResourceDefinition:
     try:
         spec = doc["spec"]
         group = spec["group"]

@@ -243,6 +243,29 @@ async def test_kubectl_gpuq_as_admin(control_plane: ControlPlane, cluster: Clust
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.startswith(f"Pod {cluster.namespace}/big-1: Pending")
     assert names["b"] in explained.stdout  # the per-node table
+    # -o yaml and -o wide on each command, -A on queues (cluster-scoped: the same rows).
+    as_yaml = await asyncio.to_thread(
+        kubectl_gpuq, control_plane, tmp_path, kubeconfig, "queues", "-A", "-o", "yaml"
+    )
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(queues.stdout)
+    wide = await asyncio.to_thread(
+        kubectl_gpuq, control_plane, tmp_path, kubeconfig, "pending", "-A", "-o", "wide"
+    )
+    assert wide.returncode == 0, wide.stderr
+    assert wide.stdout.splitlines()[0].split()[4:7] == ["PRIORITY", "PODGROUP", "CREATED"]
+    explained_yaml = await asyncio.to_thread(
+        kubectl_gpuq,
+        control_plane,
+        tmp_path,
+        kubeconfig,
+        "explain",
+        f"{cluster.namespace}/big-1",
+        "-o",
+        "yaml",
+    )
+    assert explained_yaml.returncode == 0, explained_yaml.stderr
+    assert yaml.safe_load(explained_yaml.stdout)["phase"] == "Pending"
 
 
 async def test_kubectl_gpuq_for_a_namespace_scoped_user(

@@ -22,8 +22,9 @@ def simulate(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> d
 
 
 def simulate_explained(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    """The JSON report of ``gpuq simulate ARGS -o json --explain`` (asserting exit 0)."""
-    assert main(["simulate", *args, "-o", "json", "--explain"]) == 0
+    """The JSON report of ``gpuq simulate ARGS -o json --explain=all`` (asserting exit 0): every pod
+    with its per-node detail."""
+    assert main(["simulate", *args, "-o", "json", "--explain=all"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
 

@@ -25,7 +25,7 @@ def simulate_scenario(
     conf = tmp_path / "scheduler.conf"
     conf.write_text(config)
     capsys.readouterr()
-    code = main(["simulate", "-f", str(manifests), "--config", str(conf), "-o", "json", "--explain"])
+    code = main(["simulate", "-f", str(manifests), "--config", str(conf), "-o", "json", "--explain=all"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     out: dict[str, Any] = json.loads(captured.out)

@@ -57,10 +57,17 @@ def test_piped_tables_do_not_wrap_the_reason(capsys: pytest.CaptureFixture[str])
 def test_explain_in_table_mode_prints_each_pods_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "-f", str(EXAMPLE)]) == 0
     plain = capsys.readouterr().out
-    assert main(["simulate", "-f", str(EXAMPLE), "--explain"]) == 0
+    assert main(["simulate", "-f", str(EXAMPLE), "--explain=all"]) == 0
     explained = capsys.readouterr().out
+    assert main(["simulate", "-f", str(EXAMPLE), "--explain"]) == 0
+    pending_only = capsys.readouterr().out
     assert "Pod team-a/finetune-0: Bound on a100-2" not in plain
     assert "Pod team-a/finetune-0: Bound on a100-2" in explained
+    # --explain alone explains the pods left pending, and only them.
+    assert "Pod team-a/finetune-0: Bound" not in pending_only
+    assert "Pod team-a/notebook-4: Pending" in pending_only
+    # notebook-4's attempt; big-train's pods never had one (their PodGroup waits at enqueue).
+    assert pending_only.count("FILTERED") == 1
     block = explained[explained.index("Pod team-a/notebook-4: Pending") :]
     header = next(line for line in block.splitlines() if "FILTERED" in line)
     assert "NODE" in header and "TOTAL" in header

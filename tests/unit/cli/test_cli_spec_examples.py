@@ -181,7 +181,7 @@ def test_elastic_story2_preempts_within_the_namespace_over_its_min(
     out = simulate_explained(capsys, "-f", str(ELASTIC / "story2-same-namespace.yaml"))
     pods = pods_by_name(out)
     assert pods["pod-a"]["phase"] == "Preempted"
-    assert pods["pod-a"]["reason"] == "preempted by Pod/user-b/pod-c"
+    assert pods["pod-a"]["reason"] == "preempted by Pod/sn-user-b/pod-c"
     assert pods["pod-c"]["phase"] == "Bound"
     assert all(p["phase"] == "Bound" for n, p in pods.items() if n not in ("pod-a",))
 
@@ -189,11 +189,11 @@ def test_elastic_story2_preempts_within_the_namespace_over_its_min(
 def test_elastic_namespace_example_high_priority_pod_stays_pending(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """capacity-scheduling.md "Cross-namespace vs. single-namespace preemption": quota2's pod waits."""
+    """capacity-scheduling.md "Cross-namespace vs. single-namespace preemption": np-quota2's pod waits."""
     out = simulate_explained(capsys, "-f", str(ELASTIC / "namespace-preemption.yaml"))
     pods = {(p["namespace"], p["name"]): p for p in out["pods"]}
-    assert pods[("quota1", "nginx")]["phase"] == "Bound"
-    waiting = pods[("quota2", "nginx")]
+    assert pods[("np-quota1", "nginx")]["phase"] == "Bound"
+    waiting = pods[("np-quota2", "nginx")]
     assert waiting["phase"] == "Pending"
     assert "sum of all ElasticQuota min" in waiting["reason"]
     assert "no eligible victims on any node (SameNamespace)" in waiting["reason"]

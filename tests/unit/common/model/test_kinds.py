@@ -14,7 +14,6 @@ import yaml
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.scheduler.cluster.objects import KINDS as STORED
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
-from gpuq_k8s.scheduler.simulate.loader import SUPPORTED_KINDS
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import MakeElasticQuota, MakeQueue
 from tests.testing.paths import REPO_ROOT
@@ -99,7 +98,7 @@ def test_what_each_process_reads_is_a_known_kind() -> None:
     )  # replay order
     # The object store keeps what the scheduler watches besides Nodes and Pods; simulate reads them all.
     assert set(STORED) == set(kinds.SCHEDULER_WATCHES) - {kinds.NODE, kinds.POD}
-    assert {k.kind for k in kinds.SCHEDULER_WATCHES} <= set(SUPPORTED_KINDS)
+    assert set(kinds.SCHEDULER_WATCHES) <= set(kinds.SIMULATED)
 
 
 def test_the_store_and_the_view_file_objects_by_their_kind() -> None:

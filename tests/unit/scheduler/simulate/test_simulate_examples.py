@@ -82,7 +82,12 @@ def test_same_input_same_output(capsys: pytest.CaptureFixture[str]) -> None:
             "spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}\n",
             ["requests[cpu]: invalid value 'lots'"],
         ),
-        ("kind: Widget\nmetadata: {name: w}\n", ["kind: invalid value 'Widget'"]),
+        # kubectl: strict decoding error: unknown field "spec.schedulerNmae"
+        (
+            "kind: Pod\nmetadata: {name: p}\n"
+            "spec: {schedulerNmae: gpuq-scheduler, containers: [{name: c}]}\n",
+            ["Pod/default/p: spec.schedulerNmae: unknown field"],
+        ),
         (
             "kind: Node\nmetadata: {name: n}\n---\nkind: Node\nmetadata: {name: n}\n",
             ["Node/n is defined twice"],

@@ -133,7 +133,7 @@ def test_a_custom_resource_gpuq_cannot_read_but_the_apiserver_holds_is_a_warning
         "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: ElasticQuota\nmetadata: {name: eq, namespace: a}\n"
         'spec: {min: {cpu: "4"}, max: {cpu: "2"}}\n---\n'
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: a}\n"
-        'spec: {containers: [{name: c, resources: {requests: {cpu: "3"}}}]}\n'
+        'spec: {schedulerName: gpuq-scheduler, containers: [{name: c, resources: {requests: {cpu: "3"}}}]}\n'
     )
     assert main(["simulate", "-f", str(path), "-o", "json"]) == 0
     out = json.loads(capsys.readouterr().out)

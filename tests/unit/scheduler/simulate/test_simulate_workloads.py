@@ -28,7 +28,7 @@ def _template(labels: Mapping[str, str] | None = None, **annotations: str) -> di
     meta: dict[str, Any] = {"labels": labels or {"app": "a"}}
     if annotations:
         meta["annotations"] = annotations
-    return {"metadata": meta, "spec": {"containers": [CONTAINER]}}
+    return {"metadata": meta, "spec": {"schedulerName": "gpuq-scheduler", "containers": [CONTAINER]}}
 
 
 def _apps(kind: str, name: str, replicas: int | None = 2, **extra: Any) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def test_a_pod_made_from_a_template_keeps_its_metadata_and_the_workloads_time() 
                 "labels": {"app": "a"},
                 "creationTimestamp": "2024-05-01T10:00:00Z",
             },
-            "spec": {"containers": [CONTAINER]},
+            "spec": {"schedulerName": "gpuq-scheduler", "containers": [CONTAINER]},
         }
     ]
 
@@ -210,8 +210,7 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
         ),
         (
             {"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "j"}, "spec": {}},
-            "Job/default/j: apiVersion: invalid value 'batch/v2': "
-            "expected batch/v1 or batch.volcano.sh/v1alpha1",
+            "Job/default/j: apiVersion: invalid value 'batch/v2': expected batch/v1",
         ),
         (
             {
@@ -220,7 +219,8 @@ def test_volcano_job_gang_is_scheduled_against_its_queue(
                 "metadata": {"name": "j"},
                 "spec": {"parallelism": "2", "template": _template()},
             },
-            "Job/default/j: spec.parallelism: invalid value '2': expected a non-negative integer",
+            # the apiserver's decoding (json: cannot unmarshal string into ... of type int32)
+            "Job/default/j: spec.parallelism: invalid value '2': expected an integer",
         ),
         (
             _volcano(tasks=[]),
@@ -353,7 +353,7 @@ def test_design_example1_job_enqueues_and_runs_its_four_tasks(capsys: pytest.Cap
     assert out["podGroups"] == [{"namespace": "default", "name": "training", "phase": "Running"}]
     queue = out["queues"][0]
     assert (queue["name"], queue["allocated"]["NVIDIA-A100"], queue["capability"]["NVIDIA-A100"]) == (
-        "team-a",
+        "vj1-team-a",
         4,
         5,
     )
@@ -364,9 +364,10 @@ def test_design_example2_job_takes_a100_first_then_h100(capsys: pytest.CaptureFi
     pods = pods_by_name(out)
     placed = [pods[f"flexible-training-default0-{i}"]["cardType"] for i in range(4)]
     assert placed == ["NVIDIA-A100"] * 2 + ["NVIDIA-H100"] * 2
-    third = pods["flexible-training-default0-2"]["nodes"]["ex2-a100-1"]["filtered"]
+    third = pods["flexible-training-default0-2"]["nodes"]["vj2-a100-1"]["filtered"]
     assert (
-        "quota exceeded in Queue/team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2" in third
+        "quota exceeded in Queue/vj2-team-a for NVIDIA-A100: requested 1, available 0, used 2, limit 2"
+        in third
     )
 
 
@@ -375,7 +376,7 @@ def test_design_example3_sixteen_pods_share_four_a100_by_mps(capsys: pytest.Capt
     pods = pods_by_name(out)
     assert len(pods) == 16
     assert {(p["node"], p["cardType"]) for p in pods.values()} == {
-        ("ex3-a100-mps", "NVIDIA-A100/mps-80g*1/8")
+        ("vj3-a100-mps", "NVIDIA-A100/mps-80g*1/8")
     }
     assert out["queues"][0]["allocated"] == {"NVIDIA-A100/mps-80g*1/8": 16}
 
@@ -386,8 +387,8 @@ def test_design_example4_job_scores_a100_200_h100_100_t4_50(capsys: pytest.Captu
     pods = pods_by_name(out)
     nodes = pods["multi-card-training-default0-0"]["nodes"]
     assert {name: n["scores"].get("capacity-card") for name, n in nodes.items()} == {
-        "ex4-a100-1": 200,
-        "ex4-h100-1": 100,
-        "ex4-t4-1": 50,
+        "vj4-a100-1": 200,
+        "vj4-h100-1": 100,
+        "vj4-t4-1": 50,
     }
-    assert {p["node"] for p in pods.values()} == {"ex4-a100-1"}
+    assert {p["node"] for p in pods.values()} == {"vj4-a100-1"}
