@@ -82,6 +82,7 @@ class FastPath(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.delegated = False
         self.busy = False
+        self.eof = False
         self.reading_paused = False
         self.writing_paused = False
         self.last = 0.0
@@ -128,8 +129,18 @@ class FastPath(asyncio.Protocol):
         if not self.delegated and not self.busy:
             self._serve()
 
-    def eof_received(self) -> None:
-        self.handler.eof_received()
+    def eof_received(self) -> bool | None:
+        """The client is done sending (a plain-TCP half-close; TLS closes anyway): the fast path
+        answers the complete reviews it holds, then closes (aiohttp closes at once)."""
+        if self.delegated:
+            self.handler.eof_received()
+            return None
+        self.eof = True
+        if not self.busy and self.pos == len(self.buffer):
+            return None
+        if not self.busy and not self.writing_paused:
+            self._serve()
+        return True
 
     def data_received(self, data: bytes) -> None:
         if self.delegated:
@@ -165,6 +176,8 @@ class FastPath(asyncio.Protocol):
     # -- the fast path -----------------------------------------------------------------------------
 
     def _serve(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return  # nothing more will be answered, or handed to aiohttp, on this connection
         while self.pos < len(self.buffer) and not self.delegated:
             request = self._next()
             if request is None:
@@ -182,6 +195,8 @@ class FastPath(asyncio.Protocol):
             task.add_done_callback(self._answered)
             break
         self._compact()
+        if self.eof and not self.busy and not self.delegated and not self.writing_paused:
+            self.transport.close()  # what is left can never be completed
 
     def _compact(self) -> None:
         """Drop answered bytes (all of them, or a large front at once: each byte moves O(1) times)
@@ -333,6 +348,8 @@ class FastPath(asyncio.Protocol):
             self.reading_paused = False
             self.transport.resume_reading()  # aiohttp's handler keeps its own read pressure
         handler.data_received(pending)
+        if self.eof:
+            handler.close()  # answer the request handed over, then close, as nothing more comes
 
     def _arm_idle(self) -> None:
         self.last = time.monotonic()
