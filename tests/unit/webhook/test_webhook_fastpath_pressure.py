@@ -17,9 +17,36 @@ from gpuq_k8s.webhook.endpoints import ServerLimits
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import GPU
 from tests.testing.webhook_server import GPU_POD, NODE, QUEUE, ServerThread, admission_review
-from tests.unit.webhook.test_webhook_fastpath import _answers, _request
 
 ONE_READ = 256 * 1024  # the most one read of the transports brings
+
+
+def _request(body: bytes) -> bytes:
+    head = f"POST /validate?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+def _answers(sock: socket.socket, count: int) -> list[tuple[bytes, bytes, bytes]]:
+    """``count`` HTTP answers (status line, head, body) read off ``sock``."""
+    data = b""
+    answers: list[tuple[bytes, bytes, bytes]] = []
+    while len(answers) < count:
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            head = data[:end]
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            if len(data) >= end + 4 + length:
+                answers.append((head.split(b"\r\n")[0], head, data[end + 4 : end + 4 + length]))
+                data = data[end + 4 + length :]
+                continue
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {len(answers)} answers"
+        data += chunk
+    return answers
 
 
 def _review(uid: str) -> bytes:
