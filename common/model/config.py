@@ -42,6 +42,7 @@ from gpuq_k8s.common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIO
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
 from gpuq_k8s.common.model.errors import ConfigError
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
 __all__ = ["SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
@@ -191,7 +192,7 @@ def _parse_actions(value: Any) -> tuple[str, ...]:
         if action not in SUPPORTED_ACTIONS:
             raise ConfigError("actions", action, expected)
         if action in actions:
-            raise ConfigError("actions", value, f"{expected}, each at most once ({action!r} repeats)")
+            raise ConfigError("actions", value, f"{expected}, each at most once ({quote(action)} repeats)")
         actions.append(action)
     return tuple(actions)
 

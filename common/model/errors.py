@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpuq_k8s.common.model.quoting import quote
+
 if TYPE_CHECKING:
     from gpuq_k8s.common.model.outlook import Outlook
 
@@ -25,7 +27,8 @@ class InvalidValue(GpuqError, ValueError):
     """A value in user input is malformed.
 
     ``where`` names the object (``Queue/team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
-    annotation; ``value`` what was found; ``expected`` what would have been accepted.
+    annotation; ``value`` what was found (quoted bounded, :func:`common.model.quoting.quote`);
+    ``expected`` what would have been accepted.
     """
 
     field: str
@@ -38,7 +41,7 @@ class InvalidValue(GpuqError, ValueError):
 
     def _render(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
-        return f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}"
+        return f"{prefix}{self.field}: invalid value {quote(self.value)}: expected {self.expected}"
 
     def located(self, where: str) -> InvalidValue:
         """The same error, attributed to an object (keeps the most specific location)."""

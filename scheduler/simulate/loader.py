@@ -21,6 +21,7 @@ import yaml
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.scheduler.cluster.objects import CLUSTER_SCOPED, KINDS, object_ref
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
 from gpuq_k8s.scheduler.simulate.schema import CustomResourceDefinition, check_custom_resource, load_crds
@@ -184,7 +185,7 @@ def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]
         return [f"expected a Kubernetes object (a mapping with kind and metadata), got {type(doc).__name__}"]
     kind = doc.get("kind")
     if kind not in SUPPORTED_KINDS:
-        return [f"kind: invalid value {kind!r}: expected one of {', '.join(SUPPORTED_KINDS)}"]
+        return [f"kind: invalid value {quote(kind)}: expected one of {', '.join(SUPPORTED_KINDS)}"]
     meta = doc.get("metadata")
     if not isinstance(meta, Mapping) or not meta.get("name"):
         return [f"{kind}: metadata.name: missing: expected a non-empty name"]

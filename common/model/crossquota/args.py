@@ -30,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from gpuq_k8s.common.model import wire
 from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.common.model.limits import MAX_DIGITS
 from gpuq_k8s.common.model.quantity import CPU, EXPECTED_QUANTITY, MEMORY, to_units
+from gpuq_k8s.common.model.quoting import quote
 
 # Argument keys ("Constants").
 GPU_RESOURCE_NAMES: Final = "gpu-resource-names"
@@ -204,7 +206,9 @@ def _parse_quota_resources(value: Any) -> tuple[str, ...]:
         if not wire.RESOURCE_NAME_RE.match(item):
             raise ConfigError(QUOTA_RESOURCES, item, "a Kubernetes resource name such as cpu or memory")
         if item in resources:
-            raise ConfigError(QUOTA_RESOURCES, value, f"{expected}, each at most once ({item!r} repeats)")
+            raise ConfigError(
+                QUOTA_RESOURCES, value, f"{expected}, each at most once ({quote(item)} repeats)"
+            )
         resources.append(item)
     return tuple(resources)
 
@@ -215,7 +219,9 @@ def _resource_of(key: str, prefix: str, value: Any, quota_resources: Sequence[st
         # Upstream parses and then never uses such a key; say so instead of ignoring it.
         listed = ",".join(quota_resources)
         raise ConfigError(
-            key, value, f"a resource listed in {QUOTA_RESOURCES} ({listed}); add {resource!r} there first"
+            key,
+            value,
+            f"a resource listed in {QUOTA_RESOURCES} ({listed}); add {quote(resource)} there first",
         )
     return resource
 
@@ -244,7 +250,7 @@ def parse_percentage(field: str, value: Any, error: type[InvalidValue]) -> Fract
         if not math.isfinite(value):
             raise error(field, value, EXPECTED_PERCENTAGE)
         pct = Fraction(repr(value))
-    elif isinstance(value, str) and _PERCENT_RE.match(value.strip()):
+    elif isinstance(value, str) and _PERCENT_RE.match(value.strip()) and len(value.strip()) <= MAX_DIGITS:
         pct = Fraction(value.strip())
     else:
         raise error(field, value, EXPECTED_PERCENTAGE)
