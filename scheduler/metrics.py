@@ -92,6 +92,12 @@ class SchedulerMetrics:
         self.status_writes = counter(
             "gpuq_scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
+        self.internal_errors = counter(
+            "gpuq_scheduler_internal_errors",
+            "Errors of gpuq's own contained to one object (logged with the traceback, a Warning event "
+            "on the object, the object skipped), by the object's kind.",
+            ["kind"],
+        )
         register_build_info(self.registry)
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)

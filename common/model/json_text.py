@@ -11,7 +11,7 @@ class) naming the field: ``... (invalid JSON: an integer of more than 64 digits)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
@@ -75,6 +75,7 @@ def _depth_over(data: Any, limit: int) -> bool:
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(value, dict):
             children = value.values()
         elif isinstance(value, list):

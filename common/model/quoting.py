@@ -40,9 +40,9 @@ def quote(value: Any) -> str:
         if isinstance(value, bytes | bytearray):
             return _text(bytes(value), "bytes")
         text = _REPR.repr(value)
-        if len(text) <= MAX_QUOTED_CHARS:
-            return text
         count = len(value) if hasattr(value, "__len__") else None
+        if len(text) <= MAX_QUOTED_CHARS and (count is None or count <= _REPR.maxlist):
+            return text
         size = (
             f"a {type(value).__name__}"
             if count is None
@@ -51,6 +51,15 @@ def quote(value: Any) -> str:
         return f"{text[:MAX_QUOTED_CHARS]}... ({size})"
     except Exception:
         return f"<a {type(value).__name__}>"
+
+
+def cut(text: str) -> str:
+    """``text`` unquoted, as a message names something a user chose (a PodGroup or Queue named by
+    an annotation): whole when at most :data:`~common.model.limits.MAX_QUOTED_CHARS` characters, else
+    its start and its size (``xxxx... (5000 characters)``)."""
+    if len(text) <= MAX_QUOTED_CHARS:
+        return text
+    return f"{text[:MAX_QUOTED_CHARS]}... ({len(text)} characters)"
 
 
 def digit_count(number: int) -> int:

@@ -128,7 +128,7 @@ class Feed:
                 continue
             items = informers[kind.kind].items()
             if kind is kinds.PODS:
-                ordered = sorted(items.values(), key=lambda o: not (o.get("spec") or {}).get("nodeName"))
+                ordered = sorted(items.values(), key=lambda o: not _node_name(o))
             else:
                 ordered = list(items.values())
             for obj in ordered:
@@ -138,6 +138,10 @@ class Feed:
 
     # -- dispatch ---------------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
+        """Apply one change. Whatever it holds, only this object is affected: a malformed one gets
+        its Warning (Semantics 3); an error of gpuq's own is contained to it (logged with its
+        traceback, counted, a Warning on it: :mod:`scheduler.containment`) and the change skipped;
+        ``replay`` and the watch go on with the next object either way."""
         kind = str(change.obj.get("kind") or "")
         self.handled += 1
         try:
@@ -153,6 +157,10 @@ class Feed:
             log.warning("%s", err)
             reason = FAILED_SCHEDULING if kind == kinds.PODS.kind else INVALID_ANNOTATION
             self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))
+        except Exception as err:
+            ref = object_ref(kind or "Object", change.key[0], change.key[1])
+            consequence = "this change is skipped; the object's next change is applied afresh"
+            self.scheduler.contain(ref, f"apply the {change.type} of", err, consequence)
 
     def _node(self, change: Change) -> None:
         name = change.key[1]
@@ -266,5 +274,13 @@ class Feed:
 
 
 def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     return (str(meta.get("namespace") or "") if namespaced else "", str(meta.get("name") or ""))
+
+
+def _node_name(pod: Obj) -> object:
+    """A cached pod's ``spec.nodeName`` for the replay's order (None when the spec is not a map:
+    the pod's own apply then says what is wrong with it)."""
+    spec = pod.get("spec")
+    return spec.get("nodeName") if isinstance(spec, Mapping) else None

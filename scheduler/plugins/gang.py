@@ -17,6 +17,7 @@ from typing import Final
 
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quoting import cut
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
@@ -54,7 +55,8 @@ class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, 
                     return Status.unresolvable(
                         f"PodGroup {key} is invalid: {problem}; its pods wait for a valid one"
                     )
-                return Status.unresolvable(f"PodGroup {key} not found: its pods wait for it")
+                # The name is the pod's annotation, of any length: cut in the message.
+                return Status.unresolvable(f"PodGroup {cut(key)} not found: its pods wait for it")
             return Status.skip()
         if group.min_member <= 1:
             return Status.skip()

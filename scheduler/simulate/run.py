@@ -91,8 +91,10 @@ def build(
     for pod in pods:
         if pod.bound:
             if pod.node_name not in scheduler.cluster.row_of and pod.holds_resources:
-                node = quote(pod.node_name)
-                errors.append(f"{pod.ref}: spec.nodeName: invalid value {node}: expected a Node of the input")
+                named = quote(pod.node_name)
+                errors.append(
+                    f"{pod.ref}: spec.nodeName: invalid value {named}: expected a Node of the input"
+                )
                 continue
             scheduler.add_pod(pod)
     for pod in pods:
