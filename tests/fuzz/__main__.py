@@ -16,17 +16,33 @@ import time
 import traceback
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.fuzz.boundaries import BOUNDARIES, Boundary
 
 _SHOWN = 5
+ROUND = 10_000
 
 
-def run(boundary: Boundary, examples: int) -> tuple[int, int, float]:
-    """``(examples run, crashes, seconds)`` of one boundary."""
+def run(boundary: Boundary, examples: int, first_seed: int) -> tuple[int, int, float]:
+    """``(examples run, crashes, seconds)`` of one boundary: rounds of at most :data:`ROUND` examples,
+    each under its own seed (Hypothesis remembers every example of a run to avoid repeats, so one
+    round of a million would hold them all in memory)."""
     counts = {"examples": 0, "crashes": 0}
+    began = time.perf_counter()
+    round_seed = first_seed
+    while counts["examples"] < examples:
+        wanted = min(ROUND, examples - counts["examples"])
+        ran_before = counts["examples"]
+        _round(boundary, wanted, round_seed, counts)
+        if counts["examples"] == ran_before:
+            break  # the strategy has no new example left
+        round_seed += 1
+    return counts["examples"], counts["crashes"], time.perf_counter() - began
 
+
+def _round(boundary: Boundary, examples: int, round_seed: int, counts: dict[str, int]) -> None:
+    @seed(round_seed)
     @settings(
         max_examples=examples,
         deadline=None,
@@ -42,14 +58,11 @@ def run(boundary: Boundary, examples: int) -> tuple[int, int, float]:
         except Exception:  # a crash is counted and shown, the run goes on
             counts["crashes"] += 1
             if counts["crashes"] <= _SHOWN:
-                print(
-                    f"--- {boundary.name}: crash {counts['crashes']} on {repr(case)[:600]}", file=sys.stderr
-                )
+                where = f"{boundary.name}, seed {round_seed}: crash {counts['crashes']}"
+                print(f"--- {where} on {repr(case)[:600]}", file=sys.stderr)
                 traceback.print_exc()
 
-    began = time.perf_counter()
     explore()
-    return counts["examples"], counts["crashes"], time.perf_counter() - began
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=1_000_000, help="examples per boundary")
     parser.add_argument("--boundary", action="append", choices=names, help="only these (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the first round's seed (each round: +1)")
     args = parser.parse_args(argv)
     # Malformed objects are logged as warnings by design; errors (a contained bug) still show.
     logging.basicConfig(level=logging.ERROR)
@@ -64,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for boundary in BOUNDARIES:
         if args.boundary and boundary.name not in args.boundary:
             continue
-        examples, crashes, seconds = run(boundary, args.examples)
+        examples, crashes, seconds = run(boundary, args.examples, args.seed)
         crashed += crashes
         print(f"{boundary.name}: {examples} examples, crashes: {crashes}, {seconds:.0f} s", flush=True)
     return 1 if crashed else 0
