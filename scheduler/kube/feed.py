@@ -62,8 +62,15 @@ _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
 _STATUS_INPUTS: Final = {kinds.QUEUES.kind: ("state",)}
 
 
+def _part(obj: Obj, name: str) -> Mapping[str, Any]:
+    """``obj[name]`` when it is a mapping, else empty: the comparisons below never fail on a shape
+    the object's own apply then reports (design.md Semantics 16)."""
+    part = obj.get(name)
+    return part if isinstance(part, Mapping) else {}
+
+
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(_part(obj, "metadata"))
     for key in _VOLATILE_META:
         meta.pop(key, None)
     return meta
@@ -80,7 +87,7 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
         return True
     for key in _STATUS_INPUTS.get(kind, ()):
-        if (old.get("status") or {}).get(key) != (new.get("status") or {}).get(key):
+        if _part(old, "status").get(key) != _part(new, "status").get(key):
             return True
     # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
     rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}
@@ -181,7 +188,7 @@ class Feed:
             return
         if change.old is not None and not object_update_matters(kind, change.old, change.obj):
             # Keep the stored copy current (status readers) without waking anything.
-            self.scheduler.objects.set_status(kind, namespace, name, change.obj.get("status") or {})
+            self.scheduler.objects.set_status(kind, namespace, name, _part(change.obj, "status"))
             return
         self.scheduler.put_object(change.obj)
 

@@ -6,6 +6,7 @@ a restart does the same. Everything is asserted from the API (bindings, Events) 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -73,13 +74,13 @@ async def test_poisoned_queue_and_podgroup_cost_only_themselves_across_a_restart
         await card_pod(new_pod, {"scheduling.volcano.sh/queue-name": queue})
         # Everything else is scheduled: the healthy pods, and the group's pod (its card.request read
         # as 0, Semantics 3, so the group is enqueued; the pod's own card meets the queue's quota).
-        await eventually(lambda p=new_pod: bound("healthy", "of-the-group", p), 30, "bound", scheduler.log)
+        await eventually(partial(bound, "healthy", "of-the-group", new_pod), 30, "bound", scheduler.log)
         for namespace, obj, field in (
             ("default", poisoned_queue, "volcano.sh/card.quota"),
             (cluster.namespace, "poisoned", "volcano.sh/card.request"),
         ):
             found = await eventually(
-                lambda ns=namespace, o=obj, r=run: warned(ns, o, r), 30, f"Warning on {obj}", scheduler.log
+                partial(warned, namespace, obj, run), 30, f"Warning on {obj}", scheduler.log
             )
             note = str(found[-1].get("note"))
             assert found[-1]["type"] == "Warning" and field in note, note

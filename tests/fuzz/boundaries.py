@@ -407,21 +407,26 @@ def check_feed(case: tuple[list[Obj], list[Obj]]) -> None:
     feed = Feed(scheduler)
     feed.ready = True
     objects = [*HEALTHY, *cluster, *pending]
+    stored: dict[tuple[str, str, str], Obj] = {}
     for obj in objects:
-        feed.apply(Change("add", _key(obj), obj))
+        # An object of a name already stored (a hostile version of a healthy one) is an update.
+        key = (str(obj["kind"]), *_key(obj))
+        old = stored.get(key)
+        feed.apply(Change("add" if old is None else "update", key[1:], obj, old))
+        stored[key] = obj
     scheduler.run_enqueue()
     for _ in range(6):
         if scheduler.schedule_one() is None:
             break
     scheduler.sync_status()
     QuotaStatus.of(scheduler).snapshot()
-    for obj in reversed(objects):
-        feed.apply(Change("delete", _key(obj), obj))
+    for (_, namespace, name), obj in stored.items():
+        feed.apply(Change("delete", (namespace, name), obj))
     assert not contained, f"errors of gpuq's own contained on objects of kind {contained} (see the log)"
     for event in backend.events:
         _bounded(event.message, f"event {event.reason} on {event.obj}")
-    for key, condition in backend.conditions.items():
-        _bounded(condition.message, f"condition of {key}")
+    for pod, condition in backend.conditions.items():
+        _bounded(condition.message, f"condition of {pod}")
 
 
 # The review boundary: the reviewed object's kind, and bodies.
