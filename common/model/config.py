@@ -142,6 +142,11 @@ class SchedulerConfig:
             problem = getattr(err, "problem", None) or type(err).__name__
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
             raise ConfigError("config", "<yaml>", f"valid YAML ({problem}{at})") from None
+        except (ValueError, RecursionError) as err:
+            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
+            # (design.md Semantics 16).
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+            raise ConfigError("config", "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
         if data is None:
             raise ConfigError("config", "", "a YAML mapping with 'actions' and 'tiers'")
         return cls.from_dict(data)

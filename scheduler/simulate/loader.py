@@ -94,6 +94,11 @@ def read(paths: Sequence[str]) -> tuple[list[Document], list[str]]:
         except (OSError, UnicodeDecodeError) as err:
             errors.append(f"{path}: cannot read: {err}")
             continue
+        except (ValueError, RecursionError) as err:
+            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit.
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+            errors.append(f"{path}: invalid YAML: {reason}")
+            continue
         docs.extend(Document(f"{path} (document {index + 1})", doc) for index, doc in documents)
     return docs, errors
 

@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -28,7 +29,7 @@ from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.resources import NODES, POD_GROUPS, PODS, QUEUES
 from gpuq_k8s.common.model import annotations as ann
 from gpuq_k8s.common.model.config import SchedulerConfig
-from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
+from gpuq_k8s.common.model.errors import ConfigError, InvalidAnnotation, InvalidValue
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INTERNAL_ERROR, INVALID_ANNOTATION
 from gpuq_k8s.common.model.json_text import load_json_text
 from gpuq_k8s.common.model.limits import MAX_QUOTED_CHARS
@@ -45,6 +46,7 @@ from gpuq_k8s.scheduler.kube.feed import Feed
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.scheduler.simulate.loader import read
 from gpuq_k8s.webhook.admission import Admission
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.options import admission_options
@@ -552,3 +554,37 @@ def test_a_ca_changed_at_that_is_no_time_is_refused_naming_it(stamp: str) -> Non
     message = str(info.value)
     assert message.startswith(f"Secret/gpuq-system/ca {CHANGED_AT}: invalid value ")
     assert "expected an RFC 3339 time" in message and len(message) < 400
+
+
+# ------------------------------------------------------------------- configuration and manifests
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('actions: "enqueue, allocate"\nweight: ' + HUGE, "Exceeds the limit (4300 digits)"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_a_configuration_past_pythons_limits_is_a_config_error(text: str, reason: str) -> None:
+    """The ConfigMap both processes read: before issue 24 a ValueError or RecursionError traceback."""
+    with pytest.raises(ConfigError) as info:
+        SchedulerConfig.from_yaml(text)
+    assert str(info.value).startswith(
+        "config: invalid value '<yaml>': expected valid YAML within gpuq's limits"
+    )
+    assert reason in str(info.value)
+
+
+def test_simulate_reports_a_manifest_past_pythons_limits_in_one_line(tmp_path: Path) -> None:
+    manifest = tmp_path / "node.yaml"
+    manifest.write_text(
+        f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{allocatable: {{cpu: {HUGE}}}}}\n"
+    )
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 100_000)
+    docs, errors = read([str(manifest), str(deep)])
+    assert docs == []
+    assert errors == [
+        f"{manifest}: invalid YAML: Exceeds the limit (4300 digits) for integer string conversion:"
+        " value has 5001 digits",
+        f"{deep}: invalid YAML: nested too deeply",
+    ]
