@@ -321,6 +321,30 @@ async def test_the_webhook_denies_a_poisoned_object_naming_the_field(obj: Obj, n
     assert metrics.errors._value.get() == 0
 
 
+class _Broken:
+    """An admitter with a bug whose message echoes what it was sent."""
+
+    async def review(self, request: Any, *, mutate: bool) -> Any:
+        raise RuntimeError("x" * 100_000)
+
+
+async def test_an_error_of_the_webhooks_own_is_a_bounded_denial() -> None:
+    metrics = WebhookMetrics()
+    queue = MakeQueue("q" * 300).obj()
+    answer = orjson.loads(
+        await Endpoints(_Broken(), metrics).answer(parse_review(_review_body(queue)), mutate=False, start=0)
+    )
+    message = answer["response"]["status"]["message"]
+    assert answer["response"]["allowed"] is False and message.startswith(
+        "gpuq webhook internal error reviewing Queue"
+    )
+    assert (
+        "... (304 characters)" in message
+        and "RuntimeError: " + "x" * 200 + "... (100000 characters)" in message
+    )
+    assert len(message) <= MAX_MESSAGE and metrics.errors._value.get() == 1
+
+
 # -------------------------------------------------------------------------- the readers and quoting
 @pytest.mark.parametrize(
     ("text", "reason"),
