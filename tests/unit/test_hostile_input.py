@@ -339,7 +339,7 @@ async def test_an_error_of_the_webhooks_own_is_a_bounded_denial() -> None:
         "gpuq webhook internal error reviewing Queue"
     )
     assert (
-        "... (304 characters)" in message
+        "... (307 characters)" in message
         and "RuntimeError: " + "x" * 200 + "... (100000 characters)" in message
     )
     assert len(message) <= MAX_MESSAGE and metrics.errors._value.get() == 1
