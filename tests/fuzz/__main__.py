@@ -37,6 +37,13 @@ def run(boundary: Boundary, examples: int, first_seed: int) -> tuple[int, int, f
         _round(boundary, wanted, round_seed, counts)
         if counts["examples"] == ran_before:
             break  # the strategy has no new example left
+        seconds = time.perf_counter() - began
+        done, crashes = counts["examples"], counts["crashes"]
+        print(
+            f"{boundary.name}: {done} examples, crashes: {crashes}, {seconds:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         round_seed += 1
     return counts["examples"], counts["crashes"], time.perf_counter() - began
 
