@@ -47,12 +47,12 @@ from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.simulate.loader import read
-from gpuq_k8s.webhook.admission import Admission
+from gpuq_k8s.webhook.admission import Admission, validate
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.options import admission_options
 from gpuq_k8s.webhook.review import parse_review
 from gpuq_k8s.webhook.server import Endpoints
-from gpuq_k8s.webhook.view import StaticView
+from gpuq_k8s.webhook.view import ELASTIC_QUOTA, StaticView
 from tests.builders import (
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -612,3 +612,19 @@ def test_simulate_reports_a_manifest_past_pythons_limits_in_one_line(tmp_path: P
         " value has 5001 digits",
         f"{deep}: invalid YAML: nested too deeply",
     ]
+
+
+def test_a_ratchet_tells_two_long_values_apart_that_read_alike() -> None:
+    """Messages quote a long value cut (its first 200 characters and its length), so two different
+    long values read alike: the UPDATE ratchet (design.md Semantics 13) compares the values
+    themselves, and a new malformed value is refused, while the old one unchanged is let be."""
+    old_value, new_value = "x" * 299 + "a", "x" * 299 + "b"
+    invalid = MakeElasticQuota().min(cpu=old_value).max(cpu="2")
+    changed = invalid.copy().min(cpu=new_value).obj()
+    assert str(validate(ELASTIC_QUOTA, "CREATE", changed, StaticView())).count("(300 characters)")
+    refused = validate(ELASTIC_QUOTA, "UPDATE", changed, StaticView(), old=invalid.obj())
+    assert not refused.allowed and "spec.min" in refused.message, refused
+    kept = validate(
+        ELASTIC_QUOTA, "UPDATE", invalid.copy().max(cpu="3").obj(), StaticView(), old=invalid.obj()
+    )
+    assert kept.allowed, kept.message
