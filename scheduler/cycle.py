@@ -39,6 +39,7 @@ from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.containment import Containment
 from gpuq_k8s.scheduler.failure import FailureHandler, capacity_note, fit_error
 from gpuq_k8s.scheduler.framework.cluster_events import OBJECT_EVENTS, bound_pod_events, node_events
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -166,7 +167,9 @@ class Scheduler:
             queue_order=queue_order,
             live_keys=framework.sort_keys_live,
         )
-        self.podgroups.connect(self.framework, self.queue)
+        # An error of gpuq's own met on one object stays with it (scheduler/containment.py).
+        self.contain = Containment(self.framework.record)
+        self.podgroups.connect(self.framework, self.queue, self.contain)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
         self.preemption = Preemption(
             self.framework, backend, self.preempted, self.delete_pod, ours=self.responsible_for
@@ -297,9 +300,15 @@ class Scheduler:
             status = Status.unschedulable(message, plugin=ALLOCATE)
             return self._fail(Attempt(pod, status), status, None, message)[0]
         state = CycleState()
-        attempt, assumed, row = self._scheduling_cycle(state, pod)
-        if assumed is not None:
-            self._binding_cycle(state, assumed, row)
+        try:
+            attempt, assumed, row = self._scheduling_cycle(state, pod)
+            if assumed is not None:
+                self._binding_cycle(state, assumed, row)
+        except Exception as err:
+            # A bug must not take scheduling down for every other pod (scheduler/containment.py):
+            # this one waits for its next update.
+            self.contain(pod.ref, "schedule", err, "it is not tried again until it changes")
+            attempt = Attempt(pod, Status.error(f"an error in gpuq: {type(err).__name__}"))
         if self.keep_attempts:
             self.attempts[pod.key] = attempt
         return attempt

@@ -12,6 +12,7 @@ plugins; it moves pods into the scheduling queue when their group is admitted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from functools import cmp_to_key
 from typing import Any, Final
@@ -23,9 +24,12 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.containment import Containment
 from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, StatusPatch
 from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
 
 PENDING: Final = "Pending"
 INQUEUE: Final = "Inqueue"
@@ -51,12 +55,15 @@ class GroupTracker:
         self.held: dict[str, set[str]] = {}  # group key -> pods waiting for the group to be Inqueue
         self.enqueue_refusals: dict[str, str] = {}  # PodGroup key -> why it is still Pending
         self.invalid: dict[str, str] = {}  # PodGroup key -> why it could not be read
+        self.failed: set[str] = set()  # PodGroups whose enqueue met an error of gpuq's own, until they change
         self._dirty: set[str] = set()
 
-    def connect(self, framework: Framework, queue: SchedulingQueue) -> None:
-        """The Enqueue plugins' framework and the queue admitted pods go to."""
+    def connect(self, framework: Framework, queue: SchedulingQueue, contain: Containment) -> None:
+        """The Enqueue plugins' framework, the queue admitted pods go to, and where an error of
+        gpuq's own met while enqueueing one PodGroup is contained (:mod:`scheduler.containment`)."""
         self._framework = framework
         self._queue = queue
+        self._contain = contain
 
     # -- queries (the Handle's) ---------------------------------------------------------------------
     def group_of(self, pod: PodInfo) -> GroupInfo | None:
@@ -125,6 +132,7 @@ class GroupTracker:
     def podgroup_changed(self, namespace: str, name: str, obj: Obj | None) -> None:
         """A PodGroup was stored (``obj``) or deleted (None); an invalid one raises its GpuqError."""
         key = f"{namespace}/{name}"
+        self.failed.discard(key)  # changed: its enqueue is tried afresh
         if obj is None:
             self.groups.pop(key, None)
             self.invalid.pop(key, None)
@@ -149,26 +157,49 @@ class GroupTracker:
         """Move Pending PodGroups to Inqueue when the enqueue plugins allow; returns how many moved.
 
         Volcano's enqueue order: queues by the queue-order plugins (a queue's share), then jobs by the
-        job-order plugins (priority), then by key, so the same input enqueues in the same order."""
+        job-order plugins (priority), then by key, so the same input enqueues in the same order.
+
+        An error of gpuq's own while enqueueing one PodGroup is contained to it (logged, counted, a
+        Warning on it): it stays Pending, and is not tried again until it changes; the others go on.
+        """
         framework = self._framework
         moved = 0
-        waiting = [self.groups[key] for key in sorted(self.groups) if self.groups[key].phase == PENDING]
+        waiting = [
+            self.groups[key]
+            for key in sorted(self.groups)
+            if self.groups[key].phase == PENDING and key not in self.failed
+        ]
         if len(waiting) > 1 and (framework.queue_order_tiers or framework.job_order_tiers):
-            waiting.sort(key=cmp_to_key(self._compare))
+            try:
+                waiting.sort(key=cmp_to_key(self._compare))
+            except Exception:
+                # No one PodGroup to blame: enqueue in key order rather than not at all.
+                log.exception("ordering PodGroups for enqueue failed (an error in gpuq); using key order")
         for group in waiting:
-            key = group.key
             if group.phase != PENDING:
                 continue
-            if framework.enqueue_enabled:
-                status = framework.run_enqueue(group)
-                if not status.is_success:
-                    self.enqueue_refusals[key] = status.message
-                    continue
-            self.enqueue_refusals.pop(key, None)
-            self._set_phase(group, INQUEUE)
-            moved += 1
-            self._release_held(key)
+            try:
+                moved += self._enqueue(group)
+            except Exception as err:
+                self.failed.add(group.key)
+                self.enqueue_refusals[group.key] = (
+                    f"PodGroup {group.key} could not be enqueued: an error in gpuq ({type(err).__name__})"
+                )
+                self._contain(group.ref, "enqueue", err, "it stays Pending until it changes")
         return moved
+
+    def _enqueue(self, group: GroupInfo) -> int:
+        """Enqueue ``group`` if the enqueue plugins allow; 1 when it moved to Inqueue."""
+        key = group.key
+        if self._framework.enqueue_enabled:
+            status = self._framework.run_enqueue(group)
+            if not status.is_success:
+                self.enqueue_refusals[key] = status.message
+                return 0
+        self.enqueue_refusals.pop(key, None)
+        self._set_phase(group, INQUEUE)
+        self._release_held(key)
+        return 1
 
     def _compare(self, left: GroupInfo, right: GroupInfo) -> int:
         if left.queue != right.queue:

@@ -25,6 +25,10 @@ from gpuq_k8s.common.kube.metrics import register_build_info
 SCHEDULED: Final = "scheduled"
 UNSCHEDULABLE: Final = "unschedulable"
 ERROR: Final = "error"
+# The kinds the scheduler reads (scheduler/kube/feed.py REPLAY_ORDER).
+OBJECT_KINDS: Final = (
+    "Node", "Namespace", "PriorityClass", "Queue", "PodGroup", "ElasticQuota", "GPUResourceQuota", "Pod",
+)  # fmt: skip
 
 # kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
 _ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
@@ -93,9 +97,17 @@ class SchedulerMetrics:
         self.status_writes = counter(
             "gpuq_scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
+        self.internal_errors = counter(
+            "gpuq_scheduler_internal_errors",
+            "Errors of gpuq's own contained to one object (logged with the traceback, a Warning event "
+            "on the object, the object skipped), by the object's kind.",
+            ["kind"],
+        )
         register_build_info(self.registry)
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)
+        for kind in OBJECT_KINDS:  # a 0 from the start, so increase() sees the first error
+            self.internal_errors.labels(kind)
         self._snapshot: Callable[[], StateSnapshot] | None = None
         self.registry.register(_StateCollector(self))
 

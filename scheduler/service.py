@@ -229,6 +229,7 @@ class Service:
             scheduler_name=options.scheduler_name,
             observe=self.metrics.observe,
         )
+        scheduler.contain.counted = lambda kind: self.metrics.internal_errors.labels(kind).inc()
         feed = self.feed = Feed(scheduler, on_waited=self.metrics.wait.observe)
         scheduling = SchedulingLoop(
             scheduler, self.metrics, max_unschedulable=options.max_unschedulable_seconds

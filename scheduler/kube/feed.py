@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
@@ -65,8 +65,15 @@ _STATUS_INPUTS: Final = {
 }
 
 
+def _part(obj: Obj, name: str) -> Mapping[str, Any]:
+    """``obj[name]`` when it is a mapping, else empty: the comparisons below never fail on a shape
+    the object's own apply then reports (design.md Semantics 17)."""
+    part = obj.get(name)
+    return part if isinstance(part, Mapping) else {}
+
+
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(_part(obj, "metadata"))
     for key in _VOLATILE_META:
         meta.pop(key, None)
     return meta
@@ -83,7 +90,7 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
         return True
     for key in _STATUS_INPUTS.get(kind, ()):
-        if (old.get("status") or {}).get(key) != (new.get("status") or {}).get(key):
+        if _part(old, "status").get(key) != _part(new, "status").get(key):
             return True
     # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
     rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}
@@ -131,7 +138,7 @@ class Feed:
                 continue
             items = informers[kind.kind].items()
             if kind is kinds.POD:
-                ordered = sorted(items.values(), key=lambda o: not (o.get("spec") or {}).get("nodeName"))
+                ordered = sorted(items.values(), key=lambda o: not _node_name(o))
             else:
                 ordered = list(items.values())
             for obj in ordered:
@@ -141,6 +148,10 @@ class Feed:
 
     # -- dispatch ---------------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
+        """Apply one change. Whatever it holds, only this object is affected: a malformed one gets
+        its Warning (Semantics 3); an error of gpuq's own is contained to it (logged with its
+        traceback, counted, a Warning on it: :mod:`scheduler.containment`) and the change skipped;
+        ``replay`` and the watch go on with the next object either way."""
         kind = str(change.obj.get("kind") or "")
         self.handled += 1
         try:
@@ -156,6 +167,10 @@ class Feed:
             log.warning("%s", err)
             reason = FAILED_SCHEDULING if kind == kinds.POD.kind else INVALID_ANNOTATION
             self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))
+        except Exception as err:
+            ref = object_ref(kind or "Object", change.key[0], change.key[1])
+            consequence = "this change is skipped; the object's next change is applied afresh"
+            self.scheduler.contain(ref, f"apply the {change.type} of", err, consequence)
 
     def _node(self, change: Change) -> None:
         name = change.key[1]
@@ -270,5 +285,13 @@ class Feed:
 
 
 def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     return (str(meta.get("namespace") or "") if namespaced else "", str(meta.get("name") or ""))
+
+
+def _node_name(pod: Obj) -> object:
+    """A cached pod's ``spec.nodeName`` for the replay's order (None when the spec is not a map:
+    the pod's own apply then says what is wrong with it)."""
+    spec = pod.get("spec")
+    return spec.get("nodeName") if isinstance(spec, Mapping) else None
