@@ -53,11 +53,13 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     FilterOutcome,
     FloatArray,
     PostFilterResult,
+    merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, Status
 from gpuq_k8s.scheduler.groups import GroupTracker
+from gpuq_k8s.scheduler.nominator import Nominator
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 
@@ -119,8 +121,9 @@ class Scheduler:
         self.pending: dict[str, PodInfo] = {}  # pods of ours not bound yet
         self.attempts: dict[str, Attempt] = {}
         self.reasons: dict[str, str] = {}  # pod key -> last PodScheduled message
-        self.preempted: dict[str, PodInfo] = {}
-        self.podgroups = GroupTracker(self.cluster, self.pending)
+        self.preempted: dict[str, PodInfo] = {}  # victims evicted, until their delete is seen
+        self.nominator = Nominator(self.cluster)
+        self.podgroups = GroupTracker(self.cluster, self.pending, counted=self.nominator.is_counted)
         # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first.
         self.objects.subscribe(self._object_changed)
         self.framework = Framework(
@@ -139,6 +142,7 @@ class Scheduler:
             action_arguments=settings.configurations,
             observe=observe,
             keep_outcomes=keep_attempts,
+            nominator=self.nominator,
         )
         sort_key = self.framework.sort_key
         if BACKFILL in self.framework.actions:
@@ -164,7 +168,12 @@ class Scheduler:
         self.podgroups.connect(self.framework, self.queue)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
         self.preemption = Preemption(
-            self.framework, backend, self.preempted, self.delete_pod, ours=self.responsible_for
+            self.framework,
+            backend,
+            self.preempted,
+            self.nominator,
+            forget=self.delete_pod,
+            ours=self.responsible_for,
         )
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
@@ -183,7 +192,9 @@ class Scheduler:
         if pod.bound:
             self.pending.pop(pod.key, None)
             self.queue.delete(pod.key)
+            self.nominator.forget(pod.key)
             if pod.terminal:
+                podgroups.pod_finished(pod)
                 self._pod_gone(pod.key)
                 for listener in listeners:
                     listener.pending_pod_removed(pod)
@@ -197,6 +208,7 @@ class Scheduler:
                 self._pod_gone(pod.key)
             return
         if pod.terminal or pod.deleting or not self.responsible_for(pod):
+            self.nominator.forget(pod.key)
             previous = self.pending.pop(pod.key, None)
             if previous is not None:
                 self.queue.delete(pod.key)
@@ -204,6 +216,7 @@ class Scheduler:
                     listener.pending_pod_removed(previous)
             return
         self.pending[pod.key] = pod
+        self.nominator.update(pod)
         for listener in listeners:
             listener.pending_pod_added(pod)
         podgroups.gate(pod)
@@ -217,6 +230,7 @@ class Scheduler:
             for listener in self.framework.pending_listeners:
                 listener.pending_pod_removed(pending)
         self.queue.delete(key)
+        self.nominator.forget(key)
         self.podgroups.forget_pod(key)
         self._pod_gone(key)
 
@@ -231,8 +245,9 @@ class Scheduler:
 
     def remove_node(self, name: str) -> None:
         """The node is gone; pods bound to it go on counting until their deletes arrive (a ghost
-        row: :mod:`scheduler.cluster.state`)."""
+        row: :mod:`scheduler.cluster.state`); a nomination to it is dropped."""
         self.cluster.remove_node(name)
+        self.nominator.node_removed(name)
 
     def put_object(self, obj: Obj) -> None:
         self.objects.put(obj)
@@ -256,16 +271,21 @@ class Scheduler:
         Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
         timer), never per pod: a hundred pods bound in one namespace make one status patch.
         """
-        patches = self.podgroups.take_status()
+        queues = {name: obj.get("status") or {} for _, name, obj in self.objects.list(QUEUE)}
+        patches = self.podgroups.take_status() + self.podgroups.take_queue_status(queues)
         now = self.wall_clock()
         for source in self.framework.status_sources:
             more, events = source.take_status(now)
             patches.extend(more)
             for event in events:
                 self.framework.record(event)
-        for patch in patches:
+        merged = merge_status_patches(patches, self._current_status)
+        for patch in merged:
             self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
-        return len(patches)
+        return len(merged)
+
+    def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any]:
+        return (self.objects.get(kind, namespace, name) or {}).get("status") or {}
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
@@ -289,7 +309,19 @@ class Scheduler:
         return attempt
 
     def _scheduling_cycle(self, state: CycleState, pod: PodInfo) -> Scheduled:
-        """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed."""
+        """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed.
+
+        Up to PostFilter, the nominated pods that hold room for it count on their nodes
+        (:meth:`Nominator.reserved_for`, design.md Semantics 16); Score and Reserve see the cluster
+        as it is."""
+        with self.nominator.reserved_for(pod):
+            decided = self._filter_step(state, pod)
+        if not isinstance(decided, FilterOutcome):
+            return decided
+        return self._placing_step(state, pod, decided)
+
+    def _filter_step(self, state: CycleState, pod: PodInfo) -> Scheduled | FilterOutcome:
+        """Queue checks, PreFilter, Filter; PostFilter when no node fits (then the attempt failed)."""
         num_nodes = self.cluster.node_count
         queued = self.framework.queue_check(pod)
         if not queued.is_success:
@@ -313,7 +345,6 @@ class Scheduler:
             message = fit_error(num_nodes, None, pre, post.message)
             return self._fail(Attempt(pod, pre), pre, post, message)
         outcome = self.framework.run_filter(state, pod)
-        feasible = outcome.feasible
         if not outcome.feasible_count:
             status = Status.unschedulable(plugin="Filter")
             # The reasons as Filter saw them: preemption below may evict pods they would read.
@@ -323,8 +354,14 @@ class Scheduler:
             if post.message:
                 message += f" {post.message}"
             return self._fail(Attempt(pod, status, outcome=outcome), status, post, message)
+        return outcome
+
+    def _placing_step(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> Scheduled:
+        """Score, pick, Reserve, assume, Permit for a pod some node fits."""
+        num_nodes = self.cluster.node_count
+        feasible = outcome.feasible
         total, scores = self.framework.run_score(state, pod, feasible)
-        row = self._pick(feasible, total)
+        row = self._pick(feasible, total, self.nominator.node_of(pod.key))
         node = self.cluster.names[row]
         attempt = Attempt(pod, Status.success(), node, "", "", outcome, total, scores)
         assumed = pod.with_node_name(node)
@@ -336,6 +373,7 @@ class Scheduler:
             message = f"0/{num_nodes} nodes are available: {reserved.message}."
             return self._fail(attempt, reserved, None, message)
         self.cluster.add_pod(assumed)
+        self.nominator.forget(pod.key)  # placed: its room is its own now (kube-scheduler's assume)
         permit = self.framework.run_permit(state, assumed, row)
         if permit.is_wait:
             group = self.podgroups.group_of(pod)
@@ -350,8 +388,14 @@ class Scheduler:
             return self._fail(attempt, permit, None, permit.message)
         return attempt, assumed, row
 
-    def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
-        """The feasible row with the highest total; among equal totals, the first node name."""
+    def _pick(self, feasible: BoolArray, total: FloatArray, nominated: str = "") -> int:
+        """The feasible row with the highest total; among equal totals, the first node name. A pod
+        nominated to a node that fits it goes there (kube-scheduler's evaluateNominatedNode): the
+        room its victims left is what it waited for."""
+        if nominated:
+            row = self.cluster.row_of.get(nominated)
+            if row is not None and feasible[row]:
+                return row
         order = self.cluster.rank_order()
         # Gathered by node name, the first maximum is the tie-break's winner: one argmax, no tie scan.
         ranked = np.where(feasible, total, -np.inf).take(order)
@@ -363,8 +407,12 @@ class Scheduler:
     def _fail(
         self, attempt: Attempt, status: Status, post: PostFilterResult | None, message: str
     ) -> Scheduled:
-        """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)."""
-        nominated = self.failures.unschedulable(attempt.pod, status, attempt.outcome, post, message)
+        """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)
+        with its nomination (new, kept while its victims terminate, or cleared)."""
+        pod = attempt.pod
+        nominated = self.nominator.node_of(pod.key)
+        written = nominated if nominated or pod.nominated_node_name else None
+        self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
         attempt.status = status
         attempt.node = ""
         attempt.message = message

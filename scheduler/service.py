@@ -291,13 +291,12 @@ class Service:
             scheduler_name=args.scheduler_name,
             observe=self.metrics.observe,
         )
-        feed = self.feed = Feed(scheduler, on_waited=self.metrics.wait.observe)
+        feed = self.feed = Feed(scheduler, on_waited=self.metrics.waited)
         scheduling = SchedulingLoop(
             scheduler, self.metrics, max_unschedulable=self.args.max_unschedulable_seconds
         )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
-        backend.on_evict_failed = feed.refeed
         backend.settled = feed.settled
         quota = QuotaStatus.of(scheduler)
         backend.on_status = quota.observe_status

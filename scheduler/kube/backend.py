@@ -59,7 +59,7 @@ class _Condition:
     pod: PodInfo
     reason: str
     message: str
-    nominated: str
+    nominated: str | None
 
 
 class KubeBackend:
@@ -75,7 +75,6 @@ class KubeBackend:
         wake: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = lambda: True,
         on_status: Callable[[str, str, str, Mapping[str, Any]], None] = lambda *a: None,
-        on_evict_failed: Callable[[str], None] = lambda key: None,
         settled: Callable[[PodInfo, str], Result | None] = lambda pod, node: None,
     ) -> None:
         self.api_client = api_client
@@ -86,12 +85,11 @@ class KubeBackend:
         self.wake = wake
         self.may_write = may_write
         self.on_status = on_status
-        self.on_evict_failed = on_evict_failed
         self.settled = settled
         self._semaphore = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._conditions: dict[str, _Condition] = {}
-        self._written: dict[str, tuple[str, str, str]] = {}
+        self._written: dict[str, tuple[str, str, str | None]] = {}
         self.bound = 0
         self.bind_failures = 0
         self.first_bind: float | None = None
@@ -102,21 +100,18 @@ class KubeBackend:
         self._spawn(self._bind(pod, node, done), f"bind-{pod.key}")
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
-        """Optimistic, like the in-memory backend: the victim stops counting *now*, before the
-        DELETE is answered. Otherwise the pods tried while the DELETE is in flight still see the
-        victim's usage, and each of them preempts another victim for the same room (the e2e test
-        of ElasticQuota preemption caught exactly that). A DELETE that fails puts the victim back
-        from the informer cache (``on_evict_failed``)."""
-        try:
-            done(SUCCESS)
-        except Exception:
-            log.exception("eviction completion of %s failed", pod.ref)
-        self._spawn(self._evict(pod, reason), f"evict-{pod.key}")
+        """DisruptionTarget, then a DELETE with the victim's own grace period; ``done`` gets DONE once
+        the API accepted it (the victim goes on counting until the watch shows it gone: design.md
+        Semantics 16), NOT_BOUND when it failed. Pods tried meanwhile do not take the room: its
+        preemptor is nominated and holds it (:mod:`scheduler.nominator`)."""
+        self._spawn(self._evict(pod, reason, done), f"evict-{pod.key}")
 
     def record_event(self, event: EventRecord) -> None:
         self.events.record(event.obj, event.type, event.reason, event.message)
 
-    def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
+    def set_pod_condition(
+        self, pod: PodInfo, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
         if self._written.get(pod.key) == (reason, message, nominated_node):
             self._conditions.pop(pod.key, None)
             return
@@ -187,7 +182,7 @@ class KubeBackend:
             return None
         return Outcome(result, f"not binding {pod.ref} to {node}: the watch shows it {_SEEN[result]}")
 
-    async def _evict(self, pod: PodInfo, reason: str) -> None:
+    async def _evict(self, pod: PodInfo, reason: str, done: Done) -> None:
         async with self._semaphore:
             try:
                 reply = await binding.preempt(self.api_client, pod.namespace, pod.name, pod.uid, reason)
@@ -195,10 +190,13 @@ class KubeBackend:
             except binding.TRANSPORT_ERRORS as err:
                 ok, message = False, str(err) or type(err).__name__
         if not ok:
-            log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
-            self.on_evict_failed(pod.key)
+            log.warning("preempting %s failed: %s", pod.ref, message)
         elif self.metrics is not None:
             self.metrics.preemptions.inc()
+        try:
+            done(SUCCESS if ok else Outcome(Result.NOT_BOUND, f"preempting {pod.ref} failed: {message}"))
+        except Exception:
+            log.exception("eviction completion of %s failed", pod.ref)
         self.wake()
 
     # -- batched writes -------------------------------------------------------------------------------
