@@ -175,6 +175,7 @@ class Scheduler:
             forget=self.delete_pod,
             ours=self.responsible_for,
         )
+        self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
 
@@ -295,6 +296,7 @@ class Scheduler:
         pod = self.queue.pop()
         if pod is None:
             return None
+        self._nominated_before = self.nominator.node_of(pod.key) or pod.nominated_node_name
         if not self._allocate and not best_effort(pod):
             # Only backfill is configured: it places pods without requests, nothing else.
             message = "no allocate action is configured: only backfill's pods without requests are placed"
@@ -411,7 +413,7 @@ class Scheduler:
         with its nomination (new, kept while its victims terminate, or cleared)."""
         pod = attempt.pod
         nominated = self.nominator.node_of(pod.key)
-        written = nominated if nominated or pod.nominated_node_name else None
+        written = nominated if nominated or self._nominated_before else None
         self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
         attempt.status = status
         attempt.node = ""

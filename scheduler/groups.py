@@ -66,7 +66,7 @@ class GroupTracker:
         self.counted = counted
         self.groups: dict[str, GroupInfo] = {}
         self.members: dict[str, set[str]] = {}  # group key -> pod keys naming it (pending and bound)
-        self.finished: dict[str, str] = {}  # member pod key -> Succeeded or Failed
+        self.finished: dict[str, PodInfo] = {}  # member pod key -> the pod, Succeeded or Failed
         self.held: dict[str, set[str]] = {}  # group key -> pods waiting for the group to be Inqueue
         self.enqueue_refusals: dict[str, str] = {}  # PodGroup key -> why it is still Pending
         self.invalid: dict[str, str] = {}  # PodGroup key -> why it could not be read
@@ -83,29 +83,35 @@ class GroupTracker:
         return self.groups.get(f"{pod.namespace}/{name}") if name else None
 
     def group_members(self, group: GroupInfo) -> Sequence[PodInfo]:
+        """Every known pod of the group: pending, bound, and finished (a gang whose pod succeeded
+        still counts it, as Volcano's job counts its Succeeded tasks)."""
         out: list[PodInfo] = []
         for key in sorted(self.members.get(group.key, ())):
-            pod = self.pending.get(key) or self.cluster.pods.get(key)
+            pod = self.pending.get(key) or self.cluster.pods.get(key) or self.finished.get(key)
             if pod is not None:
                 out.append(pod)
         return out
 
     def ready_members(self, group: GroupInfo) -> int:
-        # Waiting pods are assumed in the cluster state, so "in cluster.pods" covers all three; a
-        # nominated pod counted there for an attempt is not ready.
-        pods, counted = self.cluster.pods, self.counted
-        return sum(1 for key in self.members.get(group.key, ()) if key in pods and not counted(key))
+        """Pods bound, binding or waiting in Permit (all assumed in the cluster state), and those
+        finished (Volcano's ReadyTaskNum counts Succeeded tasks: a gang whose first pods already
+        finished may place the rest); a nominated pod counted there for an attempt is not ready."""
+        pods, counted, finished = self.cluster.pods, self.counted, self.finished
+        return sum(
+            1
+            for key in self.members.get(group.key, ())
+            if (key in pods and not counted(key)) or key in finished
+        )
 
     def member_counts(self, group: GroupInfo) -> Members:
         """The group's pods as Volcano's jobStatus counts them (:class:`Members`)."""
         placed = running = succeeded = failed = 0
         pods, finished = self.cluster.pods, self.finished
         for key in self.members.get(group.key, ()):
-            phase = finished.get(key)
-            if phase == "Succeeded":
-                succeeded += 1
-            elif phase == "Failed":
-                failed += 1
+            done = finished.get(key)
+            if done is not None:
+                succeeded += done.phase == "Succeeded"
+                failed += done.phase == "Failed"
             else:
                 pod = pods.get(key)
                 if pod is not None and not pod.deleting and not self.counted(key):
@@ -166,7 +172,7 @@ class GroupTracker:
 
     def pod_finished(self, pod: PodInfo) -> None:
         """``pod`` succeeded or failed: its group completes once all its placed pods have."""
-        self.finished[pod.key] = pod.phase
+        self.finished[pod.key] = pod
         group = self.group_of(pod)
         if group is not None:
             self._follow(group.key)
@@ -288,7 +294,7 @@ class GroupTracker:
         for name in sorted(queues):
             counts = queue_counts(phases[name])
             current = queues[name]
-            if {k: current[k] for k in QUEUE_COUNTED.values() if current.get(k)} == counts:
+            if all(current.get(k, 0) == v for k, v in counts.items()):
                 continue
             status = {k: v for k, v in current.items() if k not in QUEUE_COUNTED.values()}
             status.update(counts)

@@ -73,6 +73,10 @@ class Preemption:
         """PostFilter after a failed PreFilter (``pre``) or Filter; victims named are evicted now and
         the pod nominated; a preemption that finds nothing clears the pod's nomination."""
         if pre is not None and pre.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            # No node can be helped: the pod holds no room any more (kube-scheduler clears the
+            # nomination of a pod preemption finds no candidate for). A nomination left here would
+            # hold its room for a pod that cannot use it, for as long as it waits.
+            self.nominator.forget(pod.key)
             return PostFilterResult(Status.unresolvable())
         why_not = self._not_eligible(pod, outcome)
         if why_not is not None:

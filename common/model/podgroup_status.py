@@ -75,13 +75,14 @@ def podgroup_phase(current: str, min_member: int, members: Members) -> str:
 
 
 def podgroup_counts(members: Members) -> dict[str, int]:
-    """``status.running``, ``succeeded`` and ``failed`` (zeros left out, as Go's omitempty)."""
-    counts = {"running": members.running, "succeeded": members.succeeded, "failed": members.failed}
-    return {key: value for key, value in counts.items() if value}
+    """``status.running``, ``succeeded`` and ``failed``. Zeros are written as 0 (Volcano's Go leaves
+    them out, omitempty): gpuq patches only the status keys it owns, so a count that dropped to 0
+    must be written to replace the old one."""
+    return {"running": members.running, "succeeded": members.succeeded, "failed": members.failed}
 
 
 def queue_counts(phases: Iterable[str]) -> dict[str, int]:
     """A Queue's ``status.pending``, ``running``, ``unknown``, ``inqueue`` and ``completed``: its
-    PodGroups by phase (zeros left out: Volcano's QueueStatus fields are omitempty)."""
+    PodGroups by phase (every key, zeros written as 0, as :func:`podgroup_counts` says why)."""
     tally = Counter(phases)
-    return {field: tally[phase] for phase, field in QUEUE_COUNTED.items() if tally[phase]}
+    return {field: tally[phase] for phase, field in QUEUE_COUNTED.items()}

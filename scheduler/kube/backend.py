@@ -232,9 +232,16 @@ class KubeBackend:
         self._written.pop(key, None)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for binds and evictions in flight (graceful shutdown), then flush."""
+        """Wait for binds and evictions in flight (graceful shutdown), then flush; all within
+        ``timeout`` (the flush gets what is left, at least a second): a write that hangs must not keep
+        a stopping scheduler alive past its grace period (what is left unwritten is the next
+        leader's to write, from the state it lists)."""
+        deadline = time.monotonic() + timeout
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
             for task in pending:
                 task.cancel()
-        await self.flush()
+        try:
+            await asyncio.wait_for(self.flush(), max(1.0, deadline - time.monotonic()))
+        except TimeoutError:
+            log.warning("writes still pending when stopping: left to the next leader")
