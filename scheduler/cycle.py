@@ -280,13 +280,11 @@ class Scheduler:
             patches.extend(more)
             for event in events:
                 self.framework.record(event)
-        merged = merge_status_patches(patches, self._current_status)
+        objects = self.objects
+        merged = merge_status_patches(patches, lambda *ref: (objects.get(*ref) or {}).get("status") or {})
         for patch in merged:
             self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
         return len(merged)
-
-    def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any]:
-        return (self.objects.get(kind, namespace, name) or {}).get("status") or {}
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
@@ -312,10 +310,7 @@ class Scheduler:
 
     def _scheduling_cycle(self, state: CycleState, pod: PodInfo) -> Scheduled:
         """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed.
-
-        Up to PostFilter, the nominated pods that hold room for it count on their nodes
-        (:meth:`Nominator.reserved_for`, design.md Semantics 16); Score and Reserve see the cluster
-        as it is."""
+        Up to PostFilter the nominated pods that hold room for it count on their nodes (Semantics 16)."""
         with self.nominator.reserved_for(pod):
             decided = self._filter_step(state, pod)
         if not isinstance(decided, FilterOutcome):
