@@ -307,6 +307,7 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     scheduler, _, feed, _ = make()
     metrics = SchedulerMetrics()
     quota = QuotaStatus.of(scheduler)
+    quota.wall_clock = lambda: 1767225600.0 + 42.0  # 42 s after the pending pod's creation
     metrics.watch(quota.snapshot)
     feed.apply(add(NODE.copy().name("n1").obj()))
     feed.apply(add(QUOTA.copy().min(cpu="2").max(cpu="2").obj()))
@@ -314,6 +315,7 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     feed.apply(add(MakeQueue("idle").resource_version("1").obj()))
     feed.apply(add(POD.copy().name("a").uid("uid-a").node("n1").obj()))
     in_team_a = POD.copy().name("b").uid("uid-b").req(cpu="3").annotation(QUEUE_NAME, "team-a")
+    in_team_a.created("2026-01-01T00:00:00Z")
     feed.apply(add(in_team_a.obj()))
     for attempt in drain(scheduler):
         metrics.attempt(attempt_result(attempt), 0.001)
@@ -338,6 +340,8 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     assert "gpuq_preemptions_total 0.0" in text
     assert "# TYPE gpuq_pod_scheduling_wait_seconds histogram" in text  # per queue_name, as binds come
     assert 'gpuq_queue_pending_wait_seconds{queue_name="idle"} 0.0' in text
+    # The pending pod of team-a has waited since its creation, whenever the scheduler first saw it.
+    assert 'gpuq_queue_pending_wait_seconds{queue_name="team-a"} 42.0' in text
     for family in ("deserved", "allocated", "request", "capacity"):
         assert f"# TYPE volcano_queue_card_{family} gauge" in text
     # Never a kube-scheduler name: every family is gpuq's own or the capacity-card design's.
