@@ -123,7 +123,11 @@ class Scheduler:
         self.reasons: dict[str, str] = {}  # pod key -> last PodScheduled message
         self.preempted: dict[str, PodInfo] = {}  # victims evicted, until their delete is seen
         self.nominator = Nominator(self.cluster)
-        self.podgroups = GroupTracker(self.cluster, self.pending, counted=self.nominator.is_counted)
+        self.podgroups = GroupTracker(
+            self.cluster,
+            self.pending,
+            not_ready=lambda key: self.nominator.is_counted(key) or key in self.preempted,
+        )
         # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first.
         self.objects.subscribe(self._object_changed)
         self.framework = Framework(
@@ -144,13 +148,15 @@ class Scheduler:
             keep_outcomes=keep_attempts,
             nominator=self.nominator,
         )
-        sort_key = self.framework.sort_key
-        if BACKFILL in self.framework.actions:
-            # Backfill: pods without requests after every pod with requests (scheduler/actions/backfill.py).
-            def sort_key(
-                pod: PodInfo, key: Callable[[PodInfo], tuple[Any, ...]] = sort_key
-            ) -> tuple[Any, ...]:
-                return (best_effort(pod), *key(pod))
+        key_of = self.framework.sort_key
+        backfill = BACKFILL in self.framework.actions
+        partially_placed = self.podgroups.partially_placed
+
+        def sort_key(pod: PodInfo) -> tuple[Any, ...]:
+            # The pending pods of a gang left partly placed (a leader lost between its binds) first;
+            # with backfill, pods without requests after every pod with requests (actions/backfill.py).
+            key = (not partially_placed(pod), *key_of(pod))
+            return (best_effort(pod), *key) if backfill else key
 
         framework = self.framework
         queue_order = (

@@ -46,10 +46,11 @@ class GroupTracker:
     """PodGroups by ``namespace/name``, their members, held pods, phases and pending status writes.
 
     ``pending`` is the scheduler's map of the pods it still has to schedule (read here, written by
-    the scheduler); ``counted`` tells the nominated pods the cluster state holds only for an
-    attempt (:mod:`scheduler.nominator`: not ready members). The framework and the queue are built
-    after the tracker (the framework's Handle reads it): :meth:`connect` hands them over before
-    anything is fed.
+    the scheduler); ``not_ready`` tells the pods the cluster state holds that are not ready members:
+    the nominated pods it holds only for an attempt (:mod:`scheduler.nominator`), and preemption
+    victims whose eviction is on its way (their deletion is not seen yet). The framework and the
+    queue are built after the tracker (the framework's Handle reads it): :meth:`connect` hands them
+    over before anything is fed.
     """
 
     _framework: Framework
@@ -59,11 +60,11 @@ class GroupTracker:
         self,
         cluster: ClusterState,
         pending: Mapping[str, PodInfo],
-        counted: Callable[[str], bool] = lambda key: False,
+        not_ready: Callable[[str], bool] = lambda key: False,
     ) -> None:
         self.cluster = cluster
         self.pending = pending
-        self.counted = counted
+        self.not_ready = not_ready
         self.groups: dict[str, GroupInfo] = {}
         self.members: dict[str, set[str]] = {}  # group key -> pod keys naming it (pending and bound)
         self.finished: dict[str, PodInfo] = {}  # member pod key -> the pod, Succeeded or Failed
@@ -95,13 +96,26 @@ class GroupTracker:
     def ready_members(self, group: GroupInfo) -> int:
         """Pods bound, binding or waiting in Permit (all assumed in the cluster state), and those
         finished (Volcano's ReadyTaskNum counts Succeeded tasks: a gang whose first pods already
-        finished may place the rest); a nominated pod counted there for an attempt is not ready."""
-        pods, counted, finished = self.cluster.pods, self.counted, self.finished
-        return sum(
-            1
-            for key in self.members.get(group.key, ())
-            if (key in pods and not counted(key)) or key in finished
-        )
+        finished may place the rest). Not ready: a pod being deleted or evicted (Volcano's
+        Releasing: found by the day in the life, a gang whose terminating victims still counted
+        gave up one more member to each preemption, down below minMember) and a nominated pod the
+        cluster state holds only for an attempt."""
+        return sum(1 for key in self.members.get(group.key, ()) if self._ready(key))
+
+    def _ready(self, key: str) -> bool:
+        if key in self.finished:
+            return True
+        pod = self.cluster.pods.get(key)
+        return pod is not None and not pod.deleting and not self.not_ready(key)
+
+    def partially_placed(self, pod: PodInfo) -> bool:
+        """Whether ``pod`` belongs to a gang some of whose pods are placed but fewer than minMember
+        (a leader lost between a gang's binds leaves one so: its pending pods go first)."""
+        group = self.group_of(pod)
+        if group is None or group.min_member <= 1:
+            return False
+        ready = self.ready_members(group)
+        return 0 < ready < group.min_member
 
     def member_counts(self, group: GroupInfo) -> Members:
         """The group's pods as Volcano's jobStatus counts them (:class:`Members`)."""
@@ -114,7 +128,7 @@ class GroupTracker:
                 failed += done.phase == "Failed"
             else:
                 pod = pods.get(key)
-                if pod is not None and not pod.deleting and not self.counted(key):
+                if pod is not None and not pod.deleting and not self.not_ready(key):
                     placed += 1
                     running += pod.phase == "Running"
         return Members(placed, running, succeeded, failed)

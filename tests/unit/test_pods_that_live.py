@@ -361,3 +361,44 @@ def test_a_nominated_pod_that_no_node_can_help_any_more_holds_no_room() -> None:
     feed.apply(add(POD.copy().name("other").uid("u-other").req(cpu="2").priority(50).obj()))
     other = scheduler.schedule_one()
     assert other is not None and other.node == "n1"  # the room is free for it now
+
+
+def test_terminating_and_evicted_gang_members_are_not_ready_members() -> None:
+    """Found by the day in the life: a running gang (minMember 2 of 4) gave a member to each of
+    three preemptions in a row, down to one: its victims, terminating or with their eviction in
+    flight, still counted as ready members, so each preemption saw members to spare."""
+    scheduler, _, feed, _ = make(BASE)
+    feed.apply(add(NODE.copy().name("n1").obj()))
+    feed.apply(add(MakePodGroup("pg").min_member(2).resource_version("1").obj()))
+    member = POD.copy().annotation("scheduling.k8s.io/group-name", "pg").node("n1").phase("Running")
+    pods = [member.copy().name(f"m-{i}").uid(f"u-{i}").obj() for i in range(4)]
+    for pod in pods:
+        feed.apply(add(pod))
+    group = scheduler.podgroups.groups["ns/pg"]
+    assert scheduler.podgroups.ready_members(group) == 4
+    terminating = changed(pods[0], "2")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    feed.apply(update(pods[0], terminating))
+    assert scheduler.podgroups.ready_members(group) == 3
+    scheduler.preempted["ns/m-1"] = scheduler.cluster.pods["ns/m-1"]  # its eviction is on its way
+    assert scheduler.podgroups.ready_members(group) == 2
+    assert "ns/m-0" in scheduler.cluster.pods and "ns/m-1" in scheduler.cluster.pods  # still counted
+
+
+def test_the_pods_of_a_gang_left_partly_placed_go_first() -> None:
+    """A leader lost between a gang's binds leaves it partly placed (Kubernetes binds pod by pod);
+    the next leader sees one member bound and the other pending: that pod is tried first, before
+    pods of higher priority, so the gang completes at the first room."""
+    scheduler, _, feed, _ = make(BASE)
+    feed.apply(add(NODE.copy().name("n1").alloc(cpu="2").obj()))
+    admitted = MakePodGroup("pg").min_member(2).resource_version("1").obj()
+    admitted["status"] = {"phase": "Inqueue"}  # as the lost leader wrote it
+    feed.apply(add(admitted))
+    member = POD.copy().annotation("scheduling.k8s.io/group-name", "pg")
+    feed.apply(add(member.copy().name("m-0").uid("u-0").node("n1").phase("Running").obj()))
+    feed.apply(add(POD.copy().name("urgent").uid("u-urgent").priority(1000).obj()))
+    feed.apply(add(member.copy().name("m-1").uid("u-1").obj()))
+    first = scheduler.schedule_one()
+    assert first is not None and first.pod.name == "m-1" and first.node == "n1"
+    second = scheduler.schedule_one()
+    assert second is not None and second.pod.name == "urgent" and second.node == ""  # no room left

@@ -44,6 +44,7 @@ class Replicas:
     scheduler: str = SCHEDULER
     lease_namespace: str = LEASE_NAMESPACE
     extra_args: tuple[str, ...] = ()
+    lease: tuple[str, str, str] = (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)  # duration, renew, retry
     processes: dict[str, SchedulerProcess] = field(default_factory=dict)
     identities: dict[str, str] = field(default_factory=dict)
     starts: Counter[str] = field(default_factory=Counter)
@@ -66,9 +67,9 @@ class Replicas:
             *("--leader-elect", "--leader-elect-identity", identity),
             *("--leader-elect-resource-namespace", self.lease_namespace),
             *("--leader-elect-resource-name", LEASE_NAME),
-            *("--leader-elect-lease-duration", LEASE_DURATION),
-            *("--leader-elect-renew-deadline", RENEW_DEADLINE),
-            *("--leader-elect-retry-period", RETRY_PERIOD),
+            *("--leader-elect-lease-duration", self.lease[0]),
+            *("--leader-elect-renew-deadline", self.lease[1]),
+            *("--leader-elect-retry-period", self.lease[2]),
             *self.extra_args,
         ]
         log = self.workdir / f"{identity}.log"

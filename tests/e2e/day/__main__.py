@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="shortest job, in real seconds",
     )
+    parser.add_argument(
+        "--step", type=float, default=defaults.step, metavar="SECONDS", help="seconds per step"
+    )
     parser.add_argument("--html", type=Path, help="write the page of the run here")
     parser.add_argument("--json", type=Path, help="write the run's data here")
     args = parser.parse_args(argv)
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=args.nodes,
         fault_every=args.fault_every,
         shortest=args.shortest,
+        step=args.step,
         progress=progress,
     )
     day = Day(options)
