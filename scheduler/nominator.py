@@ -3,10 +3,12 @@ it in the cycle (kube-scheduler's nominator, ``pkg/scheduler/backend/queue/nomin
 nominated pods its framework adds in Filter; the rules are :mod:`common.model.nomination`'s).
 
 A pod is nominated when a preemption for it evicts victims (the cycle writes the node into its
-``status.nominatedNodeName``), or when it is first seen pending with that field set (a restart, or
-a standby taking over: the API holds the nomination, as kube-scheduler's queue reads it back). It
-stays nominated until it is assumed on a node, bound, deleted, or a preemption for it finds nothing
-any more; the nomination of a pod whose node is removed is dropped.
+``status.nominatedNodeName``), or when it is seen pending with that field set and this scheduler
+has not decided on its nomination itself (a restart, or a standby taking over: the API holds the
+nomination, as kube-scheduler's queue reads it back; once this scheduler decided, the API's copy is
+only an echo of its own writes, which may arrive late). It stays nominated until it is assumed on a
+node, bound, deleted, or a preemption for it finds nothing any more; the nomination of a pod whose
+node is removed is dropped.
 
 :meth:`Nominator.reserved_for` is the cycle's part: for the duration of one pod's attempt (queue
 checks, PreFilter, Filter, PostFilter) the nominated pods that hold room for it are assumed on their
@@ -40,23 +42,33 @@ class Nominator:
         self.cluster = cluster
         self.nominations: dict[str, Nomination] = {}
         self._counted: set[str] = set()
+        self._decided: set[str] = set()  # pods whose nomination this scheduler decided (set or cleared)
 
     # -- the nominations --------------------------------------------------------------------------
     def nominate(self, pod: PodInfo, node: str) -> None:
         """``pod`` (pending) is nominated to ``node``; replaces an earlier nomination."""
         self.nominations[pod.key] = Nomination(pod.with_node_name(""), node)
+        self._decided.add(pod.key)
+
+    def clear(self, key: str) -> None:
+        """This scheduler decided ``key`` holds no room any more (written as a null)."""
+        self.nominations.pop(key, None)
+        self._decided.add(key)
 
     def update(self, pod: PodInfo) -> None:
         """A pending pod changed (priority, request): its nomination keeps the current version; the
-        nomination read from the API (``status.nominatedNodeName``) is taken when it has none."""
+        nomination read from the API (``status.nominatedNodeName``) is taken when it has none and
+        this scheduler never decided on it."""
         current = self.nominations.get(pod.key)
         if current is not None:
             self.nominations[pod.key] = Nomination(pod, current.node)
-        elif pod.nominated_node_name:
+        elif pod.nominated_node_name and pod.key not in self._decided:
             self.nominations[pod.key] = Nomination(pod, pod.nominated_node_name)
 
     def forget(self, key: str) -> None:
+        """The pod is placed, bound or gone: nothing left to hold or remember."""
         self.nominations.pop(key, None)
+        self._decided.discard(key)
 
     def node_of(self, key: str) -> str:
         """The node pod ``key`` is nominated to, or ""."""
@@ -65,7 +77,7 @@ class Nominator:
 
     def node_removed(self, node: str) -> None:
         for key in [k for k, n in self.nominations.items() if n.node == node]:
-            del self.nominations[key]
+            self.clear(key)
 
     def on_node(self, node: str) -> list[PodInfo]:
         """The pods nominated to ``node`` (kube-scheduler's NominatedPodsForNode), by key."""

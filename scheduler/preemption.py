@@ -76,7 +76,7 @@ class Preemption:
             # No node can be helped: the pod holds no room any more (kube-scheduler clears the
             # nomination of a pod preemption finds no candidate for). A nomination left here would
             # hold its room for a pod that cannot use it, for as long as it waits.
-            self.nominator.forget(pod.key)
+            self.nominator.clear(pod.key)
             return PostFilterResult(Status.unresolvable())
         why_not = self._not_eligible(pod, outcome)
         if why_not is not None:
@@ -87,7 +87,7 @@ class Preemption:
             for victim in result.victims:
                 self._evict(victim, pod, result.nominated_node)
         elif self.framework.post_filter_plugins or self.actions:
-            self.nominator.forget(pod.key)  # kube-scheduler: no candidate clears nominatedNodeName
+            self.nominator.clear(pod.key)  # kube-scheduler: no candidate clears nominatedNodeName
         return result
 
     def _not_eligible(self, pod: PodInfo, outcome: FilterOutcome) -> str | None:

@@ -249,6 +249,12 @@ def test_a_preemption_that_finds_nothing_any_more_clears_the_nomination() -> Non
     assert retry is not None and retry.pod.name == "high" and retry.node == ""
     assert scheduler.nominator.node_of("ns/high") == ""
     assert backend.conditions["ns/high"].nominated_node == ""
+    # The watch's echo of the earlier write (nominatedNodeName n1) arrives late: a status-only
+    # update, and this scheduler decided since; it does not bring the nomination back.
+    high = POD.copy().name("high").uid("u-high").req(cpu="2").priority(100).obj()
+    echo = changed(high, "3", nominatedNodeName="n1")
+    feed.apply(update(high, echo))
+    assert scheduler.nominator.node_of("ns/high") == ""
 
 
 # -- PodGroup and Queue status ----------------------------------------------------------------------------
