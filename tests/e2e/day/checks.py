@@ -265,7 +265,24 @@ def over_limits(usage: Usage, limits: Limits, nodes: Mapping[str, Node]) -> list
     return out
 
 
-def _fits(pod: Pod, node: Node, usage: Usage, limits: Limits) -> bool:
+def _quota_fits(pod: Pod, usage: Usage, limits: Limits) -> bool:
+    """The quotas that do not depend on the node: the team's ElasticQuota (max, and the guaranteed
+    pool) and the notebooks' GPUResourceQuota."""
+    if pod.namespace in ELASTIC and pod.gpus:
+        if usage.elastic[pod.namespace] + pod.gpus > limits.elastic_max[pod.namespace]:
+            return False
+        if sum(usage.elastic.values()) + pod.gpus > sum(limits.elastic_min.values()):
+            return False
+    tensor_fusion = pod.namespace == ld.NOTEBOOKS and any(k.startswith(ld.TF) for k in pod.annotations)
+    return not (
+        tensor_fusion
+        and any(usage.notebooks[k] + v > limits.notebooks[k] for k, v in notebook_charge(pod).items())
+    )
+
+
+def _node_fits(pod: Pod, node: Node, usage: Usage, limits: Limits) -> bool:
+    """What depends on the node: its card type, its room, the Queue's card quota of its card type,
+    crossquota on it."""
     if pod.cards and node.card not in pod.cards:
         return False
     used = usage.node[node.name]
@@ -274,37 +291,33 @@ def _fits(pod: Pod, node: Node, usage: Usage, limits: Limits) -> bool:
     if usage.pods[node.name] + 1 > node.allocatable.get("pods", ZERO):
         return False
     card = (pod.queue, node.card)
-    if (
-        pod.gpus
-        and pod.queue in ld.QUEUE_OF_NAMESPACE.values()
-        and usage.cards[card] + pod.gpus > limits.cards.get(card, ZERO)
-    ):
-        return False
-    if pod.namespace in ELASTIC and pod.gpus:
-        if usage.elastic[pod.namespace] + pod.gpus > limits.elastic_max[pod.namespace]:
-            return False
-        if sum(usage.elastic.values()) + pod.gpus > sum(limits.elastic_min.values()):
-            return False
-    tensor_fusion = pod.namespace == ld.NOTEBOOKS and any(k.startswith(ld.TF) for k in pod.annotations)
-    if tensor_fusion and any(
-        usage.notebooks[k] + v > limits.notebooks[k] for k, v in notebook_charge(pod).items()
-    ):
+    queued = pod.gpus and pod.queue in ld.QUEUE_OF_NAMESPACE.values()
+    if queued and usage.cards[card] + pod.gpus > limits.cards.get(card, ZERO):
         return False
     return not (not pod.gpus and usage.cross[node.name] + pod.requests.get("cpu", ZERO) > limits.cross)
 
 
+def _fits(pod: Pod, node: Node, usage: Usage, limits: Limits) -> bool:
+    return _quota_fits(pod, usage, limits) and _node_fits(pod, node, usage, limits)
+
+
 def place(pods: Sequence[Pod], usage: Usage, nodes: Sequence[Node], limits: Limits) -> dict[str, str] | None:
     """Invariant 3: a node for each of ``pods`` at once (greedy, first node by name that fits each,
-    charging as it goes), or None when they do not all fit now."""
-    trial = usage.copy()
-    placed: dict[str, str] = {}
-    for pod in pods:
-        node = next((n for n in nodes if _fits(pod, n, trial, limits)), None)
-        if node is None:
-            return None
-        trial.charge(pod, node)
-        placed[pod.key] = node.name
-    return placed
+    charging as it goes), or None when they do not all fit now. (``usage`` is changed and restored.)"""
+    placed: list[tuple[Pod, Node]] = []
+    try:
+        for pod in pods:
+            if not _quota_fits(pod, usage, limits):
+                return None
+            node = next((n for n in nodes if _node_fits(pod, n, usage, limits)), None)
+            if node is None:
+                return None
+            usage.charge(pod, node)
+            placed.append((pod, node))
+        return {pod.key: node.name for pod, node in placed}
+    finally:
+        for pod, node in placed:
+            usage.charge(pod, node, -1)
 
 
 def reclaimable_room(

@@ -81,8 +81,8 @@ class Sizes:
 
     def elastic(self, namespace: str) -> tuple[int, int]:
         """(min, max) GPUs of a training team's ElasticQuota."""
-        guaranteed = self.gpus * (0.20 if namespace == TEAM_A else 0.15)
-        return math.floor(guaranteed), math.floor(self.gpus * 0.35)
+        guaranteed = self.gpus * (0.25 if namespace == TEAM_A else 0.20)
+        return math.floor(guaranteed), math.floor(self.gpus * 0.40)
 
     @property
     def notebook_workers(self) -> int:
@@ -180,7 +180,7 @@ def serving_replicas(hour: float, peak: int, rng: random.Random) -> int:
 
 
 # Share of the day's jobs per kind (Deployments are services, not jobs).
-JOB_MIX: Final = {"training": 0.45, "etl": 0.35, "notebook": 0.20}
+JOB_MIX: Final = {"training": 0.40, "etl": 0.38, "notebook": 0.22}
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def training_job(serial: int, rng: random.Random, scale: Scale) -> TrainingJob:
     else:  # elastic: half its pods are enough to start; the rest can be taken back
         pods = 4
         min_member = 2
-    gpus = rng.choice((2, 4, 4, 8)) if pods == 1 else rng.choice((2, 2, 4))
+    gpus = rng.choice((1, 2, 4, 8)) if pods == 1 else rng.choice((1, 2, 2, 4))
     cards = rng.choice((A100, f"{A100}|{H100}", f"{A100}|{H100}", H100))
     priority = "training-high" if rng.random() < 0.1 else "training"
     return TrainingJob(
