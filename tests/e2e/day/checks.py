@@ -10,7 +10,10 @@ after every step.
 2. **No pod bound twice** (:class:`tests.e2e.chaos.invariants.BindLedger`).
 3. **Every job that fits eventually runs**: a pending pod, or a gang's pending pods together, that
    fit somewhere now (:func:`place`: greedily, node room and every quota considered) and have fit
-   at every check for :data:`FIT_GRACE` seconds since the last fault, are a violation.
+   at every check for :data:`FIT_GRACE` seconds since the last fault, are a violation. The room a
+   preemption made is its preemptor's: a pending pod nominated to a node (``status.nominatedNodeName``)
+   counts there, and on its quotas, for every pod of lower or equal priority (kube-scheduler's rule,
+   design.md Semantics 16).
 4. **No queue waits while another borrows its guarantee beyond what reclaim allows**: a single
    training pod of a team within its ElasticQuota's min, waiting for :data:`FIT_GRACE` while the
    other team is over its min with pods that capacity-scheduling may take back (not gang members
@@ -59,6 +62,8 @@ class Pod:
     created: float
     bound_at: float | None
     preempted: bool  # DisruptionTarget=True, PreemptionByScheduler
+    priority: int = 0
+    nominated: str = ""  # status.nominatedNodeName
 
     @property
     def key(self) -> str:
@@ -125,6 +130,8 @@ def pod_of(obj: Obj) -> Pod:
         created=rfc3339_seconds(str(meta.get("creationTimestamp") or "")) or 0.0,
         bound_at=bound_at,
         preempted=preempted,
+        priority=int(spec.get("priority") or 0),
+        nominated=str(status.get("nominatedNodeName") or ""),
     )
 
 
@@ -405,40 +412,72 @@ class Checker:
         self.overspent = set(ongoing)
         return new
 
-    def _liveness(
-        self, now: float, pods: Sequence[Pod], usage: Usage, nodes: Sequence[Node], groups: Mapping[str, int]
-    ) -> list[str]:
+    def _units(
+        self, pods: Sequence[Pod], usage: Usage, nodes: Sequence[Node], groups: Mapping[str, int]
+    ) -> list[tuple[str, bool, str | None]]:
+        """Per pending unit (a gang's pods, or a pod): whether it fits now, and for a single training
+        pod within its team's guarantee, a node the other team's borrowing holds (invariant 4)."""
         units: dict[str, list[Pod]] = defaultdict(list)
         for pod in pods:
             if pod.waiting:
                 units[pod.group if pod.group in groups else pod.key].append(pod)
-        found: list[str] = []
-        since = max(self.quiet_since, 0.0)
-        fitting: dict[str, float] = {}
-        borrowed: dict[str, float] = {}
+        names = {n.name: n for n in nodes}
+        nominated = [p for p in pods if p.waiting and p.nominated in names]
+        out: list[tuple[str, bool, str | None]] = []
         for unit, members in sorted(units.items()):
             if unit in groups:
                 placed_count = sum(1 for p in pods if p.group == unit and (p.holds or p.finished))
                 if placed_count + len(members) < groups[unit]:
                     continue  # its Job has not made all its pods yet
-            if place(members, usage, nodes, self.limits) is not None:
+            level = min(p.priority for p in members)
+            keys = {p.key for p in members}
+            holding = [p for p in nominated if p.priority >= level and p.key not in keys]
+            for pod in holding:  # the room their preemptions made is theirs
+                usage.charge(pod, names[pod.nominated])
+            try:
+                fits = place(members, usage, nodes, self.limits) is not None
+                reclaim = None
+                single = members[0] if len(members) == 1 and unit == members[0].key else None
+                if single is not None and single.namespace in ELASTIC and single.gpus:
+                    reclaim = reclaimable_room(
+                        single, pods, usage, nodes, limits=self.limits, min_members=groups
+                    )
+                out.append((unit, fits, reclaim))
+            finally:
+                for pod in holding:
+                    usage.charge(pod, names[pod.nominated], -1)
+        return out
+
+    def _liveness(
+        self, now: float, pods: Sequence[Pod], usage: Usage, nodes: Sequence[Node], groups: Mapping[str, int]
+    ) -> list[str]:
+        found: list[str] = []
+        since = max(self.quiet_since, 0.0)
+        fitting: dict[str, float] = {}
+        borrowed: dict[str, float] = {}
+        for unit, fits, reclaim in self._units(pods, usage, nodes, groups):
+            if fits:
                 first = fitting[unit] = max(self.fitting.get(unit, now), since)
                 if now - first > FIT_GRACE:
                     found.append(f"{unit}: fits now and has for {now - first:.0f}s, still pending")
                     fitting[unit] = now  # reported: the clock starts again
-            single = members[0] if len(members) == 1 and unit == members[0].key else None
-            if single is not None and single.namespace in ELASTIC and single.gpus:
-                node = reclaimable_room(single, pods, usage, nodes, limits=self.limits, min_members=groups)
-                if node is not None:
-                    first = borrowed[unit] = max(self.borrowed.get(unit, now), since)
-                    if now - first > FIT_GRACE:
-                        found.append(
-                            f"{unit}: within its team's guarantee, waits {now - first:.0f}s while the other "
-                            f"team borrows what capacity-scheduling may take back on {node}"
-                        )
-                        borrowed[unit] = now
+            if reclaim is not None:
+                first = borrowed[unit] = max(self.borrowed.get(unit, now), since)
+                if now - first > FIT_GRACE:
+                    found.append(
+                        f"{unit}: within its team's guarantee, waits {now - first:.0f}s while the other "
+                        f"team borrows what capacity-scheduling may take back on {reclaim}"
+                    )
+                    borrowed[unit] = now
         self.fitting, self.borrowed = fitting, borrowed
         return found
+
+    def fitting_units(
+        self, pods: Sequence[Pod], nodes: Mapping[str, Node], groups: Mapping[str, int]
+    ) -> list[str]:
+        """The pending units that fit now (the settle's question), nominations held as above."""
+        ordered = sorted(nodes.values(), key=lambda n: n.name)
+        return [unit for unit, fits, _ in self._units(pods, recount(pods, nodes), ordered, groups) if fits]
 
     def _gangs(self, now: float, pods: Sequence[Pod], groups: Mapping[str, int]) -> list[str]:
         placed: defaultdict[str, int] = defaultdict(int)

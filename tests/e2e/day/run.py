@@ -345,10 +345,11 @@ class Day:
 
     # -- observation --------------------------------------------------------------------------------
     async def _snapshot(self) -> tuple[list[ck.Pod], dict[str, ck.Node], dict[str, int]]:
-        pods: list[ck.Pod] = []
-        for ns in ld.NAMESPACES:
-            listing = await self.api.read(f"/api/v1/namespaces/{ns}/pods")
-            pods += [ck.pod_of(p) for p in listing.get("items") or ()]
+        # One list of every pod: one resourceVersion, a consistent snapshot (lists per namespace,
+        # read one after the other, mix moments: a pod finished in one, its room taken in the next).
+        ours = set(ld.NAMESPACES)
+        listing = await self.api.read("/api/v1/pods")
+        pods = [ck.pod_of(p) for p in listing.get("items") or () if p["metadata"]["namespace"] in ours]
         nodes = {
             n.name: n for n in map(ck.node_of, (await self.api.read("/api/v1/nodes")).get("items") or ())
         }
@@ -422,14 +423,4 @@ class Day:
             )
 
     def _fitting(self, pods: list[ck.Pod], nodes: dict[str, ck.Node], groups: dict[str, int]) -> list[str]:
-        usage = ck.recount(pods, nodes)
-        ordered = sorted(nodes.values(), key=lambda n: n.name)
-        units: defaultdict[str, list[ck.Pod]] = defaultdict(list)
-        for pod in pods:
-            if pod.waiting:
-                units[pod.group if pod.group in groups else pod.key].append(pod)
-        return [
-            u
-            for u, members in sorted(units.items())
-            if ck.place(members, usage, ordered, self.checker.limits)
-        ]
+        return self.checker.fitting_units(pods, nodes, groups)
