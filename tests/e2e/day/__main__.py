@@ -15,9 +15,11 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 import aiohttp
 
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         step=args.step,
         progress=progress,
     )
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt  # asyncio.run cancels the day: its replicas and control plane stop
+
+    signal.signal(signal.SIGTERM, interrupted)
     day = Day(options)
     progress(f"a day in the life: seed {args.seed}, {args.jobs} jobs in {args.minutes:g} min")
     progress(f"logs in {day.workdir}")
@@ -70,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     except ControlPlaneError as error:
         print(f"error: control plane unavailable: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; logs in {day.workdir}", file=sys.stderr)
+        return 130
     except (TimeoutError, aiohttp.ClientError, RuntimeError) as error:
         reason = str(error) or type(error).__name__
         print(f"error: the day stopped, the API failed it: {reason}; logs in {day.workdir}", file=sys.stderr)
