@@ -54,6 +54,8 @@ class StateSnapshot:
 
     pending: Mapping[str, int] = field(default_factory=dict)  # queue pool -> pods
     queue_pending: Mapping[str, int] = field(default_factory=dict)  # Volcano queue -> pending pods
+    # Volcano queue -> seconds its longest-waiting pending pod has waited since its creation
+    queue_longest_wait: Mapping[str, float] = field(default_factory=dict)
     queue_cards: Iterable[QueueCardSample] = ()
     gpu_quota_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, type)
     elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
@@ -85,7 +87,8 @@ class SchedulerMetrics:
         )
         self.wait = histogram(
             "gpuq_pod_scheduling_wait_seconds",
-            "Seconds from a pod first seen pending by the scheduler to its bind succeeding.",
+            "Seconds from a pod's creation to its bind succeeding, by Volcano queue (Semantics 7).",
+            ["queue_name"],
             buckets=_WAIT_BUCKETS,
         )
         self.preemptions = counter(
@@ -119,6 +122,10 @@ class SchedulerMetrics:
         self.attempts.labels(result).inc()
         self.attempt_duration.observe(seconds)
 
+    def waited(self, queue: str, seconds: float) -> None:
+        """A pod of ``queue`` was bound ``seconds`` after its creation."""
+        self.wait.labels(queue).observe(seconds)
+
     def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
         """Where the scrape-time gauges come from."""
         self._snapshot = snapshot
@@ -149,6 +156,13 @@ class _StateCollector(Collector):
             "Pods of gpuq not bound yet, by Volcano queue (Semantics 7); every known Queue, 0 included.",
             ["queue_name"],
             {(queue,): count for queue, count in state.queue_pending.items()},
+        )
+        yield _gauge(
+            "gpuq_queue_pending_wait_seconds",
+            "Seconds the longest-waiting pod of gpuq not bound yet has waited since its creation, by "
+            "Volcano queue; every known Queue, 0 when none waits.",
+            ["queue_name"],
+            {(queue,): seconds for queue, seconds in state.queue_longest_wait.items()},
         )
         families = {
             name: GaugeMetricFamily(

@@ -16,8 +16,11 @@ Three rules keep the scheduler's view honest:
    accepted stands, so forgetting it on a clock would hand its room out twice while the watch
    lags. A bind whose outcome is unknown is settled by reading the pod (:mod:`common.kube.binding`).
 
-The feed also knows when the scheduler first saw each pod pending (``on_waited`` gets the seconds
-from then to its bind succeeding: ``gpuq_pod_scheduling_wait_seconds``).
+The feed also knows how long each pod has waited: ``on_waited`` gets, when its bind succeeds, the
+seconds since the pod was created (``gpuq_pod_scheduling_wait_seconds``, per queue): its
+``creationTimestamp`` (second resolution) read against the wall clock when the scheduler first saw
+it pending, plus the monotonic time since, so a scheduler restarted while pods waited counts their
+whole wait, not only the part since it started.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, 
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import Obj, object_ref
+from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds
 from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -105,8 +108,9 @@ class Feed:
     scheduler: Scheduler
     _: KW_ONLY
     wake: Callable[[], None] = lambda: None
-    on_waited: Callable[[float], None] = lambda seconds: None
+    on_waited: Callable[[str, float], None] = lambda queue, seconds: None  # queue, seconds
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     ready: bool = field(default=False, init=False)
     informers: InformerSet | None = field(default=None, init=False)
     # pods we bound that the watch has not shown bound yet
@@ -114,7 +118,8 @@ class Feed:
     _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
     _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
     handled: int = field(default=0, init=False)
-    _seen: dict[str, float] = field(default_factory=dict, init=False)  # pending pod -> first seen
+    # pending pod -> (monotonic time first seen, seconds it had waited since its creation by then)
+    _seen: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -208,14 +213,6 @@ class Feed:
             # Deleted and re-created under the same name while we were not looking.
             self._forget_pod(key)
         self._uids[key] = pod.uid
-        victim = self.scheduler.preempted.get(key)
-        if victim is not None and victim.uid == pod.uid:
-            # Preempted by us: the scheduler stopped counting it when it chose it as a victim. The
-            # updates its own DELETE causes on the way (the DisruptionTarget condition) must not bring
-            # it back, or the pods tried meanwhile see its room taken twice (once by the victim, once
-            # by the preemptor) and decide on that. The delete event ends this; so does a DELETE that
-            # failed (refeed).
-            return
         if pod.bound:
             # Counted even on a node not known (deleted, or not seen yet): scheduler.cluster.state.
             self.assumed.discard(key)
@@ -229,10 +226,15 @@ class Feed:
         ):
             return  # ours, bound or being bound; the watch has not caught up yet
         if change.old is not None and known_uid == pod.uid and not pod_update_matters(change.old, change.obj):
+            if pod.nominated_node_name and key in self.scheduler.pending:
+                # Our own condition write, or the leader's nomination seen by a standby: keep it.
+                self.scheduler.nominator.update(self._with_priority(pod))
             return
         self.scheduler.add_pod(self._with_priority(pod))
-        if key in self.scheduler.pending:
-            self._seen.setdefault(key, self.clock())
+        if key in self.scheduler.pending and key not in self._seen:
+            created = rfc3339_seconds(pod.creation_timestamp)
+            waited = max(0.0, self.wall_clock() - created) if created is not None else 0.0
+            self._seen[key] = (self.clock(), waited)
 
     def _with_priority(self, pod: PodInfo) -> PodInfo:
         if pod.priority is not None:
@@ -246,23 +248,15 @@ class Feed:
         self._seen.pop(key, None)
         self.scheduler.delete_pod(key)
 
-    def refeed(self, key: str) -> None:
-        """Apply the cached version of pod ``key`` again (a preemption whose DELETE failed)."""
-        namespace, _, name = key.partition("/")
-        cached = self.informers[kinds.POD.kind].get(namespace, name) if self.informers else None
-        self.scheduler.preempted.pop(key, None)  # the victim survived: count it again
-        if cached is not None:
-            self._uids.pop(key, None)
-            self.apply(Change("add", (namespace, name), cached))
-            self.wake()
-
     # -- assumed pods ------------------------------------------------------------------------------
     def assume(self, key: str) -> None:
         """A bind of ``key`` succeeded: keep it counted until the watch shows it bound or deleted.
         Not if its deletion was observed while the bind was in flight (nothing left to confirm)."""
-        since = self._seen.pop(key, None)
-        if since is not None:
-            self.on_waited(self.clock() - since)
+        seen = self._seen.pop(key, None)
+        pod = self.scheduler.cluster.pods.get(key)
+        if seen is not None and pod is not None:
+            first_seen, waited = seen
+            self.on_waited(self.scheduler.podgroups.queue_of(pod), waited + self.clock() - first_seen)
         if key in self.scheduler.cluster.pods:
             self.assumed.add(key)
 
