@@ -69,6 +69,21 @@ class RenewalPolicy:
             )
 
 
+def as_utc(moment: dt.datetime) -> dt.datetime:
+    """``moment`` with its timezone; one without (``2024-01-01T00:00:00``) is read as UTC, the zone
+    every time gpuq writes is in."""
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment
+
+
+def read_time(text: str, field: str) -> dt.datetime:
+    """An RFC 3339 time as gpuq keeps it in an annotation (``gpuq.io/ca-changed-at``); without a
+    timezone it is UTC (:func:`as_utc`). Anything else raises :class:`InvalidValue` naming ``field``."""
+    try:
+        return as_utc(dt.datetime.fromisoformat(text))
+    except (TypeError, ValueError):
+        raise InvalidValue(field, text, "an RFC 3339 time such as 2024-01-01T00:00:00Z") from None
+
+
 def _seconds(delta: dt.timedelta) -> str:
     return f"{delta.total_seconds():g}"
 
@@ -83,6 +98,10 @@ class Authorities:
     changed_at: dt.datetime
     incoming: KeyPair | None = None
     retiring: x509.Certificate | None = None
+
+    def __post_init__(self) -> None:
+        # Compared with aware times on every tick: a naive one would be a TypeError each time.
+        object.__setattr__(self, "changed_at", as_utc(self.changed_at))
 
     def bundle(self) -> list[x509.Certificate]:
         """What the apiserver trusts, oldest first."""

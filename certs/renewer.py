@@ -33,7 +33,13 @@ from cryptography.hazmat.primitives import serialization
 
 from gpuq_k8s.certs.authority import KeyPair, create_ca, issue_serving_certificate
 from gpuq_k8s.certs.files import key_pair_from_pem
-from gpuq_k8s.certs.renewal import Authorities, RenewalPolicy, next_authorities, serving_renewal
+from gpuq_k8s.certs.renewal import (
+    Authorities,
+    RenewalPolicy,
+    next_authorities,
+    read_time,
+    serving_renewal,
+)
 from gpuq_k8s.common.kube.client import GatedClient
 from gpuq_k8s.common.kube.errors import NotFound
 from gpuq_k8s.common.kube.leader import LeaderElector
@@ -87,10 +93,7 @@ def authorities_from_secret(secret: Mapping[str, Any], where: str) -> Authoritie
         except ValueError:
             raise InvalidValue(f"{where} retiring-ca.crt", "(not shown)", "a PEM certificate") from None
     stamp = ((secret.get("metadata") or {}).get("annotations") or {}).get(CHANGED_AT)
-    try:
-        changed_at = dt.datetime.fromisoformat(stamp) if stamp else LONG_AGO
-    except ValueError:
-        raise InvalidValue(f"{where} {CHANGED_AT}", stamp, "an RFC 3339 time") from None
+    changed_at = read_time(stamp, f"{where} {CHANGED_AT}") if stamp else LONG_AGO
     return Authorities(signing, changed_at, incoming=incoming, retiring=retiring)
 
 

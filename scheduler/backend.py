@@ -25,10 +25,12 @@ from gpuq_k8s.common.model.prebind import PreBindPlan
 class Result(Enum):
     """Where a submitted bind left the pod, as far as the API says (never a guess from elapsed time).
 
-    - ``DONE``: bound to the node we chose (an eviction: the victim is being deleted);
+    - ``DONE``: bound to the node we chose (an eviction: the victim is being deleted, with its grace
+      period: it counts until the watch shows it gone);
     - ``NOT_BOUND``: the bind certainly did not happen; the pod is still there, unbound: retry it;
     - ``ELSEWHERE``: the pod is bound to another node (a 409): the watch charges it where it is;
-    - ``GONE``: the pod (this UID) no longer exists, or its deletion was observed: forget it.
+    - ``GONE``: the pod (this UID) no longer exists, or its deletion was observed: forget it (an
+      eviction the backend completed at once, as ``gpuq simulate``'s).
     """
 
     DONE = "done"
@@ -78,8 +80,11 @@ class ClusterBackend(Protocol):
 
     def record_event(self, event: EventRecord) -> None: ...
 
-    def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
-        """PodScheduled=False with ``reason`` and ``message``; ``nominated_node`` -> nominatedNodeName."""
+    def set_pod_condition(
+        self, pod: PodInfo, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
+        """PodScheduled=False with ``reason`` and ``message``; ``nominated_node`` -> nominatedNodeName
+        ("" clears it, None leaves it as it is)."""
         ...
 
     def patch_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:

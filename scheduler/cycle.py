@@ -39,6 +39,7 @@ from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.containment import Containment
 from gpuq_k8s.scheduler.failure import FailureHandler, capacity_note, fit_error
 from gpuq_k8s.scheduler.framework.cluster_events import OBJECT_EVENTS, bound_pod_events, node_events
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -49,12 +50,14 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     FloatArray,
     GroupInfo,
     PostFilterResult,
+    merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPod
 from gpuq_k8s.scheduler.groups import GroupTracker
+from gpuq_k8s.scheduler.nominator import Nominator
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
@@ -117,8 +120,13 @@ class Scheduler:
         self.pending: dict[str, PodInfo] = {}  # pods of ours not bound yet
         self.attempts: dict[str, Attempt] = {}
         self.reasons: dict[str, str] = {}  # pod key -> last PodScheduled message
-        self.preempted: dict[str, PodInfo] = {}
-        self.podgroups = GroupTracker(self.cluster, self.pending)
+        self.preempted: dict[str, PodInfo] = {}  # victims evicted, until their delete is seen
+        self.nominator = Nominator(self.cluster)
+        self.podgroups = GroupTracker(
+            self.cluster,
+            self.pending,
+            not_ready=lambda key: self.nominator.is_counted(key) or key in self.preempted,
+        )
         # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first;
         # the cluster events of an object change are raised once every plugin has seen it.
         self.objects.subscribe(self._object_changed)
@@ -142,14 +150,17 @@ class Scheduler:
             action_arguments=settings.configurations,
             observe=observe,
             keep_outcomes=keep_attempts,
+            nominator=self.nominator,
         )
-        sort_key = self.framework.sort_key
-        if BACKFILL in self.framework.actions:
-            # Backfill: pods without requests after every pod with requests (scheduler/actions/backfill.py).
-            def sort_key(
-                pod: PodInfo, key: Callable[[PodInfo], tuple[Any, ...]] = sort_key
-            ) -> tuple[Any, ...]:
-                return (best_effort(pod), *key(pod))
+        key_of = self.framework.sort_key
+        backfill = BACKFILL in self.framework.actions
+        partially_placed = self.podgroups.partially_placed
+
+        def sort_key(pod: PodInfo) -> tuple[Any, ...]:
+            # The pending pods of a gang left partly placed (a leader lost between its binds) first;
+            # with backfill, pods without requests after every pod with requests (actions/backfill.py).
+            key = (not partially_placed(pod), *key_of(pod))
+            return (best_effort(pod), *key) if backfill else key
 
         framework = self.framework
         queue_order = (
@@ -166,11 +177,19 @@ class Scheduler:
             queue_order=queue_order,
             live_keys=framework.sort_keys_live,
         )
-        self.podgroups.connect(self.framework, self.queue)
+        # An error of gpuq's own met on one object stays with it (scheduler/containment.py).
+        self.contain = Containment(self.framework.record)
+        self.podgroups.connect(self.framework, self.queue, self.contain)
         self.failures = FailureHandler(backend, self.queue, self.framework.record, self.reasons)
         self.preemption = Preemption(
-            self.framework, backend, self.preempted, self.delete_pod, ours=self.responsible_for
+            self.framework,
+            backend,
+            self.preempted,
+            self.nominator,
+            forget=self.delete_pod,
+            ours=self.responsible_for,
         )
+        self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
 
@@ -188,7 +207,9 @@ class Scheduler:
         if pod.bound:
             self.pending.pop(pod.key, None)
             self.queue.delete(pod.key)
+            self.nominator.forget(pod.key)
             if pod.terminal:
+                podgroups.pod_finished(pod)
                 self._pod_gone(pod.key)
                 for listener in listeners:
                     listener.pending_pod_removed(pod)
@@ -206,6 +227,7 @@ class Scheduler:
                 self._pod_gone(pod.key)
             return
         if pod.terminal or pod.deleting or not self.responsible_for(pod):
+            self.nominator.forget(pod.key)
             previous = self.pending.pop(pod.key, None)
             if previous is not None:
                 self.queue.delete(pod.key)
@@ -213,6 +235,7 @@ class Scheduler:
                     listener.pending_pod_removed(previous)
             return
         self.pending[pod.key] = pod
+        self.nominator.update(pod)
         for listener in listeners:
             listener.pending_pod_added(pod)
         podgroups.gate(pod)
@@ -226,6 +249,7 @@ class Scheduler:
             for listener in self.framework.pending_listeners:
                 listener.pending_pod_removed(pending)
         self.queue.delete(key)
+        self.nominator.forget(key)
         self.podgroups.forget_pod(key)
         self._pod_gone(key)
 
@@ -242,12 +266,13 @@ class Scheduler:
 
     def remove_node(self, name: str) -> None:
         """The node is gone; pods bound to it go on counting until their deletes arrive (a ghost
-        row: :mod:`scheduler.cluster.state`)."""
+        row: :mod:`scheduler.cluster.state`); a nomination to it is dropped."""
         row = self.cluster.row_of.get(name)
         old = self.cluster.nodes[row] if row is not None else None
         self.cluster.remove_node(name)
         if old is not None:
             self.queue.on_event(ClusterEvent.NODE_DELETED, old=old)
+        self.nominator.node_removed(name)
 
     def put_object(self, obj: Obj) -> None:
         self.objects.put(obj)
@@ -272,16 +297,19 @@ class Scheduler:
         Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
         timer), never per pod: a hundred pods bound in one namespace make one status patch.
         """
-        patches = self.podgroups.take_status()
+        queues = {name: _status(obj) for _, name, obj in self.objects.list(kinds.QUEUE)}
+        patches = self.podgroups.take_status() + self.podgroups.take_queue_status(queues)
         now = self.wall_clock()
         for source in self.framework.status_sources:
             more, events = source.take_status(now)
             patches.extend(more)
             for event in events:
                 self.framework.record(event)
-        for patch in patches:
+        objects = self.objects
+        merged = merge_status_patches(patches, lambda *ref: _status(objects.get(*ref) or {}))
+        for patch in merged:
             self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
-        return len(patches)
+        return len(merged)
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
@@ -291,21 +319,37 @@ class Scheduler:
         pod = self.queue.pop()
         if pod is None:
             return None
+        self._nominated_before = self.nominator.node_of(pod.key) or pod.nominated_node_name
         if not self._allocate and not best_effort(pod):
             # Only backfill is configured: it places pods without requests, nothing else.
             message = "no allocate action is configured: only backfill's pods without requests are placed"
             status = Status.unschedulable(message, plugin=ALLOCATE)
             return self._fail(Attempt(pod, status), status, None, message)[0]
         state = CycleState()
-        attempt, assumed, row = self._scheduling_cycle(state, pod)
-        if assumed is not None:
-            self._binding_cycle(state, assumed, row)
+        try:
+            attempt, assumed, row = self._scheduling_cycle(state, pod)
+            if assumed is not None:
+                self._binding_cycle(state, assumed, row)
+        except Exception as err:
+            # A bug must not take scheduling down for every other pod (scheduler/containment.py):
+            # this one waits for its next update.
+            self.contain(pod.ref, "schedule", err, "it is not tried again until it changes")
+            attempt = Attempt(pod, Status.error(f"an error in gpuq: {type(err).__name__}"))
         if self.keep_attempts:
             self.attempts[pod.key] = attempt
         return attempt
 
     def _scheduling_cycle(self, state: CycleState, pod: PodInfo) -> Scheduled:
-        """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed."""
+        """PreFilter .. Reserve, Permit: the pod is placed, reserved and assumed, or reported as failed.
+        Up to PostFilter the nominated pods that hold room for it count on their nodes (Semantics 18)."""
+        with self.nominator.reserved_for(pod):
+            decided = self._filter_step(state, pod)
+        if not isinstance(decided, FilterOutcome):
+            return decided
+        return self._placing_step(state, pod, decided)
+
+    def _filter_step(self, state: CycleState, pod: PodInfo) -> Scheduled | FilterOutcome:
+        """Queue checks, PreFilter, Filter; PostFilter when no node fits (then the attempt failed)."""
         num_nodes = self.cluster.node_count
         queued = self.framework.queue_check(pod)
         if not queued.is_success:
@@ -329,7 +373,6 @@ class Scheduler:
             message = fit_error(num_nodes, None, pre, post.message)
             return self._fail(Attempt(pod, pre), pre, post, message)
         outcome = self.framework.run_filter(state, pod)
-        feasible = outcome.feasible
         if not outcome.feasible_count:
             status = Status.unschedulable(plugin="Filter")
             # The reasons as Filter saw them: preemption below may evict pods they would read.
@@ -339,8 +382,14 @@ class Scheduler:
             if post.message:
                 message += f" {post.message}"
             return self._fail(Attempt(pod, status, outcome=outcome), status, post, message)
+        return outcome
+
+    def _placing_step(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> Scheduled:
+        """Score, pick, Reserve, assume, Permit for a pod some node fits."""
+        num_nodes = self.cluster.node_count
+        feasible = outcome.feasible
         total, scores = self.framework.run_score(state, pod, feasible)
-        row = self._pick(feasible, total)
+        row = self._pick(feasible, total, self.nominator.node_of(pod.key))
         node = self.cluster.names[row]
         attempt = Attempt(pod, Status.success(), node, "", "", outcome, total, scores)
         assumed = pod.with_node_name(node)
@@ -353,6 +402,7 @@ class Scheduler:
             return self._fail(attempt, reserved, None, message)
         self.cluster.add_pod(assumed)
         self.queue.on_event(ClusterEvent.POD_BOUND, new=assumed)  # as counted: a burst sees its own pods
+        self.nominator.forget(pod.key)  # placed: its room is its own now (kube-scheduler's assume)
         permit = self.framework.run_permit(state, assumed, row)
         if permit.is_wait:
             group = self.podgroups.group_of(pod)
@@ -367,8 +417,14 @@ class Scheduler:
             return self._fail(attempt, permit, None, permit.message)
         return attempt, assumed, row
 
-    def _pick(self, feasible: BoolArray, total: FloatArray) -> int:
-        """The feasible row with the highest total; among equal totals, the first node name."""
+    def _pick(self, feasible: BoolArray, total: FloatArray, nominated: str = "") -> int:
+        """The feasible row with the highest total; among equal totals, the first node name. A pod
+        nominated to a node that fits it goes there (kube-scheduler's evaluateNominatedNode): the
+        room its victims left is what it waited for."""
+        if nominated:
+            row = self.cluster.row_of.get(nominated)
+            if row is not None and feasible[row]:
+                return row
         order = self.cluster.rank_order()
         # Gathered by node name, the first maximum is the tie-break's winner: one argmax, no tie scan.
         ranked = np.where(feasible, total, -np.inf).take(order)
@@ -380,8 +436,12 @@ class Scheduler:
     def _fail(
         self, attempt: Attempt, status: Status, post: PostFilterResult | None, message: str
     ) -> Scheduled:
-        """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)."""
-        nominated = self.failures.unschedulable(attempt.pod, status, attempt.outcome, post, message)
+        """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)
+        with its nomination (new, kept while its victims terminate, or cleared)."""
+        pod = attempt.pod
+        nominated = self.nominator.node_of(pod.key)
+        written = nominated if nominated or self._nominated_before else None
+        self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
         attempt.status = status
         attempt.node = ""
         attempt.message = message
@@ -510,3 +570,10 @@ class Scheduler:
 
     def group_phases(self) -> Mapping[str, str]:
         return self.podgroups.phases()
+
+
+def _status(obj: Obj) -> Mapping[str, Any]:
+    """An object's status, or empty when it holds none or no mapping (a malformed status is the
+    object's own problem, reported when it is read: design.md Semantics 17)."""
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}

@@ -117,8 +117,11 @@ class FailureHandler:
         self.record = record
         self.reasons = reasons
 
-    def park(self, pod: PodInfo, message: str, rejected_by: Iterable[str], nominated: str = "") -> None:
-        """Unschedulable: condition, event, and parked until an event ``rejected_by`` cares about."""
+    def park(
+        self, pod: PodInfo, message: str, rejected_by: Iterable[str], nominated: str | None = None
+    ) -> None:
+        """Unschedulable: condition, event, and parked until an event ``rejected_by`` cares about.
+        ``nominated``: the pod's nominatedNodeName to write ("" clears it, None leaves it)."""
         self.reasons[pod.key] = message
         self.backend.set_pod_condition(pod, UNSCHEDULABLE_REASON, message, nominated)
         self.record(EventRecord(pod.ref, "Warning", FAILED_SCHEDULING, message))
@@ -131,20 +134,21 @@ class FailureHandler:
         outcome: FilterOutcome | None,
         post: PostFilterResult | None,
         message: str,
-    ) -> str:
-        """A failed attempt: ``pod`` is parked under the plugins that rejected it; returns the node
-        it is nominated to (a successful preemption), or ""."""
-        rejected_by = {status.plugin} if status.plugin not in ("", "Filter") else set()
+        *,
+        nominated: str | None = None,
+    ) -> None:
+        """A failed attempt: ``pod`` is parked under the plugins that rejected it, with its
+        nomination (``nominated``, as :meth:`park` writes it)."""
+        rejected_by = {status.plugin} if status.plugin not in ("", "Filter", "PreFilter") else set()
         if outcome is not None:
             rejected_by |= {name for name, _, first in outcome.results if first.any()}
-        nominated = post.nominated_node if post is not None and post.status.is_success else ""
         self.park(pod, message, rejected_by, nominated)
-        if nominated and post is not None and post.victims:
-            # The victims are gone: retry the preemptor now, ahead of lower-ordered pods that would
-            # otherwise take the room it made (kube-scheduler protects it with the nomination).
-            # Never without victims: nothing changed, and the retry would loop.
+        if post is not None and post.status.is_success and post.victims:
+            # Victims were evicted: retry the preemptor now. Those the backend deleted at once are
+            # gone and it fits; those terminating still count, and the retry parks it again (not
+            # eligible to preempt twice) until their deletes arrive. Never without victims: nothing
+            # changed, and the retry would loop.
             self.queue.activate(pod.key)
-        return nominated
 
     def bind_failed(self, pod: PodInfo, message: str) -> None:
         """The bind of ``pod`` (unbound again, already unreserved) failed: retry after its backoff."""

@@ -77,6 +77,9 @@ class MemoryBackend:
     writes: list[tuple[str, str, Mapping[str, Any]]] = field(default_factory=list)
     rolled_back: list[tuple[str, str]] = field(default_factory=list)
     _version: int = 0
+    # How evictions end: GONE (deleted at once, ``gpuq simulate``) or DONE (accepted, the victim
+    # terminating with a grace period until the test delivers its delete, as in a cluster).
+    evict_result: Result = Result.GONE
 
     def bind(self, pod: PodInfo, node: str, done: Done) -> None:
         if pod.key in self.held:
@@ -175,14 +178,22 @@ class MemoryBackend:
         self.objects.put(stamped)
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
+        """Deleted at once by default (no grace period to wait out in memory): GONE, the scheduler
+        forgets it; with ``evict_result`` DONE it terminates until its delete is fed."""
         self.evictions[pod.key] = reason
-        self.bindings.pop(pod.key, None)
-        done(SUCCESS)
+        if self.evict_result is Result.GONE:
+            self.bindings.pop(pod.key, None)
+        done(Outcome(self.evict_result, f"Pod/{pod.key} evicted"))
 
     def record_event(self, event: EventRecord) -> None:
         self.events.append(event)
 
-    def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
+    def set_pod_condition(
+        self, pod: PodInfo, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
+        previous = self.conditions.get(pod.key)
+        if nominated_node is None:
+            nominated_node = previous.nominated_node if previous is not None else ""
         self.conditions[pod.key] = PodCondition(reason, message, nominated_node)
 
     def patch_status(self, kind: Kind, namespace: str, name: str, status: Mapping[str, Any]) -> None:

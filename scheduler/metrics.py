@@ -25,6 +25,10 @@ from gpuq_k8s.common.kube.metrics import register_build_info
 SCHEDULED: Final = "scheduled"
 UNSCHEDULABLE: Final = "unschedulable"
 ERROR: Final = "error"
+# The kinds the scheduler reads (scheduler/kube/feed.py REPLAY_ORDER).
+OBJECT_KINDS: Final = (
+    "Node", "Namespace", "PriorityClass", "Queue", "PodGroup", "ElasticQuota", "GPUResourceQuota", "Pod",
+)  # fmt: skip
 
 # kube-scheduler's buckets for attempt and extension-point latencies (exponential from 1 ms / 0.1 ms).
 _ATTEMPT_BUCKETS: Final = tuple(0.001 * 2**i for i in range(15))
@@ -50,6 +54,8 @@ class StateSnapshot:
 
     pending: Mapping[str, int] = field(default_factory=dict)  # queue pool -> pods
     queue_pending: Mapping[str, int] = field(default_factory=dict)  # Volcano queue -> pending pods
+    # Volcano queue -> seconds its longest-waiting pending pod has waited since its creation
+    queue_longest_wait: Mapping[str, float] = field(default_factory=dict)
     queue_cards: Iterable[QueueCardSample] = ()
     gpu_quota_ratios: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, type)
     elastic_used: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (ns, resource)
@@ -81,7 +87,8 @@ class SchedulerMetrics:
         )
         self.wait = histogram(
             "gpuq_pod_scheduling_wait_seconds",
-            "Seconds from a pod first seen pending by the scheduler to its bind succeeding.",
+            "Seconds from a pod's creation to its bind succeeding, by Volcano queue (Semantics 7).",
+            ["queue_name"],
             buckets=_WAIT_BUCKETS,
         )
         self.preemptions = counter(
@@ -93,9 +100,17 @@ class SchedulerMetrics:
         self.status_writes = counter(
             "gpuq_scheduler_status_writes", "Batched status merge patches sent, by kind.", ["kind"]
         )
+        self.internal_errors = counter(
+            "gpuq_scheduler_internal_errors",
+            "Errors of gpuq's own contained to one object (logged with the traceback, a Warning event "
+            "on the object, the object skipped), by the object's kind.",
+            ["kind"],
+        )
         register_build_info(self.registry)
         for result in (SCHEDULED, UNSCHEDULABLE, ERROR):
             self.attempts.labels(result)
+        for kind in OBJECT_KINDS:  # a 0 from the start, so increase() sees the first error
+            self.internal_errors.labels(kind)
         self._snapshot: Callable[[], StateSnapshot] | None = None
         self.registry.register(_StateCollector(self))
 
@@ -106,6 +121,10 @@ class SchedulerMetrics:
     def attempt(self, result: str, seconds: float) -> None:
         self.attempts.labels(result).inc()
         self.attempt_duration.observe(seconds)
+
+    def waited(self, queue: str, seconds: float) -> None:
+        """A pod of ``queue`` was bound ``seconds`` after its creation."""
+        self.wait.labels(queue).observe(seconds)
 
     def watch(self, snapshot: Callable[[], StateSnapshot]) -> None:
         """Where the scrape-time gauges come from."""
@@ -137,6 +156,13 @@ class _StateCollector(Collector):
             "Pods of gpuq not bound yet, by Volcano queue (Semantics 7); every known Queue, 0 included.",
             ["queue_name"],
             {(queue,): count for queue, count in state.queue_pending.items()},
+        )
+        yield _gauge(
+            "gpuq_queue_pending_wait_seconds",
+            "Seconds the longest-waiting pod of gpuq not bound yet has waited since its creation, by "
+            "Volcano queue; every known Queue, 0 when none waits.",
+            ["queue_name"],
+            {(queue,): seconds for queue, seconds in state.queue_longest_wait.items()},
         )
         families = {
             name: GaugeMetricFamily(

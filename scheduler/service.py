@@ -229,13 +229,13 @@ class Service:
             scheduler_name=options.scheduler_name,
             observe=self.metrics.observe,
         )
-        feed = self.feed = Feed(scheduler, on_waited=self.metrics.wait.observe)
+        scheduler.contain.counted = lambda kind: self.metrics.internal_errors.labels(kind).inc()
+        feed = self.feed = Feed(scheduler, on_waited=self.metrics.waited)
         scheduling = SchedulingLoop(
             scheduler, self.metrics, max_unschedulable=options.max_unschedulable_seconds
         )
         feed.wake = backend.wake = scheduling.wake
         backend.on_bound = feed.assume
-        backend.on_evict_failed = feed.refeed
         backend.settled = feed.settled
         backend.lookup = lambda kind, namespace, name: self._cached(kind.kind, namespace, name)
         quota = QuotaStatus.of(scheduler)

@@ -40,6 +40,7 @@ from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_q
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu_resource_quota
 from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.webhook import jsonpatch, ratchet
@@ -253,15 +254,14 @@ def _validate_pod_group(
     request = _card_request(group, text, old)
     raw_queue = view.queue(group.queue)
     if raw_queue is None:
-        return deny(
-            f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected the name of an existing Queue"
-        )
+        queue = quote(group.queue)
+        return deny(f"{group.ref}: spec.queue: invalid value {queue}: expected the name of an existing Queue")
     quota = parsed_queue_quota(raw_queue)
     warnings = tuple(event.message for event in quota.events)
     if not quota.open:
         state = (raw_queue.get("status") or {}).get("state")
         return deny(
-            f"{group.ref}: spec.queue: invalid value {group.queue!r}: expected an Open Queue "
+            f"{group.ref}: spec.queue: invalid value {quote(group.queue)}: expected an Open Queue "
             f"(Queue/{quota.name} is {state})",
             warnings,
         )
@@ -303,7 +303,10 @@ def _guarantee_warnings(
     """capacity-scheduling.md: the sum of min must fit the cluster. An ElasticQuota whose CREATE or
     UPDATE raises a min past what the nodes have allocatable is admitted with a warning
     (:mod:`common.model.elastic.guarantee`; the scheduler also sets its condition and an event)."""
-    quota = ElasticQuota.from_dict(obj)
+    try:
+        quota = ElasticQuota.from_dict(obj)
+    except GpuqError:
+        return ()  # admitted with a problem its old version had (the ratchet): no sum to check
     old_min: Mapping[str, int] = {}
     if old is not None:
         try:
@@ -341,7 +344,7 @@ def _validate_namespace_quota(
         other = str(((item.get("metadata") or {}).get("name")) or "")
         if other and other != quota.name:
             return deny(
-                f"{quota.ref}: metadata.name: namespace {quota.namespace} already has {kind} {other!r}: "
+                f"{quota.ref}: metadata.name: namespace {quota.namespace} already has {kind} {quote(other)}: "
                 f"expected at most one {kind} per namespace"
             )
     return ALLOW

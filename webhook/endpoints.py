@@ -26,6 +26,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from gpuq_k8s.common.model.quoting import cut
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.review import (
     AdmissionRequest,
@@ -122,11 +123,11 @@ class Endpoints:
         except Exception as err:
             log.exception("admission of %s %s/%s failed", req.kind.kind, req.namespace, req.name)
             self.metrics.errors.inc()
-            decision = Decision(
-                allowed=False,
-                message=f"gpuq webhook internal error reviewing {req.kind.kind} {req.namespace}/{req.name}: "
-                f"{type(err).__name__}: {err}"[:1024],
-            )
+            # The names and the exception's text may hold what the client sent: quoted bounded.
+            where = cut(f"{req.kind.kind} {req.namespace}/{req.name}")
+            error = f"{type(err).__name__}: {cut(str(err))}"
+            message = f"gpuq webhook internal error reviewing {where}: {error}"
+            decision = Decision(allowed=False, message=message)
         body_out = response_body(review, decision)
         self.metrics.count(req.kind.kind, req.operation, decision.allowed)
         histogram = self.metrics.mutate_duration if mutate else self.metrics.validate_duration

@@ -31,6 +31,7 @@ from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.quantity import format_units
 from gpuq_k8s.common.model.queues import queue_of
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.webhook import jsonpatch
 from gpuq_k8s.webhook.options import AdmissionOptions, card_args, check_scoring_annotations
@@ -54,7 +55,7 @@ def validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOp
         if not card_names_share_resource(names, catalog):
             per_name = ", ".join(f"{n} -> {catalog.resource_of(n)}" for n in names if n in catalog)
             return deny(
-                f"{pod.ref}: {ann.CARD_NAME}: invalid value {annotations[ann.CARD_NAME]!r}: expected "
+                f"{pod.ref}: {ann.CARD_NAME}: invalid value {quote(annotations[ann.CARD_NAME])}: expected "
                 f"alternatives that all map to one Kubernetes resource ({per_name})"
             )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 
 # The annotation families gpuq reads (common.model.annotations): a change there is a change gpuq judges.
 GPUQ_ANNOTATION_PREFIXES: Final = (
@@ -78,12 +78,22 @@ def check_update(
         err = _error_of(check, new)
         if err is None:
             return
-        if before is None or str(_error_of(check, before)) != str(err):
+        if before is None or _problem(_error_of(check, before)) != _problem(err):
             raise err
-        culprit = _culprit(check, new, before, str(err))
+        culprit = _culprit(check, new, before, _problem(err))
         if culprit is None:
             return  # an old problem no single unchanged field explains: the ratchet lets it be
         new, before = _without(new, culprit), _without(before, culprit)
+
+
+def _problem(err: GpuqError | None) -> object:
+    """What makes two problems the same, word for word: a malformed value's object, field, value and
+    expectation (its message quotes a long value cut, so two long values could read alike); any
+    other problem's message."""
+    if isinstance(err, InvalidValue):
+        value = repr(err.value) if isinstance(err.value, float) else err.value  # nan == nan
+        return (type(err), err.where, err.field, value, err.expected)
+    return None if err is None else str(err)
 
 
 def _error_of(check: Callable[[Mapping[str, Any]], object], obj: Mapping[str, Any]) -> GpuqError | None:
@@ -98,7 +108,7 @@ def _culprit(
     check: Callable[[Mapping[str, Any]], object],
     new: Mapping[str, Any],
     old: Mapping[str, Any],
-    problem: str,
+    problem: object,
 ) -> Path | None:
     """An unchanged leaf of the judged parts (spec, status, gpuq's annotations) without which the old
     object no longer has ``problem``."""
@@ -106,7 +116,7 @@ def _culprit(
         if _at(new, path) != _at(old, path):
             continue  # a changed field is judged, never set aside
         err = _error_of(check, _without(old, path))
-        if err is None or str(err) != problem:
+        if err is None or _problem(err) != problem:
             return path
     return None
 

@@ -20,10 +20,9 @@ from gpuq_k8s.common.kube.errors import (
 )
 from gpuq_k8s.common.kube.status import STRATEGIC_MERGE_PATCH, Reply, call
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.pods import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 
 POD_SCHEDULED: Final = "PodScheduled"
-DISRUPTION_TARGET: Final = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 
 
 def pod_path(namespace: str, name: str) -> str:
@@ -103,9 +102,17 @@ async def read_binding(api_client: Any, namespace: str, name: str, uid: str) -> 
 
 
 def condition_patch(
-    reason: str, message: str, nominated_node: str = "", *, type_: str = POD_SCHEDULED, status: str = "False"
+    reason: str,
+    message: str,
+    nominated_node: str | None = None,
+    *,
+    type_: str = POD_SCHEDULED,
+    status: str = "False",
 ) -> dict[str, Any]:
-    """The pods/status strategic merge patch kube-scheduler sends for an unschedulable pod."""
+    """The pods/status strategic merge patch kube-scheduler sends for an unschedulable pod.
+
+    ``nominated_node``: a node name sets ``status.nominatedNodeName``, "" clears it (a preemption
+    that found no room any more), None leaves it as it is."""
     body: dict[str, Any] = {
         "status": {
             "conditions": [
@@ -120,8 +127,8 @@ def condition_patch(
             ]
         }
     }
-    if nominated_node:
-        body["status"]["nominatedNodeName"] = nominated_node
+    if nominated_node is not None:
+        body["status"]["nominatedNodeName"] = nominated_node or None
     return body
 
 
@@ -135,9 +142,10 @@ async def set_condition(api_client: Any, namespace: str, name: str, uid: str, pa
 
 
 async def preempt(api_client: Any, namespace: str, name: str, uid: str, message: str) -> Reply:
-    """Mark the victim DisruptionTarget (as kube-scheduler does) and delete it with grace period 0
-    (there may be no kubelet to honour a grace period; the quota must be free now). A 404 is success:
-    the victim is gone either way (NotFound)."""
+    """Mark the victim DisruptionTarget (as kube-scheduler does) and delete it with its own grace
+    period (kube-scheduler's DeleteOptions{}): it goes on holding its node's room and its quota while
+    it terminates, until the delete shows on the watch (design.md Semantics 18). A 404 is success:
+    the victim is gone either way."""
     await set_condition(
         api_client,
         namespace,
@@ -145,7 +153,7 @@ async def preempt(api_client: Any, namespace: str, name: str, uid: str, message:
         uid,
         condition_patch(PREEMPTION_BY_SCHEDULER, message, type_=DISRUPTION_TARGET, status="True"),
     )
-    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
     if uid:
         body["preconditions"] = {"uid": uid}
     reply = await call(api_client, "DELETE", pod_path(namespace, name), body)

@@ -52,6 +52,7 @@ from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.overcommit import OvercommitArgs
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.common.model.predicates import PredicatesArgs
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.strategy_fit import ResourceStrategyFitArgs
 from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
 
@@ -117,6 +118,11 @@ class SchedulerConfig:
             problem = getattr(err, "problem", None) or type(err).__name__
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
             raise ConfigError("config", "<yaml>", f"valid YAML ({problem}{at})") from None
+        except (ValueError, RecursionError) as err:
+            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
+            # (design.md Semantics 17).
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+            raise ConfigError("config", "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
         if data is None:
             raise ConfigError("config", "", "a YAML mapping with 'actions' and 'tiers'")
         return cls.from_dict(data)
@@ -173,7 +179,7 @@ def _parse_actions(value: Any, problems: ErrorCollector) -> tuple[str, ...]:
         if action not in SUPPORTED_ACTIONS:
             problems.add("actions", action, expected)
         elif action in actions:
-            problems.add("actions", value, f"{expected}, each at most once ({action!r} repeats)")
+            problems.add("actions", value, f"{expected}, each at most once ({quote(action)} repeats)")
         else:
             actions.append(action)
     return tuple(actions)

@@ -8,7 +8,8 @@ carry fields are dataclasses (compared by identity and shown by message, like an
 
 A request over a quota, :class:`~common.model.quota_exceeded.QuotaExceeded`, is a :class:`GpuqError` of
 its own module: its message carries the outlook (:mod:`common.model.outlook`), which parses quantities,
-and quantities raise :class:`InvalidQuantity` from here, so this module imports nothing of gpuq's.
+and quantities raise :class:`InvalidQuantity` from here, so this module imports only
+:mod:`common.model.quoting` (which imports nothing of gpuq's but the limits).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from gpuq_k8s.common.model.quoting import quote
 
 
 class GpuqError(Exception):
@@ -31,7 +34,8 @@ class InvalidValue(GpuqError, ValueError):
     """A value in user input is malformed.
 
     ``where`` names the object (``Queue/team-a``, ``Pod/ns/p``, ``config``); ``field`` the key or
-    annotation; ``value`` what was found; ``expected`` what would have been accepted.
+    annotation; ``value`` what was found (quoted bounded, :func:`common.model.quoting.quote`);
+    ``expected`` what would have been accepted.
     """
 
     field: str
@@ -44,7 +48,7 @@ class InvalidValue(GpuqError, ValueError):
 
     def _render(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
-        return f"{prefix}{self.field}: invalid value {self.value!r}: expected {self.expected}"
+        return f"{prefix}{self.field}: invalid value {quote(self.value)}: expected {self.expected}"
 
     def located(self, where: str) -> InvalidValue:
         """The same error, attributed to an object (keeps the most specific location)."""

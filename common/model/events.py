@@ -23,6 +23,8 @@ SCHEDULED: Final = "Scheduled"
 PREEMPTED: Final = "Preempted"
 # Semantics 3: a malformed annotation met on an object that predates the webhook.
 INVALID_ANNOTATION: Final = "InvalidAnnotation"
+# An error of gpuq's own (a bug) met on one object, contained to it (scheduler/containment.py).
+INTERNAL_ERROR: Final = "InternalError"
 
 EventType = Literal["Normal", "Warning"]
 

@@ -32,6 +32,8 @@ from gpuq_k8s.common.model.resources import EMPTY, Resources, interned
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 GPUQ_SCHEDULER: Final = "gpuq-scheduler"
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 # Pod-level resources only cover these and hugepages-* (KEP-2837, component-helpers'
 # IsSupportedPodLevelResource in 1.36); everything else still comes from containers.
 _POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})
@@ -200,6 +202,11 @@ class PodInfo:
     preemption_policy: str = "PreemptLowerPriority"
     creation_timestamp: str = ""
     deleting: bool = False
+    # Being deleted because a scheduler preempted it: deleting, with the DisruptionTarget condition
+    # reason PreemptionByScheduler (kube-scheduler's podTerminatingByPreemption). Only read then.
+    preempted_by_scheduler: bool = False
+    # ``status.nominatedNodeName``: where a preemption made room for this pending pod.
+    nominated_node_name: str = ""
     requests: Resources = EMPTY
     limits: Resources = EMPTY
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -279,6 +286,7 @@ class PodInfo:
             claims = _claim_names(spec)
             images, container_count = pod_images(spec)
             volumes = parse_volumes(spec.get("volumes"), name)
+            deleting = bool(meta.get("deletionTimestamp"))
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -294,7 +302,9 @@ class PodInfo:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
-            deleting=bool(meta.get("deletionTimestamp")),
+            deleting=deleting,
+            preempted_by_scheduler=deleting and _disrupted_by_preemption(status),
+            nominated_node_name=str(status.get("nominatedNodeName") or ""),
             requests=interned(requests),
             limits=limits,
             node_selector=node_selector,
@@ -321,6 +331,21 @@ def _claim_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
             raise InvalidValue(f"spec.resourceClaims[{i}].name", name, "a non-empty claim name")
         names.append(name)
     return tuple(names)
+
+
+def _disrupted_by_preemption(status: Mapping[str, Any]) -> bool:
+    """The DisruptionTarget=True condition with reason PreemptionByScheduler (what a scheduler sets
+    on a victim before deleting it); anything malformed is no such condition."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == DISRUPTION_TARGET
+        and c.get("status") == "True"
+        and c.get("reason") == PREEMPTION_BY_SCHEDULER
+        for c in conditions
+    )
 
 
 # Every slot of a PodInfo, ``_key`` included, for :meth:`PodInfo.with_node_name`'s copy: one

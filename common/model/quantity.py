@@ -11,6 +11,8 @@ amount as an exact integer in a fixed unit per resource, as kube-scheduler and V
 
 Parsing goes through :class:`fractions.Fraction` so ``0.1`` is exactly a tenth, then rounds *up* to the
 unit, like ``resource.Quantity.MilliValue()`` and ``Value()``: a request is never under-counted.
+Numbers are bounded (:mod:`common.model.limits`: at most 64 digits, exponents within +-30), so any
+string, however long, is an amount or an :class:`InvalidQuantity`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fractions import Fraction
 from typing import Final
 
 from gpuq_k8s.common.model.errors import InvalidQuantity
+from gpuq_k8s.common.model.limits import MAX_DIGITS, MAX_EXPONENT
 
 _BINARY_SUFFIX: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL_SUFFIX: Final = {
@@ -42,9 +45,6 @@ _QUANTITY_RE: Final = re.compile(
     r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
 )
-# Larger exponents are legal syntax but no real resource needs them; refusing them keeps a
-# hostile "1e999999999" from allocating a huge integer inside the webhook.
-_MAX_EXPONENT: Final = 30
 
 EXPECTED_QUANTITY: Final = "a Kubernetes quantity such as 500m, 2, 1.5, 64Gi or 1e3"
 # The largest amount in gpuq's units, as for kube-scheduler's int64 MilliValue()/Value(). The
@@ -80,13 +80,21 @@ def parse_quantity(value: str | int | float, field: str = "quantity") -> Fractio
     match = _QUANTITY_RE.match(text)
     if match is None:
         raise InvalidQuantity(field, value, EXPECTED_QUANTITY)
-    number = Fraction(match.group("num"))
+    digits = match.group("num")
+    if len(digits) - (digits[0] in "+-") - ("." in digits) > MAX_DIGITS:
+        # Python refuses int() of more than 4,300 digits (a ValueError), and no amount needs 64.
+        raise InvalidQuantity(field, value, f"a number of at most {MAX_DIGITS} digits ({EXPECTED_QUANTITY})")
+    number = Fraction(digits)
     if match.group("bin"):
         return number * _BINARY_SUFFIX[match.group("bin")]
     if match.group("exp"):
-        exponent = int(match.group("exp")[1:])
-        if abs(exponent) > _MAX_EXPONENT:
-            raise InvalidQuantity(field, value, f"an exponent within +-{_MAX_EXPONENT}")
+        # Larger exponents are legal syntax but no real resource needs them; refusing them keeps a
+        # hostile "1e999999999" from allocating a huge integer inside the webhook.
+        exponent_text = match.group("exp")[1:]
+        magnitude = exponent_text.lstrip("+-").lstrip("0") or "0"
+        if len(magnitude) > len(str(MAX_EXPONENT)) or int(magnitude) > MAX_EXPONENT:
+            raise InvalidQuantity(field, value, f"an exponent within +-{MAX_EXPONENT}")
+        exponent = -int(magnitude) if exponent_text.startswith("-") else int(magnitude)
         return number * Fraction(10) ** exponent
     return number * _DECIMAL_SUFFIX[match.group("dec") or ""]
 

@@ -59,6 +59,7 @@ from gpuq_k8s.common.model.events import EventRecord, annotation_or_fallback
 from gpuq_k8s.common.model.plugin_args import PluginArgs, PositiveWeight, ZeroWeight, refuse
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import CPU, MEMORY, PODS
+from gpuq_k8s.common.model.quoting import quote
 
 PLUGIN_WEIGHT_KEY: Final = "resourceStrategyFitWeight"
 RESOURCES_KEY: Final = "resources"
@@ -273,7 +274,7 @@ def parse_pod_override(annotations: Mapping[str, str], where: str = "") -> PodOv
                 raise InvalidAnnotation(
                     RESOURCE_STRATEGY_WEIGHT,
                     raw_weights,
-                    f"{expected} ({name!r} has weight {weight!r})",
+                    f"{expected} ({quote(name)} has weight {quote(weight)})",
                     where,
                 )
             weights[name] = weight

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from gpuq_k8s.common.model.quoting import quote
+
 JOB_ORDER: Final = "enableJobOrder"
 TASK_ORDER: Final = "enableTaskOrder"
 PREEMPTABLE: Final = "enablePreemptable"
@@ -94,5 +96,5 @@ def switch_problem(key: str) -> str | None:
         return None
     right = LEGACY_SPELLINGS.get(key)
     if right is not None:
-        return f"Volcano's spelling {right!r} (gpuq's former {key!r} is no longer accepted)"
+        return f"Volcano's spelling {right!r} (gpuq's former {quote(key)} is no longer accepted)"
     return "'name', 'arguments' or one of Volcano's plugin switches (enablePredicate, enableNodeOrder, ...)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -26,6 +27,18 @@ RESOURCE_NAME_RE: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])
 # would overflow the float conversion (``int too large to convert to float``) inside the scheduler.
 MAX_WEIGHT: Final = 1_000_000
 _INTEGER_TEXT: Final = re.compile(r"\s*[+]?[0-9]{1,18}\s*")
+
+
+def rfc3339_seconds(text: str) -> float | None:
+    """A Kubernetes timestamp (``2026-11-26T10:15:57Z``, RFC 3339) as seconds since the epoch; None
+    when it is empty or not such a timestamp (an object the apiserver did not write)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else None
 
 
 def object_ref(kind: str, namespace: str, name: str) -> str:

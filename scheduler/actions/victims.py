@@ -68,7 +68,7 @@ def find_victims(
         row = int(ranked)
         if row >= cluster.n or not cluster.alive[row]:
             continue
-        on_node = candidates(pod, tuple(cluster.pods_on[row].values()))
+        on_node = candidates(pod, framework.running_on(row))
         if not on_node:
             continue
         permitted = allowed(pod, on_node)

@@ -401,18 +401,19 @@ class ClusterState:
         key. False for a pod that holds nothing (finished)."""
         if not pod.holds_resources:
             return False
+        previous = self.pods.get(pod.key)
+        if previous is not None:
+            if previous.node_name == pod.node_name and previous.requests == pod.requests:
+                self.pods[pod.key] = pod
+                self.pods_on[self.pod_row(pod.node_name)][pod.key] = pod
+                return True
+            # Before the row is looked up: removing the last pod of a ghost row frees that row.
+            self.remove_pod(pod.key)
         row = self.row_of.get(pod.node_name)
         if row is None:
             row = self._ghosts.get(pod.node_name)
             if row is None:
                 row = self._ghost_row(pod.node_name)
-        previous = self.pods.get(pod.key)
-        if previous is not None:
-            if previous.node_name == pod.node_name and previous.requests == pod.requests:
-                self.pods[pod.key] = pod
-                self.pods_on[row][pod.key] = pod
-                return True
-            self.remove_pod(pod.key)
         vector = self.pod_vector(pod)
         self.requested[row] += vector
         self.free[row] -= vector

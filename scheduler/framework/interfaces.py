@@ -161,6 +161,11 @@ class Handle(Protocol):
         """Release the pods of ``group`` waiting in Permit (gang quorum reached)."""
         ...
 
+    def running_on(self, row: int) -> Sequence[PodInfo]:
+        """The pods bound or assumed on node row ``row`` (what an eviction could remove); not the
+        nominated pods that hold room there during an attempt (design.md Semantics 18)."""
+        ...
+
     def group(self, key: str) -> GroupInfo | None:
         """The PodGroup ``namespace/name`` as the scheduler tracks it (its phase included)."""
         ...
@@ -217,6 +222,34 @@ class StatusPatch:
     namespace: str
     name: str
     status: Mapping[str, Any]
+
+
+def merge_status_patches(
+    patches: Sequence[StatusPatch], current: Callable[[Kind, str, str], Mapping[str, Any]]
+) -> list[StatusPatch]:
+    """One patch per object: several sources may each want a status of one object (a Queue's
+    ``allocated`` from capacity-card, its PodGroup counts from the tracker), each a whole status
+    built from what the object holds (``current``). Each source's changes to that are kept; a later
+    source wins on a key both change."""
+    by_object: dict[tuple[Kind, str, str], list[StatusPatch]] = {}
+    for patch in patches:
+        by_object.setdefault((patch.kind, patch.namespace, patch.name), []).append(patch)
+    merged: list[StatusPatch] = []
+    for (kind, namespace, name), wanted in by_object.items():
+        if len(wanted) == 1:
+            merged.append(wanted[0])
+            continue
+        base = current(kind, namespace, name)
+        status = dict(base)
+        for patch in wanted:
+            for key in set(base) | set(patch.status):
+                if key not in patch.status:
+                    if key in base:
+                        status.pop(key, None)
+                elif patch.status[key] != base.get(key):
+                    status[key] = patch.status[key]
+        merged.append(StatusPatch(kind, namespace, name, status))
+    return merged
 
 
 @runtime_checkable

@@ -63,6 +63,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.session import SessionPoints
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPods
+from gpuq_k8s.scheduler.nominator import Nominator
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
@@ -97,9 +98,11 @@ class Framework(SessionPoints):
         action_arguments: Mapping[str, Mapping[str, Any]] | None = None,
         observe: Observer | None = None,
         keep_outcomes: bool = False,
+        nominator: Nominator | None = None,
     ) -> None:
         # -- the Handle ---------------------------------------------------------------------------
         self.cluster = cluster
+        self.nominator = nominator if nominator is not None else Nominator(cluster)
         self.objects = objects
         self.record = record
         self.waiting = WaitingPods()
@@ -162,6 +165,13 @@ class Framework(SessionPoints):
 
     def allow_group(self, group: GroupInfo) -> None:
         self.waiting.allow(group.key)
+
+    def running_on(self, row: int) -> tuple[PodInfo, ...]:
+        """The pods bound or assumed on node row ``row``, without the nominated pods counted there
+        for this attempt (they hold room, they do not run: never victims)."""
+        pods = tuple(self.cluster.pods_on[row].values())
+        counted = self.nominator.is_counted
+        return tuple(p for p in pods if not counted(p.key)) if self.nominator.nominations else pods
 
     @property
     def interest(self) -> Mapping[str, frozenset[ClusterEvent]]:

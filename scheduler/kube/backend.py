@@ -79,7 +79,7 @@ class _Condition:
     pod: PodInfo
     reason: str
     message: str
-    nominated: str
+    nominated: str | None
 
 
 class KubeBackend:
@@ -95,7 +95,6 @@ class KubeBackend:
         wake: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = lambda: True,
         on_status: Callable[[Kind, str, str, Mapping[str, Any]], None] = lambda *a: None,
-        on_evict_failed: Callable[[str], None] = lambda key: None,
         settled: Callable[[PodInfo, str], Result | None] = lambda pod, node: None,
         lookup: Lookup = lambda kind, namespace, name: None,
     ) -> None:
@@ -107,14 +106,13 @@ class KubeBackend:
         self.wake = wake
         self.may_write = may_write
         self.on_status = on_status
-        self.on_evict_failed = on_evict_failed
         self.settled = settled
         self.lookup = lookup
         self._changed = asyncio.Event()
         self._semaphore = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._conditions: dict[str, _Condition] = {}
-        self._written: dict[str, tuple[str, str, str]] = {}
+        self._written: dict[str, tuple[str, str, str | None]] = {}
         self.bound = 0
         self.bind_failures = 0
         self.first_bind: float | None = None
@@ -137,21 +135,18 @@ class KubeBackend:
         changed.set()
 
     def evict(self, pod: PodInfo, reason: str, done: Done) -> None:
-        """Optimistic, like the in-memory backend: the victim stops counting *now*, before the
-        DELETE is answered. Otherwise the pods tried while the DELETE is in flight still see the
-        victim's usage, and each of them preempts another victim for the same room (the e2e test
-        of ElasticQuota preemption caught exactly that). A DELETE that fails puts the victim back
-        from the informer cache (``on_evict_failed``)."""
-        try:
-            done(SUCCESS)
-        except Exception:
-            log.exception("eviction completion of %s failed", pod.ref)
-        self._spawn(self._evict(pod, reason), f"evict-{pod.key}")
+        """DisruptionTarget, then a DELETE with the victim's own grace period; ``done`` gets DONE once
+        the API accepted it (the victim goes on counting until the watch shows it gone: design.md
+        Semantics 18), NOT_BOUND when it failed. Pods tried meanwhile do not take the room: its
+        preemptor is nominated and holds it (:mod:`scheduler.nominator`)."""
+        self._spawn(self._evict(pod, reason, done), f"evict-{pod.key}")
 
     def record_event(self, event: EventRecord) -> None:
         self.events.record(event.obj, event.type, event.reason, event.message)
 
-    def set_pod_condition(self, pod: PodInfo, reason: str, message: str, nominated_node: str = "") -> None:
+    def set_pod_condition(
+        self, pod: PodInfo, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
         if self._written.get(pod.key) == (reason, message, nominated_node):
             self._conditions.pop(pod.key, None)
             return
@@ -295,7 +290,7 @@ class KubeBackend:
                 if isinstance(outcome, str):
                     log.warning("rolling back PreBind of %s: %s", pod.ref, outcome)
 
-    async def _evict(self, pod: PodInfo, reason: str) -> None:
+    async def _evict(self, pod: PodInfo, reason: str, done: Done) -> None:
         async with self._semaphore:
             try:
                 reply = await binding.preempt(self.api_client, pod.namespace, pod.name, pod.uid, reason)
@@ -303,10 +298,13 @@ class KubeBackend:
             except RequestFailed as err:
                 ok, message = False, str(err)
         if not ok:
-            log.warning("preempting %s failed: %s; it counts again", pod.ref, message)
-            self.on_evict_failed(pod.key)
+            log.warning("preempting %s failed: %s", pod.ref, message)
         elif self.metrics is not None:
             self.metrics.preemptions.inc()
+        try:
+            done(SUCCESS if ok else Outcome(Result.NOT_BOUND, f"preempting {pod.ref} failed: {message}"))
+        except Exception:
+            log.exception("eviction completion of %s failed", pod.ref)
         self.wake()
 
     # -- batched writes -------------------------------------------------------------------------------
@@ -342,9 +340,16 @@ class KubeBackend:
         self._written.pop(key, None)
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for binds and evictions in flight (graceful shutdown), then flush."""
+        """Wait for binds and evictions in flight (graceful shutdown), then flush; all within
+        ``timeout`` (the flush gets what is left, at least a second): a write that hangs must not keep
+        a stopping scheduler alive past its grace period (what is left unwritten is the next
+        leader's to write, from the state it lists)."""
+        deadline = time.monotonic() + timeout
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
             for task in pending:
                 task.cancel()
-        await self.flush()
+        try:
+            await asyncio.wait_for(self.flush(), max(1.0, deadline - time.monotonic()))
+        except TimeoutError:
+            log.warning("writes still pending when stopping: left to the next leader")

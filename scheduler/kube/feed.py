@@ -16,15 +16,18 @@ Three rules keep the scheduler's view honest:
    accepted stands, so forgetting it on a clock would hand its room out twice while the watch
    lags. A bind whose outcome is unknown is settled by reading the pod (:mod:`common.kube.binding`).
 
-The feed also knows when the scheduler first saw each pod pending (``on_waited`` gets the seconds
-from then to its bind succeeding: ``gpuq_pod_scheduling_wait_seconds``).
+The feed also knows how long each pod has waited: ``on_waited`` gets, when its bind succeeds, the
+seconds since the pod was created (``gpuq_pod_scheduling_wait_seconds``, per queue): its
+``creationTimestamp`` (second resolution) read against the wall clock when the scheduler first saw
+it pending, plus the monotonic time since, so a scheduler restarted while pods waited counts their
+whole wait, not only the part since it started.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
@@ -36,7 +39,7 @@ from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, 
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import Obj, object_ref
+from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds
 from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -65,8 +68,15 @@ _STATUS_INPUTS: Final = {
 }
 
 
+def _part(obj: Obj, name: str) -> Mapping[str, Any]:
+    """``obj[name]`` when it is a mapping, else empty: the comparisons below never fail on a shape
+    the object's own apply then reports (design.md Semantics 17)."""
+    part = obj.get(name)
+    return part if isinstance(part, Mapping) else {}
+
+
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(_part(obj, "metadata"))
     for key in _VOLATILE_META:
         meta.pop(key, None)
     return meta
@@ -83,7 +93,7 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
         return True
     for key in _STATUS_INPUTS.get(kind, ()):
-        if (old.get("status") or {}).get(key) != (new.get("status") or {}).get(key):
+        if _part(old, "status").get(key) != _part(new, "status").get(key):
             return True
     # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
     rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}
@@ -98,8 +108,9 @@ class Feed:
     scheduler: Scheduler
     _: KW_ONLY
     wake: Callable[[], None] = lambda: None
-    on_waited: Callable[[float], None] = lambda seconds: None
+    on_waited: Callable[[str, float], None] = lambda queue, seconds: None  # queue, seconds
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     ready: bool = field(default=False, init=False)
     informers: InformerSet | None = field(default=None, init=False)
     # pods we bound that the watch has not shown bound yet
@@ -107,7 +118,8 @@ class Feed:
     _nodes: dict[str, NodeInfo] = field(default_factory=dict, init=False)
     _uids: dict[str, str] = field(default_factory=dict, init=False)  # pod key -> uid we know it by
     handled: int = field(default=0, init=False)
-    _seen: dict[str, float] = field(default_factory=dict, init=False)  # pending pod -> first seen
+    # pending pod -> (monotonic time first seen, seconds it had waited since its creation by then)
+    _seen: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -131,7 +143,7 @@ class Feed:
                 continue
             items = informers[kind.kind].items()
             if kind is kinds.POD:
-                ordered = sorted(items.values(), key=lambda o: not (o.get("spec") or {}).get("nodeName"))
+                ordered = sorted(items.values(), key=lambda o: not _node_name(o))
             else:
                 ordered = list(items.values())
             for obj in ordered:
@@ -141,6 +153,10 @@ class Feed:
 
     # -- dispatch ---------------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
+        """Apply one change. Whatever it holds, only this object is affected: a malformed one gets
+        its Warning (Semantics 3); an error of gpuq's own is contained to it (logged with its
+        traceback, counted, a Warning on it: :mod:`scheduler.containment`) and the change skipped;
+        ``replay`` and the watch go on with the next object either way."""
         kind = str(change.obj.get("kind") or "")
         self.handled += 1
         try:
@@ -156,6 +172,10 @@ class Feed:
             log.warning("%s", err)
             reason = FAILED_SCHEDULING if kind == kinds.POD.kind else INVALID_ANNOTATION
             self.scheduler.framework.record(EventRecord(ref, "Warning", reason, str(err)))
+        except Exception as err:
+            ref = object_ref(kind or "Object", change.key[0], change.key[1])
+            consequence = "this change is skipped; the object's next change is applied afresh"
+            self.scheduler.contain(ref, f"apply the {change.type} of", err, consequence)
 
     def _node(self, change: Change) -> None:
         name = change.key[1]
@@ -193,14 +213,6 @@ class Feed:
             # Deleted and re-created under the same name while we were not looking.
             self._forget_pod(key)
         self._uids[key] = pod.uid
-        victim = self.scheduler.preempted.get(key)
-        if victim is not None and victim.uid == pod.uid:
-            # Preempted by us: the scheduler stopped counting it when it chose it as a victim. The
-            # updates its own DELETE causes on the way (the DisruptionTarget condition) must not bring
-            # it back, or the pods tried meanwhile see its room taken twice (once by the victim, once
-            # by the preemptor) and decide on that. The delete event ends this; so does a DELETE that
-            # failed (refeed).
-            return
         if pod.bound:
             # Counted even on a node not known (deleted, or not seen yet): scheduler.cluster.state.
             self.assumed.discard(key)
@@ -214,10 +226,15 @@ class Feed:
         ):
             return  # ours, bound or being bound; the watch has not caught up yet
         if change.old is not None and known_uid == pod.uid and not pod_update_matters(change.old, change.obj):
+            if pod.nominated_node_name and key in self.scheduler.pending:
+                # Our own condition write, or the leader's nomination seen by a standby: keep it.
+                self.scheduler.nominator.update(self._with_priority(pod))
             return
         self.scheduler.add_pod(self._with_priority(pod))
-        if key in self.scheduler.pending:
-            self._seen.setdefault(key, self.clock())
+        if key in self.scheduler.pending and key not in self._seen:
+            created = rfc3339_seconds(pod.creation_timestamp)
+            waited = max(0.0, self.wall_clock() - created) if created is not None else 0.0
+            self._seen[key] = (self.clock(), waited)
 
     def _with_priority(self, pod: PodInfo) -> PodInfo:
         if pod.priority is not None:
@@ -231,23 +248,15 @@ class Feed:
         self._seen.pop(key, None)
         self.scheduler.delete_pod(key)
 
-    def refeed(self, key: str) -> None:
-        """Apply the cached version of pod ``key`` again (a preemption whose DELETE failed)."""
-        namespace, _, name = key.partition("/")
-        cached = self.informers[kinds.POD.kind].get(namespace, name) if self.informers else None
-        self.scheduler.preempted.pop(key, None)  # the victim survived: count it again
-        if cached is not None:
-            self._uids.pop(key, None)
-            self.apply(Change("add", (namespace, name), cached))
-            self.wake()
-
     # -- assumed pods ------------------------------------------------------------------------------
     def assume(self, key: str) -> None:
         """A bind of ``key`` succeeded: keep it counted until the watch shows it bound or deleted.
         Not if its deletion was observed while the bind was in flight (nothing left to confirm)."""
-        since = self._seen.pop(key, None)
-        if since is not None:
-            self.on_waited(self.clock() - since)
+        seen = self._seen.pop(key, None)
+        pod = self.scheduler.cluster.pods.get(key)
+        if seen is not None and pod is not None:
+            first_seen, waited = seen
+            self.on_waited(self.scheduler.podgroups.queue_of(pod), waited + self.clock() - first_seen)
         if key in self.scheduler.cluster.pods:
             self.assumed.add(key)
 
@@ -270,5 +279,13 @@ class Feed:
 
 
 def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     return (str(meta.get("namespace") or "") if namespaced else "", str(meta.get("name") or ""))
+
+
+def _node_name(pod: Obj) -> object:
+    """A cached pod's ``spec.nodeName`` for the replay's order (None when the spec is not a map:
+    the pod's own apply then says what is wrong with it)."""
+    spec = pod.get("spec")
+    return spec.get("nodeName") if isinstance(spec, Mapping) else None

@@ -52,13 +52,22 @@ class SchedulingLoop:
     def wake(self) -> None:
         self.woken.set()
 
+    def _enqueue(self) -> int:
+        """The enqueue action; it contains an error to the PodGroup it met it on
+        (:mod:`scheduler.containment`), and whatever escapes that is logged, never the loop's end."""
+        try:
+            return self.scheduler.run_enqueue()
+        except Exception:
+            log.exception("the enqueue action failed (an error in gpuq)")
+            return 0
+
     async def run(self, stop: asyncio.Event) -> None:
         scheduler = self.scheduler
         next_tick = self.clock() + TICK
         next_flush = self.clock() + FLUSH_EVERY
         while not stop.is_set():
             self.woken.clear()
-            scheduler.run_enqueue()
+            self._enqueue()
             while not stop.is_set():
                 began = time.perf_counter()
                 try:
@@ -71,7 +80,7 @@ class SchedulingLoop:
                     await asyncio.sleep(0)
                     continue
                 if attempt is None:
-                    if scheduler.run_enqueue():
+                    if self._enqueue():
                         continue
                     break
                 self.attempts += 1

@@ -9,7 +9,8 @@ Status writes are the scheduler's own batched ``sync_status``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -20,6 +21,7 @@ from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.quantity import units_to_number
 from gpuq_k8s.common.model.queues import queue_of
+from gpuq_k8s.common.model.wire import rfc3339_seconds
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.metrics import QueueCardSample, StateSnapshot
 
@@ -59,6 +61,7 @@ class QuotaStatus:
     gpu: GPUQuotaStore | None = None
     cards: CapacityCard | None = None
     gpu_ratios: dict[tuple[str, str], float] = field(default_factory=dict)
+    wall_clock: Callable[[], float] = time.time
 
     @classmethod
     def of(cls, scheduler: Scheduler) -> QuotaStatus:
@@ -121,18 +124,28 @@ class QuotaStatus:
                 (resource,): float(units_to_number(resource, amount))
                 for resource, amount in plugin.min_over_capacity().items()
             }
-        return StateSnapshot(pools, self.queue_pending(), samples, ratios, used, lower, upper, over)
+        pending, longest = self.queue_pending_and_wait()
+        return StateSnapshot(pools, pending, longest, samples, ratios, used, lower, upper, over)
 
     def queue_pending(self) -> dict[str, int]:
+        return self.queue_pending_and_wait()[0]
+
+    def queue_pending_and_wait(self) -> tuple[dict[str, int], dict[str, float]]:
         """Pods of ours not placed yet (held by their PodGroup or in the scheduling queue; not those
-        assumed on a node, waiting in Permit or being bound) per Volcano queue (Semantics 7). Every
-        known Queue is listed, 0 included, so a panel or an alert sees a queue before its first wait."""
+        assumed on a node, waiting in Permit or being bound) per Volcano queue (Semantics 7), and the
+        longest any of them has waited since its creation. Every known Queue is listed, 0 included,
+        so a panel or an alert sees a queue before its first wait."""
         scheduler = self.scheduler
         counts = {name: 0 for _, name, _ in scheduler.objects.list(kinds.QUEUE)}
+        longest = dict.fromkeys(counts, 0.0)
         groups = {key: g.model for key, g in scheduler.podgroups.groups.items() if g.model is not None}
         assumed = scheduler.cluster.pods
+        now = self.wall_clock()
         for key, pod in scheduler.pending.items():
             if key not in assumed:
                 queue = queue_of(pod, groups)
                 counts[queue] = counts.get(queue, 0) + 1
-        return counts
+                created = rfc3339_seconds(pod.creation_timestamp)
+                waited = max(0.0, now - created) if created is not None else 0.0
+                longest[queue] = max(longest.get(queue, 0.0), waited)
+        return counts, longest

@@ -363,7 +363,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     if column is None
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
-            node_pods = spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
+            node_pods = spare_gang_members(list(self.handle.running_on(row)), self._gang_of)
             selection = select_victims_on_node(pod, node_pods, free, self.infos)
             if not selection.ok:
                 last_reason = selection.reason

@@ -24,6 +24,7 @@ from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.gang import GangArgs, task_minimums, task_shortfalls
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quoting import cut
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     GroupInfo,
@@ -66,7 +67,8 @@ class Gang(PreFilterPlugin, PermitPlugin, PreemptablePlugin, ReclaimablePlugin, 
                     return Status.unresolvable(
                         f"PodGroup {key} is invalid: {problem}; its pods wait for a valid one"
                     )
-                return Status.unresolvable(f"PodGroup {key} not found: its pods wait for it")
+                # The name is the pod's annotation, of any length: cut in the message.
+                return Status.unresolvable(f"PodGroup {cut(key)} not found: its pods wait for it")
             return Status.skip()
         if group.min_member <= 1 and not self._task_minimums(group):
             return Status.skip()

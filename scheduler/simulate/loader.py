@@ -35,6 +35,7 @@ from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
 from gpuq_k8s.common.model.placement.volumes.persistent_volumes import parse_volume
 from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.wire import object_ref
 from gpuq_k8s.scheduler.plugins.node_selection import compile_selection
 from gpuq_k8s.scheduler.simulate.core_schema import CoreSchema, load_core_schema
@@ -132,6 +133,11 @@ def read(paths: Sequence[str]) -> tuple[list[Document], list[str]]:
             continue
         except (OSError, UnicodeDecodeError) as err:
             errors.append(f"{path}: cannot read: {err}")
+            continue
+        except (ValueError, RecursionError) as err:
+            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit.
+            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+            errors.append(f"{path}: invalid YAML: {reason}")
             continue
         docs.extend(Document(f"{path} (document {index + 1})", doc) for index, doc in documents)
     return docs, errors
@@ -234,10 +240,12 @@ def _not_an_object(body: Any) -> str | None:
             )
         return "kind: missing: expected a Kubernetes object with apiVersion and kind"
     if not isinstance(kind, str):
-        return f"kind: invalid value {kind!r}: expected a kind name such as Pod"
+        return f"kind: invalid value {quote(kind)}: expected a kind name such as Pod"
     version = body.get("apiVersion")
     if version is not None and not isinstance(version, str):
-        return f"{kind}: apiVersion: invalid value {version!r}: expected the kind's API version such as v1"
+        return (
+            f"{kind}: apiVersion: invalid value {quote(version)}: expected the kind's API version such as v1"
+        )
     return None
 
 
@@ -250,7 +258,7 @@ def _wrong_version(body: Mapping[str, Any], api_version: str) -> str:
     expected = " or ".join(k.api_version for k in named)
     if not api_version:
         return f"{ref}: apiVersion: missing: expected {expected}"
-    return f"{ref}: apiVersion: invalid value {api_version!r}: expected {expected}"
+    return f"{ref}: apiVersion: invalid value {quote(api_version)}: expected {expected}"
 
 
 def _builtin_group(group: str) -> bool:
@@ -281,7 +289,7 @@ def _simulated(
         if record is None or record not in kinds.SIMULATED:
             if strict:
                 out.errors.append(
-                    f"{doc.where}: kind: invalid value {body['kind']!r} ({api_version}): --strict "
+                    f"{doc.where}: kind: invalid value {quote(body['kind'])} ({api_version}): --strict "
                     f"takes only the kinds gpuq simulates: {', '.join(SIMULATED_NAMES)}"
                 )
             else:
@@ -305,7 +313,7 @@ def _core_problems(body: Mapping[str, Any], record: kinds.Kind, core: CoreSchema
     problems = core.check(body, api_version)
     if problems is None:
         expected = " or ".join(core.versions(record.kind))
-        return [f"{ref}: apiVersion: invalid value {body['apiVersion']!r}: expected {expected}"]
+        return [f"{ref}: apiVersion: invalid value {quote(body['apiVersion'])}: expected {expected}"]
     return [problem.render(ref) for problem in problems]
 
 

@@ -20,6 +20,7 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import invalid_annotation
 from gpuq_k8s.common.model.outlook import outlook_of
 from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler, SchedulerSettings
 from gpuq_k8s.scheduler.framework.registry import Registry
@@ -115,8 +116,9 @@ def build(
     for pod in pods:
         if pod.bound:
             if pod.node_name not in scheduler.cluster.row_of and pod.holds_resources:
+                named = quote(pod.node_name)
                 errors.append(
-                    f"{pod.ref}: spec.nodeName: invalid value {pod.node_name!r}: expected a Node of the input"
+                    f"{pod.ref}: spec.nodeName: invalid value {named}: expected a Node of the input"
                 )
                 continue
             scheduler.add_pod(pod)

@@ -26,6 +26,7 @@ from typing import Any, Final
 import yaml
 
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.quoting import quote
 
 Schema = Mapping[str, Any]
 
@@ -125,7 +126,7 @@ def _type_ok(kind: str, value: Any) -> bool:
 
 
 def _bad(path: str, value: Any, expected: str) -> Problem:
-    return Problem(path, f"invalid value {value!r}: expected {expected}")
+    return Problem(path, f"invalid value {quote(value)}: expected {expected}")
 
 
 def validate(schema: Schema, value: Any, path: str = "") -> list[Problem]:

@@ -34,6 +34,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import GROUP_NAME
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import pod_requests
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.common.model.wire import object_ref
 
@@ -102,7 +103,7 @@ class InvalidWorkload(GpuqError):
     """A workload that cannot be expanded: ``<ref>: <field>: invalid value <v>: expected <what>``."""
 
     def __init__(self, ref: str, field: str, value: Any, expected: str) -> None:
-        super().__init__(f"{ref}: {field}: invalid value {value!r}: expected {expected}")
+        super().__init__(f"{ref}: {field}: invalid value {quote(value)}: expected {expected}")
 
 
 class UnknownField(GpuqError):

@@ -1,7 +1,7 @@
 """gpuq's webhook as deploy/ installs it, on the e2e control plane (no kubelet, no kube-proxy).
 
 Everything comes from the chart (deploy/helm/gpuq, rendered as deploy/render.py renders deploy/): the
-Namespace, ServiceAccounts and RBAC are applied as rendered; the Validating- and
+Namespace, ServiceAccounts, RBAC and the policy narrowing it are applied as rendered; the Validating- and
 MutatingWebhookConfiguration are applied as rendered except for one change, made in one place
 (:func:`reach_over_loopback`): the harness has no kube-proxy, so the apiserver cannot reach a Service,
 and ``clientConfig.service`` becomes ``clientConfig.url`` on the loopback port the process listens on.
@@ -36,8 +36,19 @@ from tests.e2e.manifests import render
 NAMESPACE = "gpuq-system"
 CONFIGURATION = "gpuq-webhook"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+# The access the chart grants, and the ValidatingAdmissionPolicy that narrows it (gpuq's ServiceAccounts
+# may change only the caBundle of the webhook configurations): applied together, always.
 RBAC_KINDS = frozenset(
-    {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
 )
 PLAIN = ("plainManifests=true", "namespace.create=true")
 

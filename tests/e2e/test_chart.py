@@ -39,6 +39,10 @@ def template(*settings: str) -> subprocess.CompletedProcess[str]:
             "at '/monitoring/quotaThresholdRatio': maximum: got 90, want 1",
         ),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+        (
+            "networkPolicy.apiserver[0].cidr=10.0.0.0/24",
+            "at '/networkPolicy/apiserver/0': additional properties 'cidr' not allowed",
+        ),
     ],
 )
 def test_schema_refuses_bad_values_naming_the_value(setting: str, message: str) -> None:
@@ -64,6 +68,8 @@ def test_schema_refuses_bad_values_naming_the_value(setting: str, message: str) 
         ("monitoring.enabled=true", "monitoring.quotaThresholdFor=5s", "monitoring.serviceMonitorLabels.x=y"),
         ("plainManifests=true", "namespace.create=true", "certs.ttlSecondsAfterFinished=600"),
         ("webhook.pdb.minAvailable=50%", "scheduler.logFormat=text", "image.tag=0.1.0"),
+        ("networkPolicy.enabled=false",),
+        ("networkPolicy.apiserver[0].ipBlock.cidr=10.0.0.10/32", "networkPolicy.prometheus=null"),
     ],
 )
 def test_schema_accepts_what_the_chart_documents(settings: tuple[str, ...]) -> None:

@@ -374,7 +374,9 @@ async def test_pod_group_phase_is_written_through_the_status_subresource(
         return status if status.get("phase") == "Running" else None
 
     status = await eventually(running, 30, "PodGroup phase Running", scheduler.log)
-    assert status.get("running") == 2, status
+    # status.running counts pods whose phase is Running, as Volcano's jobStatus does: without a
+    # kubelet the bound pods stay Pending (tests/e2e/test_living.py has pods that run).
+    assert status.get("running") == 0, status
     assert scheduler.terminate() == 0, scheduler.log()
 
     explained = await asyncio.to_thread(

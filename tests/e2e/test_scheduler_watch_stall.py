@@ -13,8 +13,10 @@ events, bookmarks included, wait in the proxy), while every other request passes
    quota objects; once the watch flows again every quota is full, and a freed place is taken. With
    ``--watch-inactivity-timeout`` 75 s (longer than the stall and than the apiserver's bookmark
    period), the Pod and ElasticQuota watches, kept busy by events and bookmarks, are never
-   re-established; the PriorityClass and PodGroup watches, of kinds nobody changes (the apiserver
-   sends them no bookmark), are re-established from their resourceVersion; nothing is re-listed.
+   re-established; the PriorityClass and PodGroup watches, of kinds nobody changes, get bookmarks
+   on etcd 3.6 as well (its progress notifications move the apiserver's watch cache on; on etcd 3.4
+   they got none), but not always within the bound: one that fell silent is re-established from its
+   resourceVersion. Nothing is re-listed.
 2. ``test_a_silent_watch_is_re_established_and_readiness_follows``: with a bound of 10 s, every Pod
    read is held (the watch and its re-establishment): ``/readyz`` turns 503 naming Pod once the watch
    has been silent for the bound, and stays so; once the proxy lets go, the new watch answers,
@@ -60,7 +62,7 @@ TF_ANNOTATIONS = {
 }
 # Changed during the test (pods bound, statuses written): kept alive by events and bookmarks.
 ACTIVE_KINDS = ("pods", "elasticquotas")
-# Changed by nobody while the scheduler runs: its watch gets no bookmark and is re-established.
+# Changed by nobody while the scheduler runs: bookmarks, or re-established when silent past the bound.
 QUIET_KINDS = {"priorityclasses": "PriorityClass", "podgroups": "PodGroup"}
 
 
@@ -222,8 +224,10 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
             await quotas.check()
             await asyncio.sleep(0.5)
 
-        # Past the bound: a watch kept busy by events and bookmarks was never re-established, one of a
-        # kind nobody changed (the apiserver sends it no bookmark) was, from its resourceVersion.
+        # Past the bound: a watch kept busy by events and bookmarks was never re-established. One of
+        # a kind nobody changed gets bookmarks on etcd 3.6 too (its progress notifications move the
+        # apiserver's watch cache on), but not always within the bound: if it fell silent it was
+        # re-established from its resourceVersion. Nothing was re-listed.
         await asyncio.sleep(max(0.0, first_watch + BOUND + 5 - time.time()))
         log = scheduler.log(5000)
         for resource in (*ACTIVE_KINDS, *QUIET_KINDS):
@@ -236,8 +240,11 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
         assert set(ACTIVE_KINDS) <= bookmarked, bookmarked
         for resource, kind in QUIET_KINDS.items():
             watches = [x for x in proxy.exchanges if x.watch and x.resource == resource]
-            assert len(watches) >= 2, f"{resource}: silent past the bound, not re-established"
-            assert f"{kind}: watch silent for {BOUND:.0f}s, re-establishing" in log
+            silent = f"{kind}: watch silent for {BOUND:.0f}s, re-establishing" in log
+            assert resource in bookmarked or silent, f"{resource}: neither bookmarked nor re-established"
+            assert len(watches) == 1 + log.count(f"{kind}: watch silent for"), (
+                f"{resource}: {len(watches)} watches"
+            )
         assert "re-listing" not in log
         assert "Traceback" not in log
     finally:

@@ -18,8 +18,6 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import httptools
@@ -33,17 +31,9 @@ from gpuq_k8s.webhook.endpoints import Endpoints, ServerLimits
 from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.server import create_server
 from gpuq_k8s.webhook.view import StaticView
+from tests.fuzz.boundaries import Boundary
 from tests.testing.builders import GPU
 from tests.testing.webhook_server import GPU_POD, NODE, QUEUE, admission_review
-
-
-@dataclass(frozen=True)
-class HttpBoundary:
-    """One boundary: the shape of :class:`tests.fuzz.boundaries.Boundary`."""
-
-    name: str
-    cases: st.SearchStrategy[Any]
-    check: Callable[[Any], None]
 
 
 def _splits(data: st.SearchStrategy[bytes]) -> st.SearchStrategy[list[bytes]]:
@@ -311,6 +301,6 @@ def check_request(writes: list[bytes]) -> None:
 
 
 HTTP_BOUNDARIES: Final = (
-    HttpBoundary("http_response", RESPONSE_CASES, check_response),
-    HttpBoundary("http_request", REQUEST_CASES, check_request),
+    Boundary("http_response", RESPONSE_CASES, check_response),
+    Boundary("http_request", REQUEST_CASES, check_request),
 )

@@ -2,18 +2,20 @@
 on a PodGroup, JSON objects of card type (or alternatives) to a count of cards (capacity-card "Queue
 Annotations for Card Quotas", "Job Annotations for Card Requests").
 
-Strict: duplicates, floats, negatives, booleans and anything but an object are refused naming the key.
+Strict: duplicates, floats, negatives, booleans and anything but an object are refused naming the key,
+and so is JSON past gpuq's limits (:mod:`common.model.json_text`: a 5,000-digit count, deep nesting).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from gpuq_k8s.common.model.annotations import CARD_QUOTA, CARD_REQUEST
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT, EXPECTED_CARD_COUNT, MAX_CARD_COUNT
 from gpuq_k8s.common.model.cards.names import card_key, split_card_names
 from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.json_text import load_json_text
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
 
 
@@ -35,11 +37,7 @@ def _load_object(text: Any, key: str, where: str, expected: str) -> list[tuple[s
     if not isinstance(text, str):
         raise InvalidAnnotation(key, text, expected, where)
 
-    try:
-        data = json.loads(text, object_pairs_hook=_Pairs)
-    except (json.JSONDecodeError, RecursionError) as err:
-        reason = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
-        raise InvalidAnnotation(key, text, f"{expected} (invalid JSON: {reason})", where) from None
+    data = load_json_text(text, key, expected, where, object_pairs_hook=_Pairs)
     if not isinstance(data, _Pairs):
         kind = _JSON_TYPES.get(type(data), type(data).__name__)
         raise InvalidAnnotation(key, text, f"{expected}, not a JSON {kind}", where)
@@ -47,7 +45,7 @@ def _load_object(text: Any, key: str, where: str, expected: str) -> list[tuple[s
     for name, _ in data:
         if name in seen:
             # json.loads would keep the last value silently; the user meant one of them.
-            raise InvalidAnnotation(key, text, f"{expected} ({name!r} appears twice)", where)
+            raise InvalidAnnotation(key, text, f"{expected} ({quote(name)} appears twice)", where)
         seen.add(name)
     return data
 
@@ -94,7 +92,7 @@ def parse_card_request(text: Any, where: str = "") -> Resources:
         names = split_card_names(name, where, f"{CARD_REQUEST} key")
         as_set = frozenset(names)
         if as_set in sets:
-            same = f"each set of card types once ({sets[as_set]!r} names the same)"
+            same = f"each set of card types once ({quote(sets[as_set])} names the same)"
             raise InvalidAnnotation(f"{CARD_REQUEST} key", name, same, where)
         sets[as_set] = name
         request[card_key(names)] = _card_count(value, name, CARD_REQUEST, where)

@@ -55,7 +55,6 @@ PRODUCT_LABEL_RE: Final = re.compile(r"^((.+?)/([\w-]+))\.product$")
 # A card type name: printable ASCII without spaces and without the alternative separator. Product
 # label values are Kubernetes label values, and MPS/MIG names add `/`, `*` and `.` to them.
 CARD_NAME_RE: Final = re.compile(r"^[!-{}~]+$")
-UNSIGNED_RE: Final = re.compile(r"^[0-9]+$")
 
 EXPECTED_CARD_NAMES: Final = (
     "a card type name or alternatives separated by '|' such as NVIDIA-A100|NVIDIA-H100 "

@@ -29,12 +29,13 @@ from gpuq_k8s.common.model.cards.card_type import (
     NVIDIA_PRODUCT_LABEL,
     NVIDIA_REPLICAS_LABEL,
     PRODUCT_LABEL_RE,
-    UNSIGNED_RE,
     CardType,
 )
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
+from gpuq_k8s.common.model.limits import decimal
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.quoting import quote
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +90,11 @@ class _LabelReader:
         value = self.labels.get(key)
         if value is None:
             return None
-        if not UNSIGNED_RE.match(value) or (positive and int(value) == 0):
+        number = decimal(value)
+        if number is None or (positive and number == 0):
             self.problem(key, value, "a positive integer" if positive else "a non-negative integer")
             return None
-        return int(value)
+        return number
 
     def product(self, key: str) -> str | None:
         value = self.labels.get(key)
@@ -141,7 +143,7 @@ def discover_cards(node: NodeInfo) -> NodeCards:
             reader.problem(
                 f"card type {card.name}",
                 card.resource,
-                f"one resource per card type name on a node ({card.name!r} is also {clash.resource})",
+                f"one resource per card type name on a node ({quote(card.name)} is also {clash.resource})",
             )
             return
         found[card.resource] = card

@@ -13,14 +13,17 @@ from typing import Any
 from gpuq_k8s.common.model.annotations import CARD_NAME
 from gpuq_k8s.common.model.cards.card_type import CARD_NAME_RE, EXPECTED_CARD_NAMES, MULTI_CARD_SEPARATOR
 from gpuq_k8s.common.model.errors import InvalidAnnotation
+from gpuq_k8s.common.model.limits import MAX_NAME_CHARS, MAX_NAMES_CHARS
+from gpuq_k8s.common.model.quoting import quote
 
 
 def parse_card_names(text: Any, where: str = "", field: str = CARD_NAME) -> tuple[str, ...]:
     """Split ``A|B|C`` into its alternatives, left = preferred (capacity-card.md "Multi-Card Requests").
 
-    Strict: an empty alternative (``A||B``, ``|A``, ``""``), a repeated one (``A|A``) or whitespace
-    anywhere raise :class:`InvalidAnnotation` naming ``where`` and ``field``. The webhook first passes
-    user input through :func:`normalise_card_names`, so ``A | B`` is fixed at admission rather than
+    Strict: an empty alternative (``A||B``, ``|A``, ``""``), a repeated one (``A|A``), whitespace
+    anywhere, or a name or list past :mod:`common.model.limits` (253 and 1,024 characters) raise
+    :class:`InvalidAnnotation` naming ``where`` and ``field``. The webhook first passes user input
+    through :func:`normalise_card_names`, so ``A | B`` is fixed at admission rather than
     being a scheduling-time surprise.
     """
     if not isinstance(text, str):
@@ -41,15 +44,19 @@ def _split_cached(text: str) -> tuple[str, ...] | str:
     # job; returns the problem as a string so the cache never holds an exception with a location.
     if text == "":
         return "the value is empty"
+    if len(text) > MAX_NAMES_CHARS:
+        return f"the value has {len(text)} characters, more than {MAX_NAMES_CHARS}"
     parts = text.split(MULTI_CARD_SEPARATOR)
     seen: set[str] = set()
     for position, part in enumerate(parts, start=1):
         if part == "":
             return f"alternative {position} is empty"
+        if len(part) > MAX_NAME_CHARS:
+            return f"alternative {position} has {len(part)} characters, more than {MAX_NAME_CHARS}"
         if not CARD_NAME_RE.match(part):
-            return f"alternative {position} ({part!r}) contains whitespace or a non-printable character"
+            return f"alternative {position} ({quote(part)}) contains whitespace or a non-printable character"
         if part in seen:
-            return f"{part!r} is repeated"
+            return f"{quote(part)} is repeated"
         seen.add(part)
     return tuple(parts)
 

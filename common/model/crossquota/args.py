@@ -30,8 +30,10 @@ from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, Valida
 
 from gpuq_k8s.common.model import plugin_names, wire
 from gpuq_k8s.common.model.errors import ConfigError, InvalidValue
+from gpuq_k8s.common.model.limits import MAX_DIGITS
 from gpuq_k8s.common.model.plugin_args import PLACEHOLDER, PluginArgs, ZeroWeight, each, parsed, refuse
 from gpuq_k8s.common.model.quantity import CPU, EXPECTED_QUANTITY, MEMORY, to_units
+from gpuq_k8s.common.model.quoting import quote
 
 # Argument keys ("Constants").
 GPU_RESOURCE_NAMES: Final = "gpu-resource-names"
@@ -91,7 +93,7 @@ def _quota_resources(value: Any) -> Any:
         if not wire.RESOURCE_NAME_RE.match(item):
             raise refuse("a Kubernetes resource name such as cpu or memory", item)
         if item in resources:
-            raise refuse(f"{expected}, each at most once ({item!r} repeats)")
+            raise refuse(f"{expected}, each at most once ({quote(item)} repeats)")
         resources.append(item)
     return tuple(resources)
 
@@ -102,7 +104,7 @@ def _listed(resource: str, info: ValidationInfo) -> str:
     listed = info.data.get("quota_resources")
     if listed is not None and resource not in listed:
         raise refuse(
-            f"a resource listed in {QUOTA_RESOURCES} ({','.join(listed)}); add {resource!r} there first"
+            f"a resource listed in {QUOTA_RESOURCES} ({','.join(listed)}); add {quote(resource)} there first"
         )
     return resource
 
@@ -235,7 +237,7 @@ def parse_percentage(field: str, value: Any, error: type[InvalidValue]) -> Fract
         if not math.isfinite(value):
             raise error(field, value, EXPECTED_PERCENTAGE)
         pct = Fraction(repr(value))
-    elif isinstance(value, str) and _PERCENT_RE.match(value.strip()):
+    elif isinstance(value, str) and _PERCENT_RE.match(value.strip()) and len(value.strip()) <= MAX_DIGITS:
         pct = Fraction(value.strip())
     else:
         raise error(field, value, EXPECTED_PERCENTAGE)

@@ -21,13 +21,14 @@ from gpuq_k8s.common.model.cards.discovery import NodeCards, is_gpu_resource
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS
 from gpuq_k8s.common.model.gpu_specs import card_tflops
+from gpuq_k8s.common.model.limits import decimal
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.quantity import to_units
 
 DEFAULT_LABEL_PREFIX: Final = "nvidia.com/gpu"
 UNIDENTIFIED: Final = "(no product label)"
 
-_MIG_PROFILE: Final = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb")
+_MIG_PROFILE: Final = re.compile(r"^(?:(?P<c>[0-9]{1,4})c\.)?(?P<g>[0-9]{1,4})g\.(?P<gb>[0-9]{1,6})gb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ def with_unidentified_cards(node: NodeInfo, cards: NodeCards) -> NodeCards:
             continue
         # A whole card's memory label; an MPS replica's or MIG instance's share needs the card type.
         memory = node.labels.get(f"{resource}.memory", "") if resource.endswith("/gpu") else ""
-        memory_mib = int(memory) if memory.isdigit() and int(memory) > 0 else None
+        memory_mib = decimal(memory) or None  # 0 and malformed alike: no memory known
         count = node.allocatable.amount(resource) // 1000
         extra.append(
             CardType(f"{resource} {UNIDENTIFIED}", "whole", UNIDENTIFIED, resource, count, memory_mib)

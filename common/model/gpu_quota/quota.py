@@ -28,7 +28,7 @@ that omits it) never conflicts with ``total.workers``: the design's value wins.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,6 +43,7 @@ from gpuq_k8s.common.model.crd import (
 )
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.quantity import format_bytes, format_units, to_units
+from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.wire import namespaced_object
 
 KIND: Final = kinds.GPU_RESOURCE_QUOTA.kind
@@ -114,7 +115,7 @@ class _Layouts:
                 self.design.add(name)
             return theirs
         if ours != theirs:
-            show = (lambda v: format_amount(sub, v)) if sub else str
+            show: Callable[[int], str] = (lambda v: format_amount(sub, v)) if sub else quote  # any integer
             raise InvalidValue(
                 f"spec.{design_field}",
                 show(theirs),

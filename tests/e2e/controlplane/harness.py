@@ -1,9 +1,10 @@
 """A real Kubernetes control plane for the end-to-end tests: etcd + kube-apiserver, nothing faked.
 
 What it runs and why:
-- etcd (Debian's etcd-server, extracted by build.sh) on 127.0.0.1 over plain HTTP: it is reachable
-  from loopback only, holds throw-away data, and TLS there would only slow start-up down. Its data
-  directory lives in /dev/shm when available, since etcd fsyncs every write.
+- etcd v3.6 (built by build.sh from go.etcd.io/etcd/server/v3, the release Kubernetes 1.36 is tested
+  with; versions.env pins it) on 127.0.0.1 over plain HTTP: it is reachable from loopback only, holds
+  throw-away data, and TLS there would only slow start-up down. Its data directory lives in /dev/shm
+  when available, since etcd fsyncs every write.
 - kube-apiserver v1.36 (built by build.sh) on a free 127.0.0.1 port, TLS with certificates from the
   project's own ``certs`` package, x509 client authentication, RBAC (plus Node) authorization,
   service-account tokens signed with a fresh key, and the default admission plugins, so webhooks,
@@ -12,7 +13,8 @@ What it runs and why:
   kube-scheduler, no kubelet: nothing but the code under test ever
   schedules, binds or reconciles. Consequences the tests live with: a new namespace has no
   ``default`` ServiceAccount until someone creates it, a deleted namespace stays Terminating, and
-  pods never run (a bound pod stays Pending).
+  pods never run (a bound pod stays Pending). The tests whose pods must run, finish and terminate
+  add kwok and the controllers of a real cluster (:mod:`tests.e2e.kwok`).
 
 Children are started in their own session (a Ctrl-C in the terminal reaches only the Python
 process, which stops them in order) and with PR_SET_PDEATHSIG, so they die with the Python process
@@ -92,13 +94,39 @@ def pinned_versions() -> dict[str, str]:
     return pairs
 
 
-def binary_dir() -> Path:
-    """Where build.sh puts the binaries: ~/.cache/gpuq/v<K8S_VERSION>/ (same rules as build.sh)."""
+def cache_root() -> Path:
+    """Where build.sh puts what it builds: ~/.cache/gpuq/ (same rules as build.sh)."""
     root = os.environ.get("GPUQ_CACHE_DIR")
     if root is None:
         cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = str(Path(cache) / "gpuq")
-    return Path(root) / f"v{pinned_versions()['K8S_VERSION']}"
+    return Path(root)
+
+
+def binary_dir() -> Path:
+    """The kube binaries: ~/.cache/gpuq/v<K8S_VERSION>/."""
+    return cache_root() / f"v{pinned_versions()['K8S_VERSION']}"
+
+
+def etcd_dir() -> Path:
+    """etcd: ~/.cache/gpuq/etcd-v<ETCD_VERSION>/ (a directory per version: an older cache's etcd,
+    such as Debian's 3.4 of earlier releases of build.sh, is never picked up)."""
+    return cache_root() / f"etcd-v{pinned_versions()['ETCD_VERSION']}"
+
+
+def kwok_dir() -> Path:
+    """kwok: ~/.cache/gpuq/kwok-v<KWOK_VERSION>/."""
+    return cache_root() / f"kwok-v{pinned_versions()['KWOK_VERSION']}"
+
+
+def _stamped(directory: Path, expected: str, names: Sequence[str]) -> list[str]:
+    """What is missing in ``directory`` for build.sh's stamp to hold: each binary that is not
+    executable, and the stamp when it does not start with ``expected``."""
+    missing = [str(directory / name) for name in names if not os.access(directory / name, os.X_OK)]
+    stamp = directory / ".complete"
+    if not stamp.is_file() or not stamp.read_text().startswith(expected):
+        missing.append(f"{stamp} ({expected}...)")
+    return missing
 
 
 def find_kubectl() -> Path:
@@ -125,25 +153,32 @@ class Binaries:
     kube_apiserver: Path
     kube_scheduler: Path
     kubectl: Path
+    kube_controller_manager: Path
+    kwok: Path
 
     @classmethod
     def locate(cls) -> Binaries:
-        """The built binaries, or a ControlPlaneError naming what is missing and how to build it."""
-        directory = binary_dir()
-        names = ("etcd", "kube-apiserver", "kube-scheduler")
-        missing = [name for name in names if not os.access(directory / name, os.X_OK)]
-        if missing or not (directory / ".complete").is_file():
-            what = ", ".join(missing) or "incomplete build"
+        """The built binaries, or a ControlPlaneError naming what is missing and how to build it.
+
+        etcd, kube-apiserver and kube-scheduler must be there; kube-controller-manager and kwok are
+        checked by the fixtures that start them."""
+        versions = pinned_versions()
+        kube, etcd = binary_dir(), etcd_dir()
+        missing = _stamped(kube, f"k8s=v{versions['K8S_VERSION']} ", ("kube-apiserver", "kube-scheduler"))
+        missing += _stamped(etcd, f"etcd=v{versions['ETCD_VERSION']} ", ("etcd",))
+        if missing:
             raise ControlPlaneError(
-                f"control-plane binaries missing in {directory} ({what}). "
-                f"Build them once with: {BUILD_COMMAND}  (needs Go >= 1.26 on PATH, the Go module "
-                "proxy and apt for etcd-server; takes ~5 minutes, then cached)"
+                f"control-plane binaries missing or from another build ({', '.join(missing)}). "
+                f"Build them once with: {BUILD_COMMAND}  (needs Go >= 1.26 on PATH and the Go module "
+                "proxy; takes ~10 minutes on 2 cores, then cached)"
             )
         return cls(
-            etcd=directory / "etcd",
-            kube_apiserver=directory / "kube-apiserver",
-            kube_scheduler=directory / "kube-scheduler",
+            etcd=etcd / "etcd",
+            kube_apiserver=kube / "kube-apiserver",
+            kube_scheduler=kube / "kube-scheduler",
             kubectl=find_kubectl(),
+            kube_controller_manager=kube / "kube-controller-manager",
+            kwok=kwok_dir() / "kwok",
         )
 
 
@@ -264,46 +299,52 @@ class ControlPlane:
         self.stop()
 
     def start_controller_manager(
-        self, controllers: Sequence[str] = ("namespace",), timeout: float = 60.0
+        self,
+        controllers: Sequence[str] = ("namespace",),
+        timeout: float = 60.0,
+        extra_args: Sequence[str] = (),
     ) -> Callable[[], None]:
         """Start kube-controller-manager running only ``controllers``; returns what stops it.
 
-        Not part of the default control plane (no test but the one that needs a namespace to finish
-        deleting pays for it): the binary is built on demand by ``build.sh kube-controller-manager``
-        (cached with the others). It serves nothing (``--secure-port=0``) and authenticates with the
-        admin kubeconfig; ready once its log says the controllers' caches are synced.
+        Not part of the default control plane: the namespace-wedge test runs its namespace
+        controller, the kwok tests (:mod:`tests.e2e.living`) the controllers of a real cluster. It
+        serves nothing (``--secure-port=0``) and authenticates with the admin kubeconfig; ready once
+        its log says the controllers' caches are synced.
         """
-        binary = binary_dir() / "kube-controller-manager"
+        binary = self.binaries.kube_controller_manager
         if not os.access(binary, os.X_OK):
             build = subprocess.run(
-                ["bash", str(HERE / "build.sh"), "kube-controller-manager"],
-                capture_output=True,
-                text=True,
-                check=False,
+                ["bash", str(HERE / "build.sh")], capture_output=True, text=True, check=False
             )
             if build.returncode != 0 or not os.access(binary, os.X_OK):
                 raise ControlPlaneError(
-                    f"kube-controller-manager missing and `{BUILD_COMMAND} kube-controller-manager` failed: "
+                    f"kube-controller-manager missing and `{BUILD_COMMAND}` failed: "
                     f"{build.stderr.strip()[-2000:]}"
                 )
-        process = self._spawn(
-            "kube-controller-manager",
-            [
-                str(binary),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--controllers={','.join(controllers)}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--concurrent-namespace-syncs=10",
-            ],
-        )
+        argv = [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--concurrent-namespace-syncs=10",
+            *extra_args,
+        ]
+        return self.start_process("kube-controller-manager", argv, '"Caches are synced"', timeout)
+
+    def start_process(
+        self, name: str, argv: Sequence[str], ready_line: str, timeout: float
+    ) -> Callable[[], None]:
+        """Start ``argv`` beside the control plane (logged to ``<workdir>/<name>.log``, stopped with
+        it) and wait until its log holds ``ready_line``; returns what stops it earlier."""
+        process = self._spawn(name, argv)
         deadline = time.monotonic() + timeout
 
         def started() -> bool:
             process.log_file.flush()
-            return '"Caches are synced"' in process.log_path.read_text(errors="replace")
+            return ready_line in process.log_path.read_text(errors="replace")
 
-        self._wait_until(deadline, process, started, "kube-controller-manager start-up")
+        self._wait_until(deadline, process, started, f"{name} start-up")
 
         def stop() -> None:
             if process in self._processes:

@@ -137,6 +137,7 @@ def test_the_alerts_shipped() -> None:
         "alert GpuqQueueCardQuotaNearLimit",
         "alert GpuqPodsPendingTooLong",
         "alert GpuqSchedulingErrors",
+        "alert GpuqInternalErrors",
         "alert GpuqSchedulerDown",
         "alert GpuqWebhookDown",
         "alert GpuqWebhookCertificateExpiring",

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.samples import Sample
 
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
@@ -19,6 +18,7 @@ from gpuq_k8s.common.model.annotations import QUEUE_NAME
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.process.logs import JsonFormatter
+from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions
 from gpuq_k8s.scheduler.framework.status import Status
@@ -162,29 +162,43 @@ def test_deletes_release_usage_and_quota() -> None:
     assert backend.bindings == {"ns/b": "n1"}
 
 
-def test_a_preempted_victim_is_not_brought_back_by_the_updates_its_delete_causes() -> None:
-    """Regression (ElasticQuota e2e): the DisruptionTarget condition patched on a victim before its
-    DELETE arrives as a MODIFIED event. Re-adding the victim then made the pods tried meanwhile see
-    its room taken twice and decide on that. Only the delete event (or a failed DELETE) ends it."""
-    scheduler, backend, feed, _ = make_feed()
+def test_a_terminating_victim_holds_its_room_until_its_delete_arrives() -> None:
+    """Issue 28 (design.md Semantics 18): a victim deleted with a grace period goes on counting on its
+    node while it terminates (the DisruptionTarget condition, then its deletionTimestamp, arrive as
+    updates); its preemptor is nominated, binds only once the victim's delete arrives, and is not
+    preempted for twice meanwhile. The delete also ends the scheduler's record of the victim."""
+    scheduler, backend, feed, clock = make_feed()
+    backend.evict_result = Result.DONE  # accepted: the victim terminates, as in a cluster
     feed.apply(add(NODE.copy().name("n1").alloc(cpu="2").obj()))
     low = POD.copy().name("low").uid("uid-low").req(cpu="2").node("n1").obj()
     feed.apply(add(low))
     high = POD.copy().name("high").uid("uid-high").req(cpu="2").priority(100).obj()
     feed.apply(add(high))
-    preempting, binding = drain(scheduler)  # preempts "low", then takes its room
-    assert preempting.nominated == "n1" and binding.node == "n1"
-    assert "ns/low" in scheduler.preempted and "ns/low" not in scheduler.cluster.pods
+    attempts = drain(scheduler)  # preempts "low"; the retry is parked: "low" still runs
+    assert attempts[0].nominated == "n1" and all(a.node == "" for a in attempts)
+    assert backend.evictions.keys() == {"ns/low"}
+    assert "ns/low" in scheduler.preempted and "ns/low" in scheduler.cluster.pods
+    assert backend.conditions["ns/high"].nominated_node == "n1"
     disrupted = {**low, "metadata": {**low["metadata"], "resourceVersion": "2"}}
-    disrupted["status"] = {"phase": "Running", "conditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    disrupted["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}],
+    }
     feed.apply(update(low, disrupted))
-    assert "ns/low" not in scheduler.cluster.pods  # still gone: n1 holds "high" only
-    assert backend.bindings == {"ns/high": "n1"}
-    feed.apply(Change("delete", key(disrupted), disrupted))
+    deleting = {**disrupted, "metadata": {**disrupted["metadata"], "resourceVersion": "3"}}
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    feed.apply(update(disrupted, deleting))
+    scheduler.queue.activate("ns/high")
+    (retry,) = drain(scheduler)
+    assert retry.node == "" and "not eligible to preempt again" in retry.message
+    assert "ns/low" in scheduler.cluster.pods and backend.bindings == {}
+    assert backend.evictions.keys() == {"ns/low"}  # preempted for once
+    feed.apply(Change("delete", key(deleting), deleting))
     assert "ns/low" not in scheduler.preempted  # forgotten once really deleted: no leak
-    recreated = POD.copy().name("low").uid("uid-new").node("n1").obj()
-    feed.apply(add(recreated))  # the same name, a new pod: it counts
-    assert "ns/low" in scheduler.cluster.pods
+    clock.now += 30  # past its backoff: the delete moved it out of the unschedulable pool
+    (bound,) = drain(scheduler)
+    assert bound.node == "n1" and backend.bindings == {"ns/high": "n1"}
+    assert scheduler.nominator.node_of("ns/high") == ""
 
 
 P = POD.copy().name("p").uid("uid-p")
@@ -237,6 +251,7 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     scheduler, _, feed, _ = make_feed()
     metrics = SchedulerMetrics()
     quota = QuotaStatus.of(scheduler)
+    quota.wall_clock = lambda: 1767225600.0 + 42.0  # 42 s after the pending pod's creation
     metrics.watch(quota.snapshot)
     feed.apply(add(NODE.copy().name("n1").obj()))
     feed.apply(add(QUOTA.copy().min(cpu="2").max(cpu="2").obj()))
@@ -244,6 +259,7 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     feed.apply(add(MakeQueue("idle").resource_version("1").obj()))
     feed.apply(add(POD.copy().name("a").uid("uid-a").node("n1").obj()))
     in_team_a = POD.copy().name("b").uid("uid-b").req(cpu="3").annotation(QUEUE_NAME, "team-a")
+    in_team_a.created("2026-01-01T00:00:00Z")
     feed.apply(add(in_team_a.obj()))
     for attempt in drain(scheduler):
         metrics.attempt(attempt_result(attempt), 0.001)
@@ -269,7 +285,10 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     assert 'gpuq_gpu_quota_usage_ratio{namespace="ns",resource_type="workers"} 0.75' in text
     assert f'gpuq_build_info{{version="{gpuq_version()}"}} 1.0' in text
     assert "gpuq_preemptions_total 0.0" in text
-    assert "gpuq_pod_scheduling_wait_seconds_count 0.0" in text
+    assert "# TYPE gpuq_pod_scheduling_wait_seconds histogram" in text  # per queue_name, as binds come
+    assert 'gpuq_queue_pending_wait_seconds{queue_name="idle"} 0.0' in text
+    # The pending pod of team-a has waited since its creation, whenever the scheduler first saw it.
+    assert 'gpuq_queue_pending_wait_seconds{queue_name="team-a"} 42.0' in text
     for family in ("deserved", "allocated", "request", "capacity"):
         assert f"# TYPE volcano_queue_card_{family} gauge" in text
     # Never a kube-scheduler name: every family is gpuq's own or the capacity-card design's.
@@ -278,20 +297,25 @@ def test_metrics_have_design_names_and_scrape_time_gauges() -> None:
     assert "_created" not in text
 
 
-def test_wait_histogram_runs_from_first_seen_pending_to_the_bind() -> None:
-    """gpuq_pod_scheduling_wait_seconds: from the first time the feed saw the pod pending (later
-    updates do not restart it) to its bind succeeding, whether the watch or the bind's answer comes
-    first; a pod another scheduler bound is no wait of ours."""
+def test_wait_histogram_runs_from_the_pods_creation_to_the_bind() -> None:
+    """gpuq_pod_scheduling_wait_seconds{queue_name} (issue 28): from the pod's creationTimestamp
+    (read against the wall clock when the feed first saw it: a pod created before a restart counts
+    its whole wait) to its bind succeeding, later updates restarting nothing, whether the watch or
+    the bind's answer comes first; a pod another scheduler bound is no wait of ours."""
     scheduler, _, _, _ = make_feed()
     metrics = SchedulerMetrics()
     clock = FakeClock()
-    feed = Feed(scheduler, on_waited=metrics.wait.observe, clock=clock)
+    created = "2026-01-01T00:00:00Z"
+    wall = FakeClock()
+    wall.now = 1767225600.0 + 3.0  # 3 s after the creation: the feed sees it late (a restart)
+    feed = Feed(scheduler, on_waited=metrics.waited, clock=clock, wall_clock=wall)
     feed.ready = True
     feed.apply(add(NODE.copy().name("n1").obj()))
     clock.now = 10.0
-    pod = POD.copy().name("w").uid("uid-w")
+    pod = POD.copy().name("w").uid("uid-w").created(created).queue("team-a")
     feed.apply(add(pod.obj()))
     clock.now = 11.0
+    wall.now += 1.0
     feed.apply(update(pod.obj(), pod.copy().label("x", "y").resource_version("2").obj()))
     clock.now = 12.5
     (attempt,) = drain(scheduler)
@@ -299,15 +323,15 @@ def test_wait_histogram_runs_from_first_seen_pending_to_the_bind() -> None:
     # The watch may show our bind before the bind's answer arrives: still our wait.
     feed.apply(update(pod.obj(), pod.copy().node("n1").resource_version("3").obj()))
     feed.assume("ns/w")
-    other = POD.copy().name("o").uid("uid-o")
+    other = POD.copy().name("o").uid("uid-o").created(created)
     feed.apply(add(other.obj()))
     feed.apply(update(other.obj(), other.copy().node("n1").resource_version("2").obj()))
     feed.assume("ns/o")  # nothing of ours to report: the watch showed it bound by someone else
     (family,) = metrics.wait.collect()
-    assert family.samples[-2:] == [
-        Sample("gpuq_pod_scheduling_wait_seconds_count", {}, 1.0, None, None),
-        Sample("gpuq_pod_scheduling_wait_seconds_sum", {}, 2.5, None, None),
-    ]
+    samples = {(s.name, s.labels.get("queue_name")): s.value for s in family.samples}
+    assert samples[("gpuq_pod_scheduling_wait_seconds_count", "team-a")] == 1.0
+    assert samples[("gpuq_pod_scheduling_wait_seconds_sum", "team-a")] == 3.0 + 2.5
+    assert ("gpuq_pod_scheduling_wait_seconds_count", "default") not in samples
 
 
 def test_json_log_lines() -> None:
