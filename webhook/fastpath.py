@@ -361,7 +361,9 @@ class FastPath(asyncio.Protocol):
         if self.delegated or self.transport is None or self.transport.is_closing():
             return
         left = self.last + self.keepalive - time.monotonic()
-        if left > 0 or self.busy or self.pos < len(self.buffer):
+        # An answer in flight keeps it; so does a body awaited (its own read timeout ends that); a
+        # head left unfinished for the whole timeout does not (aiohttp closes that one too).
+        if left > 0 or self.busy or self.late is not None:
             self.idle = asyncio.get_running_loop().call_later(max(left, 1.0), self._check_idle)
             return
         self.transport.close()

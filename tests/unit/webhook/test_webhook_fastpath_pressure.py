@@ -189,3 +189,15 @@ def test_a_connection_handed_to_aiohttp_gets_aiohttps_keepalive_timer_back() -> 
         started = time.monotonic()
         assert sock.recv(65536) == b""
     assert time.monotonic() - started < 5
+
+
+def test_a_head_left_unfinished_is_closed_after_the_keepalive_timeout() -> None:
+    with (
+        ServerThread(StaticView([QUEUE, NODE]), limits=ServerLimits(keepalive_timeout=0.3)) as server,
+        socket.create_connection(("127.0.0.1", server.port)) as sock,
+    ):
+        sock.settimeout(10)
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        assert sock.recv(65536) == b""
+    assert time.monotonic() - started < 5
