@@ -197,6 +197,10 @@ REQUEST_CASES: Final = _splits(
 _CLEAN: Final = frozenset({200, 400, 404, 405, 408, 413, 417, 431})
 
 
+# aiohttp.server does not propagate while a harness runs (see WebhookHarness): it gets the handler too.
+_LOGGERS: Final = ("aiohttp", "aiohttp.server", "gpuq_k8s", "asyncio")
+
+
 class _Errors(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -221,8 +225,12 @@ class WebhookHarness:
         self.loop_errors: list[dict[str, Any]] = []
         self.loop.set_exception_handler(lambda _, context: self.loop_errors.append(context))
         self.errors = _Errors()
-        for name in ("aiohttp", "gpuq_k8s", "asyncio"):
+        for name in _LOGGERS:
             logging.getLogger(name).addHandler(self.errors)
+        # aiohttp logs each request it refuses with a 400 at ERROR, traceback included: kept from the
+        # run's own output (the handler above still sees every record).
+        self.server_log = logging.getLogger("aiohttp.server")
+        self.server_log.propagate = False
         endpoints = Endpoints(
             Admission(StaticView([QUEUE, NODE])), WebhookMetrics(), limits=ServerLimits(read_timeout=2.0)
         )
@@ -233,7 +241,8 @@ class WebhookHarness:
         return create_server(endpoints)
 
     def close(self) -> None:
-        for name in ("aiohttp", "gpuq_k8s", "asyncio"):
+        self.server_log.propagate = True
+        for name in _LOGGERS:
             logging.getLogger(name).removeHandler(self.errors)
         self.loop.run_until_complete(self.server.shutdown(1.0))
         self.loop.close()
