@@ -80,6 +80,10 @@ SEND_CHECK: ContextVar[SendCheck | None] = ContextVar("gpuq_send_check", default
 _TOKEN: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB (RFC 9110 field-value)
 _TRIM: Final = " \t\r\n\f\v"  # Go's strings.TrimSpace, ASCII
+# Header lines already checked, by name and value: every request carries the same few (the token's
+# check is a scan of ~1,000 characters, more than the rest of a request's head costs).
+_LINES: dict[tuple[str, str], bytes] = {}
+_MAX_LINES: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +266,17 @@ def header_value(name: str, value: object) -> str:
 
 def header_block(headers: Mapping[str, str]) -> list[bytes]:
     """``Name: value\r\n`` lines of :func:`header_value`."""
-    return [f"{name}: {header_value(name, value)}\r\n".encode() for name, value in headers.items()]
+    lines = []
+    for item in headers.items():
+        line = _LINES.get(item)
+        if line is None:
+            name, value = item
+            line = f"{name}: {header_value(name, value)}\r\n".encode()
+            if len(_LINES) >= _MAX_LINES:
+                _LINES.clear()
+            _LINES[item] = line
+        lines.append(line)
+    return lines
 
 
 class _Connection(asyncio.Protocol):
