@@ -361,9 +361,10 @@ class FastPath(asyncio.Protocol):
         if self.delegated or self.transport is None or self.transport.is_closing():
             return
         left = self.last + self.keepalive - time.monotonic()
-        # An answer in flight keeps it; so does a body awaited (its own read timeout ends that); a
-        # head left unfinished for the whole timeout does not (aiohttp closes that one too).
-        if left > 0 or self.busy or self.late is not None:
+        # An answer in flight keeps it, and answers held back by a client that does not read them;
+        # so does a body awaited (its own read timeout ends that). A head left unfinished for the
+        # whole timeout does not (aiohttp closes that one too).
+        if left > 0 or self.busy or self.late is not None or self.writing_paused or self.reading_paused:
             self.idle = asyncio.get_running_loop().call_later(max(left, 1.0), self._check_idle)
             return
         self.transport.close()

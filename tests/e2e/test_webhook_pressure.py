@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import ssl
 import statistics
@@ -104,6 +105,11 @@ class Answers:
             self.data += chunk
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -146,6 +152,7 @@ async def test_a_flood_of_unread_pipelined_reviews_leaves_memory_and_other_clien
         thread.start()
     latencies: list[float] = []
     peak = idle
+    cpu_before = cpu_seconds(pid)
     with connect(port, context) as sock:
         answers = Answers(sock)
         ends = time.monotonic() + FLOOD_SECONDS
@@ -163,6 +170,7 @@ async def test_a_flood_of_unread_pipelined_reviews_leaves_memory_and_other_clien
                 peak = max(peak, rss(pid))
             time.sleep(0.005)
     peak = max(peak, rss(pid))
+    cpu = cpu_seconds(pid) - cpu_before
     stop.set()
     for flooder in flooders:
         flooder.close()
@@ -170,7 +178,8 @@ async def test_a_flood_of_unread_pipelined_reviews_leaves_memory_and_other_clien
     p99 = statistics.quantiles(latencies, n=100)[98]
     print(
         f"idle RSS {idle / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB; "
-        f"{len(latencies)} reviews, p99 {p99 * 1e3:.2f} ms"
+        f"{len(latencies)} reviews, p50 {statistics.median(latencies) * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms; "
+        f"webhook CPU {cpu:.1f} s in {FLOOD_SECONDS:g} s; load average {os.getloadavg()[0]:.1f}"
     )
     assert peak - idle <= RSS_MARGIN, f"RSS {idle / 2**20:.1f} -> {peak / 2**20:.1f} MiB"
     assert p99 < P99_LIMIT, f"p99 {p99 * 1e3:.2f} ms over {len(latencies)} reviews"
