@@ -28,6 +28,7 @@ from gpuq_k8s.common.model import binpack, nodeorder, overcommit, plugin_names, 
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
+from gpuq_k8s.common.model.placement import pod_affinity
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -294,12 +295,21 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 1,
                 "TaintToleration: fewer untolerated PreferNoSchedule taints score higher.",
             ),
-            Argument(
+            _scorer(
                 nodeorder.POD_AFFINITY,
-                ("pod_affinity",),
+                2,
+                "InterPodAffinity: the pod's preferred pod (anti-)affinity terms and the existing pods' "
+                "preferred terms (and required affinity, below) that match it, per topology domain, "
+                "normalised over the candidates (a member plugin named InterPodAffinity).",
+            ),
+            Argument(
+                nodeorder.HARD_POD_AFFINITY,
+                ("hard_pod_affinity",),
                 0,
-                f"InterPodAffinity, {_NOT_COMPUTED}",
-                "not computed",
+                "kube-scheduler's hardPodAffinityWeight (0-100): the weight of an existing pod's required "
+                "affinity term the incoming pod matches. Volcano builds InterPodAffinity with zero-valued "
+                "arguments: 0 gives its scores exactly.",
+                str(pod_affinity.DEFAULT_HARD_POD_AFFINITY_WEIGHT),
             ),
             Argument(
                 nodeorder.IMAGE_LOCALITY,
@@ -308,18 +318,19 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 f"ImageLocality, {_NOT_COMPUTED}",
                 "not computed",
             ),
-            Argument(
+            _scorer(
                 nodeorder.POD_TOPOLOGY_SPREAD,
-                ("pod_topology_spread",),
-                0,
-                f"PodTopologySpread, {_NOT_COMPUTED}",
-                "not computed",
+                2,
+                "PodTopologySpread: the pod's ScheduleAnyway constraints, or the system defaults "
+                "(hostname maxSkew 3, zone maxSkew 5, selecting the pods of its Services and controller), "
+                "emptier domains scoring higher (a member plugin named PodTopologySpread).",
             ),
         ),
         "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
         "kube's), times its weight; the plugin's score is the sum. A weight of 0 switches a scorer off; "
-        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2), imagelocality (1) "
-        "and podtopologyspread (2) cannot be honoured: left out, they contribute nothing. Refused: a "
+        "all 0 switch the plugin's scoring off (podaffinity and podtopologyspread are member plugins, "
+        "each scoring on its own weight). Volcano's default for imagelocality (1) cannot be honoured: "
+        "left out, it contributes nothing. Refused: a "
         "negative or fractional weight, an unknown argument, a non-zero weight for a scorer gpuq does not "
         "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",
     ),

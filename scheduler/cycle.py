@@ -182,10 +182,15 @@ class Scheduler:
                     listener.pending_pod_removed(pod)
                 return
             if pod.holds_resources:
+                previous = self.cluster.pods.get(pod.key)
                 self.cluster.add_pod(pod)
                 # Bound before we saw it (by us before a restart, or by another hand): its group runs
                 # once minMember of its pods are, as Volcano's gang decides at session close.
                 podgroups.pod_bound(pod)
+                if previous is None or previous.node_name != pod.node_name:
+                    self.queue.on_event(ClusterEvent.POD_BOUND)
+                elif previous.labels != pod.labels or previous.deleting != pod.deleting:
+                    self.queue.on_event(ClusterEvent.POD_UPDATED)
             else:
                 self._pod_gone(pod.key)
             return
@@ -243,6 +248,8 @@ class Scheduler:
         ):
             # A Namespace: its deletion starting retires its ElasticQuota (capacity-scheduling).
             self.queue.on_event(ClusterEvent.QUOTA_CHANGED)
+            if kind == kinds.NAMESPACE:  # its labels: inter-pod affinity's namespaceSelector
+                self.queue.on_event(ClusterEvent.NAMESPACE_CHANGED)
 
     def run_enqueue(self) -> int:
         """The enqueue action: Pending PodGroups the Enqueue plugins admit go Inqueue; returns how many."""
@@ -395,6 +402,7 @@ class Scheduler:
                 EventRecord(pod.ref, "Normal", SCHEDULED, f"Successfully assigned {key} to {pod.node_name}")
             )
             self.podgroups.pod_bound(pod)
+            self.queue.on_event(ClusterEvent.POD_BOUND)
             return
         current = self.cluster.pods.get(key)
         if current is None or (current.uid == pod.uid and current.node_name == pod.node_name):

@@ -5,6 +5,8 @@
 * backoff: pods that failed recently wait ``initial * 2^(attempts-1)`` seconds, at most ``maximum``;
 * unschedulable: pods parked until a :class:`ClusterEvent` that one of the plugins that rejected them
   cares about; then they go through backoff (or straight to active once their backoff has passed).
+  Parked pods are filed under each event they wait for, so an event (one comes with every bind)
+  costs only the pods that wait for it.
 
 Nothing here polls: a parked pod costs nothing until an event moves it. The clock is injected, so
 the simulator can run on virtual time and the cluster scheduler on a monotonic clock.
@@ -69,6 +71,9 @@ class SchedulingQueue:
         self._by_queue: dict[str, list[tuple[tuple[Any, ...], int, str]]] = {}
         self._backoff: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
+        # event -> parked pods waiting for it: key -> the seq it was parked with (stale entries, of
+        # pods since moved or parked again, are dropped when met).
+        self._parked: dict[ClusterEvent, dict[str, int]] = {}
 
     # -- pools --------------------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
@@ -171,6 +176,15 @@ class SchedulingQueue:
         queued.parked_at = self._clock()
         queued.backoff_until = queued.parked_at + self.backoff_duration(queued.attempts)
         queued.pool = "unschedulable"
+        queued.seq = next(self._seq)
+        interest = self._interest
+        events: frozenset[ClusterEvent] = (
+            frozenset().union(*(interest.get(plugin, ALL_EVENTS) for plugin in queued.rejected_by))
+            if queued.rejected_by
+            else ALL_EVENTS
+        )
+        for event in events:
+            self._parked.setdefault(event, {})[pod.key] = queued.seq
 
     def requeue(self, pod: PodInfo) -> None:
         """Retry after backoff regardless of events (an error, not a verdict on the cluster)."""
@@ -193,17 +207,19 @@ class SchedulingQueue:
     # -- events --------------------------------------------------------------------------------------
     def on_event(self, event: ClusterEvent, only: Callable[[PodInfo], bool] | None = None) -> int:
         """Move parked pods that ``event`` may help; returns how many moved."""
+        parked = self._parked.get(event)
+        if not parked:
+            return 0
         moved = 0
         now = self._clock()
-        for queued in self._pods.values():
-            if queued.pool != "unschedulable":
-                continue
-            if queued.rejected_by and not any(
-                event in self._interest.get(plugin, ALL_EVENTS) for plugin in queued.rejected_by
-            ):
+        for key, seq in list(parked.items()):
+            queued = self._pods.get(key)
+            if queued is None or queued.pool != "unschedulable" or queued.seq != seq:
+                del parked[key]  # moved, parked again under other events, or gone
                 continue
             if only is not None and not only(queued.pod):
                 continue
+            del parked[key]
             self._unpark(queued, now)
             moved += 1
         return moved

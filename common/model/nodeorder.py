@@ -21,11 +21,18 @@ its weight; the plugin's node score is the sum. The scorers gpuq computes, with 
   preferred terms.
 * ``tainttoleration`` (TaintToleration): the number of the node's PreferNoSchedule taints the pod does
   not tolerate, normalised and reversed (``100 - 100 * c // max``; 100 everywhere when no node has one).
+* ``podaffinity`` (InterPodAffinity, kube's scorer as a member plugin of nodeorder:
+  ``scheduler/plugins/inter_pod_affinity.py``, the rules in ``common/model/placement/pod_affinity.py``)
+  and ``podtopologyspread`` (PodTopologySpread with the system default constraints:
+  ``scheduler/plugins/pod_topology_spread.py``), each normalised to [0, 100] and multiplied by its
+  weight (Volcano's defaults, 2 and 2). ``podaffinity.hardPodAffinityWeight`` is kube-scheduler's
+  ``hardPodAffinityWeight`` (default 1, 0 to 100): how much an existing pod's *required* affinity term
+  that the incoming pod matches adds (Volcano builds the plugin with zero-valued arguments, so 0 there:
+  set it to 0 for Volcano's scores exactly).
 
-``podaffinity``, ``imagelocality`` and ``podtopologyspread`` are not computed: gpuq tracks no
-preferred inter-pod terms of running pods, no node images and no owner-derived spreading. A
-configuration giving one of them a non-zero weight is refused at start-up, naming the argument;
-left out they contribute nothing (Volcano's defaults for them, 2, 1 and 2, cannot be honoured).
+``imagelocality`` is not computed: gpuq reads no node images. A configuration giving it a non-zero
+weight is refused at start-up, naming the argument; left out it contributes nothing (Volcano's
+default for it, 1, cannot be honoured).
 
 Where gpuq differs: a negative or fractional weight, or an unknown argument, is a configuration error
 (upstream's ``GetInt`` takes negative weights and ignores unknown keys). The non-zero request of a pod
@@ -37,14 +44,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final
+from typing import Annotated, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field, ValidationInfo, field_validator
 
 from gpuq_k8s.common.model import plugin_names
-from gpuq_k8s.common.model.plugin_args import PluginArgs, ZeroWeight, refuse
+from gpuq_k8s.common.model.placement.pod_affinity import (
+    DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+    MAX_HARD_POD_AFFINITY_WEIGHT,
+)
+from gpuq_k8s.common.model.plugin_args import PluginArgs, ZeroWeight, expect, refuse
 from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 Int64Array = npt.NDArray[np.int64]
@@ -66,11 +77,12 @@ DEFAULTS: Final = {
     NODE_AFFINITY: 2,
     BALANCED_RESOURCE: 1,
     TAINT_TOLERATION: 3,
+    POD_AFFINITY: 2,
+    POD_TOPOLOGY_SPREAD: 2,
 }
+HARD_POD_AFFINITY: Final = "podaffinity.hardPodAffinityWeight"
 NOT_COMPUTED: Final = {
-    POD_AFFINITY: "preferred inter-pod affinity (gpuq tracks no pod affinity terms)",
     IMAGE_LOCALITY: "image locality (gpuq reads no node images)",
-    POD_TOPOLOGY_SPREAD: "pod topology spread (gpuq tracks no spread constraints or owners)",
 }
 MAX_NODE_SCORE: Final = 100
 # kube-scheduler's schedutil.DefaultMilliCPURequest and DefaultMemoryRequest.
@@ -81,9 +93,16 @@ MOST_WEIGHTS: Final = (1, 1)
 BALANCED_RESOURCES: Final = (CPU, MEMORY, "nvidia.com/gpu")
 
 
+HardWeight = Annotated[
+    int,
+    Field(ge=0, le=MAX_HARD_POD_AFFINITY_WEIGHT),
+    expect(f"an integer from 0 to {MAX_HARD_POD_AFFINITY_WEIGHT}"),
+]
+
+
 class NodeOrderArgs(PluginArgs):
-    """The weights of Volcano's nodeorder scorers (0: that scorer is off); the three gpuq does not
-    compute are accepted as 0 only."""
+    """The weights of Volcano's nodeorder scorers (0: that scorer is off); ``imagelocality``, which gpuq
+    does not compute, is accepted as 0 only."""
 
     PLUGIN: ClassVar[str] = plugin_names.NODEORDER
 
@@ -92,11 +111,12 @@ class NodeOrderArgs(PluginArgs):
     node_affinity: ZeroWeight = Field(DEFAULTS[NODE_AFFINITY], alias=NODE_AFFINITY)
     balanced_resource: ZeroWeight = Field(DEFAULTS[BALANCED_RESOURCE], alias=BALANCED_RESOURCE)
     taint_toleration: ZeroWeight = Field(DEFAULTS[TAINT_TOLERATION], alias=TAINT_TOLERATION)
-    pod_affinity: ZeroWeight = Field(0, alias=POD_AFFINITY)
+    pod_affinity: ZeroWeight = Field(DEFAULTS[POD_AFFINITY], alias=POD_AFFINITY)
     image_locality: ZeroWeight = Field(0, alias=IMAGE_LOCALITY)
-    pod_topology_spread: ZeroWeight = Field(0, alias=POD_TOPOLOGY_SPREAD)
+    pod_topology_spread: ZeroWeight = Field(DEFAULTS[POD_TOPOLOGY_SPREAD], alias=POD_TOPOLOGY_SPREAD)
+    hard_pod_affinity: HardWeight = Field(DEFAULT_HARD_POD_AFFINITY_WEIGHT, alias=HARD_POD_AFFINITY)
 
-    @field_validator("pod_affinity", "image_locality", "pod_topology_spread")
+    @field_validator("image_locality")
     @classmethod
     def _not_computed(cls, weight: int, info: ValidationInfo) -> int:
         """A scorer gpuq does not compute takes no weight but 0 (Volcano's default for it cannot be
@@ -108,6 +128,8 @@ class NodeOrderArgs(PluginArgs):
 
     @property
     def scoring(self) -> bool:
+        """Whether nodeorder's own scorers score (the member scorers, pod affinity and topology
+        spread, are plugins of their own)."""
         weights = (self.least_requested, self.most_requested, self.node_affinity)
         return any(weights) or bool(self.balanced_resource or self.taint_toleration)
 

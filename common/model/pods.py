@@ -200,6 +200,10 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity: Mapping[str, Any] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # ``spec.topologySpreadConstraints`` and ``metadata.ownerReferences`` as they are (parsed by
+    # common/model/placement: topology spread and its system defaults).
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    owner_references: tuple[Mapping[str, Any], ...] = ()
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -259,6 +263,8 @@ class PodInfo:
             node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
+            spread = wire.items(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            owners = wire.items(meta.get("ownerReferences"), "metadata.ownerReferences")
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -280,6 +286,8 @@ class PodInfo:
             node_selector=node_selector,
             affinity=dict(affinity),
             tolerations=tuple(tolerations),
+            topology_spread_constraints=tuple(spread),
+            owner_references=tuple(owners),
         )
 
 

@@ -1,5 +1,6 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
-PriorityClass, Namespace), kept as the API returns them (JSON-like mappings), by kind
+PriorityClass, Namespace; the Services, ReplicationControllers, ReplicaSets and StatefulSets topology
+spread's system defaults select pods by), kept as the API returns them (JSON-like mappings), by kind
 (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
@@ -23,6 +24,10 @@ KINDS: Final = (
     kinds.GPU_RESOURCE_QUOTA,
     kinds.PRIORITY_CLASS,
     kinds.NAMESPACE,
+    kinds.SERVICE,
+    kinds.REPLICATION_CONTROLLER,
+    kinds.REPLICA_SET,
+    kinds.STATEFUL_SET,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 

@@ -48,9 +48,19 @@ class ClusterEvent(enum.Enum):
     QUOTA_CHANGED = "QuotaChanged"  # Queue, ElasticQuota or GPUResourceQuota added or changed
     PODGROUP_CHANGED = "PodGroupChanged"
     POD_ADDED = "PodAdded"  # a new pending pod (gang members waiting for siblings)
+    # A pod placed on a node (bound by us, or seen bound): kube's AssignedPodAdd; a pod with required
+    # affinity to it may now fit.
+    POD_BOUND = "PodBound"
+    # A placed pod's labels (or deletion mark) changed: kube's Pod/UpdatePodLabel.
+    POD_UPDATED = "PodUpdated"
+    # A Namespace added, changed (its labels: namespaceSelector) or deleted.
+    NAMESPACE_CHANGED = "NamespaceChanged"
 
 
-ALL_EVENTS = frozenset(ClusterEvent)
+# The events that retry a pod rejected by a plugin that declares none (or by no plugin). A placed
+# pod (POD_BOUND, POD_UPDATED) is not among them: those come with every bind, and only the placement
+# rules that read other pods' labels (inter-pod affinity, topology spread) ask for them.
+ALL_EVENTS = frozenset(ClusterEvent) - {ClusterEvent.POD_BOUND, ClusterEvent.POD_UPDATED}
 
 
 @dataclass(slots=True)  # not frozen: a frozen init costs 3x, and every Filter makes one per pod
@@ -185,8 +195,15 @@ class Handle(Protocol):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
         ...
 
+    def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
+        """The one object of class ``kind`` the plugins of this framework share, made by ``make`` for
+        the first plugin that asks (the members of one kube-scheduler plugin, e.g. InterPodAffinity's
+        filter under ``predicates`` and its scorer under ``nodeorder``, share their per-cluster index)."""
+        ...
+
 
 Model = TypeVar("Model")
+Shared = TypeVar("Shared")
 
 
 def read_or_warn(handle: Handle, ref: str, parse: Callable[[Obj], Model], obj: Obj) -> Model | None:

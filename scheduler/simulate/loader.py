@@ -21,6 +21,7 @@ import yaml
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.placement import pod_affinity, topology_spread
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.wire import object_ref
 from gpuq_k8s.scheduler.cluster.objects import KINDS
@@ -30,7 +31,7 @@ from gpuq_k8s.scheduler.simulate.workloads import WORKLOADS, expand, is_workload
 
 NODE: Final = kinds.NODE.kind
 POD: Final = kinds.POD.kind
-SUPPORTED_KINDS: Final = (NODE, POD, *(kind.kind for kind in KINDS), *WORKLOADS)
+SUPPORTED_KINDS: Final = tuple(dict.fromkeys((NODE, POD, *(kind.kind for kind in KINDS), *WORKLOADS)))
 # The kinds read as themselves (workloads are namespaced: they are named Kind/namespace/name).
 _READ: Final = {kind.kind: kind for kind in (kinds.NODE, kinds.POD, *KINDS)}
 _SUFFIXES: Final = (".yaml", ".yml", ".json")
@@ -185,6 +186,20 @@ def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
         out.objects.pop()
 
 
+def created(pod: PodInfo) -> PodInfo:
+    """``pod`` as kube-apiserver creates it, for the placement rules: its inter-pod affinity terms and
+    topology spread constraints checked (a malformed one is refused, naming the field) and their
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` merged into their selectors from its labels
+    (kube-apiserver's PrepareForCreate; a pod read from a cluster has been through it already)."""
+    affinity = pod_affinity.apply_label_keys(pod.affinity, pod.labels)
+    spread = tuple(topology_spread.apply_label_keys(pod.topology_spread_constraints, pod.labels))
+    pod_affinity.parse_pod_affinity(pod.namespace, affinity, pod.ref)
+    topology_spread.parse_constraints(list(spread), pod.labels, pod.ref)
+    if affinity is pod.affinity and spread == pod.topology_spread_constraints:
+        return pod
+    return replace(pod, affinity=dict(affinity), topology_spread_constraints=spread)
+
+
 def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]) -> list[str]:
     """Parse one document into ``out``; returns its problems (none when it was taken)."""
     if not isinstance(doc, Mapping):
@@ -212,7 +227,7 @@ def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]
                 # cluster the apiserver would have defaulted it to default-scheduler).
                 pod = replace(pod, scheduler_name=GPUQ_SCHEDULER)
             compile_selection(pod)
-            out.pods.append(pod)
+            out.pods.append(created(pod))
         else:
             out.objects.append(doc)
     except GpuqError as err:

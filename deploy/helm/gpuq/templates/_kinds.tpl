@@ -4,10 +4,13 @@ STATUS_WRITES). Do not edit: change kinds.py and run `python deploy/render.py`.
 */}}
 {{- define "gpuq.rules.schedulerWatches" }}
 - apiGroups: [""]
-  resources: [nodes, namespaces, pods]
+  resources: [nodes, namespaces, services, replicationcontrollers, pods]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [apps]
+  resources: [replicasets, statefulsets]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues, podgroups]

@@ -163,7 +163,14 @@ def test_a_kind_the_scheduler_starts_watching_is_granted(monkeypatch: pytest.Mon
     scheduler_rules = text.split('"gpuq.rules.schedulerWatches"')[1].split("{{- end }}")[0]
     rules: list[dict[str, Any]] = yaml.safe_load(scheduler_rules.split("}}", 1)[1])
     core = next(r for r in rules if r["apiGroups"] == [""])
-    assert core["resources"] == ["nodes", "namespaces", "pods", "persistentvolumeclaims"]
+    assert core["resources"] == [
+        "nodes",
+        "namespaces",
+        "services",
+        "replicationcontrollers",
+        "pods",
+        "persistentvolumeclaims",
+    ]
     assert {
         "apiGroups": ["resource.k8s.io"],
         "resources": ["resourceslices"],

@@ -56,10 +56,14 @@ def test_a_member_runs_in_its_entrys_tier_under_its_own_name() -> None:
     framework = sched.framework
     member = framework.plugin("NoOddRows")
     assert member is not None and member.config_name == plugin_names.PREDICATES
-    assert [p.name for p in framework.filter_plugins] == [plugin_names.PREDICATES, "NoOddRows"]
-    # Its tier is the entry's (the second), right after the entry's own plugin.
+    # The entry's own plugin, its members registered before (kube-scheduler's filters), then this one.
+    builtin = [
+        p.name for p in framework.filter_plugins if p.name not in (plugin_names.PREDICATES, "NoOddRows")
+    ]
+    assert [p.name for p in framework.filter_plugins] == [plugin_names.PREDICATES, *builtin, "NoOddRows"]
+    # Its tier is the entry's (the second), after the entry's own plugin and its other members.
     tiers = [[p.name for p in tier] for tier in framework._tiers]
-    assert tiers[1] == [plugin_names.PREDICATES, "NoOddRows"]
+    assert tiers[1] == [plugin_names.PREDICATES, *builtin, "NoOddRows"]
     sched.add_pod(MakePod("p", "ns").req(cpu="1").scheduler("gpuq-scheduler").info())
     attempt = sched.schedule_one()
     assert attempt is not None and attempt.node in ("n0", "n2")
