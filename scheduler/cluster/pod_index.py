@@ -328,7 +328,8 @@ class PodIndex:
             return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), False
         codes, size = found
         has: BoolArray = codes >= 0
-        sums = np.bincount(codes[has], weights=row_counts[has], minlength=size).astype(np.int64)
+        # One slot more than the key has values: a row without the key (code -1) reads it, 0.
+        sums = np.bincount(codes[has], weights=row_counts[has], minlength=size + 1).astype(np.int64)
         at_node: Int64Array = np.where(has, sums[codes], 0)
         return at_node, has, bool(sums.any())
 

@@ -21,7 +21,8 @@ from typing import Final
 import numpy as np
 
 from gpuq_k8s.common.model import plugin_names
-from gpuq_k8s.common.model.events import invalid_annotation
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.placement import pod_affinity as rules
 from gpuq_k8s.common.model.placement.pod_affinity import AffinityTerm, PodAffinity
 from gpuq_k8s.common.model.pods import PodInfo
@@ -249,12 +250,21 @@ class InterPodAffinityScore(PreScorePlugin, ScorePlugin):
         self.hard_weight = hard_weight
         self.index = pod_index(handle)
         self._existing = _shared_existing(handle, self.index)
+        self._warned: set[EventRecord] = set()
 
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
         index = self.index
         n = self.handle.cluster.n
         parts: list[_Contribution] = []
-        affinity = _parsed(index, pod)
+        try:
+            affinity = _parsed(index, pod)
+        except InvalidValue as err:
+            # Only with the filter member off (its PreFilter refuses such a pod): not scored, and said.
+            event = invalid_annotation(pod.ref, f"{err}; its preferred pod affinity is not scored")
+            if event not in self._warned:
+                self._warned.add(event)
+                self.handle.record(event)
+            affinity = rules.NO_AFFINITY
         for weighted, sign in (
             *((w, 1) for w in affinity.preferred),
             *((w, -1) for w in affinity.anti_preferred),

@@ -229,8 +229,11 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin):
             if policy is not None:
                 eligible = eligible & policy
             counts = _counts(self.index, constraint, pod, n)
-            in_domain = np.bincount(code[eligible], weights=counts[eligible], minlength=size).astype(np.int64)
-            present = np.bincount(code[eligible], minlength=size) > 0
+            # One slot more than the key has values: a row without the key (code -1) reads it, 0.
+            in_domain = np.bincount(code[eligible], weights=counts[eligible], minlength=size + 1).astype(
+                np.int64
+            )
+            present = np.bincount(code[eligible], minlength=size + 1) > 0
             minimum = rules.global_minimum(in_domain[present], constraint.min_domains)
             at_node = np.where(has, in_domain[code], 0)
             fits = rules.skew_passes(

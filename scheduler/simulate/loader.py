@@ -194,7 +194,7 @@ def created(pod: PodInfo) -> PodInfo:
     affinity = pod_affinity.apply_label_keys(pod.affinity, pod.labels)
     spread = tuple(topology_spread.apply_label_keys(pod.topology_spread_constraints, pod.labels))
     pod_affinity.parse_pod_affinity(pod.namespace, affinity, pod.ref)
-    topology_spread.parse_constraints(list(spread), pod.labels, pod.ref)
+    topology_spread.parse_constraints(list(spread), pod.labels, pod.ref, admission=True)
     if affinity is pod.affinity and spread == pod.topology_spread_constraints:
         return pod
     return replace(pod, affinity=dict(affinity), topology_spread_constraints=spread)

@@ -119,10 +119,13 @@ def _choice(
 
 
 def parse_constraints(
-    raw: Any, labels: Mapping[str, str], where: str, *, merge_label_keys: bool = True
+    raw: Any, labels: Mapping[str, str], where: str, *, admission: bool = False
 ) -> tuple[SpreadConstraint, ...]:
     """A pod's ``spec.topologySpreadConstraints`` (its ``labels`` feed ``matchLabelKeys``); a malformed
-    constraint is an :class:`InvalidValue` naming the pod and the field, as the apiserver refuses it."""
+    constraint is an :class:`InvalidValue` naming the pod and the field. ``admission``: also what only
+    the apiserver's validation refuses (two constraints of one topologyKey and whenUnsatisfiable,
+    minDomains with ScheduleAnyway, matchLabelKeys without a labelSelector), for pods that never went
+    through one; the scheduler, like kube-scheduler, takes the pods the apiserver admitted as they are."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -143,21 +146,20 @@ def parse_constraints(
         when = _choice(
             item, "whenUnsatisfiable", (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY), default=None, where=where, at=at
         )
-        if (key, when) in seen:
+        if admission and (key, when) in seen:
             raise InvalidValue(f"{at}.topologyKey", key, f"one constraint per topologyKey and {when}", where)
         seen.add((key, when))
         min_domains = _int(item, "minDomains", where, at, default=1)
-        if item.get("minDomains") is not None and when != DO_NOT_SCHEDULE:
+        if admission and item.get("minDomains") is not None and when != DO_NOT_SCHEDULE:
             raise InvalidValue(f"{at}.minDomains", item["minDomains"], f"unset with {when}", where)
         selector = parse_selector(item.get("labelSelector"), f"{at}.labelSelector", where)
         keys = item.get("matchLabelKeys")
         if keys is not None:
             if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
                 raise InvalidValue(f"{at}.matchLabelKeys", keys, "a list of label keys", where)
-            if item.get("labelSelector") is None and keys:
+            if admission and item.get("labelSelector") is None and keys:
                 raise InvalidValue(f"{at}.matchLabelKeys", keys, "unset when labelSelector is not set", where)
-            if merge_label_keys:
-                selector = merge_label_set(selector, {k: labels[k] for k in keys if k in labels})
+            selector = merge_label_set(selector, {k: labels[k] for k in keys if k in labels})
         out.append(
             SpreadConstraint(
                 max_skew,
