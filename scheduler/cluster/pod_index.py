@@ -232,6 +232,13 @@ class PodIndex:
     def pod_updated(self, old: PodInfo, new: PodInfo, row: int) -> None:
         self._record(old, row, -1)
         self._record(new, row, 1)
+        if old.affinity != new.affinity:
+            self.invalid.pop(old.key, None)
+            indexed = self._indexed.pop(old.key, None)
+            if indexed is not None:
+                self._unindex(indexed)
+            if has_pod_affinity(new.affinity):
+                self._index_terms(new, row)
 
     # -- the reverse index: existing pods' terms ----------------------------------------------------------
     def _index_terms(self, pod: PodInfo, row: int) -> None:

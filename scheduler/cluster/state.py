@@ -64,8 +64,9 @@ class ClusterListener(Protocol):
 
 @runtime_checkable
 class PodUpdateListener(Protocol):
-    """A listener that also hears of a counted pod whose labels or deletion mark changed while it
-    stayed on its node (kube-scheduler's UpdatePodLabel): what matches a label selector may change."""
+    """A listener that also hears of a counted pod whose labels, deletion mark or affinity changed while
+    it stayed on its node (kube-scheduler's UpdatePodLabel; the affinity of a pod's new incarnation
+    under the same name): what matches a label selector, and the terms it carries, may change."""
 
     def pod_updated(self, old: PodInfo, new: PodInfo, row: int) -> None: ...
 
@@ -422,7 +423,11 @@ class ClusterState:
             if previous.node_name == pod.node_name and previous.requests == pod.requests:
                 self.pods[pod.key] = pod
                 self.pods_on[row][pod.key] = pod
-                if previous.labels != pod.labels or previous.deleting != pod.deleting:
+                if (
+                    previous.labels != pod.labels
+                    or previous.deleting != pod.deleting
+                    or previous.affinity != pod.affinity
+                ):
                     for update_listener in self._update_listeners:
                         update_listener.pod_updated(previous, pod, row)
                 return True

@@ -216,7 +216,7 @@ def test_default_selector(
 
 
 def test_controller_of_takes_the_controller_reference() -> None:
-    refs = [
+    refs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"},
         {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "controller": True},
     ]
