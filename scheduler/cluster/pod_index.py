@@ -153,6 +153,8 @@ class PodIndex:
         self.invalid: dict[str, str] = {}
         self._namespaces = _Namespaces()
         self._capacity = 16
+        self._domains: dict[str, Domains] = {}
+        self._domains_validity = (-1, -1)
         for _, name, obj in objects.list(kinds.NAMESPACE):
             self._namespace(name, obj)
         objects.subscribe(self._object_changed)
@@ -318,27 +320,62 @@ class PodIndex:
                     total += 1
         return _Counts(rows, position, total)
 
-    def has_key(self, key: str, n: int) -> BoolArray:
-        """The rows whose node has the label ``key``."""
-        found = self._cluster.labels.codes(key, n)
+    # -- topology domains -----------------------------------------------------------------------------------
+    def domains(self, key: str, n: int) -> Domains:
+        """The ``key`` domains of the rows ``[:n]``, kept until a node's labels change or a node comes
+        or goes."""
+        cluster = self._cluster
+        validity = (cluster.static_generation, n)
+        if validity != self._domains_validity:
+            self._domains.clear()
+            self._domains_validity = validity
+        found = self._domains.get(key)
         if found is None:
-            return np.zeros(n, dtype=np.bool_)
-        has: BoolArray = found[0] >= 0
-        return has
+            found = self._domains[key] = _domains_of(cluster, key, n)
+        return found
+
+    def has_key(self, key: str, n: int) -> BoolArray:
+        """The rows whose node has the label ``key`` (read-only)."""
+        return self.domains(key, n).has
 
     def in_domain(self, row_counts: Int64Array, key: str) -> tuple[Int64Array, BoolArray, bool]:
         """Per row, the sum of ``row_counts`` over the rows in the same ``key`` domain (0 where the
-        node has no ``key`` label), the rows that have it, and whether any domain's sum is positive."""
-        n = row_counts.shape[0]
-        found = self._cluster.labels.codes(key, n)
-        if found is None:
-            return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), False
-        codes, size = found
-        has: BoolArray = codes >= 0
-        # One slot more than the key has values: a row without the key (code -1) reads it, 0.
-        sums = np.bincount(codes[has], weights=row_counts[has], minlength=size + 1).astype(np.int64)
-        at_node: Int64Array = np.where(has, sums[codes], 0)
-        return at_node, has, bool(sums.any())
+        node has no ``key`` label), the rows that have it, and whether any domain's sum is positive.
+        The arrays may be ``row_counts`` itself or the index's own: read them, never write them."""
+        domains = self.domains(key, row_counts.shape[0])
+        if domains.unique:  # one row per value (kubernetes.io/hostname): a domain is its row
+            at_node: Int64Array = row_counts if domains.every else np.where(domains.has, row_counts, 0)
+            return at_node, domains.has, bool(at_node.any())
+        sums = np.bincount(domains.shifted, weights=row_counts, minlength=domains.slots)
+        sums[0] = 0.0  # the slot of the rows without the key
+        summed: Int64Array = sums.astype(np.int64)[domains.shifted]
+        return summed, domains.has, bool(sums.any())
+
+
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """The rows' topology domains for one node label key: ``shifted`` is the value code plus one per row
+    (0: no such label), so ``bincount(shifted, weights)`` sums per domain in one pass, slot 0 holding
+    the rows without the key; ``unique``: no two rows share a value (each domain is one row)."""
+
+    shifted: npt.NDArray[np.intp]
+    slots: int
+    has: BoolArray
+    every: bool
+    unique: bool
+
+
+def _domains_of(cluster: ClusterState, key: str, n: int) -> Domains:
+    found = cluster.labels.codes(key, n)
+    if found is None:
+        none = np.zeros(n, dtype=np.bool_)
+        return Domains(np.zeros(n, dtype=np.intp), 1, none, False, True)
+    codes, size = found
+    shifted = codes.astype(np.intp) + 1
+    has: BoolArray = shifted > 0
+    per_value = np.bincount(shifted, minlength=size + 1)
+    unique = bool(per_value[1:].max(initial=0) <= 1)
+    return Domains(shifted, size + 1, has, bool(has.all()), unique)
 
 
 def _grown(array: Int64Array, rows: int) -> Int64Array:

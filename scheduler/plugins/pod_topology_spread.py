@@ -26,6 +26,7 @@ from typing import Any, Final
 import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.placement import topology_spread as rules
 from gpuq_k8s.common.model.placement.label_selector import LabelSelector
@@ -33,7 +34,7 @@ from gpuq_k8s.common.model.placement.topology_spread import SpreadConstraint
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
-from gpuq_k8s.scheduler.cluster.pod_index import Int64Array, PodIndex, PodMatcher
+from gpuq_k8s.scheduler.cluster.pod_index import Domains, Int64Array, PodIndex, PodMatcher
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -49,7 +50,12 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.inter_pod_affinity import pod_index
-from gpuq_k8s.scheduler.plugins.node_selection import compile_selection, selection_mask, untolerated_taints
+from gpuq_k8s.scheduler.plugins.node_selection import (
+    NodeSelection,
+    compile_selection,
+    selection_mask,
+    untolerated_taints,
+)
 
 # kube's EventsToRegister: an assigned pod added, relabelled or deleted; a node added, deleted,
 # relabelled or retainted.
@@ -128,52 +134,85 @@ def _matcher(constraint: SpreadConstraint, pod: PodInfo) -> PodMatcher:
 
 
 class _Policies:
-    """Per pod class, the rows topology spread's inclusion policies admit: the pod's nodeSelector and
-    required node affinity (``nodeAffinityPolicy: Honor``), the taints it tolerates
-    (``nodeTaintsPolicy: Honor``); kept until a node's labels or taints change."""
+    """Per pod class, the rows topology spread counts for a constraint: every constraint's key (the
+    eligible nodes), and what the inclusion policies admit, the pod's nodeSelector and required node
+    affinity (``nodeAffinityPolicy: Honor``) and the taints it tolerates (``nodeTaintsPolicy: Honor``);
+    and which domains those rows hold. Kept until a node's labels or taints change, or a node comes or
+    goes."""
 
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._masks: dict[tuple[object, ...], BoolArray] = {}
-        self._generation = -1
+        self._present: dict[tuple[object, ...], BoolArray] = {}
+        self._validity = (-1, -1)
 
-    def mask(self, pod: PodInfo, constraint: SpreadConstraint) -> BoolArray | None:
-        """None: every row (both policies Ignore, or nothing to honour)."""
+    def _valid(self) -> None:
+        cluster = self._handle.cluster
+        validity = (cluster.static_generation, cluster.n)
+        if validity != self._validity or len(self._masks) + len(self._present) >= _MAX_CLASSES:
+            self._masks.clear()
+            self._present.clear()
+            self._validity = validity
+
+    def policy(self, pod: PodInfo, constraint: SpreadConstraint) -> tuple[object, BoolArray | None]:
+        """The rows the constraint's policies admit (None: every row), and a key naming that set."""
         affinity = constraint.node_affinity_policy == rules.HONOR and bool(pod.node_selector or pod.affinity)
         taints = constraint.node_taints_policy == rules.HONOR
         if not (affinity or taints):
-            return None
+            return None, None
+        self._valid()
         cluster = self._handle.cluster
         n = cluster.n
-        if self._generation != cluster.static_generation or len(self._masks) >= _MAX_CLASSES:
-            self._masks.clear()
-            self._generation = cluster.static_generation
-        selection = compile_selection(pod) if affinity else None
+        try:
+            selection: object = compile_selection(pod) if affinity else None
+        except InvalidValue:
+            selection = "unreadable"  # kube ignores the error and matches no node
         taint_ids = tuple(untolerated_taints(cluster, pod)) if taints else ()
-        key = (selection, taint_ids, n)
+        key = ("policy", selection, taint_ids)
         found = self._masks.get(key)
         if found is None:
             mask = np.ones(n, dtype=np.bool_)
-            if selection is not None and not selection.unconstrained:
+            if selection == "unreadable":
+                mask[:] = False
+            elif isinstance(selection, NodeSelection) and not selection.unconstrained:
                 mask &= selection_mask(cluster, selection, n)
             if taint_ids:
                 mask &= ~cluster.node_taints[:n, list(taint_ids)].any(axis=1)
             found = self._masks[key] = mask
+        return key, found
+
+    def eligible(
+        self, keys: tuple[str, ...], domains: list[Domains], policy_key: object, policy: BoolArray | None
+    ) -> BoolArray:
+        """Rows with every key of ``keys`` (their ``domains``) that ``policy`` admits."""
+        self._valid()
+        key = ("eligible", keys, policy_key)
+        found = self._masks.get(key)
+        if found is None:
+            mask = domains[0].has.copy()
+            for more in domains[1:]:
+                mask &= more.has
+            if policy is not None:
+                mask &= policy
+            found = self._masks[key] = mask
+        return found
+
+    def present(self, key: tuple[object, ...], domains: Domains, eligible: BoolArray) -> BoolArray:
+        """Per domain slot of ``domains``, whether an ``eligible`` row is in it (slot 0 never)."""
+        self._valid()
+        found = self._present.get(key)
+        if found is None:
+            found = np.bincount(domains.shifted[eligible], minlength=domains.slots) > 0
+            found[0] = False
+            self._present[key] = found
         return found
 
 
-def _codes(handle: Handle, key: str, n: int) -> tuple[np.ndarray, int]:
-    found = handle.cluster.labels.codes(key, n)
-    if found is None:
-        return np.full(n, -1, dtype=np.int32), 0
-    return found
-
-
-def _counts(index: PodIndex, constraint: SpreadConstraint, pod: PodInfo, n: int) -> Int64Array:
-    """Matching pods per row (kube counts none for an empty selector)."""
+def _counts(index: PodIndex, constraint: SpreadConstraint, pod: PodInfo, n: int) -> tuple[Int64Array, int]:
+    """Matching pods per row and their total (kube counts none for an empty selector)."""
     if constraint.selector.empty:
-        return np.zeros(n, dtype=np.int64)
-    return index.counts(_matcher(constraint, pod))[0]
+        return np.zeros(n, dtype=np.int64), 0
+    return index.counts(_matcher(constraint, pod))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +237,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin):
             # The system defaults are all ScheduleAnyway: nothing to filter.
             return Status.skip()
         constraints = rules.of_action(
-            rules.parse_constraints(list(pod.topology_spread_constraints), pod.labels, pod.ref),
+            rules.pod_constraints(pod.topology_spread_constraints, pod.labels, pod.ref),
             rules.DO_NOT_SCHEDULE,
         )
         if not constraints:
@@ -208,41 +247,36 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin):
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         pre = state.read(_FILTER_STATE, _FilterState)
-        handle = self.handle
-        n = handle.cluster.n
+        n = self.handle.cluster.n
         if pre is None:
             if self.pre_filter(state, pod).is_skip:
                 return FilterResult.all_pass(n)
             pre = state.read(_FILTER_STATE, _FilterState)
             assert pre is not None
-        codes = [_codes(handle, c.topology_key, n) for c in pre.constraints]
-        has_all = np.ones(n, dtype=np.bool_)
-        for code, _ in codes:
-            has_all &= code >= 0
+        index = self.index
+        keys = tuple(c.topology_key for c in pre.constraints)
+        domains = [index.domains(key, n) for key in keys]
         missing = np.zeros(n, dtype=np.bool_)
         skewed = np.zeros(n, dtype=np.bool_)
         decided = np.zeros(n, dtype=np.bool_)
-        for constraint, (code, size) in zip(pre.constraints, codes, strict=True):
-            has = code >= 0
-            eligible = has_all
-            policy = self.policies.mask(pod, constraint)
-            if policy is not None:
-                eligible = eligible & policy
-            counts = _counts(self.index, constraint, pod, n)
-            # One slot more than the key has values: a row without the key (code -1) reads it, 0.
-            in_domain = np.bincount(code[eligible], weights=counts[eligible], minlength=size + 1).astype(
-                np.int64
-            )
-            present = np.bincount(code[eligible], minlength=size + 1) > 0
-            minimum = rules.global_minimum(in_domain[present], constraint.min_domains)
-            at_node = np.where(has, in_domain[code], 0)
-            fits = rules.skew_passes(
-                at_node, constraint.selector.matches(pod.labels), minimum, constraint.max_skew
-            )
-            lacks = ~has & ~decided
+        for constraint, of_key in zip(pre.constraints, domains, strict=True):
+            lacks = ~of_key.has & ~decided
             missing |= lacks
             decided |= lacks
-            over = has & ~fits & ~decided
+            counts, total = _counts(index, constraint, pod, n)
+            if not total:
+                continue  # no matching pod anywhere: every domain at 0, within any maxSkew
+            policy_key, policy = self.policies.policy(pod, constraint)
+            eligible = self.policies.eligible(keys, domains, policy_key, policy)
+            present = self.policies.present((constraint.topology_key, keys, policy_key), of_key, eligible)
+            weights = np.where(eligible, counts, 0)
+            summed = np.bincount(of_key.shifted, weights=weights, minlength=of_key.slots)
+            in_domain = summed.astype(np.int64)
+            in_domain[0] = 0
+            minimum = rules.global_minimum(in_domain[present], constraint.min_domains)
+            self_match = constraint.selector.matches(pod.labels)
+            fits = rules.skew_passes(in_domain[of_key.shifted], self_match, minimum, constraint.max_skew)
+            over = of_key.has & ~fits & ~decided
             skewed |= over
             decided |= over
         passed: BoolArray = ~decided
@@ -282,7 +316,7 @@ class PodTopologySpreadScore(PreScorePlugin, ScorePlugin):
         """The pod's ScheduleAnyway constraints and whether nodes must have every key (explicit
         constraints), or the system defaults (nodes without a zone still spread by hostname)."""
         if pod.topology_spread_constraints:
-            explicit = rules.parse_constraints(list(pod.topology_spread_constraints), pod.labels, pod.ref)
+            explicit = rules.pod_constraints(pod.topology_spread_constraints, pod.labels, pod.ref)
             return rules.of_action(explicit, rules.SCHEDULE_ANYWAY), True
         selector = self.defaults.of(pod)
         if selector.empty:
@@ -301,37 +335,48 @@ class PodTopologySpreadScore(PreScorePlugin, ScorePlugin):
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
         pre = state.read(_SCORE_STATE, _ScoreState)
-        handle = self.handle
         n = feasible.shape[0]
         if pre is None:
             return np.zeros(n, dtype=np.float64)
-        codes = [_codes(handle, c.topology_key, n) for c in pre.constraints]
-        has_all = np.ones(n, dtype=np.bool_)
-        for code, _ in codes:
-            has_all &= code >= 0
-        ignored = feasible & ~has_all if pre.require_all else np.zeros(n, dtype=np.bool_)
-        scored = feasible & ~ignored
-        # The nodes whose pods count (kube's processAllNode): every live node, with every key when
-        # the constraints are explicit.
-        counted = has_all if pre.require_all else handle.cluster.alive[:n]
+        index = self.index
+        cluster = self.handle.cluster
+        keys = tuple(c.topology_key for c in pre.constraints)
+        domains = [index.domains(key, n) for key in keys]
+        ignored: BoolArray | None = None
+        counted: BoolArray | None = None  # None: every row
+        if pre.require_all:
+            # Nodes missing a key of explicit constraints are ignored; only nodes with every key count.
+            counted = self.policies.eligible(keys, domains, None, None)
+            ignored = feasible & ~counted
+            scored = feasible & counted
+        else:  # the system defaults: a node without a zone is a domain of its own (kube's "")
+            if cluster.node_count != n:
+                counted = cluster.alive[:n]  # not the ghost rows of deleted nodes
+            scored = feasible
         total = np.zeros(n, dtype=np.float64)
-        for constraint, (code, size) in zip(pre.constraints, codes, strict=True):
-            counts = _counts(self.index, constraint, pod, n)
-            has = code >= 0
+        for constraint, of_key in zip(pre.constraints, domains, strict=True):
+            counts, matched = _counts(index, constraint, pod, n)
             if constraint.topology_key == rules.HOSTNAME:
-                domains = int(np.count_nonzero(scored))
-                at_node = counts
+                size = int(np.count_nonzero(scored))
+                # kube counts the node's own pods, whatever the policies
+                part: FloatArray = counts.astype(np.float64)
             else:
-                shifted = code.astype(np.int64) + 1  # 0: no such label (the "" domain of kube's map)
-                domains = int(np.count_nonzero(np.bincount(shifted[scored], minlength=size + 1)))
-                eligible = counted
-                policy = self.policies.mask(pod, constraint)
-                if policy is not None:
-                    eligible = eligible & policy
-                in_domain = np.bincount(shifted[eligible], weights=counts[eligible], minlength=size + 1)
-                at_node = in_domain.astype(np.int64)[shifted]
-            weight = rules.topology_normalizing_weight(domains)
-            total += np.where(has, rules.constraint_scores(at_node, constraint.max_skew, weight), 0.0)
+                present = np.bincount(of_key.shifted, weights=scored, minlength=of_key.slots)
+                size = int(np.count_nonzero(present))
+                if matched:
+                    _, policy = self.policies.policy(pod, constraint)
+                    eligible = counted if policy is None else policy if counted is None else counted & policy
+                    weights: Int64Array = counts if eligible is None else np.where(eligible, counts, 0)
+                    sums = np.bincount(of_key.shifted, weights=weights, minlength=of_key.slots)
+                    part = np.asarray(sums, dtype=np.float64)[of_key.shifted]
+                else:
+                    part = np.zeros(n, dtype=np.float64)
+            # kube's scoreForCount, count * log(domains + 2) + (maxSkew - 1), where the node has the key
+            part *= rules.topology_normalizing_weight(size)
+            part += float(constraint.max_skew - 1)
+            if not of_key.every:
+                part *= of_key.has
+            total += part
         raw = rules.round_scores(total)
         normalized = rules.normalize_scores(raw, feasible, ignored)
         scores: FloatArray = normalized.astype(np.float64) * float(self.weight)

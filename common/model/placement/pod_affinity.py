@@ -217,10 +217,39 @@ def has_pod_affinity(affinity: Mapping[str, Any]) -> bool:
     )
 
 
+# Parsed terms by (namespace, the sections' text): pods of a workload repeat their terms, and a pod is
+# read at PreFilter, PreScore and when it is bound. Bounded; errors are never kept.
+_PARSED: dict[tuple[str, str], PodAffinity] = {}
+_MAX_PARSED: Final = 4096
+# The last sections seen by identity (a pod's own sections at its next read), with the objects kept
+# alive so that their ids stay theirs.
+_BY_IDENTITY: dict[tuple[str, int, int], tuple[object, object, PodAffinity]] = {}
+
+
 def parse_pod_affinity(namespace: str, affinity: Mapping[str, Any], where: str) -> PodAffinity:
-    """The inter-pod terms of a pod in ``namespace`` with ``spec.affinity`` ``affinity``."""
+    """The inter-pod terms of a pod in ``namespace`` with ``spec.affinity`` ``affinity`` (a malformed
+    term: an :class:`InvalidValue` naming ``where`` and the field)."""
     if not has_pod_affinity(affinity):
         return NO_AFFINITY
+    pos_raw, neg_raw = affinity.get(POD_AFFINITY), affinity.get(POD_ANTI_AFFINITY)
+    identity = (namespace, id(pos_raw), id(neg_raw))
+    known = _BY_IDENTITY.get(identity)
+    if known is not None and known[0] is pos_raw and known[1] is neg_raw:
+        return known[2]
+    key = (namespace, f"{pos_raw!r}|{neg_raw!r}")
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = _parse(namespace, affinity, where)
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+    if len(_BY_IDENTITY) >= _MAX_PARSED:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[identity] = (pos_raw, neg_raw, parsed)
+    return parsed
+
+
+def _parse(namespace: str, affinity: Mapping[str, Any], where: str) -> PodAffinity:
     pos = _section(affinity, POD_AFFINITY, where)
     neg = _section(affinity, POD_ANTI_AFFINITY, where)
     base, anti = f"spec.affinity.{POD_AFFINITY}", f"spec.affinity.{POD_ANTI_AFFINITY}"

@@ -118,6 +118,27 @@ def _choice(
     return str(value)
 
 
+# Parsed constraints by (their text, the pod's labels when matchLabelKeys reads them): pods of a
+# workload repeat them, and a pod is read at PreFilter and PreScore. Bounded; errors are never kept.
+_PARSED: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[SpreadConstraint, ...]] = {}
+_MAX_PARSED: Final = 4096
+
+
+def pod_constraints(
+    raw: Sequence[Any], labels: Mapping[str, str], where: str
+) -> tuple[SpreadConstraint, ...]:
+    """:func:`parse_constraints` of a pod the apiserver admitted, kept per distinct constraints."""
+    text = repr(raw)
+    key = (text, tuple(sorted(labels.items())) if "matchLabelKeys" in text else ())
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = parse_constraints(list(raw), labels, where)
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = parsed
+    return parsed
+
+
 def parse_constraints(
     raw: Any, labels: Mapping[str, str], where: str, *, admission: bool = False
 ) -> tuple[SpreadConstraint, ...]:
@@ -299,19 +320,21 @@ def constraint_scores(counts: Int64Array, max_skew: int, weight: float) -> Float
 
 
 def round_scores(total: FloatArray) -> Int64Array:
-    """Go's ``math.Round`` (half away from zero) of non-negative scores."""
-    rounded: Int64Array = np.floor(total + 0.5).astype(np.int64)
+    """Go's ``math.Round`` (half away from zero) of non-negative scores (``total`` is consumed)."""
+    total += 0.5
+    np.floor(total, out=total)
+    rounded: Int64Array = total.astype(np.int64)
     return rounded
 
 
-def normalize_scores(raw: Int64Array, candidates: BoolArray, ignored: BoolArray) -> Int64Array:
-    """PodTopologySpread's NormalizeScore over the candidate rows: ignored rows 0, the others
-    ``100 * (max + min - s) // max`` over the non-ignored candidates (100 when max is 0)."""
+def normalize_scores(raw: Int64Array, candidates: BoolArray, ignored: BoolArray | None) -> Int64Array:
+    """PodTopologySpread's NormalizeScore over the candidate rows: ignored rows (None: none) 0, the
+    others ``100 * (max + min - s) // max`` over the non-ignored candidates (100 when max is 0)."""
+    scored = candidates if ignored is None else candidates & ~ignored
     out = np.zeros(raw.shape[0], dtype=np.int64)
-    scored = candidates & ~ignored
-    if not scored.any():
-        return out
     values = raw[scored]
+    if not values.shape[0]:
+        return out
     low, high = int(values.min()), int(values.max())
     if high == 0:
         out[scored] = MAX_NODE_SCORE
