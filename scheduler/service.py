@@ -47,7 +47,7 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
@@ -247,7 +247,13 @@ class Service:
             feed.handler(change)
 
         self.informers = InformerSet(
-            Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)
+            Informer(
+                api,
+                kind,
+                handlers=[handler],
+                inactivity_timeout=options.watch_inactivity_timeout,
+                **({"transform": selector_only} if kind in SELECTOR_ONLY else {}),
+            )
             for kind in REPLAY_ORDER
         )
         tasks: list[asyncio.Task[Any]] = []

@@ -50,9 +50,11 @@ from gpuq_k8s.scheduler.cluster.state import ClusterState
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-# Questions remembered; the least recently asked is dropped beyond this (512 x 5,000 rows x 8 bytes
-# is 20 MB).
-_MAX_MATCHERS: Final = 512
+# Questions remembered: as many as fit this many bytes of counts (at least _MIN_MATCHERS); the least
+# recently asked is dropped beyond (5,000 nodes: 1,600 questions; a question dropped is recounted over
+# every pod when asked again).
+_MATCHER_BYTES: Final = 64 * 2**20
+_MIN_MATCHERS: Final = 256
 # The journal keeps at least this many changes; a question older than its head is counted afresh.
 _JOURNAL_MIN: Final = 4096
 _EMPTY_LABELS: Final[Mapping[str, str]] = {}
@@ -304,7 +306,7 @@ class PodIndex:
             counts.total = total
             counts.position = position
         self._matchers[matcher] = counts  # most recently asked last
-        if len(self._matchers) > _MAX_MATCHERS:
+        if len(self._matchers) > max(_MIN_MATCHERS, _MATCHER_BYTES // (8 * self._capacity)):
             del self._matchers[next(iter(self._matchers))]
         return counts.rows[:n], counts.total
 

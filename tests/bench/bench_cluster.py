@@ -82,7 +82,9 @@ async def populate(
     async def node(i: int) -> None:
         labels = {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/gpu.memory": "81920"} if i % 2 else {}
         if workload != "plain":
-            labels |= {HOSTNAME: f"{cluster.test_id}-n{i:05d}", ZONE: f"zone-{i % ZONES}"}
+            # Zones by pairs of nodes: every zone holds GPU and CPU nodes, so a GPU pod's zone spread
+            # never hinges on the order the pods come in.
+            labels |= {HOSTNAME: f"{cluster.test_id}-n{i:05d}", ZONE: f"zone-{i // 2 % ZONES}"}
         allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
         if i % 2:
             allocatable["nvidia.com/gpu"] = "8"
