@@ -33,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
-from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaderElector
@@ -252,7 +252,7 @@ class Service:
                 kind,
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
-                **({"transform": selector_only} if kind in SELECTOR_ONLY else {}),
+                transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
             )
             for kind in REPLAY_ORDER
         )
