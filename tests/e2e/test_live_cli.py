@@ -313,7 +313,8 @@ async def test_kubectl_gpuq_for_a_namespace_scoped_user(
     simulated = await asyncio.to_thread(run, gpuq("simulate", "--kubeconfig", str(kubeconfig)))
     assert simulated.returncode == 2
     assert simulated.stderr == (
-        "error: cannot read the cluster: listing Node, Namespace, PriorityClass, Queue, PodGroup, "
+        "error: cannot read the cluster: listing Node, Namespace, PriorityClass, Service, "
+        "ReplicationController, ReplicaSet, StatefulSet, Queue, PodGroup, "
         "ElasticQuota, GPUResourceQuota, Pod across all namespaces is forbidden for this user "
         "(a simulation needs every kind the scheduler watches)\n"
     )
