@@ -80,6 +80,9 @@ POD: Final = _kind("Pod", "", "v1", "pods", namespaced=True)
 NAMESPACE: Final = _kind("Namespace", "", "v1", "namespaces", namespaced=False)
 SECRET: Final = _kind("Secret", "", "v1", "secrets", namespaced=True)
 PRIORITY_CLASS: Final = _kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+POD_DISRUPTION_BUDGET: Final = _kind(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True
+)
 EVENT: Final = _kind("Event", "events.k8s.io", "v1", "events", namespaced=True)
 LEASE: Final = _kind("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
 VALIDATING_WEBHOOK_CONFIGURATION: Final = _kind(
@@ -144,6 +147,7 @@ SCHEDULER_WATCHES: Final = (
     POD_GROUP,
     ELASTIC_QUOTA,
     GPU_RESOURCE_QUOTA,
+    POD_DISRUPTION_BUDGET,
     POD,
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)

@@ -194,6 +194,7 @@ class PodInfo:
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     creation_timestamp: str = ""
+    start_time: str = ""  # status.startTime (the kubelet's): preemption spares the longest-running
     deleting: bool = False
     requests: Resources = EMPTY
     limits: Resources = EMPTY
@@ -274,6 +275,7 @@ class PodInfo:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            start_time=str(status.get("startTime") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
             requests=interned(requests),
             limits=limits,

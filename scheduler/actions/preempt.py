@@ -16,6 +16,7 @@ from gpuq_k8s.common.model.annotations import PREEMPTABLE
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
+from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -46,7 +47,12 @@ def may_evict(pod: PodInfo) -> bool:
     return pod.preemption_policy != "Never"
 
 
-def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool]) -> Choice | None:
+def preempt(
+    framework: Framework,
+    pod: PodInfo,
+    ours: Callable[[PodInfo], bool],
+    outcome: FilterOutcome | None = None,
+) -> Choice | None:
     if not may_evict(pod) or not framework.preemptable_tiers or framework.preemption_ruled_out(pod):
         return None
     if not starving(framework, pod):
@@ -66,4 +72,4 @@ def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool])
             and not (pod_best_effort and not best_effort(p))
         ]
 
-    return find_victims(framework, pod, candidates, framework.preemptable)
+    return find_victims(framework, pod, candidates, framework.preemptable, outcome)

@@ -1,12 +1,18 @@
-"""The node walk preempt and reclaim share (Volcano's ``normalPreempt`` and reclaim loop).
+"""The node walk preempt and reclaim share: kube-scheduler's DryRunPreemption and SelectCandidate
+(as Volcano's topology-aware preempt follows them), with Volcano's verdicts on who may be evicted.
 
-For a pod no node fits: node by node (in node-name order, so a run is deterministic), the running
-pods the action may consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's
-``Preemptable`` or ``Reclaimable`` across tiers); the allowed ones are taken lowest priority first
-(then the most recently created) until the pod's request fits the node's free resources. The choice
-is then checked with the real plugins: the victims are taken out of the cluster state, the pod's
-queue check (overused, allocatable), PreFilter and Filter are run, and the victims are put back.
-The first node where the pod would then fit wins; nothing is evicted here (the caller evicts).
+For a pod no node fits, the potential nodes are the live ones Filter did not find unresolvable for
+it (kube's ``nodesWherePreemptionMightHelp``), walked in node-name order from an offset derived from
+the pod (:func:`common.model.victim_selection.offset`). On each, the running pods the action may
+consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's ``Preemptable`` or
+``Reclaimable`` across tiers); a node where evicting every allowed pod would not free the pod's
+request is passed over at once. Otherwise kube's ``SelectVictimsOnNode`` chooses the victims, asking
+the real queue check, PreFilter and Filter with the pods taken off the cluster state
+(``Framework.fits_without``): a node where the pod would still break any placement rule is never a
+candidate, and victims are given back, PodDisruptionBudget-violating ones first, while the pod still
+fits. The walk stops once it has :func:`~common.model.victim_selection.candidate_count` candidates,
+one of them violating no budget (kube's stopping rule), and the candidate kube's
+``pickOneNodeForPreemption`` prefers wins. Nothing is evicted here (the caller evicts).
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.common.model.victim_selection import (
+    Candidate,
+    candidate_count,
+    offset,
+    pick_one_node,
+    select_victims_on_node,
+)
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 Candidates = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
@@ -28,59 +41,64 @@ Verdict = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
 class Choice:
     node: str
     victims: tuple[PodInfo, ...]
+    violations: int = 0  # victims whose eviction violates a PodDisruptionBudget
 
 
-def victim_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """Lowest priority first; among equals the most recently created first (Volcano's task order,
-    reversed), then by key."""
-    ordered = sorted(pods, key=lambda p: p.key)
-    ordered.sort(key=lambda p: p.creation_timestamp, reverse=True)
-    ordered.sort(key=lambda p: p.priority or 0)
-    return ordered
+def potential_rows(framework: Framework, outcome: FilterOutcome | None) -> list[int]:
+    """Live node rows in node-name order, without those Filter found unresolvable for the pod."""
+    cluster = framework.cluster
+    n = cluster.n
+    usable: BoolArray = cluster.alive[:n].copy()
+    if outcome is not None:
+        for _, result, _first in outcome.results:
+            if result.unresolvable is not None:
+                usable &= ~result.unresolvable[:n]
+    return [int(row) for row in cluster.rank_order() if row < n and usable[row]]
 
 
 def find_victims(
-    framework: Framework, pod: PodInfo, candidates: Candidates, allowed: Verdict
+    framework: Framework,
+    pod: PodInfo,
+    candidates: Candidates,
+    allowed: Verdict,
+    outcome: FilterOutcome | None = None,
 ) -> Choice | None:
     cluster = framework.cluster
     need = cluster.pod_vector(pod)
     asked = need > 0
-    for ranked in cluster.rank_order():
-        row = int(ranked)
-        if row >= cluster.n or not cluster.alive[row]:
-            continue
+    rows = potential_rows(framework, outcome)
+    if not rows:
+        return None
+    start = offset(pod, len(rows))
+    wanted = candidate_count(len(rows))
+    budgets = framework.disruption_budgets()
+    found: list[Candidate] = []
+    clean = 0
+    for row in rows[start:] + rows[:start]:
         on_node = candidates(pod, tuple(cluster.pods_on[row].values()))
         if not on_node:
             continue
         permitted = allowed(pod, on_node)
         if not permitted:
             continue
-        free = cluster.free[row].copy()
-        chosen: list[PodInfo] = []
-        for victim in victim_order(permitted):
-            if np.all(free[asked] >= need[asked]):
-                break
-            free += cluster.pod_vector(victim)
-            chosen.append(victim)
-        if not chosen or not np.all(free[asked] >= need[asked]):
-            continue
-        if _fits_without(framework, pod, row, chosen):
-            return Choice(cluster.names[row], tuple(chosen))
-    return None
+        freeable = cluster.free[row].copy()
+        for victim in permitted:
+            freeable += cluster.pod_vector(victim)
+        if not np.all(freeable[asked] >= need[asked]):
+            continue  # evicting all of them would not free the request: no filter can pass
 
+        def fits(removed: Sequence[PodInfo], row: int = row) -> bool:
+            return framework.fits_without(pod, row, removed)
 
-def _fits_without(framework: Framework, pod: PodInfo, row: int, victims: Sequence[PodInfo]) -> bool:
-    """Would ``pod`` pass PreFilter and Filter on ``row`` with ``victims`` gone? The cluster state is
-    restored before returning."""
-    cluster = framework.cluster
-    removed = [p for p in victims if cluster.remove_pod(p.key) is not None]
-    try:
-        if not framework.queue_check(pod).is_success:
-            return False  # the queue would still be overused, or could still not be charged the pod
-        state = CycleState()
-        if not framework.run_pre_filter(state, pod).is_success:
-            return False
-        return bool(framework.run_filter(state, pod).feasible[row])
-    finally:
-        for victim in removed:
-            cluster.add_pod(victim)
+        victims = select_victims_on_node(permitted, fits, budgets)
+        if victims is None or not victims.pods:
+            continue  # the pod does not fit even then, or fits without evicting anyone
+        node = cluster.names[row]
+        found.append(Candidate(node, victims))
+        clean += victims.violations == 0
+        if clean and len(found) >= wanted:
+            break
+    best = pick_one_node(sorted(found, key=lambda c: c.node))  # full ties: the first name
+    if best is None:
+        return None
+    return Choice(best.node, best.victims.pods, best.victims.violations)

@@ -1,5 +1,5 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
-PriorityClass, Namespace), kept as the API returns them (JSON-like mappings), by kind
+PriorityClass, Namespace, PodDisruptionBudget), kept as the API returns them (JSON-like mappings), by kind
 (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
@@ -23,6 +23,7 @@ KINDS: Final = (
     kinds.GPU_RESOURCE_QUOTA,
     kinds.PRIORITY_CLASS,
     kinds.NAMESPACE,
+    kinds.POD_DISRUPTION_BUDGET,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 

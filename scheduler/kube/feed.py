@@ -49,8 +49,12 @@ log = logging.getLogger(__name__)
 REPLAY_ORDER: Final = kinds.SCHEDULER_WATCHES
 # Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
 _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
-# Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen.
-_STATUS_INPUTS: Final = {kinds.QUEUE.kind: ("state",)}
+# Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen,
+# and what a PodDisruptionBudget allows is its status (the disruption controller's).
+_STATUS_INPUTS: Final = {
+    kinds.QUEUE.kind: ("state",),
+    kinds.POD_DISRUPTION_BUDGET.kind: ("disruptionsAllowed", "disruptedPods"),
+}
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:

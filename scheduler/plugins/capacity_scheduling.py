@@ -10,7 +10,7 @@ KEP) on the nodes whose rejection preemption can resolve, and nominates the best
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -21,7 +21,6 @@ from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
-    VictimSelection,
     select_victims_on_node,
     spare_gang_members,
     victim_scope,
@@ -32,6 +31,14 @@ from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
+from gpuq_k8s.common.model.victim_selection import (
+    Candidate,
+    Victims,
+    candidate_count,
+    more_important_first,
+    offset,
+    pick_one_node,
+)
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
@@ -305,17 +312,25 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         return group.key, self.handle.ready_members(group) - group.min_member
 
     def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
-        cluster = self.handle.cluster
+        """Single-node preemption over the candidate nodes (kube's DryRunPreemption: node-name order
+        from an offset of the pod's, stopping once ``candidate_count`` candidates are found, one of
+        them violating no PodDisruptionBudget), the best by kube's ``pickOneNodeForPreemption``."""
+        handle = self.handle
+        cluster = handle.cluster
         candidates, why_not = self._candidates(pod, outcome)
-        rows = [int(r) for r in np.flatnonzero(candidates)]
+        rows = [int(r) for r in cluster.rank_order() if r < cluster.n and candidates[r]]
         if not rows:
             return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
-        best: tuple[tuple[int, int, int, int], str, VictimSelection] | None = None
+        budgets = handle.disruption_budgets()
+        start = offset(pod, len(rows))
+        wanted = candidate_count(len(rows))
+        found: list[Candidate] = []
+        chosen: dict[str, tuple[PodInfo, ...]] = {}  # node -> its victims, least important first
+        clean = 0
         last_reason = ""
-        ranks = cluster.ranks()
-        for row in rows:
+        for row in rows[start:] + rows[:start]:
             free: dict[str, int] = {}
             for key in keys:
                 column = cluster.columns.get(key)
@@ -325,34 +340,40 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
             node_pods = spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
-            selection = select_victims_on_node(pod, node_pods, free, self.infos)
+
+            def fits(removed: Sequence[PodInfo], row: int = row) -> bool:
+                return handle.fits_without(pod, row, removed)
+
+            selection = select_victims_on_node(pod, node_pods, free, self.infos, fits=fits, budgets=budgets)
             if not selection.ok:
                 last_reason = selection.reason
                 continue
             if not selection.victims:
-                # Room and quota are there already: another plugin's Filter (crossquota, capacity-card,
-                # ...) rejected the node, which evicting pods for room or quota does not change. A
+                # Room and quota are there already and the filters pass without evicting anyone: what
+                # rejected the pod is not about this node (another pod's claim on it meanwhile). A
                 # nomination here would evict nobody and retry the pod at once, forever.
                 last_reason = (
                     f"node {cluster.names[row]} has room and quota for {pod.ref} already; "
                     "what rejected it is not helped by evicting pods"
                 )
                 continue
-            prios = [v.priority or 0 for v in selection.victims]
-            rank = (max(prios, default=-(2**31)), sum(prios), len(selection.victims), int(ranks[row]))
-            if best is None or rank < best[0]:
-                best = (rank, cluster.names[row], selection)
+            victims = Victims(tuple(more_important_first(selection.victims)), selection.violations)
+            found.append(Candidate(cluster.names[row], victims))
+            chosen[cluster.names[row]] = selection.victims
+            clean += selection.violations == 0
+            if clean and len(found) >= wanted:
+                break
+        best = pick_one_node(sorted(found, key=lambda c: c.node))  # full ties: the first name
         if best is None:
             return PostFilterResult(
                 Status.unschedulable(), message=f"preemption: {last_reason or 'no victims found'}."
             )
-        _, node, selection = best
-        victims = ", ".join(v.key for v in selection.victims)
+        victims_text = ", ".join(v.key for v in chosen[best.node])
         return PostFilterResult(
             Status.success(),
-            nominated_node=node,
-            victims=selection.victims,
-            message=f"preemption: nominated node {node}, preempting {victims}.",
+            nominated_node=best.node,
+            victims=chosen[best.node],
+            message=f"preemption: nominated node {best.node}, preempting {victims_text}.",
         )
 
     # -- status -----------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ STATUS_WRITES). Do not edit: change kinds.py and run `python deploy/render.py`.
 - apiGroups: [tensor-fusion.ai]
   resources: [gpuresourcequotas]
   verbs: [get, list, watch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch]
 {{- end }}
 {{- define "gpuq.rules.webhookWatches" }}
 - apiGroups: [""]
