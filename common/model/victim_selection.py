@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
+from gpuq_k8s.common.model.action_args import CandidateLimits
 from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.pods import PodInfo
 
 # kube-scheduler's DefaultPreemptionArgs defaults (pkg/scheduler/apis/config/v1/defaults.go).
-MIN_CANDIDATE_NODES_PERCENTAGE: Final = 10
-MIN_CANDIDATE_NODES_ABSOLUTE: Final = 100
+DEFAULT_LIMITS: Final = CandidateLimits()
 
 # "Now" for a pod that has not started (kube's GetPodStartTime): later than any real start.
 _NOT_STARTED: Final = datetime.max.replace(tzinfo=UTC)
@@ -127,17 +127,12 @@ def pick_one_node(candidates: Sequence[Candidate]) -> Candidate | None:
     return min(candidates, key=key)  # min keeps the first of equal keys
 
 
-def candidate_count(
-    nodes: int,
-    percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE,
-    minimum: int = MIN_CANDIDATE_NODES_ABSOLUTE,
-    maximum: int | None = None,
-) -> int:
+def candidate_count(nodes: int, limits: CandidateLimits = DEFAULT_LIMITS) -> int:
     """kube's ``calculateNumCandidates`` (with Volcano's ``maxCandidateNodesAbsolute``): ``percentage``
-    of the potential nodes, at least ``minimum``, at most ``maximum`` and never more than there are."""
-    count = max(nodes * percentage // 100, minimum)
-    if maximum is not None:
-        count = min(count, maximum)
+    of the potential nodes, at least ``minimum``, at most ``maximum``, and never more than there are."""
+    count = max(nodes * limits.percentage // 100, limits.minimum)
+    if limits.maximum is not None:
+        count = min(count, limits.maximum)
     return min(count, nodes)
 
 

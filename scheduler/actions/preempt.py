@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gpuq_k8s.common.model.action_args import PREEMPT, CandidateLimits
 from gpuq_k8s.common.model.annotations import PREEMPTABLE
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.backfill import best_effort
@@ -72,4 +73,5 @@ def preempt(
             and not (pod_best_effort and not best_effort(p))
         ]
 
-    return find_victims(framework, pod, candidates, framework.preemptable, outcome)
+    limits = CandidateLimits.of(framework.action_arguments(PREEMPT))
+    return find_victims(framework, pod, candidates, framework.preemptable, outcome, limits=limits)

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuq_k8s.common.model.action_args import CandidateLimits
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.victim_selection import (
+    DEFAULT_LIMITS,
     Candidate,
     candidate_count,
     offset,
@@ -62,6 +64,8 @@ def find_victims(
     candidates: Candidates,
     allowed: Verdict,
     outcome: FilterOutcome | None = None,
+    *,
+    limits: CandidateLimits = DEFAULT_LIMITS,
 ) -> Choice | None:
     cluster = framework.cluster
     need = cluster.pod_vector(pod)
@@ -70,7 +74,7 @@ def find_victims(
     if not rows:
         return None
     start = offset(pod, len(rows))
-    wanted = candidate_count(len(rows))
+    wanted = candidate_count(len(rows), limits)
     budgets = framework.disruption_budgets()
     found: list[Candidate] = []
     clean = 0

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.action_args import PREEMPT, CandidateLimits
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -325,7 +326,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         keys = [k for k, v in request.items() if v > 0] + [PODS]
         budgets = handle.disruption_budgets()
         start = offset(pod, len(rows))
-        wanted = candidate_count(len(rows))
+        wanted = candidate_count(len(rows), CandidateLimits.of(handle.action_arguments(PREEMPT)))
         found: list[Candidate] = []
         chosen: dict[str, tuple[PodInfo, ...]] = {}  # node -> its victims, least important first
         clean = 0
