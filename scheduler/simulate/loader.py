@@ -19,6 +19,7 @@ from typing import Any, Final
 import yaml
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.disruption_budget import parse_disruption_budget
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -214,6 +215,8 @@ def _take(doc: Any, out: Manifests, crds: Mapping[str, CustomResourceDefinition]
             compile_selection(pod)
             out.pods.append(pod)
         else:
+            if kind == kinds.POD_DISRUPTION_BUDGET.kind:
+                parse_disruption_budget(doc)  # what the apiserver would refuse (both bounds, a bad selector)
             out.objects.append(doc)
     except GpuqError as err:
         return [str(err)]
