@@ -5,11 +5,24 @@ Independent of gpuq on purpose (it must catch gpuq's bugs): it reads the API obj
 implements each rule here, in its own few lines, from the Kubernetes API's definitions; nothing of
 gpuq's model (not even its quantity parser) is imported.
 
-A placement is judged at the moment it was made: the pods' watch history is replayed in order
-(creation, bind, deletion) and each bind is checked against the pods bound at that moment, so a
-pod deleted later (a preemption victim) counts where it then stood, and a rule broken only by a
-later change (an affinity target preempted afterwards) is not charged to the scheduler. Volumes
-are judged on the final objects (a pod binds only after its claims are).
+A placement is judged on what the API shows, in two ways:
+
+* *at its moment*, for the rules more pods can only make harder to keep (resources, ports,
+  anti-affinity both ways, ReadWriteOncePod, volume counts, gates, and the node's own labels and
+  taints): the pods' watch history is replayed in order (creation, bind, deletion) and each bind is
+  checked against the pods bound at that moment. A pod deleted later (a preemption victim) counts
+  where it then stood; two binds that landed in another order than they were decided still meet
+  (the later one sees the earlier), so a conflict is always caught.
+* *on the final placement*, for the rules whose verdict depends on the order of the decisions
+  (required pod affinity, DoNotSchedule topology spread): a scheduler decides pods one at a time
+  but binds them concurrently, so the API's order is not its order. A correct sequence of decisions
+  leaves every spread group within its maxSkew (the minimum counted as 0 with fewer domains than
+  minDomains) and every pod with required affinity beside a pod its term matches, a self-affine
+  group (no other pod matching its term) in one domain. That holds only if no pod those rules count
+  was deleted after it was bound; the checker refuses to judge otherwise
+  (:class:`Unjudgeable`), and the workload keeps such pods out of preemption's reach.
+
+Volumes are judged on the final objects (a pod binds only after its claims are).
 
 Rules (kube-scheduler's plugin in brackets): resources incl. overhead, sidecars, ephemeral
 storage, hugepages and the pod count [NodeResourcesFit]; nodeSelector and required node affinity
@@ -64,6 +77,10 @@ def quantity(value: Any) -> Fraction:
     if suffix[:1] in ("e", "E"):
         return number * Fraction(10) ** int(suffix[1:])
     return number * _DECIMAL[suffix]
+
+
+class Unjudgeable(RuntimeError):
+    """The history breaks an assumption of the final-placement rules (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +260,7 @@ class Checker:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.bound: dict[str, _Bound] = {}
+        self.deleted: list[Obj] = []  # pods deleted after they were bound
         self.violations: list[Violation] = []
         self.binds = 0
         self._pvcs = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in cluster.pvcs}
@@ -261,10 +279,12 @@ class Checker:
         current = self.bound.get(k)
         if kind == "DELETED":
             if current is not None and current.pod["metadata"].get("uid") == uid:
+                self.deleted.append(current.pod)
                 del self.bound[k]
             return
         node = spec(pod).get("nodeName")
         if current is not None and current.pod["metadata"].get("uid") != uid:
+            self.deleted.append(current.pod)
             del self.bound[k]  # deleted and re-created meanwhile
             current = None
         if current is not None:
@@ -295,8 +315,7 @@ class Checker:
         if taints:
             self._fail(pod, node_name, "TaintToleration", f"untolerated taint(s) {', '.join(taints)}")
         self._ports(pod, node_name)
-        self._affinity(pod, node)
-        self._spread(pod, node)
+        self._anti_affinity(pod, node)
         self._volumes(pod, node)
         self._claims_rule(pod, node_name)
 
@@ -388,78 +407,110 @@ class Checker:
             return False
         return selector_matches(self._term_selector(owner, term), labels(other))
 
-    def _affinity(self, pod: Obj, node: Obj) -> None:
+    def _anti_affinity(self, pod: Obj, node: Obj) -> None:
+        """The pod's required anti-affinity, and that of the pods already there, at its moment."""
         name = node["metadata"]["name"]
         node_labels = labels(node)
-        affinity = spec(pod).get("affinity") or {}
-        required = "requiredDuringSchedulingIgnoredDuringExecution"
-        terms = ((affinity.get("podAffinity") or {}).get(required)) or ()
-        anti_terms = ((affinity.get("podAntiAffinity") or {}).get(required)) or ()
-        placed = [(b.pod, self.cluster.node_by_name.get(b.node)) for b in self.bound.values()]
-        if terms:
-            satisfied = True
-            any_match = False
-            for term in terms:
+        for other, other_node in self._placed():
+            if other_node is None:
+                continue
+            for term in _required(pod, "podAntiAffinity"):
                 topology = term["topologyKey"]
-                if topology not in node_labels:
-                    self._fail(pod, name, "InterPodAffinity", f"node lacks topology label {topology}")
-                    return
-                found = False
-                for other, other_node in placed:
-                    if other_node is None or topology not in labels(other_node):
-                        continue
-                    if self._term_matches(pod, term, other):
-                        any_match = True
-                        found = found or labels(other_node)[topology] == node_labels[topology]
-                satisfied = satisfied and found
-            first_pod = not any_match and all(self._term_matches(pod, t, pod) for t in terms)
-            if not satisfied and not first_pod:
-                self._fail(pod, name, "InterPodAffinity", "node(s) didn't match pod affinity rules")
-        for term in anti_terms:
+                same = topology in node_labels and labels(other_node).get(topology) == node_labels[topology]
+                if same and self._term_matches(pod, term, other):
+                    detail = f"anti-affinity: {key(other)} in its {topology}"
+                    self._fail(pod, name, "InterPodAffinity", detail)
+            for term in _required(other, "podAntiAffinity"):
+                topology = term["topologyKey"]
+                same = topology in node_labels and labels(other_node).get(topology) == node_labels[topology]
+                if same and self._term_matches(other, term, pod):
+                    detail = f"existing pod {key(other)}'s anti-affinity"
+                    self._fail(pod, name, "InterPodAffinity", detail)
+
+    def _placed(self) -> list[tuple[Obj, Obj | None]]:
+        return [(b.pod, self.cluster.node_by_name.get(b.node)) for b in self.bound.values()]
+
+    # -- the final placement: required pod affinity and topology spread -------------------------------
+    def final(self) -> list[Violation]:
+        """The order-dependent rules on the pods bound at the end (see the module doc)."""
+        placed = [(p, n) for p, n in self._placed() if n is not None]
+        self._refuse_deleted_counted(placed)
+        for pod, node in placed:
+            self._affinity(pod, node, placed)
+            self._spread(pod, node, placed)
+        return self.violations
+
+    def _refuse_deleted_counted(self, placed: list[tuple[Obj, Obj]]) -> None:
+        for gone in self.deleted:
+            for pod, _ in placed:
+                for term in _required(pod, "podAffinity"):
+                    if self._term_matches(pod, term, gone):
+                        raise Unjudgeable(f"{key(gone)} was deleted, and {key(pod)}'s pod affinity counts it")
+                for c in _hard_spread(pod):
+                    if self._counts_for_spread(pod, c, gone):
+                        raise Unjudgeable(
+                            f"{key(gone)} was deleted, and {key(pod)}'s topology spread counts it"
+                        )
+
+    def _affinity(self, pod: Obj, node: Obj, placed: list[tuple[Obj, Obj]]) -> None:
+        name = node["metadata"]["name"]
+        node_labels = labels(node)
+        for term in _required(pod, "podAffinity"):
             topology = term["topologyKey"]
             if topology not in node_labels:
+                self._fail(pod, name, "InterPodAffinity", f"node lacks topology label {topology}")
                 continue
-            for other, other_node in placed:
-                if other_node is None or labels(other_node).get(topology) != node_labels[topology]:
-                    continue
-                if self._term_matches(pod, term, other):
-                    self._fail(
-                        pod, name, "InterPodAffinity", f"anti-affinity: {key(other)} in its {topology}"
-                    )
-        for other, other_node in placed:
-            other_anti = (
-                ((spec(other).get("affinity") or {}).get("podAntiAffinity") or {}).get(required)
-            ) or ()
-            for term in other_anti:
-                topology = term["topologyKey"]
-                if other_node is None or topology not in labels(other_node) or topology not in node_labels:
-                    continue
-                if labels(other_node)[topology] == node_labels[topology] and self._term_matches(
-                    other, term, pod
-                ):
-                    self._fail(pod, name, "InterPodAffinity", f"existing pod {key(other)}'s anti-affinity")
+            others = [
+                (o, labels(n)[topology])
+                for o, n in placed
+                if key(o) != key(pod) and topology in labels(n) and self._term_matches(pod, term, o)
+            ]
+            if any(domain == node_labels[topology] for _, domain in others):
+                continue
+            if others or not self._term_matches(pod, term, pod):
+                self._fail(
+                    pod, name, "InterPodAffinity", f"no pod its affinity term matches in its {topology}"
+                )
+                continue
+            # Alone: the first pod of a self-affine group, as long as no other pod matches its term.
+        # A self-affine group whose term no outsider matches is in one domain (its first pod's).
+        for term in _required(pod, "podAffinity"):
+            topology = term["topologyKey"]
+            if topology not in node_labels or not self._term_matches(pod, term, pod):
+                continue
+            matching = [
+                (o, n) for o, n in placed if topology in labels(n) and self._term_matches(pod, term, o)
+            ]
+            carriers = all(
+                any(self._same_term(t, term) for t in _required(o, "podAffinity")) for o, _ in matching
+            )
+            domains = {labels(n)[topology] for _, n in matching}
+            if carriers and len(domains) > 1:
+                detail = f"its self-affine group is split over {topology} {sorted(domains)}"
+                self._fail(pod, name, "InterPodAffinity", detail)
 
-    # -- topology spread -----------------------------------------------------------------------------
-    def _spread(self, pod: Obj, node: Obj) -> None:
+    @staticmethod
+    def _same_term(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+        return dict(a) == dict(b)
+
+    def _counts_for_spread(self, pod: Obj, c: Mapping[str, Any], other: Obj) -> bool:
+        selector = self._term_selector(
+            pod, {"labelSelector": c.get("labelSelector"), "matchLabelKeys": c.get("matchLabelKeys")}
+        )
+        return other["metadata"].get("namespace", "default") == pod["metadata"].get(
+            "namespace", "default"
+        ) and selector_matches(selector, labels(other))
+
+    def _spread(self, pod: Obj, node: Obj, placed: list[tuple[Obj, Obj]]) -> None:
         name = node["metadata"]["name"]
-        constraints = [
-            c
-            for c in spec(pod).get("topologySpreadConstraints") or ()
-            if c.get("whenUnsatisfiable") == "DoNotSchedule"
-        ]
-        if not constraints:
-            return
-        namespace = pod["metadata"].get("namespace", "default")
+        constraints = _hard_spread(pod)
         keys = [c["topologyKey"] for c in constraints]
         for c in constraints:
             topology = c["topologyKey"]
             if topology not in labels(node):
                 self._fail(pod, name, "PodTopologySpread", f"node lacks topology label {topology}")
                 continue
-            selector = self._term_selector(
-                pod, {"labelSelector": c.get("labelSelector"), "matchLabelKeys": c.get("matchLabelKeys")}
-            )
-            counts: dict[str, int] = {}
+            eligible: dict[str, str] = {}  # node name -> its domain
             for candidate in self.cluster.nodes:
                 candidate_labels = labels(candidate)
                 if not all(k in candidate_labels for k in keys):
@@ -470,29 +521,26 @@ class Checker:
                     continue
                 if c.get("nodeTaintsPolicy", "Ignore") == "Honor" and untolerated(pod, candidate):
                     continue
-                domain = candidate_labels[topology]
-                counts.setdefault(domain, 0)
-                for other in self.on_node(candidate["metadata"]["name"]):
-                    if (
-                        other["metadata"].get("namespace", "default") == namespace
-                        and not other["metadata"].get("deletionTimestamp")
-                        and selector_matches(selector, labels(other))
-                    ):
-                        counts[domain] += 1
+                eligible[candidate["metadata"]["name"]] = candidate_labels[topology]
+            counts = dict.fromkeys(eligible.values(), 0)
+            for other, other_node in placed:
+                domain = eligible.get(other_node["metadata"]["name"])
+                terminating = bool(other["metadata"].get("deletionTimestamp"))
+                if domain is not None and not terminating and self._counts_for_spread(pod, c, other):
+                    counts[domain] += 1
             if not counts:
                 continue
-            minimum = min(counts.values())
-            if len(counts) < int(c.get("minDomains") or 1):
-                minimum = 0
-            own = 1 if selector_matches(selector, labels(pod)) else 0
-            skew = counts.get(labels(node)[topology], 0) + own - minimum
-            if skew > int(c["maxSkew"]):
-                self._fail(
-                    pod,
-                    name,
-                    "PodTopologySpread",
-                    f"{topology} skew {skew} > maxSkew {c['maxSkew']} ({counts})",
-                )
+            if any(
+                self._counts_for_spread(pod, c, other)
+                and not any(self._same_term(x, c) for x in _hard_spread(other))
+                for other, _ in placed
+            ):
+                raise Unjudgeable(f"{key(pod)}'s topology spread counts pods without the same constraint")
+            minimum = 0 if len(counts) < int(c.get("minDomains") or 1) else min(counts.values())
+            here = counts.get(labels(node)[topology], 0)
+            if here - minimum > int(c["maxSkew"]):
+                detail = f"{topology} skew {here - minimum} > maxSkew {c['maxSkew']} ({counts})"
+                self._fail(pod, name, "PodTopologySpread", detail)
 
     # -- volumes -------------------------------------------------------------------------------------
     def _volumes(self, pod: Obj, node: Obj) -> None:
@@ -578,6 +626,20 @@ class Checker:
                 )
 
 
+def _required(pod: Obj, kind: str) -> list[Mapping[str, Any]]:
+    """The pod's required ``podAffinity`` or ``podAntiAffinity`` terms."""
+    affinity = spec(pod).get("affinity") or {}
+    return list(((affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")) or ())
+
+
+def _hard_spread(pod: Obj) -> list[Mapping[str, Any]]:
+    return [
+        c
+        for c in spec(pod).get("topologySpreadConstraints") or ()
+        if c.get("whenUnsatisfiable") == "DoNotSchedule"
+    ]
+
+
 def _claim_names(pod: Obj) -> list[str]:
     return [
         v["persistentVolumeClaim"]["claimName"]
@@ -590,5 +652,5 @@ def check(cluster: Cluster, history: Iterable[tuple[str, Obj]]) -> tuple[list[Vi
     """Every violation of the binds in ``history`` (watch events ``(type, pod)`` in order), and how
     many binds were checked."""
     checker = Checker(cluster)
-    violations = checker.replay(history)
-    return violations, checker.binds
+    checker.replay(history)
+    return checker.final(), checker.binds
