@@ -539,7 +539,10 @@ class Checker:
             minimum = 0 if len(counts) < int(c.get("minDomains") or 1) else min(counts.values())
             here = counts.get(labels(node)[topology], 0)
             if here - minimum > int(c["maxSkew"]):
-                detail = f"{topology} skew {here - minimum} > maxSkew {c['maxSkew']} ({counts})"
+                held = {d: n for d, n in sorted(counts.items()) if n}
+                detail = (
+                    f"{topology} skew {here - minimum} > maxSkew {c['maxSkew']} (minimum {minimum}, {held})"
+                )
                 self._fail(pod, name, "PodTopologySpread", detail)
 
     # -- volumes -------------------------------------------------------------------------------------

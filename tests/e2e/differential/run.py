@@ -46,13 +46,13 @@ class Options:
 @dataclass
 class RunResult:
     scheduler: str
-    history: list[tuple[str, Obj]]
-    pods: dict[str, Obj]  # namespace/name -> the final pod
-    cluster: Cluster
-    violations: list[Violation]
-    binds: int
+    history: list[tuple[str, Obj]] = field(repr=False)
+    pods: dict[str, Obj] = field(repr=False)  # namespace/name -> the final pod
+    cluster: Cluster = field(repr=False)
+    violations: list[Violation] = field(repr=False)
+    binds: int = 0
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds to settle
-    log: str = ""
+    log: str = field(default="", repr=False)
 
     @property
     def bound(self) -> set[str]:
