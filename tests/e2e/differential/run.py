@@ -34,6 +34,7 @@ KUBE_SCHEDULER: Final = "kube-scheduler"
 GPUQ: Final = "gpuq"
 SCHEDULERS: Final = (KUBE_SCHEDULER, GPUQ)
 REPO_ROOT: Final = Path(__file__).resolve().parents[3]
+DELETED: Final = "(deleted: a preemption victim)"  # the workload deletes no pod itself
 
 
 @dataclass
@@ -62,7 +63,7 @@ class RunResult:
         """The pod's PodScheduled=False message (what the scheduler said), or why there is none."""
         pod = self.pods.get(pod_key)
         if pod is None:
-            return "(deleted: preempted)"
+            return DELETED
         for condition in (pod.get("status") or {}).get("conditions") or ():
             if condition.get("type") == "PodScheduled":
                 return str(condition.get("message") or condition.get("reason") or "")
