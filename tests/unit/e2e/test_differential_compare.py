@@ -18,8 +18,8 @@ from tests.e2e.differential.run import DELETED
             QUOTA,
         ),
         (
-            "0/54 nodes are available: 44 Insufficient cpu, 6 node(s) had untolerated taint {dedicated: special}. "
-            "preemption: Pod/ns-c/filler-118: no eligible victims on any node (NoQuota).",
+            "0/54 nodes are available: 44 Insufficient cpu, 6 node(s) had untolerated taint "
+            "{dedicated: special}. preemption: Pod/ns-c/f: no eligible victims on any node (NoQuota).",
             ORDER,
         ),
         ("0/54 nodes are available: 28 node(s) didn't match pod anti-affinity rules.", ORDER),
