@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model import kinds, wire
 from gpuq_k8s.common.model.errors import InvalidValue
-from gpuq_k8s.common.model.placement.label_selector import LabelSelector, parse_label_selector
+from gpuq_k8s.common.model.placement.label_selector import NOTHING, LabelSelector, parse_selector
 from gpuq_k8s.common.model.pods import PodInfo
 
 KIND: Final = kinds.POD_DISRUPTION_BUDGET.kind
@@ -45,7 +45,7 @@ class DisruptionBudget:
 
     namespace: str
     name: str
-    selector: LabelSelector | None = None
+    selector: LabelSelector = NOTHING
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
     disruptions_allowed: int | None = None
@@ -62,9 +62,8 @@ class DisruptionBudget:
         return (
             pod.namespace == self.namespace
             and bool(pod.labels)
-            and selector is not None
             and not selector.empty
-            and selector.matches(pod.labels)
+            and selector.matches(pod.labels)  # NOTHING (a nil selector) matches nothing
         )
 
 
@@ -75,7 +74,7 @@ def parse_disruption_budget(obj: Any) -> DisruptionBudget:
     _, spec, status, namespace, name, where = wire.object_parts(
         obj, KIND, namespaced=kinds.POD_DISRUPTION_BUDGET.namespaced
     )
-    selector = parse_label_selector(spec.get("selector"), "spec.selector", where)
+    selector = parse_selector(spec.get("selector"), "spec.selector", where)
     min_available = _bound(spec.get("minAvailable"), "spec.minAvailable", where)
     max_unavailable = _bound(spec.get("maxUnavailable"), "spec.maxUnavailable", where)
     if min_available is not None and max_unavailable is not None:

@@ -1,6 +1,2 @@
-"""kube-scheduler's placement rules as pure functions (design.md "Placement rules"), one concept per
-module; the thin plugins over them are in ``scheduler/plugins``.
-
-* :mod:`.label_selector`: ``metav1.LabelSelector`` semantics, shared by every rule that selects pods
-  by label (PodDisruptionBudgets, inter-pod affinity, topology spread).
-"""
+"""kube-scheduler's placement rules as pure functions (design.md "Placement rules"): label selectors,
+inter-pod affinity, topology spread. The plugins in ``scheduler/plugins`` are thin glue over them."""

@@ -1,5 +1,5 @@
-"""PodDisruptionBudgets as preemption weighs them (common/model/disruption_budget.py) and the label
-selectors they select with (common/model/placement/label_selector.py).
+"""PodDisruptionBudgets as preemption weighs them (common/model/disruption_budget.py); their label
+selectors are common/model/placement/label_selector.py's (tested with it).
 
 The split into violating and non-violating pods ports kube-scheduler's ``filterPodsWithPDBViolation``
 (pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go); the cases name the
@@ -19,7 +19,6 @@ from gpuq_k8s.common.model.disruption_budget import (
     parse_disruption_budget,
 )
 from gpuq_k8s.common.model.errors import InvalidValue
-from gpuq_k8s.common.model.placement.label_selector import parse_label_selector
 from gpuq_k8s.common.model.pods import PodInfo
 from tests.testing.builders import MakePod, MakePodDisruptionBudget
 
@@ -31,68 +30,6 @@ def pod(name: str, *, labels: dict[str, str] | None = None, namespace: str = "ns
 
 def budget(made: MakePodDisruptionBudget) -> DisruptionBudget:
     return parse_disruption_budget(made.obj())
-
-
-# -- label selectors ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("selector", "labels", "matches"),
-    [
-        ({"matchLabels": {"app": "foo"}}, {"app": "foo"}, True),
-        ({"matchLabels": {"app": "foo"}}, {"app": "bar"}, False),
-        ({"matchLabels": {"app": "foo", "tier": "web"}}, {"app": "foo"}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}, {"app": "b"}, True),
-        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]}, {}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]}, {}, True),
-        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]}, {"app": "a"}, False),
-        ({"matchExpressions": [{"key": "app", "operator": "Exists"}]}, {"app": ""}, True),
-        ({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {"app": ""}, False),
-        (
-            {"matchLabels": {"app": "foo"}, "matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]},
-            {"app": "foo", "x": "1"},
-            False,
-        ),
-        ({}, {"anything": "at all"}, True),
-    ],
-)
-def test_label_selector_semantics(selector: dict[str, Any], labels: dict[str, str], matches: bool) -> None:
-    parsed = parse_label_selector(selector, "spec.selector")
-    assert parsed is not None
-    assert parsed.matches(labels) is matches
-    assert parsed.empty is (selector == {})
-
-
-def test_a_nil_selector_is_none() -> None:
-    assert parse_label_selector(None, "spec.selector") is None
-
-
-@pytest.mark.parametrize(
-    ("selector", "field", "expected"),
-    [
-        (
-            {"matchExpressions": [{"key": "a", "operator": "In"}]},
-            "matchExpressions[0].values",
-            "at least one",
-        ),
-        (
-            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-            "matchExpressions[0].values",
-            "no values for Exists",
-        ),
-        ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "operator", "one of In"),
-        ({"matchExpressions": [{"operator": "Exists"}]}, "matchExpressions[0].key", "a non-empty label key"),
-        ({"matchLabels": {"a": 1}}, "matchLabels[a]", "a string value"),
-        ({"matchLabel": {"a": "b"}}, "spec.selector.matchLabel", "matchLabels or matchExpressions"),
-        (["app"], "spec.selector", "a mapping"),
-    ],
-)
-def test_a_malformed_selector_names_the_field(selector: Any, field: str, expected: str) -> None:
-    with pytest.raises(InvalidValue) as caught:
-        parse_label_selector(selector, "spec.selector", "PodDisruptionBudget/ns/pdb")
-    message = str(caught.value)
-    assert message.startswith("PodDisruptionBudget/ns/pdb: spec.selector")
-    assert field in message and expected in message
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -142,6 +79,13 @@ def test_a_budget_covers_pods_of_its_namespace_its_selector_matches() -> None:
     assert not pdb.selects(pod("b", labels={"app": "bar"}))
     assert not pdb.selects(pod("c", labels={"app": "foo"}, namespace="other"))
     assert not pdb.selects(pod("d"))  # a pod without labels matches no budget
+
+
+def test_a_budget_selects_with_match_expressions() -> None:
+    expressions = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["foo", "bar"]}]}
+    pdb = budget(MakePodDisruptionBudget("b", "ns").selector(expressions).allowed(1))
+    assert pdb.selects(pod("a", labels={"app": "bar"}))
+    assert not pdb.selects(pod("b", labels={"app": "baz"}))
 
 
 def test_a_nil_or_empty_selector_covers_nothing_in_preemption() -> None:
