@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuq_k8s.common.model import kinds
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import TEST_LABEL, Cluster
 from tests.e2e.controlplane.harness import ControlPlane
@@ -312,8 +313,8 @@ async def test_kubectl_gpuq_for_a_namespace_scoped_user(
     # A simulation needs the whole cluster: the namespace-scoped user is told so, in one line.
     simulated = await asyncio.to_thread(run, gpuq("simulate", "--kubeconfig", str(kubeconfig)))
     assert simulated.returncode == 2
+    watched = ", ".join(kind.kind for kind in kinds.SCHEDULER_WATCHES)  # Node, Namespace, ..., Pod
     assert simulated.stderr == (
-        "error: cannot read the cluster: listing Node, Namespace, PriorityClass, Queue, PodGroup, "
-        "ElasticQuota, GPUResourceQuota, Pod across all namespaces is forbidden for this user "
-        "(a simulation needs every kind the scheduler watches)\n"
+        f"error: cannot read the cluster: listing {watched} across all namespaces is forbidden for this "
+        "user (a simulation needs every kind the scheduler watches)\n"
     )
