@@ -59,8 +59,8 @@ def volcano_sections() -> list[str]:
         f"| `preempt` | `{MIN_CANDIDATE_NODES_PERCENTAGE}`, `{MIN_CANDIDATE_NODES_ABSOLUTE}`, "
         f"`{MAX_CANDIDATE_NODES_ABSOLUTE}` | how many nodes with victims preempt (and capacity-scheduling's "
         "preemption) finds before choosing one: the percentage (0 to 100, default 10) of the potential "
-        "nodes, at least the minimum (default 100), at most the maximum (default none); kube-scheduler's "
-        "DefaultPreemptionArgs. |",
+        "nodes, at least the minimum (default 100, kube-scheduler's DefaultPreemptionArgs), at most the "
+        "maximum (default 100, Volcano's). |",
         f"| `preempt` | `{PREEMPT_WORKERS}` | an integer >= 1: Volcano's parallelism of that search; "
         "gpuq's is sequential, so it changes no decision. |",
         f"| `allocate`, `backfill`, `preempt`, `reclaim` | `{PREDICATE_ERROR_CACHE}` | true or false: "

@@ -40,9 +40,10 @@ _CACHED_ACTIONS: Final = (ALLOCATE, BACKFILL, PREEMPT, RECLAIM)
 
 # Volcano's preempt arguments that bound the candidate-node search (kube-scheduler's
 # DefaultPreemptionArgs, plus Volcano's maximum): how many nodes with victims preemption finds before
-# it chooses one (design.md "Preemption"). Unset, kube-scheduler's defaults: 10%, at least 100, no
-# maximum. The worker count is Volcano's parallelism of that search: it saves time, not decisions (the
-# search is sequential and deterministic in gpuq), so any value is honoured.
+# it chooses one (design.md "Preemption"). Unset: kube-scheduler's 10% and at least 100, and
+# Volcano's at most 100 (so up to 100 nodes by default). The worker count is Volcano's parallelism of
+# that search: it saves time, not decisions (the search is sequential and deterministic in gpuq), so
+# any value is honoured.
 MIN_CANDIDATE_NODES_PERCENTAGE: Final = "minCandidateNodesPercentage"
 MIN_CANDIDATE_NODES_ABSOLUTE: Final = "minCandidateNodesAbsolute"
 MAX_CANDIDATE_NODES_ABSOLUTE: Final = "maxCandidateNodesAbsolute"
@@ -62,7 +63,7 @@ class CandidateLimits:
 
     percentage: int = 10
     minimum: int = 100
-    maximum: int | None = None
+    maximum: int | None = 100
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> CandidateLimits:
@@ -71,7 +72,7 @@ class CandidateLimits:
         return cls(
             int(arguments.get(MIN_CANDIDATE_NODES_PERCENTAGE, default.percentage)),
             int(arguments.get(MIN_CANDIDATE_NODES_ABSOLUTE, default.minimum)),
-            arguments.get(MAX_CANDIDATE_NODES_ABSOLUTE),
+            arguments.get(MAX_CANDIDATE_NODES_ABSOLUTE, default.maximum),
         )
 
 

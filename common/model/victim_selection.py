@@ -21,6 +21,7 @@ respected without this module knowing any of them.
 
 from __future__ import annotations
 
+import heapq
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,23 +109,52 @@ def _earliest_start_of_highest(victims: Sequence[PodInfo]) -> datetime:
     return min(start_time(p) for p in victims if priority(p) == top)
 
 
+def rank(candidate: Candidate) -> tuple[int, int, int, int, float]:
+    """``pickOneNodeForPreemption``'s criteria as one key, smaller preferred: budget violations, the
+    highest victim priority, the sum of victim priorities (each plus 2^31), the number of victims,
+    then the latest start among the highest-priority victims. No victims at all ranks first."""
+    pods = candidate.victims.pods
+    if not pods:
+        return (candidate.victims.violations, -_INT32_SHIFT, 0, 0, float("-inf"))
+    return (
+        candidate.victims.violations,
+        max(priority(p) for p in pods),
+        sum(priority(p) + _INT32_SHIFT for p in pods),
+        len(pods),
+        -_earliest_start_of_highest(pods).timestamp(),
+    )
+
+
 def pick_one_node(candidates: Sequence[Candidate]) -> Candidate | None:
-    """kube's ``pickOneNodeForPreemption`` over candidates with victims (see the module doc); among
-    full ties the first of ``candidates``."""
-    if not candidates:
-        return None
+    """kube's ``pickOneNodeForPreemption`` (see :func:`rank`); among full ties the first given."""
+    return min(candidates, key=rank) if candidates else None  # min keeps the first of equal keys
 
-    def key(candidate: Candidate) -> tuple[int, int, int, int, float]:
-        pods = candidate.victims.pods
-        return (
-            candidate.victims.violations,
-            max(priority(p) for p in pods),
-            sum(priority(p) + _INT32_SHIFT for p in pods),
-            len(pods),
-            -_earliest_start_of_highest(pods).timestamp(),
-        )
 
-    return min(candidates, key=key)  # min keeps the first of equal keys
+def best_first(
+    candidates: Sequence[Candidate], verify: Callable[[Candidate], Candidate | None]
+) -> Candidate | None:
+    """The best candidate (by :func:`rank`, full ties to the first given) that ``verify`` confirms.
+
+    ``candidates`` are chosen cheaply (the node's room and quotas, no placement rule); ``verify(c)``
+    runs the real filters: it returns ``c`` itself when ``c``'s victims make the pod fit, else the
+    node's candidate chosen with the real filters (fewer pods given back, so it ranks no better),
+    or None when no eviction there makes the pod fit. Re-ranked candidates are confirmed as found.
+    So the filters run on a few nodes instead of every candidate, and the answer is
+    ``pick_one_node`` of the verified candidates whenever a node's real choice ranks no better than
+    its cheap one (always, for rules more pods only make harder to keep)."""
+    heap = [(rank(c), i, c, False) for i, c in enumerate(candidates)]
+    heapq.heapify(heap)
+    while heap:
+        _, i, candidate, verified = heapq.heappop(heap)
+        if verified:
+            return candidate
+        exact = verify(candidate)
+        if exact is None:
+            continue
+        if exact is candidate:
+            return candidate
+        heapq.heappush(heap, (rank(exact), i, exact, True))
+    return None
 
 
 def candidate_count(nodes: int, limits: CandidateLimits = DEFAULT_LIMITS) -> int:

@@ -5,14 +5,17 @@ For a pod no node fits, the potential nodes are the live ones Filter did not fin
 it (kube's ``nodesWherePreemptionMightHelp``), walked in node-name order from an offset derived from
 the pod (:func:`common.model.victim_selection.offset`). On each, the running pods the action may
 consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's ``Preemptable`` or
-``Reclaimable`` across tiers); a node where evicting every allowed pod would not free the pod's
-request is passed over at once. Otherwise kube's ``SelectVictimsOnNode`` chooses the victims, asking
-the real queue check, PreFilter and Filter with the pods taken off the cluster state
-(``Framework.fits_without``): a node where the pod would still break any placement rule is never a
-candidate, and victims are given back, PodDisruptionBudget-violating ones first, while the pod still
-fits. The walk stops once it has :func:`~common.model.victim_selection.candidate_count` candidates,
-one of them violating no budget (kube's stopping rule), and the candidate kube's
-``pickOneNodeForPreemption`` prefers wins. Nothing is evicted here (the caller evicts).
+``Reclaimable`` across tiers), and kube's ``SelectVictimsOnNode`` chooses victims among them on the
+node's room (victims given back most important first, PodDisruptionBudget-violating ones before the
+others, while the pod still fits); a node where evicting all of them would not free the request is
+no candidate. The walk stops once it has :func:`~common.model.victim_selection.candidate_count`
+candidates, one of them violating no budget (kube's stopping rule). Then the candidates are taken
+best first by kube's ``pickOneNodeForPreemption`` (:func:`~common.model.victim_selection.best_first`)
+and each is checked with the real queue check, PreFilter and Filter with its victims taken off the
+cluster state (``Framework.fits_without``); one they reject has its victims chosen again with them
+(``SelectVictimsOnNode`` asking the real filters) and is ranked anew. So a node where the pod would
+still break any placement rule is never chosen, and the filters run on a few nodes, not on every
+candidate. Nothing is evicted here (the caller evicts).
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.victim_selection import (
     DEFAULT_LIMITS,
     Candidate,
+    best_first,
     candidate_count,
     offset,
-    pick_one_node,
     select_victims_on_node,
 )
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FilterOutcome
@@ -68,8 +71,11 @@ def find_victims(
     limits: CandidateLimits = DEFAULT_LIMITS,
 ) -> Choice | None:
     cluster = framework.cluster
-    need = cluster.pod_vector(pod)
-    asked = need > 0
+    vector = cluster.pod_vector(pod)
+    columns = np.flatnonzero(vector > 0)
+    need = [int(vector[c]) for c in columns]
+    # What each pod frees on the asked columns, as Python ints: the cheap walk asks many small sums.
+    frees: dict[str, tuple[int, ...]] = {}
     rows = potential_rows(framework, outcome)
     if not rows:
         return None
@@ -77,6 +83,7 @@ def find_victims(
     wanted = candidate_count(len(rows), limits)
     budgets = framework.disruption_budgets()
     found: list[Candidate] = []
+    where: dict[str, tuple[int, list[PodInfo]]] = {}  # node -> its row and the pods it may evict
     clean = 0
     for row in rows[start:] + rows[:start]:
         on_node = candidates(pod, tuple(cluster.pods_on[row].values()))
@@ -85,24 +92,46 @@ def find_victims(
         permitted = allowed(pod, on_node)
         if not permitted:
             continue
-        freeable = cluster.free[row].copy()
+        free = [int(cluster.free[row, c]) for c in columns]
         for victim in permitted:
-            freeable += cluster.pod_vector(victim)
-        if not np.all(freeable[asked] >= need[asked]):
+            if victim.key not in frees:
+                victim_vector = cluster.pod_vector(victim)
+                frees[victim.key] = tuple(int(victim_vector[c]) for c in columns)
+
+        def room(removed: Sequence[PodInfo], free: list[int] = free) -> bool:
+            """The node's room alone (NodeResourcesFit, which every chain has): the cheap choice."""
+            left = list(free)
+            for victim in removed:
+                for i, amount in enumerate(frees[victim.key]):
+                    left[i] += amount
+            return all(have >= want for have, want in zip(left, need, strict=True))
+
+        victims = select_victims_on_node(permitted, room, budgets)
+        if victims is None:
             continue  # evicting all of them would not free the request: no filter can pass
-
-        def fits(removed: Sequence[PodInfo], row: int = row) -> bool:
-            return framework.fits_without(pod, row, removed)
-
-        victims = select_victims_on_node(permitted, fits, budgets)
-        if victims is None or not victims.pods:
-            continue  # the pod does not fit even then, or fits without evicting anyone
         node = cluster.names[row]
         found.append(Candidate(node, victims))
+        where[node] = (row, permitted)
         clean += victims.violations == 0
         if clean and len(found) >= wanted:
             break
-    best = pick_one_node(sorted(found, key=lambda c: c.node))  # full ties: the first name
+
+    def verify(candidate: Candidate) -> Candidate | None:
+        """The real queue check, PreFilter and Filter with the victims gone; if they say no, the
+        node's victims chosen with them (kube's SelectVictimsOnNode)."""
+        row, permitted = where[candidate.node]
+        if candidate.victims.pods and framework.fits_without(pod, row, candidate.victims.pods):
+            return candidate
+
+        def fits(removed: Sequence[PodInfo]) -> bool:
+            return framework.fits_without(pod, row, removed)
+
+        exact = select_victims_on_node(permitted, fits, budgets)
+        if exact is None or not exact.pods:
+            return None  # the pod does not fit even then, or fits without evicting anyone
+        return Candidate(candidate.node, exact)
+
+    best = best_first(sorted(found, key=lambda c: c.node), verify)  # full ties: the first name
     if best is None:
         return None
     return Choice(best.node, best.victims.pods, best.victims.violations)

@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
-from gpuq_k8s.common.model.action_args import PREEMPT, CandidateLimits
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -32,14 +31,7 @@ from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
-from gpuq_k8s.common.model.victim_selection import (
-    Candidate,
-    Victims,
-    candidate_count,
-    more_important_first,
-    offset,
-    pick_one_node,
-)
+from gpuq_k8s.common.model.victim_selection import Candidate, Victims, best_first
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
@@ -313,9 +305,11 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         return group.key, self.handle.ready_members(group) - group.min_member
 
     def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
-        """Single-node preemption over the candidate nodes (kube's DryRunPreemption: node-name order
-        from an offset of the pod's, stopping once ``candidate_count`` candidates are found, one of
-        them violating no PodDisruptionBudget), the best by kube's ``pickOneNodeForPreemption``."""
+        """Single-node preemption (design.md "Preemption"). Every candidate node gets its victims from
+        the engine on its room and the quotas (scheduler-plugins' capacityscheduling dry-runs every
+        node, with no offset); the candidates are then taken best first by kube's
+        ``pickOneNodeForPreemption`` (full ties: the first name) and each is checked with the real
+        filters with its victims gone; one they reject gets its victims chosen again with them."""
         handle = self.handle
         cluster = handle.cluster
         candidates, why_not = self._candidates(pod, outcome)
@@ -325,13 +319,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
         budgets = handle.disruption_budgets()
-        start = offset(pod, len(rows))
-        wanted = candidate_count(len(rows), CandidateLimits.of(handle.action_arguments(PREEMPT)))
         found: list[Candidate] = []
-        chosen: dict[str, tuple[PodInfo, ...]] = {}  # node -> its victims, least important first
-        clean = 0
+        # node -> its row, the pods the engine may take there and what it has free
+        where: dict[str, tuple[int, list[PodInfo], dict[str, int]]] = {}
+        chosen: dict[int, tuple[PodInfo, ...]] = {}  # id(candidate) -> its victims, least important first
         last_reason = ""
-        for row in rows[start:] + rows[:start]:
+        for row in rows:
             free: dict[str, int] = {}
             for key in keys:
                 column = cluster.columns.get(key)
@@ -341,39 +334,53 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
             node_pods = spare_gang_members(list(cluster.pods_on[row].values()), self._gang_of)
-
-            def fits(removed: Sequence[PodInfo], row: int = row) -> bool:
-                return handle.fits_without(pod, row, removed)
-
-            selection = select_victims_on_node(pod, node_pods, free, self.infos, fits=fits, budgets=budgets)
+            selection = select_victims_on_node(pod, node_pods, free, self.infos, budgets=budgets)
             if not selection.ok:
                 last_reason = selection.reason
                 continue
-            if not selection.victims:
-                # Room and quota are there already and the filters pass without evicting anyone: what
-                # rejected the pod is not about this node (another pod's claim on it meanwhile). A
-                # nomination here would evict nobody and retry the pod at once, forever.
+            node = cluster.names[row]
+            candidate = Candidate(node, Victims(selection.victims, selection.violations))
+            found.append(candidate)
+            chosen[id(candidate)] = selection.victims
+            where[node] = (row, node_pods, free)
+
+        def verify(candidate: Candidate) -> Candidate | None:
+            nonlocal last_reason
+            row, node_pods, free = where[candidate.node]
+            victims = chosen[id(candidate)]
+            if victims and handle.fits_without(pod, row, victims):
+                return candidate
+
+            def fits(removed: Sequence[PodInfo]) -> bool:
+                return handle.fits_without(pod, row, removed)
+
+            exact = select_victims_on_node(pod, node_pods, free, self.infos, fits=fits, budgets=budgets)
+            if not exact.ok:
+                last_reason = exact.reason
+                return None
+            if not exact.victims:
+                # The filters pass without evicting anyone: what rejected the pod is not about this
+                # node any more. A nomination here would evict nobody and retry the pod at once.
                 last_reason = (
-                    f"node {cluster.names[row]} has room and quota for {pod.ref} already; "
+                    f"node {candidate.node} has room and quota for {pod.ref} already; "
                     "what rejected it is not helped by evicting pods"
                 )
-                continue
-            victims = Victims(tuple(more_important_first(selection.victims)), selection.violations)
-            found.append(Candidate(cluster.names[row], victims))
-            chosen[cluster.names[row]] = selection.victims
-            clean += selection.violations == 0
-            if clean and len(found) >= wanted:
-                break
-        best = pick_one_node(sorted(found, key=lambda c: c.node))  # full ties: the first name
+                return None
+            again = Candidate(candidate.node, Victims(exact.victims, exact.violations))
+            chosen[id(again)] = exact.victims
+            return again
+
+        best = best_first(found, verify)
         if best is None:
             return PostFilterResult(
                 Status.unschedulable(), message=f"preemption: {last_reason or 'no victims found'}."
             )
-        victims_text = ", ".join(v.key for v in chosen[best.node])
+        victims = chosen[id(best)]
+        victims_text = ", ".join(v.key for v in victims)
         return PostFilterResult(
             Status.success(),
             nominated_node=best.node,
-            victims=chosen[best.node],
+            victims=victims,
             message=f"preemption: nominated node {best.node}, preempting {victims_text}.",
         )
 

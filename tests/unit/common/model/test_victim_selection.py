@@ -392,13 +392,24 @@ def test_fewest_budget_violations_come_first() -> None:
     [
         (5, CandidateLimits(40, 1), 2),  # "... DefaultPreemptionArgs limits to 2"
         (5, CandidateLimits(), 5),  # at least 100, never more than there are
-        (5000, CandidateLimits(), 500),  # 10%
-        (5000, CandidateLimits(10, 1, 100), 100),  # Volcano's maximum
+        (5000, CandidateLimits(), 100),  # 10% is 500; Volcano's maximum, 100
+        (5000, CandidateLimits(10, 100, None), 500),  # kube's own: 10%
+        (5000, CandidateLimits(10, 1, 50), 50),
         (50, CandidateLimits(0, 3), 3),
     ],
 )
 def test_candidate_count(nodes: int, limits: CandidateLimits, count: int) -> None:
     assert candidate_count(nodes, limits) == count
+
+
+def test_candidate_limits_of_the_preempt_arguments() -> None:
+    assert CandidateLimits.of({}) == CandidateLimits(10, 100, 100)
+    given = {
+        "minCandidateNodesPercentage": 40,
+        "minCandidateNodesAbsolute": 2,
+        "maxCandidateNodesAbsolute": 7,
+    }
+    assert CandidateLimits.of(given) == CandidateLimits(40, 2, 7)
 
 
 def test_the_offset_is_the_pods_own_and_within_the_nodes() -> None:

@@ -309,28 +309,28 @@ def preemptor_starting_at(index: int, count: int) -> str:
 
 def test_all_nodes_are_possible_candidates_but_the_arguments_limit_to_2() -> None:
     """TestDryRunPreemption "all nodes are possible candidates, but DefaultPreemptionArgs limits to 2":
-    two nodes are dry-run and the preemption takes one of them. The counting member runs after
-    predicates (upstream's counting filter runs first), so it counts the filter runs that get past
-    the resource fit: the attempt's own Filter does not (every node is full), each dry-run node's
-    "all victims gone" run does, its reprieve does not (full again)."""
-    CountingFilter.calls = 0
-    sched, backend = scheduler(CountingFilter, configurations=limits(40, 1))
-    nodes(sched, *(f"node{i}" for i in range(1, 6)))
-    for i in range(1, 6):
-        running(sched, f"p{i}", f"node{i}", MID, LARGE)
+    from upstream's offset (node5, then node1) two candidates are found and the preemption takes one
+    of them, though node3's victim has the lowest priority; with kube's defaults (10%, at least 100)
+    every node is a candidate and node3 wins. The real filters run only on the candidate chosen (the
+    counting member sees one run: the attempt's own Filter stops at the resource fit, every node
+    being full)."""
+
+    def cluster(configurations: str) -> tuple[Scheduler, MemoryBackend]:
+        sched, backend = scheduler(CountingFilter, configurations=configurations)
+        nodes(sched, *(f"node{i}" for i in range(1, 6)))
+        for i in range(1, 6):
+            running(sched, f"p{i}", f"node{i}", LOW if i == 3 else MID, LARGE)
+        return sched, backend
+
     name = preemptor_starting_at(4, 5)  # upstream's offset 4: node5, then node1
-    attempt = preempt(sched, name, HIGH, LARGE)
-    assert CountingFilter.calls == 2  # two nodes dry-run
-    assert attempt.nominated in ("node5", "node1")
-    assert evicted(backend) == [f"p{attempt.nominated[-1]}"]
-    # kube's defaults (10%, at least 100): every one of the five nodes is dry-run.
     CountingFilter.calls = 0
-    sched, backend = scheduler(CountingFilter)
-    nodes(sched, *(f"node{i}" for i in range(1, 6)))
-    for i in range(1, 6):
-        running(sched, f"p{i}", f"node{i}", MID, LARGE)
-    preempt(sched, name, HIGH, LARGE)
-    assert CountingFilter.calls == 5
+    sched, backend = cluster(limits(40, 1))
+    attempt = preempt(sched, name, HIGH, LARGE)
+    assert (attempt.nominated, evicted(backend)) == ("node1", ["p1"])  # node1 and node5 tie: first name
+    assert CountingFilter.calls == 1
+    sched, backend = cluster("")
+    attempt = preempt(sched, name, HIGH, LARGE)
+    assert (attempt.nominated, evicted(backend)) == ("node3", ["p3"])
 
 
 def test_preemption_looks_past_the_candidate_count_until_a_node_violating_no_budget_is_found() -> None:
