@@ -21,6 +21,7 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.victim_selection import (
     Candidate,
     Victims,
+    best_first,
     candidate_count,
     more_important_first,
     offset,
@@ -417,3 +418,41 @@ def test_the_offset_is_the_pods_own_and_within_the_nodes() -> None:
     assert offset(a, 7) == offset(a, 7)
     assert {offset(MakePod(f"p{i}", "ns").info(), 7) for i in range(50)} == set(range(7))  # spread
     assert 0 <= offset(b, 7) < 7 and offset(a, 0) == 0
+
+
+# -- best_first: cheap candidates verified best first -----------------------------------------------
+
+
+def test_best_first_verifies_the_best_cheap_candidate_and_re_ranks_a_rejected_one() -> None:
+    """a ranks first on its room, but the real filters reject its victims and need a more important
+    one too: re-chosen, it ranks behind b, which is verified and wins; c is never asked."""
+    a = Candidate("a", Victims((pod("a1", LOW),)))
+    b = Candidate("b", Victims((pod("b1", MID),)))
+    c = Candidate("c", Victims((pod("c1", HIGH),)))
+    asked: list[str] = []
+
+    def verify(candidate: Candidate) -> Candidate | None:
+        asked.append(candidate.node)
+        if candidate.node == "a" and len(candidate.victims.pods) == 1:
+            return Candidate("a", Victims((pod("a1", LOW), pod("a2", HIGH))))
+        return candidate
+
+    best = best_first([c, b, a], verify)
+    assert best is not None and best.node == "b"
+    assert asked == ["a", "b"]
+
+
+def test_best_first_drops_a_node_the_filters_reject_whatever_is_evicted() -> None:
+    a = Candidate("a", Victims((pod("a1", LOW),)))
+    b = Candidate("b", Victims((pod("b1", MID),)))
+    best = best_first([a, b], lambda c: None if c.node == "a" else c)
+    assert best is not None and best.node == "b"
+    assert best_first([a], lambda c: None) is None
+
+
+def test_best_first_takes_a_re_chosen_candidate_that_still_ranks_first() -> None:
+    a = Candidate("a", Victims((pod("a1", LOW),)))
+    b = Candidate("b", Victims((pod("b1", HIGH),)))
+    again = Candidate("a", Victims((pod("a1", LOW), pod("a2", LOW))))
+    best = best_first([a, b], lambda c: again if c is a else c)
+    assert best is again
