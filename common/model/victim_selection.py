@@ -13,6 +13,9 @@ one node, and which node's eviction to prefer.
   longer (earlier ``status.startTime``; a pod not started yet counts as starting now).
 * :func:`candidate_count` and :func:`offset` (``GetOffsetAndNumCandidates``): how many candidate
   nodes to find before choosing, and where among the potential nodes to start looking.
+* :func:`best_first`: candidates chosen cheaply (the node's room), confirmed with the real filters
+  best first, a rejected one chosen again with them and ranked anew: the filters run on a few
+  nodes instead of every candidate.
 
 Whether the preemptor "fits" is the caller's: the scheduler runs its real PreFilter and Filter with
 the pods taken off the cluster state (``Framework.fits_without``), so every placement rule is
