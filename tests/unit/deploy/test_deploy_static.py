@@ -120,7 +120,9 @@ def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
             'request.resource.group != "" ? request.operation != "UPDATE" || '
             "!has(object.metadata.deletionTimestamp) : ("
         ), kind
-        assert f'object.spec.schedulerName == "{VALUES["scheduler"]["name"]}"' in expression, kind
+        # scheduler.name empty: "<fullname>-scheduler", gpuq-scheduler for the release gpuq render.py renders.
+        assert VALUES["scheduler"]["name"] == ""
+        assert 'object.spec.schedulerName == "gpuq-scheduler"' in expression, kind
         for key in (ann.CARD_NAME, ann.GROUP_NAME, ann.QUEUE_NAME, ann.CROSSQUOTA_SCORING_STRATEGY):
             assert f'"{key}"' in expression, (kind, key)
         prefixes = [
@@ -203,6 +205,12 @@ _OPAQUE = {
     "certManager.issuerRef",
     "scheduler.nodeSelector",
     "webhook.nodeSelector",
+    "certs.resources",
+    *(
+        f"{component}.{key}"
+        for component in ("scheduler", "webhook", "certs")
+        for key in ("securityContext", "containerSecurityContext")
+    ),
 }
 
 
