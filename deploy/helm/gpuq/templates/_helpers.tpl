@@ -119,7 +119,11 @@ tolerations: {{ toJson . }}
 {{- with $values.topologySpreadConstraints }}
 topologySpreadConstraints:
 {{- range . }}
-- {{ toJson (merge (dict) . (dict "labelSelector" (dict "matchLabels" $selector))) }}
+{{- if hasKey . "labelSelector" }}
+- {{ toJson . }}
+{{- else }}
+- {{ toJson (merge (dict "labelSelector" (dict "matchLabels" $selector)) .) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end -}}
