@@ -13,6 +13,8 @@ no GPUResourceQuota CRD. Then:
 - deploy/: `kubectl apply -k deploy/` carries no CRD at all (it is safe on any cluster), and
   `kubectl create -k deploy/crds`, the documented way to add the missing CRDs, refuses the existing ones
   (AlreadyExists) without touching them.
+- On the same cluster, `helm install` of a canary beside the first release succeeds (no object in
+  common), and a second release of the same name in another namespace is refused by Helm.
 """
 
 from __future__ import annotations
@@ -172,3 +174,41 @@ def test_kustomize_applies_no_crd_and_creates_only_missing_ones(volcano_cluster:
     for name in FOREIGN:
         assert after[name] == before[name], name
     assert GPU_RESOURCE_QUOTAS in after
+
+
+def test_a_canary_release_installs_beside_the_first_and_a_namesake_is_refused(
+    volcano_cluster: ControlPlane, helm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two releases in two namespaces share no name, so Helm installs both (it refuses to take over an
+    object another release owns); a second release named like the first, in another namespace, is
+    refused by Helm naming the first release's object, as docs/install.md says."""
+    chart = str(render.package(render.find_helm(), tmp_path))
+    releases = (("gpuq", NAMESPACE), ("gpuq-canary", "gpuq-canary"))
+    for release, namespace in releases:
+        helm(helm_env, "install", release, chart, "-n", namespace, "--create-namespace", "--no-hooks")
+    for release, namespace in releases:
+        deployments = volcano_cluster.kubectl(
+            "get", "deployment", "-n", namespace, "-o", "name"
+        ).stdout.split()
+        assert sorted(deployments) == [
+            f"deployment.apps/{release}-scheduler",
+            f"deployment.apps/{release}-webhook",
+        ]
+    roles = volcano_cluster.kubectl(
+        "get", "clusterrole", "-l", "app.kubernetes.io/part-of=gpuq", "-o", "name"
+    )
+    assert {
+        f"clusterrole.rbac.authorization.k8s.io/{r}-{c}" for r, _ in releases for c in ("scheduler", "certs")
+    } <= set(roles.stdout.split())
+    namesake = subprocess.run(
+        [render.find_helm(), "install", "gpuq", chart, "-n", "elsewhere", "--create-namespace", "--no-hooks"],
+        capture_output=True, text=True, check=False, env=helm_env,
+    )  # fmt: skip
+    assert namesake.returncode != 0
+    assert "exists and cannot be imported into the current release" in namesake.stderr, namesake.stderr
+    assert (
+        '"meta.helm.sh/release-namespace" must equal "elsewhere": current value is "gpuq-system"'
+        in namesake.stderr
+    )
+    for release, namespace in releases:
+        helm(helm_env, "uninstall", release, "-n", namespace, "--no-hooks")
