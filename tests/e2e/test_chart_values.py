@@ -16,6 +16,7 @@ The schema's refusals of these values are in tests/e2e/test_chart.py.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
@@ -179,6 +180,9 @@ def test_two_releases_in_two_namespaces_share_no_name(settings: tuple[str, ...])
             "gpuq-canary-webhook",
             "gpuq-canary-scheduler-metrics|gpuq-canary-webhook",
         }, jobs
+        # Grafana keys dashboards by uid: the canary's does not replace the first release's.
+        dashboard_json = json.loads(dashboard["data"]["gpuq.json"])
+        assert (dashboard_json["uid"], dashboard_json["title"]) == ("gpuq-canary-overview", "gpuq-canary")
 
 
 @pytest.mark.parametrize(
