@@ -9,8 +9,10 @@ writer. Only the leader binds and writes; a standby keeps its caches warm so a t
 scheduling within one retry period (plus those lists).
 
 SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
-Lease, stop the informers. A lost Lease stops the process at once with exit code 1 (as kube-scheduler
-does): another replica may already be binding.
+Lease (only when every write was answered: a write given up may still land, and the next leader must
+not list before it does, so then the Lease is left to expire), stop the informers. A lost Lease
+stops the process at once with exit code 1 (as kube-scheduler does): another replica may already be
+binding.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
-from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaderElector
@@ -41,13 +43,13 @@ from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
-from gpuq_k8s.common.model.wire import split_ref
+from gpuq_k8s.common.model.wire import section, split_ref
 from gpuq_k8s.common.process.flags import listen_error
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
@@ -176,7 +178,7 @@ class Service:
 
     def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         obj = self._cached(kind, namespace, name)
-        return None if obj is None else (obj.get("status") or {})
+        return None if obj is None else section(obj, "status")
 
     def _resolve(self, ref: str) -> tuple[str, str] | None:
         kind, namespace, name = split_ref(ref)
@@ -251,7 +253,13 @@ class Service:
             backend.objects_changed()
 
         self.informers = InformerSet(
-            Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)
+            Informer(
+                api,
+                kind,
+                handlers=[handler],
+                inactivity_timeout=options.watch_inactivity_timeout,
+                transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
+            )
             for kind in REPLAY_ORDER
         )
         tasks: list[asyncio.Task[Any]] = []
@@ -313,12 +321,18 @@ class Service:
                     await task
             # Statuses are written from the scheduler's state only once it was complete and current
             # (replayed, and re-listed if it had to be): a stop during the lists writes nothing.
+            answered = True
             if scheduling_started and self.leading() and self.exit_code == 0:
-                await backend.drain()
+                answered = await backend.drain()
                 scheduler.sync_status()
                 await backend.flush()
             if self.elector is not None and self.exit_code == 0:
-                await self.elector.release()
+                if answered:
+                    await self.elector.release()
+                else:
+                    # A write given up may still land: the next leader must not list before it does.
+                    # The Lease expires on its own (leaseDurationSeconds) instead of being handed over.
+                    log.warning("writes given up while stopping may still land: the Lease is left to expire")
             await self.informers.stop()
             await runner.cleanup()
             await api.close()

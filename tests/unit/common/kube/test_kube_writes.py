@@ -247,3 +247,29 @@ def test_a_status_write_finds_its_object_gone_or_gets_no_answer() -> None:
     api.requests.clear()
     assert asyncio.run(writer.flush()) == 1
     assert [path.split("/")[-2] for _, path in api.requests] == ["cut"] and writer.pending == 0
+
+
+class HangingApi(FakeApi):
+    """A POST that is sent and never answered (an apiserver too slow for the shutdown's wait)."""
+
+    async def call_api(self, path: str, method: str, **kw: Any) -> Response:
+        if method == "POST":
+            self.requests.append((method, path))
+            await asyncio.Event().wait()
+        return await super().call_api(path, method, **kw)
+
+
+@pytest.mark.parametrize(("api_class", "answered"), [(FakeApi, True), (HangingApi, False)])
+def test_drain_says_whether_every_write_was_answered(api_class: type[FakeApi], answered: bool) -> None:
+    """The shutdown hands the Lease over only when drain answers True: a bind given up after the
+    wait may still land, after the next leader listed (scheduler/service.py)."""
+    api = api_class(lambda method, path: (201, {}))
+    backend = kube_backend_for(api)
+
+    async def go() -> bool:
+        backend.bind(POD.info(), "n1", lambda outcome: None)
+        await asyncio.sleep(0)
+        return await backend.drain(timeout=0.2)
+
+    assert asyncio.run(go()) is answered
+    assert ("POST", "/api/v1/namespaces/ns/pods/p/binding") in api.requests
