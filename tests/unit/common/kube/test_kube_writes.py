@@ -273,3 +273,27 @@ def test_drain_says_whether_every_write_was_answered(api_class: type[FakeApi], a
 
     assert asyncio.run(go()) is answered
     assert ("POST", "/api/v1/namespaces/ns/pods/p/binding") in api.requests
+
+
+def test_a_podgroup_without_the_status_subresource_gets_its_status_on_the_object() -> None:
+    """Volcano's own PodGroup CRD declares no status subresource (``subresources: {}``): PATCH
+    .../status is a 404 while the object exists. The status is then patched on the object (as
+    Volcano's scheduler updates the whole PodGroup), and the next writes go there at once; a Queue's
+    404 still means it is gone."""
+    group = kinds.POD_GROUP.object_path("ns", "pg")
+    api = FakeApi(
+        lambda method, path: (404, {"message": "not found"}) if path.endswith("/status") else (200, {})
+    )
+    writer = StatusWriter(api, {k.kind: k for k in (kinds.POD_GROUP, kinds.QUEUE)}, lambda *a: {})
+    writer.put("PodGroup", "ns", "pg", {"phase": "Inqueue"})
+    writer.put("Queue", "", "q", {"allocated": {"cpu": "1"}})
+    assert asyncio.run(writer.flush()) == 1
+    assert sorted(api.requests) == [
+        ("PATCH", group),
+        ("PATCH", group + "/status"),
+        ("PATCH", kinds.QUEUE.object_path("", "q") + "/status"),
+    ]
+    api.requests.clear()
+    writer.put("PodGroup", "ns", "pg", {"phase": "Running"})
+    assert asyncio.run(writer.flush()) == 1
+    assert api.requests == [("PATCH", group)]
