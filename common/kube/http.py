@@ -221,6 +221,8 @@ class ResponseParser:
         if version not in ("1.1", "1.0"):
             raise ProtocolError(f"HTTP/{version}: expected HTTP/1.1")
         self._status = parser.get_status_code()
+        if not 100 <= self._status <= 999:  # llhttp takes any three digits (RFC 9110: 100-599 defined)
+            raise ProtocolError(f"status {self._status:03d}: expected a three-digit code from 100")
         if self._status == 101 or parser.should_upgrade():
             raise ProtocolError("an upgrade nobody asked for")
         self._keep_alive = parser.should_keep_alive()

@@ -69,6 +69,8 @@ def test_an_endless_run_of_1xx_answers_is_refused() -> None:
         b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
         b"HTTP/1.1 200 OK\r\nX: a\r\n folded\r\nContent-Length: 2\r\n\r\nok",
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n",
+        b"HTTP/1.0 000 \r\n\r\n",
+        b"HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n",
     ],
     ids=[
         "duplicate-content-length",
@@ -85,6 +87,8 @@ def test_an_endless_run_of_1xx_answers_is_refused() -> None:
         "bare-lf",
         "obs-fold",
         "upgrade",
+        "status-000",  # found by the fuzz boundary http_response (llhttp takes any three digits)
+        "status-099",
     ],
 )
 def test_lenient_framing_is_refused(data: bytes) -> None:
