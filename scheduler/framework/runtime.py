@@ -29,6 +29,7 @@ from gpuq_k8s.common.model import switches as sw
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
+from gpuq_k8s.common.model.reservation import Lock
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework import tiers as combine
@@ -70,6 +71,7 @@ ALLOCATE: Final = "allocate"
 BACKFILL: Final = "backfill"
 PREEMPT: Final = "preempt"
 RECLAIM: Final = "reclaim"
+RESERVE: Final = "reserve"
 
 
 # extension point name, seconds: the metrics module turns these into
@@ -106,6 +108,8 @@ class Framework(SessionPoints):
         self.objects = objects
         self.record = record
         self.waiting = WaitingPods()
+        # The reserve action's lock (scheduler/actions/reserve.py), read by the reservation Filter.
+        self.reservation_lock: Lock | None = None
         # The tracker's own queries, bound rather than wrapped: plugins ask them once or more per pod.
         self.group_of = groups.group_of
         self.group_members = groups.group_members
