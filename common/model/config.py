@@ -114,22 +114,22 @@ class SchedulerConfig:
 
     @classmethod
     def from_yaml(cls, text: str) -> SchedulerConfig:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            # One line: the problem and where, not PyYAML's multi-line excerpt.
-            mark = getattr(err, "problem_mark", None)
-            problem = getattr(err, "problem", None) or type(err).__name__
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise ConfigError("config", "<yaml>", f"valid YAML ({problem}{at})") from None
-        except (ValueError, RecursionError) as err:
-            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
-            # (design.md Semantics 17).
-            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
-            raise ConfigError("config", "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
-        if data is None:
-            raise ConfigError("config", "", "a YAML mapping with 'actions' and 'tiers'")
-        return cls.from_dict(data)
+        """The configuration ``text`` holds (a ConfigMap holding one is unwrapped: :meth:`read`)."""
+        return cls.read(text)[0]
+
+    @classmethod
+    def read(cls, text: str) -> tuple[SchedulerConfig, str | None]:
+        """The configuration ``text`` holds, and a note when it was a ConfigMap holding it (Volcano's
+        ``volcano-scheduler-configmap`` as ``kubectl get -o yaml`` prints it, or gpuq's own): its
+        ``data["volcano-scheduler.conf"]`` (or ``data["config.yaml"]``) is read instead."""
+        data = _load(text)
+        inner = unwrap_config_map(data)
+        if inner is None:
+            return cls.from_dict(data), None
+        key, text = inner
+        meta = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+        ref = "/".join(str(part) for part in ("ConfigMap", meta.get("namespace"), meta.get("name")) if part)
+        return cls.from_dict(_load(text, f"{ref}: data.{key}")), f"read {ref}'s data[{key!r}]"
 
     @classmethod
     def from_dict(cls, data: Any) -> SchedulerConfig:
@@ -157,6 +157,46 @@ class SchedulerConfig:
     @classmethod
     def default(cls) -> SchedulerConfig:
         return cls.from_yaml(DEFAULT_CONFIG_YAML)
+
+
+# The keys of a ConfigMap's data that hold a configuration: Volcano's chart's, then gpuq's deploy/'s.
+CONFIG_MAP_KEYS: Final = ("volcano-scheduler.conf", "config.yaml")
+
+
+def unwrap_config_map(data: Any) -> tuple[str, str] | None:
+    """``(key, text)`` of the configuration a ConfigMap holds; None when ``data`` is no ConfigMap. A
+    ConfigMap without one of :data:`CONFIG_MAP_KEYS` is a ConfigError naming the keys it has."""
+    if not isinstance(data, Mapping) or data.get("kind") != "ConfigMap":
+        return None
+    entries = data.get("data")
+    entries = entries if isinstance(entries, Mapping) else {}
+    for key in CONFIG_MAP_KEYS:
+        text = entries.get(key)
+        if isinstance(text, str):
+            return key, text
+    found = ", ".join(sorted(str(k) for k in entries)) or "none"
+    keys = " or ".join(repr(k) for k in CONFIG_MAP_KEYS)
+    raise ConfigError("data", found, f"a ConfigMap whose data holds the configuration under {keys}")
+
+
+def _load(text: str, where: str = "config") -> Any:
+    """``text`` as YAML, or a one-line ConfigError naming ``where``."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        # One line: the problem and where, not PyYAML's multi-line excerpt.
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or type(err).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(where, "<yaml>", f"valid YAML ({problem}{at})") from None
+    except (ValueError, RecursionError) as err:
+        # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
+        # (design.md Semantics 17).
+        reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+        raise ConfigError(where, "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
+    if data is None:
+        raise ConfigError(where, "", "a YAML mapping with 'actions' and 'tiers'")
+    return data
 
 
 def _check_configurations(
