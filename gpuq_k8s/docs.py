@@ -459,7 +459,7 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "TargetJob (`enableTargetJob`): of the jobs with a pod refused for want of room, the highest "
         "priority, then the longest waiting, then the first key. ReservedNodes (`enableReservedNodes`): "
         "one more node per reserve step, the unlocked one with the most idle resources. Its Filter "
-        "refuses the locked nodes to every other job's pods (`node is locked for the target job "
+        "refuses the locked nodes to every other job's pods (`node(s) locked for the target job "
         "PodGroup/ns/name (reservation)`) until the target job is ready, gone, or its lock times out "
         "(design.md Semantics 15).",
     ),

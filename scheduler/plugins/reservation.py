@@ -79,5 +79,5 @@ class Reservation(TargetJobPlugin, ReservedNodesPlugin, PreFilterPlugin, FilterP
             if row is not None and row < n:
                 locked[row] = True
         locked &= cluster.alive[:n]
-        message = f"node is locked for the target job {lock.target} (reservation)"
+        message = f"node(s) locked for the target job {lock.target} (reservation)"
         return FilterResult(cluster.alive[:n] & ~locked, lambda: [(locked, message)], unresolvable=locked)

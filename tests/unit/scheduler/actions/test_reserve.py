@@ -74,7 +74,7 @@ def test_locked_nodes_take_no_pod_of_another_job_and_the_target_gets_the_room() 
     _drain(sched)
     # small-1 takes a's last cpu; small-2 would have fitted b, which is locked.
     assert backend.bindings == {"ns/small-1": "a"}
-    assert "1 node is locked for the target job Pod/ns/big (reservation)" in sched.reasons["ns/small-2"]
+    assert "1 node(s) locked for the target job Pod/ns/big (reservation)" in sched.reasons["ns/small-2"]
     # The filler on b leaves: the room goes to the target job, not to small-2.
     sched.delete_pod("ns/filler-b")
     clock.now = 60.0  # past big's backoff
