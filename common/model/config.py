@@ -23,6 +23,12 @@ and the value: an unknown action, plugin, switch or argument, an argument of the
 action argument gpuq cannot honour. Nothing is silently replaced by a default, because a scheduler
 that quietly ignores half its configuration is worse than one that refuses to start.
 
+Whether gpuq runs each of Volcano's actions and plugins, and why not when it does not (*never*, or *not
+yet*), is one table (:mod:`common.model.volcano_support`): a refusal says which. ``reserve``, ``elect``
+and the ``reservation`` plugin (sunset by Volcano in 2022; run by gpuq, design.md Semantics 15) are
+accepted only together. A ConfigMap holding the configuration (``data["volcano-scheduler.conf"]``, or
+gpuq's ``data["config.yaml"]``) is unwrapped (:meth:`SchedulerConfig.read` says so).
+
 Each plugin's arguments are one pydantic model of that plugin's engine (the engine owns its knobs;
 :mod:`common.model.plugin_args`); this module only knows which plugin names exist
 (:mod:`common.model.plugin_names`) and which model reads each one's arguments.
