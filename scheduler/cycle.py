@@ -473,10 +473,11 @@ class Scheduler:
         """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)
         with its nomination (new, kept while its victims terminate, or cleared)."""
         pod = attempt.pod
-        if _curable(status, attempt.outcome):
-            self.curable.add(pod.key)
-        else:
-            self.curable.discard(pod.key)
+        if self.reserve is not None:  # only the reserve action reads it
+            if _curable(status, attempt.outcome):
+                self.curable.add(pod.key)
+            else:
+                self.curable.discard(pod.key)
         nominated = self.nominator.node_of(pod.key)
         written = nominated if nominated or self._nominated_before else None
         self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
