@@ -1,6 +1,7 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
-PriorityClass, Namespace, and the storage objects: PersistentVolumeClaim, PersistentVolume,
-StorageClass, CSINode), kept as the API returns them (JSON-like mappings), by kind
+PriorityClass, Namespace, the storage objects: PersistentVolumeClaim, PersistentVolume,
+StorageClass, CSINode; the Services, ReplicationControllers, ReplicaSets and StatefulSets topology
+spread's system defaults select pods by), kept as the API returns them (JSON-like mappings), by kind
 (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
@@ -29,6 +30,10 @@ KINDS: Final = (
     kinds.CSI_NODE,
     kinds.PERSISTENT_VOLUME,
     kinds.PERSISTENT_VOLUME_CLAIM,
+    kinds.SERVICE,
+    kinds.REPLICATION_CONTROLLER,
+    kinds.REPLICA_SET,
+    kinds.STATEFUL_SET,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 
