@@ -24,6 +24,7 @@ from gpuq_k8s.common.model.volcano_support import ACTIONS, PLUGINS, Support
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins import default_registry
+from gpuq_k8s.webhook.options import admission_options
 from tests.testing.paths import REPO_ROOT
 
 CONFIGS = REPO_ROOT / "examples" / "configs"
@@ -72,6 +73,7 @@ def test_the_charts_configurations_start_simulate_and_the_scheduler(
     # No configuration error, no note: the only line is the busy port's.
     assert len(_scheduler_reads(path, busy_port, capsys)) == 1
     config = read_config(path)
+    admission_options(config)  # what gpuq webhook derives from the same file
     sched = Scheduler(config, default_registry(), MemoryBackend(), clock=time.monotonic)
     assert sched.framework.actions == tuple(
         a.strip() for a in str(yaml.safe_load(path.read_text())["actions"]).split(",")
