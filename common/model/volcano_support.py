@@ -141,21 +141,7 @@ SWITCHES_WHEN_TRUE: Final[Mapping[str, Entry]] = _table(
 
 # Volcano's ``configurations:`` arguments gpuq refuses (the ones it honours: common.model.action_args).
 ACTION_ARGUMENTS: Final[Mapping[str, Entry]] = _table(
-    *(
-        Entry(name, N, "gpuq's preempt considers every node, as its reclaim does")
-        for name in (
-            "minCandidateNodesPercentage",
-            "minCandidateNodesAbsolute",
-            "maxCandidateNodesAbsolute",
-            "topologyAwarePreemptWorkerNum",
-        )
-    ),
     Entry("gateRemovalWorkerNum", N, "gpuq removes no scheduling gates: their owners do"),
-    Entry(
-        "enableTopologyAwarePreemption",
-        Y,
-        "only false: preemption along HyperNode topology needs the HyperNode model",
-    ),
 )
 
 # Top-level sections of Volcano's file other than actions, tiers and configurations.

@@ -61,6 +61,7 @@ _STATUS_INPUTS: Final = {
     kinds.PERSISTENT_VOLUME.kind: ("phase",),
     kinds.POD_DISRUPTION_BUDGET.kind: (
         "disruptionsAllowed",
+        "disruptedPods",
         "currentHealthy",
         "desiredHealthy",
         "expectedPods",

@@ -24,6 +24,9 @@ STATUS_WRITES, OBJECT_WRITES). Do not edit: change kinds.py and run `python depl
 - apiGroups: [storage.k8s.io]
   resources: [storageclasses, csinodes]
   verbs: [get, list, watch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch]
 {{- end }}
 {{- define "gpuq.rules.webhookWatches" }}
 - apiGroups: [""]

@@ -70,7 +70,8 @@ def test_strict_refuses_every_foreign_object_naming_the_first_kind_first(
         "(kustomize.config.k8s.io/v1beta1): --strict takes only the kinds gpuq simulates: Node, Pod, "
         "Namespace, PriorityClass, Service, ReplicationController, Deployment, ReplicaSet, StatefulSet, "
         "Job, Queue, PodGroup, "
-        "ElasticQuota, GPUResourceQuota, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode"
+        "ElasticQuota, GPUResourceQuota, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, "
+        "PodDisruptionBudget"
     )
     assert "Traceback" not in err
 
