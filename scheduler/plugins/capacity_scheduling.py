@@ -37,7 +37,7 @@ from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
 from gpuq_k8s.common.model.victim_selection import Candidate, Victims, best_first
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -511,4 +511,4 @@ def _deleting(obj: Obj | None) -> bool:
         return False
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return True
-    return bool((obj.get("status") or {}).get("phase") == "Terminating")
+    return bool(section(obj, "status").get("phase") == "Terminating")
