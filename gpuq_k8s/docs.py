@@ -24,7 +24,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuq_k8s.common.model import annotations as keys
-from gpuq_k8s.common.model import binpack, gang, nodeorder, overcommit, plugin_names, predicates, strategy_fit
+from gpuq_k8s.common.model import (
+    binpack,
+    gang,
+    nodeorder,
+    overcommit,
+    plugin_names,
+    predicates,
+    reservation,
+    strategy_fit,
+)
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
@@ -437,6 +446,30 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "over the node's allocatable makes the node 0. Refused (Volcano replaces or ignores them): a "
         "negative or fractional weight, a weight for an unlisted resource, cpu or memory in "
         "`binpack.resources`, an unknown argument.",
+    ),
+    Plugin(
+        plugin_names.RESERVATION,
+        "Volcano pkg/scheduler/plugins/reservation (sunset by Volcano in 2022, PR #2236; last at b27b4bbe7^)",
+        reservation.ReservationArgs,
+        reservation.ReservationArgs.parse,
+        {},
+        (
+            Argument(
+                "lockTimeoutSeconds",
+                ("lock_timeout",),
+                600,
+                "gpuq's own: seconds the nodes stay locked for one target job that is not ready; the job "
+                "then goes behind the other candidates. 0 < value <= 86400.",
+                str(int(reservation.DEFAULT_LOCK_TIMEOUT_SECONDS)),
+            ),
+        ),
+        "Runs only with the `reserve` action (refused without it, as reserve is without the plugin). "
+        "TargetJob (`enableTargetJob`): of the jobs with a pod refused for want of room, the highest "
+        "priority, then the longest waiting, then the first key. ReservedNodes (`enableReservedNodes`): "
+        "one more node per reserve step, the unlocked one with the most idle resources. Its Filter "
+        "refuses the locked nodes to every other job's pods (`node(s) locked for the target job "
+        "PodGroup/ns/name (reservation)`) until the target job is ready, gone, or its lock times out "
+        "(design.md Semantics 15).",
     ),
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpuq_k8s.common.model import switches
+from gpuq_k8s.common.model import switches, volcano_support
 from gpuq_k8s.common.model.action_args import (
     MAX_CANDIDATE_NODES_ABSOLUTE,
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -17,6 +17,7 @@ from gpuq_k8s.common.model.action_args import (
     TOPOLOGY_AWARE_PREEMPTION,
 )
 from gpuq_k8s.common.model.switches import VOLCANO_SWITCHES
+from gpuq_k8s.common.model.volcano_support import Entry, Support
 
 
 def volcano_sections() -> list[str]:
@@ -31,6 +32,14 @@ def volcano_sections() -> list[str]:
         "the others, preempt evicts within a queue and reclaim between queues for a pod no node fits "
         "(with capacity-scheduling enabled, its ElasticQuota preemption is the preempt of the pods it "
         "answers for, and pods of ElasticQuota namespaces are never Volcano's victims).",
+        "",
+        "Volcano's `elect` and `reserve` actions and its `reservation` plugin (sunset by Volcano in 2022, "
+        "PR #2236) run together: reserve elects a starving target job (elect is folded into it) and locks "
+        "one more node for it per reserve step; locked nodes take no other job's pods until the target job "
+        "is ready, gone, or its lock times out (design.md Semantics 15). reserve without reservation, "
+        "reservation without reserve, and elect without reserve are refused: nothing would act.",
+        "",
+        *compatibility(),
         "",
         "## Plugin switches",
         "",
@@ -73,6 +82,36 @@ def volcano_sections() -> list[str]:
     return out
 
 
+def compatibility() -> list[str]:
+    """The table of Volcano's actions, plugins and refused keys with gpuq's status, from
+    :mod:`common.model.volcano_support` (the table the configuration's refusals are worded from)."""
+    out = [
+        "## Volcano compatibility",
+        "",
+        f"Compared with Volcano's master at commit {volcano_support.VOLCANO_COMMIT} "
+        f"({volcano_support.VOLCANO_COMMIT_DATE}): every action (`pkg/scheduler/actions/factory.go`) and "
+        "plugin (`pkg/scheduler/plugins/factory.go`) it registers, the sunset reserve, elect and "
+        "reservation, and the keys gpuq refuses. *never*: gpuq will not support it (why); *not yet*: "
+        "work not done. A configuration naming one that gpuq does not run is refused at start-up, every "
+        "such item in one run, each with its path and this reason.",
+        "",
+        "| kind | Volcano name | gpuq | why / note |",
+        "|---|---|---|---|",
+    ]
+    tables: tuple[tuple[str, Mapping[str, Entry]], ...] = (
+        ("action", volcano_support.ACTIONS),
+        ("plugin", volcano_support.PLUGINS),
+        ("switch (true)", volcano_support.SWITCHES_WHEN_TRUE),
+        ("`configurations:` argument", volcano_support.ACTION_ARGUMENTS),
+        ("section", volcano_support.SECTIONS),
+    )
+    order = {Support.SUPPORTED: 0, Support.NOT_YET: 1, Support.NEVER: 2}
+    for kind, table in tables:
+        for entry in sorted(table.values(), key=lambda e: (order[e.status], e.name)):
+            out.append(f"| {kind} | `{entry.name}` | {entry.status.value} | {entry.reason} |")
+    return out
+
+
 SWITCH_GATES: Mapping[str, str] = {
     switches.PREDICATE: "PreFilter and Filter",
     switches.NODE_ORDER: "PreScore and Score",
@@ -87,4 +126,6 @@ SWITCH_GATES: Mapping[str, str] = {
     switches.JOB_STARVING: "job starving (only starving jobs preempt and reclaim)",
     switches.JOB_READY: "Permit (gang's quorum)",
     switches.HIERARCHY: "refused when true: hierarchical queues are not implemented",
+    switches.TARGET_JOB: "TargetJob (the reserve action's election)",
+    switches.RESERVED_NODES: "ReservedNodes (the reserve action's node locking)",
 }

@@ -33,9 +33,11 @@ from gpuq_k8s.common.model.gang import quorum_missed, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
+from gpuq_k8s.common.model.reservation import Candidate
 from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
+from gpuq_k8s.scheduler.actions.reserve import Reserve, Target, candidates
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -53,7 +55,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
-from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, Framework, Observer
+from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, RESERVE, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPod
 from gpuq_k8s.scheduler.groups import GroupTracker
@@ -192,6 +194,10 @@ class Scheduler:
         self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
+        # The reserve action (Semantics 15): its state, and the pods whose last refusal freed room
+        # could cure (their jobs may be elected).
+        self.reserve = Reserve(self.framework) if RESERVE in self.framework.actions else None
+        self.curable: set[str] = set()
 
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
@@ -251,6 +257,7 @@ class Scheduler:
         self.queue.delete(key)
         self.nominator.forget(key)
         self.podgroups.forget_pod(key)
+        self.curable.discard(key)
         self._pod_gone(key)
 
     def _pod_gone(self, key: str) -> None:
@@ -289,6 +296,33 @@ class Scheduler:
     def run_enqueue(self) -> int:
         """The enqueue action: Pending PodGroups the Enqueue plugins admit go Inqueue; returns how many."""
         return self.podgroups.run_enqueue()
+
+    def run_reserve(self) -> bool:
+        """One step of the reserve action (scheduler/actions/reserve.py), when it is configured; True
+        when it released a lock (the pods the lock kept out are then ready to be tried at once)."""
+        if self.reserve is None:
+            return False
+        pending = self.pending
+
+        def jobs() -> list[Candidate]:
+            return candidates(pending, self.curable, self.podgroups.group_of, self.objects)
+
+        released = self.reserve.step(self.clock(), self._target, jobs)
+        if released:
+            self.queue.on_event(ClusterEvent.NODES_UNLOCKED, at_once=True)
+        return released
+
+    def _target(self, ref: str) -> Target:
+        """What became of the target job ``ref`` (``PodGroup/ns/name``, or ``Pod/ns/name``)."""
+        kind, _, key = ref.partition("/")
+        if kind == kinds.POD_GROUP.kind:
+            group = self.podgroups.groups.get(key)
+            if group is None:
+                return Target.GONE
+            return Target.READY if self.podgroups.ready_members(group) >= group.min_member else Target.WAITING
+        if key in self.pending:
+            return Target.WAITING
+        return Target.READY if key in self.cluster.pods else Target.GONE
 
     # -- batched status sync ------------------------------------------------------------------------
     def sync_status(self) -> int:
@@ -439,6 +473,11 @@ class Scheduler:
         """The attempt failed with ``status``: reported, and the pod parked (:mod:`scheduler.failure`)
         with its nomination (new, kept while its victims terminate, or cleared)."""
         pod = attempt.pod
+        if self.reserve is not None:  # only the reserve action reads it
+            if _curable(status, attempt.outcome):
+                self.curable.add(pod.key)
+            else:
+                self.curable.discard(pod.key)
         nominated = self.nominator.node_of(pod.key)
         written = nominated if nominated or self._nominated_before else None
         self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
@@ -489,6 +528,7 @@ class Scheduler:
         Only a pod that is still there and unbound is retried; only that one gets PodScheduled=False."""
         key = pod.key
         if outcome.result is Result.DONE:
+            self.curable.discard(key)
             self.pending.pop(key, None)
             self.queue.done(key)
             self.reasons.pop(key, None)
@@ -570,3 +610,17 @@ class Scheduler:
 
     def group_phases(self) -> Mapping[str, str]:
         return self.podgroups.phases()
+
+
+def _curable(status: Status, outcome: FilterOutcome | None) -> bool:
+    """Whether room freed on some node could cure the refusal (the reserve action's candidates): an
+    Unschedulable status, and, when Filter decided, a node some plugin refused resolvably."""
+    if status.code is not Code.UNSCHEDULABLE:
+        return False
+    if outcome is None or not outcome.results:
+        return True
+    for _, result, first in outcome.results:
+        hopeless = result.unresolvable
+        if (first if hopeless is None else first & ~hopeless).any():
+            return True
+    return False

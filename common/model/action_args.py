@@ -22,13 +22,18 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
+from gpuq_k8s.common.model.volcano_support import ACTION_ARGUMENTS, ACTIONS
 
 ENQUEUE: Final = "enqueue"
 ALLOCATE: Final = "allocate"
 BACKFILL: Final = "backfill"
 PREEMPT: Final = "preempt"
 RECLAIM: Final = "reclaim"
-SUPPORTED_ACTIONS: Final = (ENQUEUE, ALLOCATE, BACKFILL, PREEMPT, RECLAIM)
+# Sunset by Volcano in 2022 (PR #2236) and run by gpuq: reserve elects the target job and locks nodes
+# for it; elect is folded into reserve (design.md Semantics 15).
+RESERVE: Final = "reserve"
+ELECT: Final = "elect"
+SUPPORTED_ACTIONS: Final = (ENQUEUE, ALLOCATE, BACKFILL, PREEMPT, RECLAIM, RESERVE, ELECT)
 
 OVERCOMMIT_FACTOR: Final = "overcommit-factor"
 TOPOLOGY_AWARE_PREEMPTION: Final = "enableTopologyAwarePreemption"
@@ -120,7 +125,7 @@ def _parse_arguments(
             elif action in _CACHED_ACTIONS and key == PREDICATE_ERROR_CACHE:
                 parsed[key] = _bool(at, value)
             elif action == ALLOCATE and key == "gateRemovalWorkerNum":
-                raise ConfigError(at, value, "no scheduling-gate workers: gpuq removes no scheduling gates")
+                raise ConfigError(at, value, ACTION_ARGUMENTS[key].refusal("no scheduling-gate workers"))
             elif action == PREEMPT and key == TOPOLOGY_AWARE_PREEMPTION:
                 # gpuq's preempt always chooses as Volcano's topology-aware preempt does (kube's
                 # DefaultPreemption), so either value is honoured (design.md Semantics 15).
@@ -175,7 +180,9 @@ def parse_configurations(value: Any, into: ErrorCollector | None = None) -> dict
         name = entry.get("name")
         arguments = entry.get("arguments") or {}
         if name not in SUPPORTED_ACTIONS:
-            problems.add(f"{where}.name", name, f"one of {', '.join(SUPPORTED_ACTIONS)}")
+            expected = f"one of {', '.join(SUPPORTED_ACTIONS)}"
+            known = ACTIONS.get(name) if isinstance(name, str) else None
+            problems.add(f"{where}.name", name, known.refusal(expected) if known else expected)
         elif name in out:
             problems.add(f"{where}.name", name, "each action configured at most once")
         elif not isinstance(arguments, Mapping):

@@ -23,6 +23,12 @@ and the value: an unknown action, plugin, switch or argument, an argument of the
 action argument gpuq cannot honour. Nothing is silently replaced by a default, because a scheduler
 that quietly ignores half its configuration is worse than one that refuses to start.
 
+Whether gpuq runs each of Volcano's actions and plugins, and why not when it does not (*never*, or *not
+yet*), is one table (:mod:`common.model.volcano_support`): a refusal says which. ``reserve``, ``elect``
+and the ``reservation`` plugin (sunset by Volcano in 2022; run by gpuq, design.md Semantics 15) are
+accepted only together. A ConfigMap holding the configuration (``data["volcano-scheduler.conf"]``, or
+gpuq's ``data["config.yaml"]``) is unwrapped (:meth:`SchedulerConfig.read` says so).
+
 Each plugin's arguments are one pydantic model of that plugin's engine (the engine owns its knobs;
 :mod:`common.model.plugin_args`); this module only knows which plugin names exist
 (:mod:`common.model.plugin_names`) and which model reads each one's arguments.
@@ -42,7 +48,13 @@ from typing import Any, Final
 import yaml
 
 from gpuq_k8s.common.model import plugin_names
-from gpuq_k8s.common.model.action_args import OVERCOMMIT_FACTOR, SUPPORTED_ACTIONS, parse_configurations
+from gpuq_k8s.common.model.action_args import (
+    ELECT,
+    OVERCOMMIT_FACTOR,
+    RESERVE,
+    SUPPORTED_ACTIONS,
+    parse_configurations,
+)
 from gpuq_k8s.common.model.binpack import BinpackArgs
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
@@ -53,8 +65,10 @@ from gpuq_k8s.common.model.overcommit import OvercommitArgs
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.common.model.quoting import quote
+from gpuq_k8s.common.model.reservation import ReservationArgs
 from gpuq_k8s.common.model.strategy_fit import ResourceStrategyFitArgs
-from gpuq_k8s.common.model.switches import UNSUPPORTED_WHEN_TRUE, switch_problem
+from gpuq_k8s.common.model.switches import switch_problem
+from gpuq_k8s.common.model.volcano_support import ACTIONS, PLUGINS, SECTIONS, SWITCHES_WHEN_TRUE
 
 __all__ = ["ARGUMENTS", "SUPPORTED_ACTIONS", "SUPPORTED_PLUGINS", "PluginConfig", "SchedulerConfig"]
 
@@ -69,14 +83,10 @@ ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
     plugin_names.BINPACK: BinpackArgs,
     plugin_names.PREDICATES: PredicatesArgs,
     plugin_names.GANG: GangArgs,
+    plugin_names.RESERVATION: ReservationArgs,
 }
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})
-# Volcano keys gpuq knows but does not implement, with the reason: refused by name rather than
-# silently ignored.
-_UNSUPPORTED_VOLCANO_KEYS: Final = {
-    "metrics": "gpuq reads no metrics source (Volcano's usage plugin's input)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,22 +120,22 @@ class SchedulerConfig:
 
     @classmethod
     def from_yaml(cls, text: str) -> SchedulerConfig:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            # One line: the problem and where, not PyYAML's multi-line excerpt.
-            mark = getattr(err, "problem_mark", None)
-            problem = getattr(err, "problem", None) or type(err).__name__
-            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise ConfigError("config", "<yaml>", f"valid YAML ({problem}{at})") from None
-        except (ValueError, RecursionError) as err:
-            # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
-            # (design.md Semantics 17).
-            reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
-            raise ConfigError("config", "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
-        if data is None:
-            raise ConfigError("config", "", "a YAML mapping with 'actions' and 'tiers'")
-        return cls.from_dict(data)
+        """The configuration ``text`` holds (a ConfigMap holding one is unwrapped: :meth:`read`)."""
+        return cls.read(text)[0]
+
+    @classmethod
+    def read(cls, text: str) -> tuple[SchedulerConfig, str | None]:
+        """The configuration ``text`` holds, and a note when it was a ConfigMap holding it (Volcano's
+        ``volcano-scheduler-configmap`` as ``kubectl get -o yaml`` prints it, or gpuq's own): its
+        ``data["volcano-scheduler.conf"]`` (or ``data["config.yaml"]``) is read instead."""
+        data = _load(text)
+        inner = unwrap_config_map(data)
+        if inner is None:
+            return cls.from_dict(data), None
+        key, text = inner
+        meta = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+        ref = "/".join(str(part) for part in ("ConfigMap", meta.get("namespace"), meta.get("name")) if part)
+        return cls.from_dict(_load(text, f"{ref}: data.{key}")), f"read {ref}'s data[{key!r}]"
 
     @classmethod
     def from_dict(cls, data: Any) -> SchedulerConfig:
@@ -134,9 +144,8 @@ class SchedulerConfig:
             raise ConfigError("config", data, "a mapping with 'actions' and 'tiers'")
         problems = ErrorCollector()
         for key in data:
-            if key in _UNSUPPORTED_VOLCANO_KEYS:
-                why = _UNSUPPORTED_VOLCANO_KEYS[key]
-                problems.add(str(key), data[key], f"no '{key}' section: {why}")
+            if key in SECTIONS:
+                problems.add(str(key), data[key], SECTIONS[key].refusal(f"no '{key}' section"))
             elif key not in _TOP_LEVEL_KEYS:
                 allowed = ", ".join(sorted(_TOP_LEVEL_KEYS))
                 problems.add(str(key), data[key], f"one of the keys {allowed}")
@@ -144,6 +153,7 @@ class SchedulerConfig:
         tiers = _parse_tiers(data.get("tiers"), problems)
         configurations = parse_configurations(data.get("configurations"), into=problems)
         _check_configurations(configurations, {p.name for tier in tiers for p in tier}, problems)
+        _check_reservation(actions, tiers, problems)
         problems.raise_any()
         return cls(actions=actions, tiers=tiers, configurations=configurations)
 
@@ -153,6 +163,46 @@ class SchedulerConfig:
     @classmethod
     def default(cls) -> SchedulerConfig:
         return cls.from_yaml(DEFAULT_CONFIG_YAML)
+
+
+# The keys of a ConfigMap's data that hold a configuration: Volcano's chart's, then gpuq's deploy/'s.
+CONFIG_MAP_KEYS: Final = ("volcano-scheduler.conf", "config.yaml")
+
+
+def unwrap_config_map(data: Any) -> tuple[str, str] | None:
+    """``(key, text)`` of the configuration a ConfigMap holds; None when ``data`` is no ConfigMap. A
+    ConfigMap without one of :data:`CONFIG_MAP_KEYS` is a ConfigError naming the keys it has."""
+    if not isinstance(data, Mapping) or data.get("kind") != "ConfigMap":
+        return None
+    entries = data.get("data")
+    entries = entries if isinstance(entries, Mapping) else {}
+    for key in CONFIG_MAP_KEYS:
+        text = entries.get(key)
+        if isinstance(text, str):
+            return key, text
+    found = ", ".join(sorted(str(k) for k in entries)) or "none"
+    keys = " or ".join(repr(k) for k in CONFIG_MAP_KEYS)
+    raise ConfigError("data", found, f"a ConfigMap whose data holds the configuration under {keys}")
+
+
+def _load(text: str, where: str = "config") -> Any:
+    """``text`` as YAML, or a one-line ConfigError naming ``where``."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        # One line: the problem and where, not PyYAML's multi-line excerpt.
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or type(err).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(where, "<yaml>", f"valid YAML ({problem}{at})") from None
+    except (ValueError, RecursionError) as err:
+        # PyYAML's int() of more than 4,300 digits, or nesting past the recursion limit
+        # (design.md Semantics 17).
+        reason = "nested too deeply" if isinstance(err, RecursionError) else str(err).split(";")[0]
+        raise ConfigError(where, "<yaml>", f"valid YAML within gpuq's limits ({reason})") from None
+    if data is None:
+        raise ConfigError(where, "", "a YAML mapping with 'actions' and 'tiers'")
+    return data
 
 
 def _check_configurations(
@@ -168,6 +218,42 @@ def _check_configurations(
         )
 
 
+def _check_reservation(
+    actions: tuple[str, ...], tiers: tuple[tuple[PluginConfig, ...], ...], problems: ErrorCollector
+) -> None:
+    """reserve, elect and the reservation plugin act only together (design.md Semantics 15): the
+    reserve action asks the plugin for the target job and the node to lock; the plugin is asked by
+    nothing else; elect is folded into reserve. One without the other would be configuration that
+    silently does nothing, so it is refused naming what is missing."""
+    where = next(
+        (
+            f"tiers[{t}].plugins[{p}].name"
+            for t, tier in enumerate(tiers)
+            for p, plugin in enumerate(tier)
+            if plugin.name == plugin_names.RESERVATION
+        ),
+        None,
+    )
+    if RESERVE in actions and where is None:
+        problems.add(
+            "actions",
+            RESERVE,
+            "the reservation plugin in the tiers as well: it elects the target job and picks the nodes "
+            "reserve locks (without it reserve would do nothing)",
+        )
+    if ELECT in actions and RESERVE not in actions:
+        problems.add(
+            "actions",
+            ELECT,
+            "reserve listed as well: gpuq folds elect into reserve, and a target job nothing reserves "
+            "for changes nothing",
+        )
+    if where is not None and RESERVE not in actions:
+        problems.add(
+            where, plugin_names.RESERVATION, "the reserve action in actions as well: only reserve asks it"
+        )
+
+
 def _parse_actions(value: Any, problems: ErrorCollector) -> tuple[str, ...]:
     expected = f"a comma-separated list of {', '.join(SUPPORTED_ACTIONS)}"
     if not isinstance(value, str) or not value.strip():
@@ -177,7 +263,8 @@ def _parse_actions(value: Any, problems: ErrorCollector) -> tuple[str, ...]:
     for raw in value.split(","):
         action = raw.strip()
         if action not in SUPPORTED_ACTIONS:
-            problems.add("actions", action, expected)
+            entry = ACTIONS.get(action)
+            problems.add("actions", action, entry.refusal(expected) if entry else expected)
         elif action in actions:
             problems.add("actions", value, f"{expected}, each at most once ({quote(action)} repeats)")
         else:
@@ -214,7 +301,9 @@ def _parse_plugin(plugin: Any, where: str, seen: set[str], problems: ErrorCollec
     name = plugin.get("name")
     known = name in SUPPORTED_PLUGINS
     if not known:
-        problems.add(f"{where}.name", name, f"one of {', '.join(SUPPORTED_PLUGINS)}")
+        expected = f"one of {', '.join(SUPPORTED_PLUGINS)}"
+        entry = PLUGINS.get(name) if isinstance(name, str) else None
+        problems.add(f"{where}.name", name, entry.refusal(expected) if entry else expected)
     elif name in seen:
         problems.add(f"{where}.name", name, "each plugin at most once across all tiers")
     seen.add(str(name))
@@ -227,8 +316,8 @@ def _parse_plugin(plugin: Any, where: str, seen: set[str], problems: ErrorCollec
             problems.add(f"{where}.{key}", val, problem)
         elif not isinstance(val, bool):
             problems.add(f"{where}.{key}", val, "true or false")
-        elif val and key in UNSUPPORTED_WHEN_TRUE:
-            problems.add(f"{where}.{key}", val, f"false: {UNSUPPORTED_WHEN_TRUE[key]}")
+        elif val and key in SWITCHES_WHEN_TRUE:
+            problems.add(f"{where}.{key}", val, SWITCHES_WHEN_TRUE[key].refusal("false"))
         else:
             switches[key] = val
     arguments = plugin.get("arguments") or {}

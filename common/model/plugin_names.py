@@ -22,6 +22,8 @@ OVERCOMMIT: Final = "overcommit"
 DRF: Final = "drf"
 NODEORDER: Final = "nodeorder"
 BINPACK: Final = "binpack"
+# sunset by Volcano in 2022 (PR #2236); gpuq runs it with the reserve action (design.md Semantics 15)
+RESERVATION: Final = "reservation"
 # the five designs (design.md "The five designs")
 CAPACITY_CARD: Final = "capacity-card"
 CROSSQUOTA: Final = "crossquota"
@@ -62,4 +64,5 @@ ALL: Final = (
     DRF,
     NODEORDER,
     BINPACK,
+    RESERVATION,
 )

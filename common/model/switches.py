@@ -33,6 +33,8 @@ OVERUSED: Final = "enabledOverused"
 ALLOCATABLE: Final = "enabledAllocatable"
 HIERARCHY: Final = "enableHierarchy"
 JOB_READY: Final = "enableJobReady"
+TARGET_JOB: Final = "enableTargetJob"
+RESERVED_NODES: Final = "enableReservedNodes"
 
 # Every switch of Volcano's PluginOption (enableNamespaceOrder kept: older Volcano files carry it).
 VOLCANO_SWITCHES: Final = frozenset(
@@ -51,8 +53,8 @@ VOLCANO_SWITCHES: Final = frozenset(
         PREDICATE,
         "enableBestNode",
         NODE_ORDER,
-        "enableTargetJob",
-        "enableReservedNodes",
+        TARGET_JOB,
+        RESERVED_NODES,
         JOB_ENQUEUED,
         VICTIM,
         JOB_STARVING,
@@ -80,14 +82,13 @@ LEGACY_SPELLINGS: Final = {
     "enabledPredicate": PREDICATE,
     "enabledBestNode": "enableBestNode",
     "enabledNodeOrder": NODE_ORDER,
-    "enabledTargetJob": "enableTargetJob",
-    "enabledReservedNodes": "enableReservedNodes",
+    "enabledTargetJob": TARGET_JOB,
+    "enabledReservedNodes": RESERVED_NODES,
     "enabledJobEnqueued": JOB_ENQUEUED,
     "enabledJobStarving": JOB_STARVING,
 }
 
-# Switches whose ``true`` asks for behaviour gpuq does not implement, with the reason.
-UNSUPPORTED_WHEN_TRUE: Final = {HIERARCHY: "hierarchical queues are not implemented by gpuq"}
+# Switches whose ``true`` asks for what gpuq does not run: common.model.volcano_support.SWITCHES_WHEN_TRUE.
 
 
 def switch_problem(key: str) -> str | None:

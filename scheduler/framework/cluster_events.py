@@ -52,6 +52,8 @@ class ClusterEvent(enum.Enum):
     STORAGE_CLASS_CHANGED = "StorageClassChanged"
     CSI_NODE_CHANGED = "CSINodeChanged"
     PDB_CHANGED = "PodDisruptionBudgetChanged"
+    # The reserve action released the nodes it had locked for a target job (design.md Semantics 15).
+    NODES_UNLOCKED = "NodesUnlocked"
 
 
 ALL_EVENTS: Final = frozenset(ClusterEvent)

@@ -13,7 +13,7 @@ the backend act on them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -28,6 +28,7 @@ from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
+from gpuq_k8s.common.model.reservation import Candidate, Lock
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -186,6 +187,11 @@ class Handle(Protocol):
     def action_arguments(self, action: str) -> Mapping[str, Any]:
         """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
+        ...
+
+    @property
+    def reservation_lock(self) -> Lock | None:
+        """The nodes the ``reserve`` action locked for its target job, if any (Semantics 15)."""
         ...
 
     def disruption_budgets(self) -> Budgets:
@@ -527,3 +533,22 @@ class JobStarvingPlugin(Plugin):
     @abstractmethod
     def job_starving(self, group: GroupInfo) -> bool:
         """Volcano's jobStarvingFn: does the PodGroup still want more of its pods running?"""
+
+
+class TargetJobPlugin(Plugin):
+    """Volcano's targetJobFn (the ``reserve`` action's election; design.md Semantics 15)."""
+
+    # How long the nodes locked for a job this plugin elected stay locked (seconds).
+    lock_timeout: float
+
+    @abstractmethod
+    def target_job(self, candidates: Sequence[Candidate], passed_over: Container[str]) -> Candidate | None:
+        """The job to lock nodes for, of ``candidates``; ``passed_over``: jobs whose lock timed out."""
+
+
+class ReservedNodesPlugin(Plugin):
+    """Volcano's reservedNodesFn: one more node to lock for the target job."""
+
+    @abstractmethod
+    def reserved_node(self, lock: Lock) -> str | None:
+        """The node to add to ``lock`` (None: none left)."""

@@ -30,6 +30,7 @@ from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
+from gpuq_k8s.common.model.reservation import Lock
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework import tiers as combine
@@ -72,6 +73,7 @@ ALLOCATE: Final = "allocate"
 BACKFILL: Final = "backfill"
 PREEMPT: Final = "preempt"
 RECLAIM: Final = "reclaim"
+RESERVE: Final = "reserve"
 
 
 # extension point name, seconds: the metrics module turns these into
@@ -109,6 +111,8 @@ class Framework(SessionPoints):
         self.objects = objects
         self.record = record
         self.waiting = WaitingPods()
+        # The reserve action's lock (scheduler/actions/reserve.py), read by the reservation Filter.
+        self.reservation_lock: Lock | None = None
         self._shared: dict[type, object] = {}
         # The tracker's own queries, bound rather than wrapped: plugins ask them once or more per pod.
         self.group_of = groups.group_of

@@ -23,6 +23,8 @@ enabledOverused           Overused
 enabledAllocatable        Allocatable
 enableJobStarving         JobStarving
 enableJobReady            Permit (gang's quorum)
+enableTargetJob           TargetJob (the reserve action's election)
+enableReservedNodes       ReservedNodes (the reserve action's node locking)
 ========================  ===================================================================
 
 Reserve/Unreserve are bookkeeping (the ledgers must match what is bound) and are never switched off.
@@ -30,11 +32,12 @@ Reserve/Unreserve are bookkeeping (the ledgers must match what is bound) and are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
 from gpuq_k8s.common.model import switches as sw
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.reservation import Candidate, Lock
 from gpuq_k8s.scheduler.framework import tiers as combine
 from gpuq_k8s.scheduler.framework.interfaces import (
     AllocatablePlugin,
@@ -46,6 +49,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     PreemptablePlugin,
     QueueOrderPlugin,
     ReclaimablePlugin,
+    ReservedNodesPlugin,
+    TargetJobPlugin,
 )
 from gpuq_k8s.scheduler.framework.status import Status
 
@@ -103,6 +108,10 @@ class SessionPoints:
         )
         self.starving_tiers: tuple[tuple[JobStarvingPlugin, ...], ...] = self._tiered(
             JobStarvingPlugin, sw.JOB_STARVING
+        )
+        self.target_job_plugins: tuple[TargetJobPlugin, ...] = self._flat(TargetJobPlugin, sw.TARGET_JOB)
+        self.reserved_nodes_plugins: tuple[ReservedNodesPlugin, ...] = self._flat(
+            ReservedNodesPlugin, sw.RESERVED_NODES
         )
 
     # -- Volcano's session points -------------------------------------------------------------------
@@ -163,6 +172,24 @@ class SessionPoints:
 
     def job_starving(self, group: GroupInfo) -> bool:
         return combine.starving(self.starving_tiers, lambda p: p.job_starving(group))
+
+    def target_job(
+        self, candidates: Sequence[Candidate], passed_over: Container[str]
+    ) -> tuple[Candidate, float] | None:
+        """Volcano's ``TargetJob``: the first enabled plugin in tier order answers; with its lock
+        timeout. None when no plugin is enabled or it elects none."""
+        for plugin in self.target_job_plugins:
+            target = plugin.target_job(candidates, passed_over)
+            return None if target is None else (target, plugin.lock_timeout)
+        return None
+
+    def reserved_nodes(self, lock: Lock) -> Lock:
+        """Volcano's ``ReservedNodes``: every enabled plugin adds the node it picks to ``lock``."""
+        for plugin in self.reserved_nodes_plugins:
+            node = plugin.reserved_node(lock)
+            if node is not None and node not in lock.nodes:
+                lock = lock.with_node(node)
+        return lock
 
 
 def _group_in_tiers(

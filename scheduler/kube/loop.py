@@ -61,6 +61,15 @@ class SchedulingLoop:
             log.exception("the enqueue action failed (an error in gpuq)")
             return 0
 
+    def _reserve(self) -> bool:
+        """One step of the reserve action, once per tick (Volcano's one per session; Semantics 15);
+        an error of gpuq's is logged, never the loop's end."""
+        try:
+            return self.scheduler.run_reserve()
+        except Exception:
+            log.exception("the reserve action failed (an error in gpuq)")
+            return False
+
     async def run(self, stop: asyncio.Event) -> None:
         scheduler = self.scheduler
         next_tick = self.clock() + TICK
@@ -91,6 +100,8 @@ class SchedulingLoop:
                 next_tick = now + TICK
                 if scheduler.expire_waiting():
                     continue  # the rollback woke the pods its release can help: schedule them now
+                if self._reserve():
+                    continue  # a lock released: the pods it kept out are ready now
             if now >= next_flush:
                 next_flush = now + FLUSH_EVERY
                 moved = scheduler.queue.flush_unschedulable(self.max_unschedulable)

@@ -20,6 +20,7 @@ from gpuq_k8s.scheduler.plugins.overcommit import Overcommit
 from gpuq_k8s.scheduler.plugins.predicates import Predicates
 from gpuq_k8s.scheduler.plugins.priority import Priority
 from gpuq_k8s.scheduler.plugins.proportion import Proportion
+from gpuq_k8s.scheduler.plugins.reservation import Reservation
 from gpuq_k8s.scheduler.plugins.strategy_fit import ResourceStrategyFit
 
 # Every plugin the scheduler provides; each is registered under its own ``name`` (a
@@ -36,6 +37,8 @@ PLUGINS: Final[tuple[type[Plugin], ...]] = (
     GPUQuota,
     Conformance,
     Proportion,
+    # sunset by Volcano in 2022, run with the reserve action (design.md Semantics 15)
+    Reservation,
     # Volcano's default configuration
     Overcommit,
     DRF,

@@ -61,6 +61,16 @@ def _value(obj: Any) -> int:
     return value
 
 
+def podgroup_priority(group: GroupInfo, objects: ObjectStore) -> int | None:
+    """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""
+    name = group.model.spec.priorityClassName if group.model is not None else ""
+    obj = objects.get(kinds.PRIORITY_CLASS, "", name) if name else None
+    try:
+        return _value(obj) if obj is not None else None
+    except InvalidValue:
+        return None
+
+
 def pod_priority(pod: PodInfo) -> int:
     return pod.priority or 0
 
@@ -110,13 +120,7 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
         return (-self._job_priority(pod)[1], -pod_priority(pod))
 
     def group_priority(self, group: GroupInfo) -> int | None:
-        """The value of the PodGroup's ``priorityClassName``; None without one (or an unknown class)."""
-        name = group.model.spec.priorityClassName if group.model is not None else ""
-        obj = self.handle.objects.get(kinds.PRIORITY_CLASS, "", name) if name else None
-        try:
-            return _value(obj) if obj is not None else None
-        except InvalidValue:
-            return None
+        return podgroup_priority(group, self.handle.objects)
 
     def _job_priority(self, pod: PodInfo) -> tuple[str, int]:
         """The pod's job (its PodGroup, else the pod alone) and that job's priority (the pod's own

@@ -169,7 +169,7 @@ def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> None:
         while True:
             attempt = scheduler.schedule_one()
             if attempt is None:
-                if scheduler.run_enqueue():
+                if scheduler.run_enqueue() or scheduler.run_reserve():
                     continue
                 break
             if progress is not None:

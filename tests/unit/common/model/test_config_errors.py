@@ -36,7 +36,9 @@ tiers:
 """
 EXPECTED = [
     "actions: invalid value 'shuffle': expected a comma-separated list of enqueue, allocate, backfill, "
-    "preempt, reclaim",
+    "preempt, reclaim, reserve, elect (gpuq will never support Volcano's 'shuffle': it evicts running pods "
+    "to rebalance nodes, a descheduler's job (kubernetes-sigs/descheduler); gpuq evicts only to place a "
+    "pending pod (preempt, reclaim))",
     "tiers[1].plugins[1].arguments.weight.cpu: invalid value 'lots': expected an integer from 0 to 1000000",
     "tiers[1].plugins[3].arguments.nodeOrderWeight: invalid value -1: expected a positive number such as 1.0",
 ]
