@@ -3,11 +3,11 @@
 Every call completes before it returns and is recorded, so a run can be replayed as a report.
 
 PreBind plans are carried out on the scheduler's object store: each write is applied as the
-apiserver would (a merge patch, refused when it names a resourceVersion the object no longer has;
-each write gives the object a new one), then the in-memory controllers act as a cluster's would
-(:attr:`MemoryBackend.controllers`; by default the PersistentVolume controller and a provisioner,
-``common/model/placement/volumes/controller.py``), then the plan's condition is asked once: nothing
-else will happen later, so a condition not met by then is the plan's timeout.
+apiserver would (a merge patch, or a strategic one, refused when it names a resourceVersion or a UID
+the object no longer has; each write gives the object a new one), then the in-memory controllers act
+as a cluster's would (:attr:`MemoryBackend.controllers`; by default the PersistentVolume controller
+and a provisioner, ``common/model/placement/volumes/controller.py``), then the plan's condition is
+asked once: nothing else will happen later, so a condition not met by then is the plan's timeout.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
 from gpuq_k8s.common.model.placement.volumes.storage import Catalog
 from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.prebind import ApiWrite, PreBindPlan, State, apply_merge_patch, resource_version
+from gpuq_k8s.common.model.prebind import (
+    ApiWrite,
+    PreBindPlan,
+    State,
+    apply_merge_patch,
+    apply_strategic_patch,
+    resource_version,
+)
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
@@ -168,7 +175,17 @@ class MemoryBackend:
                 f'Operation cannot be fulfilled on {write.kind.plural} "{write.name}": the object has '
                 "been modified; please apply your changes to the latest version and try again"
             )
-        self._store(apply_merge_patch(current, write.patch))
+        meta = write.patch.get("metadata") or {}
+        wanted_uid = str(meta.get("uid") or "")
+        current_uid = str((current.get("metadata") or {}).get("uid") or "")
+        if wanted_uid and wanted_uid != current_uid:
+            return (
+                f"Precondition failed: UID in precondition: {wanted_uid}, UID in object meta: {current_uid}"
+            )
+        if write.merge_keys is not None:
+            self._store(apply_strategic_patch(current, write.patch, write.merge_keys))
+        else:
+            self._store(apply_merge_patch(current, write.patch))
         return ""
 
     def _store(self, obj: Obj) -> None:

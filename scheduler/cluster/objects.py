@@ -1,7 +1,7 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
 PriorityClass, Namespace, and the storage objects: PersistentVolumeClaim, PersistentVolume,
-StorageClass, CSINode), kept as the API returns them (JSON-like mappings), by kind
-(:mod:`common.model.kinds`).
+StorageClass, CSINode, and DRA's DeviceClass, ResourceSlice and ResourceClaim), kept as the API
+returns them (JSON-like mappings), by kind (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
 what changed, so a quota change can wake up the pods it rejected. Plugins that read the same kinds
@@ -29,6 +29,9 @@ KINDS: Final = (
     kinds.CSI_NODE,
     kinds.PERSISTENT_VOLUME,
     kinds.PERSISTENT_VOLUME_CLAIM,
+    kinds.DEVICE_CLASS,
+    kinds.RESOURCE_SLICE,
+    kinds.RESOURCE_CLAIM,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 
