@@ -396,4 +396,4 @@ def _frozen(result: FilterResult) -> FilterResult:
     """``result`` as it stands now, detached from the plugin's caches and live state."""
     reasons = tuple((mask.copy(), message) for mask, message in result.reasons())
     unresolvable = None if result.unresolvable is None else result.unresolvable.copy()
-    return FilterResult(result.passed.copy(), lambda: reasons, unresolvable)
+    return FilterResult(result.passed.copy(), lambda: reasons, unresolvable, result.detail)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -189,7 +189,11 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 mask[row] = True
             return tuple((mask, message) for message, mask in by_message.items())
 
-        return FilterResult(passed, reasons, ~passed)
+        def detail(row: int) -> str | None:
+            answer = unfit.get(row)
+            return answer.message if answer is not None else None
+
+        return FilterResult(passed, reasons, ~passed, detail)
 
     def unfit(self, state: CycleState, row: int) -> Unfit | None:
         """Why node row ``row`` could not take the pod's claims in this attempt, device by device."""
@@ -264,6 +268,60 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             timeout=PRE_BIND_TIMEOUT_SECONDS,
             waiting_for=RESERVING,
         )
+
+    # -- gpuq simulate's report ----------------------------------------------------------------------
+    def report(self) -> Mapping[str, list[dict[str, Any]]]:
+        """``resourceClaims``: each claim, the devices allocated to it and the pods it is reserved for."""
+        rows: list[dict[str, Any]] = []
+        for namespace, name, obj in self.handle.objects.list(kinds.RESOURCE_CLAIM):
+            status = obj.get("status")
+            status = status if isinstance(status, Mapping) else {}
+            allocation = status.get("allocation")
+            results = (
+                (allocation or {}).get("devices", {}).get("results") or []
+                if isinstance(allocation, Mapping)
+                else []
+            )
+            rows.append(
+                {
+                    "namespace": namespace,
+                    "name": name,
+                    "allocated": allocation is not None,
+                    "devices": [_device_row(r) for r in results if isinstance(r, Mapping)],
+                    "reservedFor": [
+                        str(c.get("name")) for c in status.get("reservedFor") or () if isinstance(c, Mapping)
+                    ],
+                }
+            )
+        return {"resourceClaims": rows} if rows else {}
+
+    def pod_fields(self, pod: PodInfo) -> Mapping[str, Any]:
+        """A pod with claims: ``devices``, what its claims were allocated (``driver/pool/device``, with
+        the consumed capacity of a share)."""
+        if not pod.claim_sources:
+            return {}
+        devices: list[dict[str, Any]] = []
+        for source in pod.claim_sources:
+            if source.claim is None:
+                continue
+            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, source.claim)
+            status = obj.get("status") if obj is not None else None
+            allocation = status.get("allocation") if isinstance(status, Mapping) else None
+            if not isinstance(allocation, Mapping) or not is_reserved_for(obj or {}, pod.uid):
+                continue
+            for result in allocation.get("devices", {}).get("results") or []:
+                devices.append({"claim": source.claim, **_device_row(result)})
+        return {"devices": devices}
+
+
+def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "request": result.get("request"),
+        "device": f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}",
+    }
+    if result.get("consumedCapacity"):
+        row["consumedCapacity"] = dict(result["consumedCapacity"])
+    return row
 
 
 def _not_available(answer: Unfit) -> bool:

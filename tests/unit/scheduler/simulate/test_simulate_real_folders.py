@@ -69,7 +69,8 @@ def test_strict_refuses_every_foreign_object_naming_the_first_kind_first(
         f"error: {GITOPS / 'kustomization.yaml'} (document 1): kind: invalid value 'Kustomization' "
         "(kustomize.config.k8s.io/v1beta1): --strict takes only the kinds gpuq simulates: Node, Pod, "
         "Namespace, PriorityClass, Deployment, ReplicaSet, StatefulSet, Job, Queue, PodGroup, "
-        "ElasticQuota, GPUResourceQuota, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode"
+        "ElasticQuota, GPUResourceQuota, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, "
+        "DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate"
     )
     assert "Traceback" not in err
 
