@@ -33,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
-from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaderElector
@@ -47,7 +47,7 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
@@ -251,7 +251,13 @@ class Service:
             backend.objects_changed()
 
         self.informers = InformerSet(
-            Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)
+            Informer(
+                api,
+                kind,
+                handlers=[handler],
+                inactivity_timeout=options.watch_inactivity_timeout,
+                transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
+            )
             for kind in REPLAY_ORDER
         )
         tasks: list[asyncio.Task[Any]] = []

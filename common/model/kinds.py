@@ -79,6 +79,11 @@ NODE: Final = _kind("Node", "", "v1", "nodes", namespaced=False)
 POD: Final = _kind("Pod", "", "v1", "pods", namespaced=True)
 NAMESPACE: Final = _kind("Namespace", "", "v1", "namespaces", namespaced=False)
 SECRET: Final = _kind("Secret", "", "v1", "secrets", namespaced=True)
+# -- the owners of pods that topology spread's system defaults select by (kube's DefaultSelector)
+SERVICE: Final = _kind("Service", "", "v1", "services", namespaced=True)
+REPLICATION_CONTROLLER: Final = _kind(
+    "ReplicationController", "", "v1", "replicationcontrollers", namespaced=True
+)
 PRIORITY_CLASS: Final = _kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 EVENT: Final = _kind("Event", "events.k8s.io", "v1", "events", namespaced=True)
 # -- storage: what kube-scheduler's volume plugins read, and the PV and PVC writes of its volume binder
@@ -168,6 +173,10 @@ SCHEDULER_WATCHES: Final = (
     NODE,
     NAMESPACE,
     PRIORITY_CLASS,
+    SERVICE,
+    REPLICATION_CONTROLLER,
+    REPLICA_SET,
+    STATEFUL_SET,
     QUEUE,
     POD_GROUP,
     ELASTIC_QUOTA,
@@ -192,6 +201,8 @@ SIMULATED: Final = (
     POD,
     NAMESPACE,
     PRIORITY_CLASS,
+    SERVICE,
+    REPLICATION_CONTROLLER,
     DEPLOYMENT,
     REPLICA_SET,
     STATEFUL_SET,

@@ -237,6 +237,10 @@ class PodInfo:
     container_count: int = 0
     # The volumes the placement rules read (claims, in-tree disks): common/model/pod_volumes.py.
     volumes: tuple[PodVolume, ...] = ()
+    # ``spec.topologySpreadConstraints`` and ``metadata.ownerReferences`` as they are (parsed by
+    # common/model/placement: topology spread and its system defaults).
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    owner_references: tuple[Mapping[str, Any], ...] = ()
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -303,6 +307,8 @@ class PodInfo:
             images, container_count = pod_images(spec)
             volumes = parse_volumes(spec.get("volumes"), name)
             deleting = bool(meta.get("deletionTimestamp"))
+            spread = wire.items(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            owners = wire.items(meta.get("ownerReferences"), "metadata.ownerReferences")
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -333,6 +339,8 @@ class PodInfo:
             images=images,
             container_count=container_count,
             volumes=volumes,
+            topology_spread_constraints=tuple(spread),
+            owner_references=tuple(owners),
         )
 
 

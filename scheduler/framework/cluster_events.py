@@ -83,6 +83,12 @@ OBJECT_EVENTS: Final[Mapping[Kind, frozenset[ClusterEvent]]] = {
     kinds.STORAGE_CLASS: frozenset({ClusterEvent.STORAGE_CLASS_CHANGED}),
     kinds.CSI_NODE: frozenset({ClusterEvent.CSI_NODE_CHANGED}),
     kinds.POD_DISRUPTION_BUDGET: frozenset({ClusterEvent.PDB_CHANGED}),
+    # The selectors of topology spread's system defaults: read at the next attempt; kube-scheduler
+    # registers no event for them either.
+    kinds.SERVICE: frozenset(),
+    kinds.REPLICATION_CONTROLLER: frozenset(),
+    kinds.REPLICA_SET: frozenset(),
+    kinds.STATEFUL_SET: frozenset(),
     kinds.DEVICE_CLASS: frozenset({ClusterEvent.DEVICE_CLASS_CHANGED}),
     kinds.RESOURCE_SLICE: frozenset({ClusterEvent.RESOURCE_SLICE_CHANGED}),
     kinds.RESOURCE_CLAIM: frozenset({ClusterEvent.RESOURCE_CLAIM_CHANGED}),
@@ -106,9 +112,10 @@ def node_events(old: NodeInfo | None, new: NodeInfo) -> frozenset[ClusterEvent]:
 
 
 def bound_pod_events(old: PodInfo | None, new: PodInfo) -> frozenset[ClusterEvent]:
-    """The events of a pod that counts on a node being seen again: new there, or relabelled."""
-    if old is None:
+    """The events of a pod that counts on a node being seen again: new there (or moved), or
+    relabelled or marked for deletion (the pods inter-pod affinity and topology spread count change)."""
+    if old is None or old.node_name != new.node_name:
         return frozenset({ClusterEvent.POD_BOUND})
-    if old.labels != new.labels:
+    if old.labels != new.labels or old.deleting != new.deleting:
         return frozenset({ClusterEvent.POD_LABELS_CHANGED})
     return frozenset()

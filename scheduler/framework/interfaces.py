@@ -192,8 +192,15 @@ class Handle(Protocol):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
         ...
 
+    def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
+        """The one object of class ``kind`` the plugins of this framework share, made by ``make`` for
+        the first plugin that asks (the members of one kube-scheduler plugin, e.g. InterPodAffinity's
+        filter under ``predicates`` and its scorer under ``nodeorder``, share their per-cluster index)."""
+        ...
+
 
 Model = TypeVar("Model")
+Shared = TypeVar("Shared")
 
 
 def read_or_warn(handle: Handle, ref: str, parse: Callable[[Obj], Model], obj: Obj) -> Model | None:

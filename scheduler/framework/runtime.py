@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 
@@ -75,6 +75,7 @@ RECLAIM: Final = "reclaim"
 # extension point name, seconds: the metrics module turns these into
 # gpuq_scheduler_framework_extension_point_duration_seconds{extension_point}.
 Observer = Callable[[str, float], None]
+T = TypeVar("T")
 
 
 class Framework(SessionPoints):
@@ -106,6 +107,7 @@ class Framework(SessionPoints):
         self.objects = objects
         self.record = record
         self.waiting = WaitingPods()
+        self._shared: dict[type, object] = {}
         # The tracker's own queries, bound rather than wrapped: plugins ask them once or more per pod.
         self.group_of = groups.group_of
         self.group_members = groups.group_members
@@ -162,6 +164,13 @@ class Framework(SessionPoints):
     def action_arguments(self, action: str) -> Mapping[str, Any]:
         """The ``configurations:`` arguments of ``action`` (empty when the section names it not)."""
         return self._action_arguments.get(action, {})
+
+    def shared(self, kind: type[T], make: Callable[[], T]) -> T:
+        """The plugins' shared object of class ``kind`` (:meth:`Handle.shared`)."""
+        value = self._shared.get(kind)
+        if value is None:
+            value = self._shared[kind] = make()
+        return cast(T, value)
 
     def allow_group(self, group: GroupInfo) -> None:
         self.waiting.allow(group.key)

@@ -77,6 +77,24 @@ def _part(obj: Obj, name: str) -> Mapping[str, Any]:
     return part if isinstance(part, Mapping) else {}
 
 
+# The kinds the scheduler reads only for their pod selector (topology spread's system defaults).
+SELECTOR_ONLY: Final = frozenset(
+    {kinds.SERVICE, kinds.REPLICATION_CONTROLLER, kinds.REPLICA_SET, kinds.STATEFUL_SET}
+)
+
+
+def selector_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """The informer transform of :data:`SELECTOR_ONLY` kinds: identity, labels and ``spec.selector``
+    (a ReplicaSet's pod template and every status stay out of the scheduler's memory, and a status
+    change of theirs, as each pod starts, is no change at all)."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta}
+    spec = obj.get("spec") or {}
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    out["spec"] = {"selector": spec["selector"]} if "selector" in spec else {}
+    return out
+
+
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
     meta = dict(_part(obj, "metadata"))
     for key in _VOLATILE_META:

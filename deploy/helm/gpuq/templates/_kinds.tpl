@@ -5,10 +5,13 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 */}}
 {{- define "gpuq.rules.schedulerWatches" }}
 - apiGroups: [""]
-  resources: [nodes, namespaces, persistentvolumes, persistentvolumeclaims, pods]
+  resources: [nodes, namespaces, services, replicationcontrollers, persistentvolumes, persistentvolumeclaims, pods]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [apps]
+  resources: [replicasets, statefulsets]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues, podgroups]
