@@ -12,7 +12,7 @@ asked once: nothing else will happen later, so a condition not met by then is th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,6 +53,29 @@ def volume_controller(objects: ObjectStore, nodes: Mapping[str, Mapping[str, str
     )
     volumes = [obj for _, _, obj in objects.list(kinds.PERSISTENT_VOLUME)]
     return reconcile(claims, volumes, catalog, nodes)
+
+
+class _NodeLabels(Mapping[str, Mapping[str, str]]):
+    """The nodes' labels by name, gathered only if a controller reads them (most rounds have nothing
+    to do: a DRA PreBind at 5,000 nodes must not copy every node's labels)."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self._cluster = cluster
+        self._labels: dict[str, Mapping[str, str]] | None = None
+
+    def _all(self) -> dict[str, Mapping[str, str]]:
+        if self._labels is None:
+            self._labels = {node.name: node.labels for node in self._cluster.nodes if node is not None}
+        return self._labels
+
+    def __getitem__(self, name: str) -> Mapping[str, str]:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +169,7 @@ class MemoryBackend:
         objects they wrote."""
         if self.objects is None:
             return 0
-        nodes = (
-            {}
-            if self.cluster is None
-            else {node.name: node.labels for node in self.cluster.nodes if node is not None}
-        )
+        nodes: Mapping[str, Mapping[str, str]] = {} if self.cluster is None else _NodeLabels(self.cluster)
         written = 0
         for _ in range(_CONTROLLER_ROUNDS):
             changed = [obj for controller in self.controllers for obj in controller(self.objects, nodes)]

@@ -43,9 +43,10 @@ from typing import Any, Final
 import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.devices.claims import EXACT_COUNT
 from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
-from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan, UnknownDeviceClass
 from gpuq_k8s.common.model.devices.reservation import (
     RESERVING,
     is_reserved_for,
@@ -55,7 +56,7 @@ from gpuq_k8s.common.model.devices.reservation import (
     rollback_writes,
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
-from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.devices.search import MAX_RESULTS, Allocation
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import ApiWrite, Lookup, PreBindPlan, Progress
 from gpuq_k8s.common.model.wire import Obj
@@ -164,10 +165,22 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if data is None:
             return FilterResult.all_pass(n)
         allocator = self.view.ready_allocator()
-        passed = np.zeros(n, dtype=np.bool_)
+        # Only the rows no plugin before this one rejected are decided (the search is the costly part).
+        open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
         data.found.clear()
         data.unfit.clear()
-        for row in range(n):
+        simple = _simple(data.plan)
+        if simple is not None:
+            # One request for `count` whole devices: a row fits exactly when that many of its usable
+            # devices are free (the per-row counts, kept current); rows with shared devices or
+            # counters are searched. Reserve allocates on the chosen row.
+            counts, mixed = self.view.free_counts(simple[0], cluster)
+            passed = open_rows & ~mixed[:n] & (counts[:n] >= simple[1])
+            searched = np.flatnonzero(open_rows & mixed[:n]).tolist()
+        else:
+            passed = np.zeros(n, dtype=np.bool_)
+            searched = np.flatnonzero(open_rows).tolist()
+        for row in searched:
             node = cluster.nodes[row]
             if node is None:
                 continue
@@ -178,19 +191,31 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             else:
                 data.unfit[row] = answer
         unfit = dict(data.unfit)
+        rejected = open_rows & ~passed
+        plan = data.plan
 
         def reasons() -> tuple[tuple[BoolArray, str], ...]:
-            by_message: dict[str, BoolArray] = {}
+            if not rejected.any():
+                return ()
+            elsewhere = np.zeros(n, dtype=np.bool_)
             for row, answer in unfit.items():
-                message = NOT_AVAILABLE if _not_available(answer) else CANNOT_ALLOCATE
-                mask = by_message.get(message)
-                if mask is None:
-                    mask = by_message[message] = np.zeros(n, dtype=np.bool_)
-                mask[row] = True
-            return tuple((mask, message) for message, mask in by_message.items())
+                if _not_available(answer):
+                    elsewhere[row] = True
+            out = []
+            if (rejected & ~elsewhere).any():
+                out.append((rejected & ~elsewhere, CANNOT_ALLOCATE))
+            if elsewhere.any():
+                out.append((elsewhere, NOT_AVAILABLE))
+            return tuple(out)
 
         def detail(row: int) -> str | None:
+            """Device by device; a row the counts rejected is searched when asked (as the devices
+            stand then)."""
             answer = unfit.get(row)
+            node = cluster.nodes[row] if row < cluster.n else None
+            if answer is None and row < n and rejected[row] and node is not None:
+                found = allocator.allocate(plan, node)
+                answer = found if isinstance(found, Unfit) else None
             return answer.message if answer is not None else None
 
         return FilterResult(passed, reasons, ~passed, detail)
@@ -322,6 +347,27 @@ def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
     if result.get("consumedCapacity"):
         row["consumedCapacity"] = dict(result["consumedCapacity"])
     return row
+
+
+def _simple(plan: PodPlan) -> tuple[Alternative, int] | None:
+    """The request, and its count, when ``plan`` is one claim with one request for whole devices
+    (``ExactCount``, no ``firstAvailable``, no capacity, no admin access, no constraints): the free
+    counts then decide a row exactly (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`)."""
+    if plan.allocated or len(plan.to_allocate) != 1:
+        return None
+    prepared = plan.to_allocate[0]
+    if prepared.claim.spec.constraints or len(prepared.requests) != 1 or len(prepared.requests[0]) != 1:
+        return None
+    alternative = prepared.requests[0][0]
+    request = alternative.request
+    if (
+        request.mode != EXACT_COUNT
+        or request.capacity is not None
+        or request.admin_access
+        or not 0 < request.count <= MAX_RESULTS
+    ):
+        return None
+    return alternative, request.count
 
 
 def _not_available(answer: Unfit) -> bool:

@@ -13,10 +13,14 @@ the finalizer added), and the Unreserve after a failed binding.
 
 from __future__ import annotations
 
+import random
 from typing import Any
+
+import pytest
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.devices.reservation import FINALIZER
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -121,9 +125,11 @@ def test_concurrent_pods_never_get_the_same_device() -> None:
     third = PodInfo.from_dict(pod("pc", "c"))
     state = CycleState()
     assert plugin.pre_filter(state, third).is_success
-    assert not plugin.filter(state, third).passed[0]
-    unfit = plugin.unfit(state, 0)
-    assert unfit is not None and "gpu-0" in unfit.message and "gpu-1" in unfit.message
+    verdict = plugin.filter(state, third)
+    assert not verdict.passed[0]
+    assert verdict.detail is not None
+    detail = verdict.detail(0)
+    assert detail is not None and "(gpu-0, gpu-1: in use)" in detail
     # Unreserve gives a device back (idempotent)
     plugin.unreserve(states[0][0], states[0][1], 0)
     plugin.unreserve(states[0][0], states[0][1], 0)
@@ -333,3 +339,54 @@ def test_a_pod_without_claims_is_skipped() -> None:
     sched, _ = scheduler()
     sched.add_pod(MakePod("q", NS).req(cpu="1").info())
     assert attempt(sched)[0] == "n1"
+
+
+def _random_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[str]]:
+    """Nodes with 0-4 devices of two models, some shared (allowMultipleAllocations), and claims asking
+    1-3 devices of a model or of any."""
+    objects: list[dict[str, Any]] = [CLASS]
+    nodes = [f"n{i}" for i in range(6)]
+    for name in nodes:
+        devices = []
+        for d in range(rng.randint(0, 4)):
+            extra: dict[str, Any] = {}
+            if rng.random() < 0.15:
+                extra = {"allowMultipleAllocations": True}
+            devices.append(
+                dra.device(f"gpu-{d}", {"model": rng.choice(["h100", "a100"])}, {"memory": "80Gi"}, **extra)
+            )
+        if devices:
+            objects.append(dra.resource_slice(f"{name}-gpus", name, devices))
+    return objects, nodes
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_filter_rows_equal_the_search_on_each_node(seed: int) -> None:
+    """The per-row free counts (whole devices) and the search (shared devices) decide each row as the
+    exact search on that node would, pod after pod while the devices fill up."""
+    rng = random.Random(seed)
+    objects, nodes = _random_cluster(rng)
+    sched, _ = scheduler(*objects, nodes=tuple(nodes))
+    plugin = plugin_of(sched, DynamicResources)
+    for i in range(10):
+        selector = rng.choice(["", 'device.attributes["gpu.e2e.gpuq.example.com"].model == "h100"'])
+        count = rng.randint(1, 3)
+        sched.put_object(
+            dra.claim(f"c{i}", NS, dra.exactly("gpu", "gpu", count=count, selector=selector), uid=f"u{i}")
+        )
+        info = PodInfo.from_dict(pod(f"p{i}", f"c{i}"))
+        state = CycleState()
+        assert plugin.pre_filter(state, info).is_success
+        verdict = plugin.filter(state, info)
+        data_plan = plugin.view.ready_allocator().plan(
+            [plugin.view.claim(claim_obj(sched, f"c{i}"))], info.uid
+        )
+        for row, name in enumerate(nodes):
+            node_info = sched.cluster.nodes[row]
+            assert node_info is not None and node_info.name == name
+            exact = plugin.view.ready_allocator().allocate(data_plan, node_info)
+            assert bool(verdict.passed[row]) == isinstance(exact, Allocation), (seed, i, name)
+        feasible = [r for r in range(len(nodes)) if verdict.passed[r]]
+        if feasible:
+            row = rng.choice(feasible)
+            assert plugin.reserve(state, info.with_node_name(nodes[row]), row).is_success
