@@ -41,7 +41,7 @@ from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
-from gpuq_k8s.common.model.wire import split_ref
+from gpuq_k8s.common.model.wire import section, split_ref
 from gpuq_k8s.common.process.flags import listen_error
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
@@ -176,7 +176,7 @@ class Service:
 
     def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         obj = self._cached(kind, namespace, name)
-        return None if obj is None else (obj.get("status") or {})
+        return None if obj is None else section(obj, "status")
 
     def _resolve(self, ref: str) -> tuple[str, str] | None:
         kind, namespace, name = split_ref(ref)

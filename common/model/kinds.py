@@ -86,7 +86,6 @@ REPLICATION_CONTROLLER: Final = _kind(
 )
 PRIORITY_CLASS: Final = _kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 EVENT: Final = _kind("Event", "events.k8s.io", "v1", "events", namespaced=True)
-# -- storage: what kube-scheduler's volume plugins read, and the PV and PVC writes of its volume binder
 LEASE: Final = _kind("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
 VALIDATING_WEBHOOK_CONFIGURATION: Final = _kind(
     "ValidatingWebhookConfiguration",
@@ -185,6 +184,7 @@ SCHEDULER_WATCHES: Final = (
     CSI_NODE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
+    POD_DISRUPTION_BUDGET,
     DEVICE_CLASS,
     RESOURCE_SLICE,
     RESOURCE_CLAIM,
@@ -216,6 +216,7 @@ SIMULATED: Final = (
     PERSISTENT_VOLUME,
     STORAGE_CLASS,
     CSI_NODE,
+    POD_DISRUPTION_BUDGET,
     DEVICE_CLASS,
     RESOURCE_SLICE,
     RESOURCE_CLAIM,

@@ -214,6 +214,7 @@ class PodInfo:
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     creation_timestamp: str = ""
+    start_time: str = ""  # status.startTime (the kubelet's): preemption spares the longest-running
     deleting: bool = False
     # Being deleted because a scheduler preempted it: deleting, with the DisruptionTarget condition
     # reason PreemptionByScheduler (kube-scheduler's podTerminatingByPreemption). Only read then.
@@ -324,6 +325,7 @@ class PodInfo:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            start_time=str(status.get("startTime") or ""),
             deleting=deleting,
             preempted_by_scheduler=deleting and _disrupted_by_preemption(status),
             nominated_node_name=str(status.get("nominatedNodeName") or ""),

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.kinds import Kind
@@ -191,6 +192,21 @@ class Handle(Protocol):
         """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
         ...
+
+    def disruption_budgets(self) -> Budgets:
+        """The cluster's PodDisruptionBudgets with what each allows now (preemption's victims)."""
+        ...
+
+    def fits_without(
+        self,
+        pod: PodInfo,
+        row: int,
+        removed: Sequence[PodInfo],
+        queue_ok: Callable[[PodInfo], bool] | None = None,
+    ) -> bool:
+        """Whether ``pod`` would pass the real queue check (or ``queue_ok``, the action's), PreFilter and
+        Filter on node row ``row`` with ``removed`` gone (kube-scheduler's filters run on a node with the
+        victims removed)."""
 
     def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
         """The one object of class ``kind`` the plugins of this framework share, made by ``make`` for

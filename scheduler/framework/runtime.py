@@ -26,12 +26,14 @@ from typing import Any, Final, TypeVar, cast
 import numpy as np
 
 from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework import tiers as combine
+from gpuq_k8s.scheduler.framework.budgets import BudgetView
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -115,6 +117,8 @@ class Framework(SessionPoints):
         self.group = groups.groups.get
         self.group_problem = groups.invalid.get
         self.pending_pod = groups.pending.get
+        self._pending = groups.pending
+        self._budgets = BudgetView(objects, record)
         self.queue_of = groups.queue_of
         # -- the plugins --------------------------------------------------------------------------
         # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
@@ -181,6 +185,39 @@ class Framework(SessionPoints):
         pods = tuple(self.cluster.pods_on[row].values())
         counted = self.nominator.is_counted
         return tuple(p for p in pods if not counted(p.key)) if self.nominator.nominations else pods
+
+    # -- preemption's dry run (kube-scheduler's SelectVictimsOnNode asks these) ---------------------
+    def disruption_budgets(self) -> Budgets:
+        """The PodDisruptionBudgets with what each allows now (:mod:`scheduler.framework.budgets`)."""
+        return self._budgets.budgets(lambda: (*self.cluster.pods.values(), *self._pending.values()))
+
+    def fits_without(
+        self,
+        pod: PodInfo,
+        row: int,
+        removed: Sequence[PodInfo],
+        queue_ok: Callable[[PodInfo], bool] | None = None,
+    ) -> bool:
+        """Would ``pod`` pass its queue's check, PreFilter and Filter on node row ``row`` with the pods
+        ``removed`` taken off the cluster? Every plugin sees them gone (the cluster state tells its
+        listeners, so the quota ledgers release them too, and the placement rules recount), as
+        kube-scheduler runs its filters on a node with the victims removed. The cluster is restored
+        before this returns."""
+        cluster = self.cluster
+        taken = [p for p in removed if cluster.remove_pod(p.key) is not None]
+        try:
+            if not (queue_ok(pod) if queue_ok is not None else self.queue_check(pod).is_success):
+                return False  # the queue would still be overused, or could still not be charged the pod
+            state = CycleState()
+            try:
+                if not self.run_pre_filter(state, pod).is_success:
+                    return False
+            except PluginInputError:
+                return False
+            return bool(self.run_filter(state, pod).feasible[row])
+        finally:
+            for victim in taken:
+                cluster.add_pod(victim)
 
     @property
     def interest(self) -> Mapping[str, frozenset[ClusterEvent]]:

@@ -39,7 +39,7 @@ from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, 
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds
+from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds, section
 from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -63,18 +63,12 @@ _STATUS_INPUTS: Final = {
     kinds.RESOURCE_CLAIM.kind: ("allocation", "reservedFor"),
     kinds.POD_DISRUPTION_BUDGET.kind: (
         "disruptionsAllowed",
+        "disruptedPods",
         "currentHealthy",
         "desiredHealthy",
         "expectedPods",
     ),
 }
-
-
-def _part(obj: Obj, name: str) -> Mapping[str, Any]:
-    """``obj[name]`` when it is a mapping, else empty: the comparisons below never fail on a shape
-    the object's own apply then reports (design.md Semantics 17)."""
-    part = obj.get(name)
-    return part if isinstance(part, Mapping) else {}
 
 
 # The kinds the scheduler reads only for their pod selector (topology spread's system defaults).
@@ -96,7 +90,7 @@ def selector_only(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
-    meta = dict(_part(obj, "metadata"))
+    meta = dict(section(obj, "metadata"))
     for key in _VOLATILE_META:
         meta.pop(key, None)
     return meta
@@ -110,8 +104,8 @@ def pod_update_matters(old: Obj, new: Obj) -> bool:
     return (
         _meta_without_volatile(old) != _meta_without_volatile(new)
         or old.get("spec") != new.get("spec")
-        or _part(old, "status").get("resourceClaimStatuses")
-        != _part(new, "status").get("resourceClaimStatuses")
+        or section(old, "status").get("resourceClaimStatuses")
+        != section(new, "status").get("resourceClaimStatuses")
     )
 
 
@@ -120,7 +114,7 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
         return True
     for key in _STATUS_INPUTS.get(kind, ()):
-        if _part(old, "status").get(key) != _part(new, "status").get(key):
+        if section(old, "status").get(key) != section(new, "status").get(key):
             return True
     # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
     rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}

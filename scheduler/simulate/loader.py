@@ -28,6 +28,7 @@ from typing import Any, Final
 import yaml
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.disruption_budget import parse_disruption_budget
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.placement import pod_affinity, topology_spread
@@ -59,6 +60,8 @@ _CHECKS: Final[Mapping[str, Callable[[Any], object]]] = {
     kinds.PERSISTENT_VOLUME.kind: parse_volume,
     kinds.STORAGE_CLASS.kind: parse_storage_class,
     kinds.CSI_NODE.kind: parse_csi_node,
+    # what the apiserver would refuse of a budget (both bounds, a bad selector)
+    kinds.POD_DISRUPTION_BUDGET.kind: parse_disruption_budget,
 }
 
 # The top-level keys of a scheduler configuration (Volcano's volcano-scheduler.conf): a document with
