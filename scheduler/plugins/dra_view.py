@@ -63,6 +63,7 @@ class DraView:
         self._counts: dict[tuple[object, ...], tuple[IntArray, BoolArray]] = {}
         self._counts_key: tuple[object, ...] = ()
         self._alternatives: dict[tuple[object, ...], Alternative] = {}
+        self._inventory_generation = 0
         for kind in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE, kinds.RESOURCE_CLAIM):
             for namespace, name, obj in list(objects.list(kind)):
                 self._apply(kind, namespace, name, obj)
@@ -134,6 +135,7 @@ class DraView:
             for name in removed:
                 self._slices.pop(name, None)
             self.allocator.inventory = self.allocator.inventory.updated(changed, removed)
+            self._inventory_generation += 1
             self.allocator.prune(self._slices.values())
         return self.allocator.inventory
 
@@ -149,7 +151,7 @@ class DraView:
         Read-only arrays."""
         inventory = self.inventory
         ledger = self.ledger
-        key = (id(inventory), cluster.static_generation, cluster.n)
+        key = (self._inventory_generation, cluster.static_generation, cluster.n)
         touched = ledger.touched
         ledger.touched = set()
         if key != self._counts_key or touched is None:
