@@ -61,6 +61,9 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 - apiGroups: [""]
   resources: [persistentvolumes, persistentvolumeclaims]
   verbs: [patch]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [patch]
 {{- end }}
 {{- define "gpuq.rules.claimWrites" }}
 - apiGroups: [resource.k8s.io]
