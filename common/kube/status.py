@@ -227,9 +227,7 @@ class StatusWriter:
                             content_type=MERGE_PATCH,
                         )
                         if reply.ok:
-                            log.info(
-                                "%s has no status subresource: its status is patched on the object", kind
-                            )
+                            log.info("%s has no status subresource: status patched on the object", kind)
                             self._main_resource.add(kind)
                 reply.raise_for_status()
             except NotFound:
