@@ -282,10 +282,11 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                     (
                         predicates.DYNAMIC_RESOURCE_ALLOCATION_ENABLE,
                         "dynamic_resource_allocation",
-                        "pods with `spec.resourceClaims` (DynamicResources): until gpuq allocates "
-                        "ResourceClaims they stay pending, unresolvable, with a reason that says so; `false` "
-                        "places them as if they had none (no device is allocated for them). Volcano master "
-                        "never reads this key (its DRA filter follows the feature gate, on since 1.34).",
+                        "pods with `spec.resourceClaims` (DynamicResources): their ResourceClaims are "
+                        "allocated from the ResourceSlices' devices and written before the binding "
+                        '(design.md "DRA devices"); `false` places them as if they had none (no device is '
+                        "allocated for them). Volcano master never reads this key (its DRA filter follows "
+                        "the feature gate, on since 1.34).",
                         "true",
                     ),
                     (

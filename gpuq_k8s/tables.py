@@ -97,6 +97,7 @@ def print_report(
             cells = ([row["namespace"]] if named else []) + [row["name"]] + [fmt(row.get(k)) for k in keys]
             t.add_row(*cells)
         console.print(t)
+    _print_claims(console, out.get("resourceClaims") or [])
     _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
     _print_warnings(console, out.get("events") or [])
     for section, title in (
@@ -116,6 +117,28 @@ def print_report(
             nodes = explain(pod)
             if nodes:
                 print_explain({**pod, "nodes": nodes}, console)
+
+
+def _print_claims(console: Console, rows: list[dict[str, Any]]) -> None:
+    """DRA: each ResourceClaim, the devices allocated to it (a share with what it consumes) and the
+    pods it is reserved for."""
+    if not rows:
+        return
+    t = Table(title="ResourceClaims", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "DEVICES", "RESERVED FOR"):
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        devices = ", ".join(
+            d["device"] + (f" ({fmt(d['consumedCapacity'])})" if d.get("consumedCapacity") else "")
+            for d in row.get("devices") or ()
+        )
+        t.add_row(
+            row["namespace"],
+            row["name"],
+            escape(devices) or "-",
+            escape(", ".join(row["reservedFor"])) or "-",
+        )
+    console.print(t)
 
 
 def _print_gpu_quotas(console: Console, rows: list[dict[str, Any]]) -> None:

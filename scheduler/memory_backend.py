@@ -3,16 +3,16 @@
 Every call completes before it returns and is recorded, so a run can be replayed as a report.
 
 PreBind plans are carried out on the scheduler's object store: each write is applied as the
-apiserver would (a merge patch, refused when it names a resourceVersion the object no longer has;
-each write gives the object a new one), then the in-memory controllers act as a cluster's would
-(:attr:`MemoryBackend.controllers`; by default the PersistentVolume controller and a provisioner,
-``common/model/placement/volumes/controller.py``), then the plan's condition is asked once: nothing
-else will happen later, so a condition not met by then is the plan's timeout.
+apiserver would (a merge patch, or a strategic one, refused when it names a resourceVersion or a UID
+the object no longer has; each write gives the object a new one), then the in-memory controllers act
+as a cluster's would (:attr:`MemoryBackend.controllers`; by default the PersistentVolume controller
+and a provisioner, ``common/model/placement/volumes/controller.py``), then the plan's condition is
+asked once: nothing else will happen later, so a condition not met by then is the plan's timeout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,7 +24,14 @@ from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
 from gpuq_k8s.common.model.placement.volumes.storage import Catalog
 from gpuq_k8s.common.model.placement.volumes.storage_classes import parse_storage_class
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.prebind import ApiWrite, PreBindPlan, State, apply_merge_patch, resource_version
+from gpuq_k8s.common.model.prebind import (
+    ApiWrite,
+    PreBindPlan,
+    State,
+    apply_merge_patch,
+    apply_strategic_patch,
+    resource_version,
+)
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.backend import SUCCESS, Done, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
@@ -46,6 +53,29 @@ def volume_controller(objects: ObjectStore, nodes: Mapping[str, Mapping[str, str
     )
     volumes = [obj for _, _, obj in objects.list(kinds.PERSISTENT_VOLUME)]
     return reconcile(claims, volumes, catalog, nodes)
+
+
+class _NodeLabels(Mapping[str, Mapping[str, str]]):
+    """The nodes' labels by name, gathered only if a controller reads them (most rounds have nothing
+    to do: a DRA PreBind at 5,000 nodes must not copy every node's labels)."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self._cluster = cluster
+        self._labels: dict[str, Mapping[str, str]] | None = None
+
+    def _all(self) -> dict[str, Mapping[str, str]]:
+        if self._labels is None:
+            self._labels = {node.name: node.labels for node in self._cluster.nodes if node is not None}
+        return self._labels
+
+    def __getitem__(self, name: str) -> Mapping[str, str]:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +169,7 @@ class MemoryBackend:
         objects they wrote."""
         if self.objects is None:
             return 0
-        nodes = (
-            {}
-            if self.cluster is None
-            else {node.name: node.labels for node in self.cluster.nodes if node is not None}
-        )
+        nodes: Mapping[str, Mapping[str, str]] = {} if self.cluster is None else _NodeLabels(self.cluster)
         written = 0
         for _ in range(_CONTROLLER_ROUNDS):
             changed = [obj for controller in self.controllers for obj in controller(self.objects, nodes)]
@@ -168,7 +194,17 @@ class MemoryBackend:
                 f'Operation cannot be fulfilled on {write.kind.plural} "{write.name}": the object has '
                 "been modified; please apply your changes to the latest version and try again"
             )
-        self._store(apply_merge_patch(current, write.patch))
+        meta = write.patch.get("metadata") or {}
+        wanted_uid = str(meta.get("uid") or "")
+        current_uid = str((current.get("metadata") or {}).get("uid") or "")
+        if wanted_uid and wanted_uid != current_uid:
+            return (
+                f"Precondition failed: UID in precondition: {wanted_uid}, UID in object meta: {current_uid}"
+            )
+        if write.merge_keys is not None:
+            self._store(apply_strategic_patch(current, write.patch, write.merge_keys))
+        else:
+            self._store(apply_merge_patch(current, write.patch))
         return ""
 
     def _store(self, obj: Obj) -> None:

@@ -112,6 +112,14 @@ CSI_NODE: Final = _kind("CSINode", "storage.k8s.io", "v1", "csinodes", namespace
 POD_DISRUPTION_BUDGET: Final = _kind(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True
 )
+# -- DRA (resource.k8s.io/v1): what kube-scheduler's DynamicResources plugin reads, and the claims'
+#    status it writes (common/model/devices, scheduler/plugins/dynamic_resources.py)
+DEVICE_CLASS: Final = _kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", namespaced=False)
+RESOURCE_SLICE: Final = _kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", namespaced=False)
+RESOURCE_CLAIM: Final = _kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", namespaced=True)
+RESOURCE_CLAIM_TEMPLATE: Final = _kind(
+    "ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", namespaced=True
+)
 CUSTOM_RESOURCE_DEFINITION: Final = _kind(
     "CustomResourceDefinition",
     "apiextensions.k8s.io",
@@ -177,6 +185,9 @@ SCHEDULER_WATCHES: Final = (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     POD_DISRUPTION_BUDGET,
+    DEVICE_CLASS,
+    RESOURCE_SLICE,
+    RESOURCE_CLAIM,
     POD,
 )
 # What `gpuq simulate` reads from its input (scheduler/simulate/loader.py): Nodes and Pods, the
@@ -206,6 +217,10 @@ SIMULATED: Final = (
     STORAGE_CLASS,
     CSI_NODE,
     POD_DISRUPTION_BUDGET,
+    DEVICE_CLASS,
+    RESOURCE_SLICE,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
@@ -217,3 +232,10 @@ STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD_GROUP)
 # The kinds whose status may live in the main resource (a CRD without the status subresource).
 STATUS_IN_MAIN_RESOURCE: Final = (POD_GROUP,)
+# What PreBind writes of a ResourceClaim, as kube-scheduler 1.36's system:kube-scheduler role grants it
+# (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go): the claim itself (its
+# resource.kubernetes.io/delete-protection finalizer), its status (allocation and reservedFor) and, with
+# DRAResourceClaimGranularStatusAuthorization (beta, on in 1.36), the ``binding`` subresource the
+# apiserver authorizes a status write that sets an allocation or a reservation against.
+CLAIM_WRITES: Final = (RESOURCE_CLAIM,)
+CLAIM_WRITE_SUBRESOURCES: Final = ("", "status", "binding")

@@ -182,6 +182,19 @@ def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Reso
 
 
 @dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry: ``claim`` is the ResourceClaim's name (``resourceClaimName``,
+    or for a ``resourceClaimTemplateName`` the claim kube-controller-manager generated, as
+    ``status.resourceClaimStatuses`` names it); ``claim`` None: from a template, not generated yet
+    (``needed``) or not needed at all (the status entry names no claim)."""
+
+    name: str
+    claim: str | None
+    template: str | None = None
+    needed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """The fields of a Pod gpuq decides on, parsed once from the API object.
 
@@ -219,6 +232,8 @@ class PodInfo:
     scheduling_gates: tuple[str, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     resource_claims: tuple[str, ...] = ()
+    # Each ``spec.resourceClaims`` entry with the ResourceClaim it names (:class:`PodClaim`).
+    claim_sources: tuple[PodClaim, ...] = ()
     images: tuple[str, ...] = ()
     container_count: int = 0
     # The volumes the placement rules read (claims, in-tree disks): common/model/pod_volumes.py.
@@ -289,6 +304,7 @@ class PodInfo:
             gates = scheduling_gates(spec)
             ports = host_ports(spec)
             claims = _claim_names(spec)
+            claim_sources = _claim_sources(spec, status) if claims else ()
             images, container_count = pod_images(spec)
             volumes = parse_volumes(spec.get("volumes"), name)
             deleting = bool(meta.get("deletionTimestamp"))
@@ -321,6 +337,7 @@ class PodInfo:
             scheduling_gates=gates,
             host_ports=ports,
             resource_claims=claims,
+            claim_sources=claim_sources,
             images=images,
             container_count=container_count,
             volumes=volumes,
@@ -341,6 +358,35 @@ def _claim_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
             raise InvalidValue(f"spec.resourceClaims[{i}].name", name, "a non-empty claim name")
         names.append(name)
     return tuple(names)
+
+
+def _claim_sources(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    """Each ``spec.resourceClaims`` entry with its claim (:class:`PodClaim`)."""
+    generated: dict[str, str | None] = {}
+    for i, entry in enumerate(
+        wire.items(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")
+    ):
+        name = entry.get("name")
+        claim = entry.get("resourceClaimName")
+        if not isinstance(name, str) or (claim is not None and not isinstance(claim, str)):
+            raise InvalidValue(f"status.resourceClaimStatuses[{i}]", entry, "a name and a claim name")
+        generated[name] = claim or None
+    out: list[PodClaim] = []
+    for i, entry in enumerate(wire.items(spec.get("resourceClaims"), "spec.resourceClaims")):
+        name = str(entry.get("name"))
+        direct = entry.get("resourceClaimName")
+        template = entry.get("resourceClaimTemplateName")
+        if isinstance(direct, str) and direct:
+            out.append(PodClaim(name, direct))
+        elif isinstance(template, str) and template:
+            out.append(
+                PodClaim(name, generated.get(name), template, name not in generated or bool(generated[name]))
+            )
+        else:
+            raise InvalidValue(
+                f"spec.resourceClaims[{i}]", entry, "one of resourceClaimName or resourceClaimTemplateName"
+            )
+    return tuple(out)
 
 
 def _disrupted_by_preemption(status: Mapping[str, Any]) -> bool:

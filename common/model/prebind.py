@@ -65,6 +65,15 @@ class ApiWrite:
     name: str
     patch: Mapping[str, Any]
     subresource: str = ""
+    # A strategic merge patch instead (built-in kinds only): lists named here merge their items by the
+    # given key (``{"reservedFor": "uid"}``, as the API type's patchMergeKey says) and an item
+    # ``{"$patch": "delete", <key>: ...}`` removes one; other lists are replaced. A ``metadata.uid`` in
+    # the patch is a precondition: the apiserver refuses the patch (Conflict) for another object.
+    merge_keys: Mapping[str, str] | None = None
+
+    @property
+    def strategic(self) -> bool:
+        return self.merge_keys is not None
 
     @property
     def ref(self) -> str:
@@ -125,4 +134,37 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+def apply_strategic_patch(target: Any, patch: Any, merge_keys: Mapping[str, str]) -> Any:
+    """A strategic merge patch of ``target`` as the apiserver applies the subset gpuq writes: maps
+    merge (a ``None`` member removes the key), the lists named in ``merge_keys`` merge their items by
+    that key (``{"$patch": "delete", key: value}`` removes the item), other values replace."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif key in merge_keys and isinstance(value, list):
+            by = merge_keys[key]
+            items = [dict(item) for item in (result.get(key) or []) if isinstance(item, Mapping)]
+            for change in value:
+                if not isinstance(change, Mapping):
+                    continue
+                found = next((i for i, item in enumerate(items) if item.get(by) == change.get(by)), None)
+                if change.get("$patch") == "delete":
+                    if found is not None:
+                        items.pop(found)
+                elif found is None:
+                    items.append(dict(change))
+                else:
+                    items[found] = apply_strategic_patch(items[found], change, merge_keys)
+            if items:
+                result[key] = items
+            else:
+                result.pop(key, None)
+        else:
+            result[key] = apply_strategic_patch(result.get(key), value, merge_keys)
     return result

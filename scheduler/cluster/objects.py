@@ -1,8 +1,8 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
 PriorityClass, Namespace, the storage objects: PersistentVolumeClaim, PersistentVolume,
 StorageClass, CSINode; PodDisruptionBudgets; the Services, ReplicationControllers, ReplicaSets and
-StatefulSets topology spread's system defaults select pods by), kept as the API returns them
-(JSON-like mappings), by kind (:mod:`common.model.kinds`).
+StatefulSets topology spread's system defaults select pods by; DRA's DeviceClass, ResourceSlice and
+ResourceClaim), kept as the API returns them (JSON-like mappings), by kind (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
 what changed, so a quota change can wake up the pods it rejected. Plugins that read the same kinds
@@ -35,6 +35,9 @@ KINDS: Final = (
     kinds.REPLICA_SET,
     kinds.STATEFUL_SET,
     kinds.POD_DISRUPTION_BUDGET,
+    kinds.DEVICE_CLASS,
+    kinds.RESOURCE_SLICE,
+    kinds.RESOURCE_CLAIM,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 

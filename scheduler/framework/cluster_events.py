@@ -54,11 +54,21 @@ class ClusterEvent(enum.Enum):
     PDB_CHANGED = "PodDisruptionBudgetChanged"
     # The reserve action released the nodes it had locked for a target job (design.md Semantics 15).
     NODES_UNLOCKED = "NodesUnlocked"
+    # DRA (kube-scheduler's DynamicResources EventsToRegister).
+    DEVICE_CLASS_CHANGED = "DeviceClassChanged"
+    RESOURCE_SLICE_CHANGED = "ResourceSliceChanged"
+    RESOURCE_CLAIM_CHANGED = "ResourceClaimChanged"  # added, changed (its status too) or deleted
 
 
 ALL_EVENTS: Final = frozenset(ClusterEvent)
 # What a plugin that registers no events is retried on (see the module doc).
-DEFAULT_EVENTS: Final = ALL_EVENTS - {ClusterEvent.POD_BOUND, ClusterEvent.POD_LABELS_CHANGED}
+# A ResourceClaim changes with every DRA pod bound (its allocation and reservation): only the
+# DynamicResources plugin, which registers it, is retried on it.
+DEFAULT_EVENTS: Final = ALL_EVENTS - {
+    ClusterEvent.POD_BOUND,
+    ClusterEvent.POD_LABELS_CHANGED,
+    ClusterEvent.RESOURCE_CLAIM_CHANGED,
+}
 
 # The events a change of an object of each kind raises (the object store's kinds, and those the
 # placement rules' informers add: PVCs, PVs, StorageClasses, CSINodes, PodDisruptionBudgets).
@@ -81,6 +91,9 @@ OBJECT_EVENTS: Final[Mapping[Kind, frozenset[ClusterEvent]]] = {
     kinds.REPLICATION_CONTROLLER: frozenset(),
     kinds.REPLICA_SET: frozenset(),
     kinds.STATEFUL_SET: frozenset(),
+    kinds.DEVICE_CLASS: frozenset({ClusterEvent.DEVICE_CLASS_CHANGED}),
+    kinds.RESOURCE_SLICE: frozenset({ClusterEvent.RESOURCE_SLICE_CHANGED}),
+    kinds.RESOURCE_CLAIM: frozenset({ClusterEvent.RESOURCE_CLAIM_CHANGED}),
 }
 
 

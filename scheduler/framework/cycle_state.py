@@ -8,17 +8,23 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 T = TypeVar("T")
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "feasible", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         # Plugins whose PreFilter/PreScore returned Skip: the runtime does not call them again.
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        # During Filter: the rows no plugin has rejected yet (the runtime's own array, narrowed after
+        # each plugin); a costly per-row Filter (DynamicResources) decides only those.
+        self.feasible: npt.NDArray[np.bool_] | None = None
 
     def write(self, key: str, value: object) -> None:
         self._data[key] = value

@@ -59,11 +59,16 @@ class FilterResult:
     ``reasons`` returns (mask of rejected rows, message) pairs, one per distinct message; a rejected
     row may appear under several messages (``Insufficient cpu`` and ``Insufficient memory``).
     ``unresolvable`` marks rows that preemption cannot fix (kube's UnschedulableAndUnresolvable).
+    ``detail`` adds, for ``gpuq simulate --explain`` and ``gpuq explain``, a rejected row's finer reason
+    to its message (the fit error's grouped messages stay kube-scheduler's).
     """
 
     passed: BoolArray
     reasons: Callable[[], ReasonMasks] = lambda: ()
     unresolvable: BoolArray | None = None
+    # For explanations only: the finer reason a rejected row has beyond its message (DynamicResources:
+    # device by device), or None.
+    detail: Callable[[int], str | None] | None = None
 
     @staticmethod
     def all_pass(n: int) -> FilterResult:

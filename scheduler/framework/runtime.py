@@ -326,12 +326,14 @@ class Framework(SessionPoints):
         feasible: BoolArray = alive.copy()
         verdicts: list[tuple[str, FilterResult]] = []
         count_nonzero = np.count_nonzero
+        state.feasible = feasible
         for plugin in self.filter_plugins:
             if plugin.name in state.skip_filter or not count_nonzero(feasible):
                 continue
             result = plugin.filter(state, pod)
             feasible &= result.passed
             verdicts.append((plugin.name, result))
+        state.feasible = None
         # Which plugin rejected which row first is worked out only when somebody reads it: a failed
         # attempt (its message, PostFilter), a Reserve that refuses, or a kept explanation.
         if self.keep_outcomes:
@@ -446,4 +448,4 @@ def _frozen(result: FilterResult) -> FilterResult:
     """``result`` as it stands now, detached from the plugin's caches and live state."""
     reasons = tuple((mask.copy(), message) for mask, message in result.reasons())
     unresolvable = None if result.unresolvable is None else result.unresolvable.copy()
-    return FilterResult(result.passed.copy(), lambda: reasons, unresolvable)
+    return FilterResult(result.passed.copy(), lambda: reasons, unresolvable, result.detail)

@@ -31,7 +31,7 @@ from typing import Any, Final
 from gpuq_k8s.common.kube import binding
 from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
 from gpuq_k8s.common.kube.events import EventRecorder
-from gpuq_k8s.common.kube.status import MERGE_PATCH, StatusWriter, call
+from gpuq_k8s.common.kube.status import MERGE_PATCH, STRATEGIC_MERGE_PATCH, StatusWriter, call
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
@@ -274,8 +274,9 @@ class KubeBackend:
             return f"{write.ref}: not written: not the leader any more"
         try:
             async with self._semaphore:
+                content_type = STRATEGIC_MERGE_PATCH if write.strategic else MERGE_PATCH
                 reply = await call(
-                    self.api_client, "PATCH", write.path, write.patch, content_type=MERGE_PATCH
+                    self.api_client, "PATCH", write.path, write.patch, content_type=content_type
                 )
         except RequestFailed as err:
             return f"{write.ref}: {err}"

@@ -59,6 +59,8 @@ _STATUS_INPUTS: Final = {
     # the PV controller's bookkeeping the volume rules read (Bound, Lost, Available)
     kinds.PERSISTENT_VOLUME_CLAIM.kind: ("phase",),
     kinds.PERSISTENT_VOLUME.kind: ("phase",),
+    # the allocated state DynamicResources keeps (its ledger), and who uses a claim
+    kinds.RESOURCE_CLAIM.kind: ("allocation", "reservedFor"),
     kinds.POD_DISRUPTION_BUDGET.kind: (
         "disruptionsAllowed",
         "disruptedPods",
@@ -96,8 +98,15 @@ def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
 
 def pod_update_matters(old: Obj, new: Obj) -> bool:
     """Whether an unbound pod's update can change a scheduling decision: anything but its status
-    and the apiserver's bookkeeping (kube-scheduler's ``isPodUpdated``)."""
-    return _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec")
+    and the apiserver's bookkeeping (kube-scheduler's ``isPodUpdated``), except the claims
+    kube-controller-manager generated for it (``status.resourceClaimStatuses``, which DynamicResources
+    waits for: kube-scheduler's ``UpdatePodGeneratedResourceClaim`` event)."""
+    return (
+        _meta_without_volatile(old) != _meta_without_volatile(new)
+        or old.get("spec") != new.get("spec")
+        or section(old, "status").get("resourceClaimStatuses")
+        != section(new, "status").get("resourceClaimStatuses")
+    )
 
 
 def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:

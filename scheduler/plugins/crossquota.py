@@ -136,7 +136,7 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return usage
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        usage = self._usage(pod.requests)
+        usage = None if pod.resource_claims else self._usage(pod.requests)
         if usage is not None:
             self._ensure(row)
             self._used[row] += usage
@@ -145,7 +145,7 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 self._log.record(row, self.handle.cluster.n)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
-        usage = self._usage(pod.requests)
+        usage = None if pod.resource_claims else self._usage(pod.requests)
         if usage is not None:
             self._used[row] -= usage
             self._used_rows[row] = self._used[row].tolist()

@@ -1,40 +1,378 @@
-"""DynamicResources (kube-scheduler's plugin of that name), as a guard until gpuq allocates
-ResourceClaims: a pod with ``spec.resourceClaims`` is never bound.
+"""DynamicResources (kube-scheduler's plugin of that name, 1.36): a pod's ResourceClaims are allocated
+from the devices ResourceSlices publish, by the pure allocator of :mod:`common.model.devices`
+(docs/design.md "DRA devices"), and written before the pod is bound.
 
-Binding such a pod without allocating its claims would leave it on a node with no device, where the
-kubelet never starts it. So PreFilter refuses it, UnschedulableAndUnresolvable (no preemption can help),
-with a reason that says why; the pod stays pending with that reason in its PodScheduled condition, its
-FailedScheduling event, ``gpuq simulate``, ``gpuq explain`` and ``kubectl gpuq pending``. Nothing in the
-cluster can change that (its claims are immutable), so it registers no event.
+* PreFilter: the pod's claims (:func:`~common.model.devices.reservation.pod_claims`: a template's claim
+  not generated yet by kube-controller-manager, a claim missing, being deleted or owned by another pod
+  keep it pending, UnschedulableAndUnresolvable, with kube-scheduler's message), prepared once
+  (``Allocator.plan``: a request naming a DeviceClass that does not exist, a claim in use by 256
+  consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped.
+* Filter, per node row: the allocation of every claim still to allocate on that node (first fit with
+  backtracking), and an allocated claim only where its node selector allows; the allocations found
+  are kept for Reserve. A node that cannot take them is reported as ``cannot allocate all claims``
+  (or ``resourceclaim not available on the node``), kube-scheduler's reasons; the per-device reasons
+  are kept for explanations (:meth:`DynamicResources.unfit`).
+* Reserve: the chosen node's allocations are charged to the ledger *in flight*, atomically (a device,
+  a share over capacity or a counter given twice is refused), so the next pod of the burst never gets
+  the same device; Unreserve drops them.
+* PreBind (:mod:`common.model.devices.reservation`): the claim's delete-protection finalizer, then its
+  ``status.allocation`` and the pod in ``status.reservedFor``, before the pod's binding, through the
+  leader-gated client; the backend waits until the caches show them. A failed binding takes the
+  reservation back (the rollback writes).
+
+The ledger follows the claims as the informers show them (:mod:`scheduler.plugins.dra_view`): when the
+watch shows an allocation, it replaces the in-flight entry; after a restart or a leader's re-list the
+replayed claims rebuild it. Pods rejected here are retried on DeviceClass, ResourceSlice and
+ResourceClaim events (a claim event only for the pods using the claim, or when it freed devices: its
+allocation gone), on new or relabelled nodes, and on their own update (kube-controller-manager's
+``status.resourceClaimStatuses``, scheduler/kube/feed.py).
 
 A member of ``predicates`` switched by ``predicate.DynamicResourceAllocationEnable`` (false: pods with
 claims are placed as if they had none, and no device is allocated for them). A configuration without a
-``predicates`` entry gets the guard all the same (``with_safety_rules`` in scheduler/plugins/members.py).
+``predicates`` entry gets it all the same (``with_safety_rules`` in scheduler/plugins/members.py): a
+pod bound without its devices would never start.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from gpuq_k8s.common.model import plugin_names
+import numpy as np
+
+from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.devices.claims import EXACT_COUNT
+from gpuq_k8s.common.model.devices.explain import Unfit
+from gpuq_k8s.common.model.devices.ledger import DeviceConflict
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan, UnknownDeviceClass
+from gpuq_k8s.common.model.devices.reservation import (
+    RESERVING,
+    is_reserved_for,
+    pod_claims,
+    reservation_writes,
+    reserved,
+    rollback_writes,
+)
+from gpuq_k8s.common.model.devices.results import ClaimAllocation
+from gpuq_k8s.common.model.devices.search import MAX_RESULTS, Allocation
 from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import ApiWrite, Lookup, PreBindPlan, Progress
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
-from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent, PreFilterPlugin
+from gpuq_k8s.scheduler.framework.interfaces import (
+    BoolArray,
+    ClusterEvent,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
 
-NOT_ALLOCATED: Final = "which gpuq does not allocate yet"
+_STATE: Final = f"{plugin_names.DYNAMIC_RESOURCES}/state"
+CANNOT_ALLOCATE: Final = "cannot allocate all claims"
+NOT_AVAILABLE: Final = "resourceclaim not available on the node"
+PRE_BIND_TIMEOUT_SECONDS: Final = 60.0  # the writes are answered at once; this bounds the watch's lag
 
 
-def uses_claims(claims: tuple[str, ...]) -> str:
-    """The reason a pod with the resource claims ``claims`` waits."""
-    return f"pod uses DRA resource claims ({', '.join(claims)}), {NOT_ALLOCATED}"
+@dataclass(slots=True)
+class _State:
+    """One attempt: the claims as read in PreFilter, the plan, what Filter found per row, and what
+    Reserve charged."""
+
+    claims: tuple[Obj, ...]
+    plan: PodPlan
+    found: dict[int, Allocation] = field(default_factory=dict)
+    unfit: dict[int, Unfit] = field(default_factory=dict)
+    reserved: tuple[str, ...] = ()
+    allocation: Allocation | None = None
 
 
-class DynamicResources(PreFilterPlugin):
+def _claim_of(obj: object) -> tuple[str, str] | None:
+    if not isinstance(obj, Mapping):
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _allocated(obj: object) -> bool:
+    if not isinstance(obj, Mapping):
+        return False
+    status = obj.get("status")
+    return isinstance(status, Mapping) and status.get("allocation") is not None
+
+
+class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
     name = plugin_names.DYNAMIC_RESOURCES
-    events: frozenset[ClusterEvent] = frozenset()
+    events = frozenset(
+        {
+            ClusterEvent.DEVICE_CLASS_CHANGED,
+            ClusterEvent.RESOURCE_SLICE_CHANGED,
+            ClusterEvent.RESOURCE_CLAIM_CHANGED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_LABELS_CHANGED,
+        }
+    )
 
+    def __init__(self, handle: Handle) -> None:
+        super().__init__(handle)
+        self.view: DraView = dra_view(handle.objects)
+
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        """A claim event matters to a pod that uses the claim, and to every pod when it freed devices
+        (its allocation removed, or an allocated claim deleted); kube-scheduler's
+        ``isSchedulableAfterClaimChange``."""
+        if event is not ClusterEvent.RESOURCE_CLAIM_CHANGED:
+            return True
+        ref = _claim_of(new) or _claim_of(old)
+        if ref is None:
+            return True
+        if ref[0] == pod.namespace and any(s.claim == ref[1] for s in pod.claim_sources):
+            return True
+        return _allocated(old) and not _allocated(new)
+
+    # -- PreFilter / Filter ------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        if not pod.resource_claims:
+        if not pod.claim_sources:
+            return Status.skip()
+        objects = self.handle.objects
+        found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
+        if found.problem:
+            return Status.unresolvable(found.problem)
+        if not found.claims:
+            return Status.skip()  # every entry's claim was found not needed
+        claims = [self.view.claim(obj) for obj in found.claims]
+        try:
+            plan = self.view.ready_allocator().plan(claims, pod.uid)
+        except UnknownDeviceClass as err:
+            return Status.unresolvable(str(err))
+        if plan.waiting is not None:
+            return Status.unresolvable(plan.waiting)
+        state.write(_STATE, _State(found.claims, plan))
+        return Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        data = state.read(_STATE, _State)
+        cluster = self.handle.cluster
+        n = cluster.n
+        if data is None:
+            return FilterResult.all_pass(n)
+        allocator = self.view.ready_allocator()
+        # Only the rows no plugin before this one rejected are decided (the search is the costly part).
+        open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
+        data.found.clear()
+        data.unfit.clear()
+        simple = _simple(data.plan)
+        if simple is not None:
+            # One request for `count` whole devices: a row fits exactly when that many of its usable
+            # devices are free (the per-row counts, kept current); rows with shared devices or
+            # counters are searched. Reserve allocates on the chosen row.
+            counts, mixed = self.view.free_counts(simple[0], cluster)
+            passed = open_rows & ~mixed[:n] & (counts[:n] >= simple[1])
+            searched = np.flatnonzero(open_rows & mixed[:n]).tolist()
+        else:
+            passed = np.zeros(n, dtype=np.bool_)
+            searched = np.flatnonzero(open_rows).tolist()
+        for row in searched:
+            node = cluster.nodes[row]
+            if node is None:
+                continue
+            answer = allocator.allocate(data.plan, node)
+            if isinstance(answer, Allocation):
+                data.found[row] = answer
+                passed[row] = True
+            else:
+                data.unfit[row] = answer
+        unfit = dict(data.unfit)
+        rejected = open_rows & ~passed
+        plan = data.plan
+
+        def reasons() -> tuple[tuple[BoolArray, str], ...]:
+            if not rejected.any():
+                return ()
+            elsewhere = np.zeros(n, dtype=np.bool_)
+            for row, answer in unfit.items():
+                if _not_available(answer):
+                    elsewhere[row] = True
+            out = []
+            if (rejected & ~elsewhere).any():
+                out.append((rejected & ~elsewhere, CANNOT_ALLOCATE))
+            if elsewhere.any():
+                out.append((elsewhere, NOT_AVAILABLE))
+            return tuple(out)
+
+        def detail(row: int) -> str | None:
+            """Device by device; a row the counts rejected is searched when asked (as the devices
+            stand then)."""
+            answer = unfit.get(row)
+            node = cluster.nodes[row] if row < cluster.n else None
+            if answer is None and row < n and rejected[row] and node is not None:
+                found = allocator.allocate(plan, node)
+                answer = found if isinstance(found, Unfit) else None
+            return answer.message if answer is not None else None
+
+        return FilterResult(passed, reasons, ~passed, detail)
+
+    def unfit(self, state: CycleState, row: int) -> Unfit | None:
+        """Why node row ``row`` could not take the pod's claims in this attempt, device by device."""
+        data = state.read(_STATE, _State)
+        return None if data is None else data.unfit.get(row)
+
+    # -- Reserve / Unreserve ---------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        data = state.read(_STATE, _State)
+        if data is None:
             return Status.success()
-        return Status.unresolvable(uses_claims(pod.resource_claims))
+        allocator = self.view.ready_allocator()
+        allocation = data.found.get(row)
+        if allocation is None:
+            node = self.handle.cluster.nodes[row]
+            if node is None:
+                return Status.error(f"node row {row} has no node")
+            answer = allocator.allocate(data.plan, node)
+            if isinstance(answer, Unfit):
+                return Status.unresolvable(CANNOT_ALLOCATE)
+            allocation = answer
+        self._unreserve(data)
+        done: list[str] = []
+        try:
+            for key, claim_allocation in allocation.claims.items():
+                self.view.ledger.reserve(key, claim_allocation, allocator.inventory)
+                done.append(key)
+        except DeviceConflict as err:
+            for key in done:
+                self.view.ledger.unreserve(key)
+            return Status.error(str(err))
+        data.reserved = tuple(done)
+        data.allocation = allocation
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        data = state.read(_STATE, _State)
+        if data is not None:
+            self._unreserve(data)
+
+    def _unreserve(self, data: _State) -> None:
+        for key in data.reserved:
+            self.view.ledger.unreserve(key)
+        data.reserved = ()
+        data.allocation = None
+
+    # -- PreBind ------------------------------------------------------------------------------------------
+    def pre_bind(self, state: CycleState, pod: PodInfo, row: int) -> PreBindPlan | Status:
+        data = state.read(_STATE, _State)
+        if data is None:
+            return Status.skip()
+        allocated: Mapping[str, ClaimAllocation] = data.allocation.claims if data.allocation else {}
+        writes: list[ApiWrite] = []
+        rollback: list[ApiWrite] = []
+        targets: list[tuple[str, str, str]] = []
+        for obj in data.claims:
+            claim = self.view.claim(obj)
+            current = self.handle.objects.get(kinds.RESOURCE_CLAIM, claim.namespace, claim.name) or obj
+            allocation = allocated.get(claim.key)
+            targets.append((claim.namespace, claim.name, claim.uid))
+            if allocation is None and is_reserved_for(current, pod.uid):
+                continue
+            writes.extend(reservation_writes(current, pod, allocation))
+            rollback.extend(rollback_writes(current, pod))
+        if not writes:
+            return Status.skip()
+        return PreBindPlan(
+            self.name,
+            tuple(writes),
+            functools.partial(_ready, claims=tuple(targets), pod_uid=pod.uid),
+            rollback=tuple(rollback),
+            timeout=PRE_BIND_TIMEOUT_SECONDS,
+            waiting_for=RESERVING,
+        )
+
+    # -- gpuq simulate's report ----------------------------------------------------------------------
+    def report(self) -> Mapping[str, list[dict[str, Any]]]:
+        """``resourceClaims``: each claim, the devices allocated to it and the pods it is reserved for."""
+        rows: list[dict[str, Any]] = []
+        for namespace, name, obj in self.handle.objects.list(kinds.RESOURCE_CLAIM):
+            status = obj.get("status")
+            status = status if isinstance(status, Mapping) else {}
+            allocation = status.get("allocation")
+            results = (
+                (allocation or {}).get("devices", {}).get("results") or []
+                if isinstance(allocation, Mapping)
+                else []
+            )
+            rows.append(
+                {
+                    "namespace": namespace,
+                    "name": name,
+                    "allocated": allocation is not None,
+                    "devices": [_device_row(r) for r in results if isinstance(r, Mapping)],
+                    "reservedFor": [
+                        str(c.get("name")) for c in status.get("reservedFor") or () if isinstance(c, Mapping)
+                    ],
+                }
+            )
+        return {"resourceClaims": rows} if rows else {}
+
+    def pod_fields(self, pod: PodInfo) -> Mapping[str, Any]:
+        """A pod with claims: ``devices``, what its claims were allocated (``driver/pool/device``, with
+        the consumed capacity of a share)."""
+        if not pod.claim_sources:
+            return {}
+        devices: list[dict[str, Any]] = []
+        for source in pod.claim_sources:
+            if source.claim is None:
+                continue
+            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, source.claim)
+            status = obj.get("status") if obj is not None else None
+            allocation = status.get("allocation") if isinstance(status, Mapping) else None
+            if not isinstance(allocation, Mapping) or not is_reserved_for(obj or {}, pod.uid):
+                continue
+            for result in allocation.get("devices", {}).get("results") or []:
+                devices.append({"claim": source.claim, **_device_row(result)})
+        return {"devices": devices}
+
+
+def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "request": result.get("request"),
+        "device": f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}",
+    }
+    if result.get("consumedCapacity"):
+        row["consumedCapacity"] = dict(result["consumedCapacity"])
+    return row
+
+
+def _simple(plan: PodPlan) -> tuple[Alternative, int] | None:
+    """The request, and its count, when ``plan`` is one claim with one request for whole devices
+    (``ExactCount``, no ``firstAvailable``, no capacity, no admin access, no constraints): the free
+    counts then decide a row exactly (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`)."""
+    if plan.allocated or len(plan.to_allocate) != 1:
+        return None
+    prepared = plan.to_allocate[0]
+    if prepared.claim.spec.constraints or len(prepared.requests) != 1 or len(prepared.requests[0]) != 1:
+        return None
+    alternative = prepared.requests[0][0]
+    request = alternative.request
+    if (
+        request.mode != EXACT_COUNT
+        or request.capacity is not None
+        or request.admin_access
+        or not 0 < request.count <= MAX_RESULTS
+    ):
+        return None
+    return alternative, request.count
+
+
+def _not_available(answer: Unfit) -> bool:
+    return any(r.message.startswith("allocated to devices not reachable") for r in answer.reasons)
+
+
+def _ready(lookup: Lookup, *, claims: tuple[tuple[str, str, str], ...], pod_uid: str) -> Progress:
+    return reserved(lookup, claims, pod_uid)

@@ -129,6 +129,33 @@ def _pending(pods: list[Mapping[str, Any]]) -> str:
     return f'<table id="pending"><tr><th>pod</th><th>outlook</th><th>reason</th></tr>{"".join(rows)}</table>'
 
 
+def _claims(rows: list[Mapping[str, Any]]) -> str:
+    """DRA: each ResourceClaim with its devices (a share with what it consumes) and its pods."""
+    if not rows:
+        return ""
+    cells = []
+    for row in rows:
+        devices = ", ".join(
+            str(d["device"])
+            + (
+                " (" + ", ".join(f"{k} {v}" for k, v in d["consumedCapacity"].items()) + ")"
+                if d.get("consumedCapacity")
+                else ""
+            )
+            for d in row.get("devices") or ()
+        )
+        cells.append(
+            f'<tr data-claim="{escape(row["namespace"])}/{escape(row["name"])}">'
+            f'<td class="pod">{escape(row["namespace"])}/{escape(row["name"])}</td>'
+            f"<td>{escape(devices) or 'not allocated'}</td>"
+            f"<td>{escape(', '.join(row.get('reservedFor') or ()))}</td></tr>"
+        )
+    return (
+        '<h2>ResourceClaims: devices allocated</h2><table id="claims"><tr><th>claim</th><th>devices</th>'
+        f"<th>reserved for</th></tr>{''.join(cells)}</table>"
+    )
+
+
 def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
     """The page for a report of :func:`scheduler.simulate.run.report`."""
     pods: list[Mapping[str, Any]] = out.get("pods") or []
@@ -148,5 +175,6 @@ def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
         f"<h2>Cards: used / capacity per node</h2>{cards}"
         f"<h2>Queues: allocated / capability</h2>{_bars(out.get('queues') or [])}"
         f"<h2>Pending pods</h2>{_pending(pods)}"
+        f"{_claims(out.get('resourceClaims') or [])}"
         "</body></html>\n"
     )

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.devices.generated import generate_claims
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import invalid_annotation
 from gpuq_k8s.common.model.outlook import outlook_of
@@ -94,7 +95,12 @@ def build(
     backend.objects = scheduler.objects
     backend.cluster = scheduler.cluster
     errors: list[str] = []
+    templates: dict[tuple[str, str], Mapping[str, Any]] = {}
     for obj in manifests.objects:
+        if obj.get("kind") == kinds.RESOURCE_CLAIM_TEMPLATE.kind:
+            meta = obj.get("metadata") or {}
+            templates[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = obj
+            continue
         try:
             scheduler.put_object(_with_uid(obj))
         except GpuqError as err:
@@ -109,7 +115,8 @@ def build(
     pods: list[PodInfo] = []
     for parsed in manifests.pods:
         try:
-            pods.append(replace(parsed, priority=resolve_priority(parsed, scheduler.objects)))
+            claiming = _with_generated_claims(scheduler, parsed, templates)
+            pods.append(replace(claiming, priority=resolve_priority(claiming, scheduler.objects)))
         except GpuqError as err:
             errors.append(str(err))
     # Running pods first so the pending ones are scheduled against the cluster's real usage.
@@ -126,6 +133,24 @@ def build(
         if not pod.bound:
             scheduler.add_pod(pod)
     return Simulation(scheduler, backend, pods, errors)
+
+
+def _with_generated_claims(
+    scheduler: Scheduler, pod: PodInfo, templates: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> PodInfo:
+    """The resource-claim-controller's part (common/model/devices/generated.py): a pending pod's claims
+    from its ResourceClaimTemplates, stored; a pod with claims gets a UID if it has none (it owns
+    them, and reservedFor names it by UID)."""
+    if pod.claim_sources and not pod.uid:
+        # reservedFor names the pod by UID, as the apiserver gives every pod one
+        pod = replace(pod, uid=f"simulated-{pod.namespace}-{pod.name}")
+    if pod.bound or not any(s.template is not None and s.claim is None for s in pod.claim_sources):
+        return pod
+    pod, claims = generate_claims(pod, lambda namespace, name: templates.get((namespace, name)))
+    for claim in claims:
+        if scheduler.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, claim["metadata"]["name"]) is None:
+            scheduler.put_object(claim)
+    return pod
 
 
 def _with_uid(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -204,7 +229,8 @@ def _explain(scheduler: Scheduler, attempt: Attempt) -> dict[str, Any]:
                 continue
             for mask, message in result.reasons():
                 for hit in np.flatnonzero(mask & first).tolist():
-                    filtered.setdefault(hit, []).append(message)
+                    detail = result.detail(hit) if result.detail is not None else None
+                    filtered.setdefault(hit, []).append(f"{message} ({detail})" if detail else message)
             for hit in np.flatnonzero(first).tolist():
                 filtered.setdefault(hit, [])
     columns = {plugin: _numbers(values) for plugin, values in attempt.scores.items()}

@@ -65,6 +65,23 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     *[(SCHEDULER, "patch", k.resource, "status", ALL, True) for k in kinds.STATUS_WRITES],
     # PreBind: a PersistentVolume's claimRef, a PersistentVolumeClaim's selected-node annotation
     *[(SCHEDULER, "patch", k.resource, "", ALL, True) for k in kinds.OBJECT_WRITES],
+    # PreBind of DRA claims: the finalizer, the status, and the binding subresource 1.36 authorizes an
+    # allocation or a reservation against; nothing else of claims (kube-controller-manager makes them)
+    *[
+        (SCHEDULER, "patch", k.resource, sub, TEAM, True)
+        for k in kinds.CLAIM_WRITES
+        for sub in kinds.CLAIM_WRITE_SUBRESOURCES
+    ],
+    *[
+        (SCHEDULER, verb, k.resource, sub, TEAM, False)
+        for k in kinds.CLAIM_WRITES
+        for verb, sub in (("create", ""), ("delete", ""), ("update", ""), ("update", "status"))
+    ],
+    *[
+        (SCHEDULER, verb, k.resource, "", ALL, False)
+        for k in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE, kinds.RESOURCE_CLAIM_TEMPLATE)
+        for verb in ("create", "patch")
+    ],
     (SCHEDULER, "create", "leases.coordination.k8s.io", "", NAMESPACE, True),
     (SCHEDULER, "get", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
     (SCHEDULER, "update", "leases.coordination.k8s.io/gpuq-scheduler", "", NAMESPACE, True),
@@ -81,12 +98,15 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
         (SCHEDULER, verb, resource, "", ALL, False)
         for resource in (*CRS, *QUOTAS)
         for verb in ("update", "patch")
+        # a PodGroup's status lives in the object on Volcano's own CRD (no status subresource)
+        if not (verb == "patch" and resource == kinds.POD_GROUP.resource)
     ],
     # ... and no other write of volumes or claims (the PV controller and provisioners make them)
     *[
         (SCHEDULER, verb, k.resource, sub, ALL, False)
         for k in kinds.OBJECT_WRITES
         for verb, sub in (("create", ""), ("update", ""), ("delete", ""), ("patch", "status"))
+        if not (sub == "status" and k in kinds.STATUS_WRITES)
     ],
     *[
         (SCHEDULER, verb, k.resource, "", ALL, False)

@@ -26,7 +26,9 @@ cluster = fixtures.cluster
 run_scheduler = fixtures.run_scheduler
 
 PORTS = "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
-CLAIMS = "pod uses DRA resource claims (gpu), which gpuq does not allocate yet"
+# No kube-controller-manager here: the claim of the pod's template is never generated, and the pod waits
+# for it with kube-scheduler's reason (scheduler/plugins/dynamic_resources.py).
+CLAIMS = "ResourceClaim not created yet"
 
 
 async def _bound(cluster: Cluster, name: str) -> str | None:
@@ -65,7 +67,7 @@ async def test_gates_ports_and_claims(cluster: Cluster, run_scheduler: Scheduler
     message = await eventually(
         lambda: pending_message(cluster, "claiming", CLAIMS), 30, "claiming pending", scheduler.log
     )
-    assert message == f"0/1 nodes are available: {CLAIMS}."
+    assert message == f'0/1 nodes are available: pod "{cluster.namespace}/claiming": {CLAIMS}.'
 
     async def gated_counted() -> float | None:
         value = fixtures.metric_value(scheduler.metrics(), "gpuq_scheduler_pending_pods", {"queue": "gated"})

@@ -1,6 +1,10 @@
 """The pod being scheduled, as crossquota sees it: whether it is a CPU pod, its request of the quota
 resources, and its node-order strategy (crossquota.md "Scoring Strategies", "Strategy Selection").
 
+A pod with DRA claims (``spec.resourceClaims``) is a GPU pod whatever its requests (issue 26): its
+accelerators come as devices, not as an extended resource the patterns could match, and crossquota
+limits only the CPU pods of a GPU node (design.md "DRA devices", "Quota over devices").
+
 Where gpuq deliberately differs (design.md Semantics 3): a malformed
 ``volcano.sh/crossquota-scoring-strategy`` on a pod yields a Warning event on the pod and the default
 ``most-allocated`` (upstream defaults silently); the webhook denies it at creation through
@@ -67,4 +71,5 @@ def prepare_pod(args: CrossQuotaArgs, pod: PodInfo) -> CrossQuotaPod:
     default, consequence = DEFAULT_SCORING_STRATEGY, f"scoring with {DEFAULT_SCORING_STRATEGY.value}"
     strategy, event = annotation_or_fallback(pod.ref, value, parse_scoring_strategy, default, consequence)
     events = () if event is None else (event,)
-    return CrossQuotaPod(args.is_cpu_pod(pod.requests), args.request_vector(pod.requests), strategy, events)
+    is_cpu_pod = args.is_cpu_pod(pod.requests) and not pod.resource_claims
+    return CrossQuotaPod(is_cpu_pod, args.request_vector(pod.requests), strategy, events)

@@ -109,7 +109,9 @@ class ResourceClaim:
         return any(c.resource == "pods" and c.uid == uid for c in self.reserved_for)
 
     @classmethod
-    def from_dict(cls, obj: Any) -> ResourceClaim:
+    def from_dict(cls, obj: Any, spec_of: ClaimSpec | None = None) -> ResourceClaim:
+        """Parse a ResourceClaim; ``spec_of``: its spec parsed already (the spec of a claim is
+        immutable: a status update need not compile its selectors again)."""
         meta, spec, status, namespace, name, where = wire.object_parts(obj, "ResourceClaim", namespaced=True)
         allocation = status.get("allocation")
         reserved = []
@@ -127,7 +129,7 @@ class ResourceClaim:
         return cls(
             namespace=namespace,
             name=name,
-            spec=parse_claim_spec(spec, "spec", where),
+            spec=spec_of if spec_of is not None else parse_claim_spec(spec, "spec", where),
             uid=str(meta.get("uid") or ""),
             allocation=ClaimAllocation.from_dict(allocation, where) if allocation is not None else None,
             reserved_for=tuple(reserved),

@@ -52,7 +52,16 @@ def _charged(allocation: ClaimAllocation) -> tuple[DeviceResult, ...]:
 class DeviceLedger:
     """Committed and in-flight allocations, with the per-device indexes the allocator reads."""
 
-    __slots__ = ("_by_pool", "_capacity", "_committed", "_dedicated", "_in_flight", "_shares", "revision")
+    __slots__ = (
+        "_by_pool",
+        "_capacity",
+        "_committed",
+        "_dedicated",
+        "_in_flight",
+        "_shares",
+        "revision",
+        "touched",
+    )
 
     def __init__(self) -> None:
         self._committed: dict[str, ClaimAllocation] = {}
@@ -62,6 +71,9 @@ class DeviceLedger:
         self._capacity: dict[DeviceID, dict[str, int]] = {}
         self._by_pool: dict[PoolID, Counter[str]] = {}
         self.revision = 0
+        # The pools whose allocated state changed since a reader last cleared it (the scheduler's
+        # per-node counts of free devices recompute only those nodes); None: everything changed.
+        self.touched: set[PoolID] | None = set()
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -97,6 +109,8 @@ class DeviceLedger:
         self.revision += 1
         for result in _charged(allocation):
             did = result.device_id
+            if self.touched is not None:
+                self.touched.add((result.driver, result.pool))
             pool = self._by_pool.setdefault((result.driver, result.pool), Counter())
             pool[result.device] += sign
             if pool[result.device] <= 0:
@@ -130,6 +144,7 @@ class DeviceLedger:
         self._shares.clear()
         self._capacity.clear()
         self._by_pool.clear()
+        self.touched = None
         for allocation in (*self._committed.values(), *self._in_flight.values()):
             self._apply(allocation, +1)
 

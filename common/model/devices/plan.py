@@ -63,11 +63,18 @@ class Alternative:
     @property
     def static_key(self) -> tuple[object, ...]:
         """What decides the static view of a slice: equal for the same request of every pod made
-        from one claim template."""
+        from one claim template (its name too: the view's reasons name the request)."""
         request = self.request
         capacity = tuple(sorted(request.capacity.items())) if request.capacity is not None else None
         expressions = tuple(selector.expression for _, selector in self.selectors)
-        return (expressions, self.device_class.name, request.tolerations, capacity, request.mode)
+        return (
+            request.name,
+            expressions,
+            self.device_class.name,
+            request.tolerations,
+            capacity,
+            request.mode,
+        )
 
 
 @dataclass(frozen=True, slots=True)

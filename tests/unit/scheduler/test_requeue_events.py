@@ -239,9 +239,13 @@ def test_a_pod_assumed_by_this_scheduler_is_a_pod_bound() -> None:
 def test_a_plugin_that_registers_nothing_is_not_woken_by_binds_or_relabels() -> None:
     assert ClusterEvent.POD_BOUND not in DEFAULT_EVENTS
     assert ClusterEvent.POD_LABELS_CHANGED not in DEFAULT_EVENTS
-    assert DEFAULT_EVENTS | {ClusterEvent.POD_BOUND, ClusterEvent.POD_LABELS_CHANGED} == frozenset(
-        ClusterEvent
-    )
+    # nor by the claim status every DRA bind writes (only DynamicResources registers it)
+    assert ClusterEvent.RESOURCE_CLAIM_CHANGED not in DEFAULT_EVENTS
+    assert DEFAULT_EVENTS | {
+        ClusterEvent.POD_BOUND,
+        ClusterEvent.POD_LABELS_CHANGED,
+        ClusterEvent.RESOURCE_CLAIM_CHANGED,
+    } == frozenset(ClusterEvent)
 
 
 def test_every_stored_kind_raises_its_events_on_put_and_delete() -> None:

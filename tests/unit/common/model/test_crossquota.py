@@ -669,3 +669,13 @@ def test_fuzz_node_and_pod_annotations_never_raise(quota: dict[str, str], strate
     scheduled = MakePod().req(cpu="1m").annotation(CROSSQUOTA_SCORING_STRATEGY, strategy)
     prepared = prepare_pod(args, scheduled.info())
     assert prepared.strategy in set(ScoringStrategy)
+
+
+def test_a_pod_with_dra_claims_is_a_gpu_pod() -> None:
+    """Issue 26: its accelerators come as DRA devices, which no pattern of extended resources can
+    match; crossquota limits only CPU pods on GPU nodes, so a claiming pod is never limited there."""
+    args = CrossQuotaArgs.parse({"gpu-resource-names": "nvidia.com/gpu"})
+    plain = MakePod().req(cpu="2").info()
+    claiming = MakePod().req(cpu="2").resource_claims("gpu").info()
+    assert prepare_pod(args, plain).is_cpu_pod
+    assert not prepare_pod(args, claiming).is_cpu_pod

@@ -141,13 +141,28 @@ def test_the_chart_grants_what_each_process_watches_and_the_status_it_patches() 
     ):
         for verb in ("get", "list", "watch"):
             assert _granted(role, verb) == {k.resource for k in watched}, (role, verb)
-    patched = {r for r in _granted("gpuq-scheduler", "patch") if "/status" in r}
+    # DRA's PreBind (CLAIM_WRITES): the claim (its finalizer), its status and the binding subresource
+    # 1.36's apiserver authorizes an allocation or a reservation against, as system:kube-scheduler
+    claims = {
+        f"{k.plural}/{sub}.{k.group}" if sub else k.resource
+        for k in kinds.CLAIM_WRITES
+        for sub in kinds.CLAIM_WRITE_SUBRESOURCES
+    }
+    assert claims == {
+        "resourceclaims.resource.k8s.io",
+        "resourceclaims/status.resource.k8s.io",
+        "resourceclaims/binding.resource.k8s.io",
+    }
+    patched = {r for r in _granted("gpuq-scheduler", "patch") if "/status" in r} - claims
     assert patched == {"pods/status"} | {_status(k) for k in kinds.STATUS_WRITES}
     # and the objects PreBind patches (PersistentVolumes, PersistentVolumeClaims), besides its Events
     objects = {r for r in _granted("gpuq-scheduler", "patch") if "/status" not in r}
-    assert objects == {kinds.EVENT.resource} | {k.resource for k in kinds.OBJECT_WRITES}
+    assert objects == {kinds.EVENT.resource} | {k.resource for k in kinds.OBJECT_WRITES} | claims - {
+        "resourceclaims/status.resource.k8s.io"
+    }
     for verb in ("create", "update", "delete"):
         assert not {k.resource for k in kinds.OBJECT_WRITES} & _granted("gpuq-scheduler", verb), verb
+        assert not claims & _granted("gpuq-scheduler", verb), verb
 
 
 def test_the_chart_template_is_generated_from_kinds() -> None:
@@ -161,8 +176,8 @@ def test_a_kind_the_scheduler_starts_watching_is_granted(monkeypatch: pytest.Mon
     """Adding a kind is one record in kinds.py; listing it among the scheduler's watches is what grants
     it (the generated rules group resources by API group)."""
     maps = kinds.Kind("ConfigMap", "", "v1", "configmaps", namespaced=True)
-    slices = replace(maps, kind="ResourceSlice", group="resource.k8s.io", plural="resourceslices")
-    monkeypatch.setattr(kinds, "SCHEDULER_WATCHES", (*kinds.SCHEDULER_WATCHES, maps, slices))
+    rules_kind = replace(maps, kind="DeviceTaintRule", group="resource.k8s.io", plural="devicetaintrules")
+    monkeypatch.setattr(kinds, "SCHEDULER_WATCHES", (*kinds.SCHEDULER_WATCHES, maps, rules_kind))
     text = render.kinds_template()
     scheduler_rules = text.split('"gpuq.rules.schedulerWatches"')[1].split("{{- end }}")[0]
     rules: list[dict[str, Any]] = yaml.safe_load(scheduler_rules.split("}}", 1)[1])
@@ -179,6 +194,6 @@ def test_a_kind_the_scheduler_starts_watching_is_granted(monkeypatch: pytest.Mon
     ]
     assert {
         "apiGroups": ["resource.k8s.io"],
-        "resources": ["resourceslices"],
+        "resources": ["deviceclasses", "resourceslices", "resourceclaims", "devicetaintrules"],
         "verbs": ["get", "list", "watch"],
     } in rules

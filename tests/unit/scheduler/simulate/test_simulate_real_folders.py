@@ -71,7 +71,7 @@ def test_strict_refuses_every_foreign_object_naming_the_first_kind_first(
         "Namespace, PriorityClass, Service, ReplicationController, Deployment, ReplicaSet, StatefulSet, "
         "Job, Queue, PodGroup, "
         "ElasticQuota, GPUResourceQuota, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, "
-        "PodDisruptionBudget"
+        "PodDisruptionBudget, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate"
     )
     assert "Traceback" not in err
 

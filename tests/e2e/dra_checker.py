@@ -1,0 +1,222 @@
+"""An independent check of DRA allocations, from what the API holds (issue 26 "Done when").
+
+It shares no code with gpuq's allocator: it reads the ResourceSlices, DeviceClasses, ResourceClaims
+and Pods as JSON and evaluates selectors with ``cel-python`` (celpy), a different CEL implementation
+from the ``cel-expr-python`` gpuq uses. :func:`violations` returns one line per broken rule:
+
+* every allocated device is published, and a device is allocated to several claims (or several
+  times) only when it allows multiple allocations, every result a share, the shares' consumed
+  capacity within the device's capacity, and each share at least what its request asked;
+* a pool's shared counters are never over-consumed by its allocated devices (each counted once);
+* every allocated device satisfies its DeviceClass's selectors and its request's (or subrequest's);
+* an ``ExactCount`` request got exactly its count;
+* every pod the claim is reserved for exists and is bound to a node the allocation's node selector
+  admits, and every bound pod's claims are allocated and reserved for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import celpy
+import celpy.adapter
+import celpy.celtypes
+
+_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "m": 0.001,
+}
+_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+
+Obj = Mapping[str, Any]
+
+
+def quantity(text: object) -> float:
+    """A Kubernetes quantity as a number (the forms the workload uses)."""
+    found = _QUANTITY.match(str(text))
+    if found is None or found.group(2) not in _UNITS:
+        raise ValueError(f"not a quantity: {text!r}")
+    return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+def _name(obj: Obj) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _device_env(driver: str, device: Obj) -> Any:
+    """The CEL ``device`` variable, with attributes and capacities as plain values (the workload's
+    selectors compare strings and booleans only)."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for key, value in (device.get("attributes") or {}).items():
+        domain, _, short = key.rpartition("/")
+        plain = next(iter(value.values()))
+        attributes.setdefault(domain or driver, {})[short] = plain
+    capacity: dict[str, dict[str, Any]] = {}
+    for key, value in (device.get("capacity") or {}).items():
+        domain, _, short = key.rpartition("/")
+        capacity.setdefault(domain or driver, {})[short] = str(value["value"])
+    return celpy.adapter.json_to_cel({"driver": driver, "attributes": attributes, "capacity": capacity})
+
+
+def _selects(env: celpy.Environment, selectors: Iterable[Obj], driver: str, device: Obj) -> bool:
+    for selector in selectors:
+        expression = selector["cel"]["expression"]
+        program = env.program(env.compile(expression))
+        result = program.evaluate({"device": _device_env(driver, device)})
+        if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            return False
+    return True
+
+
+def _request(claim: Obj, name: str) -> Obj | None:
+    """The ``exactly`` body of request ``name`` (``req`` or ``req/sub``)."""
+    base, _, sub = name.partition("/")
+    for request in claim["spec"]["devices"]["requests"]:
+        if request["name"] != base:
+            continue
+        if not sub:
+            exactly: Obj | None = request.get("exactly")
+            return exactly
+        for candidate in request.get("firstAvailable") or []:
+            if candidate["name"] == sub:
+                return dict(candidate)
+    return None
+
+
+def _node_admits(allocation: Obj, node: str) -> bool:
+    selector = allocation.get("nodeSelector")
+    if not selector:
+        return True
+    for term in selector.get("nodeSelectorTerms") or []:
+        fields = term.get("matchFields") or []
+        if all(f["key"] == "metadata.name" and f["operator"] == "In" and node in f["values"] for f in fields):
+            return True
+    return False
+
+
+def violations(
+    slices: Sequence[Obj], classes: Sequence[Obj], claims: Sequence[Obj], pods: Sequence[Obj]
+) -> list[str]:
+    problems: list[str] = []
+    env = celpy.Environment()
+    devices: dict[tuple[str, str, str], Obj] = {}
+    counters: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for s in slices:
+        spec = s["spec"]
+        pool = (spec["driver"], spec["pool"]["name"])
+        for counter_set in spec.get("sharedCounters") or []:
+            counters.setdefault(pool, {})[counter_set["name"]] = {
+                k: quantity(v["value"]) for k, v in counter_set["counters"].items()
+            }
+        for device in spec.get("devices") or []:
+            devices[(*pool, device["name"])] = device
+    class_by_name = {_name(c): c for c in classes}
+    pods_by_key = {f"{p['metadata']['namespace']}/{_name(p)}": p for p in pods}
+    uses: dict[tuple[str, str, str], list[tuple[str, Obj]]] = {}
+    for claim in claims:
+        ref = f"ResourceClaim/{claim['metadata']['namespace']}/{_name(claim)}"
+        allocation = (claim.get("status") or {}).get("allocation")
+        if allocation is None:
+            continue
+        per_request: dict[str, int] = {}
+        for result in allocation["devices"]["results"]:
+            did = (result["driver"], result["pool"], result["device"])
+            device = devices.get(did)
+            if device is None:
+                problems.append(f"{ref}: device {'/'.join(did)} is not published")
+                continue
+            request = _request(claim, result["request"])
+            if request is None:
+                problems.append(f"{ref}: result for unknown request {result['request']}")
+                continue
+            base = result["request"].partition("/")[0]
+            per_request[base] = per_request.get(base, 0) + 1
+            device_class = class_by_name.get(request["deviceClassName"])
+            selectors = [
+                *(device_class or {}).get("spec", {}).get("selectors", []),
+                *request.get("selectors", []),
+            ]
+            if device_class is None or not _selects(env, selectors, result["driver"], device):
+                problems.append(f"{ref}: device {'/'.join(did)} does not satisfy request {result['request']}")
+            asked = (request.get("capacity") or {}).get("requests") or {}
+            consumed = result.get("consumedCapacity") or {}
+            for key, amount in asked.items():
+                if quantity(consumed.get(key, "0")) < quantity(amount):
+                    problems.append(f"{ref}: {'/'.join(did)} consumed less {key} than asked")
+            if not result.get("adminAccess"):
+                uses.setdefault(did, []).append((ref, result))
+        for request in claim["spec"]["devices"]["requests"]:
+            exactly = request.get("exactly")
+            if exactly and exactly.get("allocationMode", "ExactCount") == "ExactCount":
+                want = int(exactly.get("count", 1))
+                if per_request.get(request["name"], 0) != want:
+                    problems.append(
+                        f"{ref}: request {request['name']} got {per_request.get(request['name'], 0)}"
+                    )
+        for consumer in (claim.get("status") or {}).get("reservedFor") or []:
+            key = f"{claim['metadata']['namespace']}/{consumer['name']}"
+            pod = pods_by_key.get(key)
+            if pod is None or pod["metadata"].get("uid") != consumer["uid"]:
+                continue  # the pod is gone; the controller takes the reservation away
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and not _node_admits(allocation, node):
+                problems.append(f"{ref}: reserved for Pod/{key} on {node}, allocated for another node")
+    for did, holders in uses.items():
+        device = devices[did]
+        label = "/".join(did)
+        if len(holders) > 1 or any(r.get("shareID") for _, r in holders):
+            if not device.get("allowMultipleAllocations"):
+                problems.append(f"device {label} allocated {len(holders)} times: {[h for h, _ in holders]}")
+                continue
+            if not all(r.get("shareID") for _, r in holders):
+                problems.append(f"device {label} shared, a result without shareID")
+            for key, cap in (device.get("capacity") or {}).items():
+                used = sum(quantity((r.get("consumedCapacity") or {}).get(key, "0")) for _, r in holders)
+                if used > quantity(cap["value"]):
+                    problems.append(f"device {label}: {key} over capacity ({used} > {cap['value']})")
+    for pool, sets in counters.items():
+        counted: dict[tuple[str, str], float] = {}
+        for did in uses:
+            if did[:2] != pool:
+                continue
+            for consumption in devices[did].get("consumesCounters") or []:
+                for counter, value in consumption["counters"].items():
+                    at = (consumption["counterSet"], counter)
+                    counted[at] = counted.get(at, 0) + quantity(value["value"])
+        for (counter_set, counter), used in counted.items():
+            have = sets.get(counter_set, {}).get(counter, 0)
+            if used > have:
+                problems.append(
+                    f"pool {'/'.join(pool)}: counter {counter_set}/{counter} over ({used} > {have})"
+                )
+    claims_by_key = {f"{c['metadata']['namespace']}/{_name(c)}": c for c in claims}
+    for key, pod in pods_by_key.items():
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or pod["metadata"].get("deletionTimestamp"):
+            continue
+        statuses = {
+            s["name"]: s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for entry in pod["spec"].get("resourceClaims") or []:
+            name = entry.get("resourceClaimName") or statuses.get(entry["name"])
+            found = claims_by_key.get(f"{pod['metadata']['namespace']}/{name}")
+            if found is None or not (found.get("status") or {}).get("allocation"):
+                problems.append(f"Pod/{key} bound to {node} with claim {entry['name']} unallocated")
+                continue
+            reserved = {c["uid"] for c in (found.get("status") or {}).get("reservedFor") or []}
+            if pod["metadata"]["uid"] not in reserved:
+                problems.append(f"Pod/{key} bound to {node}, claim {name} not reserved for it")
+            if not _node_admits(found["status"]["allocation"], node):
+                problems.append(f"Pod/{key} bound to {node}, claim {name} allocated for another node")
+    return problems

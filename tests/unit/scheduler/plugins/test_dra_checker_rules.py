@@ -1,0 +1,121 @@
+"""The DRA checker of the e2e tests (tests/e2e/dra_checker.py) can fail: each rule it knows, broken on
+purpose in objects made here, is reported; a clean allocation is not."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.e2e.dra_checker import violations
+from tests.testing import dra
+
+D = dra.DRIVER
+CLASS = dra.device_class("gpu", D)
+SHARED_CLASS = dra.device_class("shared", D)
+SLICE = dra.resource_slice(
+    "n1", "n1", [dra.device("gpu-0", {"model": "h100"}), dra.device("gpu-1", {"model": "a100"})]
+)
+SHARED = dra.resource_slice(
+    "n2", "n2", [dra.device("s-0", {"model": "h100"}, {"memory": "80Gi"}, allowMultipleAllocations=True)]
+)
+PARTS = dra.resource_slice(
+    "n3",
+    "n3",
+    [
+        dra.device(
+            f"p-{i}",
+            consumesCounters=[{"counterSet": "c", "counters": {"slices": {"value": "3"}}}],
+        )
+        for i in range(3)
+    ],
+    sharedCounters=[{"name": "c", "counters": {"slices": {"value": "7"}}}],
+)
+H100 = f'device.attributes["{D}"].model == "h100"'
+
+
+def allocated(
+    name: str, request: dict[str, Any], node: str, *results: dict[str, Any], pod: str = ""
+) -> dict[str, Any]:
+    claim = dra.claim(name, "ns", request, uid=f"u-{name}")
+    status: dict[str, Any] = {
+        "allocation": {
+            "devices": {"results": [{"request": request["name"], "driver": D, **r} for r in results]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
+        }
+    }
+    if pod:
+        status["reservedFor"] = [{"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]
+    claim["status"] = status
+    return claim
+
+
+def bound_pod(name: str, claim: str, node: str) -> dict[str, Any]:
+    body = dra.use_claims(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "c"}]},
+        },
+        claim,
+    )
+    body["spec"]["nodeName"] = node
+    return body
+
+
+def check(claims: list[dict[str, Any]], pods: list[dict[str, Any]] = ()) -> list[str]:  # type: ignore[assignment]
+    return violations([SLICE, SHARED, PARTS], [CLASS, SHARED_CLASS], claims, list(pods))
+
+
+def test_a_clean_allocation_passes() -> None:
+    claims = [
+        allocated(
+            "a", dra.exactly("gpu", "gpu", selector=H100), "n1", {"pool": "n1", "device": "gpu-0"}, pod="p"
+        ),
+        allocated(
+            "b",
+            dra.exactly("m", "shared", capacity={"requests": {"memory": "40Gi"}}),
+            "n2",
+            {"pool": "n2", "device": "s-0", "shareID": "x", "consumedCapacity": {"memory": "40Gi"}},
+        ),
+        allocated(
+            "c",
+            dra.exactly("m", "shared", capacity={"requests": {"memory": "40Gi"}}),
+            "n2",
+            {"pool": "n2", "device": "s-0", "shareID": "y", "consumedCapacity": {"memory": "40Gi"}},
+        ),
+    ]
+    assert check(claims, [bound_pod("p", "a", "n1")]) == []
+
+
+def test_each_broken_rule_is_reported() -> None:
+    twice = [
+        allocated("a", dra.exactly("gpu", "gpu"), "n1", {"pool": "n1", "device": "gpu-0"}),
+        allocated("b", dra.exactly("gpu", "gpu"), "n1", {"pool": "n1", "device": "gpu-0"}),
+    ]
+    assert any("allocated 2 times" in p for p in check(twice))
+    selector = [
+        allocated("a", dra.exactly("gpu", "gpu", selector=H100), "n1", {"pool": "n1", "device": "gpu-1"})
+    ]
+    assert any("does not satisfy request gpu" in p for p in check(selector))
+    share = {"pool": "n2", "device": "s-0", "consumedCapacity": {"memory": "50Gi"}}
+    over = [
+        allocated("a", dra.exactly("m", "shared"), "n2", share | {"shareID": "1"}),
+        allocated("b", dra.exactly("m", "shared"), "n2", share | {"shareID": "2"}),
+    ]
+    assert any("memory over capacity" in p for p in check(over))
+    counters = [
+        allocated(f"c{i}", dra.exactly("p", "gpu"), "n3", {"pool": "n3", "device": f"p-{i}"})
+        for i in range(3)
+    ]
+    assert any("counter c/slices over" in p for p in check(counters))
+    claim = allocated("a", dra.exactly("gpu", "gpu"), "n1", {"pool": "n1", "device": "gpu-0"}, pod="p")
+    elsewhere = check([claim], [bound_pod("p", "a", "n9")])
+    assert any("allocated for another node" in p for p in elsewhere)
+    unreserved = copy.deepcopy(claim)
+    del unreserved["status"]["reservedFor"]
+    assert any("not reserved for it" in p for p in check([unreserved], [bound_pod("p", "a", "n1")]))
+    count = [allocated("a", dra.exactly("gpu", "gpu", count=2), "n1", {"pool": "n1", "device": "gpu-0"})]
+    assert any("request gpu got 1" in p for p in check(count))
