@@ -255,7 +255,13 @@ class Service:
             backend.objects_changed()
 
         self.informers = InformerSet(
-            Informer(api, kind, handlers=[handler], inactivity_timeout=options.watch_inactivity_timeout)
+            Informer(
+                api,
+                kind,
+                handlers=[handler],
+                inactivity_timeout=options.watch_inactivity_timeout,
+                on_page=feed.page if kind is kinds.POD else None,
+            )
             for kind in REPLAY_ORDER
         )
         tasks: list[asyncio.Task[Any]] = []
@@ -279,9 +285,8 @@ class Service:
                     return self.exit_code
             with heap.loading():
                 self.informers.start()
-                if not await self._until(self.informers.wait_synced()):
+                if not await self._until(feed.load(self.informers)):
                     return self.exit_code
-                feed.replay(self.informers)
             log.info(
                 "caches synced: %d nodes, %d pods",
                 len(self.informers[kinds.NODE.kind]),

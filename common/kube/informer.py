@@ -120,6 +120,10 @@ class Informer:
     _: KW_ONLY
     handlers: Sequence[Handler] = ()
     transform: Transform | None = strip_managed_fields
+    # Called with (the list's number, its items) for each page of a list before the first one has
+    # completed (the scheduler's streamed start: scheduler/kube/feed.py); a list that fails and is
+    # retried gives its pages again under a new number.
+    on_page: Callable[[int, Sequence[Obj]], None] | None = None
     page_size: int = 500
     watch_timeout: tuple[int, int] = (300, 600)
     inactivity_timeout: float = DEFAULT_INACTIVITY
@@ -278,10 +282,15 @@ class Informer:
         version = ""
         async with contextlib.aclosing(self._pages()) as pages:  # closed (its fetch stopped) on any exit
             async for page in pages:
-                for item in page.get("items") or ():
-                    obj = self._prepare(item)
+                objs = [self._prepare(item) for item in page.get("items") or ()]
+                for obj in objs:
                     fresh[object_key(obj)] = obj
                 version = str((page.get("metadata") or {}).get("resourceVersion") or version)
+                if self.on_page is not None and not self.synced.is_set():
+                    try:
+                        self.on_page(number, objs)
+                    except Exception:
+                        log.exception("%s: page handler failed", self.kind.kind)
         changes = diff(self._cache, fresh)
         self._cache = fresh
         self._resource_version = version
