@@ -28,6 +28,7 @@ from gpuq_k8s.common.model import binpack, gang, nodeorder, overcommit, plugin_n
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
+from gpuq_k8s.common.model.placement import pod_affinity
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -208,8 +209,6 @@ def _scorer(key: str, example: int, meaning: str) -> Argument:
     return Argument(key, (field,), example, meaning, str(nodeorder.DEFAULTS[key]))
 
 
-_NOT_COMPUTED = "not computed by gpuq: any value but 0 is refused at start-up, naming the argument."
-
 VOLCANO_PLUGINS: tuple[Plugin, ...] = (
     Plugin(
         plugin_names.PREDICATES,
@@ -364,12 +363,21 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 1,
                 "TaintToleration: fewer untolerated PreferNoSchedule taints score higher.",
             ),
-            Argument(
+            _scorer(
                 nodeorder.POD_AFFINITY,
-                ("pod_affinity",),
+                2,
+                "InterPodAffinity: the pod's preferred pod (anti-)affinity terms and the existing pods' "
+                "preferred terms (and required affinity, below) that match it, per topology domain, "
+                "normalised over the candidates (a member plugin named InterPodAffinity).",
+            ),
+            Argument(
+                nodeorder.HARD_POD_AFFINITY,
+                ("hard_pod_affinity",),
                 0,
-                f"InterPodAffinity, {_NOT_COMPUTED}",
-                "not computed",
+                "kube-scheduler's hardPodAffinityWeight (0-100): the weight of an existing pod's required "
+                "affinity term the incoming pod matches. Volcano builds InterPodAffinity with zero-valued "
+                "arguments: 0 gives its scores exactly.",
+                str(pod_affinity.DEFAULT_HARD_POD_AFFINITY_WEIGHT),
             ),
             _scorer(
                 nodeorder.IMAGE_LOCALITY,
@@ -377,18 +385,18 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
                 "ImageLocality: the pod's images a node holds (`status.images`), by size and by how many "
                 "nodes hold them (a member plugin of its own, reported as `ImageLocality`).",
             ),
-            Argument(
+            _scorer(
                 nodeorder.POD_TOPOLOGY_SPREAD,
-                ("pod_topology_spread",),
-                0,
-                f"PodTopologySpread, {_NOT_COMPUTED}",
-                "not computed",
+                2,
+                "PodTopologySpread: the pod's ScheduleAnyway constraints, or the system defaults "
+                "(hostname maxSkew 3, zone maxSkew 5, selecting the pods of its Services and controller), "
+                "emptier domains scoring higher (a member plugin named PodTopologySpread).",
             ),
         ),
         "Each scorer gives a candidate node 0-100 by kube-scheduler's formula (integer arithmetic as "
         "kube's), times its weight; the plugin's score is the sum. A weight of 0 switches a scorer off; "
-        "all 0 switch the plugin's scoring off. Volcano's defaults for podaffinity (2) "
-        "and podtopologyspread (2) cannot be honoured: left out, they contribute nothing. Refused: a "
+        "all 0 switch the plugin's scoring off (podaffinity, podtopologyspread and imagelocality are member "
+        "plugins, each scoring on its own weight). Refused: a "
         "negative or fractional weight, an unknown argument, a non-zero weight for a scorer gpuq does not "
         "compute. Deviation: a multi-container pod's non-zero request is taken from its total.",
     ),

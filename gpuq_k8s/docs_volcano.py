@@ -7,8 +7,12 @@ from collections.abc import Mapping
 
 from gpuq_k8s.common.model import switches
 from gpuq_k8s.common.model.action_args import (
+    MAX_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
     OVERCOMMIT_FACTOR,
     PREDICATE_ERROR_CACHE,
+    PREEMPT_WORKERS,
     SUPPORTED_ACTIONS,
     TOPOLOGY_AWARE_PREEMPTION,
 )
@@ -50,14 +54,20 @@ def volcano_sections() -> list[str]:
         "|---|---|---|",
         f"| `enqueue` | `{OVERCOMMIT_FACTOR}` | number >= 1.0, read by the overcommit plugin "
         "(`Handle.action_arguments('enqueue')`); refused without that plugin in the tiers. |",
-        f"| `preempt` | `{TOPOLOGY_AWARE_PREEMPTION}` | only `false`: gpuq has no HyperNode topology. |",
+        f"| `preempt` | `{TOPOLOGY_AWARE_PREEMPTION}` | true or false: gpuq's preempt always chooses as "
+        "Volcano's topology-aware preempt (kube-scheduler's DefaultPreemption, design.md Semantics 15). |",
+        f"| `preempt` | `{MIN_CANDIDATE_NODES_PERCENTAGE}`, `{MIN_CANDIDATE_NODES_ABSOLUTE}`, "
+        f"`{MAX_CANDIDATE_NODES_ABSOLUTE}` | how many nodes with victims preempt (and capacity-scheduling's "
+        "preemption) finds before choosing one: the percentage (0 to 100, default 10) of the potential "
+        "nodes, at least the minimum (default 100, kube-scheduler's DefaultPreemptionArgs), at most the "
+        "maximum (default 100, Volcano's). |",
+        f"| `preempt` | `{PREEMPT_WORKERS}` | an integer >= 1: Volcano's parallelism of that search; "
+        "gpuq's is sequential, so it changes no decision. |",
         f"| `allocate`, `backfill`, `preempt`, `reclaim` | `{PREDICATE_ERROR_CACHE}` | true or false: "
         "Volcano's predicate error cache saves time, not decisions; gpuq's per-pod-class caches do the "
         "same. |",
         "",
-        "Volcano's preempt candidate limits (`minCandidateNodesPercentage`, `minCandidateNodesAbsolute`, "
-        "`maxCandidateNodesAbsolute`, `topologyAwarePreemptWorkerNum`) are refused: gpuq considers every "
-        "node; so is allocate's `gateRemovalWorkerNum` (gpuq removes no scheduling gates). Any other "
+        "Allocate's `gateRemovalWorkerNum` is refused (gpuq removes no scheduling gates). Any other "
         "argument is refused as unknown.",
     ]
     return out

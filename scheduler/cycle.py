@@ -33,7 +33,7 @@ from gpuq_k8s.common.model.gang import quorum_missed, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
@@ -297,7 +297,7 @@ class Scheduler:
         Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
         timer), never per pod: a hundred pods bound in one namespace make one status patch.
         """
-        queues = {name: _status(obj) for _, name, obj in self.objects.list(kinds.QUEUE)}
+        queues = {name: section(obj, "status") for _, name, obj in self.objects.list(kinds.QUEUE)}
         patches = self.podgroups.take_status() + self.podgroups.take_queue_status(queues)
         now = self.wall_clock()
         for source in self.framework.status_sources:
@@ -306,7 +306,7 @@ class Scheduler:
             for event in events:
                 self.framework.record(event)
         objects = self.objects
-        merged = merge_status_patches(patches, lambda *ref: _status(objects.get(*ref) or {}))
+        merged = merge_status_patches(patches, lambda *ref: section(objects.get(*ref), "status"))
         for patch in merged:
             self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
         return len(merged)
@@ -570,10 +570,3 @@ class Scheduler:
 
     def group_phases(self) -> Mapping[str, str]:
         return self.podgroups.phases()
-
-
-def _status(obj: Obj) -> Mapping[str, Any]:
-    """An object's status, or empty when it holds none or no mapping (a malformed status is the
-    object's own problem, reported when it is read: design.md Semantics 17)."""
-    status = obj.get("status")
-    return status if isinstance(status, Mapping) else {}

@@ -36,7 +36,7 @@ from gpuq_k8s.scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
 from gpuq_k8s.scheduler.framework.status import Code, Status
 from gpuq_k8s.scheduler.nominator import Nominator
 
-Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool]], Choice | None]
+Action = Callable[[Framework, PodInfo, Callable[[PodInfo], bool], FilterOutcome | None], Choice | None]
 _ACTIONS: dict[str, Action] = {PREEMPT: preempt, RECLAIM: reclaim}
 
 
@@ -119,7 +119,7 @@ class Preemption:
         if actions and not result.status.is_success:
             ours = self._ours_outside_elastic_quotas()
             for name, action in actions:
-                choice = action(self.framework, pod, ours)
+                choice = action(self.framework, pod, ours, outcome)
                 if choice is not None:
                     message = f"{name}: {len(choice.victims)} pod(s) evicted on node {choice.node}."
                     result = PostFilterResult(

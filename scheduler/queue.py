@@ -89,6 +89,9 @@ class SchedulingQueue:
         self._by_queue: dict[str, list[tuple[tuple[Any, ...], int, str]]] = {}
         self._backoff: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
+        # event -> parked pods waiting for it: key -> the seq it was parked with (stale entries, of
+        # pods since moved or parked again, are dropped when met).
+        self._parked: dict[ClusterEvent, dict[str, int]] = {}
 
     # -- pools --------------------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:

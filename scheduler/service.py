@@ -34,7 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gpuq_k8s.common.kube.client import GatedClient, new_api_client
 from gpuq_k8s.common.kube.config_file import read_config
-from gpuq_k8s.common.kube.diff import Change
+from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.informer import Informer, InformerSet
 from gpuq_k8s.common.kube.leader import LeaderElector
@@ -42,13 +42,13 @@ from gpuq_k8s.common.kube.status import StatusWriter
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
-from gpuq_k8s.common.model.wire import split_ref
+from gpuq_k8s.common.model.wire import section, split_ref
 from gpuq_k8s.common.process.flags import listen_error
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, Feed
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
@@ -180,7 +180,7 @@ class Service:
 
     def _current_status(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         obj = self._cached(kind, namespace, name)
-        return None if obj is None else (obj.get("status") or {})
+        return None if obj is None else section(obj, "status")
 
     def _resolve(self, ref: str) -> tuple[str, str] | None:
         kind, namespace, name = split_ref(ref)
@@ -260,6 +260,7 @@ class Service:
                 kind,
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
+                transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
                 on_page=feed.page if kind is kinds.POD else None,
             )
             for kind in REPLAY_ORDER

@@ -42,7 +42,7 @@ from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota, validate_gpu
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.quoting import quote
 from gpuq_k8s.common.model.resources import Resources
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.webhook import jsonpatch, ratchet
 from gpuq_k8s.webhook.options import AdmissionOptions, card_args
 from gpuq_k8s.webhook.parsed import parsed_queue_quota
@@ -259,7 +259,7 @@ def _validate_pod_group(
     quota = parsed_queue_quota(raw_queue)
     warnings = tuple(event.message for event in quota.events)
     if not quota.open:
-        state = (raw_queue.get("status") or {}).get("state")
+        state = section(raw_queue, "status").get("state")
         return deny(
             f"{group.ref}: spec.queue: invalid value {quote(group.queue)}: expected an Open Queue "
             f"(Queue/{quota.name} is {state})",

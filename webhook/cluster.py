@@ -29,7 +29,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards
 from gpuq_k8s.common.model.kinds import Kind
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.webhook.view import Miss, node_allocatable, node_cards, summed
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ LIVE: Final = {kind.kind: kind for kind in (kinds.QUEUE, kinds.POD_GROUP)}
 
 def slim_node(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
+    status = section(obj, "status")
     return {
         "apiVersion": obj.get("apiVersion", "v1"),
         "kind": kinds.NODE.kind,

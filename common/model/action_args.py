@@ -6,7 +6,7 @@ configurations:
 - name: enqueue
   arguments: {overcommit-factor: 1.2}
 - name: preempt
-  arguments: {enableTopologyAwarePreemption: false, predicateErrorCacheEnable: true}
+  arguments: {minCandidateNodesPercentage: 10, minCandidateNodesAbsolute: 100}
 ```
 
 Each action's arguments that gpuq honours are parsed here and handed to the scheduler (the framework
@@ -18,6 +18,7 @@ silently ignored, and every problem of the section is reported at once (:class:`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
@@ -37,14 +38,54 @@ TOPOLOGY_AWARE_PREEMPTION: Final = "enableTopologyAwarePreemption"
 PREDICATE_ERROR_CACHE: Final = "predicateErrorCacheEnable"
 _CACHED_ACTIONS: Final = (ALLOCATE, BACKFILL, PREEMPT, RECLAIM)
 
-# Volcano's preempt arguments that bound the candidate-node search: gpuq's preempt and reclaim
-# consider every node, which no value of these can express.
-_CANDIDATE_LIMITS: Final = (
-    "minCandidateNodesPercentage",
-    "minCandidateNodesAbsolute",
-    "maxCandidateNodesAbsolute",
-    "topologyAwarePreemptWorkerNum",
+# Volcano's preempt arguments that bound the candidate-node search (kube-scheduler's
+# DefaultPreemptionArgs, plus Volcano's maximum): how many nodes with victims preemption finds before
+# it chooses one (design.md "Preemption"). Unset: kube-scheduler's 10% and at least 100, and
+# Volcano's at most 100 (so up to 100 nodes by default). The worker count is Volcano's parallelism of
+# that search: it saves time, not decisions (the search is sequential and deterministic in gpuq), so
+# any value is honoured.
+MIN_CANDIDATE_NODES_PERCENTAGE: Final = "minCandidateNodesPercentage"
+MIN_CANDIDATE_NODES_ABSOLUTE: Final = "minCandidateNodesAbsolute"
+MAX_CANDIDATE_NODES_ABSOLUTE: Final = "maxCandidateNodesAbsolute"
+PREEMPT_WORKERS: Final = "topologyAwarePreemptWorkerNum"
+_PREEMPT_KEYS: Final = (
+    TOPOLOGY_AWARE_PREEMPTION,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MAX_CANDIDATE_NODES_ABSOLUTE,
+    PREEMPT_WORKERS,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateLimits:
+    """How many candidate nodes preemption finds before it chooses (kube's ``calculateNumCandidates``)."""
+
+    percentage: int = 10
+    minimum: int = 100
+    maximum: int | None = 100
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> CandidateLimits:
+        """From the preempt action's parsed arguments (defaults for those not given)."""
+        default = cls()
+        return cls(
+            int(arguments.get(MIN_CANDIDATE_NODES_PERCENTAGE, default.percentage)),
+            int(arguments.get(MIN_CANDIDATE_NODES_ABSOLUTE, default.minimum)),
+            arguments.get(MAX_CANDIDATE_NODES_ABSOLUTE, default.maximum),
+        )
+
+
+def _int(where: str, value: Any, low: int, high: int | None = None) -> int:
+    """An integer from ``low`` (to ``high``), or its digits as text (Volcano's string arguments)."""
+    expected = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(where, value, expected)
+    if value < low or (high is not None and value > high):
+        raise ConfigError(where, value, expected)
+    return value
 
 
 def _factor(where: str, value: Any) -> float:
@@ -67,12 +108,6 @@ def _bool(where: str, value: Any) -> bool:
     return value
 
 
-def _false_only(where: str, value: Any, why: str) -> bool:
-    if _bool(where, value):
-        raise ConfigError(where, value, f"false: {why}")
-    return False
-
-
 def _parse_arguments(
     action: str, arguments: Mapping[str, Any], where: str, problems: ErrorCollector
 ) -> dict[str, Any]:
@@ -87,16 +122,33 @@ def _parse_arguments(
             elif action == ALLOCATE and key == "gateRemovalWorkerNum":
                 raise ConfigError(at, value, "no scheduling-gate workers: gpuq removes no scheduling gates")
             elif action == PREEMPT and key == TOPOLOGY_AWARE_PREEMPTION:
-                parsed[key] = _false_only(at, value, "gpuq has no HyperNode topology to preempt along")
-            elif action == PREEMPT and key in _CANDIDATE_LIMITS:
-                raise ConfigError(at, value, "no candidate-node limit: gpuq's preempt considers every node")
+                # gpuq's preempt always chooses as Volcano's topology-aware preempt does (kube's
+                # DefaultPreemption), so either value is honoured (design.md Semantics 15).
+                parsed[key] = _bool(at, value)
+            elif action == PREEMPT and key == MIN_CANDIDATE_NODES_PERCENTAGE:
+                parsed[key] = _int(at, value, 0, 100)
+            elif action == PREEMPT and key == MIN_CANDIDATE_NODES_ABSOLUTE:
+                parsed[key] = _int(at, value, 0)
+            elif action == PREEMPT and key in (MAX_CANDIDATE_NODES_ABSOLUTE, PREEMPT_WORKERS):
+                parsed[key] = _int(at, value, 1)
             else:
-                known = {ENQUEUE: [OVERCOMMIT_FACTOR], PREEMPT: [TOPOLOGY_AWARE_PREEMPTION]}.get(action, [])
+                known = {ENQUEUE: [OVERCOMMIT_FACTOR], PREEMPT: list(_PREEMPT_KEYS)}.get(action, [])
                 if action in _CACHED_ACTIONS:
                     known = [*known, PREDICATE_ERROR_CACHE]
                 raise ConfigError(at, value, f"an argument of the {action} action ({', '.join(known)})")
         except ConfigError as err:
             problems.extend(err)
+    if (
+        action == PREEMPT
+        and parsed.get(MIN_CANDIDATE_NODES_PERCENTAGE, 1) == 0
+        and parsed.get(MIN_CANDIDATE_NODES_ABSOLUTE, 1) == 0
+    ):
+        # kube's ValidateDefaultPreemptionArgs: both zero would look for no candidate at all.
+        problems.add(
+            f"{where}.arguments.{MIN_CANDIDATE_NODES_ABSOLUTE}",
+            0,
+            f"not 0 when {MIN_CANDIDATE_NODES_PERCENTAGE} is 0 (preemption would look for no node)",
+        )
     return parsed
 
 

@@ -79,9 +79,13 @@ NODE: Final = _kind("Node", "", "v1", "nodes", namespaced=False)
 POD: Final = _kind("Pod", "", "v1", "pods", namespaced=True)
 NAMESPACE: Final = _kind("Namespace", "", "v1", "namespaces", namespaced=False)
 SECRET: Final = _kind("Secret", "", "v1", "secrets", namespaced=True)
+# -- the owners of pods that topology spread's system defaults select by (kube's DefaultSelector)
+SERVICE: Final = _kind("Service", "", "v1", "services", namespaced=True)
+REPLICATION_CONTROLLER: Final = _kind(
+    "ReplicationController", "", "v1", "replicationcontrollers", namespaced=True
+)
 PRIORITY_CLASS: Final = _kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
 EVENT: Final = _kind("Event", "events.k8s.io", "v1", "events", namespaced=True)
-# -- storage: what kube-scheduler's volume plugins read, and the PV and PVC writes of its volume binder
 LEASE: Final = _kind("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
 VALIDATING_WEBHOOK_CONFIGURATION: Final = _kind(
     "ValidatingWebhookConfiguration",
@@ -160,6 +164,10 @@ SCHEDULER_WATCHES: Final = (
     NODE,
     NAMESPACE,
     PRIORITY_CLASS,
+    SERVICE,
+    REPLICATION_CONTROLLER,
+    REPLICA_SET,
+    STATEFUL_SET,
     QUEUE,
     POD_GROUP,
     ELASTIC_QUOTA,
@@ -168,6 +176,7 @@ SCHEDULER_WATCHES: Final = (
     CSI_NODE,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
+    POD_DISRUPTION_BUDGET,
     POD,
 )
 # What `gpuq simulate` reads from its input (scheduler/simulate/loader.py): Nodes and Pods, the
@@ -181,6 +190,8 @@ SIMULATED: Final = (
     POD,
     NAMESPACE,
     PRIORITY_CLASS,
+    SERVICE,
+    REPLICATION_CONTROLLER,
     DEPLOYMENT,
     REPLICA_SET,
     STATEFUL_SET,
@@ -194,6 +205,7 @@ SIMULATED: Final = (
     PERSISTENT_VOLUME,
     STORAGE_CLASS,
     CSI_NODE,
+    POD_DISRUPTION_BUDGET,
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)

@@ -23,11 +23,14 @@ its weight; the plugin's node score is the sum. The scorers gpuq computes, with 
   not tolerate, normalised and reversed (``100 - 100 * c // max``; 100 everywhere when no node has one).
 * ``imagelocality`` (ImageLocality, a member plugin of its own: scheduler/plugins/image_locality.py,
   common/model/placement/image_locality.py): the pod's images the node holds, by size and spread.
-
-``podaffinity`` and ``podtopologyspread`` are not computed: gpuq tracks no preferred inter-pod terms
-of running pods and no owner-derived spreading. A configuration giving one of them a non-zero weight
-is refused at start-up, naming the argument; left out they contribute nothing (Volcano's defaults for
-them, 2 and 2, cannot be honoured).
+* ``podaffinity`` (InterPodAffinity, kube's scorer as a member plugin of nodeorder:
+  ``scheduler/plugins/inter_pod_affinity.py``, the rules in ``common/model/placement/pod_affinity.py``)
+  and ``podtopologyspread`` (PodTopologySpread with the system default constraints:
+  ``scheduler/plugins/pod_topology_spread.py``), each normalised to [0, 100] and multiplied by its
+  weight (Volcano's defaults, 2 and 2). ``podaffinity.hardPodAffinityWeight`` is kube-scheduler's
+  ``hardPodAffinityWeight`` (default 1, 0 to 100): how much an existing pod's *required* affinity term
+  that the incoming pod matches adds (Volcano builds the plugin with zero-valued arguments, so 0 there:
+  set it to 0 for Volcano's scores exactly).
 
 Where gpuq differs: a negative or fractional weight, or an unknown argument, is a configuration error
 (upstream's ``GetInt`` takes negative weights and ignores unknown keys). The non-zero request of a pod
@@ -39,14 +42,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final
+from typing import Annotated, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
 from gpuq_k8s.common.model import plugin_names
-from gpuq_k8s.common.model.plugin_args import PluginArgs, ZeroWeight, refuse
+from gpuq_k8s.common.model.placement.pod_affinity import (
+    DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+    MAX_HARD_POD_AFFINITY_WEIGHT,
+)
+from gpuq_k8s.common.model.plugin_args import PluginArgs, ZeroWeight, expect
 from gpuq_k8s.common.model.quantity import CPU, MEMORY
 
 Int64Array = npt.NDArray[np.int64]
@@ -69,11 +76,10 @@ DEFAULTS: Final = {
     BALANCED_RESOURCE: 1,
     TAINT_TOLERATION: 3,
     IMAGE_LOCALITY: 1,
+    POD_AFFINITY: 2,
+    POD_TOPOLOGY_SPREAD: 2,
 }
-NOT_COMPUTED: Final = {
-    POD_AFFINITY: "preferred inter-pod affinity (gpuq tracks no pod affinity terms)",
-    POD_TOPOLOGY_SPREAD: "pod topology spread (gpuq tracks no spread constraints or owners)",
-}
+HARD_POD_AFFINITY: Final = "podaffinity.hardPodAffinityWeight"
 MAX_NODE_SCORE: Final = 100
 # kube-scheduler's schedutil.DefaultMilliCPURequest and DefaultMemoryRequest.
 DEFAULT_MILLI_CPU_REQUEST: Final = 100
@@ -83,9 +89,15 @@ MOST_WEIGHTS: Final = (1, 1)
 BALANCED_RESOURCES: Final = (CPU, MEMORY, "nvidia.com/gpu")
 
 
+HardWeight = Annotated[
+    int,
+    Field(ge=0, le=MAX_HARD_POD_AFFINITY_WEIGHT),
+    expect(f"an integer from 0 to {MAX_HARD_POD_AFFINITY_WEIGHT}"),
+]
+
+
 class NodeOrderArgs(PluginArgs):
-    """The weights of Volcano's nodeorder scorers (0: that scorer is off); the two gpuq does not
-    compute are accepted as 0 only."""
+    """The weights of Volcano's nodeorder scorers (0: that scorer is off)."""
 
     PLUGIN: ClassVar[str] = plugin_names.NODEORDER
 
@@ -94,22 +106,15 @@ class NodeOrderArgs(PluginArgs):
     node_affinity: ZeroWeight = Field(DEFAULTS[NODE_AFFINITY], alias=NODE_AFFINITY)
     balanced_resource: ZeroWeight = Field(DEFAULTS[BALANCED_RESOURCE], alias=BALANCED_RESOURCE)
     taint_toleration: ZeroWeight = Field(DEFAULTS[TAINT_TOLERATION], alias=TAINT_TOLERATION)
-    pod_affinity: ZeroWeight = Field(0, alias=POD_AFFINITY)
+    pod_affinity: ZeroWeight = Field(DEFAULTS[POD_AFFINITY], alias=POD_AFFINITY)
     image_locality: ZeroWeight = Field(DEFAULTS[IMAGE_LOCALITY], alias=IMAGE_LOCALITY)
-    pod_topology_spread: ZeroWeight = Field(0, alias=POD_TOPOLOGY_SPREAD)
-
-    @field_validator("pod_affinity", "pod_topology_spread")
-    @classmethod
-    def _not_computed(cls, weight: int, info: ValidationInfo) -> int:
-        """A scorer gpuq does not compute takes no weight but 0 (Volcano's default for it cannot be
-        honoured either: left out, it contributes nothing)."""
-        if weight != 0:
-            key = cls.model_fields[str(info.field_name)].alias or ""
-            raise refuse(f"0 or absent: gpuq does not compute {NOT_COMPUTED[key]}")
-        return weight
+    pod_topology_spread: ZeroWeight = Field(DEFAULTS[POD_TOPOLOGY_SPREAD], alias=POD_TOPOLOGY_SPREAD)
+    hard_pod_affinity: HardWeight = Field(DEFAULT_HARD_POD_AFFINITY_WEIGHT, alias=HARD_POD_AFFINITY)
 
     @property
     def scoring(self) -> bool:
+        """Whether nodeorder's own scorers score (the member scorers, pod affinity and topology
+        spread, are plugins of their own)."""
         weights = (self.least_requested, self.most_requested, self.node_affinity)
         return any(weights) or bool(self.balanced_resource or self.taint_toleration)
 

@@ -201,6 +201,7 @@ class PodInfo:
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     creation_timestamp: str = ""
+    start_time: str = ""  # status.startTime (the kubelet's): preemption spares the longest-running
     deleting: bool = False
     # Being deleted because a scheduler preempted it: deleting, with the DisruptionTarget condition
     # reason PreemptionByScheduler (kube-scheduler's podTerminatingByPreemption). Only read then.
@@ -222,6 +223,10 @@ class PodInfo:
     container_count: int = 0
     # The volumes the placement rules read (claims, in-tree disks): common/model/pod_volumes.py.
     volumes: tuple[PodVolume, ...] = ()
+    # ``spec.topologySpreadConstraints`` and ``metadata.ownerReferences`` as they are (parsed by
+    # common/model/placement: topology spread and its system defaults).
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    owner_references: tuple[Mapping[str, Any], ...] = ()
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -287,6 +292,8 @@ class PodInfo:
             images, container_count = pod_images(spec)
             volumes = parse_volumes(spec.get("volumes"), name)
             deleting = bool(meta.get("deletionTimestamp"))
+            spread = wire.items(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            owners = wire.items(meta.get("ownerReferences"), "metadata.ownerReferences")
         except InvalidValue as err:
             raise err.located(where) from None
         return cls(
@@ -302,6 +309,7 @@ class PodInfo:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
             creation_timestamp=str(meta.get("creationTimestamp") or ""),
+            start_time=str(status.get("startTime") or ""),
             deleting=deleting,
             preempted_by_scheduler=deleting and _disrupted_by_preemption(status),
             nominated_node_name=str(status.get("nominatedNodeName") or ""),
@@ -316,6 +324,8 @@ class PodInfo:
             images=images,
             container_count=container_count,
             volumes=volumes,
+            topology_spread_constraints=tuple(spread),
+            owner_references=tuple(owners),
         )
 
 

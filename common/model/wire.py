@@ -56,6 +56,14 @@ def split_ref(ref: str) -> tuple[str, str, str]:
     return (kind, namespace, name) if slash else (kind, "", namespace)
 
 
+def section(obj: Any, name: str) -> Mapping[str, Any]:
+    """``obj[name]`` (an object's ``status``, ``spec`` or ``metadata``) when both are mappings, else
+    empty: for readers of what gpuq writes or merely passes on, which must never fail on an object
+    whose own reader reports it malformed (design.md Semantics 17)."""
+    part = obj.get(name) if isinstance(obj, Mapping) else None
+    return part if isinstance(part, Mapping) else {}
+
+
 def mapping(value: Any, field: str, where: str = "") -> Mapping[str, Any]:
     """``value`` as a mapping; ``None`` (an absent or ``null`` field) is an empty one."""
     if value is None:

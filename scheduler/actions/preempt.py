@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gpuq_k8s.common.model.action_args import PREEMPT, CandidateLimits
 from gpuq_k8s.common.model.annotations import PREEMPTABLE
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
+from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -50,7 +52,12 @@ def may_evict(pod: PodInfo) -> bool:
     return pod.preemption_policy != "Never"
 
 
-def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool]) -> Choice | None:
+def preempt(
+    framework: Framework,
+    pod: PodInfo,
+    ours: Callable[[PodInfo], bool],
+    outcome: FilterOutcome | None = None,
+) -> Choice | None:
     if not may_evict(pod) or not framework.preemptable_tiers or framework.preemption_ruled_out(pod):
         return None
     if not starving(framework, pod):
@@ -73,4 +80,7 @@ def preempt(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool])
     def allocatable(preemptor: PodInfo) -> bool:
         return framework.not_allocatable_by(queue, preemptor) is None
 
-    return find_victims(framework, pod, candidates, framework.preemptable, queue_ok=allocatable)
+    limits = CandidateLimits.of(framework.action_arguments(PREEMPT))
+    return find_victims(
+        framework, pod, candidates, framework.preemptable, outcome, limits=limits, queue_ok=allocatable
+    )

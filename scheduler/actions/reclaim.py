@@ -22,6 +22,7 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.preempt import evictable, may_evict, starving
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims, victim_order
+from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 
@@ -35,7 +36,12 @@ def _queue(framework: Framework, name: str) -> Queue | None:
         return None  # the plugins reading Queues already warned about it (Semantics 3)
 
 
-def reclaim(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool]) -> Choice | None:
+def reclaim(
+    framework: Framework,
+    pod: PodInfo,
+    ours: Callable[[PodInfo], bool],
+    outcome: FilterOutcome | None = None,
+) -> Choice | None:
     if not may_evict(pod) or not framework.reclaimable_tiers or framework.reclaim_ruled_out(pod):
         return None
     if not starving(framework, pod):
@@ -83,4 +89,4 @@ def reclaim(framework: Framework, pod: PodInfo, ours: Callable[[PodInfo], bool])
 
         return sorted(ranked, key=cmp_to_key(compare))
 
-    return find_victims(framework, pod, candidates, framework.reclaimable, order=order)
+    return find_victims(framework, pod, candidates, framework.reclaimable, outcome, order=order)

@@ -1,14 +1,28 @@
-"""The node walk preempt and reclaim share (Volcano's ``normalPreempt`` and reclaim loop).
+"""The node walk preempt and reclaim share: kube-scheduler's DryRunPreemption and SelectCandidate
+(as Volcano's topology-aware preempt follows them), with Volcano's verdicts on who may be evicted.
 
-For a pod no node fits: node by node (in node-name order, so a run is deterministic), the running
-pods the action may consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's
-``Preemptable`` or ``Reclaimable`` across tiers); the allowed ones are taken lowest priority first
-(then the most recently created; the action may order them otherwise, ``order``) until the pod's
-request fits the node's free resources and its queue may take it (``queue_ok``: preempt's victims
-are of the pod's own queue, so evicting them can lift the queue's own capability, Volcano's
-``preemptorFitsOnNode``). The choice is then checked with the real plugins: the victims are taken out
-of the cluster state, the queue check, PreFilter and Filter are run, and the victims are put back.
-The first node where the pod would then fit wins; nothing is evicted here (the caller evicts).
+For a pod no node fits, the potential nodes are the live ones Filter did not find unresolvable for
+it (kube's ``nodesWherePreemptionMightHelp``), walked in node-name order from an offset derived from
+the pod (:func:`common.model.victim_selection.offset`). On each, the running pods the action may
+consider (``candidates``) go to the plugins' verdict (``allowed``: Volcano's ``Preemptable`` or
+``Reclaimable`` across tiers), and kube's ``SelectVictimsOnNode`` chooses victims among them on the
+node's room (victims given back most important first, PodDisruptionBudget-violating ones before the
+others, while the pod still fits); a node where evicting all of them would not free the request is
+no candidate. The walk stops once it has :func:`~common.model.victim_selection.candidate_count`
+candidates, one of them violating no budget (kube's stopping rule). Then the candidates are taken
+best first by kube's ``pickOneNodeForPreemption`` (:func:`~common.model.victim_selection.best_first`)
+and each is checked with the real queue check, PreFilter and Filter with its victims taken off the
+cluster state (``Framework.fits_without``); one they reject has its victims chosen again with them
+(``SelectVictimsOnNode`` asking the real filters) and is ranked anew. So a node where the pod would
+still break any placement rule is never chosen, and the filters run on a few nodes, not on every
+candidate. Nothing is evicted here (the caller evicts).
+
+The action may say how its queue judges the pod (``queue_ok``: preempt's victims are of the pod's own
+queue, so evicting them can lift the queue's own capability, Volcano's ``preemptorFitsOnNode``; the
+default is the framework's queue check) and in which order victims are given back (``order``, least
+important first: reclaim's is Volcano's victims queue; the default is kube's ``MoreImportantPod``
+reversed). Nominated pods counted on a node hold room, they do not run: never victims
+(``Framework.running_on``).
 """
 
 from __future__ import annotations
@@ -18,18 +32,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuq_k8s.common.model.action_args import CandidateLimits
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.common.model.victim_selection import (
+    DEFAULT_LIMITS,
+    Candidate,
+    best_first,
+    candidate_count,
+    more_important_first,
+    offset,
+    select_victims_on_node,
+)
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 Candidates = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
 Verdict = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    node: str
-    victims: tuple[PodInfo, ...]
+QueueOk = Callable[[PodInfo], bool]
+Order = Callable[[Sequence[PodInfo]], list[PodInfo]]
 
 
 def victim_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
@@ -41,8 +61,23 @@ def victim_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return ordered
 
 
-QueueOk = Callable[[PodInfo], bool]
-Order = Callable[[Sequence[PodInfo]], list[PodInfo]]
+@dataclass(frozen=True, slots=True)
+class Choice:
+    node: str
+    victims: tuple[PodInfo, ...]
+    violations: int = 0  # victims whose eviction violates a PodDisruptionBudget
+
+
+def potential_rows(framework: Framework, outcome: FilterOutcome | None) -> list[int]:
+    """Live node rows in node-name order, without those Filter found unresolvable for the pod."""
+    cluster = framework.cluster
+    n = cluster.n
+    usable: BoolArray = cluster.alive[:n].copy()
+    if outcome is not None:
+        for _, result, _first in outcome.results:
+            if result.unresolvable is not None:
+                usable &= ~result.unresolvable[:n]
+    return [int(row) for row in cluster.rank_order() if row < n and usable[row]]
 
 
 def find_victims(
@@ -50,65 +85,77 @@ def find_victims(
     pod: PodInfo,
     candidates: Candidates,
     allowed: Verdict,
+    outcome: FilterOutcome | None = None,
     *,
+    limits: CandidateLimits = DEFAULT_LIMITS,
     queue_ok: QueueOk | None = None,
-    order: Order = victim_order,
+    order: Order | None = None,
 ) -> Choice | None:
-    """The first node where evicting some of its allowed pods lets ``pod`` fit, and those pods.
-
-    ``queue_ok`` says whether the pod's queue may take it as the cluster state stands (default: the
-    framework's queue check, overused and allocatable); when it may not before any eviction, victims
-    are taken until it may as well as until the node has room."""
+    """The node where evicting the fewest and least important of its allowed pods lets ``pod`` fit,
+    and those pods (see the module docstring); None when there is none."""
     cluster = framework.cluster
-    need = cluster.pod_vector(pod)
-    asked = need > 0
-    check = queue_ok if queue_ok is not None else (lambda p: framework.queue_check(p).is_success)
-    queue_blocked = not check(pod)
-    for ranked in cluster.rank_order():
-        row = int(ranked)
-        if row >= cluster.n or not cluster.alive[row]:
-            continue
+    importance = more_important_first if order is None else (lambda pods: order(pods)[::-1])
+    vector = cluster.pod_vector(pod)
+    columns = np.flatnonzero(vector > 0)
+    need = [int(vector[c]) for c in columns]
+    # What each pod frees on the asked columns, as Python ints: the cheap walk asks many small sums.
+    frees: dict[str, tuple[int, ...]] = {}
+    rows = potential_rows(framework, outcome)
+    if not rows:
+        return None
+    start = offset(pod, len(rows))
+    wanted = candidate_count(len(rows), limits)
+    budgets = framework.disruption_budgets()
+    found: list[Candidate] = []
+    where: dict[str, tuple[int, list[PodInfo]]] = {}  # node -> its row and the pods it may evict
+    clean = 0
+    for row in rows[start:] + rows[:start]:
         on_node = candidates(pod, framework.running_on(row))
         if not on_node:
             continue
         permitted = allowed(pod, on_node)
         if not permitted:
             continue
-        free = cluster.free[row].copy()
-        chosen: list[PodInfo] = []
-        removed: list[PodInfo] = []  # taken out of the cluster state to ask the queue, put back below
-        try:
-            for victim in order(permitted):
-                if np.all(free[asked] >= need[asked]) and (not queue_blocked or check(pod)):
-                    break
-                free += cluster.pod_vector(victim)
-                chosen.append(victim)
-                if queue_blocked and cluster.remove_pod(victim.key) is not None:
-                    removed.append(victim)
-            fits = bool(chosen) and bool(np.all(free[asked] >= need[asked]))
-            fits = fits and (not queue_blocked or check(pod))
-        finally:
+        free = [int(cluster.free[row, c]) for c in columns]
+        for victim in permitted:
+            if victim.key not in frees:
+                victim_vector = cluster.pod_vector(victim)
+                frees[victim.key] = tuple(int(victim_vector[c]) for c in columns)
+
+        def room(removed: Sequence[PodInfo], free: list[int] = free) -> bool:
+            """The node's room alone (NodeResourcesFit, which every chain has): the cheap choice."""
+            left = list(free)
             for victim in removed:
-                cluster.add_pod(victim)
-        if fits and _fits_without(framework, pod, row, chosen, check):
-            return Choice(cluster.names[row], tuple(chosen))
-    return None
+                for i, amount in enumerate(frees[victim.key]):
+                    left[i] += amount
+            return all(have >= want for have, want in zip(left, need, strict=True))
 
+        victims = select_victims_on_node(permitted, room, budgets, importance)
+        if victims is None:
+            continue  # evicting all of them would not free the request: no filter can pass
+        node = cluster.names[row]
+        found.append(Candidate(node, victims))
+        where[node] = (row, permitted)
+        clean += victims.violations == 0
+        if clean and len(found) >= wanted:
+            break
 
-def _fits_without(
-    framework: Framework, pod: PodInfo, row: int, victims: Sequence[PodInfo], queue_ok: QueueOk
-) -> bool:
-    """Would ``pod`` pass its queue check, PreFilter and Filter on ``row`` with ``victims`` gone? The
-    cluster state is restored before returning."""
-    cluster = framework.cluster
-    removed = [p for p in victims if cluster.remove_pod(p.key) is not None]
-    try:
-        if not queue_ok(pod):
-            return False  # its queue could still not take it
-        state = CycleState()
-        if not framework.run_pre_filter(state, pod).is_success:
-            return False
-        return bool(framework.run_filter(state, pod).feasible[row])
-    finally:
-        for victim in removed:
-            cluster.add_pod(victim)
+    def verify(candidate: Candidate) -> Candidate | None:
+        """The real queue check, PreFilter and Filter with the victims gone; if they say no, the
+        node's victims chosen with them (kube's SelectVictimsOnNode)."""
+        row, permitted = where[candidate.node]
+        if candidate.victims.pods and framework.fits_without(pod, row, candidate.victims.pods, queue_ok):
+            return candidate
+
+        def fits(removed: Sequence[PodInfo]) -> bool:
+            return framework.fits_without(pod, row, removed, queue_ok)
+
+        exact = select_victims_on_node(permitted, fits, budgets, importance)
+        if exact is None or not exact.pods:
+            return None  # the pod does not fit even then, or fits without evicting anyone
+        return Candidate(candidate.node, exact)
+
+    best = best_first(sorted(found, key=lambda c: c.node), verify)  # full ties: the first name
+    if best is None:
+        return None
+    return Choice(best.node, best.victims.pods, best.victims.violations)

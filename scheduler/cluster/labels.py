@@ -113,6 +113,19 @@ class LabelIndex:
             column.numeric = table[column.codes]
         return column.numeric[:n]
 
+    def codes(self, key: str, n: int) -> tuple[npt.NDArray[np.int32], int] | None:
+        """The value code of every row (``ABSENT``: no such label) and how many codes the key has
+        (the topology domains of ``key``: codes are ``0 .. count-1``); None when no node has it.
+        Read-only: the index's own array."""
+        column = self._columns.get(key)
+        if column is None:
+            return None
+        return column.codes[:n], len(column.values)
+
+    def value_name(self, key: str, code: int) -> str:
+        """The label value a code of :meth:`codes` stands for."""
+        return self._columns[key].values[code]
+
     def value(self, key: str, row: int) -> str | None:
         column = self._columns.get(key)
         if column is None:

@@ -1,7 +1,8 @@
 """API objects other than Nodes and Pods (Queue, PodGroup, ElasticQuota, GPUResourceQuota,
-PriorityClass, Namespace, and the storage objects: PersistentVolumeClaim, PersistentVolume,
-StorageClass, CSINode), kept as the API returns them (JSON-like mappings), by kind
-(:mod:`common.model.kinds`).
+PriorityClass, Namespace, the storage objects: PersistentVolumeClaim, PersistentVolume,
+StorageClass, CSINode; PodDisruptionBudgets; the Services, ReplicationControllers, ReplicaSets and
+StatefulSets topology spread's system defaults select pods by), kept as the API returns them
+(JSON-like mappings), by kind (:mod:`common.model.kinds`).
 
 Plugins parse them with their engine's models; this store only indexes them and tells subscribers
 what changed, so a quota change can wake up the pods it rejected. Plugins that read the same kinds
@@ -29,6 +30,11 @@ KINDS: Final = (
     kinds.CSI_NODE,
     kinds.PERSISTENT_VOLUME,
     kinds.PERSISTENT_VOLUME_CLAIM,
+    kinds.SERVICE,
+    kinds.REPLICATION_CONTROLLER,
+    kinds.REPLICA_SET,
+    kinds.STATEFUL_SET,
+    kinds.POD_DISRUPTION_BUDGET,
 )
 _BY_NAME: Final = {kind.kind: kind for kind in KINDS}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import Final, Literal, Protocol, TypeVar
+from typing import Final, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +60,15 @@ class ClusterListener(Protocol):
     def pod_added(self, pod: PodInfo, row: int) -> None: ...
 
     def pod_removed(self, pod: PodInfo, row: int) -> None: ...
+
+
+@runtime_checkable
+class PodUpdateListener(Protocol):
+    """A listener that also hears of a counted pod whose labels, deletion mark or affinity changed while
+    it stayed on its node (kube-scheduler's UpdatePodLabel; the affinity of a pod's new incarnation
+    under the same name): what matches a label selector, and the terms it carries, may change."""
+
+    def pod_updated(self, old: PodInfo, new: PodInfo, row: int) -> None: ...
 
 
 class ResourceColumns:
@@ -125,6 +134,7 @@ class ClusterState:
         self.pods_on: list[dict[str, PodInfo]] = []
         self.generation = 0
         self._listeners: list[ClusterListener] = []
+        self._update_listeners: list[PodUpdateListener] = []
         self._rank_dirty = False
         # Rows changed: a pod bound or released, a node set or removed.
         self.log = ChangeLog()
@@ -137,6 +147,8 @@ class ClusterState:
     def subscribe(self, listener: ClusterListener) -> None:
         """Register and replay the current state to the listener (nodes, then pods)."""
         self._listeners.append(listener)
+        if isinstance(listener, PodUpdateListener):
+            self._update_listeners.append(listener)
         ghosts = set(self._ghosts.values())
         for row in range(self.n):
             node = self.nodes[row] or self._ghost_nodes.get(row)
@@ -404,8 +416,16 @@ class ClusterState:
         previous = self.pods.get(pod.key)
         if previous is not None:
             if previous.node_name == pod.node_name and previous.requests == pod.requests:
+                at = self.pod_row(pod.node_name)
                 self.pods[pod.key] = pod
-                self.pods_on[self.pod_row(pod.node_name)][pod.key] = pod
+                self.pods_on[at][pod.key] = pod
+                if (
+                    previous.labels != pod.labels
+                    or previous.deleting != pod.deleting
+                    or previous.affinity != pod.affinity
+                ):
+                    for update_listener in self._update_listeners:
+                        update_listener.pod_updated(previous, pod, at)
                 return True
             # Before the row is looked up: removing the last pod of a ghost row frees that row.
             self.remove_pod(pod.key)

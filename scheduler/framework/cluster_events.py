@@ -73,6 +73,12 @@ OBJECT_EVENTS: Final[Mapping[Kind, frozenset[ClusterEvent]]] = {
     kinds.STORAGE_CLASS: frozenset({ClusterEvent.STORAGE_CLASS_CHANGED}),
     kinds.CSI_NODE: frozenset({ClusterEvent.CSI_NODE_CHANGED}),
     kinds.POD_DISRUPTION_BUDGET: frozenset({ClusterEvent.PDB_CHANGED}),
+    # The selectors of topology spread's system defaults: read at the next attempt; kube-scheduler
+    # registers no event for them either.
+    kinds.SERVICE: frozenset(),
+    kinds.REPLICATION_CONTROLLER: frozenset(),
+    kinds.REPLICA_SET: frozenset(),
+    kinds.STATEFUL_SET: frozenset(),
 }
 
 
@@ -93,9 +99,10 @@ def node_events(old: NodeInfo | None, new: NodeInfo) -> frozenset[ClusterEvent]:
 
 
 def bound_pod_events(old: PodInfo | None, new: PodInfo) -> frozenset[ClusterEvent]:
-    """The events of a pod that counts on a node being seen again: new there, or relabelled."""
-    if old is None:
+    """The events of a pod that counts on a node being seen again: new there (or moved), or
+    relabelled or marked for deletion (the pods inter-pod affinity and topology spread count change)."""
+    if old is None or old.node_name != new.node_name:
         return frozenset({ClusterEvent.POD_BOUND})
-    if old.labels != new.labels:
+    if old.labels != new.labels or old.deleting != new.deleting:
         return frozenset({ClusterEvent.POD_LABELS_CHANGED})
     return frozenset()

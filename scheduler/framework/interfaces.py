@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
 from gpuq_k8s.common.model.kinds import Kind
@@ -187,8 +188,30 @@ class Handle(Protocol):
         how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
         ...
 
+    def disruption_budgets(self) -> Budgets:
+        """The cluster's PodDisruptionBudgets with what each allows now (preemption's victims)."""
+        ...
+
+    def fits_without(
+        self,
+        pod: PodInfo,
+        row: int,
+        removed: Sequence[PodInfo],
+        queue_ok: Callable[[PodInfo], bool] | None = None,
+    ) -> bool:
+        """Whether ``pod`` would pass the real queue check (or ``queue_ok``, the action's), PreFilter and
+        Filter on node row ``row`` with ``removed`` gone (kube-scheduler's filters run on a node with the
+        victims removed)."""
+
+    def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
+        """The one object of class ``kind`` the plugins of this framework share, made by ``make`` for
+        the first plugin that asks (the members of one kube-scheduler plugin, e.g. InterPodAffinity's
+        filter under ``predicates`` and its scorer under ``nodeorder``, share their per-cluster index)."""
+        ...
+
 
 Model = TypeVar("Model")
+Shared = TypeVar("Shared")
 
 
 def read_or_warn(handle: Handle, ref: str, parse: Callable[[Obj], Model], obj: Obj) -> Model | None:

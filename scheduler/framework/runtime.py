@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import numpy as np
 
 from gpuq_k8s.common.model import switches as sw
+from gpuq_k8s.common.model.disruption_budget import Budgets
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.framework import tiers as combine
+from gpuq_k8s.scheduler.framework.budgets import BudgetView
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -75,6 +77,7 @@ RECLAIM: Final = "reclaim"
 # extension point name, seconds: the metrics module turns these into
 # gpuq_scheduler_framework_extension_point_duration_seconds{extension_point}.
 Observer = Callable[[str, float], None]
+T = TypeVar("T")
 
 
 class Framework(SessionPoints):
@@ -106,6 +109,7 @@ class Framework(SessionPoints):
         self.objects = objects
         self.record = record
         self.waiting = WaitingPods()
+        self._shared: dict[type, object] = {}
         # The tracker's own queries, bound rather than wrapped: plugins ask them once or more per pod.
         self.group_of = groups.group_of
         self.group_members = groups.group_members
@@ -113,6 +117,8 @@ class Framework(SessionPoints):
         self.group = groups.groups.get
         self.group_problem = groups.invalid.get
         self.pending_pod = groups.pending.get
+        self._pending = groups.pending
+        self._budgets = BudgetView(objects, record)
         self.queue_of = groups.queue_of
         # -- the plugins --------------------------------------------------------------------------
         # Attempts outlive their cycle (explanations): Filter and Score results are then copied out
@@ -163,6 +169,13 @@ class Framework(SessionPoints):
         """The ``configurations:`` arguments of ``action`` (empty when the section names it not)."""
         return self._action_arguments.get(action, {})
 
+    def shared(self, kind: type[T], make: Callable[[], T]) -> T:
+        """The plugins' shared object of class ``kind`` (:meth:`Handle.shared`)."""
+        value = self._shared.get(kind)
+        if value is None:
+            value = self._shared[kind] = make()
+        return cast(T, value)
+
     def allow_group(self, group: GroupInfo) -> None:
         self.waiting.allow(group.key)
 
@@ -172,6 +185,39 @@ class Framework(SessionPoints):
         pods = tuple(self.cluster.pods_on[row].values())
         counted = self.nominator.is_counted
         return tuple(p for p in pods if not counted(p.key)) if self.nominator.nominations else pods
+
+    # -- preemption's dry run (kube-scheduler's SelectVictimsOnNode asks these) ---------------------
+    def disruption_budgets(self) -> Budgets:
+        """The PodDisruptionBudgets with what each allows now (:mod:`scheduler.framework.budgets`)."""
+        return self._budgets.budgets(lambda: (*self.cluster.pods.values(), *self._pending.values()))
+
+    def fits_without(
+        self,
+        pod: PodInfo,
+        row: int,
+        removed: Sequence[PodInfo],
+        queue_ok: Callable[[PodInfo], bool] | None = None,
+    ) -> bool:
+        """Would ``pod`` pass its queue's check, PreFilter and Filter on node row ``row`` with the pods
+        ``removed`` taken off the cluster? Every plugin sees them gone (the cluster state tells its
+        listeners, so the quota ledgers release them too, and the placement rules recount), as
+        kube-scheduler runs its filters on a node with the victims removed. The cluster is restored
+        before this returns."""
+        cluster = self.cluster
+        taken = [p for p in removed if cluster.remove_pod(p.key) is not None]
+        try:
+            if not (queue_ok(pod) if queue_ok is not None else self.queue_check(pod).is_success):
+                return False  # the queue would still be overused, or could still not be charged the pod
+            state = CycleState()
+            try:
+                if not self.run_pre_filter(state, pod).is_success:
+                    return False
+            except PluginInputError:
+                return False
+            return bool(self.run_filter(state, pod).feasible[row])
+        finally:
+            for victim in taken:
+                cluster.add_pod(victim)
 
     @property
     def interest(self) -> Mapping[str, frozenset[ClusterEvent]]:

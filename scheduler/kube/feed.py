@@ -40,7 +40,7 @@ from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, 
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds
+from gpuq_k8s.common.model.wire import Obj, object_ref, rfc3339_seconds, section
 from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cluster.objects import stored_kind
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -62,6 +62,7 @@ _STATUS_INPUTS: Final = {
     kinds.PERSISTENT_VOLUME.kind: ("phase",),
     kinds.POD_DISRUPTION_BUDGET.kind: (
         "disruptionsAllowed",
+        "disruptedPods",
         "currentHealthy",
         "desiredHealthy",
         "expectedPods",
@@ -69,15 +70,26 @@ _STATUS_INPUTS: Final = {
 }
 
 
-def _part(obj: Obj, name: str) -> Mapping[str, Any]:
-    """``obj[name]`` when it is a mapping, else empty: the comparisons below never fail on a shape
-    the object's own apply then reports (design.md Semantics 17)."""
-    part = obj.get(name)
-    return part if isinstance(part, Mapping) else {}
+# The kinds the scheduler reads only for their pod selector (topology spread's system defaults).
+SELECTOR_ONLY: Final = frozenset(
+    {kinds.SERVICE, kinds.REPLICATION_CONTROLLER, kinds.REPLICA_SET, kinds.STATEFUL_SET}
+)
+
+
+def selector_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """The informer transform of :data:`SELECTOR_ONLY` kinds: identity, labels and ``spec.selector``
+    (a ReplicaSet's pod template and every status stay out of the scheduler's memory, and a status
+    change of theirs, as each pod starts, is no change at all)."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta}
+    spec = obj.get("spec") or {}
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    out["spec"] = {"selector": spec["selector"]} if "selector" in spec else {}
+    return out
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
-    meta = dict(_part(obj, "metadata"))
+    meta = dict(section(obj, "metadata"))
     for key in _VOLATILE_META:
         meta.pop(key, None)
     return meta
@@ -94,7 +106,7 @@ def object_update_matters(kind: str, old: Obj, new: Obj) -> bool:
     if _meta_without_volatile(old) != _meta_without_volatile(new) or old.get("spec") != new.get("spec"):
         return True
     for key in _STATUS_INPUTS.get(kind, ()):
-        if _part(old, "status").get(key) != _part(new, "status").get(key):
+        if section(old, "status").get(key) != section(new, "status").get(key):
             return True
     # Anything else at the top level (a PriorityClass's value, a Namespace's labels live in meta).
     rest_old = {k: v for k, v in old.items() if k not in ("metadata", "spec", "status")}

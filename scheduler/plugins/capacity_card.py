@@ -54,7 +54,7 @@ from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.outlook import annotation_outlook, outlook_of, with_outlook
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import units_to_number
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -384,7 +384,7 @@ class CapacityCardPlugin(
                 continue
             self._queue_status[name] = allocated
             obj = self.handle.objects.get(kinds.QUEUE, "", name)
-            status = dict((obj or {}).get("status") or {})
+            status = dict(section(obj, "status"))
             status["allocated"] = allocated
             patches.append(StatusPatch(kinds.QUEUE, "", name, status))
         return patches, []

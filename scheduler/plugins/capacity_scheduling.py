@@ -14,7 +14,7 @@ KEP) on the nodes whose rejection preemption can resolve, and nominates the best
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import ClassVar, Final
 
@@ -26,7 +26,6 @@ from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
-    VictimSelection,
     select_victims_on_node,
     spare_gang_members,
     victim_scope,
@@ -37,7 +36,8 @@ from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
-from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.common.model.victim_selection import Candidate, Victims, best_first
+from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import (
     BoolArray,
@@ -344,16 +344,25 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         return group.key, self.handle.ready_members(group) - group.min_member
 
     def post_filter(self, state: CycleState, pod: PodInfo, outcome: FilterOutcome) -> PostFilterResult:
-        cluster = self.handle.cluster
+        """Single-node preemption (design.md "Preemption"). Every candidate node gets its victims from
+        the engine on its room and the quotas (scheduler-plugins' capacityscheduling dry-runs every
+        node, with no offset); the candidates are then taken best first by kube's
+        ``pickOneNodeForPreemption`` (full ties: the first name) and each is checked with the real
+        filters with its victims gone; one they reject gets its victims chosen again with them."""
+        handle = self.handle
+        cluster = handle.cluster
         candidates, why_not = self._candidates(pod, outcome)
-        rows = [int(r) for r in np.flatnonzero(candidates)]
+        rows = [int(r) for r in cluster.rank_order() if r < cluster.n and candidates[r]]
         if not rows:
             return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
-        best: tuple[tuple[int, int, int, int], str, VictimSelection] | None = None
+        budgets = handle.disruption_budgets()
+        found: list[Candidate] = []
+        # node -> its row, the pods the engine may take there and what it has free
+        where: dict[str, tuple[int, list[PodInfo], dict[str, int]]] = {}
+        chosen: dict[int, tuple[PodInfo, ...]] = {}  # id(candidate) -> its victims, least important first
         last_reason = ""
-        ranks = cluster.ranks()
         for row in rows:
             free: dict[str, int] = {}
             for key in keys:
@@ -364,34 +373,54 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
             node_pods = spare_gang_members(list(self.handle.running_on(row)), self._gang_of)
-            selection = select_victims_on_node(pod, node_pods, free, self.infos)
+            selection = select_victims_on_node(pod, node_pods, free, self.infos, budgets=budgets)
             if not selection.ok:
                 last_reason = selection.reason
                 continue
-            if not selection.victims:
-                # Room and quota are there already: another plugin's Filter (crossquota, capacity-card,
-                # ...) rejected the node, which evicting pods for room or quota does not change. A
-                # nomination here would evict nobody and retry the pod at once, forever.
+            node = cluster.names[row]
+            candidate = Candidate(node, Victims(selection.victims, selection.violations))
+            found.append(candidate)
+            chosen[id(candidate)] = selection.victims
+            where[node] = (row, node_pods, free)
+
+        def verify(candidate: Candidate) -> Candidate | None:
+            nonlocal last_reason
+            row, node_pods, free = where[candidate.node]
+            victims = chosen[id(candidate)]
+            if victims and handle.fits_without(pod, row, victims):
+                return candidate
+
+            def fits(removed: Sequence[PodInfo]) -> bool:
+                return handle.fits_without(pod, row, removed)
+
+            exact = select_victims_on_node(pod, node_pods, free, self.infos, fits=fits, budgets=budgets)
+            if not exact.ok:
+                last_reason = exact.reason
+                return None
+            if not exact.victims:
+                # The filters pass without evicting anyone: what rejected the pod is not about this
+                # node any more. A nomination here would evict nobody and retry the pod at once.
                 last_reason = (
-                    f"node {cluster.names[row]} has room and quota for {pod.ref} already; "
+                    f"node {candidate.node} has room and quota for {pod.ref} already; "
                     "what rejected it is not helped by evicting pods"
                 )
-                continue
-            prios = [v.priority or 0 for v in selection.victims]
-            rank = (max(prios, default=-(2**31)), sum(prios), len(selection.victims), int(ranks[row]))
-            if best is None or rank < best[0]:
-                best = (rank, cluster.names[row], selection)
+                return None
+            again = Candidate(candidate.node, Victims(exact.victims, exact.violations))
+            chosen[id(again)] = exact.victims
+            return again
+
+        best = best_first(found, verify)
         if best is None:
             return PostFilterResult(
                 Status.unschedulable(), message=f"preemption: {last_reason or 'no victims found'}."
             )
-        _, node, selection = best
-        victims = ", ".join(v.key for v in selection.victims)
+        victims = chosen[id(best)]
+        victims_text = ", ".join(v.key for v in victims)
         return PostFilterResult(
             Status.success(),
-            nominated_node=node,
-            victims=selection.victims,
-            message=f"preemption: nominated node {node}, preempting {victims}.",
+            nominated_node=best.node,
+            victims=victims,
+            message=f"preemption: nominated node {best.node}, preempting {victims_text}.",
         )
 
     # -- the guaranteed pool ------------------------------------------------------------------------
@@ -482,4 +511,4 @@ def _deleting(obj: Obj | None) -> bool:
         return False
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return True
-    return bool((obj.get("status") or {}).get("phase") == "Terminating")
+    return bool(section(obj, "status").get("phase") == "Terminating")

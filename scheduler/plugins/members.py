@@ -23,9 +23,11 @@ from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 from gpuq_k8s.scheduler.framework.registry import MemberFactory, PluginSettings, plugin_args
 from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
 from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
+from gpuq_k8s.scheduler.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityScore
 from gpuq_k8s.scheduler.plugins.node_name import NodeName
 from gpuq_k8s.scheduler.plugins.node_ports import NodePorts
 from gpuq_k8s.scheduler.plugins.node_volume_limits import NodeVolumeLimits
+from gpuq_k8s.scheduler.plugins.pod_topology_spread import PodTopologySpread, PodTopologySpreadScore
 from gpuq_k8s.scheduler.plugins.scheduling_gates import SchedulingGates
 from gpuq_k8s.scheduler.plugins.volume_binding import VolumeBinding
 from gpuq_k8s.scheduler.plugins.volume_restrictions import VolumeRestrictions
@@ -52,20 +54,29 @@ def _volume_binding(handle: Handle, settings: PluginSettings) -> Plugin | None:
     return VolumeBinding(handle, args.volume_binding_timeout) if args.volume_binding else None
 
 
-NodeOrderWeight = Callable[[NodeOrderArgs], int]
-
-
-def scorer(weight: NodeOrderWeight, build: Callable[[Handle, int], Plugin]) -> MemberFactory:
-    """A member of ``nodeorder`` built with its ``<x>.weight``
-    (:class:`~common.model.nodeorder.NodeOrderArgs`), unless that is 0 (Volcano registers no
-    node-order function for it)."""
+def scorer(build: Callable[[Handle, NodeOrderArgs], Plugin | None]) -> MemberFactory:
+    """A member of ``nodeorder`` built from its arguments (:class:`NodeOrderArgs`); ``build`` returns
+    None for a weight of 0 (Volcano then registers no score for it)."""
 
     def factory(handle: Handle, settings: PluginSettings) -> Plugin | None:
         args = plugin_args(settings, NodeOrderArgs) or NodeOrderArgs.parse({})
-        value = weight(args)
-        return build(handle, value) if value else None
+        return build(handle, args)
 
     return factory
+
+
+def _pod_affinity_score(handle: Handle, args: NodeOrderArgs) -> Plugin | None:
+    if not args.pod_affinity:
+        return None
+    return InterPodAffinityScore(handle, args.pod_affinity, args.hard_pod_affinity)
+
+
+def _pod_topology_spread_score(handle: Handle, args: NodeOrderArgs) -> Plugin | None:
+    return PodTopologySpreadScore(handle, args.pod_topology_spread) if args.pod_topology_spread else None
+
+
+def _image_locality(handle: Handle, args: NodeOrderArgs) -> Plugin | None:
+    return ImageLocality(handle, args.image_locality) if args.image_locality else None
 
 
 # Entry -> the members built before its own plugin, in order: the filters kube-scheduler's default
@@ -88,9 +99,15 @@ MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
         predicate(lambda a: a.node_volume_limits, NodeVolumeLimits),
         _volume_binding,
         predicate(lambda a: a.volume_zone, VolumeZone),
+        predicate(lambda a: a.pod_topology_spread, PodTopologySpread),
+        predicate(lambda a: a.pod_affinity, InterPodAffinity),
         predicate(lambda a: a.dynamic_resource_allocation, DynamicResources),
     ),
-    plugin_names.NODEORDER: (scorer(lambda a: a.image_locality, ImageLocality),),
+    plugin_names.NODEORDER: (
+        scorer(_pod_topology_spread_score),
+        scorer(_pod_affinity_score),
+        scorer(_image_locality),
+    ),
 }
 
 

@@ -21,15 +21,17 @@ unset): the simulation schedules the pods of the scheduler name it acts as, as a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.disruption_budget import parse_disruption_budget
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.placement import pod_affinity, topology_spread
 from gpuq_k8s.common.model.placement.volumes.claims import parse_claim
 from gpuq_k8s.common.model.placement.volumes.csi_nodes import parse_csi_node
 from gpuq_k8s.common.model.placement.volumes.persistent_volumes import parse_volume
@@ -58,6 +60,8 @@ _CHECKS: Final[Mapping[str, Callable[[Any], object]]] = {
     kinds.PERSISTENT_VOLUME.kind: parse_volume,
     kinds.STORAGE_CLASS.kind: parse_storage_class,
     kinds.CSI_NODE.kind: parse_csi_node,
+    # what the apiserver would refuse of a budget (both bounds, a bad selector)
+    kinds.POD_DISRUPTION_BUDGET.kind: parse_disruption_budget,
 }
 
 # The top-level keys of a scheduler configuration (Volcano's volcano-scheduler.conf): a document with
@@ -390,6 +394,20 @@ def _drop_last(doc: Mapping[str, Any], out: Manifests) -> None:
         out.objects.pop()
 
 
+def created(pod: PodInfo) -> PodInfo:
+    """``pod`` as kube-apiserver creates it, for the placement rules: its inter-pod affinity terms and
+    topology spread constraints checked (a malformed one is refused, naming the field) and their
+    ``matchLabelKeys`` / ``mismatchLabelKeys`` merged into their selectors from its labels
+    (kube-apiserver's PrepareForCreate; a pod read from a cluster has been through it already)."""
+    affinity = pod_affinity.apply_label_keys(pod.affinity, pod.labels)
+    spread = tuple(topology_spread.apply_label_keys(pod.topology_spread_constraints, pod.labels))
+    pod_affinity.parse_pod_affinity(pod.namespace, affinity, pod.ref)
+    topology_spread.parse_constraints(list(spread), pod.labels, pod.ref, admission=True)
+    if affinity is pod.affinity and spread == pod.topology_spread_constraints:
+        return pod
+    return replace(pod, affinity=dict(affinity), topology_spread_constraints=spread)
+
+
 def _take(doc: Mapping[str, Any], out: Manifests, crds: Mapping[str, CustomResourceDefinition]) -> list[str]:
     """Parse one document of a simulated kind into ``out``; returns its problems (none when taken)."""
     kind = str(doc.get("kind"))
@@ -409,7 +427,7 @@ def _take(doc: Mapping[str, Any], out: Manifests, crds: Mapping[str, CustomResou
         elif kind == POD:
             pod = PodInfo.from_dict(doc)
             compile_selection(pod)
-            out.pods.append(pod)
+            out.pods.append(created(pod))
         else:
             check = _CHECKS.get(str(kind))
             if check is not None:

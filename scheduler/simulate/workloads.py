@@ -18,7 +18,11 @@ would create (design.md "gpuq simulate").
   ``priorityClassName``.
 
 Pods take the template's labels, annotations and spec, the workload's namespace and
-creationTimestamp (the queue orders by it). Names are deterministic: same input, same output.
+creationTimestamp (the queue orders by it). Pods of a ReplicaSet or StatefulSet are owned by it
+(``ownerReferences``, ``controller: true``), and it is kept in the simulation; a Deployment's by the
+ReplicaSet its controller would make, ``<name>-<hash of the template>`` with the Deployment's
+selector: topology spread's system defaults select pods by their controller's selector. Names are
+deterministic: same input, same output.
 Malformed workloads are refused with one line naming the object, the field, the value and what was
 expected (a field the API does not have: ``<ref>: spec.replica: unknown field``, as kubectl's strict
 field validation refuses it), and so is one that would make more than :data:`MAX_PODS` Pods; the Pods and
@@ -27,6 +31,8 @@ PodGroup made are then held to the same rules as any in the input.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -151,7 +157,14 @@ def expand(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     if kind == "StatefulSet" and spec.get("ordinals") is not None:
         ordinals = _mapping(spec["ordinals"], ref, "spec.ordinals")
         first = _count(ordinals, "start", ref, default=0, field="spec.ordinals.start")
-    return [_pod(doc, template, f"{name}-{i}") for i in range(first, first + count)]
+    owner: list[dict[str, Any]] = []
+    made: list[dict[str, Any]] = []
+    if kind != "Job":
+        controller = _controller(doc, spec, template)
+        made.append(controller)
+        owner = [_owner_reference(controller)]
+    made.extend(_pod(doc, template, f"{name}-{i}", owners=owner) for i in range(first, first + count))
+    return made
 
 
 def _mapping(value: Any, ref: str, field: str) -> Mapping[str, Any]:
@@ -215,10 +228,13 @@ def _pod(
     labels: Mapping[str, str] | None = None,
     scheduler_name: str = "",
     priority_class: str = "",
+    owners: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     meta = doc.get("metadata") or {}
     tmeta = template.get("metadata") or {}
     pod_meta: dict[str, Any] = {"name": name, "namespace": str(meta.get("namespace") or "default")}
+    if owners:
+        pod_meta["ownerReferences"] = owners
     merged_labels = {**(tmeta.get("labels") or {}), **(labels or {})}
     merged_annotations = {**(tmeta.get("annotations") or {}), **(annotations or {})}
     if merged_labels:
@@ -233,6 +249,41 @@ def _pod(
     if priority_class and not spec.get("priorityClassName"):
         spec["priorityClassName"] = priority_class
     return {"apiVersion": kinds.POD.api_version, "kind": kinds.POD.kind, "metadata": pod_meta, "spec": spec}
+
+
+def _controller(
+    doc: Mapping[str, Any], spec: Mapping[str, Any], template: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The object that owns the pods: the ReplicaSet or StatefulSet itself, or for a Deployment the
+    ReplicaSet its controller makes (``<name>-<hash of the template>``, the Deployment's selector).
+    Kept in the simulation: topology spread's system defaults select pods by their controller."""
+    meta = doc.get("metadata") or {}
+    kind = str(doc.get("kind"))
+    if kind != "Deployment":
+        return {**doc, "metadata": dict(meta)}
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    rs_meta: dict[str, Any] = {
+        "name": f"{meta['name']}-{digest}",
+        "namespace": str(meta.get("namespace") or "default"),
+    }
+    for key in ("labels", "creationTimestamp"):
+        if meta.get(key):
+            rs_meta[key] = meta[key]
+    rs_spec = {"replicas": spec.get("replicas", 1), "selector": spec.get("selector"), "template": template}
+    return {"apiVersion": APPS, "kind": kinds.REPLICA_SET.kind, "metadata": rs_meta, "spec": rs_spec}
+
+
+def _owner_reference(controller: Mapping[str, Any]) -> dict[str, Any]:
+    meta = controller.get("metadata") or {}
+    reference: dict[str, Any] = {
+        "apiVersion": controller.get("apiVersion"),
+        "kind": controller.get("kind"),
+        "name": meta.get("name"),
+        "controller": True,
+    }
+    if meta.get("uid"):
+        reference["uid"] = meta["uid"]
+    return reference
 
 
 def _volcano_job(doc: Mapping[str, Any], spec: Mapping[str, Any], ref: str) -> list[dict[str, Any]]:

@@ -37,11 +37,54 @@ from tests.e2e.controlplane.harness import ControlPlane, free_ports
 NAME = "gpuq-bench"
 
 
-async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 64, existing: int = 0) -> None:
+# The placement workloads (issue 23): every pending pod belongs to an app of APP_SIZE pods and carries
+# the workload's rule over its app; nodes carry the hostname and zone labels the rules group by.
+WORKLOADS = ("plain", "anti", "spread", "preferred")
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = 8
+APP_SIZE = 100
+
+
+def placement_rules(workload: str, app: str) -> dict[str, Any]:
+    """The pod spec fields of ``workload`` for a pod of ``app``: ``anti`` required anti-affinity to its
+    app on the hostname, ``spread`` a DoNotSchedule zone spread (maxSkew 1) over its app, ``preferred``
+    preferred affinity (weight 100) to its app in the zone; ``plain`` none."""
+    selector = {"matchLabels": {"app": app}}
+    if workload == "anti":
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME}
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    if workload == "spread":
+        constraint = {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": selector,
+        }
+        return {"topologySpreadConstraints": [constraint]}
+    if workload == "preferred":
+        weighted = {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": ZONE}}
+        return {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [weighted]}}}
+    return {}
+
+
+async def populate(
+    cluster: Cluster,
+    nodes: int,
+    pods: int,
+    concurrency: int = 64,
+    *,
+    existing: int = 0,
+    workload: str = "plain",
+) -> None:
     gate = asyncio.Semaphore(concurrency)
 
     async def node(i: int) -> None:
         labels = {"nvidia.com/gpu.product": "NVIDIA-A100", "nvidia.com/gpu.memory": "81920"} if i % 2 else {}
+        if workload != "plain":
+            # Zones by pairs of nodes: every zone holds GPU and CPU nodes, so a GPU pod's zone spread
+            # never hinges on the order the pods come in.
+            labels |= {HOSTNAME: f"{cluster.test_id}-n{i:05d}", ZONE: f"zone-{i // 2 % ZONES}"}
         allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
         if i % 2:
             allocatable["nvidia.com/gpu"] = "8"
@@ -53,8 +96,13 @@ async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 6
         limits: dict[str, str] = {}
         if i % 4 == 0:
             requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = "1"
+        body = cluster.pod_body(f"p{i:05d}", requests, limits=limits, scheduler=NAME)
+        if workload != "plain":
+            app = f"app-{i % max(pods // APP_SIZE, 1)}"
+            body["metadata"]["labels"] = {**(body["metadata"].get("labels") or {}), "app": app}
+            body["spec"].update(placement_rules(workload, app))
         async with gate:
-            await cluster.pod(f"p{i:05d}", requests, limits=limits, scheduler=NAME)
+            await cluster.request("POST", f"/api/v1/namespaces/{cluster.namespace}/pods", body)
 
     began = time.monotonic()
     await asyncio.gather(*(node(i) for i in range(nodes)))
@@ -75,29 +123,33 @@ async def populate(cluster: Cluster, nodes: int, pods: int, concurrency: int = 6
     print(f"created {pods} pending pods in {time.monotonic() - began:.1f}s", flush=True)
 
 
-async def prepared_cluster(api: Any, nodes: int, pods: int, existing: int = 0) -> Cluster:
-    """The namespace ``bench`` (with its default ServiceAccount), ``nodes`` nodes and ``pods`` pods."""
+async def prepared_cluster(
+    api: Any, nodes: int, pods: int, existing: int = 0, workload: str = "plain"
+) -> Cluster:
+    """The namespace ``bench`` (with its default ServiceAccount), ``nodes`` nodes and ``pods`` pods
+    (of ``workload``: :data:`WORKLOADS`)."""
     cluster = Cluster(api, "bench", "bench")
     await cluster.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
     await cluster.request(
         "POST", "/api/v1/namespaces/bench/serviceaccounts", {"metadata": {"name": "default"}}
     )
-    await populate(cluster, nodes, pods, existing=existing)
+    await populate(cluster, nodes, pods, existing=existing, workload=workload)
     return cluster
 
 
 @contextlib.asynccontextmanager
 async def fresh_cluster(
-    nodes: int, pods: int, existing: int = 0
+    nodes: int, pods: int, existing: int = 0, workload: str = "plain"
 ) -> AsyncIterator[tuple[ControlPlane, Any, Path]]:
-    """A fresh control plane with ``nodes`` nodes and ``pods`` pending pods: (plane, client, workdir)."""
+    """A fresh control plane with ``nodes`` nodes and ``pods`` pending pods (of ``workload``):
+    (plane, client, workdir)."""
     plane = ControlPlane()
     plane.start()
     try:
         plane.apply_crds()
         api = await new_api_client(str(plane.kubeconfig))
         try:
-            await prepared_cluster(api, nodes, pods, existing)
+            await prepared_cluster(api, nodes, pods, existing, workload)
             yield plane, api, Path(tempfile.mkdtemp(prefix="gpuq-bench-"))
         finally:
             await api.close()

@@ -1,7 +1,7 @@
 """Side by side: gpuq, kube-scheduler and raw binders binding the same pending pods.
 
     python tests/bench/bench_side_by_side.py [--nodes 1000] [--pods 5000] [--repeats 2]
-        [--contenders gpuq,kube-scheduler,raw,raw-gpuq,raw-aiohttp]
+        [--contenders gpuq,kube-scheduler,raw,raw-gpuq,raw-aiohttp] [--workloads plain,anti,spread,preferred]
 
 Every run gets an identical, fresh control plane (the e2e harness: etcd + kube-apiserver v1.36):
 ``--nodes`` fake Ready nodes without the not-ready taint (half of them A100 GPU nodes) and ``--pods``
@@ -19,6 +19,15 @@ The contenders then take turns (gpuq, kube-scheduler, raw, ..., gpuq, kube-sched
   on gpuq's HTTP client, ``common/kube/http.py``): the ceiling with the client gpuq binds through;
 - ``raw-aiohttp``: the same binder on a bare aiohttp session (orjson bodies, no client library):
   how far the Python client itself is the ceiling.
+
+``--workloads`` (issue 23's placement rules; default ``plain``, none): nodes then carry
+``kubernetes.io/hostname`` and ``topology.kubernetes.io/zone`` (8 zones) and every pending pod belongs to
+an app of 100 pods with, over its app: ``anti`` required hostname anti-affinity, ``spread`` a
+DoNotSchedule zone spread constraint (maxSkew 1), ``preferred`` preferred zone affinity (weight 100)
+(tests/bench/bench_cluster.py ``placement_rules``). gpuq then runs its default configuration plus
+``nodeorder`` (Volcano's default weights: podaffinity 2, podtopologyspread 2), as kube-scheduler's
+default profile scores InterPodAffinity and PodTopologySpread with weight 2. Each workload's runs
+alternate the contenders on a fresh control plane, and each workload gets its own summary.
 
 ``--existing N`` creates N pods bound already (spec.nodeName set) before the pending ones: the cold start
 (the printed "first bind ... after start" includes the contender's start-up and its initial lists).
@@ -71,7 +80,8 @@ from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model import kinds
-from tests.bench.bench_cluster import NAME, fresh_cluster, populate
+from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
+from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
@@ -191,6 +201,7 @@ async def raw_aiohttp_binder(kubeconfig: str, scheduler: str, in_flight: int) ->
 
 @dataclass(frozen=True)
 class Result:
+    workload: str
     contender: str
     bound: int
     rate: float
@@ -200,13 +211,29 @@ class Result:
     peak_rss_mb: float  # the contender's (the standby's, with --takeover)
 
 
+# gpuq's configuration for the placement workloads: its default one with Volcano's nodeorder (default
+# weights), so the preferred terms and the system default spreading are scored as kube-scheduler does.
+PLACEMENT_CONFIG = DEFAULT_CONFIG_YAML + "  - name: nodeorder\n"
+
+
 def contender_argv(
-    contender: str, plane: ControlPlane, workdir: Path, args: argparse.Namespace, replica: str = ""
+    contender: str,
+    plane: ControlPlane,
+    workdir: Path,
+    args: argparse.Namespace,
+    workload: str = "plain",
+    *,
+    replica: str = "",
 ) -> list[str]:
     """The command line of ``contender``; ``replica`` (--takeover) names one of two replicas with
     leader election."""
     if contender == "gpuq":
         (port,) = free_ports(1)
+        with_config: list[str] = []
+        if workload != "plain":
+            path = workdir / "gpuq-scheduler.conf"
+            path.write_text(PLACEMENT_CONFIG)
+            with_config = ["--config", str(path)]
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
         election = ["--leader-elect", "--leader-elect-resource-namespace", "default"]
         election = [*election, "--leader-elect-identity", replica] if args.leader_elect or replica else []
@@ -223,6 +250,7 @@ def contender_argv(
             *("--scheduler-name", NAME, "--metrics-port", str(port), "--bind-address", "127.0.0.1"),
             *(["--bind-concurrency", str(args.bind_concurrency)] if args.bind_concurrency else []),
             *election,
+            *with_config,
         ]
     if contender == "kube-scheduler":
         config = {
@@ -251,10 +279,10 @@ def contender_argv(
     ]
 
 
-async def run_once(contender: str, args: argparse.Namespace) -> Result:
+async def run_once(contender: str, args: argparse.Namespace, workload: str = "plain") -> Result:
     pending = 0 if args.takeover else args.pods  # --takeover: created once the leader is killed
-    async with fresh_cluster(args.nodes, pending, args.existing) as (plane, api, workdir):
-        return await contend(contender, args, plane, api, workdir)
+    async with fresh_cluster(args.nodes, pending, args.existing, workload) as (plane, api, workdir):
+        return await contend(contender, args, plane, api, workdir, workload=workload)
 
 
 async def lease_holder(api: Any, name: str) -> str:
@@ -271,7 +299,7 @@ async def until(probe: Callable[[], Awaitable[bool]], timeout: float, what: str)
 
 
 async def take_over(
-    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path
+    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path, *, workload: str
 ) -> tuple[subprocess.Popen[bytes], float]:
     """--takeover: the leader and a settled standby; the leader killed, then the pending pods created.
     Returns the standby and the moment of the kill."""
@@ -282,7 +310,7 @@ async def take_over(
 
     def start(replica: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            contender_argv(contender, plane, workdir, args, replica),
+            contender_argv(contender, plane, workdir, args, workload, replica=replica),
             stdout=logs[replica].open("wb"),
             stderr=subprocess.STDOUT,
         )
@@ -301,12 +329,18 @@ async def take_over(
     leader.kill()
     killed = time.monotonic()
     leader.wait(30)
-    await populate(Cluster(api, "bench", "bench"), 0, args.pods)
+    await populate(Cluster(api, "bench", "bench"), 0, args.pods, workload=workload)
     return standby, killed
 
 
 async def contend(
-    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path
+    contender: str,
+    args: argparse.Namespace,
+    plane: ControlPlane,
+    api: Any,
+    workdir: Path,
+    *,
+    workload: str = "plain",
 ) -> Result:
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -343,12 +377,14 @@ async def contend(
         watch_task = asyncio.create_task(watcher.run())
         await watcher.synced.wait()
         if args.takeover:
-            process, started = await take_over(contender, args, plane, api, workdir)
+            process, started = await take_over(contender, args, plane, api, workdir, workload=workload)
         else:
             log = (workdir / f"{contender}.log").open("wb")
             started = time.monotonic()
             process = subprocess.Popen(
-                contender_argv(contender, plane, workdir, args), stdout=log, stderr=subprocess.STDOUT
+                contender_argv(contender, plane, workdir, args, workload),
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         try:
             await asyncio.wait_for(done.wait(), timeout=args.timeout)
@@ -361,6 +397,7 @@ async def contend(
         times = sorted(bound_at.values())
         span = times[-1] - times[0] if len(times) >= 2 else float("nan")
         result = Result(
+            workload,
             contender,
             len(times),
             (len(times) - 1) / span if len(times) >= 2 else 0.0,
@@ -370,7 +407,8 @@ async def contend(
             rss,
         )
         print(
-            f"{contender:>15}: {result.bound} bound, {result.rate:.0f} pods/s (first bind to last), "
+            f"{workload:>9} {contender:>15}: {result.bound} bound, "
+            f"{result.rate:.0f} pods/s (first bind to last), "
             f"{1000 * result.cpu_per_pod:.2f} ms CPU per bound pod (steady state), "
             f"kube-apiserver + etcd {1000 * result.plane_cpu_per_pod:.2f} ms, "
             f"first bind {result.first_bind:.1f}s after {'the kill' if args.takeover else 'start'}, "
@@ -385,7 +423,13 @@ async def contend(
 
 
 def summary(results: list[Result]) -> None:
-    print("\ncontender        pods/s (each run)          median  ms CPU/pod (median)  apiserver+etcd")
+    for workload in dict.fromkeys(r.workload for r in results):
+        print(f"\nworkload {workload}")
+        summary_of([r for r in results if r.workload == workload])
+
+
+def summary_of(results: list[Result]) -> None:
+    print("contender        pods/s (each run)          median  ms CPU/pod (median)  apiserver+etcd")
     medians: dict[str, float] = {}
     for contender in dict.fromkeys(r.contender for r in results):
         mine = [r for r in results if r.contender == contender]
@@ -414,11 +458,18 @@ async def main(args: argparse.Namespace) -> None:
         raise SystemExit(
             f"--contenders: unknown {', '.join(unknown)}: expected some of {', '.join(CONTENDERS)}"
         )
+    workloads = args.workloads.split(",")
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(
+            f"--workloads: unknown {', '.join(unknown)}: expected some of {', '.join(WORKLOADS)}"
+        )
     results = []
-    for repeat in range(args.repeats):
-        for contender in contenders:
-            print(f"run {repeat + 1}/{args.repeats}: {contender}", flush=True)
-            results.append(await run_once(contender, args))
+    for workload in workloads:
+        for repeat in range(args.repeats):
+            for contender in contenders:
+                print(f"{workload}: run {repeat + 1}/{args.repeats}: {contender}", flush=True)
+                results.append(await run_once(contender, args, workload))
     summary(results)
 
 
@@ -428,6 +479,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument(
+        "--workloads", default="plain", help=f"some of {','.join(WORKLOADS)} (issue 23's placement rules)"
+    )
     parser.add_argument("--bind-concurrency", type=int, default=0, help="gpuq's (default: its own default)")
     parser.add_argument(
         "--existing", type=int, default=0, help="pods bound before the contender starts (cold start)"

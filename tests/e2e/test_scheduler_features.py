@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gpuq_k8s.common.kube.status import MERGE_PATCH
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import rbac_fixtures
 from tests.e2e.cluster_fixtures import (
@@ -27,7 +28,14 @@ from tests.e2e.cluster_fixtures import (
     pending_message,
     scheduled_condition,
 )
-from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakePodGroup, MakeQueue
+from tests.testing.builders import (
+    MakeElasticQuota,
+    MakeGPUResourceQuota,
+    MakePodDisruptionBudget,
+    MakePodGroup,
+    MakePriorityClass,
+    MakeQueue,
+)
 from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
@@ -173,6 +181,47 @@ async def test_elastic_quota_borrowing_then_preemption_back_to_min(
     victims = {e["regarding"]["name"] for e in events}
     assert victims.isdisjoint(survivors) and len(victims) == 2
     assert all(e["note"].startswith(f"Preempted by {ns_a}/a-") for e in events)
+    assert scheduler.terminate() == 0, scheduler.log()
+
+
+async def test_preemption_spares_the_pod_a_disruption_budget_protects(
+    cluster: Cluster, run_scheduler: SchedulerFactory
+) -> None:
+    """design.md "Preemption": two full nodes, each with one lower-priority pod; the one on n1 has the
+    lowest priority (kube-scheduler's pickOneNodeForPreemption would evict it), but a
+    PodDisruptionBudget allowing no disruption covers it. The budget reaches the scheduler through its
+    informer (the service-account run: the chart grants the read), and the preemptor evicts the pod on
+    n2 instead."""
+    name = f"gpuq-{cluster.test_id}"
+    full = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    n1 = await cluster.node("n1", full)
+    n2 = await cluster.node("n2", full)
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    for suffix, value in (("lowest", 10), ("low", 100), ("high", 1000)):
+        await cluster.create(MakePriorityClass(f"{cluster.test_id}-{suffix}", value).obj(), classes)
+    pods = f"/api/v1/namespaces/{cluster.namespace}/pods"
+    for pod, node, priority, labels in (("guarded", n1, "lowest", {"app": "web"}), ("plain", n2, "low", {})):
+        body = cluster.pod_body(
+            pod, {"cpu": "4"}, scheduler=name, priority_class=f"{cluster.test_id}-{priority}"
+        )
+        body["spec"]["nodeName"] = node
+        body["metadata"]["labels"] = labels
+        await cluster.request("POST", pods, body)
+    budgets = f"/apis/policy/v1/namespaces/{cluster.namespace}/poddisruptionbudgets"
+    budget = MakePodDisruptionBudget("web", cluster.namespace).match_labels({"app": "web"}).min_available(1)
+    await cluster.request("POST", budgets, budget.obj())
+    # The disruption controller's part (no kubelet makes the pod Ready, so it would allow nothing either).
+    status = {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+    await cluster.request("PATCH", f"{budgets}/web/status", {"status": status}, MERGE_PATCH)
+    scheduler = run_scheduler(name, BASE_TIER)
+    await scheduler.wait_ready()
+    await cluster.pod("urgent", {"cpu": "4"}, scheduler=name, priority_class=f"{cluster.test_id}-high")
+    placed = await eventually(
+        lambda: bound_pods(cluster, {"urgent"}), 30, "the preemptor bound", scheduler.log
+    )
+    assert placed == {"urgent": n2}
+    remaining = await cluster.pods()
+    assert "plain" not in remaining and node_of(remaining["guarded"]) == n1
     assert scheduler.terminate() == 0, scheduler.log()
 
 

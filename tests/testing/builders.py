@@ -190,6 +190,11 @@ class MakePod(_Namespaced):
         self._obj.setdefault("status", {})["phase"] = phase
         return self
 
+    def started(self, timestamp: str) -> Self:
+        """``status.startTime`` (the kubelet's): preemption spares the longest-running first."""
+        self._obj.setdefault("status", {})["startTime"] = timestamp
+        return self
+
     def node_selector(self, selector: dict[str, str]) -> Self:
         self._obj["spec"]["nodeSelector"] = dict(selector)
         return self
@@ -589,3 +594,44 @@ class MakeCSINode(_Builder):
 
     def migrated(self, *plugins: str) -> Self:
         return self.annotation("storage.alpha.kubernetes.io/migrated-plugins", ",".join(plugins))
+
+
+class MakePodDisruptionBudget(_Namespaced):
+    """A PodDisruptionBudget (``policy/v1``): a selector, a bound, and what its status allows."""
+
+    def __init__(self, name: str = "pdb", namespace: str = "ns") -> None:
+        self._obj = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {},
+        }
+
+    def match_labels(self, labels: dict[str, str]) -> Self:
+        self._obj["spec"].setdefault("selector", {})["matchLabels"] = dict(labels)
+        return self
+
+    def selector(self, selector: dict[str, Any] | None) -> Self:
+        """The whole ``spec.selector`` as given (None: no selector)."""
+        if selector is None:
+            self._obj["spec"].pop("selector", None)
+        else:
+            self._obj["spec"]["selector"] = selector
+        return self
+
+    def min_available(self, value: int | str) -> Self:
+        self._obj["spec"]["minAvailable"] = value
+        return self
+
+    def max_unavailable(self, value: int | str) -> Self:
+        self._obj["spec"]["maxUnavailable"] = value
+        return self
+
+    def allowed(self, disruptions: int, disrupted: tuple[str, ...] = ()) -> Self:
+        """``status.disruptionsAllowed`` (and ``status.disruptedPods``), as the disruption controller
+        writes them."""
+        status: dict[str, Any] = {"disruptionsAllowed": disruptions}
+        if disrupted:
+            status["disruptedPods"] = dict.fromkeys(disrupted, "2024-01-01T00:00:00Z")
+        self._obj["status"] = status
+        return self

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.quantity import format_units
+from gpuq_k8s.common.model.wire import section
 
 CONDITION: Final = "GuaranteeOvercommitted"
 OVER: Final = "SumOfMinExceedsCapacity"
@@ -125,7 +126,7 @@ Condition = dict[str, str]
 
 def written_condition(obj: Mapping[str, Any]) -> Condition | None:
     """The GuaranteeOvercommitted condition an ElasticQuota's status holds (written before a restart)."""
-    conditions = (obj.get("status") or {}).get("conditions")
+    conditions = section(obj, "status").get("conditions")
     if not isinstance(conditions, list):
         return None
     for condition in conditions:

@@ -15,6 +15,13 @@ differs from upstream:
 * **Gangs.** Upstream knows no PodGroups and may evict one member of a running gang, leaving it
   below minMember with its other members still holding their nodes. gpuq takes from a gang only
   its members beyond minMember (:func:`spare_gang_members`, Volcano's gang preemptable rule).
+* **PodDisruptionBudgets** (design.md "Preemption"). Upstream gives back budget-violating victims
+  first (kube's reprieve). gpuq first looks for the fewest victims among the pods whose eviction
+  violates no budget (a budget's allowance going to its least important pods), and only when those
+  cannot make room takes kube's reprieve over every eligible pod, violating ones given back first.
+* **Placement rules.** ``fits`` runs the scheduler's real PreFilter and Filter with the victims gone
+  (as upstream runs its filters on the node without them): a node where the preemptor would still
+  break a rule is no candidate, and no victim set it would break one beside is chosen.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from gpuq_k8s.common.model.disruption_budget import NO_BUDGETS, Budgets
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, add_into
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quantity import PODS
@@ -98,6 +106,7 @@ class VictimSelection:
     ok: bool
     victims: tuple[PodInfo, ...] = ()
     reason: str = ""
+    violations: int = 0  # victims whose eviction violates a PodDisruptionBudget
 
     @property
     def highest_priority(self) -> int:
@@ -107,6 +116,9 @@ class VictimSelection:
 # Upper bound on the subsets the exact "fewest victims" search evaluates before falling back to
 # kube-scheduler's greedy reprieve; with 12 candidates every subset fits in it.
 DEFAULT_SEARCH_BUDGET: Final = 4096
+# Upper bound on the ``fits`` calls (each runs the scheduler's PreFilter and Filter) the exact search
+# makes on subsets the node and quota checks accept; beyond it, the reprieve decides.
+DEFAULT_FIT_BUDGET: Final = 32
 
 
 def select_victims_on_node(
@@ -117,7 +129,9 @@ def select_victims_on_node(
     *,
     request: Resources | None = None,
     fits: Callable[[Sequence[PodInfo]], bool] | None = None,
+    budgets: Budgets = NO_BUDGETS,
     search_budget: int = DEFAULT_SEARCH_BUDGET,
+    fit_budget: int = DEFAULT_FIT_BUDGET,
 ) -> VictimSelection:
     """Choose the victims on one node so that ``preemptor`` fits it and passes the quota checks.
 
@@ -132,6 +146,9 @@ def select_victims_on_node(
     sum, then least important (newest) first: an exact search up to ``search_budget`` subsets, and
     beyond that kube-scheduler's reprieve (add victims back most important first while the preemptor
     still fits). Feasibility only grows with more victims, so an exact answer needs no reprieve.
+    With ``budgets``, that search is over the pods whose eviction violates no PodDisruptionBudget
+    when they can make room; otherwise kube's reprieve over all, budget-violating pods given back
+    first (the module doc). ``violations`` counts the chosen victims that violate a budget.
     """
     req = preemptor.requests if request is None else request
     scope = victim_scope(preemptor, infos, req)
@@ -154,7 +171,8 @@ def select_victims_on_node(
     own = infos.get(preemptor.namespace)
     charges = [_charge_of(p, infos) for p in candidates]
 
-    def feasible(chosen: Sequence[int]) -> bool:
+    def cheap(chosen: Sequence[int]) -> bool:
+        """The node's room and the quotas (no plugin run)."""
         freed_node: dict[str, int] = {}
         freed_own: dict[str, int] = {}
         freed_quota: dict[str, int] = {}
@@ -180,10 +198,16 @@ def select_victims_on_node(
                     return False
             if infos.over_total_min(quota_req, freed_quota) is not None:
                 return False
+        return True
+
+    def placed(chosen: Sequence[int]) -> bool:
         return fits is None or fits([candidates[i] for i in chosen])
 
+    def feasible(chosen: Sequence[int]) -> bool:
+        return cheap(chosen) and placed(chosen)
+
     everyone = range(len(candidates))
-    if not feasible(everyone):
+    if not cheap(everyone):
         return VictimSelection(
             False,
             reason=(
@@ -191,10 +215,38 @@ def select_victims_on_node(
                 "would not make room within the node and the elastic quotas"
             ),
         )
-    best = _fewest(candidates, feasible, search_budget)
-    if best is None:
-        best = _reprieve(len(candidates), feasible)
-    return VictimSelection(True, tuple(candidates[i] for i in sorted(best)))
+    if not placed(everyone):
+        return VictimSelection(
+            False,
+            reason=(
+                f"{preemptor.ref}: the node would reject it even with every eligible pod on it "
+                f"({len(candidates)}) preempted"
+            ),
+        )
+    # The pods whose eviction violates no budget, a budget's allowance going to its least important
+    # pods (candidates are least important first); indexes into ``candidates``.
+    violating, _ = budgets.split(candidates)
+    spared = {id(p) for p in violating}
+    within = [i for i, p in enumerate(candidates) if id(p) not in spared]
+    best: list[int] | None = None
+    if within and feasible(within):
+        best = _fewest(candidates, within, cheap, placed, budget=search_budget, fit_budget=fit_budget)
+        if best is None:
+            best = _reprieve(within, feasible)
+    if best is not None:
+        return VictimSelection(True, tuple(candidates[i] for i in sorted(best)))
+    # No room without violating a budget: kube's reprieve over every eligible pod, most important
+    # first, the budget-violating ones (as kube classifies them) given back first.
+    order = sorted(everyone, key=lambda i: -i)  # most important first
+    important = [candidates[i] for i in order]
+    over, _ = budgets.split(important)
+    over_ids = {id(p) for p in over}
+    tries = [i for i in order if id(candidates[i]) in over_ids] + [
+        i for i in order if id(candidates[i]) not in over_ids
+    ]
+    chosen = _reprieve(list(everyone), feasible, tries)
+    violations = sum(1 for i in chosen if id(candidates[i]) in over_ids)
+    return VictimSelection(True, tuple(candidates[i] for i in sorted(chosen)), violations=violations)
 
 
 def spare_gang_members(
@@ -233,31 +285,45 @@ def _charge_of(pod: PodInfo, infos: ElasticQuotaInfos) -> Resources | None:
 
 
 def _fewest(
-    candidates: Sequence[PodInfo], feasible: Callable[[Sequence[int]], bool], budget: int
+    candidates: Sequence[PodInfo],
+    pool: Sequence[int],
+    cheap: Callable[[Sequence[int]], bool],
+    placed: Callable[[Sequence[int]], bool],
+    *,
+    budget: int,
+    fit_budget: int,
 ) -> list[int] | None:
-    """The best feasible subset of minimum size, or ``None`` when the search budget runs out."""
-    n = len(candidates)
+    """The best feasible subset of ``pool`` of minimum size (ties: the lowest highest priority, then
+    the lowest sum, then the least important); ``None`` when a search budget runs out. ``cheap``
+    (room and quotas) is asked of every subset of a size, ``placed`` (the scheduler's filters) of
+    those it accepts, best first, until one passes."""
     spent = 0
-    for size in range(n + 1):
-        best: tuple[tuple[int, int, tuple[int, ...]], list[int]] | None = None
-        for combo in itertools.combinations(range(n), size):
+    fitted = 0
+    for size in range(len(pool) + 1):
+        accepted: list[tuple[tuple[int, int, tuple[int, ...]], tuple[int, ...]]] = []
+        for combo in itertools.combinations(pool, size):
             spent += 1
             if spent > budget:
                 return None
-            if feasible(combo):
+            if cheap(combo):
                 prios = [_priority(candidates[i]) for i in combo]
-                rank = (max(prios, default=0), sum(prios), combo)
-                if best is None or rank < best[0]:
-                    best = (rank, list(combo))
-        if best is not None:
-            return best[1]
+                accepted.append(((max(prios, default=0), sum(prios), combo), combo))
+        for _, combo in sorted(accepted):
+            fitted += 1
+            if fitted > fit_budget:
+                return None
+            if placed(combo):
+                return list(combo)
     return None
 
 
-def _reprieve(n: int, feasible: Callable[[Sequence[int]], bool]) -> list[int]:
-    """kube-scheduler's reprieve: start from all victims, give back the most important first."""
-    victims = list(range(n))
-    for i in reversed(range(n)):
+def _reprieve(
+    pool: Sequence[int], feasible: Callable[[Sequence[int]], bool], order: Sequence[int] | None = None
+) -> list[int]:
+    """kube-scheduler's reprieve: start from all of ``pool``, give back each pod in ``order`` (by
+    default the most important first) while the rest stays feasible."""
+    victims = list(pool)
+    for i in order if order is not None else sorted(pool, reverse=True):
         trial = [v for v in victims if v != i]
         if feasible(trial):
             victims = trial

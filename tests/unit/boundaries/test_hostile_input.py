@@ -54,6 +54,7 @@ from gpuq_k8s.webhook.metrics import WebhookMetrics
 from gpuq_k8s.webhook.options import admission_options
 from gpuq_k8s.webhook.review import parse_review
 from gpuq_k8s.webhook.view import StaticView
+from tests.fuzz import boundaries as fuzz_boundaries
 from tests.testing.builders import (
     MakeElasticQuota,
     MakeGPUResourceQuota,
@@ -632,3 +633,20 @@ def test_a_ratchet_tells_two_long_values_apart_that_read_alike() -> None:
         kinds.ELASTIC_QUOTA, "UPDATE", invalid.copy().max(cpu="3").obj(), StaticView(), old=invalid.obj()
     )
     assert kept.allowed, kept.message
+
+
+@pytest.mark.parametrize("status", [7, ["Open"], "Open"])
+def test_a_status_that_is_no_mapping_costs_nothing_when_statuses_are_synced(status: Any) -> None:
+    """Found by the long fuzz run (``python -m tests.fuzz``, feed, seed 1000): a Queue whose status is
+    a number, a list or a string reached capacity-card's status source at the status sync, whose
+    ``dict(...)`` raised out of the loop. Every reader of a status now takes it through
+    ``wire.section`` (empty when it is no mapping). The fuzz boundary's own check, on that case."""
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "q", "uid": "q", "resourceVersion": "1", "annotations": {ann.CARD_QUOTA: ""}},
+        "spec": {},
+        "status": {},
+    }
+    # Added, then updated in its status only (kept without waking anything: a status is no input).
+    fuzz_boundaries.check_feed(([queue, {**queue, "status": status}], []))

@@ -1,8 +1,11 @@
-"""A node where the preemptor already has room and quota is no preemption candidate.
+"""A node where the preemptor already has room and quota is no preemption candidate; a rule that
+evicting pods does resolve is resolved by preemption.
 
-Found by review: a CPU pod rejected on a GPU node by crossquota (a filter that evicting pods for room
-or ElasticQuota does not change) got a "successful" preemption there with no victims; the cycle then
-retried it at once, forever (``gpuq simulate`` died in the queue's backoff arithmetic).
+Found by review: a CPU pod rejected on a GPU node by crossquota got a "successful" preemption there
+with no victims; the cycle then retried it at once, forever (``gpuq simulate`` died in the queue's
+backoff arithmetic). Preemption now asks the real filters with the victims gone (design.md
+"Preemption"): crossquota's rejection, caused by a CPU pod that may be evicted, is resolved by evicting
+it; caused by one that may not, it leaves the pod waiting, with no nomination and no retry loop.
 """
 
 from __future__ import annotations
@@ -63,16 +66,33 @@ spec:
 """
 
 
-def test_no_victims_needed_is_no_preemption_and_the_pod_waits(
+def test_a_filter_that_evicting_a_borrower_resolves_is_resolved_by_preempting_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``w`` (namespace b, over its min of 0) holds gpu-1's crossquota CPU: evicting it lets ``p`` pass
+    crossquota there, which the filters run with ``w`` gone tell preemption."""
     out = simulate(tmp_path, capsys, _GPU_NODE)
+    pods = {p["name"]: p for p in out["pods"]}
+    assert (pods["p"]["phase"], pods["p"]["node"]) == ("Bound", "gpu-1")
+    assert pods["w"]["phase"] == "Preempted"
+
+
+def test_a_filter_no_eviction_resolves_leaves_the_pod_waiting_without_nomination(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``w`` within its namespace's min (no borrower, never a victim of a reclaiming preemptor),
+    nothing may be evicted: ``p`` waits, ``w`` stays, and no nomination is made (the run ends)."""
+    guarded = _GPU_NODE.replace(
+        'spec: {min: {cpu: "0"}, max: {cpu: "8"}}', 'spec: {min: {cpu: "2"}, max: {cpu: "8"}}'
+    )
+    assert guarded != _GPU_NODE
+    out = simulate(tmp_path, capsys, guarded)
     pods = {p["name"]: p for p in out["pods"]}
     assert pods["p"]["phase"] == "Pending"
     assert pods["w"]["phase"] == "Bound"  # nobody evicted
     reason = pods["p"]["reason"]
     assert reason.startswith("0/1 nodes are available: 1 cpu quota exceeded: required=2 used=2 quota=2.")
-    assert "node gpu-1 has room and quota for Pod/a/p already" in reason
+    assert "preemption: Pod/a/p: no eligible victims on any node (Borrowers)." in reason
     failures = [e for e in out["events"] if e["object"] == "Pod/a/p" and e["reason"] == "FailedScheduling"]
     assert failures and "nominated" not in failures[-1]["message"]
 

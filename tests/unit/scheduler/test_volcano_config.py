@@ -145,14 +145,26 @@ GANG = "tiers: [{plugins: [{name: gang}]}]\n"
             "without the overcommit plugin",
         ),
         (
-            GANG + "configurations: [{name: preempt, arguments: {maxCandidateNodesAbsolute: 5}}]",
+            GANG + "configurations: [{name: preempt, arguments: {maxCandidateNodesAbsolute: 0}}]",
             "configurations[0].arguments.maxCandidateNodesAbsolute",
-            "considers every node",
+            "an integer >= 1",
         ),
         (
-            GANG + "configurations: [{name: preempt, arguments: {enableTopologyAwarePreemption: true}}]",
+            GANG + "configurations: [{name: preempt, arguments: {minCandidateNodesPercentage: 101}}]",
+            "configurations[0].arguments.minCandidateNodesPercentage",
+            "an integer from 0 to 100",
+        ),
+        (
+            GANG
+            + "configurations: [{name: preempt, arguments: "
+            + "{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}}]",
+            "configurations[0].arguments.minCandidateNodesAbsolute",
+            "not 0 when minCandidateNodesPercentage is 0",
+        ),
+        (
+            GANG + "configurations: [{name: preempt, arguments: {enableTopologyAwarePreemption: maybe}}]",
             "enableTopologyAwarePreemption",
-            "HyperNode",
+            "true or false",
         ),
         (
             GANG + "configurations: [{name: reclaim, arguments: {foo: 1}}]",
@@ -177,11 +189,19 @@ def test_what_gpuq_cannot_honour_is_refused_by_name(text: str, field: str, expec
 def test_configurations_known_arguments_reach_the_handle() -> None:
     config = SchedulerConfig.from_yaml(
         "actions: enqueue, allocate, preempt\ntiers: [{plugins: [{name: gang}]}]\n"
-        "configurations:\n- name: preempt\n  arguments: {enableTopologyAwarePreemption: 'false'}\n"
+        "configurations:\n- name: preempt\n  arguments: {enableTopologyAwarePreemption: 'true',"
+        " minCandidateNodesPercentage: 40, minCandidateNodesAbsolute: '2', maxCandidateNodesAbsolute: 50,"
+        " topologyAwarePreemptWorkerNum: 4}\n"
         "- name: allocate\n- name: reclaim\n  arguments: {predicateErrorCacheEnable: 'false'}\n"
     )
     sched = Scheduler(config, default_registry(), MemoryBackend(), clock=time.monotonic)
-    assert sched.framework.action_arguments("preempt") == {"enableTopologyAwarePreemption": False}
+    assert sched.framework.action_arguments("preempt") == {
+        "enableTopologyAwarePreemption": True,
+        "minCandidateNodesPercentage": 40,
+        "minCandidateNodesAbsolute": 2,
+        "maxCandidateNodesAbsolute": 50,
+        "topologyAwarePreemptWorkerNum": 4,
+    }
     assert sched.framework.action_arguments("allocate") == {}
     assert sched.framework.action_arguments("reclaim") == {"predicateErrorCacheEnable": False}
     assert sched.framework.action_arguments("enqueue") == {}

@@ -4,10 +4,13 @@ STATUS_WRITES, OBJECT_WRITES). Do not edit: change kinds.py and run `python depl
 */}}
 {{- define "gpuq.rules.schedulerWatches" }}
 - apiGroups: [""]
-  resources: [nodes, namespaces, persistentvolumes, persistentvolumeclaims, pods]
+  resources: [nodes, namespaces, services, replicationcontrollers, persistentvolumes, persistentvolumeclaims, pods]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [apps]
+  resources: [replicasets, statefulsets]
   verbs: [get, list, watch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues, podgroups]
@@ -20,6 +23,9 @@ STATUS_WRITES, OBJECT_WRITES). Do not edit: change kinds.py and run `python depl
   verbs: [get, list, watch]
 - apiGroups: [storage.k8s.io]
   resources: [storageclasses, csinodes]
+  verbs: [get, list, watch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
   verbs: [get, list, watch]
 {{- end }}
 {{- define "gpuq.rules.webhookWatches" }}

@@ -79,7 +79,7 @@ configurations:
 - name: enqueue
   arguments: {overcommit-factor: 1.2}
 - name: preempt
-  arguments: {maxCandidateNodesAbsolute: 5, foo: 1}
+  arguments: {maxCandidateNodesAbsolute: 0, foo: 1}
 """
     with pytest.raises(ConfigErrors) as info:
         SchedulerConfig.from_yaml(text)

@@ -170,6 +170,8 @@ def test_a_kind_the_scheduler_starts_watching_is_granted(monkeypatch: pytest.Mon
     assert core["resources"] == [
         "nodes",
         "namespaces",
+        "services",
+        "replicationcontrollers",
         "persistentvolumes",
         "persistentvolumeclaims",
         "pods",

@@ -27,7 +27,7 @@ from gpuq_k8s.scheduler.kube.loop import attempt_result
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics
 from gpuq_k8s.scheduler.service import Service
-from tests.testing.builders import MakeElasticQuota, MakeQueue
+from tests.testing.builders import MakeElasticQuota, MakePodDisruptionBudget, MakeQueue
 from tests.testing.clock import FakeClock
 from tests.testing.feed import CONFIG, NODE, POD, InformerCache, add, key, make_feed, update
 
@@ -231,6 +231,26 @@ def test_object_update_matters() -> None:
     assert object_update_matters("Queue", queue, {**queue, "status": {"state": "Closed"}})
     priority = {"kind": "PriorityClass", "metadata": {"name": "p"}, "value": 1}
     assert object_update_matters("PriorityClass", priority, {**priority, "value": 2})
+    # What a PodDisruptionBudget allows is its status, the disruption controller's (not gpuq's).
+    budget = MakePodDisruptionBudget().match_labels({"app": "a"}).allowed(0).obj()
+    allowing = MakePodDisruptionBudget().match_labels({"app": "a"}).allowed(1).obj()
+    assert object_update_matters("PodDisruptionBudget", budget, allowing)
+    disrupted = MakePodDisruptionBudget().match_labels({"app": "a"}).allowed(0, ("x",)).obj()
+    assert object_update_matters("PodDisruptionBudget", budget, disrupted)
+
+
+def test_a_budget_and_its_status_changes_reach_preemption() -> None:
+    """The feed stores PodDisruptionBudgets (informer add, status update, delete) and the framework's
+    view of what each allows follows."""
+    scheduler, _, feed, _ = make_feed()
+    made = MakePodDisruptionBudget("web", "ns").match_labels({"app": "a"}).resource_version("1")
+    feed.apply(add(made.allowed(0).obj()))
+    assert scheduler.framework.disruption_budgets().allowed() == {"PodDisruptionBudget/ns/web": 0}
+    old = made.obj()
+    feed.apply(update(old, made.copy().resource_version("2").allowed(2).obj()))
+    assert scheduler.framework.disruption_budgets().allowed() == {"PodDisruptionBudget/ns/web": 2}
+    feed.apply(Change("delete", ("ns", "web"), made.obj()))
+    assert not scheduler.framework.disruption_budgets()
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from gpuq_k8s.common.model import nodeorder
 from gpuq_k8s.common.model.errors import ConfigError
 from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.testing.config import config_text
-from tests.testing.volcano_scenarios import pod, refused, simulate_scenario, volcano_node, volcano_pod
+from tests.testing.volcano_scenarios import pod, simulate_scenario, volcano_node, volcano_pod
 
 GI = 2**30
 I64 = np.int64
@@ -96,12 +96,13 @@ def test_defaults_are_volcanos() -> None:
     assert (args.balanced_resource, args.taint_toleration, args.image_locality) == (1, 3, 1)
 
 
-@pytest.mark.parametrize("key", ["podaffinity.weight", "podtopologyspread.weight"])
-def test_scorers_gpuq_cannot_compute_are_refused_unless_zero(key: str) -> None:
-    assert nodeorder.NodeOrderArgs.parse({key: 0}) == nodeorder.NodeOrderArgs.parse({})
+def test_placement_scorer_defaults_are_volcanos() -> None:
+    """calculateWeight: podaffinity 2, podtopologyspread 2; hardPodAffinityWeight is kube-scheduler's 1."""
+    args = nodeorder.NodeOrderArgs.parse({})
+    assert (args.pod_affinity, args.pod_topology_spread, args.hard_pod_affinity) == (2, 2, 1)
     with pytest.raises(ConfigError) as err:
-        nodeorder.NodeOrderArgs.parse({key: 2})
-    assert str(err.value).startswith(f"{key}: invalid value 2: expected 0 or absent: gpuq does not compute")
+        nodeorder.NodeOrderArgs.parse({"podaffinity.hardPodAffinityWeight": 101})
+    assert err.value.field == "podaffinity.hardPodAffinityWeight"
 
 
 @pytest.mark.parametrize(
@@ -225,21 +226,74 @@ def test_nodeorder_test_go_taint_toleration(
     assert _run(tmp_path, capsys, p1, nodes, tainttoleration_weight=10) == ("n1", scores)
 
 
-@pytest.mark.parametrize(
-    ("case", "key"),
-    [
-        ("inter-pod affinity prefers node with matching pod", "podaffinity.weight"),
-        ("pod topology spread prefers node to reduce skew", "podtopologyspread.weight"),
-    ],
-)
-def test_nodeorder_test_go_scorers_gpuq_does_not_compute(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, key: str
-) -> None:
-    """TestNodeOrderPlugin's two other cases set podaffinity.weight or podtopologyspread.weight to 10:
-    gpuq cannot honour them, so such a configuration does not start, and the error names the key."""
-    config = config_text(TIER, actions=ACTIONS, arguments={"nodeorder": {**WEIGHTS, key: 10}})
-    err = refused(tmp_path, capsys, config)
-    assert key in err and "gpuq does not compute" in err, case
+def _member_scores(out: dict[str, Any], name: str, plugin: str) -> dict[str, float]:
+    return {n: v["scores"][plugin] for n, v in pod(out, name)["nodes"].items()}
+
+
+def test_nodeorder_test_go_inter_pod_affinity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestNodeOrderPlugin "inter-pod affinity prefers node with matching pod" (podaffinity.weight 10):
+    c1/p2 prefers (weight 100) the hostname of a service=s1 pod; p1 (s1) runs on n1, p-noise (s2) on n3:
+    p2 binds to n1, which scores 100 x 10, the others 0."""
+    preferred = [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"service": "s1"}},
+                "topologyKey": "kubernetes.io/hostname",
+            },
+        }
+    ]
+    nodes = [volcano_node(n, "2", "4Gi").label("kubernetes.io/hostname", n) for n in ("n1", "n2", "n3")]
+    objects = _objects(
+        volcano_pod("c1", "p1", "1", "1G", "n1").label("service", "s1").group("pg1").obj(),
+        volcano_pod("c1", "p-noise", "1", "1G", "n3").label("service", "s2").group("pg1").obj(),
+        volcano_pod("c1", "p2", "1", "1G")
+        .spec(affinity={"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}})
+        .group("pg1")
+        .obj(),
+        *(n.obj() for n in nodes),
+    )
+    config = config_text(TIER, actions=ACTIONS, arguments={"nodeorder": _weights(podaffinity_weight=10)})
+    out = simulate_scenario(tmp_path, capsys, config, objects)
+    assert pod(out, "p2")["node"] == "n1"
+    assert _member_scores(out, "p2", "InterPodAffinity") == {"n1": 1000.0, "n2": 0.0, "n3": 0.0}
+
+
+def test_nodeorder_test_go_pod_topology_spread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TestNodeOrderPlugin "pod topology spread prefers node to reduce skew" (podtopologyspread.weight
+    10): app=foo pods p1, p2 on n1 (zone1), p3 on n2 (zone2); p4 spreads ScheduleAnyway by zone (maxSkew
+    1): it binds to n3 (zone3). Scores: round(count x log(3 + 2)) = 3, 2, 0, normalised
+    100 x (3 + 0 - s) // 3 = 0, 33, 100, times 10."""
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "foo"}},
+        }
+    ]
+    nodes = [
+        volcano_node(n, "4", "4Gi").label("zone", z)
+        for n, z in (("n1", "zone1"), ("n2", "zone2"), ("n3", "zone3"))
+    ]
+    objects = _objects(
+        *(
+            volcano_pod("c1", name, "1", "1G", node).label("app", "foo").group("pg1").obj()
+            for name, node in (("p1", "n1"), ("p2", "n1"), ("p3", "n2"))
+        ),
+        volcano_pod("c1", "p4", "1", "1G")
+        .label("app", "foo")
+        .spec(topologySpreadConstraints=spread)
+        .group("pg1")
+        .obj(),
+        *(n.obj() for n in nodes),
+    )
+    config = config_text(
+        TIER, actions=ACTIONS, arguments={"nodeorder": _weights(podtopologyspread_weight=10)}
+    )
+    out = simulate_scenario(tmp_path, capsys, config, objects)
+    assert pod(out, "p4")["node"] == "n3"
+    assert _member_scores(out, "p4", "PodTopologySpread") == {"n1": 0.0, "n2": 330.0, "n3": 1000.0}
 
 
 def test_default_weights_score_least_balanced_and_taints(

@@ -18,7 +18,7 @@ from tests.testing.paths import REPO_ROOT
 GITOPS = str(REPO_ROOT / "tests" / "fixtures" / "gitops")
 EXAMPLE = str(REPO_ROOT / "examples" / "heterogeneous-cluster")
 SKIPPED = (
-    "skipped 9 objects: 2 ConfigMap, 2 Service, 1 Certificate, 1 CustomResourceDefinition, 1 Kustomization, "
+    "skipped 7 objects: 2 ConfigMap, 1 Certificate, 1 CustomResourceDefinition, 1 Kustomization, "
     "1 Secret, 1 ServiceAccount (kinds gpuq does not simulate; --strict refuses them)"
 )
 # In the fixture: inference-1 waits for room in Queue/team-b, big-train can never fit Queue/team-a's

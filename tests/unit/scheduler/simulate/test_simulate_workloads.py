@@ -75,24 +75,48 @@ def test_apps_workloads_become_their_replicas(tmp_path: Path, capsys: pytest.Cap
 
 def test_statefulset_ordinals_start_where_asked() -> None:
     made = expand(_apps("StatefulSet", "db", 2, ordinals={"start": 5}))
-    assert [p["metadata"]["name"] for p in made] == ["db-5", "db-6"]
+    assert [p["metadata"]["name"] for p in made if p["kind"] == "Pod"] == ["db-5", "db-6"]
 
 
 def test_a_pod_made_from_a_template_keeps_its_metadata_and_the_workloads_time() -> None:
-    made = expand(_apps("StatefulSet", "db", 1))
+    """The StatefulSet itself is kept (topology spread's system defaults select by its selector) and
+    owns the pod."""
+    statefulset = _apps("StatefulSet", "db", 1)
+    made = expand(statefulset)
     assert made == [
+        statefulset,
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
                 "name": "db-0",
                 "namespace": "ml",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "controller": True}
+                ],
                 "labels": {"app": "a"},
                 "creationTimestamp": "2024-05-01T10:00:00Z",
             },
             "spec": {"schedulerName": "gpuq-scheduler", "containers": [CONTAINER]},
-        }
+        },
     ]
+
+
+def test_a_deployments_pods_are_owned_by_the_replicaset_its_controller_makes() -> None:
+    """A Deployment's pods belong to a ReplicaSet ``<name>-<hash of the template>`` with the
+    Deployment's selector; the same template names the same ReplicaSet."""
+    deployment = _apps("Deployment", "web", 2)
+    replicaset, *pods = expand(deployment)
+    assert replicaset["kind"] == "ReplicaSet" and replicaset["metadata"]["name"].startswith("web-")
+    assert replicaset["spec"]["selector"] == deployment["spec"]["selector"]
+    assert replicaset["metadata"]["name"] == expand(_apps("Deployment", "web", 5))[0]["metadata"]["name"]
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": replicaset["metadata"]["name"],
+        "controller": True,
+    }
+    assert [p["metadata"]["ownerReferences"] for p in pods] == [[owner], [owner]]
 
 
 @pytest.mark.parametrize(
