@@ -492,7 +492,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--leader-elect",
         action="store_true",
-        help="run gpuq with --leader-elect, as deployed (its Lease in the namespace default, free)",
+        help="gpuq and kube-scheduler with leader election, as deployed (Leases in default, free)",
     )
     parser.add_argument(
         "--takeover",
