@@ -7,7 +7,7 @@ the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease
 have every cache pass the previous leader's last writes (a live watch catches up to the present
 resourceVersion; only a cache that cannot is listed again) -> the scheduling loop and the batched
 writer. Only the leader binds and writes; a standby keeps its caches warm so a takeover starts
-scheduling within one retry period (plus about a second for the watches to catch up).
+scheduling within one retry period (plus 1-2 s for the watches to catch up).
 
 SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
 Lease, stop the informers. A lost Lease stops the process at once with exit code 1 (as kube-scheduler
@@ -60,7 +60,7 @@ EXIT_INVALID: Final = 2
 EXIT_LEASE_LOST: Final = 1
 STATUS_KINDS: Final = {k.kind: k for k in kinds.STATUS_WRITES}
 # On taking the Lease, a live watch that has not passed the present resourceVersion by then (stalled;
-# kube-apiserver's bookmark comes within about a second) gives way to a list of its kind.
+# kube-apiserver's bookmark comes within 1-2 s) gives way to a list of its kind.
 CATCH_UP_TIMEOUT: Final = 10.0
 
 

@@ -42,7 +42,8 @@ a bookmark does: the watch is resumed (from where it is, nothing lost) as a watc
 ``CATCH_UP_WATCH_TIMEOUT`` seconds, and kube-apiserver sends a bookmark two seconds before a
 watch's deadline (its cacher's ``nextBookmarkTime``), carrying the newest resourceVersion it has
 seen; the consistent read made its cache wait for etcd's progress up to the present (etcd's
-RequestWatchProgress). About a second, where a list of 150,000 pods takes many.
+RequestWatchProgress). 1-2 s (the bookmark timer ticks once a second), where a list of 150,000
+pods takes tens.
 
 ``synced`` is set once, by the first list. ``watching`` is True only while the cache is live and
 watched: from a successful list (and each watch the apiserver answers) until the next failure (410
@@ -97,7 +98,7 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 # Longer than kube-apiserver's bookmark period (about a minute), so a watch of a kind that changes is
 # kept alive by its bookmarks; a watch of a kind nobody changes gets none and is renewed at this pace.
 DEFAULT_INACTIVITY: Final = 150.0
-# A watch of this many seconds gets a bookmark about one second after it opens (kube-apiserver sends
+# A watch of this many seconds gets a bookmark 1-2 s after it opens (kube-apiserver sends
 # one 2 s before a watch's deadline; its timer ticks every second): how :meth:`Informer.catch_up`
 # has the watch pass a resourceVersion when nothing of the kind changes.
 CATCH_UP_WATCH_TIMEOUT: Final = 3
