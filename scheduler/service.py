@@ -10,8 +10,10 @@ writer. Only the leader binds and writes; a standby keeps its caches warm so a t
 scheduling within one retry period (plus 1-2 s for the watches to catch up).
 
 SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
-Lease, stop the informers. A lost Lease stops the process at once with exit code 1 (as kube-scheduler
-does): another replica may already be binding.
+Lease (only when every write was answered: a write given up may still land, and the next leader must
+not list before it does, so then the Lease is left to expire), stop the informers. A lost Lease
+stops the process at once with exit code 1 (as kube-scheduler does): another replica may already be
+binding.
 """
 
 from __future__ import annotations
@@ -312,12 +314,18 @@ class Service:
                     await task
             # Statuses are written from the scheduler's state only once it was complete and current
             # (replayed, and re-listed if it had to be): a stop during the lists writes nothing.
+            answered = True
             if scheduling_started and self.leading() and self.exit_code == 0:
-                await backend.drain()
+                answered = await backend.drain()
                 scheduler.sync_status()
                 await backend.flush()
             if self.elector is not None and self.exit_code == 0:
-                await self.elector.release()
+                if answered:
+                    await self.elector.release()
+                else:
+                    # A write given up may still land: the next leader must not list before it does.
+                    # The Lease expires on its own (leaseDurationSeconds) instead of being handed over.
+                    log.warning("writes given up while stopping may still land: the Lease is left to expire")
             await self.informers.stop()
             await runner.cleanup()
             await api.close()

@@ -7,7 +7,8 @@
 #      prometheus (tests/e2e/test_monitoring.py starts its own server; the Debian service is never
 #      started) and chromium (headless, the HTML report's browser test).
 #   2. The e2e control plane, by tests/e2e/controlplane/build.sh: kube-apiserver, kube-scheduler,
-#      kube-controller-manager, etcd and helm, cached under ~/.cache/gpuq/ (GPUQ_CACHE_DIR). Needs
+#      kube-controller-manager v1.36.4, etcd v3.6.8 (the release Kubernetes 1.36.4 is tested with),
+#      kwok v0.8.0 and helm, cached under ~/.cache/gpuq/ (GPUQ_CACHE_DIR). Needs
 #      Go >= 1.26 on PATH and the Go module proxy the first time (about 5 minutes on 2 cores).
 #   3. Python: the virtual environment .venv (created when missing) with `pip install -e '.[dev]'`.
 #   4. The tests (`python -m pytest`; arguments of this script are passed to pytest), then
@@ -48,9 +49,9 @@ if [ "${GPUQ_SKIP_SYSTEM:-}" != 1 ]; then
     chromium --version 2>/dev/null || true
 fi
 
-echo "== control plane (tests/e2e/controlplane/build.sh; cached under ~/.cache/gpuq)"
-# The argument adds kube-controller-manager (the namespace-deletion test runs it) to the default set.
-bash tests/e2e/controlplane/build.sh kube-controller-manager
+echo "== control plane (tests/e2e/controlplane/build.sh; cached under ~/.cache/gpuq): kube-apiserver,"
+echo "   kube-scheduler, kube-controller-manager v1.36.4, etcd v3.6.8, kwok v0.8.0, helm"
+bash tests/e2e/controlplane/build.sh
 
 echo "== python: $(python3 --version), .venv"
 [ -x .venv/bin/python ] || python3 -m venv .venv

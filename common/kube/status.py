@@ -2,11 +2,12 @@
 
 Status of Queues, PodGroups, ElasticQuotas and GPUResourceQuotas changes with every bind; writing it
 once per pod would make the scheduler's write rate proportional to its bind rate and would race with
-itself. :class:`StatusWriter` keeps a *dirty set* instead (the latest wanted status per object), and
-a flush sends each dirty object once, as a JSON merge patch on its ``/status`` subresource, with
-bounded concurrency. The patch is the RFC 7386 difference between what the informer last saw and
-what is wanted, so a key that disappears (an ElasticQuota resource whose usage dropped to zero) is
-deleted with ``null`` rather than left stale, and an unchanged status is not written at all.
+itself. :class:`StatusWriter` keeps a *dirty set* instead (the latest wanted status per object), and a
+flush sends each dirty object once, as a JSON merge patch on its ``/status`` subresource (on the object
+itself for a kind whose CRD has none: Volcano's PodGroup), with bounded concurrency. The patch is the RFC
+7386 difference between what the informer last saw and what is wanted, so a key that disappears (an
+ElasticQuota resource whose usage dropped to zero) is deleted with ``null`` rather than left stale, and an
+unchanged status is not written at all.
 
 The informer lags behind our own writes: until its cache shows our last write, the object holds what
 we wrote, not what the cache says, and the difference is taken from that (found by issue 11's chaos
@@ -27,7 +28,7 @@ import orjson
 from gpuq_k8s.common.kube.client import request
 from gpuq_k8s.common.kube.errors import ApiError, KubeError, NotFound, api_error, succeeded
 from gpuq_k8s.common.model.backoff import backoff
-from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.kinds import STATUS_IN_MAIN_RESOURCE, Kind
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,8 @@ class StatusWriter:
         self._failing: dict[StatusKey, tuple[int, float]] = {}
         # Per object: the status we last wrote, and the cached status it was written over.
         self._written: dict[StatusKey, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+        # Kinds found without the status subresource (Volcano's PodGroup CRD): patched on the object.
+        self._main_resource: set[str] = set()
 
     def put(self, kind: str, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Want ``status`` on the object; replaces any not-yet-written wish for the same object."""
@@ -205,12 +208,27 @@ class StatusWriter:
             if not patch:
                 self._failing.pop(key, None)
                 return
-            path = self.kinds[kind].object_path(namespace, name) + "/status"
+            record = self.kinds[kind]
+            main = kind in self._main_resource
+            path = record.object_path(namespace, name) + ("" if main else "/status")
             try:
                 async with semaphore:
                     reply = await call(
                         self.api_client, "PATCH", path, {"status": patch}, content_type=MERGE_PATCH
                     )
+                    if isinstance(reply.error, NotFound) and not main and record in STATUS_IN_MAIN_RESOURCE:
+                        # Volcano's PodGroup CRD declares no status subresource (its scheduler
+                        # updates the whole object): the status is part of the object itself.
+                        reply = await call(
+                            self.api_client,
+                            "PATCH",
+                            record.object_path(namespace, name),
+                            {"status": patch},
+                            content_type=MERGE_PATCH,
+                        )
+                        if reply.ok:
+                            log.info("%s has no status subresource: status patched on the object", kind)
+                            self._main_resource.add(kind)
                 reply.raise_for_status()
             except NotFound:
                 self._failing.pop(key, None)  # the object is gone: nothing to write

@@ -209,7 +209,11 @@ SIMULATED: Final = (
 )
 WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
-# The objects PreBind writes (merge patches, resourceVersion-checked): the volume binder pre-binds a
-# PersistentVolume (spec.claimRef) and marks a PersistentVolumeClaim for provisioning (its
-# volume.kubernetes.io/selected-node annotation), as kube-scheduler's VolumeBinding does.
-OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM)
+# The objects the scheduler patches other than through /status: PreBind's (merge patches,
+# resourceVersion-checked: the volume binder pre-binds a PersistentVolume, spec.claimRef, and marks a
+# PersistentVolumeClaim for provisioning, its volume.kubernetes.io/selected-node annotation, as
+# kube-scheduler's VolumeBinding does), and the PodGroup, whose status Volcano's own CRD keeps in the
+# main resource (its PodGroup CRD declares no status subresource: common/kube/status.py).
+OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD_GROUP)
+# The kinds whose status may live in the main resource (a CRD without the status subresource).
+STATUS_IN_MAIN_RESOURCE: Final = (POD_GROUP,)

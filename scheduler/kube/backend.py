@@ -339,17 +339,26 @@ class KubeBackend:
         self._conditions.pop(key, None)
         self._written.pop(key, None)
 
-    async def drain(self, timeout: float = 10.0) -> None:
+    async def drain(self, timeout: float = 10.0) -> bool:
         """Wait for binds and evictions in flight (graceful shutdown), then flush; all within
         ``timeout`` (the flush gets what is left, at least a second): a write that hangs must not keep
         a stopping scheduler alive past its grace period (what is left unwritten is the next
-        leader's to write, from the state it lists)."""
+        leader's to write, from the state it lists).
+
+        Returns whether every write was answered. A write given up may still reach the apiserver
+        after this process stopped waiting for it (the request was sent): the caller must then not
+        hand leadership over at once, or the next leader could list before that write lands and
+        decide from a cache without it (a bind counted nowhere: a node or a quota spent twice)."""
         deadline = time.monotonic() + timeout
+        answered = True
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
             for task in pending:
                 task.cancel()
+            answered = not pending
         try:
             await asyncio.wait_for(self.flush(), max(1.0, deadline - time.monotonic()))
         except TimeoutError:
             log.warning("writes still pending when stopping: left to the next leader")
+            answered = False
+        return answered

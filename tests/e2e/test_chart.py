@@ -43,6 +43,46 @@ def template(*settings: str) -> subprocess.CompletedProcess[str]:
             "networkPolicy.apiserver[0].cidr=10.0.0.0/24",
             "at '/networkPolicy/apiserver/0': additional properties 'cidr' not allowed",
         ),
+        # Issue 27: the per-component values are typed.
+        (
+            "scheduler.resources.limits.memory=lots",
+            "at '/scheduler/resources/limits/memory': 'lots' does not match pattern",
+        ),
+        ("certs.resources.requests.cpu=-1", "at '/certs/resources/requests/cpu': minimum: got -1, want 0"),
+        ("webhook.resources.claims=x", "at '/webhook/resources': additional properties 'claims' not allowed"),
+        (
+            "webhook.tolerations[0].operator=Maybe",
+            "at '/webhook/tolerations/0/operator': value must be one of",
+        ),
+        ("certs.affinity=x", "at '/certs/affinity': got string, want object"),
+        (
+            "scheduler.affinity.nodeAfinity.x=y",
+            "at '/scheduler/affinity': additional properties 'nodeAfinity' not allowed",
+        ),
+        ("scheduler.nodeSelector.pool=1", "at '/scheduler/nodeSelector/pool': got number, want string"),
+        (
+            "webhook.topologySpreadConstraints[0].maxSkew=1",
+            "at '/webhook/topologySpreadConstraints/0': missing properties 'topologyKey', "
+            "'whenUnsatisfiable'",
+        ),
+        ("scheduler.podLabels.team=a b", "at '/scheduler/podLabels/team': 'a b' does not match pattern"),
+        ("certs.podAnnotations.note=1", "at '/certs/podAnnotations/note': got number, want string"),
+        ("scheduler.securityContext.runAsUser=-1", "at '/scheduler/securityContext/runAsUser': minimum"),
+        (
+            "webhook.securityContext.seccompProfile.type=Whatever",
+            "at '/webhook/securityContext/seccompProfile/type': value must be one of",
+        ),
+        (
+            "certs.containerSecurityContext.privileged=yes",
+            "at '/certs/containerSecurityContext/privileged': got string, want boolean",
+        ),
+        ("scheduler.extraArgs=--log-level=DEBUG", "at '/scheduler/extraArgs': got string, want array"),
+        ("webhook.extraEnv[0].value=1", "at '/webhook/extraEnv/0': missing property 'name'"),
+        ("image.digest=sha256:abc", "at '/image/digest': 'sha256:abc' does not match pattern"),
+        ("fullnameOverride=Gpuq_X", "at '/fullnameOverride': 'Gpuq_X' does not match pattern"),
+        ("fullnameOverride=" + "g" * 38, "at '/fullnameOverride': maxLength: got 38, want 37"),
+        ("nameOverride=GPUQ", "at '/nameOverride': 'GPUQ' does not match pattern"),
+        ("scheduler.name=Gpuq", "at '/scheduler/name': 'Gpuq' does not match pattern"),
     ],
 )
 def test_schema_refuses_bad_values_naming_the_value(setting: str, message: str) -> None:
@@ -70,6 +110,23 @@ def test_schema_refuses_bad_values_naming_the_value(setting: str, message: str) 
         ("webhook.pdb.minAvailable=50%", "scheduler.logFormat=text", "image.tag=0.1.0"),
         ("networkPolicy.enabled=false",),
         ("networkPolicy.apiserver[0].ipBlock.cidr=10.0.0.10/32", "networkPolicy.prometheus=null"),
+        (
+            "fullnameOverride=gpuq-canary",
+            "nameOverride=quota",
+            "image.digest=sha256:" + "0" * 64,
+            "scheduler.resources.limits.memory=2.5Gi",
+            "webhook.resources.requests.cpu=1",
+            "certs.resources.requests.cpu=0.1",
+            "scheduler.securityContext.fsGroup=null",
+            "webhook.containerSecurityContext.readOnlyRootFilesystem=true",
+            "certs.tolerations[0].operator=Exists",
+            "scheduler.topologySpreadConstraints[0].maxSkew=1",
+            "scheduler.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "scheduler.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "webhook.podLabels.team=platform",
+            "webhook.extraArgs[0]=--log-level=DEBUG",
+            "webhook.extraEnv[0].name=HTTPS_PROXY",
+        ),
     ],
 )
 def test_schema_accepts_what_the_chart_documents(settings: tuple[str, ...]) -> None:

@@ -120,7 +120,9 @@ def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
             'request.resource.group != "" ? request.operation != "UPDATE" || '
             "!has(object.metadata.deletionTimestamp) : ("
         ), kind
-        assert f'object.spec.schedulerName == "{VALUES["scheduler"]["name"]}"' in expression, kind
+        # scheduler.name empty: "<fullname>-scheduler", gpuq-scheduler for the release gpuq render.py renders.
+        assert VALUES["scheduler"]["name"] == ""
+        assert 'object.spec.schedulerName == "gpuq-scheduler"' in expression, kind
         for key in (ann.CARD_NAME, ann.GROUP_NAME, ann.QUEUE_NAME, ann.CROSSQUOTA_SCORING_STRATEGY):
             assert f'"{key}"' in expression, (kind, key)
         prefixes = [
@@ -203,6 +205,12 @@ _OPAQUE = {
     "certManager.issuerRef",
     "scheduler.nodeSelector",
     "webhook.nodeSelector",
+    "certs.resources",
+    *(
+        f"{component}.{key}"
+        for component in ("scheduler", "webhook", "certs")
+        for key in ("securityContext", "containerSecurityContext")
+    ),
 }
 
 
@@ -254,3 +262,20 @@ def test_every_process_gets_arguments_its_options_accept_and_logs_json(tree: str
     assert options["webhook"].log.format == VALUES["webhook"]["logFormat"]
     assert options["webhook"].serving.metrics_port == VALUES["webhook"]["metricsPort"]
     assert options["scheduler"].leader_elect and options["scheduler"].timings.lease_duration == 15
+
+
+def test_chart_readme_and_notes_links_work_in_the_packaged_chart() -> None:
+    """Issue 27: a link relative to the repository (../../../docs/install.md) breaks inside the packaged
+    chart (`helm show readme`, Artifact Hub). Every link of the README is absolute, to a file of this
+    repository at the chart's home (Chart.yaml), as is every URL of the NOTES."""
+    chart = DEPLOY / "helm" / "gpuq"
+    home = yaml.safe_load((chart / "Chart.yaml").read_text())["home"]
+    readme = (chart / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    urls = re.findall(
+        r"https://github\.com/\S+?(?=[\s),]|$)", (chart / "templates" / "NOTES.txt").read_text()
+    )
+    assert links and urls
+    for link in [*links, *urls]:
+        assert link.startswith(f"{home}/blob/main/"), link
+        assert (REPO / link.removeprefix(f"{home}/blob/main/").split("#")[0]).is_file(), link

@@ -57,4 +57,7 @@ STATUS_WRITES, OBJECT_WRITES). Do not edit: change kinds.py and run `python depl
 - apiGroups: [""]
   resources: [persistentvolumes, persistentvolumeclaims]
   verbs: [patch]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [patch]
 {{- end }}

@@ -247,3 +247,53 @@ def test_a_status_write_finds_its_object_gone_or_gets_no_answer() -> None:
     api.requests.clear()
     assert asyncio.run(writer.flush()) == 1
     assert [path.split("/")[-2] for _, path in api.requests] == ["cut"] and writer.pending == 0
+
+
+class HangingApi(FakeApi):
+    """A POST that is sent and never answered (an apiserver too slow for the shutdown's wait)."""
+
+    async def call_api(self, path: str, method: str, **kw: Any) -> Response:
+        if method == "POST":
+            self.requests.append((method, path))
+            await asyncio.Event().wait()
+        return await super().call_api(path, method, **kw)
+
+
+@pytest.mark.parametrize(("api_class", "answered"), [(FakeApi, True), (HangingApi, False)])
+def test_drain_says_whether_every_write_was_answered(api_class: type[FakeApi], answered: bool) -> None:
+    """The shutdown hands the Lease over only when drain answers True: a bind given up after the
+    wait may still land, after the next leader listed (scheduler/service.py)."""
+    api = api_class(lambda method, path: (201, {}))
+    backend = kube_backend_for(api)
+
+    async def go() -> bool:
+        backend.bind(POD.info(), "n1", lambda outcome: None)
+        await asyncio.sleep(0)
+        return await backend.drain(timeout=0.2)
+
+    assert asyncio.run(go()) is answered
+    assert ("POST", "/api/v1/namespaces/ns/pods/p/binding") in api.requests
+
+
+def test_a_podgroup_without_the_status_subresource_gets_its_status_on_the_object() -> None:
+    """Volcano's own PodGroup CRD declares no status subresource (``subresources: {}``): PATCH
+    .../status is a 404 while the object exists. The status is then patched on the object (as
+    Volcano's scheduler updates the whole PodGroup), and the next writes go there at once; a Queue's
+    404 still means it is gone."""
+    group = kinds.POD_GROUP.object_path("ns", "pg")
+    api = FakeApi(
+        lambda method, path: (404, {"message": "not found"}) if path.endswith("/status") else (200, {})
+    )
+    writer = StatusWriter(api, {k.kind: k for k in (kinds.POD_GROUP, kinds.QUEUE)}, lambda *a: {})
+    writer.put("PodGroup", "ns", "pg", {"phase": "Inqueue"})
+    writer.put("Queue", "", "q", {"allocated": {"cpu": "1"}})
+    assert asyncio.run(writer.flush()) == 1
+    assert sorted(api.requests) == [
+        ("PATCH", group),
+        ("PATCH", group + "/status"),
+        ("PATCH", kinds.QUEUE.object_path("", "q") + "/status"),
+    ]
+    api.requests.clear()
+    writer.put("PodGroup", "ns", "pg", {"phase": "Running"})
+    assert asyncio.run(writer.flush()) == 1
+    assert api.requests == [("PATCH", group)]
