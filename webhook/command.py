@@ -196,7 +196,9 @@ async def _serve_admission(
         if not synced.done():
             synced.cancel()
             return None
-        limits = ServerLimits(max_body_bytes=options.max_body_bytes)
+        limits = ServerLimits(
+            max_body_bytes=options.max_body_bytes, keepalive_timeout=options.keepalive_timeout
+        )
         admission = Admission(view, rules, live=view)
         app = create_server(Endpoints(admission, metrics, lambda: view.ready, limits))
         host = options.serving.bind_address

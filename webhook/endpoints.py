@@ -40,6 +40,7 @@ from gpuq_k8s.webhook.review import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 7 * 1024 * 1024
+DEFAULT_KEEPALIVE_TIMEOUT = 75.0  # seconds (aiohttp's AppRunner default; the apiserver's idle is 90 s)
 JSON = "application/json"
 
 
@@ -53,6 +54,8 @@ class Admitter(Protocol):
 class ServerLimits:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     read_timeout: float = 5.0
+    # An idle keep-alive connection is closed after this (``gpuq webhook --keepalive-timeout``).
+    keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
 from gpuq_k8s.common.process import flags as shared
 from gpuq_k8s.common.process.flags import ClusterOptions, LogOptions, ServingOptions
 from gpuq_k8s.webhook.certificates import CertificateOptions, add_renewal_arguments
-from gpuq_k8s.webhook.endpoints import DEFAULT_MAX_BODY_BYTES
+from gpuq_k8s.webhook.endpoints import DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_BODY_BYTES
 
 PORT: Final = 8443
 METRICS_PORT: Final = 8080
@@ -36,6 +36,7 @@ class WebhookOptions:
     set_scheduler_name: bool = False
     cert_reload_interval: float = CERT_RELOAD_INTERVAL
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT
     workers: int = 1
 
     @classmethod
@@ -68,6 +69,7 @@ class WebhookOptions:
             set_scheduler_name=args.set_scheduler_name,
             cert_reload_interval=shared.seconds("--cert-reload-interval", args.cert_reload_interval),
             max_body_bytes=shared.integer("--max-body-bytes", args.max_body_bytes, minimum=1),
+            keepalive_timeout=shared.seconds("--keepalive-timeout", args.keepalive_timeout),
             workers=workers,
         )
 
@@ -136,6 +138,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, metavar="N", help="largest request body accepted"
+    )
+    parser.add_argument(
+        "--keepalive-timeout",
+        default=DEFAULT_KEEPALIVE_TIMEOUT,
+        metavar="SECONDS",
+        help="seconds after which an idle keep-alive connection is closed "
+        f"(default {DEFAULT_KEEPALIVE_TIMEOUT:g})",
     )
     parser.add_argument(
         "--workers",

@@ -72,7 +72,13 @@ def create_server(endpoints: Endpoints) -> web.Server:
             message, payload, protocol, writer, task, loop, client_max_size=limits.max_body_bytes
         )
 
-    return FastServer(endpoints, dispatch, request_factory=request_factory, access_log=None)
+    return FastServer(
+        endpoints,
+        dispatch,
+        request_factory=request_factory,
+        access_log=None,
+        keepalive_timeout=limits.keepalive_timeout,
+    )
 
 
 def create_metrics_app(metrics: WebhookMetrics, ready: Callable[[], bool] = lambda: True) -> web.Application:

@@ -18,7 +18,7 @@ from kubernetes_asyncio.config import ConfigException
 from yarl import URL
 
 from gpuq_k8s.common.kube.errors import TRANSPORT_FAILURES, WriteRefused, transport_error
-from gpuq_k8s.common.kube.http import HttpClient
+from gpuq_k8s.common.kube.http import SEND_CHECK, HttpClient, header_value
 from gpuq_k8s.common.model.errors import GpuqError
 
 DEFAULT_KUBECONFIG: Final = "~/.kube/config"
@@ -114,6 +114,7 @@ async def new_api_client(kubeconfig: str | None = None, context: str | None = No
 
 def _finished(api: ApiClient) -> ApiClient:
     resolve_proxy_once(api)
+    gate_aiohttp(api.rest_client.pool_manager)
     if api.rest_client.proxy is None:
         try:
             api.gpuq_http = HttpClient(api.configuration)
@@ -145,6 +146,26 @@ def resolve_proxy_once(api: Any) -> None:
     rest.pool_manager._trust_env = False
 
 
+class GatedRequest(aiohttp.ClientRequest):
+    """aiohttp's request, asking :data:`~common.kube.http.SEND_CHECK` (the leadership gate of the
+    :class:`GatedClient` the request is sent for) once more right before its bytes are written:
+    ``send`` runs after the connect, with no await between, and writes first (aiohttp's own client
+    has no hook there: its tracing signals and middlewares run before the connect)."""
+
+    async def send(self, conn: Any) -> aiohttp.ClientResponse:
+        check = SEND_CHECK.get()
+        if check is not None:
+            check(self.method, self.url.path)
+        return await super().send(conn)
+
+
+def gate_aiohttp(session: aiohttp.ClientSession) -> None:
+    """Make ``session`` (kubernetes_asyncio's, made without a ``request_class``) send
+    :class:`GatedRequest` s."""
+    if session._request_class is aiohttp.ClientRequest:
+        session._request_class = GatedRequest
+
+
 class GatedClient:
     """``api_client`` for the writers: every request but a read is sent only if ``writes_allowed()``
     says so *at the moment it is sent* (a write queued before the lease was lost is not sent after).
@@ -156,6 +177,9 @@ class GatedClient:
         self.api_client = api_client
         self.writes_allowed = writes_allowed
         self.refused = 0
+        rest = getattr(api_client, "rest_client", None)
+        if rest is not None:
+            gate_aiohttp(rest.pool_manager)
 
     def check(self, method: str, path: str) -> None:
         """Raise :class:`~common.kube.errors.WriteRefused` for a write this process may not send now."""
@@ -165,7 +189,11 @@ class GatedClient:
 
     async def call_api(self, path: str, method: str, *args: Any, **kwargs: Any) -> Any:
         self.check(method, path)
-        return await self.api_client.call_api(path, method, *args, **kwargs)
+        token = SEND_CHECK.set(self.check)  # asked again at the socket (GatedRequest, HttpClient)
+        try:
+            return await self.api_client.call_api(path, method, *args, **kwargs)
+        finally:
+            SEND_CHECK.reset(token)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.api_client, name)
@@ -196,8 +224,10 @@ async def request(
     :class:`~common.kube.errors.TransportError` (aiohttp's, the OS's and timeout failures
     translated, the original kept as its ``__cause__``).
     """
+    token = None
     if isinstance(api_client, GatedClient):
         api_client.check(method, path)
+        token = SEND_CHECK.set(api_client.check)  # asked again at the socket
         api_client = api_client.api_client
     try:
         return await _request(
@@ -205,6 +235,9 @@ async def request(
         )
     except TRANSPORT_FAILURES as err:
         raise transport_error(err) from err
+    finally:
+        if token is not None:
+            SEND_CHECK.reset(token)
 
 
 async def _request(
@@ -241,6 +274,8 @@ async def _request(
     if rest.server_hostname:
         options["server_hostname"] = rest.server_hostname
     session = rest.pool_manager
+    gate_aiohttp(session)
+    headers = {name: header_value(name, value) for name, value in headers.items()}
     async with session.request(
         method, url, data=data, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout), **options
     ) as response:

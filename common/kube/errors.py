@@ -14,7 +14,8 @@ exceptions. Two families, both :class:`~common.model.errors.GpuqError` (gpuq's o
   base class. :meth:`common.kube.status.Reply.raise_for_status` raises it, ``Reply.error`` gives it.
 - :class:`RequestFailed`: no answer. :class:`TransportError` when the request failed on the way
   (the apiserver may or may not have acted on it: a write's outcome is the caller's question),
-  :class:`WriteRefused` when it was never sent (this process is not, or no longer, the leader).
+  :class:`WriteRefused` when it was never sent (this process is not, or no longer, the leader),
+  :class:`InvalidHeader` when it was never sent because a header would have split it.
   A TransportError is one of :class:`ConnectFailed` (no connection), :class:`Disconnected` (the
   connection was lost before the answer), :class:`RequestTimeout` (no answer in time) or
   :class:`ProtocolError` (the answer is not HTTP, or not the API's); :func:`transport_error` makes
@@ -144,6 +145,11 @@ class RequestFailed(KubeError):
 
 class WriteRefused(RequestFailed):
     """A write that was not sent: this process may not write (it is not, or no longer, the leader)."""
+
+
+class InvalidHeader(RequestFailed):
+    """A request that was not sent: a header name or value it would carry is not valid HTTP (a line
+    break in a token would split the request in two)."""
 
 
 class TransportError(RequestFailed):

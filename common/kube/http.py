@@ -4,7 +4,8 @@ Every bound pod costs the scheduler two writes (the Binding and the Scheduled ev
 request (JSON body included) costs about 300 us of CPU on aiohttp's ``ClientSession`` (URL objects,
 cookie jar, tracing hooks, timers, stream readers), more than the scheduling decision. This client
 sends it (the ApiClient's headers and credentials, TLS set up as kubernetes_asyncio sets it up)
-over a pooled connection and parses the answer with :class:`ResponseParser`: 170-190 us
+over a pooled connection and parses the answer with :class:`ResponseParser`, llhttp (Node.js's
+parser, through ``httptools``, maintained by the uvloop authors) under a thin layer of gpuq's rules
 (``tests/bench/bench_requests.py``). Used by :func:`common.kube.status.call`, the one function every
 gpuq write goes through; lists and watches stay on aiohttp (streamed bodies).
 
@@ -12,9 +13,23 @@ What it does and does not do:
 
 - one request at a time per connection (no pipelining); idle connections are kept up to
   ``idle_timeout`` (15 s, aiohttp's keep-alive default), so a connection the apiserver closed while
-  idle is not reused; a response saying ``Connection: close`` closes its connection;
+  idle is not reused; a response saying ``Connection: close`` closes its connection; a connection
+  goes back to the pool only when its parser is empty (no byte of another response after the one
+  asked for: the next request would read it as its own), and a byte arriving on an idle connection
+  closes it;
+- strict framing (llhttp's own, plus :class:`ResponseParser`'s): ``1xx`` answers are skipped; one
+  ``Content-Length`` at most, never with ``Transfer-Encoding``; ``Transfer-Encoding`` only
+  ``chunked``; chunk sizes in plain hex; HTTP/1.0 or 1.1 only; no upgrade. Bounded: the head
+  (:data:`MAX_HEAD`), the body (:data:`MAX_BODY`) and the chunk-size lines (:data:`MAX_CHUNK_LINE`
+  a chunk); past a bound the answer is a :class:`~common.kube.errors.ProtocolError`;
 - bodies by ``Content-Length``, ``Transfer-Encoding: chunked`` or, lacking both, up to the close;
   no compression is asked for (the apiserver answers identity);
+- header values are sent without surrounding whitespace (client-go trims a token file's content:
+  ``strings.TrimSpace`` in ``transport/token_source.go``), and a name or value that still holds a
+  control character (CR, LF: request splitting) is refused before anything is sent
+  (:class:`~common.kube.errors.InvalidHeader`);
+- the leadership gate: :data:`SEND_CHECK` (set by :class:`common.kube.client.GatedClient`) is asked
+  once more right before the request's bytes are written, after the auth refresh and the connect;
 - no proxy (the ApiClient's aiohttp path is used when one is configured: :func:`for_api`), no
   redirects, no retries: a request that fails on the way raises gpuq's
   :class:`~common.kube.errors.TransportError` (:class:`~common.kube.errors.ConnectFailed`,
@@ -29,19 +44,46 @@ What it does and does not do:
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Final, cast
 from urllib.parse import urlencode, urlsplit
 
-from gpuq_k8s.common.kube.errors import ConnectFailed, Disconnected, ProtocolError, RequestTimeout
+import httptools
+
+from gpuq_k8s.common.kube.errors import (
+    ConnectFailed,
+    Disconnected,
+    InvalidHeader,
+    ProtocolError,
+    RequestTimeout,
+)
 
 IDLE_TIMEOUT: Final = 15.0
 MAX_IDLE: Final = 128
-_MAX_HEAD: Final = 64 * 1024  # status line and headers
-_NO_BODY: Final = frozenset({204, 304})
+MAX_HEAD: Final = 64 * 1024  # status line and headers
+# Ten times the largest object the apiserver stores (its request bodies are capped at 3 MiB).
+MAX_BODY: Final = 32 * 1024 * 1024
+# Bytes of chunk-size lines (and trailers) a chunk may bring: Go's net/http caps a chunk line at 4 KiB.
+MAX_CHUNK_LINE: Final = 4096
+MAX_INFORMATIONAL: Final = 8  # 1xx answers before a response
+
+# Asked right before a request's bytes are written: raises (WriteRefused) for a request this process
+# may not send now. Set by common.kube.client.GatedClient around its requests.
+SendCheck = Callable[[str, str], None]
+SEND_CHECK: ContextVar[SendCheck | None] = ContextVar("gpuq_send_check", default=None)
+
+_TOKEN: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB (RFC 9110 field-value)
+_TRIM: Final = " \t\r\n\f\v"  # Go's strings.TrimSpace, ASCII
+# Header lines already checked, by name and value: every request carries the same few (the token's
+# check is a scan of ~1,000 characters, more than the rest of a request's head costs).
+_LINES: dict[tuple[str, str], bytes] = {}
+_MAX_LINES: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,128 +93,190 @@ class Response:
     keep_alive: bool
 
 
-@dataclass(eq=False)
 class ResponseParser:
-    """Incremental HTTP/1.1 response parsing (pure): :meth:`feed` bytes as they arrive, get the
-    responses they complete; :meth:`close` at the end of the stream completes a body that runs to
-    the close."""
+    """Incremental HTTP/1.1 response parsing: :meth:`feed` bytes as they arrive, get the responses
+    they complete; :meth:`close` at the end of the stream completes a body that runs to the close.
 
-    _buffer: bytearray = field(default_factory=bytearray)
-    _status: int = 0
-    _keep_alive: bool = True
-    _length: int | None = None  # Content-Length still to read
-    _chunked: bool = False
-    _to_close: bool = False
-    _in_body: bool = False
-    _chunks: list[bytes] = field(default_factory=list)
+    llhttp (strict: no leniency flag set) does the parsing; this class adds what it lets through or
+    leaves to its caller: it skips ``1xx`` answers, refuses a ``Transfer-Encoding`` other than
+    ``chunked`` (llhttp reads ``xchunked`` as a body to the close), an HTTP version other than 1.0
+    and 1.1, an upgrade, and counts the bounds. The bounds are checked as bytes arrive: the head's
+    and the body's exactly; the chunk lines' from what each read holds besides body bytes (llhttp
+    keeps no buffer: a long line costs no memory, only the time of one read). After an error the
+    parser stays failed (llhttp cannot resume).
+    """
+
+    def __init__(self, *, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self._max_head = max_head
+        self._max_body = max_body
+        self._done: list[Response] = []
+        self._error: ProtocolError | None = None
+        self._informational = 0  # 1xx answers before the one awaited
+        # Per message ended in the current read: framing bytes of earlier reads, body bytes of this
+        # read, head bytes and chunks (to count its framing when the read held nothing else).
+        self._ended: list[tuple[int, int, int, int]] = []
+        self._new_message()
+
+    def _new_message(self) -> None:
+        self._in_message = False
+        self._head_done = False
+        self._head = 0  # the head's bytes, as far as the callbacks tell (lower bound)
+        self._framing = 0  # bytes of this message fed that are not body bytes
+        self._status = 0
+        self._keep_alive = True
+        self._length = False
+        self._chunked = False
+        self._chunks = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._feed_body_base = 0  # the body's size when the current read began
+
+    @property
+    def idle(self) -> bool:
+        """No byte of a response is waiting in the parser: the connection may be reused."""
+        return not self._in_message and not self._done and self._error is None
 
     def feed(self, data: bytes) -> list[Response]:
-        self._buffer += data
-        done: list[Response] = []
-        while True:
-            response = self._step()
-            if response is None:
-                return done
-            done.append(response)
+        if self._error is not None:
+            raise self._error
+        self._feed_body_base = self._body_size
+        self._ended.clear()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as err:
+            cause = err.__context__
+            self._error = cause if isinstance(cause, ProtocolError) else ProtocolError(str(err))
+        except httptools.HttpParserUpgrade:
+            self._error = ProtocolError("an upgrade nobody asked for")
+        except httptools.HttpParserError as err:
+            self._error = ProtocolError(f"malformed response: {err}")
+        if self._error is not None:
+            self._done.clear()
+            raise self._error
+        done, self._done = self._done, []
+        if not self._ended:
+            if self._in_message:  # every byte of this read belongs to the message under way
+                self._framing += len(data) - (self._body_size - self._feed_body_base)
+                chunks = self._chunks if self._chunked else -1
+                self._check_framing(self._framing, self._head, chunks, lines=self._chunks + 1)
+        elif len(self._ended) == 1 and not self._in_message:  # and so to the message it ended
+            framing, body, head, chunks = self._ended[0]
+            self._check_framing(framing + len(data) - body, head, chunks, lines=chunks)
+        # Else a read holding the end of a message and the start of another (never an answer the
+        # client accepts): the next reads are counted, this one is not.
+        return done
+
+    def _check_framing(self, framing: int, head: int, chunks: int, *, lines: int) -> None:
+        """``chunks``: -1 for a body that is not chunked; ``lines``: how many chunk-size lines (the last
+        one with the trailers) ``framing`` holds."""
+        if not self._head_done and self._in_message:
+            if framing > self._max_head:
+                self._fail(f"response head exceeds {self._max_head} bytes")
+        elif chunks >= 0 and framing - head - 2 * chunks > MAX_CHUNK_LINE * max(lines, 1):
+            self._fail(f"chunk-size lines exceed {MAX_CHUNK_LINE} bytes a chunk")
+
+    def _fail(self, message: str) -> None:
+        self._error = ProtocolError(message)
+        raise self._error
 
     def close(self) -> Response | None:
         """The stream ended: the response whose body runs to the close, else None."""
-        if self._in_body and self._to_close:
-            body = bytes(self._buffer)
-            self._buffer.clear()
-            self._in_body = False
-            return Response(self._status, body, False)
-        if self._in_body or self._buffer:
-            raise ProtocolError("connection closed in the middle of a response")
-        return None
+        if self._error is not None:
+            raise self._error
+        if not self._in_message:
+            return None
+        if self._head_done and not self._chunked and not self._length and self._status >= 200:
+            response = Response(self._status, b"".join(self._body), False)
+            self._new_message()
+            return response
+        raise ProtocolError("connection closed in the middle of a response")
 
-    def _step(self) -> Response | None:
-        if not self._in_body:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > _MAX_HEAD:
-                    raise ProtocolError("response head too large")
-                return None
-            self._head(bytes(self._buffer[:end]))
-            del self._buffer[: end + 4]
-            self._in_body = True
-            if self._status in _NO_BODY or (self._length == 0 and not self._chunked):
-                return self._finish(b"")
-        if self._chunked:
-            return self._chunk()
-        if self._length is not None:
-            if len(self._buffer) < self._length:
-                return None
-            body = bytes(self._buffer[: self._length])
-            del self._buffer[: self._length]
-            return self._finish(body)
-        return None  # to the close
+    # -- llhttp's callbacks ------------------------------------------------------------------------
 
-    def _head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-        self._status = int(parts[1])
-        self._keep_alive = parts[0] == b"HTTP/1.1"
-        self._length, self._chunked, self._to_close = None, False, False
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon:
-                raise ProtocolError(f"malformed header line: {line[:80]!r}")
-            name, value = name.strip().lower(), value.strip()
-            if name == b"content-length":
-                if not value.isdigit():
-                    raise ProtocolError(f"Content-Length: {value[:20]!r}")
-                self._length = int(value)
-            elif name == b"transfer-encoding":
-                self._chunked = value.lower().endswith(b"chunked")
-            elif name == b"connection":
-                tokens = {t.strip() for t in value.lower().split(b",")}
-                if b"close" in tokens:
-                    self._keep_alive = False
-                elif b"keep-alive" in tokens:
-                    self._keep_alive = True
-        if not self._chunked and self._length is None and self._status not in _NO_BODY:
-            self._to_close = True
-            self._keep_alive = False
+    def on_message_begin(self) -> None:
+        self._in_message = True
 
-    def _chunk(self) -> Response | None:
-        while True:
-            line_end = self._buffer.find(b"\r\n")
-            if line_end < 0:
-                return None
-            size_text = bytes(self._buffer[:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError(f"chunk size: {size_text[:20]!r}") from None
-            if size == 0:
-                # The last chunk, then optional trailers, then an empty line.
-                trailers_end = self._buffer.find(b"\r\n\r\n", line_end)
-                if trailers_end == line_end:
-                    del self._buffer[: line_end + 4]
-                elif trailers_end < 0:
-                    if self._buffer[line_end + 2 : line_end + 4] == b"\r\n":
-                        del self._buffer[: line_end + 4]
-                    else:
-                        return None
-                else:
-                    del self._buffer[: trailers_end + 4]
-                body = b"".join(self._chunks)
-                self._chunks = []
-                return self._finish(body)
-            start = line_end + 2
-            if len(self._buffer) < start + size + 2:
-                return None
-            if self._buffer[start + size : start + size + 2] != b"\r\n":
-                raise ProtocolError("chunk not followed by CRLF")
-            self._chunks.append(bytes(self._buffer[start : start + size]))
-            del self._buffer[: start + size + 2]
+    def on_status(self, status: bytes) -> None:
+        self._head += len(status) + 15  # "HTTP/1.1 200 " and CRLF
 
-    def _finish(self, body: bytes) -> Response:
-        self._in_body = False
-        return Response(self._status, body, self._keep_alive)
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head += len(name) + len(value) + 4  # ": " and CRLF
+        if self._head > self._max_head:
+            raise ProtocolError(f"response head exceeds {self._max_head} bytes")
+        lower = name.lower()
+        if lower == b"transfer-encoding":
+            # The apiserver sends only chunked, and we ask for no coding; llhttp would read an unknown
+            # coding as a body running to the close.
+            if self._chunked or value.strip().lower() != b"chunked":
+                raise ProtocolError(f"Transfer-Encoding: {value[:40]!r}: expected one 'chunked'")
+            self._chunked = True
+        elif lower == b"content-length":
+            self._length = True  # llhttp refuses a second one and any but digits
+
+    def on_headers_complete(self) -> None:
+        self._head += 2
+        parser = self._parser
+        version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            raise ProtocolError(f"HTTP/{version}: expected HTTP/1.1")
+        self._status = parser.get_status_code()
+        if self._status == 101 or parser.should_upgrade():
+            raise ProtocolError("an upgrade nobody asked for")
+        self._keep_alive = parser.should_keep_alive()
+        self._head_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self._max_body:
+            raise ProtocolError(f"response body exceeds {self._max_body} bytes")
+        self._body.append(body)
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+
+    def on_message_complete(self) -> None:
+        status, keep_alive, body = self._status, self._keep_alive, self._body
+        chunks = self._chunks if self._chunked else -1
+        self._ended.append((self._framing, self._body_size - self._feed_body_base, self._head, chunks))
+        self._new_message()
+        if status < 200:  # 100 Continue, 103 Early Hints: the answer follows
+            self._informational += 1
+            if self._informational > MAX_INFORMATIONAL:
+                raise ProtocolError(f"more than {MAX_INFORMATIONAL} informational (1xx) answers")
+            return
+        self._informational = 0
+        self._done.append(Response(status, b"".join(body), keep_alive))
+
+
+def header_value(name: str, value: object) -> str:
+    """``value`` as sent: trimmed as client-go trims a token file; raises
+    :class:`~common.kube.errors.InvalidHeader` for a name that is not a token or a value that still
+    holds a control character (a line break would split the request)."""
+    if _TOKEN.fullmatch(name.encode("utf-8", "replace")) is None:
+        raise InvalidHeader(f"header name {name[:40]!r}: expected an HTTP token; request not sent")
+    text = str(value).strip(_TRIM)
+    if _CONTROL.search(text) is not None:
+        raise InvalidHeader(
+            f"header {name}: a value of {len(text)} characters holding a control character (CR, LF): "
+            "expected one line of text; request not sent"
+        )
+    return text
+
+
+def header_block(headers: Mapping[str, str]) -> list[bytes]:
+    """``Name: value\r\n`` lines of :func:`header_value`."""
+    lines = []
+    for item in headers.items():
+        line = _LINES.get(item)
+        if line is None:
+            name, value = item
+            line = f"{name}: {header_value(name, value)}\r\n".encode()
+            if len(_LINES) >= _MAX_LINES:
+                _LINES.clear()
+            _LINES[item] = line
+        lines.append(line)
+    return lines
 
 
 class _Connection(asyncio.Protocol):
@@ -193,12 +297,16 @@ class _Connection(asyncio.Protocol):
         except ProtocolError as err:
             self._fail(err)
             return
-        for response in responses:
-            if self.waiter is not None and not self.waiter.done():
-                self.waiter.set_result(response)
-                self.waiter = None
-            else:
-                self._fail(ProtocolError("a response nobody asked for"))
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            # Bytes on an idle connection (a stale answer's tail): never read them as the next one's.
+            self._fail(ProtocolError("bytes on the connection that no request asked for"))
+            return
+        if len(responses) > 1:
+            self._fail(ProtocolError("a response nobody asked for"))
+        elif responses:
+            self.waiter = None
+            waiter.set_result(responses[0])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -273,8 +381,9 @@ class HttpClient:
         timeout: float,
     ) -> Response:
         target = self._prefix + path + ("?" + urlencode(query) if query else "")
-        lines = [f"{method} {target} HTTP/1.1\r\n".encode(), self._host_line]
-        lines.extend(f"{name}: {value}\r\n".encode() for name, value in headers.items())
+        if _CONTROL.search(target) is not None or " " in target:
+            raise InvalidHeader(f"request target {target[:80]!r}: holds a space or a control character")
+        lines = [f"{method} {target} HTTP/1.1\r\n".encode(), self._host_line, *header_block(headers)]
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append(b"Content-Length: %d\r\n" % len(body or b""))
         lines.append(b"\r\n")
@@ -285,6 +394,14 @@ class HttpClient:
         try:
             async with asyncio.timeout(timeout):
                 connection = self._take() or await self._connect()
+                check = SEND_CHECK.get()
+                if check is not None:
+                    try:
+                        check(method, path)  # the gate, after the auth refresh and the connect
+                    except BaseException:
+                        self._put(connection)  # nothing was sent on it
+                        connection = None
+                        raise
                 waiter = connection.waiter = asyncio.get_running_loop().create_future()
                 assert connection.transport is not None
                 connection.transport.write(message)
@@ -295,7 +412,7 @@ class HttpClient:
             if isinstance(err, TimeoutError):
                 raise RequestTimeout(type(err).__name__) from err
             raise
-        if response.keep_alive and not connection.closed and not self._closed:
+        if response.keep_alive and connection.parser.idle and not connection.closed and not self._closed:
             self._put(connection)
         else:
             connection.close()
@@ -311,7 +428,11 @@ class HttpClient:
         now = time.monotonic()
         while self._idle:
             connection = self._idle.pop()
-            if not connection.closed and now - connection.idle_since < self._idle_timeout:
+            if (
+                not connection.closed
+                and connection.parser.idle
+                and now - connection.idle_since < self._idle_timeout
+            ):
                 return connection
             connection.close()
         return None

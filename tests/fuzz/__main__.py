@@ -19,6 +19,9 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.fuzz.boundaries import BOUNDARIES, Boundary
+from tests.fuzz.http_boundaries import HTTP_BOUNDARIES
+
+ALL = (*BOUNDARIES, *HTTP_BOUNDARIES)
 
 _SHOWN = 5
 ROUND = 10_000
@@ -73,7 +76,7 @@ def _round(boundary: Boundary, examples: int, round_seed: int, counts: dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = [b.name for b in BOUNDARIES]
+    names = [b.name for b in ALL]
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=1_000_000, help="examples per boundary")
     parser.add_argument("--boundary", action="append", choices=names, help="only these (default: all)")
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     # Malformed objects are logged as warnings by design; errors (a contained bug) still show.
     logging.basicConfig(level=logging.ERROR)
     crashed = 0
-    for boundary in BOUNDARIES:
+    for boundary in ALL:
         if args.boundary and boundary.name not in args.boundary:
             continue
         examples, crashes, seconds = run(boundary, args.examples, args.seed)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from gpuq_k8s.webhook import fastpath
+from gpuq_k8s.webhook.endpoints import ServerLimits
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing.builders import GPU
 from tests.testing.webhook_server import GPU_POD, NODE, QUEUE, ServerThread, admission_review
@@ -50,7 +51,7 @@ def _spy_on_handovers(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     delegate = fastpath.FastPath._delegate
 
     def spy(self: fastpath.FastPath) -> None:
-        handed.append(self.buffer)
+        handed.append(self.pending)
         delegate(self)
 
     monkeypatch.setattr(fastpath.FastPath, "_delegate", spy)
@@ -123,10 +124,9 @@ def test_malformed_review_after_fast_ones_gets_aiohttps_400() -> None:
     assert text.decode().count("\n") == 1
 
 
-def test_idle_connection_is_closed_after_the_keepalive_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fastpath, "KEEPALIVE_TIMEOUT", 0.2)
+def test_idle_connection_is_closed_after_the_keepalive_timeout() -> None:
     with (
-        ServerThread(StaticView([QUEUE, NODE])) as server,
+        ServerThread(StaticView([QUEUE, NODE]), limits=ServerLimits(keepalive_timeout=0.2)) as server,
         socket.create_connection(("127.0.0.1", server.port)) as sock,
     ):
         sock.settimeout(10)
