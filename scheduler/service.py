@@ -4,9 +4,10 @@ Start-up: flags (:mod:`scheduler.flags`), configuration, and whether the metrics
 on (any of them wrong is exit code 2 with one line, before anything starts) -> logging -> metrics and
 probes port (/livez, /readyz, /metrics) -> informers -> once all have listed, the caches are fed to
 the scheduler in dependency order -> with ``--leader-elect``, wait for the Lease, then
-list everything again (the previous leader's last writes) -> the scheduling loop and the batched
+have every cache pass the previous leader's last writes (a live watch catches up to the present
+resourceVersion; only a cache that cannot is listed again) -> the scheduling loop and the batched
 writer. Only the leader binds and writes; a standby keeps its caches warm so a takeover starts
-scheduling within one retry period (plus those lists).
+scheduling within one retry period (plus 1-2 s for the watches to catch up).
 
 SIGTERM / SIGINT: stop taking pods, let binds in flight finish, write what is pending, release the
 Lease (only when every write was answered: a write given up may still land, and the next leader must
@@ -60,6 +61,9 @@ log = logging.getLogger("gpuq.scheduler")
 EXIT_INVALID: Final = 2
 EXIT_LEASE_LOST: Final = 1
 STATUS_KINDS: Final = {k.kind: k for k in kinds.STATUS_WRITES}
+# On taking the Lease, a live watch that has not passed the present resourceVersion by then (stalled;
+# kube-apiserver's bookmark comes within 1-2 s) gives way to a list of its kind.
+CATCH_UP_TIMEOUT: Final = 10.0
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -259,6 +263,7 @@ class Service:
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
                 transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
+                on_page=feed.page if kind is kinds.POD else None,
             )
             for kind in REPLAY_ORDER
         )
@@ -283,9 +288,8 @@ class Service:
                     return self.exit_code
             with heap.loading():
                 self.informers.start()
-                if not await self._until(self.informers.wait_synced()):
+                if not await self._until(feed.load(self.informers)):
                     return self.exit_code
-                feed.replay(self.informers)
             log.info(
                 "caches synced: %d nodes, %d pods",
                 len(self.informers[kinds.NODE.kind]),
@@ -295,19 +299,8 @@ class Service:
                 log.info("waiting for Lease %s/%s", self.elector.namespace, self.elector.name)
                 if not await self._until(self.elector.leading.wait()):
                     return self.exit_code
-                # The last writes of the previous leader (binds, statuses) were answered before it
-                # released the Lease (or before the Lease expired), but the watches may not have
-                # shown them yet: counted from a lagging cache, a quota would be spent twice, and a
-                # status compared with a stale one left wrong. Lists started now have them; a cache
-                # whose list started after the Lease was taken has them already.
-                taken = self.elector.acquired_at
-                stale = [i for i in self.informers.informers.values() if i.list_began < taken]
-                if not await self._until(asyncio.gather(*(i.relist() for i in stale))):
+                if not await self._until(self._take_over()):
                     return self.exit_code
-                if stale:
-                    log.info("caches re-listed on taking the Lease")
-                else:
-                    log.info("caches listed after taking the Lease: no re-list")
             tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
             log.info("scheduling as %s (%s)", options.scheduler_name, self.identity)
             scheduling_started = True
@@ -337,6 +330,36 @@ class Service:
             await runner.cleanup()
             await api.close()
         return self.exit_code
+
+    async def _take_over(self) -> None:
+        """Before the first decision as leader: every cache holds the previous leader's last writes.
+
+        Those writes (binds, statuses) were answered before it released the Lease, or before the
+        Lease expired, but the watches may not have shown them yet: counted from a lagging cache, a
+        quota would be spent twice, and a status compared with a stale one left wrong. A cache whose
+        list started after the Lease was taken has them already. Any other cache catches up on its
+        live watch (:meth:`Informer.catch_up`: the collection's present resourceVersion, read now,
+        and the watch past it); only a cache that cannot (its watch down, or not past it within
+        ``CATCH_UP_TIMEOUT``) is listed again.
+        """
+        assert self.elector is not None and self.informers is not None
+        taken = self.elector.acquired_at
+        began = time.monotonic()
+        stale = [i for i in self.informers.informers.values() if i.list_began < taken]
+        caught = await asyncio.gather(*(i.catch_up(CATCH_UP_TIMEOUT) for i in stale))
+        behind = [i for i, ok in zip(stale, caught, strict=True) if not ok]
+        await asyncio.gather(*(i.relist() for i in behind))
+        if behind:
+            kinds_behind = ", ".join(sorted(i.kind.kind for i in behind))
+            log.info("caches re-listed on taking the Lease: %s", kinds_behind)
+        if stale and len(behind) < len(stale):
+            log.info(
+                "caches caught up on taking the Lease without a list: %d kinds in %.2fs",
+                len(stale) - len(behind),
+                time.monotonic() - began,
+            )
+        if not stale:
+            log.info("caches listed after taking the Lease: no re-list")
 
     async def _until(self, awaitable: Any) -> bool:
         """Await ``awaitable`` unless a stop signal comes first; True if it completed."""

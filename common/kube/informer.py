@@ -34,6 +34,17 @@ does not stop the informer. The cache is readable at any time (``informer.get``,
 after the call, so it holds every write the apiserver acknowledged before (a new leader's view of the
 binds its predecessor made before giving up the Lease).
 
+Taking over from another replica does not need a list when the watches are live:
+:meth:`Informer.catch_up` reads the collection's present resourceVersion with a ``limit=1`` list (a
+consistent read: it is at least every write the apiserver acknowledged before), then waits until the
+watch has passed it. Events advance the cache's resourceVersion; where nothing of the kind changed,
+a bookmark does: the watch is resumed (from where it is, nothing lost) as a watch of
+``CATCH_UP_WATCH_TIMEOUT`` seconds, and kube-apiserver sends a bookmark two seconds before a
+watch's deadline (its cacher's ``nextBookmarkTime``), carrying the newest resourceVersion it has
+seen; the consistent read made its cache wait for etcd's progress up to the present (etcd's
+RequestWatchProgress). 1-2 s (the bookmark timer ticks once a second), where a list of 150,000
+pods takes tens.
+
 ``synced`` is set once, by the first list. ``watching`` is True only while the cache is live and
 watched: from a successful list (and each watch the apiserver answers) until the next failure (410
 Gone, a failed request) or until a watch is found silent, and again once a list or a re-established
@@ -87,6 +98,10 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 # Longer than kube-apiserver's bookmark period (about a minute), so a watch of a kind that changes is
 # kept alive by its bookmarks; a watch of a kind nobody changes gets none and is renewed at this pace.
 DEFAULT_INACTIVITY: Final = 150.0
+# A watch of this many seconds gets a bookmark 1-2 s after it opens (kube-apiserver sends
+# one 2 s before a watch's deadline; its timer ticks every second): how :meth:`Informer.catch_up`
+# has the watch pass a resourceVersion when nothing of the kind changes.
+CATCH_UP_WATCH_TIMEOUT: Final = 3
 
 
 class Inactive(Exception):
@@ -106,6 +121,10 @@ class Informer:
     _: KW_ONLY
     handlers: Sequence[Handler] = ()
     transform: Transform | None = strip_managed_fields
+    # Called with (the list's number, its items) for each page of a list before the first one has
+    # completed (the scheduler's streamed start: scheduler/kube/feed.py); a list that fails and is
+    # retried gives its pages again under a new number.
+    on_page: Callable[[int, Sequence[Obj]], None] | None = None
     page_size: int = 500
     watch_timeout: tuple[int, int] = (300, 600)
     inactivity_timeout: float = DEFAULT_INACTIVITY
@@ -122,6 +141,11 @@ class Informer:
     _lists_started: int = field(default=0, init=False)
     _listed: int = field(default=0, init=False)  # the number (in start order) of the last list delivered
     _progress: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # set by every list
+    # catch_up: the watch is cut and resumed (short) without a list; the resourceVersion to pass
+    # (0: not catching up), and an event set whenever the resourceVersion moves meanwhile.
+    _rewatch_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _catch_up_to: int = field(default=0, init=False)
+    _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     # --- cache ---------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -180,15 +204,66 @@ class Informer:
         while self._listed < target:
             await self._progress.wait()
 
+    async def catch_up(self, timeout: float) -> bool:
+        """Have the live cache pass the apiserver's present without listing: True once the watch has
+        delivered everything up to the resourceVersion a ``limit=1`` list read after this call (so
+        every write acknowledged before the call is in the cache and was delivered to the handlers).
+
+        False when it cannot tell, and the caller lists (:meth:`relist`): the cache is not live, a
+        resourceVersion is not a number (they are etcd revisions on kube-apiserver), or the watch has
+        not passed it within ``timeout`` seconds (a stalled watch, an apiserver that sends no bookmark).
+        """
+        if not (self.watching and self.synced.is_set()):
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                target = _revision(await self._present_version())
+                if target is None or _revision(self._resource_version) is None:
+                    return False
+                self._catch_up_to = target
+                try:
+                    cut = False
+                    while (mine := _revision(self._resource_version)) is not None and mine < target:
+                        if not cut:  # the watch open now gets its next bookmark in a minute
+                            self._rewatch_wanted.set()
+                            cut = True
+                        await self._moved.wait()
+                    return mine is not None
+                finally:
+                    self._catch_up_to = 0
+        except TimeoutError:
+            log.info(
+                "%s: watch did not pass the present resourceVersion within %gs",
+                self.kind.kind,
+                timeout,
+            )
+            return False
+
+    async def _present_version(self) -> str:
+        """The collection's resourceVersion now: a consistent ``limit=1`` list."""
+        params = [("limit", "1")]
+        body = await self._get_body(params, aiohttp.ClientTimeout(total=30))
+        return str((self._decode(body).get("metadata") or {}).get("resourceVersion") or "")
+
+    def _advanced(self) -> None:
+        """The resourceVersion moved: wake a :meth:`catch_up` waiting for it."""
+        if self._catch_up_to:
+            self._moved.set()
+            self._moved = asyncio.Event()
+
     async def _watch_until_relist(self) -> None:
-        """One watch, cut short by :meth:`relist` (raises :class:`_Relist`)."""
+        """One watch, cut short by :meth:`relist` (raises :class:`_Relist`) or by :meth:`catch_up`
+        (returns: the loop resumes the watch from its resourceVersion)."""
         if not self._relist_wanted.is_set():
+            self._rewatch_wanted.clear()
             watch = asyncio.ensure_future(self._watch())
             wanted = asyncio.ensure_future(self._relist_wanted.wait())
+            rewatch = asyncio.ensure_future(self._rewatch_wanted.wait())
             try:
-                await asyncio.wait({watch, wanted}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({watch, wanted, rewatch}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 wanted.cancel()
+                rewatch.cancel()
                 if not watch.done():
                     watch.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -208,10 +283,15 @@ class Informer:
         version = ""
         async with contextlib.aclosing(self._pages()) as pages:  # closed (its fetch stopped) on any exit
             async for page in pages:
-                for item in page.get("items") or ():
-                    obj = self._prepare(item)
+                objs = [self._prepare(item) for item in page.get("items") or ()]
+                for obj in objs:
                     fresh[object_key(obj)] = obj
                 version = str((page.get("metadata") or {}).get("resourceVersion") or version)
+                if self.on_page is not None and not self.synced.is_set():
+                    try:
+                        self.on_page(number, objs)
+                    except Exception:
+                        log.exception("%s: page handler failed", self.kind.kind)
         changes = diff(self._cache, fresh)
         self._cache = fresh
         self._resource_version = version
@@ -223,6 +303,7 @@ class Informer:
         self._listed = number
         self._progress.set()
         self._progress = asyncio.Event()
+        self._advanced()
 
     async def _pages(self) -> AsyncGenerator[dict[str, Any], None]:
         """The list's pages, decoded, each page requested as soon as the one before it has arrived.
@@ -280,11 +361,12 @@ class Informer:
 
     async def _watch(self) -> None:
         low, high = self.watch_timeout
+        seconds = CATCH_UP_WATCH_TIMEOUT if self._catch_up_to else random.randint(low, high)
         params = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", self._resource_version),
-            ("timeoutSeconds", str(random.randint(low, high))),
+            ("timeoutSeconds", str(seconds)),
         ]
         try:
             async with asyncio.timeout(self.inactivity_timeout):
@@ -313,6 +395,7 @@ class Informer:
         version = resource_version(raw)
         if kind == "BOOKMARK":
             self._resource_version = version or self._resource_version
+            self._advanced()
             return
         obj = self._prepare(raw)
         key = object_key(obj)
@@ -327,6 +410,7 @@ class Informer:
             raise ProtocolError(f"unknown watch event type {kind!r}")
         self._resource_version = version or self._resource_version
         self._deliver([change])
+        self._advanced()
 
     def _prepare(self, item: dict[str, Any]) -> Obj:
         # List items carry neither kind nor apiVersion; parsers downstream route on them.
@@ -383,6 +467,11 @@ class Informer:
         if not isinstance(data, dict):
             raise ProtocolError(f"GET {self.kind.path}: expected a JSON object")
         return data
+
+
+def _revision(version: str) -> int | None:
+    """A resourceVersion as the number it is on kube-apiserver (etcd's revision); None if not one."""
+    return int(version) if version.isdigit() else None
 
 
 def _status_of(raw: bytes) -> dict[str, Any]:

@@ -25,9 +25,10 @@ whole wait, not only the part since it started.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
@@ -141,6 +142,15 @@ class Feed:
     handled: int = field(default=0, init=False)
     # pending pod -> (monotonic time first seen, seconds it had waited since its creation by then)
     _seen: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
+    # The streamed start (:meth:`load`): kinds fed already and live; the first pod list's pages that
+    # came before the other kinds were in, its pending pods (fed last), the pods fed from its pages
+    # (key -> the number of the list they came from).
+    _live: set[str] = field(default_factory=set, init=False)
+    _others_in: bool = field(default=False, init=False)
+    _early_pages: list[tuple[int, list[Obj]]] = field(default_factory=list, init=False)
+    _pending_pods: list[Obj] = field(default_factory=list, init=False)
+    _streamed: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
+    _pod_list: int = field(default=0, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -150,10 +160,69 @@ class Feed:
         pod, so from this line on :meth:`settled` answers GONE and no bind of it is sent."""
         if change.type == "delete" and change.obj.get("kind") == kinds.POD.kind:
             log.debug("observed delete of pod %s/%s", *change.key)
-        if not self.ready:
+        if not (self.ready or change.obj.get("kind") in self._live):
             return
         self.apply(change)
         self.wake()
+
+    async def load(self, informers: InformerSet) -> None:
+        """The replay of :meth:`replay`, streamed: the same objects in the same order, but the bound
+        pods of the first pod list are fed page by page as the pages arrive (the pod informer's
+        ``on_page`` is :meth:`page`), while the apiserver encodes the next one, instead of after the
+        whole list. Every other kind is fed first, once all of them have listed (from then on their
+        changes are applied as they come); pending pods last, once the pod list is complete: a
+        pending pod is still never tried against a cluster whose usage is half known. Each page is
+        one step of the event loop: the Lease is renewed and the probes answer meanwhile.
+        """
+        self.informers = informers
+        pods = informers.informers.get(kinds.POD.kind)
+        others = [i for i in informers.informers.values() if i is not pods]
+        await asyncio.gather(*(i.synced.wait() for i in others))
+        for kind in REPLAY_ORDER:
+            if kind is kinds.POD or kind.kind not in informers.informers:
+                continue
+            for obj in list(informers[kind.kind].items().values()):
+                self.apply(Change("add", _key(obj, kind.namespaced), obj))
+            self._live.add(kind.kind)
+        while self._early_pages:  # pages arriving meanwhile join the end of the queue: order kept
+            number, objs = self._early_pages.pop(0)
+            self._feed_page(number, objs)
+            await asyncio.sleep(0)
+        self._others_in = True
+        if pods is not None:
+            await pods.synced.wait()
+            # A first list that failed half-way was listed again: what only the failed one had is gone.
+            cached = pods.items()
+            for key in [k for k in self._streamed if k not in cached]:
+                self.apply(Change("delete", key, {"kind": kinds.POD.kind}))
+            for obj in self._pending_pods:
+                self.apply(Change("add", _key(obj, True), obj))
+        self._pending_pods.clear()
+        self._streamed.clear()
+        self.ready = True
+        self.wake()
+
+    def page(self, number: int, objs: Sequence[Obj]) -> None:
+        """A page of the pod informer's list ``number`` before its first list completed (the
+        informer's ``on_page``): fed now if every other kind is in, else kept for :meth:`load`."""
+        if self.ready:
+            return
+        if not self._others_in:
+            self._early_pages.append((number, list(objs)))
+            return
+        self._feed_page(number, objs)
+
+    def _feed_page(self, number: int, objs: Sequence[Obj]) -> None:
+        if number != self._pod_list:  # a new list (the one before failed): its pending pods count
+            self._pod_list = number
+            self._pending_pods = []
+        for obj in objs:
+            if _node_name(obj):
+                key = _key(obj, True)
+                self._streamed[key] = number
+                self.apply(Change("add", key, obj))
+            else:
+                self._pending_pods.append(obj)
 
     def replay(self, informers: InformerSet) -> None:
         """Feed the synced caches in dependency order, then go live. Synchronous: nothing can

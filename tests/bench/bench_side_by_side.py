@@ -32,6 +32,15 @@ alternate the contenders on a fresh control plane, and each workload gets its ow
 ``--existing N`` creates N pods bound already (spec.nodeName set) before the pending ones: the cold start
 (the printed "first bind ... after start" includes the contender's start-up and its initial lists).
 
+``--takeover``: a standby taking over. Each contender runs as two replicas with leader election
+(default timings: a 15 s Lease, renewed every 2 s): the leader, then the standby, which is left to
+list and settle (its log says it waits for the Lease); then the leader is killed (SIGKILL: no release)
+and the ``--pods`` pending pods are created. "first bind" is then counted from the kill: the Lease's
+expiry, the standby's takeover and its first decision.
+
+Each contender's peak RSS (``VmHWM`` of /proc, read when its last pod is bound) is printed with its
+figures.
+
 A pod informer in this process stamps the moment each pod is first seen bound; the rate is pods/s
 from the first bind to the last. The CPU figure is the contender process's own user+system time
 (from /proc) from its first bind to its last, divided by the pods bound in between (steady state:
@@ -72,11 +81,24 @@ from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
-from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster
+from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
+from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-gpuq", "raw-aiohttp")
 PENDING = "spec.nodeName="
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The high-water mark of ``pid``'s resident set (VmHWM), in MB; NaN once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return float("nan")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -186,6 +208,7 @@ class Result:
     cpu_per_pod: float
     first_bind: float
     plane_cpu_per_pod: float  # kube-apiserver + etcd, over the same span
+    peak_rss_mb: float  # the contender's (the standby's, with --takeover)
 
 
 # gpuq's configuration for the placement workloads: its default one with Volcano's nodeorder (default
@@ -194,8 +217,16 @@ PLACEMENT_CONFIG = DEFAULT_CONFIG_YAML + "  - name: nodeorder\n"
 
 
 def contender_argv(
-    contender: str, plane: ControlPlane, workdir: Path, args: argparse.Namespace, workload: str = "plain"
+    contender: str,
+    plane: ControlPlane,
+    workdir: Path,
+    args: argparse.Namespace,
+    workload: str = "plain",
+    *,
+    replica: str = "",
 ) -> list[str]:
+    """The command line of ``contender``; ``replica`` (--takeover) names one of two replicas with
+    leader election."""
     if contender == "gpuq":
         (port,) = free_ports(1)
         with_config: list[str] = []
@@ -205,7 +236,7 @@ def contender_argv(
             with_config = ["--config", str(path)]
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
         election = ["--leader-elect", "--leader-elect-resource-namespace", "default"]
-        election = election if args.leader_elect else []
+        election = [*election, "--leader-elect-identity", replica] if args.leader_elect or replica else []
         return [
             *(
                 sys.executable,
@@ -229,6 +260,13 @@ def contender_argv(
             "leaderElection": {"leaderElect": False},
             "profiles": [{"schedulerName": NAME}],
         }
+        if replica or args.leader_elect:  # client-go's default timings, as gpuq's
+            config["leaderElection"] = {
+                "leaderElect": True,
+                "resourceLock": "leases",
+                "resourceNamespace": "default",
+                "resourceName": "bench-kube-scheduler",
+            }
         path = workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
         return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
@@ -242,8 +280,57 @@ def contender_argv(
 
 
 async def run_once(contender: str, args: argparse.Namespace, workload: str = "plain") -> Result:
-    async with fresh_cluster(args.nodes, args.pods, args.existing, workload) as (plane, api, workdir):
+    pending = 0 if args.takeover else args.pods  # --takeover: created once the leader is killed
+    async with fresh_cluster(args.nodes, pending, args.existing, workload) as (plane, api, workdir):
         return await contend(contender, args, plane, api, workdir, workload=workload)
+
+
+async def lease_holder(api: Any, name: str) -> str:
+    reply = await call(api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{name}")
+    return str((reply.body.get("spec") or {}).get("holderIdentity") or "") if reply.ok else ""
+
+
+async def until(probe: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await probe():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"--takeover: {what} not within {timeout:.0f}s")
+        await asyncio.sleep(0.2)
+
+
+async def take_over(
+    contender: str, args: argparse.Namespace, plane: ControlPlane, api: Any, workdir: Path, *, workload: str
+) -> tuple[subprocess.Popen[bytes], float]:
+    """--takeover: the leader and a settled standby; the leader killed, then the pending pods created.
+    Returns the standby and the moment of the kill."""
+    lease = "gpuq-scheduler" if contender == "gpuq" else "bench-kube-scheduler"
+    # Logged once a replica's caches are in and it waits for the Lease (gpuq; client-go's elector).
+    standing_by = b"waiting for Lease" if contender == "gpuq" else b"Attempting to acquire leader lease"
+    logs = {r: workdir / f"{contender}-{r}.log" for r in ("leader", "standby")}
+
+    def start(replica: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            contender_argv(contender, plane, workdir, args, workload, replica=replica),
+            stdout=logs[replica].open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+
+    async def held() -> bool:
+        return bool(await lease_holder(api, lease))
+
+    async def settled() -> bool:
+        return standing_by in logs["standby"].read_bytes()
+
+    leader = start("leader")
+    await until(held, args.timeout, "the leader takes the Lease")
+    standby = start("standby")
+    await until(settled, args.timeout, "the standby lists and waits for the Lease")
+    await asyncio.sleep(3)  # past its first tries at the Lease
+    leader.kill()
+    killed = time.monotonic()
+    leader.wait(30)
+    await populate(Cluster(api, "bench", "bench"), 0, args.pods, workload=workload)
+    return standby, killed
 
 
 async def contend(
@@ -289,17 +376,23 @@ async def contend(
         watcher = Informer(api, kinds.POD, handlers=[on_pod])
         watch_task = asyncio.create_task(watcher.run())
         await watcher.synced.wait()
-        log = (workdir / f"{contender}.log").open("wb")
-        started = time.monotonic()
-        process = subprocess.Popen(
-            contender_argv(contender, plane, workdir, args, workload), stdout=log, stderr=subprocess.STDOUT
-        )
+        if args.takeover:
+            process, started = await take_over(contender, args, plane, api, workdir, workload=workload)
+        else:
+            log = (workdir / f"{contender}.log").open("wb")
+            started = time.monotonic()
+            process = subprocess.Popen(
+                contender_argv(contender, plane, workdir, args, workload),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             await asyncio.wait_for(done.wait(), timeout=args.timeout)
         except TimeoutError:
             print(f"{contender}: timeout, {len(bound_at)} of {args.pods} bound", flush=True)
         if process.poll() is None and bound_at:
             cpu_at_last = cpu_seconds(process.pid)
+        rss = peak_rss_mb(process.pid)
         watch_task.cancel()
         times = sorted(bound_at.values())
         span = times[-1] - times[0] if len(times) >= 2 else float("nan")
@@ -311,13 +404,15 @@ async def contend(
             (cpu_at_last - cpu_at_first) / max(len(times) - 1, 1),
             times[0] - started if times else float("nan"),
             (plane_at_last - plane_at_first) / max(len(times) - 1, 1),
+            rss,
         )
         print(
             f"{workload:>9} {contender:>15}: {result.bound} bound, "
             f"{result.rate:.0f} pods/s (first bind to last), "
             f"{1000 * result.cpu_per_pod:.2f} ms CPU per bound pod (steady state), "
             f"kube-apiserver + etcd {1000 * result.plane_cpu_per_pod:.2f} ms, "
-            f"first bind {result.first_bind:.1f}s after start; load average {os.getloadavg()[0]:.2f}",
+            f"first bind {result.first_bind:.1f}s after {'the kill' if args.takeover else 'start'}, "
+            f"peak RSS {result.peak_rss_mb:.0f} MB; load average {os.getloadavg()[0]:.2f}",
             flush=True,
         )
         return result
@@ -348,6 +443,12 @@ def summary_of(results: list[Result]) -> None:
         for other in ("raw", "raw-gpuq", "raw-aiohttp", "kube-scheduler"):
             if medians.get(other):
                 print(f"ratio gpuq/{other}: {gpuq / medians[other]:.2f}")
+    firsts = {c: statistics.median(r.first_bind for r in results if r.contender == c) for c in medians}
+    for contender, first in firsts.items():
+        rss = statistics.median(r.peak_rss_mb for r in results if r.contender == contender)
+        print(f"{contender}: first bind {first:.1f}s (median), peak RSS {rss:.0f} MB (median)")
+    if "gpuq" in firsts and firsts.get("kube-scheduler"):
+        print(f"first bind gpuq/kube-scheduler: {firsts['gpuq'] / firsts['kube-scheduler']:.2f}")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -391,7 +492,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--leader-elect",
         action="store_true",
-        help="run gpuq with --leader-elect, as deployed (its Lease in the namespace default, free)",
+        help="gpuq and kube-scheduler with leader election, as deployed (Leases in default, free)",
+    )
+    parser.add_argument(
+        "--takeover",
+        action="store_true",
+        help="a standby taking over: first bind counted from the leader's kill (gpuq, kube-scheduler)",
     )
     parser.add_argument("--binder", choices=("asyncio", "gpuq", "aiohttp"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)

@@ -115,6 +115,7 @@ class WatchEvent:
     kind: str
     namespace: str
     name: str
+    resource_version: str = ""  # the object's (a BOOKMARK's: how far the watch has come)
 
 
 Match = Callable[[Exchange], bool]
@@ -302,6 +303,7 @@ class ApiProxy:
                         str(obj.get("kind") or ""),
                         str(meta.get("namespace") or ""),
                         str(meta.get("name") or ""),
+                        str(meta.get("resourceVersion") or ""),
                     )
                 )
         return rest

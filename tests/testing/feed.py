@@ -3,6 +3,7 @@ the informer delivers them, the changes it hands the feed, and a scheduler fed b
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gpuq_k8s.common.kube.diff import Change
@@ -53,8 +54,11 @@ def make_feed(config: str = CONFIG) -> tuple[Scheduler, MemoryBackend, Feed, Fak
 class InformerCache:
     """What :meth:`Feed.replay` reads of an informer: its cache of listed objects by (namespace, name)."""
 
-    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def __init__(self, objects: dict[tuple[str, str], dict[str, Any]], *, synced: bool = True) -> None:
         self._objects = objects
+        self.synced = asyncio.Event()  # what Feed.load waits for: the informer's first list done
+        if synced:
+            self.synced.set()
 
     def items(self) -> dict[tuple[str, str], dict[str, Any]]:
         return self._objects

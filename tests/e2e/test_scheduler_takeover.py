@@ -1,0 +1,165 @@
+"""A standby takes over from a killed leader without listing (issue 29): its watches are live, so it
+catches its caches up to the present (a ``limit=1`` list for the present resourceVersion, then its
+watch past it) instead of listing every kind again; and it decides nothing before its cache holds
+the old leader's last bind.
+
+Replicas A (leader) and B (standby) each reach the apiserver through an e2e proxy
+(``tests/e2e/proxy.py``), which records every request and every watch event it forwards. 28 pods of
+1 cpu come against an ElasticQuota of ``max`` 20 cpu; both replicas see them pending. A's 20 binds
+are held in its proxy until B's pod watch is stalled, then land: B's cache never sees them. A is
+killed (SIGKILL: no release), and the stall is cleared only two seconds after B took the Lease. A B
+deciding from its stale cache would see 28 pending pods and an unused quota, and bind. From the
+proxies' records: B binds nothing before its pod watch forwarded an event or bookmark at or past the
+resourceVersion of A's last bind, and sends no list after the kill but the ``limit=1`` reads of the
+present resourceVersion. Then 4 of A's pods are deleted and B binds 4 of the pending ones. From the
+API, polled all along: never more than 20 cpu bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuq_k8s.common.kube.status import call
+from tests.e2e import cluster_fixtures as fixtures
+from tests.e2e import proxy as proxy_fixtures
+from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
+from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e.proxy import ApiProxy, is_bind, is_watch
+from tests.testing.builders import MakeElasticQuota
+from tests.testing.config import BASE_TIER
+
+pytestmark = pytest.mark.e2e
+
+cluster = fixtures.cluster
+proxy = proxy_fixtures.proxy
+
+ELASTIC = BASE_TIER + "  - name: capacity-scheduling\n"
+MAX_CPU = 20
+PODS = 28  # 8 more than the quota holds
+FREED = 4  # A's pods deleted once B leads: B binds as many of the pending ones
+LEASE = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3")
+RETRY = ("--leader-elect-retry-period", "0.5")
+STALL_AFTER_TAKEOVER = 2.0  # B's pod watch stays silent this long after B took the Lease
+
+
+async def test_standby_takes_over_without_listing_and_decides_only_past_the_last_bind(
+    cluster: Cluster, control_plane: ControlPlane, proxy: ApiProxy, tmp_path: Path
+) -> None:
+    ns = cluster.namespace
+    name = f"gpuq-{cluster.test_id}"
+    lease = f"lease-{cluster.test_id}"
+    await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
+    await cluster.create(
+        MakeElasticQuota("quota", ns).min(cpu=str(MAX_CPU)).max(cpu=str(MAX_CPU)).obj(),
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas",
+    )
+    election = (
+        *("--leader-elect", "--leader-elect-resource-namespace", ns, "--leader-elect-resource-name", lease),
+        *LEASE,
+        *RETRY,
+    )
+    proxy_a = await ApiProxy(control_plane).start()
+    started: list[SchedulerProcess] = []
+    start_a = fixtures.scheduler_starter(proxy_a.kubeconfig(tmp_path / "a.kubeconfig"), tmp_path, started)
+    start_b = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "b.kubeconfig"), tmp_path, started)
+
+    async def holder() -> str:
+        reply = await call(cluster.api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}")
+        return str((reply.body.get("spec") or {}).get("holderIdentity") or "") if reply.ok else ""
+
+    async def held_by(identity: str) -> bool:
+        return await holder() == identity
+
+    worst = polls = 0
+
+    async def watch_quota() -> None:  # the cpu bound, recounted from the API all along
+        nonlocal worst, polls
+        while True:
+            pods = await cluster.pods()
+            worst = max(worst, sum(1 for p in pods.values() if node_of(p)))
+            polls += 1
+            await asyncio.sleep(0.2)
+
+    async def bound() -> dict[str, str]:
+        return {n: p["metadata"]["resourceVersion"] for n, p in (await cluster.pods()).items() if node_of(p)}
+
+    poller = asyncio.create_task(watch_quota())
+    try:
+        a = start_a(name, ELASTIC, *election, "--leader-elect-identity", "replica-a")
+        await eventually(lambda: held_by("replica-a"), 30, "replica-a leads", a.log)
+        b = start_b(name, ELASTIC, *election, "--leader-elect-identity", "replica-b")
+        await b.wait_ready(60)
+
+        held = proxy_a.hold(is_bind)  # A decides, its binds wait in its proxy
+        names = [f"p-{i:02d}" for i in range(PODS)]
+        for pod in names:
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+
+        async def b_saw_all() -> bool:  # B's cache has every pod, pending
+            seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
+            return set(names) <= seen
+
+        await eventually(b_saw_all, 30, "replica-b sees the pods", b.log)
+
+        async def a_binding() -> bool:
+            return sum(1 for x in proxy_a.exchanges if is_bind(x)) >= MAX_CPU
+
+        await eventually(a_binding, 30, f"replica-a binding {MAX_CPU} pods", a.log)
+        silent = proxy.stall(is_watch("pods"))  # B's cache will not see A's binds land
+        held.clear()
+
+        async def a_bound() -> dict[str, str] | None:
+            now = await bound()
+            return now if len(now) >= MAX_CPU else None
+
+        bound_by_a = await eventually(a_bound, 30, "replica-a's binds land", a.log)
+        last_bind = max(int(v) for v in bound_by_a.values())  # resourceVersions are etcd revisions
+        a.kill()  # no release: B takes the Lease once it expires
+        killed = time.time()
+        await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
+        await asyncio.sleep(STALL_AFTER_TAKEOVER)
+        early = [x for x in proxy.exchanges if is_bind(x)]
+        assert not early, f"replica-b bound {len(early)} pods from a cache without replica-a's binds"
+        stall_cleared = time.time()
+        silent.clear()
+        await asyncio.sleep(2)  # B's view now has A's binds, the quota full
+        for pod in sorted(bound_by_a)[:FREED]:  # room for FREED of the pending pods
+            await cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod}")
+
+        async def quota_full_again() -> bool:
+            pods = await cluster.pods()
+            return len(pods) == PODS - FREED and sum(1 for p in pods.values() if node_of(p)) == MAX_CPU
+
+        await eventually(quota_full_again, 60, f"{MAX_CPU} pods bound again", b.log)
+        await asyncio.sleep(2)  # a bind past the quota would show in the recount
+    finally:
+        poller.cancel()
+        for process in started:
+            process.terminate()
+        await proxy_a.stop()
+
+    # B's first decision came after its pod watch had passed A's last bind.
+    binds = sorted(x.received for x in proxy.exchanges if is_bind(x))
+    assert binds, "replica-b never bound"
+    pod_events = [e for e in proxy.events if e.exchange.resource == "pods" and e.resource_version.isdigit()]
+    passed = [e.at for e in pod_events if int(e.resource_version) >= last_bind]
+    assert passed and min(passed) >= stall_cleared
+    assert min(passed) <= binds[0], (min(passed) - stall_cleared, binds[0] - stall_cleared)
+    assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
+    assert polls >= 10
+    pods = await cluster.pods()
+    assert sum(1 for p in pods.values() if node_of(p)) == MAX_CPU
+    kept = sorted(bound_by_a)[FREED:]
+    assert all(node_of(pods[pod]) for pod in kept), "a pod bound by A lost its node"
+    # No list after the kill: only the limit=1 reads of the present resourceVersion.
+    reads = [x for x in proxy.exchanges if x.method == "GET" and not x.watch and not x.name]
+    lists = [x for x in reads if x.received > killed and x.query.get("limit") != "1"]
+    assert not lists, [(x.path, dict(x.query)) for x in lists]
+    assert any(x.received > killed and x.resource == "pods" for x in reads), "no read of the present"
+    log = b.log(400)
+    assert "caches caught up on taking the Lease without a list" in log, log
+    assert "re-listed" not in log, log
