@@ -381,7 +381,8 @@ class Day:
                     (p for p in pods if p.holds and p.node == node), key=lambda p: p.bound_at or 0
                 ):
                     self.o.progress(
-                        f"  on {node}: {pod.key} uid {pod.uid[:8]} phase {pod.phase} gpus {float(pod.gpus):g} "
+                        f"  on {node}: {pod.key} uid {pod.uid[:8]} phase {pod.phase} "
+                        f"gpus {float(pod.gpus):g} "
                         f"deleting {pod.deleting} created {pod.created:.0f} bound {pod.bound_at or 0:.0f} "
                         f"preempted {pod.preempted}"
                     )
