@@ -235,7 +235,7 @@ def contender_argv(
     if contender == "gpuq":
         (port,) = free_ports(1)
         with_config: list[str] = []
-        if workload != "plain":
+        if workload in WORKLOADS and workload != "plain":  # --dra's runs: the default configuration
             path = workdir / "gpuq-scheduler.conf"
             path.write_text(PLACEMENT_CONFIG)
             with_config = ["--config", str(path)]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import tempfile
 import time
@@ -157,11 +156,10 @@ async def run_once(contender: str, args: argparse.Namespace, contend: Contend) -
             if args.dra_timing == "claims-first":
                 await asyncio.wait_for(clock.all_statuses.wait(), timeout=args.timeout)
                 print(clock.describe(started), flush=True)
-            # gpuq's default configuration ("plain": no placement workload's nodeorder).
-            result = await contend(contender, args, plane, api, workdir, workload="plain")
+            result = await contend(contender, args, plane, api, workdir, workload=f"dra-{args.dra_timing}")
             if args.dra_timing == "concurrent":
                 print(clock.describe(started), flush=True)
-            return dataclasses.replace(result, workload=f"dra-{args.dra_timing}")
+            return result
         finally:
             for task in tasks:
                 task.cancel()
