@@ -7,11 +7,14 @@ from the devices ResourceSlices publish, by the pure allocator of :mod:`common.m
   keep it pending, UnschedulableAndUnresolvable, with kube-scheduler's message), prepared once
   (``Allocator.plan``: a request naming a DeviceClass that does not exist, a claim in use by 256
   consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped.
-* Filter, per node row: the allocation of every claim still to allocate on that node (first fit with
-  backtracking), and an allocated claim only where its node selector allows; the allocations found
-  are kept for Reserve. A node that cannot take them is reported as ``cannot allocate all claims``
-  (or ``resourceclaim not available on the node``), kube-scheduler's reasons; the per-device reasons
-  are kept for explanations (:meth:`DynamicResources.unfit`).
+* Filter, per node row: first the per-row counts of free whole devices per request shape
+  (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`), which reject the rows the search would
+  reject and, for one request of whole devices, accept the rows it would accept
+  (:mod:`common.model.devices.bounds`); every other row gets the allocation of every claim still to
+  allocate on that node (first fit with backtracking), kept for Reserve, and an allocated claim fits
+  only where its node selector allows. A node that cannot take them is reported as ``cannot allocate
+  all claims`` (or ``resourceclaim not available on the node``), kube-scheduler's reasons; the
+  per-device reasons are kept for explanations (:meth:`DynamicResources.unfit`).
 * Reserve: the chosen node's allocations are charged to the ledger *in flight*, atomically (a device,
   a share over capacity or a counter given twice is refused), so the next pod of the burst never gets
   the same device; Unreserve drops them.
