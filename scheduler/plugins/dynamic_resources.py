@@ -238,7 +238,9 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return FilterResult(passed, reasons, ~passed, detail)
 
     def unfit(self, state: CycleState, row: int) -> Unfit | None:
-        """Why node row ``row`` could not take the pod's claims in this attempt, device by device."""
+        """Why node row ``row`` could not take the pod's claims in this attempt, device by device, for
+        a row Filter searched (one the counts rejected: None here; ``FilterResult.detail`` searches
+        it when asked)."""
         data = state.read(_STATE, _State)
         return None if data is None else data.unfit.get(row)
 
