@@ -2,7 +2,8 @@
 Filter row only as the full search (``allocate_on_node``) would: randomized against the search, over
 clusters of whole, shared, counter-consuming and tainted devices and pods of every claim shape
 (``exactly`` with a count or ``All``, ``firstAvailable``, several requests and claims, constraints,
-capacity requests, admin access, tolerations), pod after pod while the devices fill up."""
+capacity requests, admin access, tolerations), pod after pod while the devices fill up; and whole
+bursts through the cycle bind every pod where, and with the devices, the search alone binds them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.plugins import dynamic_resources
 from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
 from tests.testing import dra
 from tests.testing.builders import MakeNode, MakePod
@@ -210,3 +212,44 @@ def test_count_bound_of_each_claim_shape(
 def test_constraints_make_the_bound_inexact() -> None:
     bound = count_bound(_plan_of(dra.exactly("gpu", "gpu"), constraints=True))
     assert bound is not None and not bound.exact
+
+
+def _burst(seed: int) -> tuple[dict[str, str], dict[str, list[tuple[str, str, str]]]]:
+    """The pods of ``seed``'s random cluster scheduled to the end (PreBind writing each claim, the
+    ledger following the written claims): where each pod went and the devices of each claim."""
+    rng = random.Random(seed)
+    objects, nodes = _cluster(rng)
+    sched, backend = make_scheduler()
+    for name in nodes:
+        sched.set_node(MakeNode(name).alloc(cpu="8", memory="16Gi", pods="20").info())
+    for obj in objects:
+        sched.put_object(obj)
+    claims: list[str] = []
+    for i in range(14):
+        names = [f"c{i}-{k}" for k in range(rng.choice([1, 1, 1, 2]))]
+        for name in names:
+            sched.put_object(_claim(rng, name, f"u-{name}"))
+        claims += names
+        body = dra.use_claims(MakePod(f"p{i}", NS).req(cpu="100m").uid(f"uid-p{i}").obj(), *names)
+        sched.add_pod(PodInfo.from_dict(body))
+    while sched.schedule_one() is not None:
+        pass
+    devices = {}
+    for name in claims:
+        stored = sched.objects.get(kinds.RESOURCE_CLAIM, NS, name)
+        assert stored is not None
+        devices[name] = dra.devices_of(stored)
+    return dict(backend.bindings), devices
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_burst_binds_every_pod_where_the_search_alone_binds_it(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole cycle with the counts, and with the counts switched off (every row searched): the
+    same pods bound to the same nodes, the same devices allocated to each claim."""
+    with_counts = _burst(seed)
+    monkeypatch.setattr(dynamic_resources, "count_bound", lambda plan: None)
+    search_alone = _burst(seed)
+    assert with_counts == search_alone
+    assert with_counts[0]  # some pods were bound
