@@ -1,0 +1,166 @@
+"""What a pod's DRA claims are charged, claim by claim: the one model the quota engines share (issue 26
+"Quota over devices"; docs/design.md "DRA devices", "Quota over devices").
+
+A claim is charged **while it is allocated**, once, whatever number of pods share it: the charge
+follows the allocation, not the pods. The scheduler charges it at Reserve with the allocation the
+DynamicResources plugin chose for the node (in flight), refunds it at Unreserve unless the API
+already shows the allocation, keeps it while the claim's ``status.allocation`` stands and refunds it
+when the allocation is cleared or the claim deleted; after a restart the charges are rebuilt from the
+claims' ``status.allocation`` (:func:`claim_charge` of each allocated claim). A claim is charged to
+the quota of the pod that allocated it, or, rebuilt from the API, of the first pod in its
+``status.reservedFor`` the scheduler knows.
+
+:class:`ClaimCharge` holds every engine's view of one allocation (:mod:`.quota` per device):
+
+* ``cards``: milli-cards per card type (Queue card quotas, the capacity-card plugin; a device without
+  a card type is in ``untyped`` and counts against no card quota);
+* ``tflops``, ``vram``, ``gpus``: GPUResourceQuota's TFLOPS (milli), VRAM (bytes) and cards (milli),
+  a consumable-capacity share charged exactly what it consumes; ``None`` when a device's amount
+  cannot be told (its product has no known specs);
+* ``per_class``: devices per DeviceClass, which a ``deviceClassMappings`` entry turns into an
+  ElasticQuota or Queue capability resource (:func:`~.quota.mapped_resources`).
+
+``adminAccess`` results are never charged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gpuq_k8s.common.model.devices.claims import ResourceClaim
+from gpuq_k8s.common.model.devices.plan import PodPlan, PreparedClaim
+from gpuq_k8s.common.model.devices.pools import Inventory
+from gpuq_k8s.common.model.devices.quota import (
+    DEFAULT_NAMING,
+    DeviceCharge,
+    DeviceNaming,
+    allocation_charges,
+    card_type,
+    devices_per_class,
+    mapped_resources,
+)
+from gpuq_k8s.common.model.devices.results import ClaimAllocation
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCharge:
+    """One allocated claim's charge (module doc)."""
+
+    claim: str
+    cards: Mapping[str, int] = field(default_factory=dict)
+    untyped: int = 0  # milli-cards of devices without a card type
+    gpus: int = 0  # milli-cards of every charged device
+    tflops: int | None = 0
+    vram: int | None = 0
+    per_class: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.gpus and not self.per_class
+
+    def resources(self, mapping: Mapping[str, str]) -> dict[str, int]:
+        """The devices as ElasticQuota / Queue capability amounts (milli-units, as every count) through
+        a DeviceClass -> resource ``mapping``; classes it does not name are not counted."""
+        return {name: count * 1000 for name, count in mapped_resources(self.per_class, mapping).items()}
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+def charge_of(key: str, charges: Iterable[DeviceCharge], per_class: Mapping[str, int]) -> ClaimCharge:
+    """The :class:`ClaimCharge` of claim ``key`` from its devices' charges."""
+    listed = list(charges)
+    cards: dict[str, int] = {}
+    untyped = 0
+    for charge in listed:
+        if charge.card_type is None:
+            untyped += charge.cards
+        else:
+            cards[charge.card_type] = cards.get(charge.card_type, 0) + charge.cards
+    return ClaimCharge(
+        key,
+        cards,
+        untyped,
+        sum(c.cards for c in listed),
+        _sum(c.tflops for c in listed),
+        _sum(c.vram for c in listed),
+        dict(per_class),
+    )
+
+
+def claim_charge(
+    claim: ResourceClaim,
+    allocation: ClaimAllocation,
+    inventory: Inventory,
+    naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING,
+) -> ClaimCharge:
+    """What ``allocation`` of ``claim`` costs (module doc); devices no longer published are left out."""
+    return charge_of(
+        claim.key, allocation_charges(allocation, inventory, naming), devices_per_class(claim, allocation)
+    )
+
+
+def total(charges: Iterable[ClaimCharge]) -> ClaimCharge:
+    """The sum of several claims' charges (a pod's), under the first claim's key."""
+    listed = list(charges)
+    cards: dict[str, int] = {}
+    per_class: dict[str, int] = {}
+    for charge in listed:
+        for name, amount in charge.cards.items():
+            cards[name] = cards.get(name, 0) + amount
+        for name, count in charge.per_class.items():
+            per_class[name] = per_class.get(name, 0) + count
+    return ClaimCharge(
+        listed[0].claim if listed else "",
+        cards,
+        sum(c.untyped for c in listed),
+        sum(c.gpus for c in listed),
+        _sum(c.tflops for c in listed),
+        _sum(c.vram for c in listed),
+        per_class,
+    )
+
+
+def result_card_types(
+    allocation: ClaimAllocation, inventory: Inventory, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
+) -> list[tuple[str, str]]:
+    """(result's request name, card type) of each charged result of ``allocation`` that has one."""
+    out = []
+    for result in allocation.results:
+        if result.admin_access:
+            continue
+        found = inventory.device(result.driver, result.pool, result.device)
+        if found is not None:
+            name = card_type(found[1], naming)
+            if name is not None:
+                out.append((result.request, name))
+    return out
+
+
+def narrowed(plan: PodPlan, drop: Mapping[str, Collection[str]]) -> PodPlan | None:
+    """``plan`` without the ``firstAvailable`` subrequests ``drop`` names (claim key -> subrequest
+    names such as ``gpu/h100``): the DRA form of capacity-card's ``A|B``, where a card type without
+    quota left is passed over for the next alternative. None when a request has no alternative left
+    (or nothing was dropped)."""
+    changed = False
+    prepared: list[PreparedClaim] = []
+    for claim in plan.to_allocate:
+        names = drop.get(claim.claim.key, ())
+        requests = []
+        for alternatives in claim.requests:
+            kept = tuple(a for a in alternatives if a.name not in names)
+            if not kept:
+                return None
+            changed = changed or len(kept) != len(alternatives)
+            requests.append(kept)
+        prepared.append(PreparedClaim(claim.claim, tuple(requests)))
+    if not changed:
+        return None
+    return PodPlan(plan.allocator, plan.pod_uid, tuple(prepared), plan.allocated, plan.waiting)

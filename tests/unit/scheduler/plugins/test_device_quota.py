@@ -1,0 +1,194 @@
+"""gpuq's quota rules over DRA devices (docs/design.md "Quota over devices"), as table tests on the
+in-memory scheduler over the NVIDIA-style cluster of ``tests/fixtures/dra/cluster/nvidia.yaml``
+(two whole H100s and two whole A100s, a MIG-partitioned A100, an H100 shared by memory capacity):
+Queue card quotas count each device under its card type, charged atomically with the allocation at
+Reserve, once per claim, never for admin access, the type actually allocated for ``firstAvailable``
+(the next subrequest when the first's card type has no quota left), and rebuilt from the claims'
+``status.allocation`` after a restart.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from tests.testing import dra
+from tests.testing.builders import MakeNode, MakePod, MakeQueue
+from tests.testing.dra_cluster import documents
+from tests.testing.scheduler import make_scheduler, plugin_of
+
+NS = "ml"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+MIG_1G = "NVIDIA-A100-SXM4-80GB/mig-1g.10gb-mixed"
+NODES = ("gpu-node-1", "mig-node-1", "shared-node-1")
+
+
+def fixture_claims() -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in documents() if d["kind"] == "ResourceClaim"}
+
+
+def claim_like(name: str, as_name: str) -> dict[str, Any]:
+    body = copy.deepcopy(fixture_claims()[name])
+    body["metadata"] = {"name": as_name, "namespace": NS, "uid": f"uid-claim-{as_name}"}
+    return body
+
+
+def admin_claim(as_name: str) -> dict[str, Any]:
+    body = claim_like("one-h100", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    return body
+
+
+def pod(name: str, claim: str) -> PodInfo:
+    body = MakePod(name, NS).queue("team-a").req(cpu="100m").uid(f"uid-{name}").obj()
+    return PodInfo.from_dict(dra.use_claims(body, claim))
+
+
+def build(quota: dict[str, int], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+    sched, backend = make_scheduler("capacity-card")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    queue = MakeQueue("team-a").card_quota(json.dumps(quota)).capability(cpu="100", memory="1Ti")
+    sched.put_object(queue.obj())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in claims:
+        sched.put_object(body)
+    return sched, backend
+
+
+def engine_of(sched: Scheduler) -> CapacityCard:
+    return plugin_of(sched, CapacityCardPlugin).engine
+
+
+def allocated(sched: Scheduler) -> dict[str, int]:
+    return {k: v for k, v in engine_of(sched).ledgers["team-a"].allocated.items() if k not in ("cpu", "memory")}
+
+
+def run(sched: Scheduler, pods: list[PodInfo]) -> list[str]:
+    """Each pod scheduled once, in order; the messages of those left pending."""
+    for info in pods:
+        sched.add_pod(info)
+    messages = []
+    for _ in pods:
+        done = sched.schedule_one()
+        assert done is not None
+        if not done.node:
+            messages.append(done.message)
+    return messages
+
+
+@dataclass
+class Case:
+    quota: dict[str, int]
+    claims: list[dict[str, Any]]
+    pods: list[tuple[str, str]]  # (pod, claim)
+    bound: int
+    charged: dict[str, int]
+    refused: list[str] = field(default_factory=list)  # texts the first refusal must hold
+
+
+CASES = {
+    "whole GPUs of two types, each against its own card quota": Case(
+        {H100: 1, A100: 1},
+        [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")],
+        [("p1", "h1"), ("p2", "h2")],
+        1,
+        {H100: 1000},
+        ["Queue/team-a", H100, "requested 1", "used 1", "limit 1"],
+    ),
+    "firstAvailable H100 else A100: the A100 when the H100 quota is spent, the allocated type charged": Case(
+        {H100: 1, A100: 1},
+        [claim_like("h100-else-a100", f"f{i}") for i in range(3)],
+        [(f"p{i}", f"f{i}") for i in range(3)],
+        2,
+        {H100: 1000, A100: 1000},
+        ["Queue/team-a", A100, "limit 1"],
+    ),
+    "MIG partitions counted under their MIG card type": Case(
+        {MIG_1G: 1},
+        [claim_like("mig-1g", "m1"), claim_like("mig-1g", "m2")],
+        [("p1", "m1"), ("p2", "m2")],
+        1,
+        {MIG_1G: 1000},
+        [MIG_1G, "limit 1"],
+    ),
+    "a share of a GPU charged what it consumes (40Gi of 80Gi: half a card), then a whole one refused": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), claim_like("one-h100", "h1")],
+        [("p1", "s1"), ("p2", "h1")],
+        1,
+        {H100: 500},
+        [H100, "requested 1", "used 500m", "limit 1"],
+    ),
+    "two shares fill one card of quota": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
+        [("p1", "s1"), ("p2", "s2")],
+        2,
+        {H100: 1000},
+    ),
+    "adminAccess is never charged": Case(
+        {A100: 1},
+        [admin_claim("adm")],
+        [("p1", "adm")],
+        1,
+        {},
+    ),
+    "a claim shared by several pods is charged once": Case(
+        {H100: 1},
+        [claim_like("one-h100", "shared")],
+        [("p1", "shared"), ("p2", "shared"), ("p3", "shared")],
+        3,
+        {H100: 1000},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_queue_card_quota_over_devices(case: Case) -> None:
+    sched, backend = build(case.quota, case.claims)
+    messages = run(sched, [pod(name, claim) for name, claim in case.pods])
+    assert len(backend.bindings) == case.bound, messages
+    assert allocated(sched) == case.charged
+    if case.refused:
+        assert messages, "a pod should have been refused"
+        for text in case.refused:
+            assert text in messages[0]
+    # After a restart (a new scheduler fed the API's objects), the charges are rebuilt from the
+    # claims' status.allocation: the same usage.
+    again, _ = build(case.quota, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
+    for name, claim in case.pods:
+        info = pod(name, claim)
+        node = backend.bindings.get(info.key)
+        if node:
+            again.add_pod(info.with_node_name(node))
+    assert allocated(again) == case.charged
+
+
+def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
+    sched, _ = build({H100: 1}, [claim_like("one-h100", "h1")])
+    info = pod("p1", "h1")
+    sched.add_pod(info)
+    framework = sched.framework
+    from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+
+    state = CycleState()
+    assert framework.run_pre_filter(state, info).is_success
+    row = sched.cluster.row_of["gpu-node-1"]
+    assert framework.run_reserve(state, info, row).is_success
+    assert allocated(sched) == {H100: 1000}
+    framework.run_unreserve(state, info, row)
+    assert allocated(sched) == {}
