@@ -20,6 +20,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
 from tests.testing import dra
@@ -74,7 +75,8 @@ def engine_of(sched: Scheduler) -> CapacityCard:
 
 
 def allocated(sched: Scheduler) -> dict[str, int]:
-    return {k: v for k, v in engine_of(sched).ledgers["team-a"].allocated.items() if k not in ("cpu", "memory")}
+    ledger = engine_of(sched).ledgers["team-a"]
+    return {k: v for k, v in ledger.allocated.items() if k not in ("cpu", "memory")}
 
 
 def run(sched: Scheduler, pods: list[PodInfo]) -> list[str]:
@@ -183,8 +185,6 @@ def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
     info = pod("p1", "h1")
     sched.add_pod(info)
     framework = sched.framework
-    from gpuq_k8s.scheduler.framework.cycle_state import CycleState
-
     state = CycleState()
     assert framework.run_pre_filter(state, info).is_success
     row = sched.cluster.row_of["gpu-node-1"]
