@@ -18,20 +18,34 @@ a ``firstAvailable`` claim is charged the card type actually allocated.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
-from gpuq_k8s.common.model.devices.charges import ClaimCharge, narrowed, result_card_types
+from gpuq_k8s.common.model.devices.charges import (
+    ClaimCharge,
+    candidate_card_types,
+    narrowed,
+    pending_cards,
+    result_card_types,
+)
 from gpuq_k8s.common.model.devices.charges import total as total_charge
+from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
-from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
 from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, found_allocations, planned, reallocate
+
+_MAX_SHAPES: Final = 256
 
 
 def cards_of(charges: dict[str, ClaimCharge]) -> Resources:
@@ -46,6 +60,8 @@ class QueueClaims:
         self.charges = device_charges(handle.objects)
         self._in_flight: dict[str, tuple[str, ...]] = {}  # pod key -> claims its Reserve charged
         self._unpaid: dict[str, set[str]] = {}  # pod key -> committed claims waiting for it
+        self._types: dict[tuple[object, ...], tuple[str, ...]] = {}  # request shape -> card types
+        self._types_inventory: object = None
         self.charges.subscribe(self._committed)
 
     # -- committed claims ---------------------------------------------------------------------------
@@ -77,7 +93,11 @@ class QueueClaims:
         self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
 
     def pod_known(self, pod: PodInfo) -> None:
-        """A pod the engine now tracks: the committed claims waiting for their payer are charged."""
+        """A pod the engine now tracks: a pending one's claims still to allocate become its card
+        demand (the job-mode enqueue check), and the committed claims waiting for their payer are
+        charged."""
+        if pod.claim_sources and not pod.node_name:
+            self.engine.set_device_demand(pod.key, self._pending_demand(pod))
         if not self._unpaid:
             return
         waiting = self._unpaid.pop(pod.key, None)
@@ -88,6 +108,32 @@ class QueueClaims:
             committed = self.charges.committed.get(key)
             if committed is not None and self.engine.claim_queue(key) is None:
                 self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
+
+    def _pending_demand(self, pod: PodInfo) -> Resources:
+        objects = self.handle.objects
+        found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
+        if found.problem or not found.claims:
+            return EMPTY  # a template's claim not made yet: charged when allocated
+        view = self.charges.view
+        try:
+            plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
+        except GpuqError:
+            return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
+        return Resources(pending_cards(plan, self._types_of))
+
+    def _types_of(self, alternative: Alternative) -> tuple[str, ...]:
+        """:func:`candidate_card_types`, kept per request shape while the inventory stands."""
+        allocator = self.charges.view.ready_allocator()
+        if allocator.inventory is not self._types_inventory:
+            self._types.clear()
+            self._types_inventory = allocator.inventory
+        key = alternative.static_key
+        found = self._types.get(key)
+        if found is None:
+            if len(self._types) >= _MAX_SHAPES:
+                self._types.clear()
+            found = self._types[key] = candidate_card_types(alternative, allocator, self.charges.naming)
+        return found
 
     # -- the cycle ----------------------------------------------------------------------------------
     def _refusal(

@@ -95,7 +95,9 @@ class CapacityCard:
         self.ledgers: dict[str, QueueLedger] = {}
         self.podgroups: dict[str, PodGroup] = {}
         self._pods: dict[str, _PodState] = {}
-        # Allocated DRA claims: claim key -> (queue charged, cards per card type).
+        # Allocated DRA claims: claim key -> (queue charged, cards per card type); the card demand of
+        # pending pods' claims not allocated yet (pod key -> milli-cards per card key, ``A|B`` too).
+        self._device_pending: dict[str, Resources] = {}
         self._claims: dict[str, tuple[str, Resources]] = {}
         self._events: list[EventRecord] = []
         # Memos over the current catalog (cleared by set_nodes). Demands are shared by pods of the same
@@ -216,6 +218,7 @@ class CapacityCard:
             self._account(ledger, state)
 
     def remove_pod(self, pod: PodInfo) -> None:
+        self._device_pending.pop(pod.key, None)
         state = self._pods.pop(pod.key, None)
         if state is not None and state.queue in self.ledgers:
             self.ledgers[state.queue].untrack(pod.key)
@@ -356,6 +359,21 @@ class CapacityCard:
         if old is not None and old[0] in self.ledgers:
             self.ledgers[old[0]].untrack(_CLAIM + key)
 
+    def set_device_demand(self, pod_key: str, cards: Resources) -> None:
+        """What a pending pod's claims not allocated yet ask of the card quotas (per card key, an
+        ``A|B`` key for a claim whose devices may be of several types): part of its job's minimum
+        for the job-mode enqueue check, as a ``card.name`` pod's request is."""
+        if self._device_pending.get(pod_key, EMPTY) == cards:
+            return
+        if cards:
+            self._device_pending[pod_key] = cards
+        else:
+            self._device_pending.pop(pod_key, None)
+        state = self._pods.get(pod_key)
+        ledger = self.ledgers.get(state.queue) if state is not None else None
+        if state is not None and ledger is not None and not state.pod.node_name:
+            self._account(ledger, state)  # track() replaces an uncharged entry
+
     def tracked_pod(self, pod_key: str) -> PodInfo | None:
         """The pod tracked under ``pod_key`` (``namespace/name``), if any."""
         state = self._pods.get(pod_key)
@@ -473,14 +491,15 @@ class CapacityCard:
 
     def _account(self, ledger: QueueLedger, state: _PodState) -> None:
         demand = state.demand or CardDemand()
+        devices = self._device_pending.get(state.pod.key)
+        pending = demand.pending + devices if devices else demand.pending
+        uses_cards = demand.uses_cards or bool(devices)
+        ledger.track(state.pod.key, state.job, pending, uses_cards=uses_cards)
         if state.pod.node_name:
             node = self.nodes.get(state.pod.node_name)
             name = state.pod.node_name
             charge = resolve_charge(demand, node or NodeCards(name), self.args, node_known=node is not None)
-            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
             ledger.reserve(state.pod.key, charge, state.job)
-        else:
-            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
 
     def _set_job(self, ledger: QueueLedger, group: PodGroup) -> None:
         min_cpu_memory, card_request, event = job_min_from_podgroup(group)

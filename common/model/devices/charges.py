@@ -25,11 +25,13 @@ the quota of the pod that allocated it, or, rebuilt from the API, of the first p
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpuq_k8s.common.model.devices.claims import ResourceClaim
-from gpuq_k8s.common.model.devices.plan import PodPlan, PreparedClaim
+from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
+from gpuq_k8s.common.model.cards.names import card_key
+from gpuq_k8s.common.model.devices.claims import EXACT_COUNT, ResourceClaim
+from gpuq_k8s.common.model.devices.plan import Alternative, PlanSource, PodPlan, PreparedClaim
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.quota import (
     DEFAULT_NAMING,
@@ -164,3 +166,44 @@ def narrowed(plan: PodPlan, drop: Mapping[str, Collection[str]]) -> PodPlan | No
     if not changed:
         return None
     return PodPlan(plan.allocator, plan.pod_uid, tuple(prepared), plan.allocated, plan.waiting)
+
+
+def candidate_card_types(
+    alternative: Alternative, source: PlanSource, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
+) -> tuple[str, ...]:
+    """The card types of every published device ``alternative`` could ever use (its class, selectors,
+    tolerations and capacity), in complete and valid pools, sorted."""
+    types: set[str] = set()
+    for pool in source.inventory.pools.values():
+        if not pool.complete or pool.invalid:
+            continue
+        for s in pool.device_slices:
+            for index in source.static_view(alternative, s).usable:
+                name = card_type(s.devices[index], naming)
+                if name is not None:
+                    types.add(name)
+    return tuple(sorted(types))
+
+
+def pending_cards(
+    plan: PodPlan,
+    types_of: Callable[[Alternative], tuple[str, ...]],
+) -> dict[str, int]:
+    """What the claims ``plan`` still allocates ask of the card quotas before any device is chosen
+    (the job-mode enqueue check): per ``ExactCount`` request, its count of cards (milli) under the
+    card key of the card types its alternatives could take (``types_of``; ``A|B`` when several, in
+    the order of the ``firstAvailable`` subrequests); a request for ``All`` devices, for admin access,
+    or for a share of a device (capacity) is charged when allocated only."""
+    out: dict[str, int] = {}
+    for prepared in plan.to_allocate:
+        for alternatives in prepared.requests:
+            requests = [a.request for a in alternatives]
+            if any(r.mode != EXACT_COUNT or r.admin_access or r.capacity is not None for r in requests):
+                continue
+            types: list[str] = []
+            for alternative in alternatives:
+                types.extend(t for t in types_of(alternative) if t not in types)
+            if types:
+                key = card_key(types)
+                out[key] = out.get(key, 0) + min(r.count for r in requests) * CARD_UNIT
+    return out

@@ -24,7 +24,7 @@ from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
 from tests.testing import dra
-from tests.testing.builders import MakeNode, MakePod, MakeQueue
+from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.testing.dra_cluster import documents
 from tests.testing.scheduler import make_scheduler, plugin_of
 
@@ -192,3 +192,44 @@ def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
     assert allocated(sched) == {H100: 1000}
     framework.run_unreserve(state, info, row)
     assert allocated(sched) == {}
+
+
+def many(count: int, as_name: str) -> dict[str, Any]:
+    body = claim_like("one-h100", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["count"] = count
+    return body
+
+
+@pytest.mark.parametrize(
+    ("quota", "phase", "bound"),
+    [
+        pytest.param({H100: 1}, "Pending", 0, id="2 H100 asked by the gang's claims, quota 1: stays Pending"),
+        pytest.param({H100: 2}, "Inqueue", 2, id="quota 2: enqueued, both bound"),
+    ],
+)
+def test_job_mode_enqueue_counts_the_card_types_of_the_pods_claims(
+    quota: dict[str, int], phase: str, bound: int
+) -> None:
+    """capacity-card's "Job Enqueueable Check" over DRA: a pending pod's claims still to allocate are
+    its card demand, under the card types their devices can be (here H100 only)."""
+    sched, backend = build(quota, [claim_like("one-h100", "g0"), claim_like("one-h100", "g1")])
+    sched.put_object(MakePodGroup("g", NS).queue("team-a").min_member(2).obj())
+    for i in range(2):
+        body = MakePod(f"p{i}", NS).queue("team-a").group("g").req(cpu="100m").uid(f"uid-p{i}").obj()
+        sched.add_pod(PodInfo.from_dict(dra.use_claims(body, f"g{i}")))
+    sched.run_enqueue()
+    while sched.schedule_one() is not None or sched.run_enqueue():
+        pass
+    group_phase = sched.podgroups.groups[f"{NS}/g"].phase
+    assert group_phase == "Pending" if phase == "Pending" else group_phase != "Pending"
+    assert len(backend.bindings) == bound
+    if not bound:
+        refusals = [e for e in backend.events if e.obj == f"PodGroup/{NS}/g"]
+        assert refusals and refusals[0].reason == "InsufficientScalarQuota"
+        assert H100 in refusals[0].message
+
+
+def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
+    sched, _ = build({H100: 1, A100: 1}, [claim_like("h100-else-a100", "f0")])
+    sched.add_pod(pod("p0", "f0"))
+    assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
