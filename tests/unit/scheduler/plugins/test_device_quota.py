@@ -23,8 +23,9 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
 from tests.testing import dra
-from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
 from tests.testing.dra_cluster import documents
 from tests.testing.scheduler import make_scheduler, plugin_of
 
@@ -233,3 +234,84 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
     sched, _ = build({H100: 1, A100: 1}, [claim_like("h100-else-a100", "f0")])
     sched.add_pod(pod("p0", "f0"))
     assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
+
+
+def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+    sched, backend = make_scheduler("gpu-quota")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(MakeGPUResourceQuota("gq", NS).total(**total).obj())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in claims:
+        sched.put_object(body)
+    return sched, backend
+
+
+def plain_pod(name: str, claim: str) -> PodInfo:
+    body = MakePod(name, NS).req(cpu="100m").uid(f"uid-{name}").obj()
+    return PodInfo.from_dict(dra.use_claims(body, claim))
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("total", "claims", "bound", "usage", "refused"),
+    [
+        pytest.param(
+            {"requests": {"vram": "120Gi"}},
+            [claim_like("one-h100", "h1"), claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
+            2,
+            (989_000 + 494_500, 120 * GIB, 2),
+            ["GPUResourceQuota/ml/gq", "total.requests.vram", "requested 40Gi"],
+            id="VRAM: a whole 80Gi H100 and a 40Gi share (exactly what it consumes) fill 120Gi",
+        ),
+        pytest.param(
+            {"requests": {"tflops": "1500"}},
+            [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")],
+            1,
+            (989_000, 80 * GIB, 1),
+            ["GPUResourceQuota/ml/gq", "total.requests.tflops"],
+            id="TFLOPS from the card's specs: one H100 (989) of 1500",
+        ),
+        pytest.param(
+            {"maxWorkers": 1},
+            [claim_like("one-h100", "shared")],
+            2,
+            (989_000, 80 * GIB, 1),
+            [],
+            id="a claim shared by two pods is one worker, charged once",
+        ),
+    ],
+)
+def test_gpu_resource_quota_over_devices(
+    total: dict[str, Any],
+    claims: list[dict[str, Any]],
+    bound: int,
+    usage: tuple[int, int, int],
+    refused: list[str],
+) -> None:
+    sched, backend = gpu_scheduler(total, claims)
+    names = [c["metadata"]["name"] for c in claims]
+    pods = (
+        [plain_pod(f"p{i}", n) for i, n in enumerate(names)]
+        if len(names) > 1
+        else [
+            plain_pod("p0", names[0]),
+            plain_pod("p1", names[0]),
+        ]
+    )
+    messages = run(sched, pods)
+    assert len(backend.bindings) == bound, messages
+    store = plugin_of(sched, GPUQuota).store
+    used = store.usage(NS)
+    assert (used.tflops_request, used.vram_request) == usage[:2]
+    assert used.gpu_count == usage[2]  # workers
+    for text in refused:
+        assert text in messages[0]
+    # rebuilt from the claims after a restart
+    again, _ = gpu_scheduler(total, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
+    used = plugin_of(again, GPUQuota).store.usage(NS)
+    assert (used.tflops_request, used.vram_request) == usage[:2]
