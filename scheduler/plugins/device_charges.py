@@ -14,15 +14,21 @@ own until the API shows the allocation.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge
-from gpuq_k8s.common.model.devices.claims import ResourceClaim
+from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
+from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
+from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
+from gpuq_k8s.common.model.devices.reservation import pod_claims
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
@@ -138,13 +144,74 @@ def in_flight_charges(
     return out
 
 
-def found_rows_charges(
-    found: Mapping[int, object], charge_of: Callable[[int], dict[str, ClaimCharge] | None]
-) -> dict[int, dict[str, ClaimCharge]]:
-    """``charge_of(row)`` for each row of ``found`` that has charges."""
-    out: dict[int, dict[str, ClaimCharge]] = {}
-    for row in found:
-        charges = charge_of(row)
-        if charges:
-            out[row] = charges
-    return out
+_MAX_MEMO = 65536
+
+
+class ClassRequests:
+    """A plugin's view of pods with their DRA claims counted as mapped resources
+    (:mod:`common.model.devices.class_mapping`): :meth:`pod` is the pod with those added to its
+    requests, the pod itself when nothing maps (no mapping, no claim, a claim not made yet)."""
+
+    def __init__(self, handle: Handle, mapping: Mapping[str, str]) -> None:
+        self.handle = handle
+        self.mapping = dict(mapping)
+        self.resources = frozenset(self.mapping.values())
+        self._memo: dict[tuple[str, str, tuple[object, ...]], Resources] = {}
+        self._totals: tuple[object, Resources] | None = None
+
+    def extra(self, pod: PodInfo) -> Resources:
+        if not self.mapping or not pod.claim_sources:
+            return EMPTY
+        key = (pod.key, pod.uid, pod.claim_sources)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        objects = self.handle.objects
+        claims = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
+        if claims.problem:
+            return EMPTY  # not made yet: counted once it is (the pod's update brings it)
+        view = dra_view(objects)
+        parsed = []
+        for obj in claims.claims:
+            try:
+                parsed.append(view.claim(obj))
+            except GpuqError:
+                continue
+        found = Resources(mapped_requests(parsed, self.mapping))
+        if len(self._memo) >= _MAX_MEMO:
+            self._memo.clear()
+        self._memo[key] = found
+        return found
+
+    def pod(self, pod: PodInfo) -> PodInfo:
+        extra = self.extra(pod)
+        return dataclasses.replace(pod, requests=pod.requests + extra) if extra else pod
+
+    def totals(self) -> Resources:
+        """The devices the published slices hold of each mapped DeviceClass, as mapped resources
+        (milli-units): what a Queue's share of them is computed from (proportion's cluster total)."""
+        if not self.mapping:
+            return EMPTY
+        view = dra_view(self.handle.objects)
+        allocator = view.ready_allocator()
+        if self._totals is not None and self._totals[0] is allocator.inventory:
+            return self._totals[1]
+        counts: dict[str, int] = {}
+        for class_name, resource in sorted(self.mapping.items()):
+            device_class = view.classes.get(class_name)
+            if device_class is None:
+                continue
+            selectors = tuple(
+                (f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors)
+            )
+            alternative = Alternative(Request("count", class_name), device_class, selectors)
+            for pool in allocator.inventory.pools.values():
+                if not pool.complete or pool.invalid:
+                    continue
+                for s in pool.device_slices:
+                    counts[resource] = counts.get(resource, 0) + 1000 * len(
+                        allocator.static_view(alternative, s).usable
+                    )
+        found = Resources(counts)
+        self._totals = (allocator.inventory, found)
+        return found

@@ -23,9 +23,19 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
+from gpuq_k8s.scheduler.plugins.proportion import Proportion
 from tests.testing import dra
-from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import (
+    MakeElasticQuota,
+    MakeGPUResourceQuota,
+    MakeNode,
+    MakePod,
+    MakePodGroup,
+    MakeQueue,
+)
+from tests.testing.config import config_text
 from tests.testing.dra_cluster import documents
 from tests.testing.scheduler import make_scheduler, plugin_of
 
@@ -315,3 +325,48 @@ def test_gpu_resource_quota_over_devices(
     again, _ = gpu_scheduler(total, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
     used = plugin_of(again, GPUQuota).store.usage(NS)
     assert (used.tflops_request, used.vram_request) == usage[:2]
+
+
+MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
+
+
+def mapped_scheduler(plugin: str, *objects: dict[str, Any]) -> tuple[Scheduler, MemoryBackend]:
+    config = config_text("priority, gang", ["predicates", plugin], arguments={plugin: MAPPINGS})
+    sched, backend = make_scheduler(config=config)
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in objects:
+        sched.put_object(body)
+    return sched, backend
+
+
+def test_elastic_quota_counts_devices_through_device_class_mappings() -> None:
+    """capacity-scheduling with ``deviceClassMappings: gpu.nvidia.com -> nvidia.com/gpu``: a claim
+    for one device of that class is ``nvidia.com/gpu: 1`` against the ElasticQuota's max, in
+    PreFilter and charged at Reserve; a class the mapping does not name (MIG) is not counted."""
+    quota = MakeElasticQuota("eq", NS).max({"nvidia.com/gpu": 1, "cpu": "10"}).min({"cpu": "1"}).obj()
+    claims = [claim_like("one-h100", "h1"), claim_like("one-h100", "h2"), claim_like("mig-1g", "m1")]
+    sched, backend = mapped_scheduler("capacity-scheduling", quota, *claims)
+    messages = run(sched, [plain_pod("p1", "h1"), plain_pod("p2", "h2"), plain_pod("p3", "m1")])
+    assert sorted(backend.bindings) == ["ml/p1", "ml/p3"]
+    assert len(messages) == 1 and "nvidia.com/gpu" in messages[0] and "ElasticQuota" in messages[0]
+    plugin = plugin_of(sched, CapacityScheduling)
+    info = plugin.infos.get(NS)
+    assert info is not None and info.used.amount("nvidia.com/gpu") == 1000
+
+
+def test_queue_capability_counts_devices_through_device_class_mappings() -> None:
+    """proportion with the same mapping: a Queue's capability of nvidia.com/gpu 1 admits one pod whose
+    claim asks one H100 of gpu.nvidia.com; the devices of the class are part of the cluster total."""
+    queue = MakeQueue("team-a").capability({"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": 1}).obj()
+    claims = [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")]
+    sched, backend = mapped_scheduler("proportion", queue, *claims)
+    run(sched, [pod("p1", "h1"), pod("p2", "h2")])
+    assert list(backend.bindings) == ["ml/p1"]
+    plugin = plugin_of(sched, Proportion)
+    # type "gpu": 2 H100 + 2 A100, the partitionable A100 whole, the shared H100
+    assert plugin.devices.totals() == {"nvidia.com/gpu": 6000}
+    assert plugin.attrs()["team-a"].allocated.get("nvidia.com/gpu") == 1000
