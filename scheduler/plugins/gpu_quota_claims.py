@@ -1,6 +1,6 @@
 """The gpu-quota plugin's DRA part: a namespace's allocated claims count against its
 GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, each claim one
-worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.gpu_quota.devices`).
+worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.devices.gpu_usage`).
 
 * Filter: on the rows where DynamicResources' Filter found an allocation, the new claims must fit
   (single and total limits), else the row is rejected with the refusal.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuq_k8s.common.model.gpu_quota.devices import claim_request, combined_request
+from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
