@@ -35,9 +35,11 @@ from gpuq_k8s.common.model.plugin_names import (
     CAPACITY_SCHEDULING,
     CROSSQUOTA,
     GPU_QUOTA,
+    PREDICATES,
     RESOURCE_STRATEGY_FIT,
 )
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.common.model.strategy_fit import parse_pod_override
 
 
@@ -59,6 +61,7 @@ class AdmissionOptions:
     capacity_scheduling: bool = True
     crossquota: bool = True
     resource_strategy_fit: bool = True
+    dynamic_resources: bool = True
 
 
 def admission_options(
@@ -79,7 +82,16 @@ def admission_options(
         capacity_scheduling=config.plugin(CAPACITY_SCHEDULING) is not None,
         crossquota=config.plugin(CROSSQUOTA) is not None,
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
+        dynamic_resources=_dynamic_resources(config),
     )
+
+
+def _dynamic_resources(config: SchedulerConfig) -> bool:
+    """DynamicResources runs unless ``predicates`` switches it off (it runs without a ``predicates``
+    entry too: scheduler/plugins/members.py ``with_safety_rules``)."""
+    entry = config.plugin(PREDICATES)
+    args = entry.args if entry is not None else None
+    return not isinstance(args, PredicatesArgs) or bool(args.dynamic_resource_allocation)
 
 
 def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options: AdmissionOptions) -> None:
