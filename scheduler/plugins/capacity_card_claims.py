@@ -96,7 +96,7 @@ class QueueClaims:
         """A pod the engine now tracks: a pending one's claims still to allocate become its card
         demand (the job-mode enqueue check), and the committed claims waiting for their payer are
         charged."""
-        if pod.claim_sources and not pod.node_name:
+        if pod.claim_sources and not pod.node_name and self._governed(pod):
             self.engine.set_device_demand(pod.key, self._pending_demand(pod))
         if not self._unpaid:
             return
@@ -189,8 +189,13 @@ class QueueClaims:
             return None
         return rejected, [(mask, message) for message, mask in by_message.items()]
 
+    def _governed(self, pod: PodInfo) -> bool:
+        """The pod's Queue exists (Semantics 7: a pod of no Queue has no queue quota; its claims are
+        charged once the API shows them allocated, for a Queue made later)."""
+        return self.engine.queue_of(pod) in self.engine.quotas
+
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        if not pod.claim_sources:
+        if not pod.claim_sources or not self._governed(pod):
             return Status.success()
         self.charges.refresh()
         self.unreserve(pod)

@@ -84,8 +84,8 @@ class NamespaceClaims:
         return rejected, [(mask, message) for message, mask in by_message.items()]
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        if not pod.claim_sources:
-            return Status.success()
+        if not pod.claim_sources or not self.store.has_quota(pod.namespace):
+            return Status.success()  # without a quota, the claims are charged as the API shows them
         self.charges.refresh()
         self.unreserve(pod)
         charges = in_flight_charges(state, self.handle, row, self.charges) or {}
