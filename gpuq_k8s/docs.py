@@ -167,6 +167,16 @@ PLUGINS: tuple[Plugin, ...] = (
                 "never fitting (design.md Semantics 16).",
                 "true",
             ),
+            Argument(
+                "deviceNaming",
+                ("device_naming",),
+                {"accel.example.com": {"productName": "model", "memory": "hbm", "migTypes": ["partition"]}},
+                "gpuq's own. Per DRA driver, the device attributes (`productName`, `type`, `migProfile`, "
+                "`migTypes`: the `type` values of a MIG partition) and capacities (`memory`, `tflops`) that "
+                "give a device's card type and amounts, for every quota over devices and the webhook's "
+                'claim checks (design.md "Quota over devices").',
+                "NVIDIA's gpu.nvidia.com names for every driver (productName, type, profile, memory)",
+            ),
         ),
     ),
     Plugin(

@@ -37,6 +37,7 @@ from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_req
 from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.devices.admission import check_claim_spec
 from gpuq_k8s.common.model.devices.claims import ResourceClaim, ResourceClaimTemplate
+from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING
 from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
 from gpuq_k8s.common.model.errors import GpuqError
@@ -335,7 +336,13 @@ def _validate_claim(
             if quota.max_gpu_count is not None:
                 max_gpu_count = (quota.max_gpu_count, quota.ref)
     verdict = check_claim_spec(
-        spec, ref, spec_field, view.devices(), queue_quotas=queue_quotas, max_gpu_count=max_gpu_count
+        spec,
+        ref,
+        spec_field,
+        view.devices(),
+        queue_quotas=queue_quotas,
+        max_gpu_count=max_gpu_count,
+        naming={**DEFAULT_NAMING, **dict(options.device_naming)},
     )
     if verdict.denials:
         return deny("; ".join(verdict.denials), verdict.warnings)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
+from gpuq_k8s.common.model.devices.charges import naming_from
+from gpuq_k8s.common.model.devices.quota import DeviceNaming
 from gpuq_k8s.common.model.plugin_names import (
     CAPACITY_CARD,
     CAPACITY_SCHEDULING,
@@ -62,6 +64,8 @@ class AdmissionOptions:
     crossquota: bool = True
     resource_strategy_fit: bool = True
     dynamic_resources: bool = True
+    # capacity-card's deviceNaming, per driver (hashable: the options key a cache)
+    device_naming: tuple[tuple[str, DeviceNaming], ...] = ()
 
 
 def admission_options(
@@ -83,6 +87,9 @@ def admission_options(
         crossquota=config.plugin(CROSSQUOTA) is not None,
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
         dynamic_resources=_dynamic_resources(config),
+        device_naming=tuple(sorted(naming_from(card_args.device_naming).items()))
+        if isinstance(card_args, CapacityCardArgs)
+        else (),
     )
 
 

@@ -47,6 +47,7 @@ from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.cards.names import parse_card_names
 from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.devices.charges import naming_from
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
@@ -128,6 +129,7 @@ class CapacityCardPlugin(
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
         self.claims = QueueClaims(handle, self.engine)  # DRA devices against card quotas
+        self.claims.charges.set_naming(naming_from(args.device_naming))
 
     # -- inventory --------------------------------------------------------------------------------
     def _emit(self) -> None:

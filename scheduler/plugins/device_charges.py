@@ -114,6 +114,14 @@ class DeviceCharges:
                 claim = None
             self._set(key, claim)
 
+    def set_naming(self, naming: Mapping[str, DeviceNaming]) -> None:
+        """The configured device naming (capacity-card's ``deviceNaming``); the charges follow."""
+        if dict(naming) == dict(self.naming):
+            return
+        self.naming = dict(naming)
+        self._stale = bool(self.committed)
+        self.refresh()
+
     def is_committed(self, key: str) -> bool:
         """Whether the API shows claim ``key`` allocated."""
         return key in self.committed

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gpuq_k8s.common.model.capacity_card.args import DeviceAttributeNames
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
 from gpuq_k8s.common.model.cards.names import card_key
 from gpuq_k8s.common.model.devices.claims import EXACT_COUNT, ResourceClaim
@@ -206,4 +207,20 @@ def pending_cards(
             if types:
                 key = card_key(types)
                 out[key] = out.get(key, 0) + min(r.count for r in requests) * CARD_UNIT
+    return out
+
+
+def naming_from(configured: Mapping[str, DeviceAttributeNames]) -> dict[str, DeviceNaming]:
+    """capacity-card's ``deviceNaming`` argument as the per-driver :class:`DeviceNaming` (NVIDIA's
+    ``gpu.nvidia.com`` defaults for a driver it does not list)."""
+    out = dict(DEFAULT_NAMING)
+    for driver, names in configured.items():
+        out[driver] = DeviceNaming(
+            names.product,
+            names.kind,
+            names.mig_profile,
+            names.memory,
+            names.tflops,
+            frozenset(names.mig_types),
+        )
     return out

@@ -370,3 +370,25 @@ def test_queue_capability_counts_devices_through_device_class_mappings() -> None
     # type "gpu": 2 H100 + 2 A100, the partitionable A100 whole, the shared H100
     assert plugin.devices.totals() == {"nvidia.com/gpu": 6000}
     assert plugin.attrs()["team-a"].allocated.get("nvidia.com/gpu") == 1000
+
+
+def test_device_naming_is_configured_per_driver() -> None:
+    """capacity-card's ``deviceNaming``: a driver whose product attribute is ``model`` and memory
+    capacity ``hbm`` has its devices counted under that model (the GPU quota's VRAM from ``hbm``)."""
+    naming = {"deviceNaming": {"accel.example.com": {"productName": "model", "memory": "hbm"}}}
+    config = config_text(
+        "priority, gang", ["predicates", "capacity-card", "gpu-quota"], arguments={"capacity-card": naming}
+    )
+    sched, backend = make_scheduler(config=config)
+    sched.set_node(MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(MakeQueue("team-a").card_quota('{"X1": 1}').capability(cpu="100", memory="1Ti").obj())
+    sched.put_object(dra.device_class("accel", "accel.example.com"))
+    devices = [dra.device(f"a-{i}", {"model": "X1"}, {"hbm": "16Gi"}) for i in range(2)]
+    sched.put_object(dra.resource_slice("n1-accel", "n1", devices, "accel.example.com"))
+    for name in ("c1", "c2"):
+        sched.put_object(dra.claim(name, NS, dra.exactly("gpu", "accel"), uid=f"uid-{name}"))
+    messages = run(sched, [pod("p1", "c1"), pod("p2", "c2")])
+    assert list(backend.bindings) == ["ml/p1"]
+    assert "for X1: requested 1" in messages[0]
+    assert allocated(sched) == {"X1": 1000}
+    assert plugin_of(sched, GPUQuota).store.usage(NS).vram_request == 16 * GIB
