@@ -392,3 +392,27 @@ def test_device_naming_is_configured_per_driver() -> None:
     assert "for X1: requested 1" in messages[0]
     assert allocated(sched) == {"X1": 1000}
     assert plugin_of(sched, GPUQuota).store.usage(NS).vram_request == 16 * GIB
+
+
+def test_concurrent_pods_in_flight_never_exceed_the_card_quota() -> None:
+    """Two pods reserved one after the other, neither bound nor written (their PreBind in flight): the
+    first one's claim is charged at its Reserve, so the second's Reserve is refused, naming the quota;
+    its devices are unreserved with it."""
+    sched, _ = build({H100: 1}, [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")])
+    framework = sched.framework
+    row = sched.cluster.row_of["gpu-node-1"]
+    first, second = pod("p1", "h1"), pod("p2", "h2")
+    states = []
+    for info in (first, second):
+        sched.add_pod(info)
+        state = CycleState()
+        assert framework.run_pre_filter(state, info).is_success
+        states.append(state)
+    assert framework.run_reserve(states[0], first, row).is_success
+    refused = framework.run_reserve(states[1], second, row)
+    assert not refused.is_success
+    assert f"quota exceeded in Queue/team-a for {H100}: requested 1, available 0" in refused.message
+    assert allocated(sched) == {H100: 1000}
+    framework.run_unreserve(states[0], first, row)
+    assert allocated(sched) == {}
+    assert framework.run_reserve(states[1], second, row).is_success
