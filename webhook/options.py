@@ -87,10 +87,16 @@ def admission_options(
         crossquota=config.plugin(CROSSQUOTA) is not None,
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
         dynamic_resources=_dynamic_resources(config),
-        device_naming=tuple(sorted(naming_from(card_args.device_naming).items()))
-        if isinstance(card_args, CapacityCardArgs)
-        else (),
+        device_naming=_device_naming(card_args),
     )
+
+
+def _device_naming(card_args: object) -> tuple[tuple[str, DeviceNaming], ...]:
+    """capacity-card's ``deviceNaming``: the drivers it lists only (the defaults need no entry)."""
+    if not isinstance(card_args, CapacityCardArgs):
+        return ()
+    configured = card_args.device_naming
+    return tuple(sorted((d, n) for d, n in naming_from(configured).items() if d in configured))
 
 
 def _dynamic_resources(config: SchedulerConfig) -> bool:

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.webhook.admission import validate
-from gpuq_k8s.webhook.options import AdmissionOptions
+from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing import dra
 from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
+from tests.testing.config import config_text
 from tests.testing.dra_cluster import documents
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -175,3 +177,21 @@ def test_the_rules_follow_the_configuration() -> None:
     assert check(h100s(16), *devices(), *QUOTAS, options=AdmissionOptions(capacity_card=False)).allowed
     broken = h100s(1, selector="device.attributes[")
     assert check(broken, options=AdmissionOptions(dynamic_resources=False)).allowed
+
+
+def test_the_configured_device_naming_is_the_schedulers() -> None:
+    """capacity-card's ``deviceNaming`` reaches the webhook (webhook/options.py): a driver whose product
+    attribute is ``model`` has card types the card quotas name."""
+    config = SchedulerConfig.from_yaml(
+        config_text(
+            "predicates, capacity-card",
+            arguments={"capacity-card": {"deviceNaming": {"accel.example.com": {"productName": "model"}}}},
+        )
+    )
+    options = admission_options(config)
+    assert [driver for driver, _ in options.device_naming] == ["accel.example.com"]
+    accel = dra.resource_slice("n1", "n1", [dra.device("a-0", {"model": "X1"})], "accel.example.com")
+    klass = dra.device_class("accel", "accel.example.com")
+    claim = dra.claim("c", "ml", dra.exactly("gpu", "accel", 2))
+    assert not check(claim, accel, klass, queue("q", {"X1": 1}), options=options).allowed
+    assert check(claim, accel, klass, queue("q", {"X1": 1})).allowed  # unnamed: no card type
