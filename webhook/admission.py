@@ -335,6 +335,14 @@ def _validate_claim(
                 continue  # one that predates the webhook: the scheduler warns about it
             if quota.max_gpu_count is not None:
                 max_gpu_count = (quota.max_gpu_count, quota.ref)
+    elastic_max = None
+    if options.capacity_scheduling and options.device_class_map:
+        for raw in view.elastic_quotas(namespace):
+            try:
+                elastic = ElasticQuota.from_dict(raw)
+            except GpuqError:
+                continue  # one that predates the webhook: the scheduler warns about it
+            elastic_max = (elastic.max, elastic.ref)
     verdict = check_claim_spec(
         spec,
         ref,
@@ -342,6 +350,8 @@ def _validate_claim(
         view.devices(),
         queue_quotas=queue_quotas,
         max_gpu_count=max_gpu_count,
+        elastic_max=elastic_max,
+        class_map=dict(options.device_class_map),
         naming={**DEFAULT_NAMING, **dict(options.device_naming)},
     )
     if verdict.denials:

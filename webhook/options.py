@@ -32,6 +32,7 @@ from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
 from gpuq_k8s.common.model.devices.charges import naming_from
 from gpuq_k8s.common.model.devices.quota import DeviceNaming
+from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs
 from gpuq_k8s.common.model.plugin_names import (
     CAPACITY_CARD,
     CAPACITY_SCHEDULING,
@@ -66,6 +67,8 @@ class AdmissionOptions:
     dynamic_resources: bool = True
     # capacity-card's deviceNaming, per driver (hashable: the options key a cache)
     device_naming: tuple[tuple[str, DeviceNaming], ...] = ()
+    # capacity-scheduling's deviceClassMappings: (DeviceClass, resource) pairs
+    device_class_map: tuple[tuple[str, str], ...] = ()
 
 
 def admission_options(
@@ -88,6 +91,7 @@ def admission_options(
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
         dynamic_resources=_dynamic_resources(config),
         device_naming=_device_naming(card_args),
+        device_class_map=_class_map(config),
     )
 
 
@@ -97,6 +101,12 @@ def _device_naming(card_args: object) -> tuple[tuple[str, DeviceNaming], ...]:
         return ()
     configured = card_args.device_naming
     return tuple(sorted((d, n) for d, n in naming_from(configured).items() if d in configured))
+
+
+def _class_map(config: SchedulerConfig) -> tuple[tuple[str, str], ...]:
+    entry = config.plugin(CAPACITY_SCHEDULING)
+    args = entry.args if entry is not None else None
+    return tuple(sorted(args.classes.items())) if isinstance(args, CapacitySchedulingArgs) else ()
 
 
 def _dynamic_resources(config: SchedulerConfig) -> bool:

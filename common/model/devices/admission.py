@@ -13,7 +13,10 @@ for admin access (never charged):
   leaves the verdict to the scheduler (a pod of no Queue is not subject to queue quotas, Semantics 7:
   only card types the cluster's quotas govern are judged). A ``firstAvailable`` request never fits
   when none of its subrequests does;
-* **GPUResourceQuota** (gpu-quota on): ``count`` above the namespace's ``single.maxGPUCount``.
+* **GPUResourceQuota** (gpu-quota on): ``count`` above the namespace's ``single.maxGPUCount``;
+* **ElasticQuota** (capacity-scheduling on, with ``deviceClassMappings``): the claim's devices as
+  mapped resources (:func:`~.class_mapping.mapped_requests`, what each pod using it is charged) above
+  the namespace ElasticQuota's ``max`` for that resource.
 
 A request whose DeviceClass does not exist, or that no published device matches, is admitted with a
 warning: a DeviceClass and a driver's slices may come later (the scheduler keeps such a pod pending,
@@ -30,7 +33,8 @@ from gpuq_k8s.common.model.capacity_card.quota import QueueQuota
 from gpuq_k8s.common.model.cards.card_type import CARD_UNIT
 from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.devices.charges import candidate_card_types
-from gpuq_k8s.common.model.devices.claims import EXACT_COUNT, ClaimSpec, Request
+from gpuq_k8s.common.model.devices.claims import EXACT_COUNT, ClaimSpec, Request, ResourceClaim
+from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
 from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming, card_type
 from gpuq_k8s.common.model.quantity import format_units
@@ -93,6 +97,8 @@ def check_claim_spec(
     *,
     queue_quotas: Sequence[QueueQuota] | None = None,
     max_gpu_count: tuple[int, str] | None = None,
+    elastic_max: tuple[Mapping[str, int], str] | None = None,
+    class_map: Mapping[str, str] | None = None,
     naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING,
 ) -> ClaimVerdict:
     """See the module doc. ``queue_quotas``: every Queue's quota (None: capacity-card off);
@@ -144,4 +150,13 @@ def check_claim_spec(
                 )
         if never and len(never) == len(subs):  # no alternative can ever fit
             denials.append(f"{ref}: {'; '.join(never)}")
+    if elastic_max is not None and class_map:
+        limits, quota_ref = elastic_max
+        for resource, amount in sorted(mapped_requests([ResourceClaim("", "", spec)], class_map).items()):
+            if resource in limits and amount > limits[resource]:
+                denials.append(
+                    f"{ref}: {spec_field}.devices.requests: {format_units(resource, amount)} {resource} "
+                    f"(deviceClassMappings) exceed the max of {quota_ref}: "
+                    f"{format_units(resource, limits[resource])}"
+                )
     return ClaimVerdict(tuple(denials), tuple(warnings))

@@ -18,7 +18,7 @@ from gpuq_k8s.webhook.admission import validate
 from gpuq_k8s.webhook.options import AdmissionOptions, admission_options
 from gpuq_k8s.webhook.view import StaticView
 from tests.testing import dra
-from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
+from tests.testing.builders import MakeElasticQuota, MakeGPUResourceQuota, MakeQueue
 from tests.testing.config import config_text
 from tests.testing.dra_cluster import documents
 
@@ -195,3 +195,23 @@ def test_the_configured_device_naming_is_the_schedulers() -> None:
     claim = dra.claim("c", "ml", dra.exactly("gpu", "accel", 2))
     assert not check(claim, accel, klass, queue("q", {"X1": 1}), options=options).allowed
     assert check(claim, accel, klass, queue("q", {"X1": 1})).allowed  # unnamed: no card type
+
+
+def test_elastic_quota_max_over_mapped_devices() -> None:
+    """capacity-scheduling with ``deviceClassMappings``: a claim whose devices, as the mapped resource,
+    exceed the namespace ElasticQuota's max is refused (each pod using it would be charged that)."""
+    mapping = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
+    config = SchedulerConfig.from_yaml(
+        config_text("predicates, capacity-scheduling", arguments={"capacity-scheduling": mapping})
+    )
+    options = admission_options(config)
+    assert options.device_class_map == (("gpu.nvidia.com", "nvidia.com/gpu"),)
+    quota = MakeElasticQuota("eq", "ml").max({"nvidia.com/gpu": 2, "cpu": "10"}).obj()
+    refused = check(h100s(4), *devices(), quota, options=options)
+    assert not refused.allowed
+    assert refused.message == (
+        "ResourceClaim/ml/c: spec.devices.requests: 4 nvidia.com/gpu (deviceClassMappings) exceed the max "
+        "of ElasticQuota/ml/eq: 2"
+    )
+    assert check(h100s(2), *devices(), quota, options=options).allowed
+    assert check(h100s(4), *devices(), quota).allowed  # no mapping: claims are not ElasticQuota's
