@@ -219,9 +219,11 @@ CARD_QUOTA = {
 async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
     cluster: Cluster, run_scheduler: SchedulerFactory, claim_controller: None
 ) -> None:
-    """The workload's pods in one Queue with card quotas, their namespace under a GPUResourceQuota: the
-    checker recounts the quotas from the API (every claim once, its devices' card types and VRAM) and
-    finds none exceeded, the device rules still hold, and pods the quotas hold back say which quota."""
+    """The workload's pods in one Queue with card quotas, their namespace under a GPUResourceQuota, and
+    gpuq killed with SIGKILL mid-burst: the next one rebuilds the charges from the claims'
+    ``status.allocation`` (else it would admit past the quotas). The checker recounts the quotas from
+    the API (every claim once, its devices' card types and VRAM) and finds none exceeded, the device
+    rules still hold, and pods the quotas hold back say which quota."""
     name = f"gpuq-{cluster.test_id}"
     workload = await _setup(cluster, "q", name)
     queue = workload.run
@@ -229,16 +231,25 @@ async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
         MakeQueue(queue).card_quota(json.dumps(CARD_QUOTA)).capability(cpu="100", memory="1Ti").obj(), QUEUES
     )
     ns = cluster.namespace
-    vram = MakeGPUResourceQuota("devices", ns).total(requests={"tflops": "100000", "vram": "200Gi"}).obj()
+    vram = MakeGPUResourceQuota("devices", ns).total(requests={"tflops": "100000", "vram": "300Gi"}).obj()
     await cluster.create(vram, f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas")
-    scheduler = run_scheduler(name)
-    await scheduler.wait_ready()
+    first = run_scheduler(name)
+    await first.wait_ready()
 
     def body(pod: str) -> dict[str, Any]:
         return cluster.pod_body(pod, {"cpu": "100m"}, scheduler=name, annotations={QUEUE_NAME: queue})
 
     path = f"/api/v1/namespaces/{ns}/pods"
     await asyncio.gather(*(cluster.request("POST", path, pod) for pod in workload.pods(body)))
+
+    async def some_bound() -> int | None:
+        bound = sum(1 for p in (await _run_pods(cluster, workload)).values() if node_of(p))
+        return bound if bound >= 2 else None
+
+    await eventually(some_bound, 60, "the burst under way", first.log)
+    first.kill()
+    scheduler = run_scheduler(name)
+    await scheduler.wait_ready()
     await _settled(cluster, workload, scheduler.log)
     problems, pods = await _check(cluster, workload)
     assert problems == [], scheduler.log()
