@@ -446,11 +446,15 @@ class CapacityCardPlugin(
         return rows
 
     def pod_fields(self, pod: PodInfo) -> dict[str, Any]:
-        """``cardType``: the concrete type the pod is charged to; for a pod of no Queue (not charged),
+        """``cardType``: the concrete type the pod is charged to (a pod with DRA claims: its claims'
+        first card type); for a pod of no Queue (not charged),
         the card type of its node that it uses, so the placement table still shows it."""
         if not pod.node_name:
             return {}
         charged = self.engine.charged_card_type(pod)
+        if charged is None and pod.claim_sources:  # DRA devices: the card types its claims are charged
+            keys = [f"{pod.namespace}/{s.claim}" for s in pod.claim_sources if s.claim]
+            charged = next((t for k in keys if (t := self.engine.claim_card_type(k)) is not None), None)
         if charged is None:
             row = self.handle.cluster.row_of.get(pod.node_name)
             cards = self._cards[row] if row is not None and row < len(self._cards) else _EMPTY_NODE

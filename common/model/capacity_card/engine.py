@@ -379,6 +379,11 @@ class CapacityCard:
         state = self._pods.get(pod_key)
         return state.pod if state is not None else None
 
+    def claim_card_type(self, key: str) -> str | None:
+        """The first card type (by name) claim ``key`` is charged under, None when it charges none."""
+        held = self._claims.get(key)
+        return min(held[1], default=None) if held is not None else None
+
     def claim_queue(self, key: str) -> str | None:
         """The queue claim ``key`` is charged to, None when it is not charged."""
         held = self._claims.get(key)

@@ -416,3 +416,10 @@ def test_concurrent_pods_in_flight_never_exceed_the_card_quota() -> None:
     framework.run_unreserve(states[0], first, row)
     assert allocated(sched) == {}
     assert framework.run_reserve(states[1], second, row).is_success
+
+
+def test_simulate_shows_the_card_type_a_claim_is_charged() -> None:
+    sched, backend = build({H100: 1}, [claim_like("one-h100", "h1")])
+    run(sched, [pod("p1", "h1")])
+    bound = pod("p1", "h1").with_node_name(backend.bindings["ml/p1"])
+    assert plugin_of(sched, CapacityCardPlugin).pod_fields(bound) == {"cardType": H100}
