@@ -47,6 +47,7 @@ import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.devices.bounds import count_bound
+from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
@@ -356,6 +357,67 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             for result in allocation.get("devices", {}).get("results") or []:
                 devices.append({"claim": source.claim, **_device_row(result)})
         return {"devices": devices}
+
+
+# -- for the quota plugins (docs/design.md "Quota over devices") --------------------------------------
+def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
+    """The allocations this attempt's Filter found per node row (the searched rows; rows the per-row
+    counts decided have none until :func:`allocation_on` computes theirs). Empty for a pod without
+    claims to allocate, or before DynamicResources' Filter ran."""
+    data = state.read(_STATE, _State)
+    return data.found if data is not None else {}
+
+
+def claims_to_allocate(state: CycleState) -> Mapping[str, ResourceClaim]:
+    """The claims this attempt allocates (not allocated yet), by claim key."""
+    data = state.read(_STATE, _State)
+    if data is None:
+        return {}
+    return {prepared.claim.key: prepared.claim for prepared in data.plan.to_allocate}
+
+
+def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | None:
+    """The allocation the pod's claims get on node row ``row`` in this attempt: the one Reserve charged,
+    else the one Filter found, else computed now and kept, so that DynamicResources' Reserve takes the
+    very same devices whichever of the plugins reserves first. None for a pod without claims to
+    allocate, or a row that cannot take them."""
+    data = state.read(_STATE, _State)
+    if data is None:
+        return None
+    node = handle.cluster.nodes[row] if row < handle.cluster.n else None
+    if node is None:
+        return None
+    if data.allocation is not None and data.allocation.node == node.name:
+        return data.allocation
+    found = data.found.get(row)
+    if found is None:
+        answer = dra_view(handle.objects).ready_allocator().allocate(data.plan, node)
+        if isinstance(answer, Unfit):
+            return None
+        found = data.found[row] = answer
+    return found
+
+
+def reallocate(state: CycleState, handle: Handle, row: int, plan: PodPlan) -> Allocation | None:
+    """Allocate ``plan`` (this attempt's plan narrowed by a quota plugin: ``firstAvailable``
+    subrequests passed over) on node row ``row`` and keep it as the row's allocation for Reserve.
+    None when it does not fit there, or when Reserve already charged another allocation (the
+    ledger holds it: it is not replaced)."""
+    data = state.read(_STATE, _State)
+    node = handle.cluster.nodes[row] if row < handle.cluster.n else None
+    if data is None or node is None or data.allocation is not None:
+        return None
+    answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
+    if isinstance(answer, Unfit):
+        return None
+    data.found[row] = answer
+    return answer
+
+
+def planned(state: CycleState) -> PodPlan | None:
+    """This attempt's plan (PreFilter's), None for a pod without claims to allocate."""
+    data = state.read(_STATE, _State)
+    return data.plan if data is not None else None
 
 
 def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
