@@ -5,7 +5,7 @@ does, whatever the pages' timing: the same attempts, in the same order, on the s
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
@@ -110,7 +110,7 @@ def test_pod_changes_while_other_kinds_list_are_not_lost() -> None:
         for _ in range(5):
             await asyncio.sleep(0)
         # The watch moves the cache on (its changes are not delivered yet), then the list is done.
-        pods = cache["Pod"].items()
+        pods = cast(dict[tuple[str, str], dict[str, Any]], cache["Pod"].items())  # InformerCache's dict
         pods[key(finished)] = finished
         pods[key(bound)] = bound
         cache["Pod"].synced.set()
