@@ -78,6 +78,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256
@@ -279,6 +280,8 @@ class CapacityCardPlugin(
         engine = self.engine
         if engine.queue_of(pod) not in engine.quotas:
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
+        if pod.claim_sources:
+            allocate_every_row(state)  # its devices' card types are checked row by row
         check = engine.task_check(pod)
         if check.failure is not None:
             self.handle.record(check.failure.event(pod.ref))

@@ -192,7 +192,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                     enough |= counts[:n] >= count
                     maybe |= mixed[:n]
                 candidate = candidate & (enough | maybe)
-            if bound.exact:  # one request: `enough` is its
+            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
                 passed = candidate & enough
                 searched = np.flatnonzero(candidate & ~enough).tolist()
             else:
@@ -360,6 +360,17 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
 
 
 # -- for the quota plugins (docs/design.md "Quota over devices") --------------------------------------
+_EVERY_ROW: Final = "DynamicResources/allocateEveryRow"
+
+
+def allocate_every_row(state: CycleState) -> None:
+    """A quota plugin over devices checks the allocation on every row Filter passes (its card type
+    and amounts; a ``firstAvailable`` fallback when the first choice's quota is spent): for this pod
+    the per-row counts only reject rows, the rest are searched, so each passed row has its
+    allocation in :func:`found_allocations`."""
+    state.write(_EVERY_ROW, True)
+
+
 def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
     """The allocations this attempt's Filter found per node row (the searched rows; rows the per-row
     counts decided have none until :func:`allocation_on` computes theirs). Empty for a pod without

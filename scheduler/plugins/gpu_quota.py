@@ -61,6 +61,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 from gpuq_k8s.scheduler.plugins.gpu_quota_claims import NamespaceClaims
 
 SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
@@ -258,6 +259,8 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         namespace = pod.namespace
         if not self.store.has_quota(namespace):
             return Status.skip()
+        if pod.claim_sources:
+            allocate_every_row(state)  # its devices' TFLOPS and VRAM are checked row by row
         group = self.handle.group_of(pod)
         if group is not None and group.min_member > 1:
             never = self._gang_refusal(group, namespace)

@@ -56,6 +56,16 @@ def claim_like(name: str, as_name: str) -> dict[str, Any]:
     return body
 
 
+def whole_h100(as_name: str) -> dict[str, Any]:
+    """``one-h100`` kept off the shared GPU: a request without capacity may be served by a device
+    that allows multiple allocations, as a share of its ``requestPolicy`` default (KEP-5075), which
+    the quotas charge as a share. A case about whole cards asks for one that is not shareable."""
+    body = claim_like("one-h100", as_name)
+    selectors = body["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+    selectors.append({"cel": {"expression": "!device.allowMultipleAllocations"}})
+    return body
+
+
 def admin_claim(as_name: str) -> dict[str, Any]:
     body = claim_like("one-h100", as_name)
     body["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
@@ -140,11 +150,18 @@ CASES = {
     ),
     "a share of a GPU charged what it consumes (40Gi of 80Gi: half a card), then a whole one refused": Case(
         {H100: 1},
-        [claim_like("share-40gi", "s1"), claim_like("one-h100", "h1")],
+        [claim_like("share-40gi", "s1"), whole_h100("h1")],
         [("p1", "s1"), ("p2", "h1")],
         1,
         {H100: 500},
         [H100, "requested 1", "used 500m", "limit 1"],
+    ),
+    "a request without capacity is served by the shared GPU as a share of its default (10Gi: 1/8 card)": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), claim_like("one-h100", "h1")],
+        [("p1", "s1"), ("p2", "h1")],
+        2,
+        {H100: 625},
     ),
     "two shares fill one card of quota": Case(
         {H100: 1},
@@ -280,7 +297,7 @@ GIB = 2**30
         ),
         pytest.param(
             {"requests": {"tflops": "1500"}},
-            [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")],
+            [whole_h100("h1"), whole_h100("h2")],
             1,
             (989_000, 80 * GIB, 1),
             ["GPUResourceQuota/ml/gq", "total.requests.tflops"],
