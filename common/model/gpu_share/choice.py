@@ -1,0 +1,132 @@
+"""Which devices of a node a shared-GPU pod gets, or why none (design.md Semantics 19).
+
+tensor-fusion's GpuAllocator: a device qualifies when its TFLOPS and VRAM left cover the pod's request
+(its ResourceFilter); of those, the strategy picks (:class:`Placement`): ``CompactFirst`` the most used
+first (packs: whole GPUs stay free for whole-GPU work), ``LowLoadFirst`` the least used first (spreads:
+less contention per GPU). "Used" is the TFLOPS and VRAM fractions in use, summed (tensor-fusion's
+normalised score with equal weights); ties go to the lower index. A device no share uses yet qualifies
+only while the node has a card no whole-card pod holds (:mod:`~common.model.gpu_share.ledger`).
+
+A refusal names each device and what it lacks: ``gpu-0 on node-a: 20 TFLOPS left, 50 asked``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS, VRAM, format_amount
+from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs
+from gpuq_k8s.common.model.gpu_share.ledger import DeviceUse, NodeUse
+from gpuq_k8s.common.model.gpu_share.request import ShareRequest
+
+_FREE = DeviceUse()
+
+
+class Placement(enum.Enum):
+    """tensor-fusion's placement modes for the GPUs of one node (``SchedulingConfigTemplate``)."""
+
+    COMPACT_FIRST = "CompactFirst"
+    LOW_LOAD_FIRST = "LowLoadFirst"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """No room on the node: ``reasons``, one per device (or one for the node)."""
+
+    reasons: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def _left(capacity: int | None, used: int) -> int | None:
+    return None if capacity is None else capacity - used
+
+
+def device_reason(gpus: NodeGPUs, index: int, use: DeviceUse, request: ShareRequest) -> str | None:
+    """Why device ``index`` cannot take ``request`` on top of ``use``; None when it can."""
+    where = f"{gpus.name(index)} on {gpus.node}"
+    lacks: list[str] = []
+    for asked, capacity, used, sub, label in (
+        (request.tflops, gpus.tflops, use.tflops, TFLOPS, "tflops"),
+        (request.vram, gpus.vram, use.vram, VRAM, "memory"),
+    ):
+        if asked <= 0:
+            continue
+        left = _left(capacity, used)
+        name = "TFLOPS" if sub == TFLOPS else "VRAM"
+        if left is None:
+            lacks.append(f"{name} of {gpus.card} unknown (no {gpus.missing_label(label)} node label)")
+        elif left < asked:
+            lacks.append(f"{format_amount(sub, max(left, 0))} {name} left, {format_amount(sub, asked)} asked")
+    return f"{where}: {', '.join(lacks)}" if lacks else None
+
+
+def _load(gpus: NodeGPUs, use: DeviceUse) -> float:
+    load = 0.0
+    if gpus.tflops:
+        load += use.tflops / gpus.tflops
+    if gpus.vram:
+        load += use.vram / gpus.vram
+    return load
+
+
+def candidates(gpus: NodeGPUs, use: NodeUse) -> list[tuple[int, DeviceUse]]:
+    """The devices a share may go on: those carrying shares, and as many of the others (lowest index
+    first) as the node has cards no whole-card pod holds."""
+    fresh = max(gpus.count - use.whole - use.shared, 0)
+    out: list[tuple[int, DeviceUse]] = []
+    for index in range(gpus.count):
+        device = use.devices.get(index)
+        if device is not None:
+            out.append((index, device))
+        elif fresh > 0:
+            fresh -= 1
+            out.append((index, _FREE))
+    return out
+
+
+def choose(
+    gpus: NodeGPUs, use: NodeUse, request: ShareRequest, placement: Placement
+) -> tuple[int, ...] | Refusal:
+    """The ``request.count`` devices ``placement`` picks for the pod, or why the node has none."""
+    if request.count > gpus.count:
+        return Refusal((f"{gpus.node}: {gpus.count} GPU(s) of {gpus.card}, {request.count} asked",))
+    fitting: list[tuple[float, int]] = []
+    reasons: list[str] = []
+    open_devices = candidates(gpus, use)
+    for index, device in open_devices:
+        reason = device_reason(gpus, index, device, request)
+        if reason is None:
+            fitting.append((_load(gpus, device), index))
+        else:
+            reasons.append(reason)
+    if len(fitting) >= request.count:
+        pack = placement is Placement.COMPACT_FIRST
+        fitting.sort(key=lambda item: (-item[0] if pack else item[0], item[1]))
+        return tuple(sorted(index for _, index in fitting[: request.count]))
+    held = gpus.count - len(open_devices)
+    if held > 0:
+        reasons.append(f"{held} GPU(s) on {gpus.node} held by whole-GPU pods")
+    if fitting:
+        reasons.append(f"{gpus.node}: {len(fitting)} GPU(s) with room, {request.count} asked")
+    return Refusal(tuple(reasons))
+
+
+def whole_refusal(gpus: NodeGPUs, use: NodeUse, cards: int) -> str | None:
+    """Why a whole-card pod asking ``cards`` of the shared card cannot go on the node; None when it can
+    (resource fit has checked the cards whole pods hold; this adds the devices shares hold)."""
+    if use.whole + use.shared + cards <= gpus.count:
+        return None
+    return (
+        f"{gpus.node}: {use.shared} of {gpus.count} GPU(s) shared by tensor-fusion pods, "
+        f"{use.whole} held whole, {cards} asked whole"
+    )
+
+
+def chosen_ids(gpus: NodeGPUs, devices: Sequence[int]) -> str:
+    """The ``tensor-fusion.ai/gpu-ids`` value for ``devices``."""
+    return ",".join(gpus.gpu_id(index) for index in devices)

@@ -1,0 +1,293 @@
+"""``GPUShare``: tensor-fusion pods placed on one specific shared GPU, thin glue over
+:mod:`common.model.gpu_share` (design.md Semantics 19).
+
+A member of the ``gpu-quota`` entry (built whenever gpu-quota is configured, in its tier, under its
+switches): a plugin of its own rather than more of :mod:`scheduler.plugins.gpu_quota`, because placing
+a share is a placement rule (Filter, Reserve, PreBind over the nodes' devices) while gpu-quota is a
+namespace quota; the charge stays gpu-quota's and is made atomically with the allocation by the
+framework's Reserve (gpu-quota's Reserve charges, this one allocates; either refusing unreserves both).
+
+* PreFilter: the pod's request (a malformed annotation: unresolvable, naming pod, annotation, value and
+  expectation); a whole-card pod notes its card count.
+* Filter: a shared-GPU pod passes a node with ``gpu-count`` devices that each have its TFLOPS and VRAM
+  left; a whole-card pod a node where its cards, the cards held whole and the devices carrying shares
+  fit the node's devices. The reasons name the devices (``gpu-0 on node-a: 20 TFLOPS left, 50 asked``).
+* Reserve: the devices chosen by the configured placement (``gpuPlacement``), held in the ledger so
+  that a pod in flight is never given room another holds; Unreserve gives them back.
+* PreBind: ``tensor-fusion.ai/gpu-ids`` written on the pod (leader-gated like every write, rolled back
+  when the binding fails).
+* A bound pod is charged from its annotation (a restart rebuilds the ledger from the pods), else from
+  the allocation it held before (preemption's dry run), else from a fresh choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from gpuq_k8s.common.model import kinds, plugin_names
+from gpuq_k8s.common.model.annotations import TF_GPU_IDS
+from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.events import invalid_annotation
+from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
+from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
+from gpuq_k8s.common.model.gpu_share.choice import Placement, Refusal, choose, chosen_ids, whole_refusal
+from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs, node_gpus
+from gpuq_k8s.common.model.gpu_share.gpu_ids import read_gpu_ids
+from gpuq_k8s.common.model.gpu_share.ledger import Share, ShareLedger
+from gpuq_k8s.common.model.gpu_share.request import ShareRequest, share_request, whole_units
+from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.outlook import annotation_outlook, with_outlook
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.prebind import DONE, ApiWrite, PreBindPlan, Progress
+from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import (
+    BoolArray,
+    ClusterEvent,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    ReasonMasks,
+    ReservePlugin,
+)
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
+from gpuq_k8s.scheduler.framework.status import Status
+
+_STATE: Final = plugin_names.GPU_SHARE
+# The grouped reason of a node without shareable GPUs (one line for every such node).
+NO_GPU: Final = "no GPU to share (no whole-card GPU resource on the node)"
+# Beyond this many nodes refused for their devices, the FitError message groups them by what they
+# lack instead of listing each node's devices (the explanation still has every device).
+_MAX_NODE_REASONS: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Pod:
+    """What PreFilter worked out: a shared-GPU request, or the whole cards a card pod asks by resource."""
+
+    request: ShareRequest | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    share: Share
+    ids: str
+    previous: str | None  # the pod's gpu-ids before PreBind (restored by the rollback)
+
+
+def _ready(_lookup: object) -> Progress:
+    return DONE
+
+
+class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+    name = plugin_names.GPU_SHARE
+    events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+
+    def __init__(self, handle: Handle, placement: Placement = Placement.COMPACT_FIRST) -> None:
+        super().__init__(handle)
+        self.placement = placement
+        self.ledger = ShareLedger()
+        self._gpus: list[NodeGPUs | None] = []
+        # The card resources shared on some node (a whole-card pod asking none of them is no concern).
+        self._resources: frozenset[str] | None = None
+        self._quotas: dict[str, GPUResourceQuota] = {}
+        for namespace, name, obj in handle.objects.list(kinds.GPU_RESOURCE_QUOTA):
+            self._object(kinds.GPU_RESOURCE_QUOTA, namespace, name, obj)
+        handle.objects.subscribe(self._object)
+        handle.cluster.subscribe(self)
+
+    @classmethod
+    def member(cls, handle: Handle, settings: PluginSettings) -> GPUShare:
+        args = plugin_args(settings, GPUQuotaArgs) or GPUQuotaArgs()
+        return cls(handle, args.placement)
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        """The namespace's GPUResourceQuota, for its default requests (gpu-quota warns of a bad one)."""
+        if kind != kinds.GPU_RESOURCE_QUOTA:
+            return
+        quota = None
+        if obj is not None:
+            try:
+                quota = GPUResourceQuota.from_dict(obj)
+            except InvalidValue:
+                quota = None
+        if quota is None:
+            self._quotas.pop(namespace, None)
+        else:
+            self._quotas[namespace] = quota
+
+    def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        while len(self._gpus) <= row:
+            self._gpus.append(None)
+        self._gpus[row] = node_gpus(new) if new is not None else None
+        self._resources = None
+
+    def _request(self, pod: PodInfo) -> ShareRequest | None:
+        return share_request(pod, self._quotas.get(pod.namespace))
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        """A bound pod: its share from its annotation, else as before, else chosen now (it runs)."""
+        key = pod.key
+        if key in self.ledger:
+            return
+        gpus = self._gpus[row] if row < len(self._gpus) else None
+        if gpus is None:
+            return
+        try:
+            request = self._request(pod)
+        except InvalidValue:
+            return  # its PreFilter reported it; a running pod with a bad annotation holds no share
+        if request is None:
+            cards = whole_units(pod, gpus.resource)
+            if cards > 0:
+                self.ledger.reserve_whole(key, gpus.node, cards)
+            return
+        devices: tuple[int, ...] | None = None
+        try:
+            devices = read_gpu_ids(pod, gpus, request.count)
+        except InvalidValue as err:
+            self.handle.record(invalid_annotation(pod.ref, f"GPU share placed anew: {err}"))
+        recent = self.ledger.recent(key)
+        if devices is None and recent is not None and recent.node == gpus.node:
+            devices = recent.devices
+        if devices is None:
+            chosen = choose(gpus, self.ledger.use(gpus.node), request, self.placement)
+            # A running pod the devices cannot hold (placed by another scheduler): the least used.
+            devices = (
+                chosen if not isinstance(chosen, Refusal) else tuple(range(min(request.count, gpus.count)))
+            )
+        self.ledger.reserve_share(key, Share(gpus.node, devices, request.tflops, request.vram))
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self.ledger.release(pod.key)
+
+    # -- extension points -------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        try:
+            request = self._request(pod)
+        except InvalidValue as err:
+            self.handle.record(invalid_annotation(pod.ref, str(err)))
+            return Status.unresolvable(with_outlook(str(err), annotation_outlook(err.field)))
+        if request is None:
+            if self._resources is None:
+                self._resources = frozenset(g.resource for g in self._gpus if g is not None)
+            if not any(pod.requests.amount(resource) > 0 for resource in self._resources):
+                return Status.skip()
+        state.write(_STATE, _Pod(request))
+        return Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
+        n = self.handle.cluster.n
+        data = state.read(_STATE, _Pod)
+        if data is None:
+            return FilterResult.all_pass(n)
+        request = data.request
+        passed = np.ones(n, dtype=np.bool_)
+        no_gpu = np.zeros(n, dtype=np.bool_)
+        refusals: dict[int, str] = {}
+        for row in range(n):
+            gpus = self._gpus[row] if row < len(self._gpus) else None
+            if gpus is None:
+                if request is not None:
+                    passed[row] = False
+                    no_gpu[row] = True
+                continue
+            use = self.ledger.use(gpus.node)
+            if request is None:
+                cards = whole_units(pod, gpus.resource)
+                refusal = whole_refusal(gpus, use, cards) if cards and use.shared else None
+            else:
+                chosen = choose(gpus, use, request, self.placement)
+                refusal = chosen.message if isinstance(chosen, Refusal) else None
+            if refusal is not None:
+                passed[row] = False
+                refusals[row] = refusal
+
+        def reasons() -> ReasonMasks:
+            out: list[tuple[BoolArray, str]] = []
+            if no_gpu.any():
+                out.append((no_gpu, NO_GPU))
+            grouped = len(refusals) > _MAX_NODE_REASONS
+            for row, message in refusals.items():
+                mask = np.zeros(n, dtype=np.bool_)
+                mask[row] = True
+                out.append((mask, _grouped(message) if grouped else message))
+            return out
+
+        return FilterResult(passed, reasons, no_gpu, refusals.get)
+
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        data = state.read(_STATE, _Pod)
+        gpus = self._gpus[row] if row < len(self._gpus) else None
+        if data is None or gpus is None or pod.key in self.ledger:
+            return Status.success()
+        request = data.request
+        if request is None:
+            cards = whole_units(pod, gpus.resource)
+            if cards:
+                refusal = whole_refusal(gpus, self.ledger.use(gpus.node), cards)
+                if refusal is not None:
+                    return Status.unschedulable(refusal)
+                self.ledger.reserve_whole(pod.key, gpus.node, cards)
+            return Status.success()
+        chosen = choose(gpus, self.ledger.use(gpus.node), request, self.placement)
+        if isinstance(chosen, Refusal):
+            return Status.unschedulable(chosen.message)
+        share = Share(gpus.node, chosen, request.tflops, request.vram)
+        self.ledger.reserve_share(pod.key, share)
+        state.write(
+            f"{_STATE}:chosen", _Chosen(share, chosen_ids(gpus, chosen), pod.annotations.get(TF_GPU_IDS))
+        )
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
+        if state.read(_STATE, _Pod) is not None:
+            self.ledger.release(pod.key)
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, row: int) -> PreBindPlan | Status:
+        chosen = state.read(f"{_STATE}:chosen", _Chosen)
+        if chosen is None:
+            return Status.skip()
+        meta: dict[str, Any] = {"uid": pod.uid} if pod.uid else {}
+        write = ApiWrite(
+            kinds.POD,
+            pod.namespace,
+            pod.name,
+            {"metadata": {**meta, "annotations": {TF_GPU_IDS: chosen.ids}}},
+            merge_keys={},
+        )
+        undo = ApiWrite(
+            kinds.POD,
+            pod.namespace,
+            pod.name,
+            {"metadata": {**meta, "annotations": {TF_GPU_IDS: chosen.previous}}},
+            merge_keys={},
+        )
+        return PreBindPlan(
+            self.name, (write,), _ready, rollback=(undo,), timeout=60.0, waiting_for="writing gpu-ids"
+        )
+
+    # -- gpuq simulate's report ---------------------------------------------------------------------
+    def report(self) -> Mapping[str, list[dict[str, Any]]]:
+        return {}
+
+    def pod_fields(self, pod: PodInfo) -> Mapping[str, Any]:
+        """A shared-GPU pod: ``gpuIds``, the devices it holds (``tensor-fusion.ai/gpu-ids``)."""
+        share = self.ledger.share(pod.key)
+        if share is None:
+            return {}
+        return {"gpuIds": ",".join(f"{share.node}-gpu-{index}" for index in share.devices)}
+
+
+def _grouped(message: str) -> str:
+    """A node's refusal without its node and device names, so that many nodes group by what they lack."""
+    kinds_of = sorted({part.split(": ", 1)[-1] for part in message.split("; ")})
+    return "no shared GPU with room: " + "; ".join(kinds_of)
