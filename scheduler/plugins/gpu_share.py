@@ -34,7 +34,14 @@ from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.events import invalid_annotation
 from gpuq_k8s.common.model.gpu_quota.quota import GPUResourceQuota
 from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
-from gpuq_k8s.common.model.gpu_share.choice import Placement, Refusal, choose, chosen_ids, whole_refusal
+from gpuq_k8s.common.model.gpu_share.choice import (
+    Placement,
+    Refusal,
+    choose,
+    chosen_ids,
+    node_score,
+    whole_refusal,
+)
 from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs, node_gpus
 from gpuq_k8s.common.model.gpu_share.gpu_ids import read_gpu_ids
 from gpuq_k8s.common.model.gpu_share.ledger import Share, ShareLedger
@@ -51,16 +58,20 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterPlugin,
     FilterResult,
+    FloatArray,
     Handle,
     PreBindPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReasonMasks,
     ReservePlugin,
+    ScorePlugin,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 
 _STATE: Final = plugin_names.GPU_SHARE
+_SCORES: Final = f"{plugin_names.GPU_SHARE}:scores"
 # The grouped reason of a node without shareable GPUs (one line for every such node).
 NO_GPU: Final = "no GPU to share (no whole-card GPU resource on the node)"
 # Beyond this many nodes refused for their devices, the FitError message groups them by what they
@@ -86,7 +97,7 @@ def _ready(_lookup: object) -> Progress:
     return DONE
 
 
-class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
+class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
     name = plugin_names.GPU_SHARE
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
 
@@ -95,6 +106,7 @@ class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
         self.placement = placement
         self.ledger = ShareLedger()
         self._gpus: list[NodeGPUs | None] = []
+        self._gpu_rows: dict[int, NodeGPUs] = {}  # the rows with shareable GPUs
         # The card resources shared on some node (a whole-card pod asking none of them is no concern).
         self._resources: frozenset[str] | None = None
         self._quotas: dict[str, GPUResourceQuota] = {}
@@ -127,7 +139,11 @@ class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         while len(self._gpus) <= row:
             self._gpus.append(None)
-        self._gpus[row] = node_gpus(new) if new is not None else None
+        gpus = self._gpus[row] = node_gpus(new) if new is not None else None
+        if gpus is None:
+            self._gpu_rows.pop(row, None)
+        else:
+            self._gpu_rows[row] = gpus
         self._resources = None
 
     def _request(self, pod: PodInfo) -> ShareRequest | None:
@@ -190,26 +206,36 @@ class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
         if data is None:
             return FilterResult.all_pass(n)
         request = data.request
-        passed = np.ones(n, dtype=np.bool_)
-        no_gpu = np.zeros(n, dtype=np.bool_)
         refusals: dict[int, str] = {}
-        for row in range(n):
-            gpus = self._gpus[row] if row < len(self._gpus) else None
-            if gpus is None:
-                if request is not None:
+        if request is None:
+            # A whole-card pod: only nodes where shares hold devices add anything to resource fit.
+            passed = np.ones(n, dtype=np.bool_)
+            no_gpu = np.zeros(n, dtype=np.bool_)
+            row_of = self.handle.cluster.row_of
+            for node in self.ledger.busy_nodes():
+                row = row_of.get(node, n)
+                gpus = self._gpu_rows.get(row) if row < n else None
+                cards = whole_units(pod, gpus.resource) if gpus is not None else 0
+                refusal = whole_refusal(gpus, self.ledger.use(node), cards) if gpus and cards else None
+                if refusal is not None:
                     passed[row] = False
-                    no_gpu[row] = True
-                continue
-            use = self.ledger.use(gpus.node)
-            if request is None:
-                cards = whole_units(pod, gpus.resource)
-                refusal = whole_refusal(gpus, use, cards) if cards and use.shared else None
-            else:
+                    refusals[row] = refusal
+        else:
+            passed = np.zeros(n, dtype=np.bool_)
+            no_gpu = np.ones(n, dtype=np.bool_)
+            scores: dict[int, float] = {}
+            for row, gpus in self._gpu_rows.items():
+                if row >= n:
+                    continue
+                no_gpu[row] = False
+                use = self.ledger.use(gpus.node)
                 chosen = choose(gpus, use, request, self.placement)
-                refusal = chosen.message if isinstance(chosen, Refusal) else None
-            if refusal is not None:
-                passed[row] = False
-                refusals[row] = refusal
+                if isinstance(chosen, Refusal):
+                    refusals[row] = chosen.message
+                else:
+                    passed[row] = True
+                    scores[row] = node_score(gpus, use, chosen, request, self.placement)
+            state.write(_SCORES, scores)
 
         def reasons() -> ReasonMasks:
             out: list[tuple[BoolArray, str]] = []
@@ -223,6 +249,18 @@ class GPUShare(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin):
             return out
 
         return FilterResult(passed, reasons, no_gpu, refusals.get)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
+        return Status.success() if _SCORES in state else Status.skip()
+
+    def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
+        """A shared-GPU pod's node preference by ``gpuPlacement`` (0-100): the use of the devices it
+        would get there; 0 for every other pod."""
+        out = np.zeros(feasible.shape[0], dtype=np.float64)
+        for row, value in (state.read(_SCORES, dict) or {}).items():
+            if row < out.shape[0]:
+                out[row] = value
+        return out
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         data = state.read(_STATE, _Pod)

@@ -116,6 +116,23 @@ def choose(
     return Refusal(tuple(reasons))
 
 
+def node_score(
+    gpus: NodeGPUs, use: NodeUse, devices: Sequence[int], request: ShareRequest, placement: Placement
+) -> float:
+    """The node's score (0-100) for a pod given ``devices`` there: ``CompactFirst`` prefers the node
+    whose devices end up the most used (tensor-fusion scores a node by its GPUs' use), ``LowLoadFirst``
+    the least used."""
+    if not devices:
+        return 0.0
+    total = 0.0
+    for index in devices:
+        old = use.devices.get(index) or _FREE
+        after = DeviceUse(old.tflops + request.tflops, old.vram + request.vram, old.pods + 1)
+        total += _load(gpus, after) / 2
+    load = min(total / len(devices), 1.0)
+    return 100.0 * (load if placement is Placement.COMPACT_FIRST else 1.0 - load)
+
+
 def whole_refusal(gpus: NodeGPUs, use: NodeUse, cards: int) -> str | None:
     """Why a whole-card pod asking ``cards`` of the shared card cannot go on the node; None when it can
     (resource fit has checked the cards whole pods hold; this adds the devices shares hold)."""

@@ -127,5 +127,9 @@ class ShareLedger:
             del self._whole_count[node]
         return True
 
+    def busy_nodes(self) -> list[str]:
+        """The nodes where some device carries a share."""
+        return list(self._use)
+
     def shares(self) -> Mapping[str, Share]:
         return self._shares

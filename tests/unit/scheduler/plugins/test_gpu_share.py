@@ -232,3 +232,18 @@ def test_simulate_reports_the_device_chosen() -> None:
     plugin = plugin_of(sched, GPUShare)
     assert plugin.pod_fields(sched.cluster.pods["ns/w"]) == {"gpuIds": "a100-gpu-0"}
     assert TFLOPS  # the unit the ledger keeps (milli-TFLOPS) is the quota's
+
+
+def test_nodes_are_scored_by_the_placement_too() -> None:
+    """tensor-fusion scores a node by its GPUs' use: CompactFirst fills the used node, LowLoadFirst the
+    idle one."""
+    for placement, same in (("CompactFirst", True), ("LowLoadFirst", False)):
+        sched, backend = make_scheduler(config=_config(placement))
+        for name in ("n1", "n2"):
+            sched.set_node(CARD.copy().name(name).gpus(1).info())
+        sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=10).obj())
+        sched.add_pod(_tf("w0", {"tensor-fusion.ai/tflops-request": "20"}).info())
+        _run(sched)
+        sched.add_pod(_tf("w1", {"tensor-fusion.ai/tflops-request": "20"}).info())
+        _run(sched)
+        assert (backend.bindings["ns/w0"] == backend.bindings["ns/w1"]) is same, placement
