@@ -12,6 +12,7 @@ framework's Reserve (gpu-quota's Reserve charges, this one allocates; either ref
 * Filter: a shared-GPU pod passes a node with ``gpu-count`` devices that each have its TFLOPS and VRAM
   left; a whole-card pod a node where its cards, the cards held whole and the devices carrying shares
   fit the node's devices. The reasons name the devices (``gpu-0 on node-a: 20 TFLOPS left, 50 asked``).
+* Score: a shared-GPU pod's nodes by ``gpuPlacement`` (how used its devices end up there).
 * Reserve: the devices chosen by the configured placement (``gpuPlacement``), held in the ledger so
   that a pod in flight is never given room another holds; Unreserve gives them back.
 * PreBind: ``tensor-fusion.ai/gpu-ids`` written on the pod (leader-gated like every write, rolled back
