@@ -195,6 +195,7 @@ def print_explain(pod: dict[str, Any], console: Console | None = None, *, scores
     console.print(
         f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
         + (f" on {pod['node']}" if pod["node"] else "")
+        + (f", sharing GPU {escape(str(pod['gpuIds']))}" if pod.get("gpuIds") else "")
         + (f" ({escape(pod['reason'])})" if pod["reason"] else "")
     )
     nodes = pod.get("nodes") or {}

@@ -59,3 +59,13 @@ def test_the_table_and_the_page_show_the_shares(manifest: str, capsys: pytest.Ca
     assert main(["simulate", "-f", manifest, "-o", "html"]) == 0
     html = capsys.readouterr().out
     assert '<table id="gpu-shares">' in html and html.count("<td>a100-gpu-0</td>") == 2
+
+
+def test_explain_names_the_gpu_and_each_device_reason(
+    manifest: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "ml/w-0", "-f", manifest]) == 0
+    assert "Pod ml/w-0: Bound on a100, sharing GPU a100-gpu-0" in capsys.readouterr().out
+    assert main(["explain", "ml/w-2", "-f", manifest]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "gpu-0 on a100: 0 TFLOPS left, 50 asked" in text, text
