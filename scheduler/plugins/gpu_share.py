@@ -208,6 +208,7 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             return FilterResult.all_pass(n)
         request = data.request
         refusals: dict[int, str] = {}
+        summaries: dict[int, str] = {}  # what a node lacks, without names (many nodes group by it)
         if request is None:
             # A whole-card pod: only nodes where shares hold devices add anything to resource fit.
             passed = np.ones(n, dtype=np.bool_)
@@ -233,6 +234,9 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
                 chosen = choose(gpus, use, request, self.placement)
                 if isinstance(chosen, Refusal):
                     refusals[row] = chosen.message
+                    summaries[row] = chosen.summary
+                    if chosen.never:
+                        no_gpu[row] = True  # unresolvable: evicting pods cannot make the room
                 else:
                     passed[row] = True
                     scores[row] = node_score(gpus, use, chosen, request, self.placement)
@@ -240,13 +244,20 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
 
         def reasons() -> ReasonMasks:
             out: list[tuple[BoolArray, str]] = []
-            if no_gpu.any():
-                out.append((no_gpu, NO_GPU))
+            bare = no_gpu.copy()  # the rows without shareable GPUs (the rest named their devices)
+            for row in refusals:
+                bare[row] = False
+            if bare.any():
+                out.append((bare, NO_GPU))
             grouped = len(refusals) > _MAX_NODE_REASONS
+            by_message: dict[str, BoolArray] = {}
             for row, message in refusals.items():
-                mask = np.zeros(n, dtype=np.bool_)
+                text = summaries.get(row, message) if grouped else message
+                mask = by_message.get(text)
+                if mask is None:
+                    mask = by_message[text] = np.zeros(n, dtype=np.bool_)
                 mask[row] = True
-                out.append((mask, _grouped(message) if grouped else message))
+            out.extend((mask, text) for text, mask in by_message.items())
             return out
 
         return FilterResult(passed, reasons, no_gpu, refusals.get)
@@ -324,9 +335,3 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
         if share is None:
             return {}
         return {"gpuIds": ",".join(f"{share.node}-gpu-{index}" for index in share.devices)}
-
-
-def _grouped(message: str) -> str:
-    """A node's refusal without its node and device names, so that many nodes group by what they lack."""
-    kinds_of = sorted({part.split(": ", 1)[-1] for part in message.split("; ")})
-    return "no shared GPU with room: " + "; ".join(kinds_of)

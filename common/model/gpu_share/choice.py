@@ -33,13 +33,22 @@ class Placement(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """No room on the node: ``reasons``, one per device (or one for the node)."""
+    """No room on the node: ``reasons``, one per device (or one for the node); ``short``, what the
+    devices lack without naming them (``TFLOPS``, ``VRAM``, ``known capacity``, ``GPUs``: a FitError
+    over many nodes groups them by it); ``never``, whether the node could not take the pod even idle
+    (preemption cannot help)."""
 
     reasons: tuple[str, ...]
+    short: tuple[str, ...] = ()
+    never: bool = False
 
     @property
     def message(self) -> str:
         return "; ".join(self.reasons)
+
+    @property
+    def summary(self) -> str:
+        return f"no GPU to share has the {' and '.join(self.short) or 'room'} asked"
 
 
 def _left(capacity: int | None, used: int) -> int | None:
@@ -48,8 +57,16 @@ def _left(capacity: int | None, used: int) -> int | None:
 
 def device_reason(gpus: NodeGPUs, index: int, use: DeviceUse, request: ShareRequest) -> str | None:
     """Why device ``index`` cannot take ``request`` on top of ``use``; None when it can."""
+    reason, _ = _device_shortage(gpus, index, use, request)
+    return reason
+
+
+def _device_shortage(
+    gpus: NodeGPUs, index: int, use: DeviceUse, request: ShareRequest
+) -> tuple[str | None, list[str]]:
     where = f"{gpus.name(index)} on {gpus.node}"
     lacks: list[str] = []
+    short: list[str] = []
     for asked, capacity, used, sub, label in (
         (request.tflops, gpus.tflops, use.tflops, TFLOPS, "tflops"),
         (request.vram, gpus.vram, use.vram, VRAM, "memory"),
@@ -60,9 +77,16 @@ def device_reason(gpus: NodeGPUs, index: int, use: DeviceUse, request: ShareRequ
         name = "TFLOPS" if sub == TFLOPS else "VRAM"
         if left is None:
             lacks.append(f"{name} of {gpus.card} unknown (no {gpus.missing_label(label)} node label)")
+            short.append("known capacity")
         elif left < asked:
             lacks.append(f"{format_amount(sub, max(left, 0))} {name} left, {format_amount(sub, asked)} asked")
-    return f"{where}: {', '.join(lacks)}" if lacks else None
+            short.append(name)
+    return (f"{where}: {', '.join(lacks)}" if lacks else None), short
+
+
+def never_fits(gpus: NodeGPUs, request: ShareRequest) -> bool:
+    """The node could not take ``request`` even with every device idle."""
+    return request.count > gpus.count or _device_shortage(gpus, 0, _FREE, request)[0] is not None
 
 
 def _load(gpus: NodeGPUs, use: DeviceUse) -> float:
@@ -94,16 +118,19 @@ def choose(
 ) -> tuple[int, ...] | Refusal:
     """The ``request.count`` devices ``placement`` picks for the pod, or why the node has none."""
     if request.count > gpus.count:
-        return Refusal((f"{gpus.node}: {gpus.count} GPU(s) of {gpus.card}, {request.count} asked",))
+        too_few = f"{gpus.node}: {gpus.count} GPU(s) of {gpus.card}, {request.count} asked"
+        return Refusal((too_few,), ("GPUs",), never=True)
     fitting: list[tuple[float, int]] = []
     reasons: list[str] = []
+    short: list[str] = []
     open_devices = candidates(gpus, use)
     for index, device in open_devices:
-        reason = device_reason(gpus, index, device, request)
+        reason, lacking = _device_shortage(gpus, index, device, request)
         if reason is None:
             fitting.append((_load(gpus, device), index))
         else:
             reasons.append(reason)
+            short.extend(s for s in lacking if s not in short)
     if len(fitting) >= request.count:
         pack = placement is Placement.COMPACT_FIRST
         fitting.sort(key=lambda item: (-item[0] if pack else item[0], item[1]))
@@ -111,9 +138,11 @@ def choose(
     held = gpus.count - len(open_devices)
     if held > 0:
         reasons.append(f"{held} GPU(s) on {gpus.node} held by whole-GPU pods")
+    if fitting or held > 0:
+        short.append("GPUs")
     if fitting:
         reasons.append(f"{gpus.node}: {len(fitting)} GPU(s) with room, {request.count} asked")
-    return Refusal(tuple(reasons))
+    return Refusal(tuple(reasons), tuple(short), never_fits(gpus, request))
 
 
 def node_score(

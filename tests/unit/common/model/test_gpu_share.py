@@ -63,7 +63,7 @@ def test_choice_follows_the_placement(
 
 
 @pytest.mark.parametrize(
-    ("name", "shares", "whole", "request_", "reasons"),
+    ("name", "shares", "whole", "request_", "reasons", "short", "never"),
     [
         (
             "TFLOPS limit",
@@ -71,6 +71,8 @@ def test_choice_follows_the_placement(
             0,
             ShareRequest(50_000, 0),
             ("gpu-0 on node-a: 20 TFLOPS left, 50 asked", "gpu-1 on node-a: 10 TFLOPS left, 50 asked"),
+            ("TFLOPS",),
+            False,
         ),
         (
             "VRAM limit",
@@ -78,6 +80,8 @@ def test_choice_follows_the_placement(
             0,
             ShareRequest(10_000, 16 * GiB),
             ("gpu-0 on node-a: 10Gi VRAM left, 16Gi asked", "gpu-1 on node-a: 5Gi VRAM left, 16Gi asked"),
+            ("VRAM",),
+            False,
         ),
         (
             "both",
@@ -88,6 +92,8 @@ def test_choice_follows_the_placement(
                 "gpu-0 on node-a: 1 TFLOPS left, 2 asked, 1Gi VRAM left, 2Gi asked",
                 "1 GPU(s) on node-a held by whole-GPU pods",
             ),
+            ("TFLOPS", "VRAM", "GPUs"),
+            False,
         ),
         (
             "more GPUs than the node",
@@ -95,6 +101,17 @@ def test_choice_follows_the_placement(
             0,
             ShareRequest(0, 0, 3),
             ("node-a: 2 GPU(s) of NVIDIA-A100, 3 asked",),
+            ("GPUs",),
+            True,
+        ),
+        (
+            "more than a whole GPU",
+            [],
+            0,
+            ShareRequest(150_000, 0),
+            ("gpu-0 on node-a: 100 TFLOPS left, 150 asked", "gpu-1 on node-a: 100 TFLOPS left, 150 asked"),
+            ("TFLOPS",),
+            True,
         ),
     ],
 )
@@ -102,18 +119,27 @@ def test_refusal_names_each_device_and_what_it_lacks(
     name: str,
     shares: list[tuple[tuple[int, ...], int, int]],
     whole: int,
+    *,
     request_: ShareRequest,
     reasons: tuple[str, ...],
+    short: tuple[str, ...],
+    never: bool,
 ) -> None:
+    """``never``: even idle the node could not take it (preemption cannot help); ``short`` groups
+    many nodes' refusals in a FitError."""
     chosen = choose(TWO, _ledger(*shares, whole=whole).use("node-a"), request_, PACK)
-    assert chosen == Refusal(reasons), name
+    assert chosen == Refusal(reasons, short, never), name
+    assert isinstance(chosen, Refusal)
+    assert chosen.summary == f"no GPU to share has the {' and '.join(short)} asked"
 
 
 def test_unknown_tflops_is_a_reason_never_a_guess() -> None:
     unknown = NodeGPUs("node-b", "nvidia.com/gpu", "ACME-X1", 1, None, 16 * GiB)
     chosen = choose(unknown, ShareLedger().use("node-b"), ShareRequest(10_000, GiB), PACK)
     assert chosen == Refusal(
-        ("gpu-0 on node-b: TFLOPS of ACME-X1 unknown (no nvidia.com/gpu.tflops node label)",)
+        ("gpu-0 on node-b: TFLOPS of ACME-X1 unknown (no nvidia.com/gpu.tflops node label)",),
+        ("known capacity",),
+        never=True,
     )
     assert choose(unknown, ShareLedger().use("node-b"), ShareRequest(0, GiB), PACK) == (0,)
 
@@ -128,7 +154,8 @@ def test_whole_and_shared_pods_never_meet_on_a_device() -> None:
     ledger.reserve_whole("ns/w", "node-a", 1)
     # the one device left for shares is the one they use: a second device is never opened
     assert choose(TWO, ledger.use("node-a"), ShareRequest(95_000, 0), PACK) == Refusal(
-        ("gpu-0 on node-a: 90 TFLOPS left, 95 asked", "1 GPU(s) on node-a held by whole-GPU pods")
+        ("gpu-0 on node-a: 90 TFLOPS left, 95 asked", "1 GPU(s) on node-a held by whole-GPU pods"),
+        ("TFLOPS", "GPUs"),
     )
     assert ledger.release("ns/w") and ledger.release("ns/s0")
     assert ledger.use("node-a").shared == 0 and ledger.use("node-a").whole == 0

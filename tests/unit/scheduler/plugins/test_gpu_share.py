@@ -247,3 +247,39 @@ def test_nodes_are_scored_by_the_placement_too() -> None:
         sched.add_pod(_tf("w1", {"tensor-fusion.ai/tflops-request": "20"}).info())
         _run(sched)
         assert (backend.bindings["ns/w0"] == backend.bindings["ns/w1"]) is same, placement
+
+
+def test_many_nodes_refused_group_by_what_they_lack_and_explain_keeps_every_device() -> None:
+    sched, _ = make_scheduler(config=_config())
+    for i in range(10):
+        sched.set_node(CARD.copy().name(f"n{i}").gpus(1).info())
+    sched.put_object(MakeGPUResourceQuota("gq").total(maxWorkers=100).obj())
+    for i in range(10):
+        sched.add_pod(_tf(f"w{i}", {"tensor-fusion.ai/tflops-request": "80"}).info())
+    _run(sched)
+    sched.add_pod(_tf("late").info())
+    _run(sched)
+    assert sched.reasons["ns/late"].startswith(
+        "0/10 nodes are available: 10 no GPU to share has the TFLOPS asked."
+    ), sched.reasons["ns/late"]
+    plugin = plugin_of(sched, GPUShare)
+    state = CycleState()
+    late = sched.pending["ns/late"]
+    assert plugin.pre_filter(state, late).is_success
+    result = plugin.filter(state, late)
+    assert result.detail is not None
+    assert result.detail(sched.cluster.row_of["n3"]) == "gpu-0 on n3: 20 TFLOPS left, 50 asked"
+    assert result.unresolvable is not None and not result.unresolvable.any()  # room can be freed
+
+
+def test_a_pod_no_gpu_could_ever_hold_is_unresolvable() -> None:
+    sched = _scheduler()
+    sched.add_pod(_tf("huge", {"tensor-fusion.ai/tflops-request": "150"}).info())
+    _run(sched)
+    plugin = plugin_of(sched, GPUShare)
+    state = CycleState()
+    pod = sched.pending["ns/huge"]
+    assert plugin.pre_filter(state, pod).is_success
+    result = plugin.filter(state, pod)
+    assert result.unresolvable is not None and result.unresolvable.all()
+    assert "gpu-0 on a100: 100 TFLOPS left, 150 asked" in sched.reasons["ns/huge"]
