@@ -40,6 +40,7 @@ from gpuq_k8s.common.model.gpu_share.choice import (
     Refusal,
     choose,
     chosen_ids,
+    least_used,
     node_score,
     whole_refusal,
 )
@@ -176,11 +177,10 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
         if devices is None and recent is not None and recent.node == gpus.node:
             devices = recent.devices
         if devices is None:
-            chosen = choose(gpus, self.ledger.use(gpus.node), request, self.placement)
+            use = self.ledger.use(gpus.node)
+            chosen = choose(gpus, use, request, self.placement)
             # A running pod the devices cannot hold (placed by another scheduler): the least used.
-            devices = (
-                chosen if not isinstance(chosen, Refusal) else tuple(range(min(request.count, gpus.count)))
-            )
+            devices = chosen if not isinstance(chosen, Refusal) else least_used(gpus, use, request.count)
         self.ledger.reserve_share(key, Share(gpus.node, devices, request.tflops, request.vram))
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:

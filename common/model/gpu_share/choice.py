@@ -145,6 +145,13 @@ def choose(
     return Refusal(tuple(reasons), tuple(short), never_fits(gpus, request))
 
 
+def least_used(gpus: NodeGPUs, use: NodeUse, count: int) -> tuple[int, ...]:
+    """The ``count`` least used devices, room or not: where a pod already running (bound by another
+    hand, without its ``gpu-ids``) is counted."""
+    loads = sorted((_load(gpus, use.devices.get(i) or _FREE), i) for i in range(gpus.count))
+    return tuple(sorted(i for _, i in loads[:count]))
+
+
 def node_score(
     gpus: NodeGPUs, use: NodeUse, devices: Sequence[int], request: ShareRequest, placement: Placement
 ) -> float:

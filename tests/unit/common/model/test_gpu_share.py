@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gpuq_k8s.common.model.errors import InvalidAnnotation
-from gpuq_k8s.common.model.gpu_share.choice import Placement, Refusal, choose, whole_refusal
+from gpuq_k8s.common.model.gpu_share.choice import Placement, Refusal, choose, least_used, whole_refusal
 from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs, node_gpus
 from gpuq_k8s.common.model.gpu_share.gpu_ids import read_gpu_ids
 from gpuq_k8s.common.model.gpu_share.ledger import Share, ShareLedger
@@ -244,3 +244,9 @@ def test_gpu_ids_read_back(value: str, expected: tuple[int, ...] | None) -> None
         f"Pod/ns/p: tensor-fusion.ai/gpu-ids: invalid value '{value}': expected {count} distinct GPU id(s) "
         "of node node-a, comma-separated, each node-a-gpu-<index> with index below 2"
     )
+
+
+def test_a_running_pod_without_room_is_counted_on_the_least_used_devices() -> None:
+    ledger = _ledger(((0,), 90_000, GiB))
+    assert least_used(TWO, ledger.use("node-a"), 1) == (1,)
+    assert least_used(TWO, ledger.use("node-a"), 2) == (0, 1)
