@@ -283,3 +283,16 @@ def test_a_pod_no_gpu_could_ever_hold_is_unresolvable() -> None:
     result = plugin.filter(state, pod)
     assert result.unresolvable is not None and result.unresolvable.all()
     assert "gpu-0 on a100: 100 TFLOPS left, 150 asked" in sched.reasons["ns/huge"]
+
+
+def test_a_pod_asking_a_gpu_resource_with_the_annotations_stays_a_whole_card_pod() -> None:
+    """The device plugin hands ``nvidia.com/gpu`` out whole (kubelet would refuse a second pod on the
+    one card): such pods are charged by their annotations but never share (design.md Semantics 19)."""
+    sched = _scheduler()
+    for i in range(2):
+        sched.add_pod(_tf(f"w{i}").gpus(1).info())
+    _run(sched)
+    assert list(sched.backend.bindings) == ["ns/w0"]  # type: ignore[attr-defined]
+    assert "Insufficient nvidia.com/gpu" in sched.reasons["ns/w1"]
+    assert _gpu_ids(sched) == {}
+    assert plugin_of(sched, GPUShare).ledger.use("a100").whole == 1
