@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.annotations import TF_GPU_IDS
@@ -79,6 +80,9 @@ NO_GPU: Final = "no GPU to share (no whole-card GPU resource on the node)"
 # Beyond this many nodes refused for their devices, the FitError message groups them by what they
 # lack instead of listing each node's devices (the explanation still has every device).
 _MAX_NODE_REASONS: Final = 8
+# Nodes whose choices are cached at once (a cleared cache only costs recomputation).
+_MAX_CACHED_NODES: Final = 65536
+Int64Array = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,13 @@ class _Pod:
     """What PreFilter worked out: a shared-GPU request, or the whole cards a card pod asks by resource."""
 
     request: ShareRequest | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Capacity:
+    count: Int64Array
+    tflops: Int64Array
+    vram: Int64Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,9 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
         self.ledger = ShareLedger()
         self._gpus: list[NodeGPUs | None] = []
         self._gpu_rows: dict[int, NodeGPUs] = {}  # the rows with shareable GPUs
+        self._capacity: _Capacity | None = None  # their devices as arrays over rows (Filter's idle nodes)
+        # per node: the ledger version it was computed at, and the choice for each request since
+        self._choices: dict[str, tuple[int, dict[ShareRequest, tuple[int, ...] | Refusal]]] = {}
         # The card resources shared on some node (a whole-card pod asking none of them is no concern).
         self._resources: frozenset[str] | None = None
         self._quotas: dict[str, GPUResourceQuota] = {}
@@ -147,6 +161,8 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
         else:
             self._gpu_rows[row] = gpus
         self._resources = None
+        self._capacity = None
+        self._choices.clear()
 
     def _request(self, pod: PodInfo) -> ShareRequest | None:
         return share_request(pod, self._quotas.get(pod.namespace))
@@ -194,6 +210,10 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             self.handle.record(invalid_annotation(pod.ref, str(err)))
             return Status.unresolvable(with_outlook(str(err), annotation_outlook(err.field)))
         if request is None:
+            # A whole-card pod: only a node where shares hold devices has anything to add to resource
+            # fit (its cards are counted when the cluster adds it: pod_added).
+            if not self.ledger.busy_nodes():
+                return Status.skip()
             if self._resources is None:
                 self._resources = frozenset(g.resource for g in self._gpus if g is not None)
             if not any(pod.requests.amount(resource) > 0 for resource in self._resources):
@@ -201,58 +221,115 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
         state.write(_STATE, _Pod(request))
         return Status.success()
 
+    def _arrays(self, n: int) -> _Capacity:
+        """Per node row: its devices' count and each one's TFLOPS and VRAM (``-1``: unknown)."""
+        cap = self._capacity
+        if cap is not None and cap.count.shape[0] >= n:
+            return cap
+        count = np.zeros(n, dtype=np.int64)
+        tflops = np.full(n, -1, dtype=np.int64)
+        vram = np.full(n, -1, dtype=np.int64)
+        for row, gpus in self._gpu_rows.items():
+            if row < n:
+                count[row] = gpus.count
+                tflops[row] = -1 if gpus.tflops is None else gpus.tflops
+                vram[row] = -1 if gpus.vram is None else gpus.vram
+        cap = self._capacity = _Capacity(count, tflops, vram)
+        return cap
+
+    def _choice(self, gpus: NodeGPUs, request: ShareRequest) -> tuple[int, ...] | Refusal:
+        """:func:`choose` on the node's current use, cached until its use changes."""
+        version = self.ledger.version(gpus.node)
+        cached = self._choices.get(gpus.node)
+        if cached is None or cached[0] != version:
+            if len(self._choices) >= _MAX_CACHED_NODES:
+                self._choices.clear()
+            cached = self._choices[gpus.node] = (version, {})
+        answers = cached[1]
+        answer = answers.get(request)
+        if answer is None:
+            answer = answers[request] = choose(gpus, self.ledger.use(gpus.node), request, self.placement)
+        return answer
+
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         n = self.handle.cluster.n
         data = state.read(_STATE, _Pod)
         if data is None:
             return FilterResult.all_pass(n)
         request = data.request
-        refusals: dict[int, str] = {}
-        summaries: dict[int, str] = {}  # what a node lacks, without names (many nodes group by it)
+        refusals: dict[int, Refusal | str] = {}
+        row_of = self.handle.cluster.row_of
         if request is None:
             # A whole-card pod: only nodes where shares hold devices add anything to resource fit.
             passed = np.ones(n, dtype=np.bool_)
-            no_gpu = np.zeros(n, dtype=np.bool_)
-            row_of = self.handle.cluster.row_of
+            unresolvable = np.zeros(n, dtype=np.bool_)
             for node in self.ledger.busy_nodes():
                 row = row_of.get(node, n)
                 gpus = self._gpu_rows.get(row) if row < n else None
                 cards = whole_units(pod, gpus.resource) if gpus is not None else 0
-                refusal = whole_refusal(gpus, self.ledger.use(node), cards) if gpus and cards else None
-                if refusal is not None:
+                whole = whole_refusal(gpus, self.ledger.use(node), cards) if gpus and cards else None
+                if whole is not None:
                     passed[row] = False
-                    refusals[row] = refusal
+                    refusals[row] = whole
+            no_gpu = unresolvable
         else:
-            passed = np.zeros(n, dtype=np.bool_)
-            no_gpu = np.ones(n, dtype=np.bool_)
-            scores: dict[int, float] = {}
-            for row, gpus in self._gpu_rows.items():
-                if row >= n:
-                    continue
-                no_gpu[row] = False
-                use = self.ledger.use(gpus.node)
-                chosen = choose(gpus, use, request, self.placement)
+            # Nodes nobody uses yet, all at once: every device is free.
+            cap = self._arrays(n)
+            count, tflops, vram = cap.count[:n], cap.tflops[:n], cap.vram[:n]
+            no_gpu = count == 0
+            passed = count >= request.count
+            if request.tflops > 0:
+                passed &= tflops >= request.tflops
+            if request.vram > 0:
+                passed &= vram >= request.vram
+            unresolvable = ~passed  # even idle the node cannot take it (or has no GPU)
+            load = np.zeros(n, dtype=np.float64)
+            if request.tflops > 0:
+                load += np.where(tflops > 0, request.tflops / np.maximum(tflops, 1), 0.0)
+            if request.vram > 0:
+                load += np.where(vram > 0, request.vram / np.maximum(vram, 1), 0.0)
+            load = np.minimum(load / 2, 1.0)
+            scores = 100.0 * (load if self.placement is Placement.COMPACT_FIRST else 1.0 - load)
+            # Nodes in use: their devices one by one (cached per node until its use changes).
+            for node in self.ledger.nodes_in_use():
+                row = row_of.get(node, n)
+                gpus = self._gpu_rows.get(row) if row < n else None
+                if gpus is None or not passed[row]:
+                    continue  # no GPU, or not even idle devices take it
+                chosen = self._choice(gpus, request)
                 if isinstance(chosen, Refusal):
-                    refusals[row] = chosen.message
-                    summaries[row] = chosen.summary
-                    if chosen.never:
-                        no_gpu[row] = True  # unresolvable: evicting pods cannot make the room
+                    passed[row] = False
+                    refusals[row] = chosen
                 else:
-                    passed[row] = True
-                    scores[row] = node_score(gpus, use, chosen, request, self.placement)
+                    scores[row] = node_score(gpus, self.ledger.use(node), chosen, request, self.placement)
             state.write(_SCORES, scores)
+
+        def refusal_of(row: int) -> Refusal | str | None:
+            found = refusals.get(row)
+            if found is None and request is not None and not passed[row]:
+                gpus = self._gpu_rows.get(row)
+                if gpus is not None:
+                    answer = self._choice(gpus, request)
+                    found = answer if isinstance(answer, Refusal) else None
+            return found
+
+        def detail(row: int) -> str | None:
+            found = refusal_of(row)
+            return found.message if isinstance(found, Refusal) else found
 
         def reasons() -> ReasonMasks:
             out: list[tuple[BoolArray, str]] = []
-            bare = no_gpu.copy()  # the rows without shareable GPUs (the rest named their devices)
-            for row in refusals:
-                bare[row] = False
+            refused = [int(r) for r in np.flatnonzero(~passed & ~no_gpu)]
+            bare = no_gpu & ~passed
             if bare.any():
                 out.append((bare, NO_GPU))
-            grouped = len(refusals) > _MAX_NODE_REASONS
+            grouped = len(refused) > _MAX_NODE_REASONS
             by_message: dict[str, BoolArray] = {}
-            for row, message in refusals.items():
-                text = summaries.get(row, message) if grouped else message
+            for row in refused:
+                found = refusal_of(row)
+                if found is None:
+                    continue
+                text = found if isinstance(found, str) else found.summary if grouped else found.message
                 mask = by_message.get(text)
                 if mask is None:
                     mask = by_message[text] = np.zeros(n, dtype=np.bool_)
@@ -260,18 +337,19 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             out.extend((mask, text) for text, mask in by_message.items())
             return out
 
-        return FilterResult(passed, reasons, no_gpu, refusals.get)
+        return FilterResult(passed, reasons, unresolvable, detail)
 
     def pre_score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> Status:
         return Status.success() if _SCORES in state else Status.skip()
 
     def score(self, state: CycleState, pod: PodInfo, feasible: BoolArray) -> FloatArray:
-        """A shared-GPU pod's node preference by ``gpuPlacement`` (0-100): the use of the devices it
-        would get there; 0 for every other pod."""
+        """A shared-GPU pod's node preference by ``gpuPlacement`` (0-100): how used the devices it
+        would get there end up."""
+        scores = state.read(_SCORES, np.ndarray)
         out = np.zeros(feasible.shape[0], dtype=np.float64)
-        for row, value in (state.read(_SCORES, dict) or {}).items():
-            if row < out.shape[0]:
-                out[row] = value
+        if scores is not None:
+            m = min(out.shape[0], scores.shape[0])
+            out[:m] = scores[:m]
         return out
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
@@ -281,13 +359,7 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             return Status.success()
         request = data.request
         if request is None:
-            cards = whole_units(pod, gpus.resource)
-            if cards:
-                refusal = whole_refusal(gpus, self.ledger.use(gpus.node), cards)
-                if refusal is not None:
-                    return Status.unschedulable(refusal)
-                self.ledger.reserve_whole(pod.key, gpus.node, cards)
-            return Status.success()
+            return Status.success()  # Filter checked its cards; the cluster's add counts them
         chosen = choose(gpus, self.ledger.use(gpus.node), request, self.placement)
         if isinstance(chosen, Refusal):
             return Status.unschedulable(chosen.message)

@@ -66,6 +66,20 @@ class ShareLedger:
         self._use: dict[str, dict[int, DeviceUse]] = {}
         self._whole_count: dict[str, int] = {}
         self._recent: dict[str, Share] = {}
+        # per node, a number that changes with every reservation or release there (caches key on it)
+        self._versions: dict[str, int] = {}
+        self._serial = 0
+
+    def version(self, node: str) -> int:
+        return self._versions.get(node, 0)
+
+    def _touch(self, node: str) -> None:
+        self._serial += 1
+        self._versions[node] = self._serial
+
+    def nodes_in_use(self) -> list[str]:
+        """The nodes where some device carries a share or some card is held whole."""
+        return list(self._use.keys() | self._whole_count.keys())
 
     def __contains__(self, key: str) -> bool:
         return key in self._shares or key in self._whole
@@ -92,12 +106,14 @@ class ShareLedger:
             old = devices.get(index) or DeviceUse()
             devices[index] = DeviceUse(old.tflops + share.tflops, old.vram + share.vram, old.pods + 1)
         self._shares[key] = share
+        self._touch(share.node)
 
     def reserve_whole(self, key: str, node: str, cards: int) -> None:
         if key in self:
             raise ValueError(f"pod {key} is reserved already")
         self._whole[key] = (node, cards)
         self._whole_count[node] = self._whole_count.get(node, 0) + cards
+        self._touch(node)
 
     def release(self, key: str) -> bool:
         """Give back what pod ``key`` holds; False when it holds nothing."""
@@ -112,6 +128,7 @@ class ShareLedger:
                     devices[index] = DeviceUse(old.tflops - share.tflops, old.vram - share.vram, old.pods - 1)
             if not devices:
                 del self._use[share.node]
+            self._touch(share.node)
             if len(self._recent) >= _MAX_RECENT:
                 self._recent.clear()
             self._recent[key] = share
@@ -120,6 +137,7 @@ class ShareLedger:
         if whole is None:
             return False
         node, cards = whole
+        self._touch(node)
         left = self._whole_count[node] - cards
         if left:
             self._whole_count[node] = left
@@ -129,7 +147,7 @@ class ShareLedger:
 
     def busy_nodes(self) -> list[str]:
         """The nodes where some device carries a share."""
-        return list(self._use)
+        return list(self._use) if self._use else []
 
     def shares(self) -> Mapping[str, Share]:
         return self._shares
