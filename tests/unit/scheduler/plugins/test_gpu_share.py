@@ -296,3 +296,21 @@ def test_a_pod_asking_a_gpu_resource_with_the_annotations_stays_a_whole_card_pod
     assert "Insufficient nvidia.com/gpu" in sched.reasons["ns/w1"]
     assert _gpu_ids(sched) == {}
     assert plugin_of(sched, GPUShare).ledger.use("a100").whole == 1
+
+
+def test_pods_put_back_in_another_order_keep_their_devices() -> None:
+    """Preemption's dry run takes victims off and puts them back; in memory (gpuq simulate) the pods
+    carry no gpu-ids, so the ledger remembers where each was rather than choosing again."""
+    sched = _scheduler(gpus=2)
+    sched.add_pod(_tf("a", {"tensor-fusion.ai/tflops-request": "60"}).info())
+    _run(sched)
+    sched.add_pod(_tf("b", {"tensor-fusion.ai/tflops-request": "50"}).info())
+    _run(sched)
+    plugin = plugin_of(sched, GPUShare)
+    before = {key: share.devices for key, share in plugin.ledger.shares().items()}
+    assert before == {"ns/a": (0,), "ns/b": (1,)}
+    a, b = sched.cluster.remove_pod("ns/a"), sched.cluster.remove_pod("ns/b")
+    assert a is not None and b is not None
+    sched.cluster.add_pod(b)  # alone on idle devices, b would pack onto gpu-0
+    sched.cluster.add_pod(a)
+    assert {key: share.devices for key, share in plugin.ledger.shares().items()} == before
