@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -75,6 +75,7 @@ from gpuq_k8s.scheduler.framework.status import Status
 
 _STATE: Final = plugin_names.GPU_SHARE
 _SCORES: Final = f"{plugin_names.GPU_SHARE}:scores"
+ANNOTATION: Final = f"{plugin_names.GPU_SHARE}:annotation"
 # The grouped reason of a node without shareable GPUs (one line for every such node).
 NO_GPU: Final = "no GPU to share (no whole-card GPU resource on the node)"
 # Beyond this many nodes refused for their devices, the FitError message groups them by what they
@@ -113,6 +114,8 @@ def _ready(_lookup: object) -> Progress:
 class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
     name = plugin_names.GPU_SHARE
     events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+    # The pod's own malformed annotation: only its own update cures it (Semantics 14).
+    event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {ANNOTATION: frozenset()}
 
     def __init__(self, handle: Handle, placement: Placement = Placement.COMPACT_FIRST) -> None:
         super().__init__(handle)
@@ -208,7 +211,9 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             request = self._request(pod)
         except InvalidValue as err:
             self.handle.record(invalid_annotation(pod.ref, str(err)))
-            return Status.unresolvable(with_outlook(str(err), annotation_outlook(err.field)))
+            return Status.unresolvable(
+                with_outlook(str(err), annotation_outlook(err.field)), plugin=ANNOTATION
+            )
         if request is None:
             # A whole-card pod: only a node where shares hold devices has anything to add to resource
             # fit (its cards are counted when the cluster adds it: pod_added).

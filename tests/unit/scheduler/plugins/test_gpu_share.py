@@ -13,6 +13,7 @@ from dataclasses import replace
 from gpuq_k8s.common.model.gpu_quota.quota import TFLOPS
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import ClusterEvent
 from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
 from gpuq_k8s.scheduler.plugins.gpu_share import NO_GPU, GPUShare
 from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod
@@ -192,6 +193,16 @@ def test_bad_annotation_is_refused_naming_the_pod_annotation_value_and_expectati
     sched = _scheduler()
     sched.add_pod(_tf("bad", {"tensor-fusion.ai/tflops-request": "fifty"}).info())
     _run(sched)
+    # without a GPUResourceQuota in the namespace gpu-quota skips the pod: GPUShare says it
+    free, _ = make_scheduler(config=_config())
+    free.set_node(CARD.copy().gpus(1).info())
+    free.add_pod(_tf("bad", {"tensor-fusion.ai/tflops-request": "fifty"}).info())
+    _run(free)
+    assert "tensor-fusion.ai/tflops-request: invalid value 'fifty'" in free.reasons["ns/bad"]
+    queued = free.queue.get("ns/bad")
+    assert queued is not None and queued.rejected_by == frozenset({"GPUShare:annotation"})
+    for event in (ClusterEvent.POD_DELETED, ClusterEvent.NODE_CHANGED, ClusterEvent.QUOTA_CHANGED):
+        assert free.queue.on_event(event) == 0  # only the pod's own update can cure it
     assert (
         "Pod/ns/bad: tensor-fusion.ai/tflops-request: invalid value 'fifty': expected a Kubernetes quantity"
         in sched.reasons["ns/bad"]
