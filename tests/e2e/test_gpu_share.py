@@ -3,7 +3,8 @@
 A 1-GPU node of 100 TFLOPS; three pods each asking 50 TFLOPS by tensor-fusion's annotations and no
 GPU resource. Two are bound with ``tensor-fusion.ai/gpu-ids`` naming the node's ``gpu-0`` (written in
 PreBind, before the binding); the third stays pending with the device's reason; the GPUResourceQuota's
-``status.used`` equals what the bound pods' shares add up to, recounted from the API. Runs on the admin
+``status.used`` equals what the bound pods' shares add up to, recounted from the API; a restarted
+scheduler rebuilds the shares from the pods' annotation. Runs on the admin
 kubeconfig and on the gpuq-scheduler ServiceAccount (the chart's RBAC must let it patch pods).
 """
 
@@ -80,3 +81,27 @@ async def test_two_50_tflops_pods_share_the_one_gpu_and_the_quota_counts_their_s
     assert parse_quantity(written["requests"]["tflops"]) == tflops == 100
     assert parse_quantity(written["requests"]["vram"]) == vram == 20 * 2**30
     assert scheduler.terminate() == 0, scheduler.log()
+
+    # A new scheduler rebuilds the shares from the pods' gpu-ids: one bound pod leaves and a fourth
+    # comes; of the two waiting, exactly one gets the 50 TFLOPS freed on gpu-0.
+    gone = sorted(bound)[0]
+    await cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{gone}?gracePeriodSeconds=0")
+    await cluster.pod("w-3", {"cpu": "1"}, annotations=SHARE, scheduler=name)
+    restarted = run_scheduler(name, BASE_TIER + "  - name: gpu-quota\n")
+    await restarted.wait_ready()
+
+    async def refilled() -> dict[str, dict[str, Any]] | None:
+        pods = await cluster.pods()
+        if gone in pods:
+            return None
+        now = {n: p for n, p in pods.items() if node_of(p)}
+        return now if len(now) == 2 and set(now) != set(bound) - {gone} else None
+
+    after = await eventually(refilled, 30, "the freed share taken again", restarted.log)
+    assert all(p["metadata"]["annotations"][GPU_IDS] == f"{node}-gpu-0" for p in after.values())
+    (waiting,) = {"w-2", "w-3"} - set(after)
+    message = await eventually(
+        lambda: pending_message(cluster, waiting, "TFLOPS left"), 30, "the other still refused", restarted.log
+    )
+    assert f"gpu-0 on {node}: 0 TFLOPS left, 50 asked" in message, message
+    assert restarted.terminate() == 0, restarted.log()
