@@ -8,13 +8,16 @@ namespace quota; the charge stays gpu-quota's and is made atomically with the al
 framework's Reserve (gpu-quota's Reserve charges, this one allocates; either refusing unreserves both).
 
 * PreFilter: the pod's request (a malformed annotation: unresolvable, naming pod, annotation, value and
-  expectation); a whole-card pod notes its card count.
+  expectation); a whole-card pod is looked at only while some GPU is shared.
 * Filter: a shared-GPU pod passes a node with ``gpu-count`` devices that each have its TFLOPS and VRAM
-  left; a whole-card pod a node where its cards, the cards held whole and the devices carrying shares
-  fit the node's devices. The reasons name the devices (``gpu-0 on node-a: 20 TFLOPS left, 50 asked``).
+  left (the nodes nobody uses as arrays, the others device by device, cached until their use
+  changes); a whole-card pod a node where its cards, the cards held whole and the devices carrying
+  shares fit the node's devices. The reasons name the devices (``gpu-0 on node-a: 20 TFLOPS left, 50
+  asked``).
 * Score: a shared-GPU pod's nodes by ``gpuPlacement`` (how used its devices end up there).
 * Reserve: the devices chosen by the configured placement (``gpuPlacement``), held in the ledger so
-  that a pod in flight is never given room another holds; Unreserve gives them back.
+  that a pod in flight is never given room another holds; Unreserve gives them back. A whole-card
+  pod's cards are counted when the cluster adds it (right after Reserve), as every bound pod's.
 * PreBind: ``tensor-fusion.ai/gpu-ids`` written on the pod (leader-gated like every write, rolled back
   when the binding fails).
 * A bound pod is charged from its annotation (a restart rebuilds the ledger from the pods), else from
@@ -88,7 +91,7 @@ Int64Array = npt.NDArray[np.int64]
 
 @dataclass(frozen=True, slots=True)
 class _Pod:
-    """What PreFilter worked out: a shared-GPU request, or the whole cards a card pod asks by resource."""
+    """What PreFilter worked out: a shared-GPU request, or None for a whole-card pod."""
 
     request: ShareRequest | None
 
