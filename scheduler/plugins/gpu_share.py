@@ -322,8 +322,11 @@ class GPUShare(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Reser
             return found
 
         def detail(row: int) -> str | None:
+            """The devices' reasons where the FitError grouped the nodes (otherwise it names them)."""
+            if np.count_nonzero(~passed & ~no_gpu) <= _MAX_NODE_REASONS:
+                return None
             found = refusal_of(row)
-            return found.message if isinstance(found, Refusal) else found
+            return found.message if isinstance(found, Refusal) else None
 
         def reasons() -> ReasonMasks:
             out: list[tuple[BoolArray, str]] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuq_k8s.cli import main
+from tests.testing.paths import REPO_ROOT
 from tests.testing.simulate_text import pods_by_name
 
 NODE = (
@@ -69,3 +70,19 @@ def test_explain_names_the_gpu_and_each_device_reason(
     assert main(["explain", "ml/w-2", "-f", manifest]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "gpu-0 on a100: 0 TFLOPS left, 50 asked" in text, text
+
+
+def test_the_gpu_share_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/gpu-share: the notebooks pack onto gpu-0, the trainer holds the other GPU whole, and
+    serve-0 waits with each device's reason; nothing tensor-fusion lands on the CPU node."""
+    assert main(["simulate", "-f", str(REPO_ROOT / "examples" / "gpu-share"), "-o", "json", "--explain"]) == 0
+    pods = pods_by_name(json.loads(capsys.readouterr().out))
+    assert {n: (p["node"], p.get("gpuIds")) for n, p in pods.items()} == {
+        "notebook-a": ("gpu-1", "gpu-1-gpu-0"),
+        "notebook-b": ("gpu-1", "gpu-1-gpu-0"),
+        "trainer": ("gpu-1", None),
+        "serve-0": (None, None),
+    }
+    assert pods["serve-0"]["nodes"]["gpu-1"]["filtered"] == (
+        "gpu-0 on gpu-1: 20 TFLOPS left, 30 asked; 1 GPU(s) on gpu-1 held by whole-GPU pods"
+    )
