@@ -58,6 +58,7 @@ from gpuq_k8s.common.model.action_args import (
 from gpuq_k8s.common.model.binpack import BinpackArgs
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs, ProportionArgs
 from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
 from gpuq_k8s.common.model.gang import GangArgs
 from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
@@ -86,6 +87,8 @@ ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
     plugin_names.GANG: GangArgs,
     plugin_names.RESERVATION: ReservationArgs,
     plugin_names.GPU_QUOTA: GPUQuotaArgs,
+    plugin_names.CAPACITY_SCHEDULING: CapacitySchedulingArgs,
+    plugin_names.PROPORTION: ProportionArgs,
 }
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})

@@ -222,7 +222,15 @@ SIMULATED: Final = (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
 )
-WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
+WEBHOOK_WATCHES: Final = (
+    NODE,
+    QUEUE,
+    POD_GROUP,
+    ELASTIC_QUOTA,
+    GPU_RESOURCE_QUOTA,
+    DEVICE_CLASS,  # the card types a ResourceClaim's requests could take
+    RESOURCE_SLICE,
+)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 # The objects the scheduler patches other than through /status: PreBind's (merge patches,
 # resourceVersion-checked: the volume binder pre-binds a PersistentVolume, spec.claimRef, and marks a
