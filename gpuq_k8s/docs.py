@@ -38,6 +38,7 @@ from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
 from gpuq_k8s.common.model.elastic import args as elastic_args
+from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
 from gpuq_k8s.common.model.placement import pod_affinity
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
@@ -402,6 +403,28 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "cluster is overused: overused cpu`. Refused: a factor below 1 (Volcano warns and uses 1.2).",
     ),
     Plugin(
+        plugin_names.GPU_QUOTA,
+        "gpu-resource-quota.md; tensor-fusion's GpuAllocator (internal/gpuallocator)",
+        GPUQuotaArgs,
+        GPUQuotaArgs.parse,
+        {},
+        (
+            Argument(
+                "gpuPlacement",
+                ("placement",),
+                "LowLoadFirst",
+                "Which of a node's GPUs a tensor-fusion pod shares: `CompactFirst` the most used that "
+                "has room (packs), `LowLoadFirst` the least used (spreads), tensor-fusion's placement "
+                "modes.",
+                "CompactFirst",
+            ),
+        ),
+        "GPUResourceQuota totals and single limits. Its member GPUShare places a pod carrying "
+        "tensor-fusion's annotations and no GPU resource on `gpu-count` shared GPUs with its TFLOPS and "
+        "VRAM request left, charges the quota with the allocation and writes "
+        "`tensor-fusion.ai/gpu-ids` before the binding (design.md Semantics 19).",
+    ),
+    Plugin(
         plugin_names.NODEORDER,
         "Volcano pkg/scheduler/plugins/nodeorder (kube-scheduler 1.36's scorers)",
         nodeorder.NodeOrderArgs,
@@ -538,7 +561,6 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     "not running.",
     plugin_names.CONFORMANCE: "Preempt and reclaim never evict critical pods (system-cluster-critical, "
     "system-node-critical) or kube-system pods.",
-    plugin_names.GPU_QUOTA: "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
     plugin_names.DRF: "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest "
     "dominant resource share (largest of allocated / cluster allocatable over the resources, the pod "
     "count included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
@@ -568,6 +590,7 @@ ANNOTATIONS: Mapping[str, tuple[str, str]] = {
     "TF_TFLOPS_LIMIT": ("Pod", "GPUResourceQuota limit: TFLOPS."),
     "TF_VRAM_LIMIT": ("Pod", "GPUResourceQuota limit: VRAM."),
     "TF_GPU_COUNT": ("Pod", "GPUs per worker."),
+    "TF_GPU_IDS": ("Pod", "Written by the scheduler: the shared GPUs a tensor-fusion pod was given."),
 }
 
 

@@ -62,7 +62,7 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 {{- end }}
 {{- define "gpuq.rules.objectWrites" }}
 - apiGroups: [""]
-  resources: [persistentvolumes, persistentvolumeclaims]
+  resources: [persistentvolumes, persistentvolumeclaims, pods]
   verbs: [patch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
