@@ -263,6 +263,7 @@ class Service:
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
                 transform=_transform(kind),
+                watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
             )
             for kind in REPLAY_ORDER

@@ -159,7 +159,7 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
     kept = sorted(bound_by_a)[FREED:]
     assert all(node_of(pods[pod]) for pod in kept), "a pod bound by A lost its node"
     # No list after the kill: only the limit=1 reads of the present resourceVersion.
-    reads = [x for x in proxy.exchanges if x.method == "GET" and not x.watch and not x.name]
+    reads = [x for x in proxy.exchanges if lists_of(x.resource)(x)]  # by pages or streamed
     lists = [x for x in reads if x.received > killed and x.query.get("limit") != "1"]
     assert not lists, [(x.path, dict(x.query)) for x in lists]
     assert any(x.received > killed and x.resource == "pods" for x in reads), "no read of the present"
@@ -246,7 +246,8 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
         await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
 
         async def relisted() -> bool:
-            return any(x.received > killed and x.answered for x in proxy.exchanges if _full_pod_list(x))
+            lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
+            return any(_complete_at(proxy, x) is not None for x in lists)
 
         await eventually(relisted, 30, "replica-b lists the pods again", b.log)
         await asyncio.sleep(2)  # a bind over the quota from a stale view would come now
@@ -271,13 +272,21 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
     lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
     binds = sorted(x.received for x in proxy.exchanges if is_bind(x))
     assert binds, "replica-b never bound"
-    first_answer = min(x.answered for x in lists if x.answered is not None)
+    first_answer = min(t for x in lists if (t := _complete_at(proxy, x)) is not None)
     assert first_answer <= binds[0], "replica-b bound before its list of the pods was answered"
     assert len(binds) == FREED, f"replica-b sent {len(binds)} binds for {FREED} freed cpu"
     assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
     assert polls >= 10
     log = b.log(400)
     assert "caches re-listed on taking the Lease: Pod" in log, log
+
+
+def _complete_at(proxy: ApiProxy, x: Exchange) -> float | None:
+    """When the list ``x`` was through: its answer's last byte, or a streaming list's end bookmark."""
+    if not x.streaming_list:
+        return x.answered
+    ends = [e.at for e in proxy.events if e.exchange is x and e.type == "BOOKMARK"]
+    return min(ends, default=None)
 
 
 def _full_pod_list(x: Exchange) -> bool:
