@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
@@ -50,7 +50,7 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, pod_cache, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
@@ -262,7 +262,8 @@ class Service:
                 kind,
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
-                transform=selector_only if kind in SELECTOR_ONLY else strip_managed_fields,
+                transform=_transform(kind),
+                watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
             )
             for kind in REPLAY_ORDER
@@ -391,6 +392,13 @@ class Service:
                 await backend.flush()
             except Exception:
                 log.exception("batched write failed")
+
+
+def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What each informer keeps of an object (scheduler/kube/feed.py)."""
+    if kind in SELECTOR_ONLY:
+        return selector_only
+    return pod_cache if kind is kinds.POD else strip_managed_fields
 
 
 def pid_identity() -> str:

@@ -5,7 +5,8 @@ the loop instead and reads raw JSON:
 
 1. **list** (paginated, ``limit`` per page, the next page requested while this one is decoded) ->
    replace the cache, deliver the :func:`diff` against the previous cache (so a re-list after an
-   outage still tells handlers about every delete);
+   outage still tells handlers about every delete); with ``watch_list``, the list is kube-apiserver's
+   streaming list instead (:meth:`Informer._initial_events`), pages by the same size, same diff;
 2. **watch** from the list's resourceVersion with ``allowWatchBookmarks`` and a server-side
    ``timeoutSeconds``; every event and bookmark advances the resourceVersion, so a watch that ends
    normally is resumed from where it stopped without listing again;
@@ -76,6 +77,7 @@ from gpuq_k8s.common.kube.diff import (
 )
 from gpuq_k8s.common.kube.errors import (
     TRANSPORT_FAILURES,
+    ApiError,
     Gone,
     ProtocolError,
     RequestTimeout,
@@ -102,6 +104,8 @@ DEFAULT_INACTIVITY: Final = 150.0
 # one 2 s before a watch's deadline; its timer ticks every second): how :meth:`Informer.catch_up`
 # has the watch pass a resourceVersion when nothing of the kind changes.
 CATCH_UP_WATCH_TIMEOUT: Final = 3
+# The annotation of the BOOKMARK that ends a streaming list's initial events (WatchList).
+INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 
 
 class Inactive(Exception):
@@ -126,6 +130,9 @@ class Informer:
     # retried gives its pages again under a new number.
     on_page: Callable[[int, Sequence[Obj]], None] | None = None
     page_size: int = 500
+    # List by a watch with ``sendInitialEvents`` (kube-apiserver's streaming list, WatchList) instead
+    # of pages; refused by the apiserver, it lists by pages from then on (see :meth:`_initial_events`).
+    watch_list: bool = False
     watch_timeout: tuple[int, int] = (300, 600)
     inactivity_timeout: float = DEFAULT_INACTIVITY
     backoff: tuple[float, float] = (0.5, 30.0)
@@ -146,6 +153,7 @@ class Informer:
     _rewatch_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _catch_up_to: int = field(default=0, init=False)
     _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _watch_list_refused: bool = field(default=False, init=False)
 
     # --- cache ---------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -281,12 +289,14 @@ class Informer:
         began = time.monotonic()
         fresh: dict[Key, Obj] = {}
         version = ""
-        async with contextlib.aclosing(self._pages()) as pages:  # closed (its fetch stopped) on any exit
-            async for page in pages:
-                objs = [self._prepare(item) for item in page.get("items") or ()]
+        streamed = self.watch_list and not self._watch_list_refused
+        batches = self._initial_events() if streamed else self._batches()
+        async with contextlib.aclosing(batches) as pages:  # closed (its fetch stopped) on any exit
+            async for items, page_version in pages:
+                objs = [self._prepare(item) for item in items]
                 for obj in objs:
                     fresh[object_key(obj)] = obj
-                version = str((page.get("metadata") or {}).get("resourceVersion") or version)
+                version = page_version or version
                 if self.on_page is not None and not self.synced.is_set():
                     try:
                         self.on_page(number, objs)
@@ -304,6 +314,89 @@ class Informer:
         self._progress.set()
         self._progress = asyncio.Event()
         self._advanced()
+
+    async def _batches(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
+        """The list's pages as (items, the page's resourceVersion)."""
+        async with contextlib.aclosing(self._pages()) as pages:
+            async for page in pages:
+                items = page.get("items") or []
+                version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                yield (items if isinstance(items, list) else list(items)), version
+
+    async def _initial_events(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
+        """The list as kube-apiserver streams it (WatchList, KEP-3157): a watch with
+        ``sendInitialEvents=true`` and ``resourceVersionMatch=NotOlderThan`` from no resourceVersion
+        (a consistent read, like a list's) sends every object as an ADDED event, then a BOOKMARK
+        annotated ``k8s.io/initial-events-end`` carrying the resourceVersion they are the state at.
+        Yielded by ``page_size`` objects, the last batch with that resourceVersion; the stream is then
+        closed and the loop watches from that resourceVersion as after a list.
+
+        Served from the apiserver's watch cache, with each object's encoding kept there: 50,000 pods
+        cost kube-apiserver about 40 % less than the same list by pages, on the 2 cores the scheduler
+        shares with it (issue 29's measurement; docs/operations.md). An apiserver that refuses the
+        parameters (an error status, or a stream that ends without the end bookmark: a server without
+        WatchList) makes this informer list by pages from then on; one whose watch cache of the kind is
+        not ready yet (429) is listed by pages this once.
+        """
+        params = [
+            ("watch", "true"),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self.watch_timeout[1])),
+        ]
+        try:
+            async with asyncio.timeout(self.inactivity_timeout):
+                response = await self._request(params, timeout=aiohttp.ClientTimeout(total=None, connect=30))
+        except TimeoutError:
+            raise RequestTimeout(
+                f"streaming list of {self.kind.path} not answered within {self.inactivity_timeout:g}s"
+            ) from None
+        except ApiError as err:
+            if err.status == 429:
+                # The apiserver's watch cache of the kind is not ready (a custom resource's, just after
+                # the apiserver or the CRD came up: "storage is (re)initializing"): a list by pages is
+                # served from etcd now instead of after a retry's backoff. Streamed again next time.
+                log.info("%s: streaming list not served yet (%s): listing by pages", self.kind.kind, err)
+            elif _refusal(err):
+                self._refuse_watch_list(f"refused ({err})")
+            else:
+                raise
+            async with contextlib.aclosing(self._batches()) as pages:
+                async for page in pages:
+                    yield page
+            return
+        batch: list[dict[str, Any]] = []
+        try:
+            async for line in _lines(response.content, self.inactivity_timeout):
+                event = orjson.loads(line)
+                kind = event.get("type")
+                raw = event.get("object")
+                if not isinstance(raw, dict):
+                    raise ProtocolError(f"watch event without an object: {str(event)[:200]}")
+                if kind == "ADDED":
+                    batch.append(raw)
+                    if len(batch) >= self.page_size:
+                        yield batch, ""
+                        batch = []
+                elif kind == "BOOKMARK":
+                    meta = raw.get("metadata") or {}
+                    if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                        yield batch, str(meta.get("resourceVersion") or "")
+                        return
+                elif kind == "ERROR":
+                    raise status_error(raw)  # Gone: the loop lists again
+                else:
+                    raise ProtocolError(f"{kind!r} event before the initial events of {self.kind.path} ended")
+        finally:
+            response.close()  # done with (or failed on) this stream: never reuse its connection
+            response.release()
+        self._refuse_watch_list("the stream ended without the initial-events-end bookmark")
+        raise ProtocolError(f"GET {self.kind.path}: the streaming list ended before its last object")
+
+    def _refuse_watch_list(self, why: str) -> None:
+        self._watch_list_refused = True
+        log.warning("%s: streaming list (WatchList) %s: listing by pages", self.kind.kind, why)
 
     async def _pages(self) -> AsyncGenerator[dict[str, Any], None]:
         """The list's pages, decoded, each page requested as soon as the one before it has arrived.
@@ -467,6 +560,12 @@ class Informer:
         if not isinstance(data, dict):
             raise ProtocolError(f"GET {self.kind.path}: expected a JSON object")
         return data
+
+
+def _refusal(err: ApiError) -> bool:
+    """An apiserver that does not take WatchList's parameters: 400 Bad Request, 422 Invalid
+    (``sendInitialEvents`` forbidden: its feature gate off)."""
+    return err.status in (400, 422)
 
 
 def _revision(version: str) -> int | None:

@@ -74,6 +74,11 @@ class Exchange:
         return self.query.get("watch") in ("true", "1")
 
     @property
+    def streaming_list(self) -> bool:
+        """A list by a watch (WatchList: ``sendInitialEvents``), not a watch of changes."""
+        return self.watch and self.query.get("sendInitialEvents") in ("true", "1")
+
+    @property
     def _parts(self) -> tuple[str, str, str, str]:
         """(namespace, resource, name, subresource) read from the path."""
         parts = [p for p in self.path.split("/") if p]
@@ -135,16 +140,17 @@ def is_write(x: Exchange) -> bool:
 
 
 def is_watch(resource: str) -> Match:
-    return lambda x: x.watch and x.resource == resource
+    """The watches of changes to ``resource`` (not its streaming lists)."""
+    return lambda x: x.watch and not x.streaming_list and x.resource == resource
 
 
 def lists_of(resource: str) -> Match:
-    """The lists of ``resource``, each counted once: a list's further pages (``continue``) and
-    single-object GETs are not lists."""
+    """The lists of ``resource``, by pages or streamed (WatchList), each counted once: a list's
+    further pages (``continue``) and single-object GETs are not lists."""
     return lambda x: (
         x.method == "GET"
         and x.resource == resource
-        and not x.watch
+        and (not x.watch or x.streaming_list)
         and not x.name
         and "continue" not in x.query
     )

@@ -13,6 +13,9 @@ proxies' records: B binds nothing before its pod watch forwarded an event or boo
 resourceVersion of A's last bind, and sends no list after the kill but the ``limit=1`` reads of the
 present resourceVersion. Then 4 of A's pods are deleted and B binds 4 of the pending ones. From the
 API, polled all along: never more than 20 cpu bound.
+
+The fallback: when B's pod watch cannot pass the present (stalled in its proxy from before A's binds
+landed), B lists the pods again and decides only from that list.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.proxy import ApiProxy, is_bind, is_watch
+from tests.e2e.proxy import ApiProxy, Exchange, is_bind, is_watch, lists_of
 from tests.testing.builders import MakeElasticQuota
 from tests.testing.config import BASE_TIER
 
@@ -156,10 +159,136 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
     kept = sorted(bound_by_a)[FREED:]
     assert all(node_of(pods[pod]) for pod in kept), "a pod bound by A lost its node"
     # No list after the kill: only the limit=1 reads of the present resourceVersion.
-    reads = [x for x in proxy.exchanges if x.method == "GET" and not x.watch and not x.name]
+    reads = [x for x in proxy.exchanges if lists_of(x.resource)(x)]  # by pages or streamed
     lists = [x for x in reads if x.received > killed and x.query.get("limit") != "1"]
     assert not lists, [(x.path, dict(x.query)) for x in lists]
     assert any(x.received > killed and x.resource == "pods" for x in reads), "no read of the present"
     log = b.log(400)
     assert "caches caught up on taking the Lease without a list" in log, log
     assert "re-listed" not in log, log
+
+
+async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
+    cluster: Cluster, control_plane: ControlPlane, proxy: ApiProxy, tmp_path: Path
+) -> None:
+    """Catch-up's fallback: B has seen the 28 pods pending when its pod watch is stalled (its proxy
+    forwards no byte of it, nor of the watch catch-up opens); A's 20 binds land after that, and A
+    is killed. B's watch cannot pass the present resourceVersion within the catch-up timeout, so B
+    lists the pods again (from its proxy's request log: a full list of pods after the kill) and
+    binds nothing before that list was answered. Its stale cache held 28 pending pods and an unused
+    quota: deciding from it would bind 20 more. The list shows A's binds, so B binds none of the 8
+    pending pods until 4 of A's are deleted, then 4. From the API, polled all along: never more than
+    20 cpu bound."""
+    ns = cluster.namespace
+    name = f"gpuq-{cluster.test_id}"
+    lease = f"lease-{cluster.test_id}"
+    await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
+    await cluster.create(
+        MakeElasticQuota("quota", ns).min(cpu=str(MAX_CPU)).max(cpu=str(MAX_CPU)).obj(),
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas",
+    )
+    election = (
+        *("--leader-elect", "--leader-elect-resource-namespace", ns, "--leader-elect-resource-name", lease),
+        *LEASE,
+        *RETRY,
+    )
+    proxy_a = await ApiProxy(control_plane).start()
+    started: list[SchedulerProcess] = []
+    start_a = fixtures.scheduler_starter(proxy_a.kubeconfig(tmp_path / "a.kubeconfig"), tmp_path, started)
+    start_b = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "b.kubeconfig"), tmp_path, started)
+
+    async def held_by(identity: str) -> bool:
+        reply = await call(cluster.api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}")
+        return reply.ok and (reply.body.get("spec") or {}).get("holderIdentity") == identity
+
+    worst = polls = 0
+
+    async def watch_quota() -> None:
+        nonlocal worst, polls
+        while True:
+            worst = max(worst, sum(1 for p in (await cluster.pods()).values() if node_of(p)))
+            polls += 1
+            await asyncio.sleep(0.2)
+
+    async def bound_count() -> int:
+        return sum(1 for p in (await cluster.pods()).values() if node_of(p))
+
+    poller = asyncio.create_task(watch_quota())
+    try:
+        a = start_a(name, ELASTIC, *election, "--leader-elect-identity", "replica-a")
+        await eventually(lambda: held_by("replica-a"), 30, "replica-a leads", a.log)
+        b = start_b(name, ELASTIC, *election, "--leader-elect-identity", "replica-b")
+        await b.wait_ready(60)
+        held = proxy_a.hold(is_bind)
+        names = [f"p-{i:02d}" for i in range(PODS)]
+        for pod in names:
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+
+        async def b_saw_all() -> bool:  # B's cache has every pod, pending
+            seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
+            return set(names) <= seen
+
+        await eventually(b_saw_all, 30, "replica-b sees the pods", b.log)
+
+        async def a_binding() -> bool:
+            return sum(1 for x in proxy_a.exchanges if is_bind(x)) >= MAX_CPU
+
+        await eventually(a_binding, 30, f"replica-a binding {MAX_CPU} pods", a.log)
+        silent = proxy.stall(is_watch("pods"))  # from now on B's pod watch forwards nothing
+        held.clear()
+
+        async def a_bound() -> bool:
+            return await bound_count() >= MAX_CPU
+
+        await eventually(a_bound, 30, "replica-a's binds land", a.log)
+        a.kill()
+        killed = time.time()
+        await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
+
+        async def relisted() -> bool:
+            lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
+            return any(_complete_at(proxy, x) is not None for x in lists)
+
+        await eventually(relisted, 30, "replica-b lists the pods again", b.log)
+        await asyncio.sleep(2)  # a bind over the quota from a stale view would come now
+        assert await bound_count() == MAX_CPU
+        silent.clear()  # B's watch lives again: it sees the deletes below
+        bound_by_a = sorted(n for n, p in (await cluster.pods()).items() if node_of(p))
+        for pod in bound_by_a[:FREED]:
+            await cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod}")
+
+        async def quota_full_again() -> bool:
+            pods = await cluster.pods()
+            return len(pods) == PODS - FREED and sum(1 for p in pods.values() if node_of(p)) == MAX_CPU
+
+        await eventually(quota_full_again, 60, f"{MAX_CPU} pods bound again", b.log)
+        await asyncio.sleep(2)
+    finally:
+        poller.cancel()
+        for process in started:
+            process.terminate()
+        await proxy_a.stop()
+
+    lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
+    binds = sorted(x.received for x in proxy.exchanges if is_bind(x))
+    assert binds, "replica-b never bound"
+    first_answer = min(t for x in lists if (t := _complete_at(proxy, x)) is not None)
+    assert first_answer <= binds[0], "replica-b bound before its list of the pods was answered"
+    assert len(binds) == FREED, f"replica-b sent {len(binds)} binds for {FREED} freed cpu"
+    assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
+    assert polls >= 10
+    log = b.log(400)
+    assert "caches re-listed on taking the Lease: Pod" in log, log
+
+
+def _complete_at(proxy: ApiProxy, x: Exchange) -> float | None:
+    """When the list ``x`` was through: its answer's last byte, or a streaming list's end bookmark."""
+    if not x.streaming_list:
+        return x.answered
+    ends = [e.at for e in proxy.events if e.exchange is x and e.type == "BOOKMARK"]
+    return min(ends, default=None)
+
+
+def _full_pod_list(x: Exchange) -> bool:
+    """A list of pods (its first page), not the ``limit=1`` read of the present resourceVersion."""
+    return lists_of("pods")(x) and x.query.get("limit") != "1"

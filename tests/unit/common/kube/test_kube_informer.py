@@ -280,3 +280,106 @@ def test_a_token_past_the_head_is_not_guessed() -> None:
     padding = b'"x":"' + b"a" * 5000 + b'",'
     body = b'{"kind":"PodList",' + padding + b'"metadata":{"continue":"abc"},"items":[]}'
     assert continue_in_head(body) == ""
+
+
+# ------------------------------------------------------------------ streaming lists (issue 29)
+
+
+class StreamingListApi(WatchApi):
+    """:class:`WatchApi` that answers a watch with ``sendInitialEvents`` as kube-apiserver's WatchList
+    does (``objects`` as ADDED events, then the initial-events-end bookmark at resourceVersion 9), or
+    with ``refuse`` as its status, or (``no_end``) with the objects and no end bookmark."""
+
+    def __init__(self, objects: list[dict[str, Any]], *, refuse: int = 0, no_end: bool = False) -> None:
+        super().__init__()
+        self.objects = objects
+        self.refuse = refuse
+        self.no_end = no_end
+        self.streamed: list[dict[str, str]] = []
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        params = dict(kwargs["query_params"])
+        if params.get("sendInitialEvents") != "true":
+            return await super().call_api(path, method, **kwargs)
+        self.streamed.append(params)
+        if self.refuse:
+            status = {"kind": "Status", "code": self.refuse, "reason": "Invalid", "message": "forbidden"}
+            return Response(self.refuse, status)
+        stream = Stream()
+        for item in self.objects:
+            stream.send({"type": "ADDED", "object": item})
+        if self.no_end:
+            stream.chunks.put_nowait(b"")  # the stream ends
+        else:
+            end = {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}
+            stream.send({"type": "BOOKMARK", "object": {"kind": "Queue", "metadata": end}})
+        return Response(200, stream=stream)
+
+
+async def test_a_streaming_list_fills_the_cache_by_pages_and_the_watch_goes_on_from_its_end() -> None:
+    objects = [obj(f"q{i}", str(i)) for i in range(5)]
+    api = StreamingListApi(objects)
+    pages: list[tuple[int, list[str]]] = []
+    changes: list[Change] = []
+    inf = Informer(
+        api,
+        kinds.QUEUE,
+        handlers=[changes.append],
+        watch_list=True,
+        page_size=2,
+        on_page=lambda n, objs: pages.append((n, [o["metadata"]["name"] for o in objs])),
+    )
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert api.lists == 0 and len(api.streamed) == 1  # no list by pages
+        query = api.streamed[0]
+        assert query["resourceVersionMatch"] == "NotOlderThan" and "resourceVersion" not in query
+        assert pages == [(1, ["q0", "q1"]), (1, ["q2", "q3"]), (1, ["q4"])]
+        assert sorted(c.key[1] for c in changes if c.type == "add") == [f"q{i}" for i in range(5)]
+        assert inf.synced.is_set() and inf.watching and inf.resource_version == "9"
+        assert api.watches[0][0] == "9"  # the watch of changes, from the end bookmark
+        assert (inf.get("", "q3") or {}).get("kind") == "Queue"
+
+
+@pytest.mark.parametrize("refusal", [{"refuse": 422}, {"refuse": 400}, {"no_end": True}])
+async def test_an_apiserver_without_streaming_lists_is_listed_by_pages(refusal: dict[str, Any]) -> None:
+    api = StreamingListApi([obj("q", "3")], **refusal)
+    inf = Informer(api, kinds.QUEUE, watch_list=True, backoff=(0.0, 0.0))
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert api.lists == 1 and len(api.streamed) == 1 and inf.synced.is_set()
+        await inf.relist()  # and by pages from then on
+        assert api.lists == 2 and len(api.streamed) == 1
+
+
+async def test_a_kind_whose_watch_cache_is_not_ready_is_listed_by_pages_this_once() -> None:
+    api = StreamingListApi([obj("q", "3")], refuse=429)  # "storage is (re)initializing"
+    inf = Informer(api, kinds.QUEUE, watch_list=True, backoff=(0.0, 0.0))
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert api.lists == 1 and len(api.streamed) == 1 and inf.synced.is_set()
+        api.refuse = 0
+        await inf.relist()  # streamed again
+        assert api.lists == 1 and len(api.streamed) == 2 and inf.get("", "q") is not None
+
+
+async def test_a_streaming_list_error_event_fails_the_list() -> None:
+    api = StreamingListApi([obj("q", "3")])
+    inf = Informer(api, kinds.QUEUE, watch_list=True, backoff=(0.0, 0.0))
+    gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    api.objects = [obj("q", "3")]
+    original = api.call_api
+
+    async def with_error(path: str, method: str, **kwargs: Any) -> Response:
+        response = await original(path, method, **kwargs)
+        if len(api.streamed) == 1 and dict(kwargs["query_params"]).get("sendInitialEvents"):
+            assert response.content is not None
+            response.content.chunks = asyncio.Queue()
+            response.content.send({"type": "ERROR", "object": gone})
+        return response
+
+    api.call_api = with_error  # type: ignore[method-assign]
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert len(api.streamed) == 2 and api.lists == 0  # listed again, streamed again
+        assert inf.get("", "q") is not None

@@ -100,6 +100,22 @@ def test_mps_memory_rounds_half_away_from_zero(memory: str, expected: str) -> No
     assert cards.names == (f"P/mps-{expected}*1/2",)
 
 
+def test_discovery_answers_the_same_node_again_without_rediscovering() -> None:
+    """Each plugin that keeps card types discovers the node it is told of, one after the other: the
+    same frozen NodeInfo asked again gets the very same NodeCards; any other node, even an equal
+    one, is discovered afresh, so an answer never outlives the node it was for."""
+    a100 = MakeNode("a").labels(A100_LABELS).alloc({"nvidia.com/gpu": "8"}).info()
+    plain = MakeNode("b").alloc({"cpu": "8"}).info()
+    first = discover_cards(a100)
+    assert discover_cards(a100) is first
+    assert discover_cards(plain).cards == ()  # another node in between: its own answer
+    again = discover_cards(a100)
+    assert again == first and again.names == ("NVIDIA-A100",)
+    changed = MakeNode("a").labels(A100_LABELS).alloc({"nvidia.com/gpu": "4"}).info()
+    assert discover_cards(changed).cards[0].count == 4  # the same name, a new object: rediscovered
+    assert discover_cards(a100).cards[0].count == 8
+
+
 def test_whole_card_needs_only_the_product_label() -> None:
     """Semantics 2: no .count or .memory needed for whole cards (upstream wanted both)."""
     cards = discover_cards(

@@ -221,3 +221,23 @@ def test_a_negative_quantity_is_refused_on_both_paths() -> None:
     for compute in (pod_requests, _general_requests):
         with pytest.raises(InvalidQuantity, match=r"cpu\]: invalid value '-1': expected a non-negative"):
             compute(spec, "spec")
+
+
+def test_pods_of_one_workload_share_their_maps() -> None:
+    """Labels, annotations and node selectors equal across pods are one map (issue 29: 150,000
+    PodInfos at a cold start); each pod still reads its own values."""
+
+    def pod(name: str, labels: dict[str, str]) -> PodInfo:
+        return PodInfo.from_dict(
+            {
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ns", "labels": labels},
+                "spec": {"nodeSelector": {"pool": "gpu"}, "containers": [{"name": "c"}]},
+            }
+        )
+
+    first, second, other = pod("a", {"app": "x"}), pod("b", {"app": "x"}), pod("c", {"app": "y"})
+    assert first.labels is second.labels and first.node_selector is second.node_selector
+    assert other.labels == {"app": "y"} and first.labels == {"app": "x"}
+    assert first.annotations is other.annotations and first.annotations == {}
+    assert first.affinity == {} and first != second
