@@ -90,7 +90,7 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     (SCHEDULER, "list", "secrets", "", NAMESPACE, False),
     (SCHEDULER, "create", "pods", "", TEAM, False),
     (SCHEDULER, "update", "pods", "", TEAM, False),
-    (SCHEDULER, "patch", "pods", "", TEAM, False),
+    # (patch pods is granted: a tensor-fusion pod's gpu-ids annotation, kinds.OBJECT_WRITES)
     (SCHEDULER, "create", "pods", "eviction", TEAM, False),
     *[(SCHEDULER, verb, "nodes", "", ALL, False) for verb in ("create", "update", "patch", "delete")],
     (SCHEDULER, "patch", "nodes", "status", ALL, False),
@@ -107,6 +107,8 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
         for k in kinds.OBJECT_WRITES
         for verb, sub in (("create", ""), ("update", ""), ("delete", ""), ("patch", "status"))
         if not (sub == "status" and k in kinds.STATUS_WRITES)
+        # a pod: deleted for preemption, its PodScheduled condition patched (allowed above)
+        and not (k is kinds.POD and (verb == "delete" or sub == "status"))
     ],
     *[
         (SCHEDULER, verb, k.resource, "", ALL, False)
