@@ -37,6 +37,8 @@ from gpuq_k8s.common.model import (
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS, DEFAULT_CONFIG_YAML
 from gpuq_k8s.common.model.crossquota import args as crossquota_args
+from gpuq_k8s.common.model.elastic import args as elastic_args
+from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
 from gpuq_k8s.common.model.placement import pod_affinity
 from gpuq_k8s.common.model.plugin_args import PluginArgs
 from gpuq_k8s.docs_volcano import volcano_sections
@@ -65,7 +67,53 @@ class Plugin:
     notes: str = ""  # semantics and what is refused, printed under the table
 
 
+_MAPPING_EXAMPLE = [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com", "mig.nvidia.com"]}]
+_MAPPING_MEANING = (
+    "Kueue's `deviceClassMappings`: a pod's DRA claims count as `name`, one unit per device its "
+    "`ExactCount` requests ask of a listed DeviceClass (a `firstAvailable` request: its first "
+    "subrequest; `adminAccess` and `All` requests not counted); each DeviceClass in one entry only "
+    '(design.md "Quota over devices").'
+)
+
 PLUGINS: tuple[Plugin, ...] = (
+    Plugin(
+        plugin_names.PROPORTION,
+        "Volcano pkg/scheduler/plugins/proportion",
+        elastic_args.ProportionArgs,
+        elastic_args.ProportionArgs.parse,
+        {},
+        (
+            Argument(
+                "deviceClassMappings",
+                ("device_class_mappings",),
+                _MAPPING_EXAMPLE,
+                _MAPPING_MEANING + " The devices of the mapped classes join the cluster total shares "
+                "are computed from.",
+                "none (claims not counted)",
+            ),
+        ),
+        "A queue's deserved share from its weight, capability and guarantee: queue order by share, "
+        "overused queues get nothing new, allocatable and enqueue within capability, reclaimable from "
+        "queues above their share.",
+    ),
+    Plugin(
+        plugin_names.CAPACITY_SCHEDULING,
+        "capacity-scheduling.md",
+        elastic_args.CapacitySchedulingArgs,
+        elastic_args.CapacitySchedulingArgs.parse,
+        {},
+        (
+            Argument(
+                "deviceClassMappings",
+                ("device_class_mappings",),
+                _MAPPING_EXAMPLE,
+                _MAPPING_MEANING + " Checked against ElasticQuota max and the sum of min in PreFilter, "
+                "charged with the pod; a preemption victim frees its mapped devices.",
+                "none (claims not counted)",
+            ),
+        ),
+        "ElasticQuota min/max, borrowing, preemption.",
+    ),
     Plugin(
         plugin_names.GANG,
         "Volcano pkg/scheduler/plugins/gang; scheduler-plugins coscheduling's Permit timeout",
@@ -119,6 +167,16 @@ PLUGINS: tuple[Plugin, ...] = (
                 "for a node offering it. `false` (clusters without autoscaling) refuses such a pod as "
                 "never fitting (design.md Semantics 16).",
                 "true",
+            ),
+            Argument(
+                "deviceNaming",
+                ("device_naming",),
+                {"accel.example.com": {"productName": "model", "memory": "hbm", "migTypes": ["partition"]}},
+                "gpuq's own. Per DRA driver, the device attributes (`productName`, `type`, `migProfile`, "
+                "`migTypes`: the `type` values of a MIG partition) and capacities (`memory`, `tflops`) that "
+                "give a device's card type and amounts, for every quota over devices and the webhook's "
+                'claim checks (design.md "Quota over devices").',
+                "NVIDIA's gpu.nvidia.com names for every driver (productName, type, profile, memory)",
             ),
         ),
     ),
@@ -345,6 +403,28 @@ VOLCANO_PLUGINS: tuple[Plugin, ...] = (
         "cluster is overused: overused cpu`. Refused: a factor below 1 (Volcano warns and uses 1.2).",
     ),
     Plugin(
+        plugin_names.GPU_QUOTA,
+        "gpu-resource-quota.md; tensor-fusion's GpuAllocator (internal/gpuallocator)",
+        GPUQuotaArgs,
+        GPUQuotaArgs.parse,
+        {},
+        (
+            Argument(
+                "gpuPlacement",
+                ("placement",),
+                "LowLoadFirst",
+                "Which of a node's GPUs a tensor-fusion pod shares: `CompactFirst` the most used that "
+                "has room (packs), `LowLoadFirst` the least used (spreads), tensor-fusion's placement "
+                "modes.",
+                "CompactFirst",
+            ),
+        ),
+        "GPUResourceQuota totals and single limits. Its member GPUShare places a pod carrying "
+        "tensor-fusion's annotations and no GPU resource on `gpu-count` shared GPUs with its TFLOPS and "
+        "VRAM request left, charges the quota with the allocation and writes "
+        "`tensor-fusion.ai/gpu-ids` before the binding (design.md Semantics 19).",
+    ),
+    Plugin(
         plugin_names.NODEORDER,
         "Volcano pkg/scheduler/plugins/nodeorder (kube-scheduler 1.36's scorers)",
         nodeorder.NodeOrderArgs,
@@ -481,11 +561,6 @@ PLAIN_PLUGINS: Mapping[str, str] = {
     "not running.",
     plugin_names.CONFORMANCE: "Preempt and reclaim never evict critical pods (system-cluster-critical, "
     "system-node-critical) or kube-system pods.",
-    plugin_names.PROPORTION: "A queue's deserved share from its weight, capability and guarantee: queue "
-    "order by share, overused queues get nothing new, allocatable and enqueue within capability, "
-    "reclaimable from queues above their share.",
-    plugin_names.CAPACITY_SCHEDULING: "ElasticQuota min/max, borrowing, preemption (capacity-scheduling.md).",
-    plugin_names.GPU_QUOTA: "GPUResourceQuota totals and single limits (gpu-resource-quota.md).",
     plugin_names.DRF: "Volcano's drf job order: pods of the job (PodGroup, else the pod) with the smallest "
     "dominant resource share (largest of allocated / cluster allocatable over the resources, the pod "
     "count included) go first, re-read as pods are placed; then creation time, namespace/name. Not "
@@ -515,6 +590,7 @@ ANNOTATIONS: Mapping[str, tuple[str, str]] = {
     "TF_TFLOPS_LIMIT": ("Pod", "GPUResourceQuota limit: TFLOPS."),
     "TF_VRAM_LIMIT": ("Pod", "GPUResourceQuota limit: VRAM."),
     "TF_GPU_COUNT": ("Pod", "GPUs per worker."),
+    "TF_GPU_IDS": ("Pod", "Written by the scheduler: the shared GPUs a tensor-fusion pod was given."),
 }
 
 

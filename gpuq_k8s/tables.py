@@ -50,6 +50,19 @@ def fmt(value: Any) -> str:
     return escape(str(value))
 
 
+def _print_gpu_shares(console: Console, pods: list[dict[str, Any]]) -> None:
+    """tensor-fusion pods: the shared GPUs each was given (``tensor-fusion.ai/gpu-ids``)."""
+    shared = [p for p in pods if p.get("gpuIds")]
+    if not shared:
+        return
+    table = Table(title="GPU shares", title_justify="left")
+    for column in ("NAMESPACE", "NAME", "NODE", "GPUS"):
+        table.add_column(column, overflow="fold")
+    for pod in shared:
+        table.add_row(pod["namespace"], pod["name"], fmt(pod["node"]), fmt(pod["gpuIds"]))
+    console.print(table)
+
+
 def print_report(
     out: dict[str, Any], *, explain: Callable[[Mapping[str, Any]], dict[str, Any] | None] | None = None
 ) -> None:
@@ -98,6 +111,7 @@ def print_report(
             t.add_row(*cells)
         console.print(t)
     _print_claims(console, out.get("resourceClaims") or [])
+    _print_gpu_shares(console, out["pods"])
     _print_gpu_quotas(console, out.get("gpuResourceQuotas") or [])
     _print_warnings(console, out.get("events") or [])
     for section, title in (
@@ -181,6 +195,7 @@ def print_explain(pod: dict[str, Any], console: Console | None = None, *, scores
     console.print(
         f"Pod {pod['namespace']}/{pod['name']}: {pod['phase']}"
         + (f" on {pod['node']}" if pod["node"] else "")
+        + (f", sharing GPU {escape(str(pod['gpuIds']))}" if pod.get("gpuIds") else "")
         + (f" ({escape(pod['reason'])})" if pod["reason"] else "")
     )
     nodes = pod.get("nodes") or {}

@@ -185,6 +185,10 @@ class MemoryBackend:
 
     def _write(self, write: ApiWrite) -> str:
         """Apply ``write`` as the apiserver would; the error message, or "" when it was applied."""
+        if write.kind == kinds.POD:
+            # The in-memory pods are the cluster state's, not objects: a pod's annotation (GPUShare's
+            # tensor-fusion.ai/gpu-ids) is recorded in ``writes``; the plugin reports what it holds.
+            return ""
         current = self._lookup(write.kind, write.namespace, write.name)
         if current is None:
             return f'{write.kind.plural} "{write.name}" not found'

@@ -35,6 +35,9 @@ from gpuq_k8s.common.model.capacity_card.enqueue import check_enqueue
 from gpuq_k8s.common.model.capacity_card.ledger import QueueLedger
 from gpuq_k8s.common.model.cards.amounts import parse_card_quota, parse_card_request
 from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.devices.admission import check_claim_spec
+from gpuq_k8s.common.model.devices.claims import ResourceClaim, ResourceClaimTemplate
+from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING
 from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, validate_elastic_quota
 from gpuq_k8s.common.model.errors import GpuqError
@@ -53,7 +56,15 @@ from gpuq_k8s.webhook.view import ClusterView, LiveLookups, name_of
 
 # The kinds admission reviews (design.md "Webhook endpoints"); any other object is allowed untouched.
 _REVIEWED: Final = frozenset(
-    {kinds.POD, kinds.QUEUE, kinds.POD_GROUP, kinds.ELASTIC_QUOTA, kinds.GPU_RESOURCE_QUOTA}
+    {
+        kinds.POD,
+        kinds.QUEUE,
+        kinds.POD_GROUP,
+        kinds.ELASTIC_QUOTA,
+        kinds.GPU_RESOURCE_QUOTA,
+        kinds.RESOURCE_CLAIM,
+        kinds.RESOURCE_CLAIM_TEMPLATE,
+    }
 )
 
 
@@ -185,6 +196,11 @@ def validate(
             check_shape(obj, kind.kind)
         if kind == kinds.POD and operation == "CREATE":
             return validate_pod(obj, view, options)
+        if kind in (kinds.RESOURCE_CLAIM, kinds.RESOURCE_CLAIM_TEMPLATE):
+            # The spec is immutable: only a CREATE is judged (DynamicResources' rules, Semantics 10).
+            if operation == "CREATE" and options.dynamic_resources:
+                return _validate_claim(kind, obj, view, options)
+            return ALLOW
         if operation not in ("CREATE", "UPDATE"):
             return ALLOW
         # Semantics 10: a plugin's rules apply only when the configuration enables it.
@@ -291,6 +307,56 @@ def _same_queue_and_request(old: Mapping[str, Any], group: PodGroup, text: str |
     spec = old.get("spec")
     before_queue = (spec.get("queue") if isinstance(spec, Mapping) else None) or ann.DEFAULT_QUEUE
     return bool(before.get(ann.CARD_REQUEST) == text and before_queue == group.queue)
+
+
+# --------------------------------------------------------------------------------------------------
+# ResourceClaim and ResourceClaimTemplate (docs/design.md "Quota over devices")
+
+
+def _validate_claim(
+    kind: Kind, obj: Mapping[str, Any], view: ClusterView, options: AdmissionOptions
+) -> Decision:
+    """Parsed as the scheduler parses it (CEL selectors compiled in the same environment), then the
+    requests that can never fit the quotas (:func:`~common.model.devices.admission.check_claim_spec`)."""
+    if kind == kinds.RESOURCE_CLAIM:
+        claim = ResourceClaim.from_dict(obj)
+        spec, spec_field, ref, namespace = claim.spec, "spec", claim.ref, claim.namespace
+    else:
+        template = ResourceClaimTemplate.from_dict(obj)
+        spec, spec_field, namespace = template.spec, "spec.spec", template.namespace
+        ref = kinds.RESOURCE_CLAIM_TEMPLATE.ref(namespace, template.name)
+    queue_quotas = [parsed_queue_quota(q) for q in view.all_queues()] if options.capacity_card else None
+    max_gpu_count = None
+    if options.gpu_quota:
+        for raw in view.gpu_resource_quotas(namespace):
+            try:
+                quota = GPUResourceQuota.from_dict(raw)
+            except GpuqError:
+                continue  # one that predates the webhook: the scheduler warns about it
+            if quota.max_gpu_count is not None:
+                max_gpu_count = (quota.max_gpu_count, quota.ref)
+    elastic_max = None
+    if options.capacity_scheduling and options.device_class_map:
+        for raw in view.elastic_quotas(namespace):
+            try:
+                elastic = ElasticQuota.from_dict(raw)
+            except GpuqError:
+                continue  # one that predates the webhook: the scheduler warns about it
+            elastic_max = (elastic.max, elastic.ref)
+    verdict = check_claim_spec(
+        spec,
+        ref,
+        spec_field,
+        view.devices(),
+        queue_quotas=queue_quotas,
+        max_gpu_count=max_gpu_count,
+        elastic_max=elastic_max,
+        class_map=dict(options.device_class_map),
+        naming={**DEFAULT_NAMING, **dict(options.device_naming)},
+    )
+    if verdict.denials:
+        return deny("; ".join(verdict.denials), verdict.warnings)
+    return Decision(warnings=verdict.warnings) if verdict.warnings else ALLOW
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,9 +28,10 @@ from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards
+from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.wire import Obj, section
-from gpuq_k8s.webhook.view import Miss, node_allocatable, node_cards, summed
+from gpuq_k8s.webhook.view import Miss, device_allocator, node_allocatable, node_cards, summed
 
 log = logging.getLogger(__name__)
 WATCHED: Final = kinds.WEBHOOK_WATCHES
@@ -78,6 +79,7 @@ class InformerView:
         self._catalog: CardCatalog | None = None
         self._allocatable: dict[str, Mapping[str, int]] = {}
         self._capacity: dict[str, int] | None = None
+        self._devices: Allocator | None = None
         informers = []
         for kind in WATCHED:
             handlers = []
@@ -85,6 +87,8 @@ class InformerView:
                 handlers.append(self._on_node)
             elif kind.kind in self._by_namespace:
                 handlers.append(self._indexer(kind.kind))
+            elif kind in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE):
+                handlers.append(self._on_device)
             transform = slim_node if kind is kinds.NODE else strip_managed_fields
             informers.append(
                 Informer(api_client, kind, handlers=handlers, transform=transform, **informer_options)
@@ -133,6 +137,9 @@ class InformerView:
                 self._allocatable[name] = allocatable
             self._capacity = None
 
+    def _on_device(self, change: Change) -> None:
+        self._devices = None  # parsed again on the next claim's review
+
     # --- ClusterView -----------------------------------------------------------------------------
     def queue(self, name: str) -> Obj | None:
         return self.informers[kinds.QUEUE.kind].get("", name) or self._missed(kinds.QUEUE, "", name)
@@ -160,6 +167,18 @@ class InformerView:
         if self._catalog is None:
             self._catalog = CardCatalog.build(self._node_cards.values())
         return self._catalog
+
+    def all_queues(self) -> Sequence[Obj]:
+        items = self.informers[kinds.QUEUE.kind].items()
+        return [items[key] for key in sorted(items)]
+
+    def devices(self) -> Allocator:
+        if self._devices is None:
+            self._devices = device_allocator(
+                self.informers[kinds.DEVICE_CLASS.kind].items().values(),
+                self.informers[kinds.RESOURCE_SLICE.kind].items().values(),
+            )
+        return self._devices
 
     # --- live lookups (webhook.view.LiveLookups) -------------------------------------------------
     def _missed(self, kind: Kind, namespace: str, name: str) -> Obj | None:

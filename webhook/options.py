@@ -30,14 +30,19 @@ from dataclasses import dataclass
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.crossquota.pod import validate_pod_annotations
+from gpuq_k8s.common.model.devices.charges import naming_from
+from gpuq_k8s.common.model.devices.quota import DeviceNaming
+from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs
 from gpuq_k8s.common.model.plugin_names import (
     CAPACITY_CARD,
     CAPACITY_SCHEDULING,
     CROSSQUOTA,
     GPU_QUOTA,
+    PREDICATES,
     RESOURCE_STRATEGY_FIT,
 )
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER
+from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.common.model.strategy_fit import parse_pod_override
 
 
@@ -59,6 +64,11 @@ class AdmissionOptions:
     capacity_scheduling: bool = True
     crossquota: bool = True
     resource_strategy_fit: bool = True
+    dynamic_resources: bool = True
+    # capacity-card's deviceNaming, per driver (hashable: the options key a cache)
+    device_naming: tuple[tuple[str, DeviceNaming], ...] = ()
+    # capacity-scheduling's deviceClassMappings: (DeviceClass, resource) pairs
+    device_class_map: tuple[tuple[str, str], ...] = ()
 
 
 def admission_options(
@@ -79,7 +89,32 @@ def admission_options(
         capacity_scheduling=config.plugin(CAPACITY_SCHEDULING) is not None,
         crossquota=config.plugin(CROSSQUOTA) is not None,
         resource_strategy_fit=config.plugin(RESOURCE_STRATEGY_FIT) is not None,
+        dynamic_resources=_dynamic_resources(config),
+        device_naming=_device_naming(card_args),
+        device_class_map=_class_map(config),
     )
+
+
+def _device_naming(card_args: object) -> tuple[tuple[str, DeviceNaming], ...]:
+    """capacity-card's ``deviceNaming``: the drivers it lists only (the defaults need no entry)."""
+    if not isinstance(card_args, CapacityCardArgs):
+        return ()
+    configured = card_args.device_naming
+    return tuple(sorted((d, n) for d, n in naming_from(configured).items() if d in configured))
+
+
+def _class_map(config: SchedulerConfig) -> tuple[tuple[str, str], ...]:
+    entry = config.plugin(CAPACITY_SCHEDULING)
+    args = entry.args if entry is not None else None
+    return tuple(sorted(args.classes.items())) if isinstance(args, CapacitySchedulingArgs) else ()
+
+
+def _dynamic_resources(config: SchedulerConfig) -> bool:
+    """DynamicResources runs unless ``predicates`` switches it off (it runs without a ``predicates``
+    entry too: scheduler/plugins/members.py ``with_safety_rules``)."""
+    entry = config.plugin(PREDICATES)
+    args = entry.args if entry is not None else None
+    return not isinstance(args, PredicatesArgs) or bool(args.dynamic_resource_allocation)
 
 
 def check_scoring_annotations(annotations: Mapping[str, str], ref: str, options: AdmissionOptions) -> None:

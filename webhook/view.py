@@ -6,7 +6,8 @@ Objects are the API's JSON dicts. In the webhook the view reads the informer cac
 current usage is the scheduler's call, and a webhook that cached every Pod of a large cluster would pay
 memory and watch traffic for warnings only. Nodes are read only for their cards (the
 :class:`~common.model.cards.catalog.CardCatalog` tells which resource each card type name stands for)
-and their allocatable total (the guaranteed pool an ElasticQuota's min is warned against).
+and their allocatable total (the guaranteed pool an ElasticQuota's min is warned against). DeviceClasses
+and ResourceSlices are read for the card types a ResourceClaim's requests could take.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from typing import Protocol
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
-from gpuq_k8s.common.model.errors import InvalidValue
+from gpuq_k8s.common.model.devices.allocator import Allocator
+from gpuq_k8s.common.model.devices.classes import DeviceClass
+from gpuq_k8s.common.model.devices.ledger import DeviceLedger
+from gpuq_k8s.common.model.devices.pools import Inventory
+from gpuq_k8s.common.model.devices.slices import ResourceSlice
+from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.wire import Obj
 
@@ -42,6 +48,14 @@ class ClusterView(Protocol):
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]: ...
 
     def card_catalog(self) -> CardCatalog: ...
+
+    def all_queues(self) -> Sequence[Obj]:
+        """Every Queue (O(queues): read on a ResourceClaim's review only)."""
+        ...
+
+    def devices(self) -> Allocator:
+        """The published DRA devices (DeviceClasses, ResourceSlices), nothing allocated."""
+        ...
 
 
 Miss = tuple[str, str, str]  # kind, namespace, name of an object a lookup did not find
@@ -96,6 +110,8 @@ class StaticView:
         self._nodes: dict[str, NodeCards] = {}
         self._allocatable: dict[str, Mapping[str, int]] = {}
         self._catalog: CardCatalog | None = None
+        self._device_objects: dict[tuple[str, str], Obj] = {}
+        self._devices: Allocator | None = None
         for obj in objects:
             self.add(obj)
 
@@ -119,6 +135,9 @@ class StaticView:
             self._replace(self._elastic.setdefault(namespace, []), name, obj)
         elif kind is kinds.GPU_RESOURCE_QUOTA:
             self._replace(self._gpu.setdefault(namespace, []), name, obj)
+        elif kind in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE):
+            self._device_objects[(kind.kind, name)] = obj
+            self._devices = None
 
     @staticmethod
     def _replace(items: list[Obj], name: str, obj: Obj) -> None:
@@ -147,3 +166,35 @@ class StaticView:
         if self._catalog is None:
             self._catalog = CardCatalog.build(self._nodes.values())
         return self._catalog
+
+    def all_queues(self) -> Sequence[Obj]:
+        return [self._queues[name] for name in sorted(self._queues)]
+
+    def devices(self) -> Allocator:
+        if self._devices is None:
+            objects = self._device_objects
+            self._devices = device_allocator(
+                (o for (k, _), o in objects.items() if k == kinds.DEVICE_CLASS.kind),
+                (o for (k, _), o in objects.items() if k == kinds.RESOURCE_SLICE.kind),
+            )
+        return self._devices
+
+
+def device_allocator(classes: Iterable[Obj], slices: Iterable[Obj]) -> Allocator:
+    """The devices the cluster publishes, for the claim checks (:mod:`common.model.devices.admission`):
+    DeviceClasses and ResourceSlices parsed (one that does not parse is left out, as the scheduler
+    leaves it out), with nothing allocated."""
+    parsed_classes: dict[str, DeviceClass] = {}
+    for obj in classes:
+        try:
+            device_class = DeviceClass.from_dict(obj)
+        except GpuqError:
+            continue
+        parsed_classes[device_class.name] = device_class
+    parsed_slices = []
+    for obj in slices:
+        try:
+            parsed_slices.append(ResourceSlice.from_dict(obj))
+        except GpuqError:
+            continue
+    return Allocator(Inventory.build(parsed_slices), parsed_classes, DeviceLedger())

@@ -2,11 +2,14 @@
 
 Like client-go's ``tools/events`` broadcaster: events are keyed by (regarding object, reason, action,
 type); the first occurrence creates an Event, later ones only bump an in-memory ``series`` (count and
-lastObservedTime, with the latest note), and a flush patches each changed series at most once per
-``series_interval``. A pending pod that fails 100 times in a minute costs one create and a handful
-of patches, not 100 objects. Series older than ``forget_after`` start afresh (a new Event), as
-client-go's 6-minute isomorphic window does. Creation and patching are best-effort: an event that
-cannot be written is logged and dropped, never retried forever.
+lastObservedTime), and a flush patches each changed series at most once per ``series_interval``.
+An Event's ``note`` is immutable (kube-apiserver refuses the patch: "field is immutable"), so a series
+whose latest note differs from the one written starts a new Event with it instead (the reason for
+waiting changed: "available 1" became "available 3"), at the same pace. A pending pod that fails
+100 times in a minute costs one create and a handful of patches, not 100 objects. Series older
+than ``forget_after`` start afresh (a new Event), as client-go's 6-minute isomorphic window does.
+Creation and patching are best-effort: an event that cannot be written is logged and dropped,
+never retried forever.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Series:
     first: float = 0.0
     last: float = 0.0
     note: str = ""
+    written: str = ""  # the note of the Event written (immutable there)
     dirty: bool = False
     flushed: float = 0.0
     body: dict[str, Any] = field(default_factory=dict)
@@ -175,15 +179,24 @@ class EventRecorder:
         reply = await call(self.api_client, "POST", _events_path(meta["namespace"]), body)
         if reply.ok:
             series.name, series.namespace = meta["name"], meta["namespace"]
+            series.written = str(body.get("note") or "")
             self.created += 1
         else:
             self.dropped += 1
             log.warning("event %s %s not created: %s", body["reason"], meta["name"], reply.message)
 
     async def _patch(self, series: Series) -> None:
+        note = series.note[:_MAX_NOTE]
+        if note != series.written:  # immutable on the Event: a new Event says it
+            series.name, series.count, series.first = "", 1, series.last
+            series.body["metadata"]["name"] = _event_name(series.body["regarding"]["name"])
+            series.body["note"] = note
+            series.body["eventTime"] = micro_time(series.last)
+            series.body.pop("series", None)
+            await self._create(series)
+            return
         patch: Mapping[str, Any] = {
             "series": {"count": series.count, "lastObservedTime": micro_time(series.last)},
-            "note": series.note[:_MAX_NOTE],
         }
         path = f"{_events_path(series.namespace)}/{series.name}"
         reply = await call(self.api_client, "PATCH", path, patch, content_type=MERGE_PATCH)

@@ -190,7 +190,8 @@ class ResponseParser:
             response = Response(self._status, b"".join(self._body), False)
             self._new_message()
             return response
-        raise ProtocolError("connection closed in the middle of a response")
+        self._fail("connection closed in the middle of a response")  # the parser is done for
+        return None
 
     # -- llhttp's callbacks ------------------------------------------------------------------------
 

@@ -35,6 +35,9 @@ TF_VRAM_REQUEST: Final = "tensor-fusion.ai/vram-request"
 TF_TFLOPS_LIMIT: Final = "tensor-fusion.ai/tflops-limit"
 TF_VRAM_LIMIT: Final = "tensor-fusion.ai/vram-limit"
 TF_GPU_COUNT: Final = "tensor-fusion.ai/gpu-count"
+# Written by the scheduler (PreBind): the shared GPUs a tensor-fusion pod was given, as tensor-fusion's
+# components read them (its GPUDeviceIDsAnnotation; design.md Semantics 19).
+TF_GPU_IDS: Final = "tensor-fusion.ai/gpu-ids"
 TENSOR_FUSION_ANNOTATIONS: Final = (
     TF_TFLOPS_REQUEST,
     TF_VRAM_REQUEST,

@@ -58,8 +58,10 @@ from gpuq_k8s.common.model.action_args import (
 from gpuq_k8s.common.model.binpack import BinpackArgs
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.crossquota.args import CrossQuotaArgs
+from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs, ProportionArgs
 from gpuq_k8s.common.model.errors import ConfigError, ErrorCollector
 from gpuq_k8s.common.model.gang import GangArgs
+from gpuq_k8s.common.model.gpu_share.args import GPUQuotaArgs
 from gpuq_k8s.common.model.nodeorder import NodeOrderArgs
 from gpuq_k8s.common.model.overcommit import OvercommitArgs
 from gpuq_k8s.common.model.plugin_args import PluginArgs
@@ -84,6 +86,9 @@ ARGUMENTS: Final[Mapping[str, type[PluginArgs]]] = {
     plugin_names.PREDICATES: PredicatesArgs,
     plugin_names.GANG: GangArgs,
     plugin_names.RESERVATION: ReservationArgs,
+    plugin_names.GPU_QUOTA: GPUQuotaArgs,
+    plugin_names.CAPACITY_SCHEDULING: CapacitySchedulingArgs,
+    plugin_names.PROPORTION: ProportionArgs,
 }
 
 _TOP_LEVEL_KEYS: Final = frozenset({"actions", "tiers", "configurations"})

@@ -222,14 +222,23 @@ SIMULATED: Final = (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
 )
-WEBHOOK_WATCHES: Final = (NODE, QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
+WEBHOOK_WATCHES: Final = (
+    NODE,
+    QUEUE,
+    POD_GROUP,
+    ELASTIC_QUOTA,
+    GPU_RESOURCE_QUOTA,
+    DEVICE_CLASS,  # the card types a ResourceClaim's requests could take
+    RESOURCE_SLICE,
+)
 STATUS_WRITES: Final = (QUEUE, POD_GROUP, ELASTIC_QUOTA, GPU_RESOURCE_QUOTA)
 # The objects the scheduler patches other than through /status: PreBind's (merge patches,
 # resourceVersion-checked: the volume binder pre-binds a PersistentVolume, spec.claimRef, and marks a
 # PersistentVolumeClaim for provisioning, its volume.kubernetes.io/selected-node annotation, as
 # kube-scheduler's VolumeBinding does), and the PodGroup, whose status Volcano's own CRD keeps in the
-# main resource (its PodGroup CRD declares no status subresource: common/kube/status.py).
-OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD_GROUP)
+# main resource (its PodGroup CRD declares no status subresource: common/kube/status.py), and a
+# tensor-fusion pod's tensor-fusion.ai/gpu-ids annotation (GPUShare's PreBind, design.md Semantics 19).
+OBJECT_WRITES: Final = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD_GROUP, POD)
 # The kinds whose status may live in the main resource (a CRD without the status subresource).
 STATUS_IN_MAIN_RESOURCE: Final = (POD_GROUP,)
 # What PreBind writes of a ResourceClaim, as kube-scheduler 1.36's system:kube-scheduler role grants it

@@ -47,6 +47,8 @@ VOLUME_BINDING: Final = "VolumeBinding"
 DYNAMIC_RESOURCES: Final = "DynamicResources"
 SCHEDULING_GATES: Final = "SchedulingGates"
 IMAGE_LOCALITY: Final = "ImageLocality"
+# gpu-quota's member: tensor-fusion pods placed on shared GPUs (design.md Semantics 19).
+GPU_SHARE: Final = "GPUShare"
 
 # Every name, in the order messages list them.
 ALL: Final = (

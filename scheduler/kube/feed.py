@@ -250,14 +250,12 @@ class Feed:
     # pending pod -> (monotonic time first seen, seconds it had waited since its creation by then)
     _seen: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
     # The streamed start (:meth:`load`): kinds fed already and live; the first pod list's pages that
-    # came before the other kinds were in, its pending pods (fed last), the pods fed from its pages
-    # (key -> the number of the list they came from).
+    # came before the other kinds were in; the bound pods fed from its pages (key -> the
+    # resourceVersion fed, brought to the cache's present at the end: _bring_to_present).
     _live: set[str] = field(default_factory=set, init=False)
     _others_in: bool = field(default=False, init=False)
     _early_pages: list[tuple[int, list[Obj]]] = field(default_factory=list, init=False)
-    _pending_pods: list[Obj] = field(default_factory=list, init=False)
-    _streamed: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
-    _pod_list: int = field(default=0, init=False)
+    _streamed: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -298,16 +296,31 @@ class Feed:
         self._others_in = True
         if pods is not None:
             await pods.synced.wait()
-            # A first list that failed half-way was listed again: what only the failed one had is gone.
-            cached = pods.items()
-            for key in [k for k in self._streamed if k not in cached]:
-                self.apply(Change("delete", key, {"kind": kinds.POD.kind}))
-            for obj in self._pending_pods:
-                self.apply(Change("add", _key(obj, True), obj))
-        self._pending_pods.clear()
+            self._bring_to_present(pods.items())
         self._streamed.clear()
         self.ready = True
         self.wake()
+
+    def _bring_to_present(self, cached: Mapping[tuple[str, str], Obj]) -> None:
+        """The pods as the informer's cache holds them now, once the pod list is complete: the pages
+        fed the pods as they were listed, and the pod watch's changes since (a pod bound, finished,
+        deleted while other kinds still listed) were not delivered (pods are not live before the
+        end of :meth:`load`). A pod fed from a page whose resourceVersion the cache still holds is
+        left as fed; any other is applied as cached: what only a failed first list had is deleted,
+        pods bound now are fed before pending ones."""
+        for key in [k for k in self._streamed if k not in cached]:
+            self.apply(Change("delete", key, {"kind": kinds.POD.kind}))
+        pending: list[tuple[tuple[str, str], Obj]] = []
+        for key, obj in cached.items():
+            fed = self._streamed.get(key)
+            if fed is not None and fed == _resource_version(obj):
+                continue
+            if _node_name(obj):
+                self.apply(Change("add", key, obj))
+            else:
+                pending.append((key, obj))
+        for key, obj in pending:
+            self.apply(Change("add", key, obj))
 
     def page(self, number: int, objs: Sequence[Obj]) -> None:
         """A page of the pod informer's list ``number`` before its first list completed (the
@@ -320,16 +333,11 @@ class Feed:
         self._feed_page(number, objs)
 
     def _feed_page(self, number: int, objs: Sequence[Obj]) -> None:
-        if number != self._pod_list:  # a new list (the one before failed): its pending pods count
-            self._pod_list = number
-            self._pending_pods = []
         for obj in objs:
-            if _node_name(obj):
+            if _node_name(obj):  # pending pods wait for the end of the list (_bring_to_present)
                 key = _key(obj, True)
-                self._streamed[key] = number
+                self._streamed[key] = _resource_version(obj)
                 self.apply(Change("add", key, obj))
-            else:
-                self._pending_pods.append(obj)
 
     def replay(self, informers: InformerSet) -> None:
         """Feed the synced caches in dependency order, then go live. Synchronous: nothing can
@@ -479,6 +487,10 @@ def _key(obj: Obj, namespaced: bool) -> tuple[str, str]:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     return (str(meta.get("namespace") or "") if namespaced else "", str(meta.get("name") or ""))
+
+
+def _resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _node_name(pod: Obj) -> object:

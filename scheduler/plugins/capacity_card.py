@@ -47,6 +47,7 @@ from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards, discover_cards
 from gpuq_k8s.common.model.cards.names import parse_card_names
 from gpuq_k8s.common.model.crd import PodGroup, Queue
+from gpuq_k8s.common.model.devices.charges import naming_from
 from gpuq_k8s.common.model.errors import InvalidAnnotation
 from gpuq_k8s.common.model.events import EventRecord
 from gpuq_k8s.common.model.kinds import Kind
@@ -76,6 +77,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256
@@ -126,6 +129,8 @@ class CapacityCardPlugin(
                 self._object(kind, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
+        self.claims = QueueClaims(handle, self.engine)  # DRA devices against card quotas
+        self.claims.charges.set_naming(naming_from(args.device_naming))
 
     # -- inventory --------------------------------------------------------------------------------
     def _emit(self) -> None:
@@ -177,6 +182,7 @@ class CapacityCardPlugin(
             return
         self._sync()
         self.engine.set_pod(pod)
+        self.claims.pod_known(pod)
         self._emit()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
@@ -189,6 +195,7 @@ class CapacityCardPlugin(
     def pending_pod_added(self, pod: PodInfo) -> None:
         self._sync()
         self.engine.set_pod(pod)
+        self.claims.pod_known(pod)
         self._emit()
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
@@ -273,6 +280,8 @@ class CapacityCardPlugin(
         engine = self.engine
         if engine.queue_of(pod) not in engine.quotas:
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
+        if pod.claim_sources:
+            allocate_every_row(state)  # its devices' card types are checked row by row
         check = engine.task_check(pod)
         if check.failure is not None:
             self.handle.record(check.failure.event(pod.ref))
@@ -282,7 +291,7 @@ class CapacityCardPlugin(
                 # The pod's own malformed card.name: nothing but the pod can change (Semantics 14).
                 message = with_outlook(message, annotation_outlook(error.field))
             return Status.unresolvable(message)
-        if not check.groups:
+        if not check.groups and not pod.claim_sources:
             return Status.skip()  # no card asked, cpu and memory passed
         unoffered = check.unoffered()
         if unoffered is not None:
@@ -310,6 +319,17 @@ class CapacityCardPlugin(
             refused = next((r for r in check.refusals.values() if r is not None), None)
             if refused is not None:
                 self.handle.record(refused.event(pod.ref))
+        devices = self.claims.filter_rows(state, pod, n) if pod.claim_sources else None
+        if devices is not None:
+            rejected, device_reasons = devices
+            base = verdict.reasons
+
+            def reasons() -> ReasonMasks:
+                return [*base(), *device_reasons]
+
+            return FilterResult(
+                verdict.passed & ~rejected, reasons, unresolvable=verdict.unresolvable | rejected
+            )
         return FilterResult(verdict.passed, verdict.reasons, unresolvable=verdict.unresolvable)
 
     def _verdict(self, check: TaskCheck, n: int) -> _Verdict:
@@ -363,6 +383,9 @@ class CapacityCardPlugin(
     # -- reserve ----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         self._sync()
+        devices = self.claims.reserve(state, pod, row)
+        if not devices.is_success:
+            return devices
         self.engine.reserve(pod, pod.node_name, state.read(plugin_names.CAPACITY_CARD, TaskCheck))
         self._reserved = pod
         return Status.success()
@@ -370,6 +393,7 @@ class CapacityCardPlugin(
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         self._reserved = None
         self.engine.unreserve(pod)
+        self.claims.unreserve(pod)
 
     # -- status and report ------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
@@ -425,11 +449,15 @@ class CapacityCardPlugin(
         return rows
 
     def pod_fields(self, pod: PodInfo) -> dict[str, Any]:
-        """``cardType``: the concrete type the pod is charged to; for a pod of no Queue (not charged),
+        """``cardType``: the concrete type the pod is charged to (a pod with DRA claims: its claims'
+        first card type); for a pod of no Queue (not charged),
         the card type of its node that it uses, so the placement table still shows it."""
         if not pod.node_name:
             return {}
         charged = self.engine.charged_card_type(pod)
+        if charged is None and pod.claim_sources:  # DRA devices: the card types its claims are charged
+            keys = [f"{pod.namespace}/{s.claim}" for s in pod.claim_sources if s.claim]
+            charged = next((t for k in keys if (t := self.engine.claim_card_type(k)) is not None), None)
         if charged is None:
             row = self.handle.cluster.row_of.get(pod.node_name)
             cards = self._cards[row] if row is not None and row < len(self._cards) else _EMPTY_NODE

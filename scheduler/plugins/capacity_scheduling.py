@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic import guarantee
+from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -50,10 +51,12 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ReservePlugin,
     StatusPatch,
 )
-from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
 
 Int64Array = npt.NDArray[np.int64]
+_UNBOUNDED: Final = 1 << 62
 # Pending freeable-array updates applied at once; bounds the list when PostFilter never runs.
 _MAX_PENDING: Final = 4096
 
@@ -72,6 +75,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        args = plugin_args(settings, CapacitySchedulingArgs) or CapacitySchedulingArgs()
+        # DRA claims counted as the resources deviceClassMappings names (docs/design.md "Quota over
+        # devices"): every pod this plugin reads goes through ``self.devices.pod``.
+        self.devices = ClassRequests(handle, args.classes)
         self.infos = ElasticQuotaInfos()
         # What bound pods request per node row, per namespace with an ElasticQuota and summed over the
         # namespaces without one: the upper bound of what preemption can free on each node, so
@@ -210,7 +217,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         if key == self._reserved:
             self._reserved = None
         else:
-            self.infos.reserve(namespace, key, pod.requests)
+            self.infos.reserve(namespace, key, self.devices.pod(pod).requests)
         pending = self._pending
         pending.append((namespace, row, pod, 1, request_items(pod.requests)))
         if len(pending) >= _MAX_PENDING:
@@ -235,11 +242,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        pod = self.devices.pod(pod)
         group = self.handle.group_of(pod)
         if group is not None and group.min_member > 1 and pod.namespace in self.infos:
             # The gang's minMember pods are held at once: a quota that can never hold them all is
             # "never" for each, before any of them is reserved or waits in Permit.
-            requests = [member.requests for member in self.handle.group_members(group)]
+            requests = [self.devices.pod(member).requests for member in self.handle.group_members(group)]
             gang = self.infos.gang_refusal(pod.namespace, requests, group.min_member, f"PodGroup {group.key}")
             if gang is not None:
                 return Status.unresolvable(gang.message, plugin=GANG)
@@ -252,6 +260,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         return Status.unschedulable(refusal.message)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        pod = self.devices.pod(pod)
         key = pod.key
         self.infos.reserve(pod.namespace, key, pod.requests)
         self._reserved = key
@@ -352,6 +361,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
         handle = self.handle
         cluster = handle.cluster
         candidates, why_not = self._candidates(pod, outcome)
+        original = pod
+        pod = self.devices.pod(pod)  # its DRA claims as mapped resources, for the quota checks
+        originals: dict[str, PodInfo] = {}
         rows = [int(r) for r in cluster.rank_order() if r < cluster.n and candidates[r]]
         if not rows:
             return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
@@ -368,11 +380,19 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             for key in keys:
                 column = cluster.columns.get(key)
                 free[key] = (
-                    0
+                    # A mapped DRA resource is no node column: the devices' room is DynamicResources'
+                    # to judge (fits_without), the quota's is counted here.
+                    _UNBOUNDED
+                    if column is None and key in self.devices.resources
+                    else 0
                     if column is None
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])
                 )
-            node_pods = spare_gang_members(list(self.handle.running_on(row)), self._gang_of)
+            running = []
+            for p in self.handle.running_on(row):
+                originals[p.key] = p
+                running.append(self.devices.pod(p))
+            node_pods = spare_gang_members(running, self._gang_of)
             selection = select_victims_on_node(pod, node_pods, free, self.infos, budgets=budgets)
             if not selection.ok:
                 last_reason = selection.reason
@@ -387,11 +407,11 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             nonlocal last_reason
             row, node_pods, free = where[candidate.node]
             victims = chosen[id(candidate)]
-            if victims and handle.fits_without(pod, row, victims):
+            if victims and handle.fits_without(original, row, [originals[v.key] for v in victims]):
                 return candidate
 
             def fits(removed: Sequence[PodInfo]) -> bool:
-                return handle.fits_without(pod, row, removed)
+                return handle.fits_without(original, row, [originals[v.key] for v in removed])
 
             exact = select_victims_on_node(pod, node_pods, free, self.infos, fits=fits, budgets=budgets)
             if not exact.ok:
@@ -414,7 +434,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin):
             return PostFilterResult(
                 Status.unschedulable(), message=f"preemption: {last_reason or 'no victims found'}."
             )
-        victims = chosen[id(best)]
+        victims = tuple(originals[v.key] for v in chosen[id(best)])
         victims_text = ", ".join(v.key for v in victims)
         return PostFilterResult(
             Status.success(),

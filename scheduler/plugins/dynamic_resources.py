@@ -7,11 +7,14 @@ from the devices ResourceSlices publish, by the pure allocator of :mod:`common.m
   keep it pending, UnschedulableAndUnresolvable, with kube-scheduler's message), prepared once
   (``Allocator.plan``: a request naming a DeviceClass that does not exist, a claim in use by 256
   consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped.
-* Filter, per node row: the allocation of every claim still to allocate on that node (first fit with
-  backtracking), and an allocated claim only where its node selector allows; the allocations found
-  are kept for Reserve. A node that cannot take them is reported as ``cannot allocate all claims``
-  (or ``resourceclaim not available on the node``), kube-scheduler's reasons; the per-device reasons
-  are kept for explanations (:meth:`DynamicResources.unfit`).
+* Filter, per node row: first the per-row counts of free whole devices per request shape
+  (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`), which reject the rows the search would
+  reject and, for one request of whole devices, accept the rows it would accept
+  (:mod:`common.model.devices.bounds`); every other row gets the allocation of every claim still to
+  allocate on that node (first fit with backtracking), kept for Reserve, and an allocated claim fits
+  only where its node selector allows. A node that cannot take them is reported as ``cannot allocate
+  all claims`` (or ``resourceclaim not available on the node``), kube-scheduler's reasons; the
+  per-device reasons are kept for explanations (:meth:`DynamicResources.unfit`).
 * Reserve: the chosen node's allocations are charged to the ledger *in flight*, atomically (a device,
   a share over capacity or a counter given twice is refused), so the next pod of the burst never gets
   the same device; Unreserve drops them.
@@ -43,10 +46,11 @@ from typing import Any, Final
 import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
-from gpuq_k8s.common.model.devices.claims import EXACT_COUNT
+from gpuq_k8s.common.model.devices.bounds import count_bound
+from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
-from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan, UnknownDeviceClass
+from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
 from gpuq_k8s.common.model.devices.reservation import (
     RESERVING,
     is_reserved_for,
@@ -56,7 +60,7 @@ from gpuq_k8s.common.model.devices.reservation import (
     rollback_writes,
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
-from gpuq_k8s.common.model.devices.search import MAX_RESULTS, Allocation
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import ApiWrite, Lookup, PreBindPlan, Progress
 from gpuq_k8s.common.model.wire import Obj
@@ -169,17 +173,31 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
         data.found.clear()
         data.unfit.clear()
-        simple = _simple(data.plan)
-        if simple is not None:
-            # One request for `count` whole devices: a row fits exactly when that many of its usable
-            # devices are free (the per-row counts, kept current); rows with shared devices or
-            # counters are searched. Reserve allocates on the chosen row.
-            counts, mixed = self.view.free_counts(simple[0], cluster)
-            passed = open_rows & ~mixed[:n] & (counts[:n] >= simple[1])
-            searched = np.flatnonzero(open_rows & mixed[:n]).tolist()
-        else:
+        bound = count_bound(data.plan)
+        if bound is None:
             passed = np.zeros(n, dtype=np.bool_)
             searched = np.flatnonzero(open_rows).tolist()
+        else:
+            # The per-row counts of free whole devices (kept current) reject the rows the search
+            # would reject, and, for one request of whole devices, accept the rows it would accept
+            # (common/model/devices/bounds.py); the rows left are searched. Reserve allocates on the
+            # chosen row by the search itself.
+            candidate = open_rows
+            enough = np.zeros(n, dtype=np.bool_)
+            for alternatives in bound.requests:
+                enough = np.zeros(n, dtype=np.bool_)  # an alternative has its count free
+                maybe = np.zeros(n, dtype=np.bool_)  # or devices the count leaves out
+                for alternative, count in alternatives:
+                    counts, mixed = self.view.free_counts(alternative, cluster)
+                    enough |= counts[:n] >= count
+                    maybe |= mixed[:n]
+                candidate = candidate & (enough | maybe)
+            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
+                passed = candidate & enough
+                searched = np.flatnonzero(candidate & ~enough).tolist()
+            else:
+                passed = np.zeros(n, dtype=np.bool_)
+                searched = np.flatnonzero(candidate).tolist()
         for row in searched:
             node = cluster.nodes[row]
             if node is None:
@@ -221,7 +239,9 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return FilterResult(passed, reasons, ~passed, detail)
 
     def unfit(self, state: CycleState, row: int) -> Unfit | None:
-        """Why node row ``row`` could not take the pod's claims in this attempt, device by device."""
+        """Why node row ``row`` could not take the pod's claims in this attempt, device by device, for
+        a row Filter searched (one the counts rejected: None here; ``FilterResult.detail`` searches
+        it when asked)."""
         data = state.read(_STATE, _State)
         return None if data is None else data.unfit.get(row)
 
@@ -339,6 +359,78 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return {"devices": devices}
 
 
+# -- for the quota plugins (docs/design.md "Quota over devices") --------------------------------------
+_EVERY_ROW: Final = "DynamicResources/allocateEveryRow"
+
+
+def allocate_every_row(state: CycleState) -> None:
+    """A quota plugin over devices checks the allocation on every row Filter passes (its card type
+    and amounts; a ``firstAvailable`` fallback when the first choice's quota is spent): for this pod
+    the per-row counts only reject rows, the rest are searched, so each passed row has its
+    allocation in :func:`found_allocations`."""
+    state.write(_EVERY_ROW, True)
+
+
+def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
+    """The allocations this attempt's Filter found per node row (the searched rows; rows the per-row
+    counts decided have none until :func:`allocation_on` computes theirs). Empty for a pod without
+    claims to allocate, or before DynamicResources' Filter ran."""
+    data = state.read(_STATE, _State)
+    return data.found if data is not None else {}
+
+
+def claims_to_allocate(state: CycleState) -> Mapping[str, ResourceClaim]:
+    """The claims this attempt allocates (not allocated yet), by claim key."""
+    data = state.read(_STATE, _State)
+    if data is None:
+        return {}
+    return {prepared.claim.key: prepared.claim for prepared in data.plan.to_allocate}
+
+
+def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | None:
+    """The allocation the pod's claims get on node row ``row`` in this attempt: the one Reserve charged,
+    else the one Filter found, else computed now and kept, so that DynamicResources' Reserve takes the
+    very same devices whichever of the plugins reserves first. None for a pod without claims to
+    allocate, or a row that cannot take them."""
+    data = state.read(_STATE, _State)
+    if data is None:
+        return None
+    node = handle.cluster.nodes[row] if row < handle.cluster.n else None
+    if node is None:
+        return None
+    if data.allocation is not None and data.allocation.node == node.name:
+        return data.allocation
+    found = data.found.get(row)
+    if found is None:
+        answer = dra_view(handle.objects).ready_allocator().allocate(data.plan, node)
+        if isinstance(answer, Unfit):
+            return None
+        found = data.found[row] = answer
+    return found
+
+
+def reallocate(state: CycleState, handle: Handle, row: int, plan: PodPlan) -> Allocation | None:
+    """Allocate ``plan`` (this attempt's plan narrowed by a quota plugin: ``firstAvailable``
+    subrequests passed over) on node row ``row`` and keep it as the row's allocation for Reserve.
+    None when it does not fit there, or when Reserve already charged another allocation (the
+    ledger holds it: it is not replaced)."""
+    data = state.read(_STATE, _State)
+    node = handle.cluster.nodes[row] if row < handle.cluster.n else None
+    if data is None or node is None or data.allocation is not None:
+        return None
+    answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
+    if isinstance(answer, Unfit):
+        return None
+    data.found[row] = answer
+    return answer
+
+
+def planned(state: CycleState) -> PodPlan | None:
+    """This attempt's plan (PreFilter's), None for a pod without claims to allocate."""
+    data = state.read(_STATE, _State)
+    return data.plan if data is not None else None
+
+
 def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "request": result.get("request"),
@@ -347,27 +439,6 @@ def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:
     if result.get("consumedCapacity"):
         row["consumedCapacity"] = dict(result["consumedCapacity"])
     return row
-
-
-def _simple(plan: PodPlan) -> tuple[Alternative, int] | None:
-    """The request, and its count, when ``plan`` is one claim with one request for whole devices
-    (``ExactCount``, no ``firstAvailable``, no capacity, no admin access, no constraints): the free
-    counts then decide a row exactly (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`)."""
-    if plan.allocated or len(plan.to_allocate) != 1:
-        return None
-    prepared = plan.to_allocate[0]
-    if prepared.claim.spec.constraints or len(prepared.requests) != 1 or len(prepared.requests[0]) != 1:
-        return None
-    alternative = prepared.requests[0][0]
-    request = alternative.request
-    if (
-        request.mode != EXACT_COUNT
-        or request.capacity is not None
-        or request.admin_access
-        or not 0 < request.count <= MAX_RESULTS
-    ):
-        return None
-    return alternative, request.count
 
 
 def _not_available(answer: Unfit) -> bool:

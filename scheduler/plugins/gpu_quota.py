@@ -61,6 +61,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
+from gpuq_k8s.scheduler.plugins.gpu_quota_claims import NamespaceClaims
 
 SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
 # A gang whose minMember workers the namespace's totals can never hold at once.
@@ -131,6 +133,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._object(kinds.GPU_RESOURCE_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
+        self.claims = NamespaceClaims(handle, self.store)  # DRA devices (gpu_quota_claims.py)
 
     # -- inputs -----------------------------------------------------------------------------------
     def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
@@ -196,6 +199,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
         for event in self.store.rebuild(list(cluster.pods.values()), request_of):
             self.handle.record(event)
+        self.claims.recharge()
 
     # -- requests ---------------------------------------------------------------------------------
     def _request_on(self, pod: PodInfo, row: int) -> GPURequest | None:
@@ -255,6 +259,8 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         namespace = pod.namespace
         if not self.store.has_quota(namespace):
             return Status.skip()
+        if pod.claim_sources:
+            allocate_every_row(state)  # its devices' TFLOPS and VRAM are checked row by row
         group = self.handle.group_of(pod)
         if group is not None and group.min_member > 1:
             never = self._gang_refusal(group, namespace)
@@ -284,7 +290,8 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 self._prepared.clear()
             self._prepared[requests] = prepared
         if prepared is None:
-            return Status.skip()
+            # A pod with DRA claims is checked on the rows DynamicResources found devices on.
+            return Status.success() if pod.claim_sources else Status.skip()
         state.write(plugin_names.GPU_QUOTA, prepared)
         return Status.success()
 
@@ -303,7 +310,11 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         n = self.handle.cluster.n
         prepared = state.read(plugin_names.GPU_QUOTA, _GpuPod)
         if prepared is None:
-            return FilterResult.all_pass(n)
+            devices = self.claims.filter_rows(state, pod, n) if pod.claim_sources else None
+            if devices is None:
+                return FilterResult.all_pass(n)
+            rejected, device_reasons = devices
+            return FilterResult(~rejected, lambda: device_reasons, unresolvable=rejected)
         shares = self._shares_of(prepared.resource, n)
         tflops, vram = shares.tflops[:n], shares.vram[:n]
         quota = self.store.quota(pod.namespace)
@@ -348,15 +359,20 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         return FilterResult(passed, reasons, unresolvable=~passed)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        devices = self.claims.reserve(state, pod, row)
+        if not devices.is_success:
+            return devices
         try:
             request = self._request_on(pod, row)
         except InvalidValue as err:
+            self.claims.unreserve(pod)
             return Status.unresolvable(str(err))
         key = pod.key
         if request is not None:
             try:
                 self.store.reserve(pod.namespace, request, key)
             except QuotaExceeded as err:
+                self.claims.unreserve(pod)
                 return Status.unresolvable(
                     str(err), plugin=SINGLE if err.unresolvable else plugin_names.GPU_QUOTA
                 )
@@ -366,6 +382,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
     def unreserve(self, state: CycleState, pod: PodInfo, row: int) -> None:
         self._settled = None
         self.store.unreserve(pod.namespace, pod.key)
+        self.claims.unreserve(pod)
 
     # -- status and report ------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:

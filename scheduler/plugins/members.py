@@ -22,6 +22,7 @@ from gpuq_k8s.common.model.predicates import PredicatesArgs
 from gpuq_k8s.scheduler.framework.interfaces import Handle, Plugin
 from gpuq_k8s.scheduler.framework.registry import MemberFactory, PluginSettings, plugin_args
 from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
+from gpuq_k8s.scheduler.plugins.gpu_share import GPUShare
 from gpuq_k8s.scheduler.plugins.image_locality import ImageLocality
 from gpuq_k8s.scheduler.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityScore
 from gpuq_k8s.scheduler.plugins.node_name import NodeName
@@ -108,6 +109,8 @@ MEMBERS: Final[Mapping[str, tuple[MemberFactory, ...]]] = {
         scorer(_pod_affinity_score),
         scorer(_image_locality),
     ),
+    # tensor-fusion pods on shared GPUs (design.md Semantics 19): placement beside gpu-quota's charge.
+    plugin_names.GPU_QUOTA: (GPUShare.member,),
 }
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model import proportion as model
 from gpuq_k8s.common.model.crd import Queue
+from gpuq_k8s.common.model.elastic.args import ProportionArgs
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import PodInfo
@@ -32,8 +33,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ReclaimablePlugin,
     read_or_warn,
 )
-from gpuq_k8s.scheduler.framework.registry import PluginSettings
+from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
 
 
 class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlugin, ReclaimablePlugin):
@@ -41,6 +43,10 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)
+        args = plugin_args(settings, ProportionArgs) or ProportionArgs()
+        # DRA claims counted as the resources deviceClassMappings names, and the devices of the mapped
+        # classes as part of the cluster's total (docs/design.md "Quota over devices").
+        self.devices = ClassRequests(handle, args.classes)
         self._queues: dict[str, Queue] = {}
         self._nodes: dict[int, dict[str, int]] = {}
         self._bound: dict[str, tuple[str, dict[str, int]]] = {}  # pod key -> (queue, request)
@@ -72,7 +78,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         self._dirty = True
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        self._bound[pod.key] = (self.handle.queue_of(pod), dict(pod.requests))
+        self._bound[pod.key] = (self.handle.queue_of(pod), dict(self.devices.pod(pod).requests))
         self._dirty = True
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
@@ -80,7 +86,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         self._dirty = True
 
     def pending_pod_added(self, pod: PodInfo) -> None:
-        self._pending[pod.key] = (self.handle.queue_of(pod), dict(pod.requests))
+        self._pending[pod.key] = (self.handle.queue_of(pod), dict(self.devices.pod(pod).requests))
         self._dirty = True
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
@@ -120,6 +126,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         total: dict[str, int] = {}
         for allocatable in self._nodes.values():
             model.add(total, allocatable)
+        model.add(total, self.devices.totals())  # the mapped DeviceClasses' devices
         model.deserve(list(attrs.values()), total)
         self._attrs, self._dirty = attrs, False
         return attrs
@@ -137,7 +144,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
 
     def allocatable(self, queue: str, pod: PodInfo) -> bool:
         attr = self.attrs().get(queue)
-        return attr is None or model.allocatable(attr, pod.requests)
+        return attr is None or model.allocatable(attr, self.devices.pod(pod).requests)
 
     def enqueue(self, group: GroupInfo) -> Status:
         attr = self.attrs().get(group.queue)
@@ -168,6 +175,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
     def reclaimable(self, reclaimer: PodInfo, candidates: Sequence[PodInfo]) -> Sequence[PodInfo] | None:
         attrs = self.attrs()
         entries = [
-            (self._bound.get(p.key, (self.handle.queue_of(p), {}))[0], dict(p.requests)) for p in candidates
+            (self._bound.get(p.key, (self.handle.queue_of(p), {}))[0], dict(self.devices.pod(p).requests))
+            for p in candidates
         ]
         return [candidates[i] for i in model.reclaimable(entries, attrs)]

@@ -156,6 +156,23 @@ def _claims(rows: list[Mapping[str, Any]]) -> str:
     )
 
 
+def _gpu_shares(pods: list[Mapping[str, Any]]) -> str:
+    """tensor-fusion pods: the shared GPUs each was given (design.md Semantics 19)."""
+    cells = [
+        f'<tr data-pod="{escape(p["namespace"])}/{escape(p["name"])}">'
+        f'<td class="pod">{escape(p["namespace"])}/{escape(p["name"])}</td>'
+        f"<td>{escape(str(p['gpuIds']))}</td></tr>"
+        for p in pods
+        if p.get("gpuIds")
+    ]
+    if not cells:
+        return ""
+    return (
+        '<h2>GPU shares: devices given</h2><table id="gpu-shares"><tr><th>pod</th><th>GPUs</th></tr>'
+        f"{''.join(cells)}</table>"
+    )
+
+
 def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
     """The page for a report of :func:`scheduler.simulate.run.report`."""
     pods: list[Mapping[str, Any]] = out.get("pods") or []
@@ -176,5 +193,6 @@ def render(out: Mapping[str, Any], title: str = "gpuq simulate") -> str:
         f"<h2>Queues: allocated / capability</h2>{_bars(out.get('queues') or [])}"
         f"<h2>Pending pods</h2>{_pending(pods)}"
         f"{_claims(out.get('resourceClaims') or [])}"
+        f"{_gpu_shares(pods)}"
         "</body></html>\n"
     )

@@ -29,6 +29,10 @@ DoNotSchedule zone spread constraint (maxSkew 1), ``preferred`` preferred zone a
 default profile scores InterPodAffinity and PodTopologySpread with weight 2. Each workload's runs
 alternate the contenders on a fresh control plane, and each workload gets its own summary.
 
+``--dra`` (issue 26): DRA devices instead: slices of ``--dra-devices`` GPUs per node, pods each with a
+ResourceClaimTemplate claim, kube-controller-manager's resource-claim-controller making the claims
+(``--dra-timing``); gpuq and kube-scheduler only. See tests/bench/side_by_side_dra.py.
+
 ``--existing N`` creates N pods bound already (spec.nodeName set) before the pending ones: the cold start
 (the printed "first bind ... after start" includes the contender's start-up and its initial lists).
 
@@ -81,6 +85,7 @@ from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
+from tests.bench import side_by_side_dra
 from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
@@ -230,7 +235,7 @@ def contender_argv(
     if contender == "gpuq":
         (port,) = free_ports(1)
         with_config: list[str] = []
-        if workload != "plain":
+        if workload in WORKLOADS and workload != "plain":  # --dra's runs: the default configuration
             path = workdir / "gpuq-scheduler.conf"
             path.write_text(PLACEMENT_CONFIG)
             with_config = ["--config", str(path)]
@@ -452,6 +457,13 @@ def summary_of(results: list[Result]) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.dra:  # issue 26's DRA mode: tests/bench/side_by_side_dra.py
+        if args.contenders == ",".join(CONTENDERS):
+            args.contenders = "gpuq,kube-scheduler"
+        if args.takeover or args.existing or args.workloads != "plain":
+            raise SystemExit("--dra: no --takeover, --existing or --workloads with it")
+        await side_by_side_dra.main(args, contend, summary)
+        return
     contenders = args.contenders.split(",")
     unknown = [c for c in contenders if c not in CONTENDERS]
     if unknown:
@@ -498,6 +510,19 @@ def parse() -> argparse.Namespace:
         "--takeover",
         action="store_true",
         help="a standby taking over: first bind counted from the leader's kill (gpuq, kube-scheduler)",
+    )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="DRA: every pod with a template claim, slices of --dra-devices GPUs per node "
+        "(tests/bench/side_by_side_dra.py; gpuq and kube-scheduler)",
+    )
+    parser.add_argument("--dra-devices", type=int, default=8, help="--dra: GPUs per node")
+    parser.add_argument(
+        "--dra-timing",
+        choices=side_by_side_dra.TIMINGS,
+        default="claims-first",
+        help="--dra: every claim made before the contender starts, or the controller beside it",
     )
     parser.add_argument("--binder", choices=("asyncio", "gpuq", "aiohttp"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)

@@ -12,10 +12,14 @@ from the ``cel-expr-python`` gpuq uses. :func:`violations` returns one line per 
 * an ``ExactCount`` request got exactly its count;
 * every pod the claim is reserved for exists and is bound to a node the allocation's node selector
   admits, and every bound pod's claims are allocated and reserved for it.
+
+:func:`quota_violations` recounts the quotas over the allocated devices (Queue card quotas,
+GPUResourceQuota VRAM).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -219,4 +223,85 @@ def violations(
                 problems.append(f"Pod/{key} bound to {node}, claim {name} not reserved for it")
             if not _node_admits(found["status"]["allocation"], node):
                 problems.append(f"Pod/{key} bound to {node}, claim {name} allocated for another node")
+    return problems
+
+
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+CARD_QUOTA = "volcano.sh/card.quota"
+
+
+def card_type(driver: str, device: Obj) -> str | None:
+    """The card type a Queue's card quota counts a device under (docs/design.md "Quota over devices",
+    restated here): the product name with dashes for spaces, ``<product>/mig-<profile>-mixed`` for a
+    MIG partition; None without a product name."""
+    attributes = device.get("attributes") or {}
+
+    def text(name: str) -> str | None:
+        value = attributes.get(name) or attributes.get(f"{driver}/{name}") or {}
+        found = value.get("string")
+        return str(found) if found is not None else None
+
+    product = text("productName")
+    if not product:
+        return None
+    product = "-".join(product.split())
+    profile = text("profile")
+    return f"{product}/mig-{profile}-mixed" if text("type") == "mig" and profile else product
+
+
+def quota_violations(
+    slices: Sequence[Obj],
+    claims: Sequence[Obj],
+    pods: Sequence[Obj],
+    queues: Sequence[Obj],
+    gpu_quotas: Sequence[Obj],
+) -> list[str]:
+    """No quota exceeded by the allocated claims, each counted once: per Queue (the queue of the pods a
+    claim is reserved for) and card type, the cards of its devices (a share: its consumed memory over
+    the device's) within the Queue's ``volcano.sh/card.quota``; per namespace, the VRAM of its claims'
+    devices (a share: what it consumed) within its GPUResourceQuota's ``total.requests.vram``. Admin
+    access is not counted."""
+    devices: dict[tuple[str, str, str], Obj] = {}
+    for s in slices:
+        for device in s["spec"].get("devices") or []:
+            devices[(s["spec"]["driver"], s["spec"]["pool"]["name"], device["name"])] = device
+    queue_of = {
+        (p["metadata"]["namespace"], _name(p)): (p["metadata"].get("annotations") or {}).get(QUEUE_NAME)
+        for p in pods
+    }
+    cards: dict[tuple[str, str], float] = {}
+    vram: dict[str, float] = {}
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if allocation is None:
+            continue
+        namespace = claim["metadata"]["namespace"]
+        consumers = [c["name"] for c in (claim.get("status") or {}).get("reservedFor") or []]
+        queue = next((q for c in consumers if (q := queue_of.get((namespace, c)))), None)
+        for result in allocation["devices"]["results"]:
+            device = devices.get((result["driver"], result["pool"], result["device"]))
+            if device is None or result.get("adminAccess"):
+                continue
+            memory = quantity(((device.get("capacity") or {}).get("memory") or {}).get("value", "0"))
+            used = (
+                quantity((result.get("consumedCapacity") or {}).get("memory", "0"))
+                if result.get("shareID")
+                else memory
+            )
+            vram[namespace] = vram.get(namespace, 0) + used
+            kind = card_type(result["driver"], device)
+            if queue and kind:
+                share = used / memory if result.get("shareID") and memory else 1.0
+                cards[(queue, kind)] = cards.get((queue, kind), 0) + share
+    problems = []
+    for q in queues:
+        quota = json.loads((q["metadata"].get("annotations") or {}).get(CARD_QUOTA) or "{}")
+        for (queue, kind), count in sorted(cards.items()):
+            if queue == _name(q) and count > quota.get(kind, 0) + 1e-9:
+                problems.append(f"Queue/{queue}: {kind} {count} cards allocated, quota {quota.get(kind, 0)}")
+    for g in gpu_quotas:
+        limit = ((g["spec"].get("total") or {}).get("requests") or {}).get("vram")
+        used = vram.get(g["metadata"]["namespace"], 0)
+        if limit is not None and used > quantity(limit):
+            problems.append(f"GPUResourceQuota/{g['metadata']['namespace']}: vram {used} over {limit}")
     return problems

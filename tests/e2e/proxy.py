@@ -13,6 +13,7 @@ plain-HTTP address; the proxy forwards each request to the apiserver over TLS as
     silent.clear()                        # ... until cleared; what was held back then flows
     proxy.black_hole(is_lease)            # Lease requests are never forwarded, never answered
     gate = proxy.hold(is_write)           # writes wait (not forwarded) until gate.clear()
+    late = proxy.hold(is_bind, outlive_client=True)  # ... and are forwarded even if their client died
     proxy.exchanges                       # every request: method, path, pod, times, status
     proxy.events                          # every watch event forwarded: time, type, kind, name
     await proxy.stop()
@@ -166,6 +167,9 @@ class Fault:
     action: Literal["delay", "hold", "stall", "black_hole"]
     seconds: float = 0.0
     cleared: asyncio.Event = field(default_factory=asyncio.Event)
+    # hold only: forwarded once cleared even when the client has gone meanwhile (a write its sender
+    # gave up on, or died with, that still lands: what a slow network or a busy apiserver can do)
+    outlive_client: bool = False
 
     @property
     def active(self) -> bool:
@@ -186,6 +190,7 @@ class ApiProxy:
         self.faults: list[Fault] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._outliving: set[asyncio.Task[web.StreamResponse]] = set()
 
     # -- set-up -----------------------------------------------------------------------------------
     async def start(self) -> ApiProxy:
@@ -217,6 +222,9 @@ class ApiProxy:
     async def stop(self) -> None:
         for fault in self.faults:
             fault.clear()
+        for task in list(self._outliving):
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError, aiohttp.ClientError):
+                await task
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -227,9 +235,11 @@ class ApiProxy:
         """Matching requests wait ``seconds`` before they are forwarded."""
         return self._add(Fault(match, "delay", seconds))
 
-    def hold(self, match: Match) -> Fault:
-        """Matching requests arriving while active wait until cleared, then are forwarded."""
-        return self._add(Fault(match, "hold"))
+    def hold(self, match: Match, *, outlive_client: bool = False) -> Fault:
+        """Matching requests arriving while active wait until cleared, then are forwarded; with
+        ``outlive_client`` even when their client went away meanwhile (the request was sent: it
+        lands late, after its sender stopped waiting for it or exited)."""
+        return self._add(Fault(match, "hold", outlive_client=outlive_client))
 
     def stall(self, match: Match) -> Fault:
         """Matching exchanges, open and new, forward no byte of their answer until cleared."""
@@ -261,8 +271,29 @@ class ApiProxy:
             await asyncio.Event().wait()  # ends when the client goes (handler cancelled) or at stop()
         for fault in self._active("delay", exchange):
             await asyncio.sleep(fault.seconds)
-        for fault in self._active("hold", exchange):
+        holds = self._active("hold", exchange)
+        if any(f.outlive_client for f in holds):
+            # Shielded from the handler's cancellation (the client going away): it still lands.
+            task = asyncio.ensure_future(self._forward_late(request, exchange, body, holds))
+            self._outliving.add(task)
+            task.add_done_callback(self._outliving.discard)
+            return await asyncio.shield(task)
+        for fault in holds:
             await fault.cleared.wait()
+        return await self._forward(request, exchange, body)
+
+    async def _forward_late(
+        self, request: web.Request, exchange: Exchange, body: bytes, holds: list[Fault]
+    ) -> web.StreamResponse:
+        for fault in holds:
+            await fault.cleared.wait()
+        try:
+            return await self._forward(request, exchange, body)
+        except ConnectionError:  # the answer has nobody to go to; the request was forwarded
+            return web.StreamResponse()
+
+    async def _forward(self, request: web.Request, exchange: Exchange, body: bytes) -> web.StreamResponse:
+        assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP_HEADERS}
         async with self._session.request(
             request.method,

@@ -6,6 +6,8 @@ a GPU by consumable capacity, a claim shared by two pods), more than the devices
 * through kube-scheduler 1.36: the checker (:mod:`tests.e2e.dra_checker`, its own CEL library) finds
   nothing wrong: it accepts what the reference does;
 * through gpuq: the same checks pass;
+* through gpuq under a Queue's card quotas and the namespace's GPUResourceQuota: the checker's own
+  recount of the quotas (:func:`~tests.e2e.dra_checker.quota_violations`) finds none exceeded;
 * gpuq killed with SIGKILL mid-burst, then started again: it rebuilds its ledger from the claims and
   finishes the burst; no device is allocated twice and every claim's allocation matches its pod's node.
 """
@@ -13,6 +15,7 @@ a GPU by consumable capacity, a claim shared by two pods), more than the devices
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,8 +27,9 @@ import yaml
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.dra_checker import violations
+from tests.e2e.dra_checker import QUEUE_NAME, quota_violations, violations
 from tests.e2e.dra_workload import DRA, POD_COUNT, RUN_LABEL, Workload
+from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
 
 pytestmark = pytest.mark.e2e
 
@@ -199,3 +203,67 @@ async def test_gpuq_killed_mid_burst_allocates_no_device_twice(
     assert problems == [], second.log()
     _expect_full_use(_placed(pods, workload))
     assert second.terminate() == 0, second.log()
+
+
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+# The workload's devices under card quotas that bind: 2 H100 cards for whole H100s, firstAvailable and
+# the shares (a 20Gi share of the 80Gi GPU is a quarter card), 1 A100, 3 of the 7 1g partitions.
+CARD_QUOTA = {
+    "NVIDIA-H100": 2,
+    "NVIDIA-A100": 1,
+    "NVIDIA-H100/mig-1g.10gb-mixed": 3,
+    "NVIDIA-H100/mig-3g.40gb-mixed": 1,
+}
+
+
+async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
+    cluster: Cluster, run_scheduler: SchedulerFactory, claim_controller: None
+) -> None:
+    """The workload's pods in one Queue with card quotas, their namespace under a GPUResourceQuota, and
+    gpuq killed with SIGKILL mid-burst: the next one rebuilds the charges from the claims'
+    ``status.allocation`` (else it would admit past the quotas). The checker recounts the quotas from
+    the API (every claim once, its devices' card types and VRAM) and finds none exceeded, the device
+    rules still hold, and pods the quotas hold back say which quota."""
+    name = f"gpuq-{cluster.test_id}"
+    workload = await _setup(cluster, "q", name)
+    queue = workload.run
+    await cluster.create(
+        MakeQueue(queue).card_quota(json.dumps(CARD_QUOTA)).capability(cpu="100", memory="1Ti").obj(), QUEUES
+    )
+    ns = cluster.namespace
+    vram = MakeGPUResourceQuota("devices", ns).total(requests={"tflops": "100000", "vram": "300Gi"}).obj()
+    await cluster.create(vram, f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas")
+    first = run_scheduler(name)
+    await first.wait_ready()
+
+    def body(pod: str) -> dict[str, Any]:
+        return cluster.pod_body(pod, {"cpu": "100m"}, scheduler=name, annotations={QUEUE_NAME: queue})
+
+    path = f"/api/v1/namespaces/{ns}/pods"
+    await asyncio.gather(*(cluster.request("POST", path, pod) for pod in workload.pods(body)))
+
+    async def some_bound() -> int | None:
+        bound = sum(1 for p in (await _run_pods(cluster, workload)).values() if node_of(p))
+        return bound if bound >= 2 else None
+
+    await eventually(some_bound, 60, "the burst under way", first.log)
+    first.kill()
+    scheduler = run_scheduler(name)
+    await scheduler.wait_ready()
+    await _settled(cluster, workload, scheduler.log)
+    problems, pods = await _check(cluster, workload)
+    assert problems == [], scheduler.log()
+    slices = (await cluster.get(f"{DRA}/resourceslices"))["items"]
+    claims = (await cluster.get(f"{DRA}/namespaces/{ns}/resourceclaims"))["items"]
+    queues = [q for q in (await cluster.get(QUEUES))["items"] if q["metadata"]["name"] == queue]
+    quotas = (await cluster.get(f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas"))["items"]
+    assert quota_violations(slices, claims, list(pods.values()), queues, quotas) == [], scheduler.log()
+    placed = _placed(pods, workload)
+    assert placed.get("mig1g", 0) <= 3 and placed.get("mig3g", 0) <= 1, placed
+    held = [
+        str((scheduled_condition(p) or {}).get("message"))
+        for p in pods.values()
+        if not node_of(p) and "quota exceeded in Queue/" in str((scheduled_condition(p) or {}).get("message"))
+    ]
+    assert held, {n: (scheduled_condition(p) or {}).get("message") for n, p in pods.items() if not node_of(p)}
+    assert scheduler.terminate() == 0, scheduler.log()

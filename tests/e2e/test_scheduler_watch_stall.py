@@ -145,7 +145,9 @@ async def test_quotas_hold_while_the_pod_watch_is_silent(
     queue = f"q-{cluster.test_id}"
     card_ns = await cluster.extra_namespace("card")
     gq_ns = await cluster.extra_namespace("gq")
-    await cluster.node("gpu", GPU_NODE, labels={"nvidia.com/gpu.product": CARD})
+    # the memory label: tensor-fusion pods share its GPUs by VRAM too (design.md Semantics 19)
+    labels = {"nvidia.com/gpu.product": CARD, "nvidia.com/gpu.memory": "81920"}
+    await cluster.node("gpu", GPU_NODE, labels=labels)
     await cluster.create(
         MakeElasticQuota("eq", cluster.namespace).min(cpu="4").max(cpu="4").obj(),
         f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{cluster.namespace}/elasticquotas",

@@ -33,6 +33,7 @@ from gpuq_k8s.webhook.server import create_app, start_site
 from gpuq_k8s.webhook.tls import CertificateReloader
 from tests.e2e.controlplane.harness import ControlPlane, Kubectl
 from tests.e2e.url_webhook import LABEL, configurations, create
+from tests.testing import dra
 from tests.testing.builders import (
     GPU,
     MakeElasticQuota,
@@ -241,6 +242,48 @@ def test_invalid_objects_are_denied_with_their_message_and_valid_ones_created(
         assert ok == allowed, (name, out)
         for part in parts:
             assert part in out, (name, part, out)
+
+
+def test_a_claim_that_can_never_fit_a_card_quota_is_denied_at_create(ns: str, kubectl: Kubectl) -> None:
+    """issue 26: the webhook reads the published devices (a ResourceSlice standing in for a driver) and
+    the Queues' card quotas; a ResourceClaim asking more H100s than any Queue's quota, or a template
+    whose claims would, is refused at create naming the object, the field, the value and the quota;
+    one that fits, or whose firstAvailable alternative fits, is created."""
+    suffix = ns[-8:]
+    driver = f"{suffix}.gpu.example.com"
+    klass = f"gpu-{suffix}"
+    h100 = f'device.attributes["{driver}"].productName == "NVIDIA H100"'
+    slice_name = f"{NODE}-{suffix}"
+    gpus = [dra.device(f"gpu-{i}", {"productName": "NVIDIA H100"}, {"memory": "80Gi"}) for i in range(4)]
+    assert create(kubectl, dra.device_class(klass, driver))[0]
+    assert create(kubectl, dra.resource_slice(slice_name, NODE, gpus, driver))[0]
+    quota = QUEUE.copy().name(f"dq-{suffix}").card_quota('{"NVIDIA-H100": 8}').obj()
+    assert create(kubectl, quota)[0]
+    try:
+        time.sleep(1)  # the webhook's informers see the slice and the queue
+        over = dra.claim("over", ns, dra.exactly("gpu", klass, 16, selector=h100))
+        ok, out = create(kubectl, over)
+        assert not ok, out
+        for part in (
+            f"ResourceClaim/{ns}/over",
+            "spec.devices.requests[0].exactly.count",
+            "invalid value 16",
+            f"NVIDIA-H100: 8 (Queue/dq-{suffix})",
+        ):
+            assert part in out, (part, out)
+        template = dra.claim_template("over-t", ns, dra.exactly("gpu", klass, 16, selector=h100))
+        ok, out = create(kubectl, template)
+        assert not ok and f"ResourceClaimTemplate/{ns}/over-t" in out and "spec.spec.devices" in out, out
+        assert create(kubectl, dra.claim("fits", ns, dra.exactly("gpu", klass, 8, selector=h100)))[0]
+        either = dra.first_available(
+            "gpu",
+            {"name": "many", "deviceClassName": klass, "count": 16},
+            {"name": "few", "deviceClassName": klass, "count": 2},
+        )
+        assert create(kubectl, dra.claim("either", ns, either))[0]
+    finally:
+        kubectl("delete", "resourceslice", slice_name, "--ignore-not-found")
+        kubectl("delete", "deviceclass", klass, "--ignore-not-found")
 
 
 def test_pod_in_a_namespace_with_a_gpu_resource_quota_gets_its_defaults(ns: str, kubectl: Kubectl) -> None:

@@ -52,6 +52,12 @@ def configurations(
             "operations": ["CREATE", "UPDATE"],
             "resources": ["gpuresourcequotas"],
         },
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+        },
     ]
     queues = [
         {

@@ -31,6 +31,7 @@ from gpuq_k8s.common.model.capacity_card.metrics import (
 )
 from gpuq_k8s.common.model.capacity_card.ordering import FloatArray, node_order_scores
 from gpuq_k8s.common.model.capacity_card.quota import CPU_MEMORY, QueueQuota, queue_quota
+from gpuq_k8s.common.model.capacity_card.refusals import empty_capability, exceeded, queue_closed
 from gpuq_k8s.common.model.capacity_card.task import (
     BoolArray,
     TaskCheck,
@@ -45,6 +46,7 @@ from gpuq_k8s.common.model.crd import PodGroup, Queue
 from gpuq_k8s.common.model.errors import InvalidAnnotation, InvalidValue
 from gpuq_k8s.common.model.events import (
     GET_TASK_REQUEST_RESOURCE_FAILED,
+    INSUFFICIENT_SCALAR_QUOTA,
     EventRecord,
     invalid_annotation,
 )
@@ -60,6 +62,9 @@ _MAX_NODE_MEMO: Final = 65536
 # The card types of a node not in the inventory (its pods charged by resolve_charge's node_known=False);
 # not a card name, so never equal to a real node's set.
 _UNKNOWN_NODE: Final = frozenset({"\0unknown node"})
+# The ledger key of an allocated DRA claim's device charge (never a pod key: those have one slash and
+# no colon).
+_CLAIM: Final = "claim:"
 
 
 @dataclass(slots=True)
@@ -90,6 +95,10 @@ class CapacityCard:
         self.ledgers: dict[str, QueueLedger] = {}
         self.podgroups: dict[str, PodGroup] = {}
         self._pods: dict[str, _PodState] = {}
+        # Allocated DRA claims: claim key -> (queue charged, cards per card type); the card demand of
+        # pending pods' claims not allocated yet (pod key -> milli-cards per card key, ``A|B`` too).
+        self._device_pending: dict[str, Resources] = {}
+        self._claims: dict[str, tuple[str, Resources]] = {}
         self._events: list[EventRecord] = []
         # Memos over the current catalog (cleared by set_nodes). Demands are shared by pods of the same
         # requests and card.name, so plans and charges can be keyed by the demand's identity; each
@@ -209,6 +218,7 @@ class CapacityCard:
             self._account(ledger, state)
 
     def remove_pod(self, pod: PodInfo) -> None:
+        self._device_pending.pop(pod.key, None)
         state = self._pods.pop(pod.key, None)
         if state is not None and state.queue in self.ledgers:
             self.ledgers[state.queue].untrack(pod.key)
@@ -330,6 +340,77 @@ class CapacityCard:
             return None
         return next((name for name in sorted(charge) if name not in CPU_MEMORY), None)
 
+    # -- DRA claims (docs/design.md "Quota over devices")
+
+    def charge_claim(self, key: str, queue: str, cards: Resources) -> None:
+        """Charge an allocated claim's devices (cards per card type) to ``queue``, once whatever
+        number of pods share it; idempotent, and a new queue or amount replaces the old charge."""
+        if self._claims.get(key) == (queue, cards):
+            return
+        self.refund_claim(key)
+        self._claims[key] = (queue, cards)
+        ledger = self.ledgers.get(queue)
+        if ledger is not None and cards:
+            ledger.reserve(_CLAIM + key, cards)
+
+    def refund_claim(self, key: str) -> None:
+        """The claim's allocation is gone (cleared, deleted, or an in-flight one unreserved)."""
+        old = self._claims.pop(key, None)
+        if old is not None and old[0] in self.ledgers:
+            self.ledgers[old[0]].untrack(_CLAIM + key)
+
+    def set_device_demand(self, pod_key: str, cards: Resources) -> None:
+        """What a pending pod's claims not allocated yet ask of the card quotas (per card key, an
+        ``A|B`` key for a claim whose devices may be of several types): part of its job's minimum
+        for the job-mode enqueue check, as a ``card.name`` pod's request is."""
+        if self._device_pending.get(pod_key, EMPTY) == cards:
+            return
+        if cards:
+            self._device_pending[pod_key] = cards
+        else:
+            self._device_pending.pop(pod_key, None)
+        state = self._pods.get(pod_key)
+        ledger = self.ledgers.get(state.queue) if state is not None else None
+        if state is not None and ledger is not None and not state.pod.node_name:
+            self._account(ledger, state)  # track() replaces an uncharged entry
+
+    def tracked_pod(self, pod_key: str) -> PodInfo | None:
+        """The pod tracked under ``pod_key`` (``namespace/name``), if any."""
+        state = self._pods.get(pod_key)
+        return state.pod if state is not None else None
+
+    def claim_card_type(self, key: str) -> str | None:
+        """The first card type (by name) claim ``key`` is charged under, None when it charges none."""
+        held = self._claims.get(key)
+        return min(held[1], default=None) if held is not None else None
+
+    def claim_queue(self, key: str) -> str | None:
+        """The queue claim ``key`` is charged to, None when it is not charged."""
+        held = self._claims.get(key)
+        return held[0] if held is not None else None
+
+    def device_refusal(self, pod: PodInfo, cards: Resources) -> Refusal | None:
+        """May ``pod`` take devices worth ``cards`` (milli-cards per card type) in its queue? Each
+        card type on its own: ``allocated + asked <= quota`` (a card type the queue's card quota does not
+        name has quota 0, as for device-plugin cards); None for a pod of no existing Queue (Semantics 7)
+        or devices without a card type."""
+        queue = self.queue_of(pod)
+        quota = self.quotas.get(queue)
+        ledger = self.ledgers.get(queue)
+        if quota is None or ledger is None or not cards:
+            return None
+        if not quota.open:
+            return queue_closed(quota.name, "it takes no new pods")
+        if not quota.configured:
+            return empty_capability(quota)
+        allocated = ledger.allocated_amounts
+        for name, asked in sorted(cards.items()):
+            used = allocated.get(name, 0)
+            limit = quota.capability.amount(name)
+            if used + asked > limit:
+                return Refusal(exceeded(quota.name, name, asked, used, limit), INSUFFICIENT_SCALAR_QUOTA)
+        return None
+
     # -- metrics
 
     def metrics(self) -> list[QueueCardMetric]:
@@ -415,14 +496,15 @@ class CapacityCard:
 
     def _account(self, ledger: QueueLedger, state: _PodState) -> None:
         demand = state.demand or CardDemand()
+        devices = self._device_pending.get(state.pod.key)
+        pending = demand.pending + devices if devices else demand.pending
+        uses_cards = demand.uses_cards or bool(devices)
+        ledger.track(state.pod.key, state.job, pending, uses_cards=uses_cards)
         if state.pod.node_name:
             node = self.nodes.get(state.pod.node_name)
             name = state.pod.node_name
             charge = resolve_charge(demand, node or NodeCards(name), self.args, node_known=node is not None)
-            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
             ledger.reserve(state.pod.key, charge, state.job)
-        else:
-            ledger.track(state.pod.key, state.job, demand.pending, uses_cards=demand.uses_cards)
 
     def _set_job(self, ledger: QueueLedger, group: PodGroup) -> None:
         min_cpu_memory, card_request, event = job_min_from_podgroup(group)
@@ -462,3 +544,7 @@ class CapacityCard:
             state = self._pods[key]
             if state.queue == name:
                 self._account(ledger, state)
+        for key in sorted(self._claims):
+            queue, cards = self._claims[key]
+            if queue == name and cards:
+                ledger.reserve(_CLAIM + key, cards)

@@ -282,6 +282,23 @@ class GPUQuotaStore:
         self._dirty.add(namespace)
         return True
 
+    def charge(self, namespace: str, request: GPURequest, key: str) -> None:
+        """Charge ``key`` unchecked, replacing what it held: usage that exists already (an allocated DRA
+        claim as the API shows it, docs/design.md "Quota over devices"), as :meth:`rebuild` charges
+        running pods."""
+        self.unreserve(namespace, key)
+        e = self._entries.get(namespace)
+        if e is None:
+            e = self._entries[namespace] = _Entry()
+        rt, rv, lt, lv = request.totals()
+        e.pods[key] = (rt, rv, lt, lv)
+        e.used_req_tflops += rt
+        e.used_req_vram += rv
+        e.used_lim_tflops += lt
+        e.used_lim_vram += lv
+        e.workers += 1
+        self._dirty.add(namespace)
+
     def unreserve(self, namespace: str, key: str) -> bool:
         """Release pod ``key``; False if it was not charged. Usage is clamped at 0 (spec "safeSub")."""
         e = self._entries.get(namespace)

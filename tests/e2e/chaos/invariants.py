@@ -1,7 +1,9 @@
 """The chaos soak's invariant checker: a recount of every quota from the pods the API shows bound,
 independent of gpuq's code (only the quantity parser is shared), and the four invariants of issue 11.
 
-1. No quota's recount exceeds its limit (:func:`over_limits`), checked after every step.
+1. No quota's recount exceeds its limit (:func:`over_limits`), checked after every step; nor does
+   any shared GPU's: the tensor-fusion pods on one device (their ``tensor-fusion.ai/gpu-ids``) never
+   ask more TFLOPS or VRAM than the card has (design.md Semantics 19).
 2. After things settle, every status gpuq writes equals the recount (:func:`status_mismatches`):
    Queue ``status.allocated``, ElasticQuota ``status.used``, GPUResourceQuota ``status.used``.
 3. Every schedulable pod ends up bound (:func:`placeable` names the pending pods that fit somewhere
@@ -27,6 +29,10 @@ from gpuq_k8s.common.model.wire import Obj
 from tests.e2e.chaos import workload as w
 
 TF = "tensor-fusion.ai/"
+GPU_IDS = f"{TF}gpu-ids"
+# One shared device of the chaos GPU nodes: the A100's 312 TFLOPS (NVIDIA's dense FP16 figure, as
+# gpuq's built-in table has it) and the nodes' memory label (MiB).
+DEVICE_CAPACITY = {"tflops": Fraction(312), "vram": parse_quantity(f"{w.GPU_LABELS[f'{w.GPU}.memory']}Mi")}
 Amounts = defaultdict[str, Fraction]
 ZERO = Fraction(0)
 
@@ -56,6 +62,22 @@ class PodView:
     @property
     def queue(self) -> str:
         return self.annotations.get(w.QUEUE_ANNOTATION, "")
+
+    @property
+    def shares_gpu(self) -> bool:
+        """A tensor-fusion pod asking no GPU resource: it shares devices (Semantics 19)."""
+        return bool(self.gpu_request) and not self.uses_gpu
+
+    @property
+    def share(self) -> dict[str, Fraction]:
+        """What it takes of each device it shares."""
+        a = self.annotations
+        return {"tflops": q(a[f"{TF}tflops-request"]), "vram": q(a[f"{TF}vram-request"])}
+
+    @property
+    def gpu_ids(self) -> tuple[str, ...]:
+        raw = self.annotations.get(GPU_IDS, "")
+        return tuple(raw.split(",")) if raw else ()
 
     @property
     def gpu_request(self) -> dict[str, Fraction]:
@@ -152,6 +174,8 @@ class Usage:
     quotas: defaultdict[str, Amounts] = field(default_factory=lambda: defaultdict(_amounts))
     on_node: defaultdict[str, Amounts] = field(default_factory=lambda: defaultdict(_amounts))
     pods_on_node: Counter[str] = field(default_factory=Counter)
+    # per shared device (``<node>-gpu-<i>``): what the tensor-fusion pods on it take
+    devices: defaultdict[str, Amounts] = field(default_factory=lambda: defaultdict(_amounts))
 
 
 def _amounts() -> Amounts:
@@ -172,6 +196,9 @@ def recount(pods: Iterable[PodView], nodes: Mapping[str, NodeView]) -> Usage:
             _add(usage.quotas[quota], amounts)
         _add(usage.on_node[pod.node], pod.requests)
         usage.pods_on_node[pod.node] += 1
+        if pod.shares_gpu:
+            for device in pod.gpu_ids:
+                _add(usage.devices[device], pod.share)
         node = nodes.get(pod.node)
         if node is not None and node.gpu:
             _add(usage.quotas[f"crossquota/{pod.node}"], cross_charge(pod))
@@ -189,7 +216,32 @@ def over_limits(usage: Usage) -> list[str]:
         for resource, limit in _limit_of(quota).items():
             if used[resource] > limit:
                 out.append(f"{quota}: {resource} recount {float(used[resource]):g} > limit {float(limit):g}")
+    for device, used in sorted(usage.devices.items()):
+        for resource, capacity in DEVICE_CAPACITY.items():
+            if used[resource] > capacity:
+                recounted, most = float(used[resource]), float(capacity)
+                out.append(f"GPU {device}: {resource} recount {recounted:g} > capacity {most:g}")
     return out
+
+
+def _gpu_room(pod: PodView, usage: Usage, node: NodeView) -> bool:
+    """Whether ``node``'s GPUs take ``pod``: a shared-GPU pod needs a device with its share left (one
+    carrying shares, or one neither shares nor whole-GPU pods hold); a whole-GPU pod needs its cards
+    beside the cards held whole and the devices carrying shares (Semantics 19)."""
+    count = int(node.allocatable.get(w.GPU, ZERO))
+    shared = {
+        d: usage.devices[d] for d in (f"{node.name}-gpu-{i}" for i in range(count)) if d in usage.devices
+    }
+    whole = usage.on_node[node.name][w.GPU]
+    if pod.uses_gpu:
+        return whole + len(shared) + pod.requests[w.GPU] <= count
+    if not pod.shares_gpu:
+        return True
+    want = pod.share
+    if any(all(used[r] + v <= DEVICE_CAPACITY[r] for r, v in want.items()) for used in shared.values()):
+        return True
+    fresh = count - whole - len(shared) > 0
+    return fresh and all(v <= DEVICE_CAPACITY[r] for r, v in want.items())
 
 
 def placeable(pod: PodView, usage: Usage, nodes: Mapping[str, NodeView]) -> str | None:
@@ -206,6 +258,10 @@ def placeable(pod: PodView, usage: Usage, nodes: Mapping[str, NodeView]) -> str 
         if any(used[r] + v > node.allocatable.get(r, ZERO) for r, v in pod.requests.items() if v > 0):
             continue
         if usage.pods_on_node[node.name] + 1 > node.allocatable.get("pods", ZERO):
+            continue
+        if pod.shares_gpu and not node.gpu:
+            continue  # tensor-fusion pods go where they can share a GPU
+        if node.gpu and not _gpu_room(pod, usage, node):
             continue
         if node.gpu:
             cross = usage.quotas[f"crossquota/{node.name}"]

@@ -375,6 +375,17 @@ class Day:
             line = f"hour {hour:.2f}: {message}"
             self.o.progress(f"VIOLATION {line}")
             self.f.violations.append(line)
+            if message.startswith("Node/"):  # who holds it: the pods the recount charged there
+                node = message.split(":")[0].removeprefix("Node/")
+                for pod in sorted(
+                    (p for p in pods if p.holds and p.node == node), key=lambda p: p.bound_at or 0
+                ):
+                    self.o.progress(
+                        f"  on {node}: {pod.key} uid {pod.uid[:8]} phase {pod.phase} "
+                        f"gpus {float(pod.gpus):g} "
+                        f"deleting {pod.deleting} created {pod.created:.0f} bound {pod.bound_at or 0:.0f} "
+                        f"preempted {pod.preempted}"
+                    )
         allocated = sum(p.gpus for p in pods if p.holds)
         self.f.hours.append(hour)
         self.f.utilisation.append(float(allocated) / self.sizes.gpus)

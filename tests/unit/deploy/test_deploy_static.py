@@ -115,8 +115,11 @@ def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
         (condition,) = hook["matchConditions"]
         expression = condition["expression"]
         assert condition["name"] == "gpuq-governed", kind
-        # Custom resources: all but the UPDATE of one being deleted (finalizers come off while gpuq is down).
+        # DRA claims and templates users create, never the claims generated for a Pod (issue 26); then
+        # custom resources: all but the UPDATE of one being deleted (finalizers come off while gpuq is down).
         assert " ".join(expression.split()).startswith(
+            'request.resource.group == "resource.k8s.io" ? !has(object.metadata.ownerReferences) || '
+            'object.metadata.ownerReferences.all(o, o.kind != "Pod") : '
             'request.resource.group != "" ? request.operation != "UPDATE" || '
             "!has(object.metadata.deletionTimestamp) : ("
         ), kind
@@ -153,7 +156,18 @@ def test_only_what_gpuq_governs_reaches_the_webhooks(tree: str) -> None:
     assert hooks["ValidatingWebhookConfiguration"]["failurePolicy"] == "Fail"
     assert hooks["MutatingWebhookConfiguration"]["failurePolicy"] == "Ignore"
     validated = {g for r in hooks["ValidatingWebhookConfiguration"]["rules"] for g in r["apiGroups"]}
-    assert validated == {"", "scheduling.volcano.sh", "scheduling.x-k8s.io", "tensor-fusion.ai"}
+    assert validated == {
+        "",
+        "scheduling.volcano.sh",
+        "scheduling.x-k8s.io",
+        "tensor-fusion.ai",
+        "resource.k8s.io",
+    }
+    (claims,) = [
+        r for r in hooks["ValidatingWebhookConfiguration"]["rules"] if r["apiGroups"] == ["resource.k8s.io"]
+    ]
+    assert claims["operations"] == ["CREATE"]  # their spec is immutable
+    assert claims["resources"] == ["resourceclaims", "resourceclaimtemplates"]
 
 
 def test_secrets_are_touched_only_by_the_certificate_writers_and_only_their_own() -> None:

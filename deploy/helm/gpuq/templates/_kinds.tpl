@@ -45,6 +45,9 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 - apiGroups: [tensor-fusion.ai]
   resources: [gpuresourcequotas]
   verbs: [get, list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [deviceclasses, resourceslices]
+  verbs: [get, list, watch]
 {{- end }}
 {{- define "gpuq.rules.statusWrites" }}
 - apiGroups: [scheduling.volcano.sh]
@@ -59,7 +62,7 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 {{- end }}
 {{- define "gpuq.rules.objectWrites" }}
 - apiGroups: [""]
-  resources: [persistentvolumes, persistentvolumeclaims]
+  resources: [persistentvolumes, persistentvolumeclaims, pods]
   verbs: [patch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]

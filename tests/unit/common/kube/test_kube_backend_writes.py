@@ -3,6 +3,7 @@ aggregation, Lease records and timings (common/kube/{status,binding,events,leade
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import ConfigError
 from gpuq_k8s.common.model.wire import split_ref
 from tests.testing.clock import FakeClock
-from tests.testing.scripted_api import apply_merge_patch
+from tests.testing.scripted_api import Response, apply_merge_patch
 
 
 @pytest.mark.parametrize(
@@ -146,6 +147,48 @@ def test_repeated_events_aggregate_into_one_series() -> None:
     assert recorder.count("Pod/ns/p", "FailedScheduling") == 1
     recorder.forget("Pod/ns/p")
     assert recorder.count("Pod/ns/p", "FailedScheduling") == 0
+
+
+class EventStore:
+    """Events as kube-apiserver keeps them: created by POST, merge-patched, ``note`` immutable."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, dict[str, Any]] = {}
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        body = kwargs.get("body") or {}
+        if method == "POST":
+            self.events[body["metadata"]["name"]] = dict(body)
+            return Response(201, body)
+        name = path.rsplit("/", 1)[1]
+        patched = apply_merge_patch(self.events[name], body)
+        if patched.get("note") != self.events[name].get("note"):
+            return Response(422, {"kind": "Status", "code": 422, "message": "note: field is immutable"})
+        self.events[name] = patched
+        return Response(200, patched)
+
+
+def test_a_changed_note_is_a_new_event_not_a_refused_patch() -> None:
+    """The day in the life logged 710 "field is immutable" refusals in three minutes: series were
+    patched with their latest note. Unchanged notes are counted on the Event; a new note makes a
+    new Event (the reason for waiting changed)."""
+    clock = FakeClock(1000.0)
+    store = EventStore()
+    recorder = EventRecorder(store, controller="c", instance="i", clock=clock, series_interval=0.0)
+
+    def record(note: str) -> None:
+        clock.now += 1
+        recorder.record("Pod/ns/p", "Warning", "FailedScheduling", note)
+        asyncio.run(recorder.flush())
+
+    record("available 1")
+    record("available 1")
+    record("available 1")
+    record("available 3")
+    record("available 3")
+    assert recorder.dropped == 0 and recorder.created == 2 and recorder.patched == 3
+    notes = sorted((e["note"], (e.get("series") or {}).get("count", 1)) for e in store.events.values())
+    assert notes == [("available 1", 3), ("available 3", 2)]
 
 
 def test_micro_time() -> None:

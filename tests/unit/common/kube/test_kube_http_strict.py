@@ -367,3 +367,15 @@ async def test_reads_and_allowed_writes_pass_the_socket_gate(peer: Any) -> None:
         finally:
             await api.close()
     assert len(script.heads) == 4
+
+
+@pytest.mark.parametrize("data", [b"HTTP/1.0 100 ", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"])
+def test_a_stream_closed_in_a_response_leaves_the_parser_failed(data: bytes) -> None:
+    """Found by the HTTP fuzzing (tests/unit/boundaries/test_fuzz_http.py): close() refused the cut
+    response but left the parser able to read on, as if the stream could continue."""
+    parser = ResponseParser()
+    parser.feed(data)
+    with pytest.raises(ProtocolError, match="closed in the middle"):
+        parser.close()
+    with pytest.raises(ProtocolError):
+        parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")

@@ -5,7 +5,7 @@ does, whatever the pages' timing: the same attempts, in the same order, on the s
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
@@ -81,3 +81,45 @@ def test_pages_fed_as_they_come_leave_the_scheduler_as_the_replay_does() -> None
     # bound-1 holds 3 of n1's 4 cpu, bound-2 1 of n2's (the gone pod's 4 cpu count nowhere):
     # pending-1 (2 cpu) goes to n2, pending-2 (3 cpu) then fits nowhere, pending-3 takes n1's last.
     assert attempts == [("pending-1", "n2"), ("pending-2", ""), ("pending-3", "n1")]
+
+
+def test_pod_changes_while_other_kinds_list_are_not_lost() -> None:
+    """The day in the life's overspent node (issue 28): a standby's pod list completed while other
+    kinds still listed; meanwhile a pending pod was bound, a bound pod finished. The pod watch's
+    changes are not delivered before the end of ``load``: it must feed the pods as the cache holds
+    them then, not as the pages had them, or the scheduler counts the finished pod's room as used
+    (pods that fit wait) and the bound pod's as free (a node overspent), and tries to bind it again."""
+    scheduler, _, feed, _ = make_feed()
+    feed.ready = False
+    nodes = [NODE.copy().name("n1").obj()]
+    finishing = POD.copy().name("finishing").uid("u-f").req(cpu="3").node("n1")
+    binding = POD.copy().name("binding").uid("u-b").req(cpu="1")
+    listed = [
+        finishing.copy().resource_version("10").obj(),
+        binding.copy().resource_version("11").obj(),
+        POD.copy().name("waiting").uid("u-w").req(cpu="3").resource_version("12").obj(),
+    ]
+    finished = finishing.copy().phase("Succeeded").resource_version("20").obj()
+    bound = binding.copy().node("n1").resource_version("21").obj()
+    cache = informers(nodes, listed, synced=False)
+
+    async def start() -> None:
+        loading = asyncio.create_task(feed.load(cache))
+        await asyncio.sleep(0)
+        feed.page(1, listed)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        # The watch moves the cache on (its changes are not delivered yet), then the list is done.
+        pods = cast(dict[tuple[str, str], dict[str, Any]], cache["Pod"].items())  # InformerCache's dict
+        pods[key(finished)] = finished
+        pods[key(bound)] = bound
+        cache["Pod"].synced.set()
+        await loading
+
+    asyncio.run(start())
+    assert feed.ready
+    assert "ns/binding" not in scheduler.pending
+    assert scheduler.cluster.pods["ns/binding"].node_name == "n1"
+    # n1 has 4 cpu: the finished pod's 3 are free again, the bound pod holds 1: "waiting" fits
+    # (as the pages had them: "binding" would be tried, and "waiting" would not fit).
+    assert drain(scheduler) == [("waiting", "n1")]

@@ -4,9 +4,10 @@ purpose in objects made here, is reported; a clean allocation is not."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
-from tests.e2e.dra_checker import violations
+from tests.e2e.dra_checker import CARD_QUOTA, QUEUE_NAME, quota_violations, violations
 from tests.testing import dra
 
 D = dra.DRIVER
@@ -119,3 +120,44 @@ def test_each_broken_rule_is_reported() -> None:
     assert any("not reserved for it" in p for p in check([unreserved], [bound_pod("p", "a", "n1")]))
     count = [allocated("a", dra.exactly("gpu", "gpu", count=2), "n1", {"pool": "n1", "device": "gpu-0"})]
     assert any("request gpu got 1" in p for p in check(count))
+
+
+def test_the_quota_recount_reports_a_queue_or_namespace_over_its_quota() -> None:
+    """quota_violations: two claims of H100 devices reserved for pods of queue q (a whole GPU and a
+    40Gi share of an 80Gi one: 1.5 cards, 120Gi) against card quotas and a VRAM total."""
+    named = dra.resource_slice(
+        "n4",
+        "n4",
+        [
+            dra.device("g-0", {"productName": "NVIDIA H100"}, {"memory": "80Gi"}),
+            dra.device(
+                "s-0", {"productName": "NVIDIA H100"}, {"memory": "80Gi"}, allowMultipleAllocations=True
+            ),
+        ],
+    )
+    whole = allocated("w", dra.exactly("gpu", "gpu"), "n4", {"pool": "n4", "device": "g-0"}, pod="a")
+    share = allocated(
+        "s",
+        dra.exactly("mem", "gpu"),
+        "n4",
+        {"pool": "n4", "device": "s-0", "shareID": "x", "consumedCapacity": {"memory": "40Gi"}},
+        pod="b",
+    )
+    pods = []
+    for name, claim in (("a", "w"), ("b", "s")):
+        pod = bound_pod(name, claim, "n4")
+        pod["metadata"].setdefault("annotations", {})[QUEUE_NAME] = "q"
+        pods.append(pod)
+
+    def queue(cards: float) -> dict[str, Any]:
+        return {"metadata": {"name": "q", "annotations": {CARD_QUOTA: json.dumps({"NVIDIA-H100": cards})}}}
+
+    def vram(limit: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ns"}, "spec": {"total": {"requests": {"vram": limit}}}}
+
+    claims = [whole, share]
+    assert quota_violations([named], claims, pods, [queue(2)], [vram("120Gi")]) == []
+    assert quota_violations([named], claims, pods, [queue(1)], [vram("100Gi")]) == [
+        "Queue/q: NVIDIA-H100 1.5 cards allocated, quota 1",
+        f"GPUResourceQuota/ns: vram {120.0 * 2**30} over 100Gi",
+    ]

@@ -1,0 +1,215 @@
+"""The capacity-card plugin's DRA part: a pod's devices count against its Queue's card quota under
+their card type (docs/design.md "Quota over devices"; the charges from
+:mod:`scheduler.plugins.device_charges`).
+
+* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims' card types
+  must fit the queue's card quota (``allocated + asked <= quota`` per card type), else the row is
+  rejected with the quota refusal (the quota, the card type and the amounts).
+* Reserve: the allocation DynamicResources takes on the chosen row (the same devices, whichever
+  plugin reserves first) is checked again and charged, claim by claim, atomically with it; a refusal
+  fails Reserve, which unreserves the devices. Unreserve refunds the claims whose allocation the API
+  does not show (a failed binding's allocation stays, as upstream leaves it, and so does its charge).
+* The committed claims (``status.allocation``, after a restart the informers' replay) are charged to
+  the queue of the first pod of ``status.reservedFor`` this plugin knows, when it becomes known.
+
+A claim is charged once, whatever number of pods share it; ``adminAccess`` devices are never charged;
+a ``firstAvailable`` claim is charged the card type actually allocated.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.devices.charges import (
+    ClaimCharge,
+    candidate_card_types,
+    narrowed,
+    pending_cards,
+    result_card_types,
+)
+from gpuq_k8s.common.model.devices.charges import total as total_charge
+from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
+from gpuq_k8s.common.model.refusal import Refusal
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, found_allocations, planned, reallocate
+
+_MAX_SHAPES: Final = 256
+
+
+def cards_of(charges: dict[str, ClaimCharge]) -> Resources:
+    """Milli-cards per card type of several claims' charges."""
+    return Resources(dict(total_charge(charges.values()).cards))
+
+
+class QueueClaims:
+    def __init__(self, handle: Handle, engine: CapacityCard) -> None:
+        self.handle = handle
+        self.engine = engine
+        self.charges = device_charges(handle.objects)
+        self._in_flight: dict[str, tuple[str, ...]] = {}  # pod key -> claims its Reserve charged
+        self._unpaid: dict[str, set[str]] = {}  # pod key -> committed claims waiting for it
+        self._types: dict[tuple[object, ...], tuple[str, ...]] = {}  # request shape -> card types
+        self._types_inventory: object = None
+        self.charges.subscribe(self._committed)
+
+    # -- committed claims ---------------------------------------------------------------------------
+    def _committed(self, key: str, committed: Committed | None) -> None:
+        if committed is None:
+            for waiting in self._unpaid.values():
+                waiting.discard(key)
+            if not any(key in keys for keys in self._in_flight.values()):
+                self.engine.refund_claim(key)
+            return
+        for pod_key, keys in list(self._in_flight.items()):
+            if key in keys:  # the API shows it: no longer the Reserve's to refund
+                rest = tuple(k for k in keys if k != key)
+                if rest:
+                    self._in_flight[pod_key] = rest
+                else:
+                    del self._in_flight[pod_key]
+        queue = self.engine.claim_queue(key)
+        if queue is None:
+            for pod_key in committed.consumers:
+                pod = self.engine.tracked_pod(pod_key)
+                if pod is not None:
+                    queue = self.engine.queue_of(pod)
+                    break
+        if queue is None:
+            for pod_key in committed.consumers:
+                self._unpaid.setdefault(pod_key, set()).add(key)
+            return
+        self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
+
+    def pod_known(self, pod: PodInfo) -> None:
+        """A pod the engine now tracks: a pending one's claims still to allocate become its card
+        demand (the job-mode enqueue check), and the committed claims waiting for their payer are
+        charged."""
+        if pod.claim_sources and not pod.node_name and self._governed(pod):
+            self.engine.set_device_demand(pod.key, self._pending_demand(pod))
+        if not self._unpaid:
+            return
+        waiting = self._unpaid.pop(pod.key, None)
+        if not waiting:
+            return
+        queue = self.engine.queue_of(pod)
+        for key in sorted(waiting):
+            committed = self.charges.committed.get(key)
+            if committed is not None and self.engine.claim_queue(key) is None:
+                self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
+
+    def _pending_demand(self, pod: PodInfo) -> Resources:
+        objects = self.handle.objects
+        found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
+        if found.problem or not found.claims:
+            return EMPTY  # a template's claim not made yet: charged when allocated
+        view = self.charges.view
+        try:
+            plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
+        except GpuqError:
+            return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
+        return Resources(pending_cards(plan, self._types_of))
+
+    def _types_of(self, alternative: Alternative) -> tuple[str, ...]:
+        """:func:`candidate_card_types`, kept per request shape while the inventory stands."""
+        allocator = self.charges.view.ready_allocator()
+        if allocator.inventory is not self._types_inventory:
+            self._types.clear()
+            self._types_inventory = allocator.inventory
+        key = alternative.static_key
+        found = self._types.get(key)
+        if found is None:
+            if len(self._types) >= _MAX_SHAPES:
+                self._types.clear()
+            found = self._types[key] = candidate_card_types(alternative, allocator, self.charges.naming)
+        return found
+
+    # -- the cycle ----------------------------------------------------------------------------------
+    def _refusal(
+        self, state: CycleState, pod: PodInfo, row: int
+    ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
+        charges = in_flight_charges(state, self.handle, row, self.charges) or {}
+        cards = cards_of(charges)
+        return (self.engine.device_refusal(pod, cards) if cards else None), charges
+
+    def refusal(
+        self, state: CycleState, pod: PodInfo, row: int
+    ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
+        """Whether the devices the pod's claims get on ``row`` fit its queue's card quota, and their
+        charges. A refused card type allocated for a ``firstAvailable`` subrequest is passed over for
+        the next subrequest (capacity-card's ``A|B``), and the row's allocation replaced."""
+        refusal, charges = self._refusal(state, pod, row)
+        plan = planned(state)
+        inventory = self.charges.view.inventory
+        while refusal is not None and plan is not None and isinstance(refusal.error, QuotaExceeded):
+            refused = refusal.error.resource
+            allocation = allocation_on(state, self.handle, row)
+            if allocation is None:
+                break
+            drop: dict[str, set[str]] = {}
+            for key, claim_allocation in allocation.claims.items():
+                for request, card in result_card_types(claim_allocation, inventory, self.charges.naming):
+                    if card == refused:
+                        drop.setdefault(key, set()).add(request)
+            plan = narrowed(plan, drop)
+            if plan is None or reallocate(state, self.handle, row, plan) is None:
+                break
+            refusal, charges = self._refusal(state, pod, row)
+        return refusal, charges
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
+        """The rows (of those DynamicResources' Filter found an allocation for) whose new devices do
+        not fit the pod's queue's card quota, with the refusals; None when none is refused."""
+        found = found_allocations(state)
+        if not found:
+            return None
+        self.charges.refresh()
+        rejected = np.zeros(n, dtype=np.bool_)
+        by_message: dict[str, BoolArray] = {}
+        for row in list(found):
+            if row >= n:
+                continue
+            refusal, _ = self.refusal(state, pod, row)
+            if refusal is not None:
+                rejected[row] = True
+                mask = by_message.setdefault(refusal.message, np.zeros(n, dtype=np.bool_))
+                mask[row] = True
+        if not rejected.any():
+            return None
+        return rejected, [(mask, message) for message, mask in by_message.items()]
+
+    def _governed(self, pod: PodInfo) -> bool:
+        """The pod's Queue exists (Semantics 7: a pod of no Queue has no queue quota; its claims are
+        charged once the API shows them allocated, for a Queue made later)."""
+        return self.engine.queue_of(pod) in self.engine.quotas
+
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        if not pod.claim_sources or not self._governed(pod):
+            return Status.success()
+        self.charges.refresh()
+        self.unreserve(pod)
+        refusal, charges = self.refusal(state, pod, row)
+        if refusal is not None:
+            return Status.unschedulable(refusal.message)
+        queue = self.engine.queue_of(pod)
+        for key, charge in charges.items():
+            self.engine.charge_claim(key, queue, Resources(dict(charge.cards)))
+        if charges:
+            self._in_flight[pod.key] = tuple(charges)
+        return Status.success()
+
+    def unreserve(self, pod: PodInfo) -> None:
+        for key in self._in_flight.pop(pod.key, ()):
+            if not self.charges.is_committed(key):
+                self.engine.refund_claim(key)

@@ -1,0 +1,225 @@
+"""The device charges of the allocated DRA claims an object store holds, for every quota plugin
+(docs/design.md "Quota over devices"; the model is :mod:`common.model.devices.charges`).
+
+One :class:`DeviceCharges` per store (``objects.shared``) follows the ResourceClaims: each claim whose
+``status.allocation`` is set has a :class:`~common.model.devices.charges.ClaimCharge` and the pods of
+its ``status.reservedFor``; the quota plugins subscribe and charge it to their own ledgers (the
+capacity-card Queue, the GPUResourceQuota namespace, the ElasticQuota), and refund it when the
+allocation goes. A charge reads the devices' ResourceSlices, so when slices change (a driver
+republishes, or the slices arrive after the claims when the informers start) the charges are
+recomputed at the next :meth:`DeviceCharges.refresh`, which the plugins call before deciding.
+Charges made at Reserve for a pod's new allocations (:func:`in_flight_charges`) are the plugins'
+own until the API shows the allocation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge
+from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
+from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
+from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
+from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.kinds import Kind
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.resources import EMPTY, Resources
+from gpuq_k8s.common.model.wire import Obj
+from gpuq_k8s.scheduler.cluster.objects import ObjectStore
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import Handle
+from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, claims_to_allocate
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """An allocated claim as the API shows it: its charge and the pods it is reserved for
+    (``namespace/name``, in ``reservedFor`` order)."""
+
+    charge: ClaimCharge
+    consumers: tuple[str, ...]
+
+
+# (claim key, the committed claim or None when its allocation is gone)
+ChargeListener = Callable[[str, Committed | None], None]
+
+
+class DeviceCharges:
+    def __init__(self, objects: ObjectStore) -> None:
+        self._objects = objects
+        self.view: DraView = dra_view(objects)
+        self.naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
+        self.committed: dict[str, Committed] = {}
+        self._listeners: list[ChargeListener] = []
+        self._stale = False
+        for namespace, name, obj in list(objects.list(kinds.RESOURCE_CLAIM)):
+            self._apply(kinds.RESOURCE_CLAIM, namespace, name, obj)
+        objects.subscribe(self._apply)
+
+    def subscribe(self, listener: ChargeListener) -> None:
+        """``listener`` hears every change from now on, after being told every committed claim."""
+        self._listeners.append(listener)
+        for key, committed in list(self.committed.items()):
+            listener(key, committed)
+
+    def _apply(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:
+        if kind is kinds.RESOURCE_SLICE:
+            self._stale = bool(self.committed) or self._stale
+            return
+        if kind is not kinds.RESOURCE_CLAIM:
+            return
+        key = f"{namespace}/{name}"
+        claim = None
+        if obj is not None:
+            try:
+                claim = self.view.claim(obj)
+            except GpuqError:
+                claim = None  # unreadable: DraView reports it; its devices are not charged
+        self._set(key, claim)
+
+    def _set(self, key: str, claim: ResourceClaim | None) -> None:
+        if claim is None or claim.allocation is None:
+            if self.committed.pop(key, None) is not None:
+                self._tell(key, None)
+            return
+        committed = Committed(
+            claim_charge(claim, claim.allocation, self.view.inventory, self.naming),
+            tuple(f"{claim.namespace}/{c.name}" for c in claim.reserved_for if c.resource == "pods"),
+        )
+        if self.committed.get(key) != committed:
+            self.committed[key] = committed
+            self._tell(key, committed)
+
+    def _tell(self, key: str, committed: Committed | None) -> None:
+        for listener in self._listeners:
+            listener(key, committed)
+
+    def refresh(self) -> None:
+        """Recompute the charges after slice changes (a device's card type, capacity or presence)."""
+        if not self._stale:
+            return
+        self._stale = False
+        for key in list(self.committed):
+            namespace, _, name = key.partition("/")
+            obj = self._objects.get(kinds.RESOURCE_CLAIM, namespace, name)
+            try:
+                claim = self.view.claim(obj) if obj is not None else None
+            except GpuqError:
+                claim = None
+            self._set(key, claim)
+
+    def set_naming(self, naming: Mapping[str, DeviceNaming]) -> None:
+        """The configured device naming (capacity-card's ``deviceNaming``); the charges follow."""
+        if dict(naming) == dict(self.naming):
+            return
+        self.naming = dict(naming)
+        self._stale = bool(self.committed)
+        self.refresh()
+
+    def is_committed(self, key: str) -> bool:
+        """Whether the API shows claim ``key`` allocated."""
+        return key in self.committed
+
+
+def device_charges(objects: ObjectStore) -> DeviceCharges:
+    """The store's one :class:`DeviceCharges`."""
+    return objects.shared(DeviceCharges)
+
+
+def in_flight_charges(
+    state: CycleState, handle: Handle, row: int, charges: DeviceCharges
+) -> dict[str, ClaimCharge] | None:
+    """The charges of the claims this attempt allocates on node row ``row``, by claim key, as the
+    DynamicResources plugin allocates them there (the same devices its Reserve takes); None for a pod
+    without claims to allocate or a row that cannot take them. Claims allocated already are charged
+    as committed, never again."""
+    allocation = allocation_on(state, handle, row)
+    if allocation is None:
+        return None
+    claims = claims_to_allocate(state)
+    inventory = charges.view.inventory
+    out: dict[str, ClaimCharge] = {}
+    for key, claim_allocation in allocation.claims.items():
+        claim = claims.get(key)
+        if claim is not None:
+            out[key] = claim_charge(claim, claim_allocation, inventory, charges.naming)
+    return out
+
+
+_MAX_MEMO = 65536
+
+
+class ClassRequests:
+    """A plugin's view of pods with their DRA claims counted as mapped resources
+    (:mod:`common.model.devices.class_mapping`): :meth:`pod` is the pod with those added to its
+    requests, the pod itself when nothing maps (no mapping, no claim, a claim not made yet)."""
+
+    def __init__(self, handle: Handle, mapping: Mapping[str, str]) -> None:
+        self.handle = handle
+        self.mapping = dict(mapping)
+        self.resources = frozenset(self.mapping.values())
+        self._memo: dict[tuple[str, str, tuple[object, ...]], Resources] = {}
+        self._totals: tuple[object, Resources] | None = None
+
+    def extra(self, pod: PodInfo) -> Resources:
+        if not self.mapping or not pod.claim_sources:
+            return EMPTY
+        key = (pod.key, pod.uid, pod.claim_sources)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        objects = self.handle.objects
+        claims = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
+        if claims.problem:
+            return EMPTY  # not made yet: counted once it is (the pod's update brings it)
+        view = dra_view(objects)
+        parsed = []
+        for obj in claims.claims:
+            try:
+                parsed.append(view.claim(obj))
+            except GpuqError:
+                continue
+        found = Resources(mapped_requests(parsed, self.mapping))
+        if len(self._memo) >= _MAX_MEMO:
+            self._memo.clear()
+        self._memo[key] = found
+        return found
+
+    def pod(self, pod: PodInfo) -> PodInfo:
+        extra = self.extra(pod)
+        return dataclasses.replace(pod, requests=pod.requests + extra) if extra else pod
+
+    def totals(self) -> Resources:
+        """The devices the published slices hold of each mapped DeviceClass, as mapped resources
+        (milli-units): what a Queue's share of them is computed from (proportion's cluster total)."""
+        if not self.mapping:
+            return EMPTY
+        view = dra_view(self.handle.objects)
+        allocator = view.ready_allocator()
+        if self._totals is not None and self._totals[0] is allocator.inventory:
+            return self._totals[1]
+        counts: dict[str, int] = {}
+        for class_name, resource in sorted(self.mapping.items()):
+            device_class = view.classes.get(class_name)
+            if device_class is None:
+                continue
+            selectors = tuple(
+                (f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors)
+            )
+            alternative = Alternative(Request("count", class_name), device_class, selectors)
+            for pool in allocator.inventory.pools.values():
+                if not pool.complete or pool.invalid:
+                    continue
+                for s in pool.device_slices:
+                    counts[resource] = counts.get(resource, 0) + 1000 * len(
+                        allocator.static_view(alternative, s).usable
+                    )
+        found = Resources(counts)
+        self._totals = (allocator.inventory, found)
+        return found

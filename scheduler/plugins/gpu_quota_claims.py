@@ -1,0 +1,111 @@
+"""The gpu-quota plugin's DRA part: a namespace's allocated claims count against its
+GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, each claim one
+worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.devices.gpu_usage`).
+
+* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims must fit
+  (single and total limits), else the row is rejected with the refusal.
+* Reserve charges the claims the pod's allocation on the chosen row makes, claim by claim, atomically
+  (all or none); Unreserve refunds those the API does not show allocated.
+* A claim's ``status.allocation`` (after a restart, the informers' replay) is charged unchecked: it
+  holds its devices already; the allocation's removal refunds it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
+from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
+from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.dynamic_resources import found_allocations
+
+_CLAIM = "claim:"  # the store key of a claim's charge (pod keys have no colon)
+
+
+class NamespaceClaims:
+    def __init__(self, handle: Handle, store: GPUQuotaStore) -> None:
+        self.handle = handle
+        self.store = store
+        self.charges = device_charges(handle.objects)
+        self._in_flight: dict[str, tuple[str, ...]] = {}  # pod key -> claims its Reserve charged
+        self.charges.subscribe(self._committed)
+
+    def _committed(self, key: str, committed: Committed | None) -> None:
+        namespace = key.partition("/")[0]
+        if committed is None:
+            if not any(key in keys for keys in self._in_flight.values()):
+                self.store.unreserve(namespace, _CLAIM + key)
+            return
+        for pod_key, keys in list(self._in_flight.items()):
+            if key in keys:
+                rest = tuple(k for k in keys if k != key)
+                if rest:
+                    self._in_flight[pod_key] = rest
+                else:
+                    del self._in_flight[pod_key]
+        request = claim_request(committed.charge)
+        if request is None:
+            self.store.unreserve(namespace, _CLAIM + key)
+        elif self.store.is_reserved(namespace, _CLAIM + key):
+            return  # charged at Reserve with the same devices
+        else:
+            self.store.charge(namespace, request, _CLAIM + key)
+
+    def recharge(self) -> None:
+        """After the store was rebuilt from the pods: every committed claim again."""
+        for key, committed in list(self.charges.committed.items()):
+            request = claim_request(committed.charge)
+            if request is not None:
+                self.store.charge(key.partition("/")[0], request, _CLAIM + key)
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
+        found = found_allocations(state)
+        if not found or not self.store.has_quota(pod.namespace):
+            return None
+        self.charges.refresh()
+        rejected = np.zeros(n, dtype=np.bool_)
+        by_message: dict[str, BoolArray] = {}
+        for row in list(found):
+            if row >= n:
+                continue
+            charges = in_flight_charges(state, self.handle, row, self.charges) or {}
+            request = combined_request(list(charges.values()))
+            refusal = self.store.check(pod.namespace, request) if request is not None else None
+            if refusal is not None:
+                rejected[row] = True
+                by_message.setdefault(refusal.message, np.zeros(n, dtype=np.bool_))[row] = True
+        if not rejected.any():
+            return None
+        return rejected, [(mask, message) for message, mask in by_message.items()]
+
+    def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
+        if not pod.claim_sources or not self.store.has_quota(pod.namespace):
+            return Status.success()  # without a quota, the claims are charged as the API shows them
+        self.charges.refresh()
+        self.unreserve(pod)
+        charges = in_flight_charges(state, self.handle, row, self.charges) or {}
+        done: list[str] = []
+        for key, charge in charges.items():
+            request = claim_request(charge)
+            if request is None:
+                continue
+            try:
+                self.store.reserve(pod.namespace, request, _CLAIM + key)
+            except QuotaExceeded as err:
+                for charged in done:
+                    self.store.unreserve(pod.namespace, _CLAIM + charged)
+                return Status.unschedulable(f"ResourceClaim {key}: {err}")
+            done.append(key)
+        if done:
+            self._in_flight[pod.key] = tuple(done)
+        return Status.success()
+
+    def unreserve(self, pod: PodInfo) -> None:
+        for key in self._in_flight.pop(pod.key, ()):
+            if not self.charges.is_committed(key):
+                self.store.unreserve(pod.namespace, _CLAIM + key)

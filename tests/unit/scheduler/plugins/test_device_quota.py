@@ -1,0 +1,442 @@
+"""gpuq's quota rules over DRA devices (docs/design.md "Quota over devices"), as table tests on the
+in-memory scheduler over the NVIDIA-style cluster of ``tests/fixtures/dra/cluster/nvidia.yaml``
+(two whole H100s and two whole A100s, a MIG-partitioned A100, an H100 shared by memory capacity):
+Queue card quotas count each device under its card type, charged atomically with the allocation at
+Reserve, once per claim, never for admin access, the type actually allocated for ``firstAvailable``
+(the next subrequest when the first's card type has no quota left), and rebuilt from the claims'
+``status.allocation`` after a restart.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
+from gpuq_k8s.common.model.pods import PodInfo
+from gpuq_k8s.scheduler.cycle import Scheduler
+from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
+from gpuq_k8s.scheduler.plugins.proportion import Proportion
+from tests.testing import dra
+from tests.testing.builders import (
+    MakeElasticQuota,
+    MakeGPUResourceQuota,
+    MakeNode,
+    MakePod,
+    MakePodGroup,
+    MakeQueue,
+)
+from tests.testing.config import config_text
+from tests.testing.dra_cluster import documents
+from tests.testing.scheduler import make_scheduler, plugin_of
+
+NS = "ml"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+MIG_1G = "NVIDIA-A100-SXM4-80GB/mig-1g.10gb-mixed"
+NODES = ("gpu-node-1", "mig-node-1", "shared-node-1")
+
+
+def fixture_claims() -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in documents() if d["kind"] == "ResourceClaim"}
+
+
+def claim_like(name: str, as_name: str) -> dict[str, Any]:
+    body = copy.deepcopy(fixture_claims()[name])
+    body["metadata"] = {"name": as_name, "namespace": NS, "uid": f"uid-claim-{as_name}"}
+    return body
+
+
+def whole_h100(as_name: str) -> dict[str, Any]:
+    """``one-h100`` kept off the shared GPU: a request without capacity may be served by a device
+    that allows multiple allocations, as a share of its ``requestPolicy`` default (KEP-5075), which
+    the quotas charge as a share. A case about whole cards asks for one that is not shareable."""
+    body = claim_like("one-h100", as_name)
+    selectors = body["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+    selectors.append({"cel": {"expression": "!device.allowMultipleAllocations"}})
+    return body
+
+
+def admin_claim(as_name: str) -> dict[str, Any]:
+    body = claim_like("one-h100", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    return body
+
+
+def pod(name: str, claim: str) -> PodInfo:
+    body = MakePod(name, NS).queue("team-a").req(cpu="100m").uid(f"uid-{name}").obj()
+    return PodInfo.from_dict(dra.use_claims(body, claim))
+
+
+def build(quota: dict[str, int], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+    sched, backend = make_scheduler("capacity-card")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    queue = MakeQueue("team-a").card_quota(json.dumps(quota)).capability(cpu="100", memory="1Ti")
+    sched.put_object(queue.obj())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in claims:
+        sched.put_object(body)
+    return sched, backend
+
+
+def engine_of(sched: Scheduler) -> CapacityCard:
+    return plugin_of(sched, CapacityCardPlugin).engine
+
+
+def allocated(sched: Scheduler) -> dict[str, int]:
+    ledger = engine_of(sched).ledgers["team-a"]
+    return {k: v for k, v in ledger.allocated.items() if k not in ("cpu", "memory")}
+
+
+def run(sched: Scheduler, pods: list[PodInfo]) -> list[str]:
+    """Each pod scheduled once, in order; the messages of those left pending."""
+    for info in pods:
+        sched.add_pod(info)
+    messages = []
+    for _ in pods:
+        done = sched.schedule_one()
+        assert done is not None
+        if not done.node:
+            messages.append(done.message)
+    return messages
+
+
+@dataclass
+class Case:
+    quota: dict[str, int]
+    claims: list[dict[str, Any]]
+    pods: list[tuple[str, str]]  # (pod, claim)
+    bound: int
+    charged: dict[str, int]
+    refused: list[str] = field(default_factory=list)  # texts the first refusal must hold
+
+
+CASES = {
+    "whole GPUs of two types, each against its own card quota": Case(
+        {H100: 1, A100: 1},
+        [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")],
+        [("p1", "h1"), ("p2", "h2")],
+        1,
+        {H100: 1000},
+        ["Queue/team-a", H100, "requested 1", "used 1", "limit 1"],
+    ),
+    "firstAvailable H100 else A100: the A100 when the H100 quota is spent, the allocated type charged": Case(
+        {H100: 1, A100: 1},
+        [claim_like("h100-else-a100", f"f{i}") for i in range(3)],
+        [(f"p{i}", f"f{i}") for i in range(3)],
+        2,
+        {H100: 1000, A100: 1000},
+        ["Queue/team-a", A100, "limit 1"],
+    ),
+    "MIG partitions counted under their MIG card type": Case(
+        {MIG_1G: 1},
+        [claim_like("mig-1g", "m1"), claim_like("mig-1g", "m2")],
+        [("p1", "m1"), ("p2", "m2")],
+        1,
+        {MIG_1G: 1000},
+        [MIG_1G, "limit 1"],
+    ),
+    "a share of a GPU charged what it consumes (40Gi of 80Gi: half a card), then a whole one refused": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), whole_h100("h1")],
+        [("p1", "s1"), ("p2", "h1")],
+        1,
+        {H100: 500},
+        [H100, "requested 1", "used 500m", "limit 1"],
+    ),
+    "a request without capacity is served by the shared GPU as a share of its default (10Gi: 1/8 card)": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), claim_like("one-h100", "h1")],
+        [("p1", "s1"), ("p2", "h1")],
+        2,
+        {H100: 625},
+    ),
+    "two shares fill one card of quota": Case(
+        {H100: 1},
+        [claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
+        [("p1", "s1"), ("p2", "s2")],
+        2,
+        {H100: 1000},
+    ),
+    "adminAccess is never charged": Case(
+        {A100: 1},
+        [admin_claim("adm")],
+        [("p1", "adm")],
+        1,
+        {},
+    ),
+    "a claim shared by several pods is charged once": Case(
+        {H100: 1},
+        [claim_like("one-h100", "shared")],
+        [("p1", "shared"), ("p2", "shared"), ("p3", "shared")],
+        3,
+        {H100: 1000},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_queue_card_quota_over_devices(case: Case) -> None:
+    sched, backend = build(case.quota, case.claims)
+    messages = run(sched, [pod(name, claim) for name, claim in case.pods])
+    assert len(backend.bindings) == case.bound, messages
+    assert allocated(sched) == case.charged
+    if case.refused:
+        assert messages, "a pod should have been refused"
+        for text in case.refused:
+            assert text in messages[0]
+    # After a restart (a new scheduler fed the API's objects), the charges are rebuilt from the
+    # claims' status.allocation: the same usage.
+    again, _ = build(case.quota, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
+    for name, claim in case.pods:
+        info = pod(name, claim)
+        node = backend.bindings.get(info.key)
+        if node:
+            again.add_pod(info.with_node_name(node))
+    assert allocated(again) == case.charged
+
+
+def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
+    sched, _ = build({H100: 1}, [claim_like("one-h100", "h1")])
+    info = pod("p1", "h1")
+    sched.add_pod(info)
+    framework = sched.framework
+    state = CycleState()
+    assert framework.run_pre_filter(state, info).is_success
+    row = sched.cluster.row_of["gpu-node-1"]
+    assert framework.run_reserve(state, info, row).is_success
+    assert allocated(sched) == {H100: 1000}
+    framework.run_unreserve(state, info, row)
+    assert allocated(sched) == {}
+
+
+def many(count: int, as_name: str) -> dict[str, Any]:
+    body = claim_like("one-h100", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["count"] = count
+    return body
+
+
+@pytest.mark.parametrize(
+    ("quota", "phase", "bound"),
+    [
+        pytest.param({H100: 1}, "Pending", 0, id="2 H100 asked by the gang's claims, quota 1: stays Pending"),
+        pytest.param({H100: 2}, "Inqueue", 2, id="quota 2: enqueued, both bound"),
+    ],
+)
+def test_job_mode_enqueue_counts_the_card_types_of_the_pods_claims(
+    quota: dict[str, int], phase: str, bound: int
+) -> None:
+    """capacity-card's "Job Enqueueable Check" over DRA: a pending pod's claims still to allocate are
+    its card demand, under the card types their devices can be (here H100 only)."""
+    sched, backend = build(quota, [claim_like("one-h100", "g0"), claim_like("one-h100", "g1")])
+    sched.put_object(MakePodGroup("g", NS).queue("team-a").min_member(2).obj())
+    for i in range(2):
+        body = MakePod(f"p{i}", NS).queue("team-a").group("g").req(cpu="100m").uid(f"uid-p{i}").obj()
+        sched.add_pod(PodInfo.from_dict(dra.use_claims(body, f"g{i}")))
+    sched.run_enqueue()
+    while sched.schedule_one() is not None or sched.run_enqueue():
+        pass
+    group_phase = sched.podgroups.groups[f"{NS}/g"].phase
+    assert group_phase == "Pending" if phase == "Pending" else group_phase != "Pending"
+    assert len(backend.bindings) == bound
+    if not bound:
+        refusals = [e for e in backend.events if e.obj == f"PodGroup/{NS}/g"]
+        assert refusals and refusals[0].reason == "InsufficientScalarQuota"
+        assert H100 in refusals[0].message
+
+
+def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
+    sched, _ = build({H100: 1, A100: 1}, [claim_like("h100-else-a100", "f0")])
+    sched.add_pod(pod("p0", "f0"))
+    assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
+
+
+def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+    sched, backend = make_scheduler("gpu-quota")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(MakeGPUResourceQuota("gq", NS).total(**total).obj())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in claims:
+        sched.put_object(body)
+    return sched, backend
+
+
+def plain_pod(name: str, claim: str) -> PodInfo:
+    body = MakePod(name, NS).req(cpu="100m").uid(f"uid-{name}").obj()
+    return PodInfo.from_dict(dra.use_claims(body, claim))
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("total", "claims", "bound", "usage", "refused"),
+    [
+        pytest.param(
+            {"requests": {"vram": "120Gi"}},
+            [claim_like("one-h100", "h1"), claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
+            2,
+            (989_000 + 494_500, 120 * GIB, 2),
+            ["GPUResourceQuota/ml/gq", "total.requests.vram", "requested 40Gi"],
+            id="VRAM: a whole 80Gi H100 and a 40Gi share (exactly what it consumes) fill 120Gi",
+        ),
+        pytest.param(
+            {"requests": {"tflops": "1500"}},
+            [whole_h100("h1"), whole_h100("h2")],
+            1,
+            (989_000, 80 * GIB, 1),
+            ["GPUResourceQuota/ml/gq", "total.requests.tflops"],
+            id="TFLOPS from the card's specs: one H100 (989) of 1500",
+        ),
+        pytest.param(
+            {"maxWorkers": 1},
+            [claim_like("one-h100", "shared")],
+            2,
+            (989_000, 80 * GIB, 1),
+            [],
+            id="a claim shared by two pods is one worker, charged once",
+        ),
+    ],
+)
+def test_gpu_resource_quota_over_devices(
+    total: dict[str, Any],
+    claims: list[dict[str, Any]],
+    bound: int,
+    usage: tuple[int, int, int],
+    refused: list[str],
+) -> None:
+    sched, backend = gpu_scheduler(total, claims)
+    names = [c["metadata"]["name"] for c in claims]
+    pods = (
+        [plain_pod(f"p{i}", n) for i, n in enumerate(names)]
+        if len(names) > 1
+        else [
+            plain_pod("p0", names[0]),
+            plain_pod("p1", names[0]),
+        ]
+    )
+    messages = run(sched, pods)
+    assert len(backend.bindings) == bound, messages
+    store = plugin_of(sched, GPUQuota).store
+    used = store.usage(NS)
+    assert (used.tflops_request, used.vram_request) == usage[:2]
+    assert used.gpu_count == usage[2]  # workers
+    for text in refused:
+        assert text in messages[0]
+    # rebuilt from the claims after a restart
+    again, _ = gpu_scheduler(total, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
+    used = plugin_of(again, GPUQuota).store.usage(NS)
+    assert (used.tflops_request, used.vram_request) == usage[:2]
+
+
+MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
+
+
+def mapped_scheduler(plugin: str, *objects: dict[str, Any]) -> tuple[Scheduler, MemoryBackend]:
+    config = config_text("priority, gang", ["predicates", plugin], arguments={plugin: MAPPINGS})
+    sched, backend = make_scheduler(config=config)
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    for body in objects:
+        sched.put_object(body)
+    return sched, backend
+
+
+def test_elastic_quota_counts_devices_through_device_class_mappings() -> None:
+    """capacity-scheduling with ``deviceClassMappings: gpu.nvidia.com -> nvidia.com/gpu``: a claim
+    for one device of that class is ``nvidia.com/gpu: 1`` against the ElasticQuota's max, in
+    PreFilter and charged at Reserve; a class the mapping does not name (MIG) is not counted."""
+    quota = MakeElasticQuota("eq", NS).max({"nvidia.com/gpu": 1, "cpu": "10"}).min({"cpu": "1"}).obj()
+    claims = [claim_like("one-h100", "h1"), claim_like("one-h100", "h2"), claim_like("mig-1g", "m1")]
+    sched, backend = mapped_scheduler("capacity-scheduling", quota, *claims)
+    messages = run(sched, [plain_pod("p1", "h1"), plain_pod("p2", "h2"), plain_pod("p3", "m1")])
+    assert sorted(backend.bindings) == ["ml/p1", "ml/p3"]
+    assert len(messages) == 1 and "nvidia.com/gpu" in messages[0] and "ElasticQuota" in messages[0]
+    plugin = plugin_of(sched, CapacityScheduling)
+    info = plugin.infos.get(NS)
+    assert info is not None and info.used.amount("nvidia.com/gpu") == 1000
+
+
+def test_queue_capability_counts_devices_through_device_class_mappings() -> None:
+    """proportion with the same mapping: a Queue's capability of nvidia.com/gpu 1 admits one pod whose
+    claim asks one H100 of gpu.nvidia.com; the devices of the class are part of the cluster total."""
+    queue = MakeQueue("team-a").capability({"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": 1}).obj()
+    claims = [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")]
+    sched, backend = mapped_scheduler("proportion", queue, *claims)
+    run(sched, [pod("p1", "h1"), pod("p2", "h2")])
+    assert list(backend.bindings) == ["ml/p1"]
+    plugin = plugin_of(sched, Proportion)
+    # type "gpu": 2 H100 + 2 A100, the partitionable A100 whole, the shared H100
+    assert plugin.devices.totals() == {"nvidia.com/gpu": 6000}
+    assert plugin.attrs()["team-a"].allocated.get("nvidia.com/gpu") == 1000
+
+
+def test_device_naming_is_configured_per_driver() -> None:
+    """capacity-card's ``deviceNaming``: a driver whose product attribute is ``model`` and memory
+    capacity ``hbm`` has its devices counted under that model (the GPU quota's VRAM from ``hbm``)."""
+    naming = {"deviceNaming": {"accel.example.com": {"productName": "model", "memory": "hbm"}}}
+    config = config_text(
+        "priority, gang", ["predicates", "capacity-card", "gpu-quota"], arguments={"capacity-card": naming}
+    )
+    sched, backend = make_scheduler(config=config)
+    sched.set_node(MakeNode("n1").alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(MakeQueue("team-a").card_quota('{"X1": 1}').capability(cpu="100", memory="1Ti").obj())
+    sched.put_object(dra.device_class("accel", "accel.example.com"))
+    devices = [dra.device(f"a-{i}", {"model": "X1"}, {"hbm": "16Gi"}) for i in range(2)]
+    sched.put_object(dra.resource_slice("n1-accel", "n1", devices, "accel.example.com"))
+    for name in ("c1", "c2"):
+        sched.put_object(dra.claim(name, NS, dra.exactly("gpu", "accel"), uid=f"uid-{name}"))
+    messages = run(sched, [pod("p1", "c1"), pod("p2", "c2")])
+    assert list(backend.bindings) == ["ml/p1"]
+    assert "for X1: requested 1" in messages[0]
+    assert allocated(sched) == {"X1": 1000}
+    assert plugin_of(sched, GPUQuota).store.usage(NS).vram_request == 16 * GIB
+
+
+def test_concurrent_pods_in_flight_never_exceed_the_card_quota() -> None:
+    """Two pods reserved one after the other, neither bound nor written (their PreBind in flight): the
+    first one's claim is charged at its Reserve, so the second's Reserve is refused, naming the quota;
+    its devices are unreserved with it."""
+    sched, _ = build({H100: 1}, [claim_like("one-h100", "h1"), claim_like("one-h100", "h2")])
+    framework = sched.framework
+    row = sched.cluster.row_of["gpu-node-1"]
+    first, second = pod("p1", "h1"), pod("p2", "h2")
+    states = []
+    for info in (first, second):
+        sched.add_pod(info)
+        state = CycleState()
+        assert framework.run_pre_filter(state, info).is_success
+        states.append(state)
+    assert framework.run_reserve(states[0], first, row).is_success
+    refused = framework.run_reserve(states[1], second, row)
+    assert not refused.is_success
+    assert f"quota exceeded in Queue/team-a for {H100}: requested 1, available 0" in refused.message
+    assert allocated(sched) == {H100: 1000}
+    framework.run_unreserve(states[0], first, row)
+    assert allocated(sched) == {}
+    assert framework.run_reserve(states[1], second, row).is_success
+
+
+def test_simulate_shows_the_card_type_a_claim_is_charged() -> None:
+    sched, backend = build({H100: 1}, [claim_like("one-h100", "h1")])
+    run(sched, [pod("p1", "h1")])
+    bound = pod("p1", "h1").with_node_name(backend.bindings["ml/p1"])
+    assert plugin_of(sched, CapacityCardPlugin).pod_fields(bound) == {"cardType": H100}
