@@ -17,6 +17,8 @@ EMPTY_QUEUE_CAPABILITY: Final = "EmptyQueueCapability"
 INSUFFICIENT_CPU_QUOTA: Final = "InsufficientCPUQuota"
 INSUFFICIENT_MEMORY_QUOTA: Final = "InsufficientMemoryQuota"
 INSUFFICIENT_SCALAR_QUOTA: Final = "InsufficientScalarQuota"
+# A PodGroup its namespace's ElasticQuota cannot hold now is kept Pending (elastic/enqueue.py).
+INSUFFICIENT_ELASTIC_QUOTA: Final = "InsufficientElasticQuota"
 QUOTA_ALERT_THRESHOLD: Final = "QuotaAlertThreshold"
 FAILED_SCHEDULING: Final = "FailedScheduling"
 SCHEDULED: Final = "Scheduled"

@@ -21,7 +21,12 @@ from tests.testing.builders import (
     MakePodGroup,
 )
 from tests.testing.clock import FakeClock
+from tests.testing.config import config_text
 from tests.testing.scheduler import make_scheduler
+
+# Without the enqueue action: PreFilter's gang check is what is tested here (with it, capacity-scheduling
+# keeps such a gang Pending at enqueue already: test_elastic_enqueue_cycle.py).
+NO_ENQUEUE = "allocate, preempt"
 
 GPU_NODE = MakeNode("gpu-1").product("NVIDIA-A100").alloc(cpu="32", memory="256Gi", pods="110", **{GPU: "16"})
 
@@ -70,7 +75,9 @@ def _run(sched: Scheduler) -> None:
 def test_a_gang_its_quota_can_never_hold_holds_nothing(
     plugin: str, quota: dict[str, object], expected: str
 ) -> None:
-    sched, backend = make_scheduler(plugin)
+    sched, backend = make_scheduler(
+        config=config_text("priority, gang", ["predicates", plugin], actions=NO_ENQUEUE)
+    )
     _gang(sched, quota)
     _run(sched)
     assert sched.framework.waiting.gangs() == []  # nobody in Permit
@@ -98,7 +105,8 @@ def test_a_gang_its_quota_can_hold_runs(plugin: str, quota: dict[str, object]) -
 
 def test_the_refusal_is_unresolvable_and_retried_when_the_quota_changes() -> None:
     clock = FakeClock()
-    sched, backend = make_scheduler("capacity-scheduling", clock=clock)
+    config = config_text("priority, gang", "predicates, capacity-scheduling", actions=NO_ENQUEUE)
+    sched, backend = make_scheduler(config=config, clock=clock)
     _gang(sched, MakeElasticQuota("eq", "ml").max({GPU: "8"}).obj())
     sched.run_enqueue()
     attempt = sched.schedule_one()

@@ -45,7 +45,7 @@ def test_every_case_of_the_example(capsys: pytest.CaptureFixture[str], admission
     for i in range(3):
         wide = pods[f"train/wide-{i}"]
         assert (wide["phase"], wide["outlook"]) == ("Pending", NEVER)
-        assert "by PodGroup train/wide's 3 pods at once" in wide["reason"]
+        assert "ElasticQuota/train/eq (max) by PodGroup train/wide" in wide["reason"]
     # GPUResourceQuota totals of 0, nothing used: 100% available, as tensor-fusion reports it.
     idle = next(q for q in out["gpuResourceQuotas"] if q["namespace"] == "idle")
     assert set(idle["status"]["availablePercent"].values()) == {"100.00"}
