@@ -64,6 +64,7 @@ class Pod:
     preempted: bool  # DisruptionTarget=True, PreemptionByScheduler
     priority: int = 0
     nominated: str = ""  # status.nominatedNodeName
+    unschedulable: str = ""  # the scheduler's reason: PodScheduled=False's message
 
     @property
     def key(self) -> str:
@@ -113,9 +114,12 @@ def pod_of(obj: Obj) -> Pod:
     conditions = status.get("conditions") or ()
     bound_at = None
     preempted = False
+    why = ""
     for condition in conditions:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             bound_at = rfc3339_seconds(str(condition.get("lastTransitionTime") or ""))
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            why = str(condition.get("message") or "")
         if condition.get("type") == "DisruptionTarget" and condition.get("reason") == "PreemptionByScheduler":
             preempted = True
     return Pod(
@@ -132,6 +136,7 @@ def pod_of(obj: Obj) -> Pod:
         preempted=preempted,
         priority=int(spec.get("priority") or 0),
         nominated=str(status.get("nominatedNodeName") or ""),
+        unschedulable=why,
     )
 
 

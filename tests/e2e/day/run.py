@@ -375,6 +375,22 @@ class Day:
             line = f"hour {hour:.2f}: {message}"
             self.o.progress(f"VIOLATION {line}")
             self.f.violations.append(line)
+            if "fits now" in message:  # the scheduler's reason, and what the recount charged its queue
+                unit = message.split(":")[0]
+                for pod in pods:
+                    if pod.key == unit or (pod.waiting and pod.group == unit):
+                        self.o.progress(
+                            f"  {pod.key}: {pod.unschedulable or '(no PodScheduled=False reason)'}"
+                        )
+                        self.f.violations.append(f"  {pod.key}: {pod.unschedulable}")
+                        held: Counter[str] = Counter()
+                        for other in pods:
+                            if other.holds and other.queue == pod.queue:
+                                held[other.node[:8]] += int(other.gpus)
+                        self.o.progress(
+                            f"  Queue {pod.queue} GPUs held by the recount, per card: {dict(held)}"
+                        )
+                        break
             if message.startswith("Node/"):  # who holds it: the pods the recount charged there
                 node = message.split(":")[0].removeprefix("Node/")
                 for pod in sorted(
