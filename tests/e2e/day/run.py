@@ -382,7 +382,6 @@ class Day:
                         self.o.progress(
                             f"  {pod.key}: {pod.unschedulable or '(no PodScheduled=False reason)'}"
                         )
-                        self.f.violations.append(f"  {pod.key}: {pod.unschedulable}")
                         held: Counter[str] = Counter()
                         for other in pods:
                             if other.holds and other.queue == pod.queue:
