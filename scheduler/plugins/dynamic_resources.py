@@ -44,16 +44,30 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.devices.bounds import count_bound
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.explain import Unfit
+from gpuq_k8s.common.model.devices.extended import (
+    ContainerMapping,
+    ExtendedResourceClasses,
+    extended_claim,
+    extended_claim_name,
+    extended_claim_object,
+    extended_requests,
+    is_extended_resource_name,
+)
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
 from gpuq_k8s.common.model.devices.reservation import (
+    FINALIZER,
+    RESERVED_FOR,
     RESERVING,
+    consumer,
     is_reserved_for,
+    owned_by,
     pod_claims,
     reservation_writes,
     reserved,
@@ -61,6 +75,7 @@ from gpuq_k8s.common.model.devices.reservation import (
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
 from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import ApiWrite, Lookup, PreBindPlan, Progress
 from gpuq_k8s.common.model.wire import Obj
@@ -95,6 +110,33 @@ class _State:
     unfit: dict[int, Unfit] = field(default_factory=dict)
     reserved: tuple[str, ...] = ()
     allocation: Allocation | None = None
+    # A pod asking extended resources a DeviceClass serves (extended.py): the rows grouped by the
+    # plan they get (the resources no device plugin serves there make its implicit claim; a group
+    # without a plan has nothing to allocate), and the implicit claim to create at PreBind.
+    groups: tuple[_Group, ...] = ()
+    group_of: npt.NDArray[np.int64] | None = None
+    extended: _Extended | None = None
+
+    def plan_for(self, row: int) -> PodPlan | None:
+        if self.group_of is None:
+            return self.plan
+        if row >= len(self.group_of) or self.group_of[row] < 0:
+            return None
+        return self.groups[int(self.group_of[row])].plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    plan: PodPlan | None
+    mappings: tuple[ContainerMapping, ...] = ()
+    claim: ResourceClaim | None = None  # the implicit claim of this group's plan, to create
+
+
+@dataclass(frozen=True, slots=True)
+class _Extended:
+    name: str  # the implicit claim's name (extended_claim_name)
+    existing: bool  # made by an earlier attempt: one of ``claims``, allocated as any claim
+    mappings: tuple[ContainerMapping, ...] = ()  # for an existing claim: its requests' mappings
 
 
 def _claim_of(obj: object) -> tuple[str, str] | None:
@@ -122,6 +164,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             ClusterEvent.RESOURCE_CLAIM_CHANGED,
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_LABELS_CHANGED,
+            ClusterEvent.NODE_ALLOCATABLE_CHANGED,  # which extended resources DRA serves there
         }
     )
 
@@ -144,23 +187,107 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
 
     # -- PreFilter / Filter ------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        if not pod.claim_sources:
+        extended = self._extended_resources(pod)
+        if not pod.claim_sources and not extended:
             return Status.skip()
         objects = self.handle.objects
         found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
         if found.problem:
             return Status.unresolvable(found.problem)
-        if not found.claims:
+        objs = found.claims
+        ext: _Extended | None = None
+        if extended:
+            name = extended_claim_name(pod.name, pod.uid)
+            made = objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
+            if made is not None and owned_by(made, pod):
+                # An earlier attempt's claim (its binding failed after the create, or a leader died
+                # mid-PreBind): allocated like any claim of the pod; upstream deletes it and retries.
+                ext = _Extended(name, True, self._existing_mappings(pod, made, extended))
+                objs = (*objs, made)
+                extended = {}
+            elif made is not None:
+                return Status.unresolvable(
+                    f"{kinds.RESOURCE_CLAIM.ref(pod.namespace, name)} is not the pod's"
+                )
+            else:
+                ext = _Extended(name, False)
+        if not objs and not extended:
             return Status.skip()  # every entry's claim was found not needed
-        claims = [self.view.claim(obj) for obj in found.claims]
         try:
-            plan = self.view.ready_allocator().plan(claims, pod.uid)
+            claims = [self.view.claim(obj) for obj in objs]
+            allocator = self.view.ready_allocator()
+            plan = allocator.plan(claims, pod.uid)
+            data = _State(objs, plan, extended=ext)
+            if extended and ext is not None:
+                self._group_rows(data, pod, claims, extended, ext.name)
         except UnknownDeviceClass as err:
             return Status.unresolvable(str(err))
-        if plan.waiting is not None:
-            return Status.unresolvable(plan.waiting)
-        state.write(_STATE, _State(found.claims, plan))
+        except GpuqError as err:
+            return Status.unresolvable(str(err))
+        for group in data.groups or (_Group(plan),):
+            if group.plan is not None and group.plan.waiting is not None:
+                return Status.unresolvable(group.plan.waiting)
+        state.write(_STATE, data)
         return Status.success()
+
+    def _extended_resources(self, pod: PodInfo) -> dict[str, int]:
+        """The pod's extended resources a DeviceClass serves (by ``extendedResourceName`` or its
+        implicit name)."""
+        if not pod.extended_spec:
+            return {}
+        classes = self._classes()
+        return {
+            name: amount
+            for name, amount in pod.requests.items()
+            if amount and is_extended_resource_name(name) and classes.get(name) is not None
+        }
+
+    def _classes(self) -> ExtendedResourceClasses:
+        return self.view.extended_classes()
+
+    def _existing_mappings(
+        self, pod: PodInfo, claim: Obj, extended: Mapping[str, int]
+    ) -> tuple[ContainerMapping, ...]:
+        try:
+            _, mappings = extended_requests(pod.extended_spec, extended, self._classes(), pod.ref)
+            names = {r.name for r in self.view.claim(claim).spec.requests}
+        except GpuqError:
+            return ()
+        return tuple(m for m in mappings if m.request in names)
+
+    def _group_rows(
+        self, data: _State, pod: PodInfo, claims: list[ResourceClaim], extended: Mapping[str, int], name: str
+    ) -> None:
+        """The rows by the resources that no device plugin serves there (upstream's per-node
+        ``filterExtendedResources``): each group its plan, with the implicit claim asking those."""
+        cluster = self.handle.cluster
+        n = cluster.n
+        names = sorted(extended)
+        code = np.zeros(n, dtype=np.int64)
+        for bit, resource in enumerate(names):
+            column = cluster.columns.get(resource)
+            if column is None:
+                code |= 1 << bit
+            else:
+                code |= (cluster.allocatable[:n, column] <= 0).astype(np.int64) << bit
+        allocator = self.view.ready_allocator()
+        groups: list[_Group] = []
+        group_of = np.full(n, -1, dtype=np.int64)
+        for value in np.unique(code).tolist():
+            subset = [r for bit, r in enumerate(names) if value & (1 << bit)]
+            if subset:
+                requests, mappings = extended_requests(pod.extended_spec, subset, self._classes(), pod.ref)
+                claim = extended_claim(pod.namespace, pod.name, requests, name=name)
+                group = _Group(allocator.plan([*claims, claim], pod.uid), mappings, claim)
+            else:
+                group = _Group(data.plan if claims else None)
+            group_of[code == value] = len(groups)
+            groups.append(group)
+        data.groups = tuple(groups)
+        data.group_of = group_of
+        widest = max((g for g in groups if g.claim is not None), key=lambda g: len(g.mappings), default=None)
+        if widest is not None and widest.plan is not None:
+            data.plan = widest.plan
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         data = state.read(_STATE, _State)
@@ -173,44 +300,19 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
         data.found.clear()
         data.unfit.clear()
-        bound = count_bound(data.plan)
-        if bound is None:
-            passed = np.zeros(n, dtype=np.bool_)
-            searched = np.flatnonzero(open_rows).tolist()
+        passed = np.zeros(n, dtype=np.bool_)
+        if data.group_of is None:
+            self._filter_plan(state, data, data.plan, open_rows, passed)
         else:
-            # The per-row counts of free whole devices (kept current) reject the rows the search
-            # would reject, and, for one request of whole devices, accept the rows it would accept
-            # (common/model/devices/bounds.py); the rows left are searched. Reserve allocates on the
-            # chosen row by the search itself.
-            candidate = open_rows
-            enough = np.zeros(n, dtype=np.bool_)
-            for alternatives in bound.requests:
-                enough = np.zeros(n, dtype=np.bool_)  # an alternative has its count free
-                maybe = np.zeros(n, dtype=np.bool_)  # or devices the count leaves out
-                for alternative, count in alternatives:
-                    counts, mixed = self.view.free_counts(alternative, cluster)
-                    enough |= counts[:n] >= count
-                    maybe |= mixed[:n]
-                candidate = candidate & (enough | maybe)
-            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
-                passed = candidate & enough
-                searched = np.flatnonzero(candidate & ~enough).tolist()
-            else:
-                passed = np.zeros(n, dtype=np.bool_)
-                searched = np.flatnonzero(candidate).tolist()
-        for row in searched:
-            node = cluster.nodes[row]
-            if node is None:
-                continue
-            answer = allocator.allocate(data.plan, node)
-            if isinstance(answer, Allocation):
-                data.found[row] = answer
-                passed[row] = True
-            else:
-                data.unfit[row] = answer
+            group_of = data.group_of[:n]
+            for index, group in enumerate(data.groups):
+                rows = open_rows & (group_of == index)
+                if group.plan is None:
+                    passed |= rows  # the device plugins serve every extended resource there
+                else:
+                    self._filter_plan(state, data, group.plan, rows, passed)
         unfit = dict(data.unfit)
         rejected = open_rows & ~passed
-        plan = data.plan
 
         def reasons() -> tuple[tuple[BoolArray, str], ...]:
             if not rejected.any():
@@ -231,12 +333,54 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             stand then)."""
             answer = unfit.get(row)
             node = cluster.nodes[row] if row < cluster.n else None
-            if answer is None and row < n and rejected[row] and node is not None:
+            plan = data.plan_for(row)
+            if answer is None and row < n and rejected[row] and node is not None and plan is not None:
                 found = allocator.allocate(plan, node)
                 answer = found if isinstance(found, Unfit) else None
             return answer.message if answer is not None else None
 
         return FilterResult(passed, reasons, ~passed, detail)
+
+    def _filter_plan(
+        self, state: CycleState, data: _State, plan: PodPlan, open_rows: BoolArray, passed: BoolArray
+    ) -> None:
+        """Decide ``open_rows`` for ``plan``: set their ``passed``, keep what the search found."""
+        cluster = self.handle.cluster
+        n = cluster.n
+        allocator = self.view.ready_allocator()
+        bound = count_bound(plan)
+        if bound is None:
+            searched = np.flatnonzero(open_rows).tolist()
+        else:
+            # The per-row counts of free whole devices (kept current) reject the rows the search
+            # would reject, and, for one request of whole devices, accept the rows it would accept
+            # (common/model/devices/bounds.py); the rows left are searched. Reserve allocates on the
+            # chosen row by the search itself.
+            candidate = open_rows
+            enough = np.zeros(n, dtype=np.bool_)
+            for alternatives in bound.requests:
+                enough = np.zeros(n, dtype=np.bool_)  # an alternative has its count free
+                maybe = np.zeros(n, dtype=np.bool_)  # or devices the count leaves out
+                for alternative, count in alternatives:
+                    counts, mixed = self.view.free_counts(alternative, cluster)
+                    enough |= counts[:n] >= count
+                    maybe |= mixed[:n]
+                candidate = candidate & (enough | maybe)
+            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
+                passed |= candidate & enough
+                searched = np.flatnonzero(candidate & ~enough).tolist()
+            else:
+                searched = np.flatnonzero(candidate).tolist()
+        for row in searched:
+            node = cluster.nodes[row]
+            if node is None:
+                continue
+            answer = allocator.allocate(plan, node)
+            if isinstance(answer, Allocation):
+                data.found[row] = answer
+                passed[row] = True
+            else:
+                data.unfit[row] = answer
 
     def unfit(self, state: CycleState, row: int) -> Unfit | None:
         """Why node row ``row`` could not take the pod's claims in this attempt, device by device, for
@@ -251,12 +395,15 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if data is None:
             return Status.success()
         allocator = self.view.ready_allocator()
+        plan = data.plan_for(row)
+        if plan is None:
+            return Status.success()  # nothing allocated there: the device plugins serve it all
         allocation = data.found.get(row)
         if allocation is None:
             node = self.handle.cluster.nodes[row]
             if node is None:
                 return Status.error(f"node row {row} has no node")
-            answer = allocator.allocate(data.plan, node)
+            answer = allocator.allocate(plan, node)
             if isinstance(answer, Unfit):
                 return Status.unresolvable(CANNOT_ALLOCATE)
             allocation = answer
@@ -303,6 +450,22 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 continue
             writes.extend(reservation_writes(current, pod, allocation))
             rollback.extend(rollback_writes(current, pod))
+        ext = data.extended
+        group = (
+            data.groups[int(data.group_of[row])]
+            if data.group_of is not None and row < len(data.group_of)
+            else None
+        )
+        if ext is not None and not ext.existing and group is not None and group.claim is not None:
+            made = allocated.get(group.claim.key)
+            if made is not None:
+                created, undo = _create_writes(pod, group, ext.name, made)
+                writes.extend(created)
+                rollback.extend(undo)
+                targets.append((pod.namespace, ext.name, ""))
+                writes.append(_pod_status_write(pod, ext.name, group.mappings))
+        elif ext is not None and ext.existing and ext.mappings:
+            writes.append(_pod_status_write(pod, ext.name, ext.mappings))
         if not writes:
             return Status.skip()
         return PreBindPlan(
@@ -380,7 +543,8 @@ def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
 
 
 def claims_to_allocate(state: CycleState) -> Mapping[str, ResourceClaim]:
-    """The claims this attempt allocates (not allocated yet), by claim key."""
+    """The claims this attempt allocates (not allocated yet), by claim key (a pod's implicit claim
+    for extended resources as asked where no device plugin serves any of them)."""
     data = state.read(_STATE, _State)
     if data is None:
         return {}
@@ -400,9 +564,12 @@ def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | N
         return None
     if data.allocation is not None and data.allocation.node == node.name:
         return data.allocation
+    plan = data.plan_for(row)
+    if plan is None:
+        return None
     found = data.found.get(row)
     if found is None:
-        answer = dra_view(handle.objects).ready_allocator().allocate(data.plan, node)
+        answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
         if isinstance(answer, Unfit):
             return None
         found = data.found[row] = answer
@@ -418,6 +585,8 @@ def reallocate(state: CycleState, handle: Handle, row: int, plan: PodPlan) -> Al
     node = handle.cluster.nodes[row] if row < handle.cluster.n else None
     if data is None or node is None or data.allocation is not None:
         return None
+    if data.plan_for(row) is not data.plan:
+        return None  # another group's plan (extended resources served otherwise there): kept
     answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
     if isinstance(answer, Unfit):
         return None
@@ -447,3 +616,41 @@ def _not_available(answer: Unfit) -> bool:
 
 def _ready(lookup: Lookup, *, claims: tuple[tuple[str, str, str], ...], pod_uid: str) -> Progress:
     return reserved(lookup, claims, pod_uid)
+
+
+def _create_writes(
+    pod: PodInfo, group: _Group, name: str, allocation: ClaimAllocation
+) -> tuple[list[ApiWrite], list[ApiWrite]]:
+    """The implicit claim created (owned by the pod, with the delete-protection finalizer, as
+    upstream's ``bindClaim`` adds it), then its allocation and the pod in ``reservedFor``; the
+    rollback deletes it (the finalizer dropped first, as upstream's ``deleteClaim``)."""
+    assert group.claim is not None
+    requests = [r for device_request in group.claim.spec.requests for r in device_request.alternatives]
+    body = extended_claim_object(pod.namespace, pod.name, pod.uid, requests, name=name)
+    body["metadata"]["finalizers"] = [FINALIZER]
+    status = {"status": {"allocation": allocation.to_dict(), "reservedFor": [consumer(pod)]}}
+    writes = [
+        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, body, verb="POST"),
+        ApiWrite(
+            kinds.RESOURCE_CLAIM, pod.namespace, name, status, subresource="status", merge_keys=RESERVED_FOR
+        ),
+    ]
+    rollback = [
+        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, {"metadata": {"finalizers": None}}),
+        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, {}, verb="DELETE"),
+    ]
+    return writes, rollback
+
+
+def _pod_status_write(pod: PodInfo, name: str, mappings: tuple[ContainerMapping, ...]) -> ApiWrite:
+    """``status.extendedResourceClaimStatus`` of the pod (upstream's
+    ``patchPodExtendedResourceClaimStatus``)."""
+    status = {
+        "resourceClaimName": name,
+        "requestMappings": [
+            {"containerName": m.container, "resourceName": m.resource, "requestName": m.request}
+            for m in mappings
+        ],
+    }
+    patch = {"metadata": {"uid": pod.uid}, "status": {"extendedResourceClaimStatus": status}}
+    return ApiWrite(kinds.POD, pod.namespace, pod.name, patch, subresource="status", merge_keys={})
