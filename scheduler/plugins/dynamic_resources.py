@@ -654,3 +654,24 @@ def _pod_status_write(pod: PodInfo, name: str, mappings: tuple[ContainerMapping,
     }
     patch = {"metadata": {"uid": pod.uid}, "status": {"extendedResourceClaimStatus": status}}
     return ApiWrite(kinds.POD, pod.namespace, pod.name, patch, subresource="status", merge_keys={})
+
+
+def uses_devices(handle: Handle, pod: PodInfo) -> bool:
+    """Whether DRA devices may be allocated to ``pod``: it has claims, or asks an extended resource
+    a DeviceClass serves (its implicit claim, where no device plugin serves it); what the quota
+    plugins over devices check the pod by."""
+    if pod.claim_sources:
+        return True
+    if not pod.extended_spec:
+        return False
+    classes = dra_view(handle.objects).extended_classes()
+    return any(is_extended_resource_name(r) and classes.get(r) is not None for r in pod.requests)
+
+
+def device_claim_keys(pod: PodInfo) -> list[str]:
+    """The keys of the claims that may hold ``pod``'s devices: its claims, and its implicit claim for
+    extended resources when it asks any."""
+    keys = [f"{pod.namespace}/{s.claim}" for s in pod.claim_sources if s.claim]
+    if pod.extended_spec:
+        keys.append(f"{pod.namespace}/{extended_claim_name(pod.name, pod.uid)}")
+    return keys

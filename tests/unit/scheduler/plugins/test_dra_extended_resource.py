@@ -14,6 +14,7 @@ Upstream cases ported (kubernetes v1.36.4 pkg/scheduler/framework/plugins/):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpuq_k8s.common.model import kinds
@@ -24,10 +25,13 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
 from gpuq_k8s.scheduler.plugins.dynamic_resources import DynamicResources
+from gpuq_k8s.scheduler.plugins.gpu_quota import GPUQuota
 from tests.testing import dra
-from tests.testing.builders import MakeNode, MakePod
+from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakeQueue
 from tests.testing.clock import FakeClock
+from tests.testing.dra_cluster import documents
 from tests.testing.scheduler import make_scheduler, plugin_of
 
 NS = "ns"
@@ -179,7 +183,7 @@ def test_concurrent_extended_pods_never_get_the_same_device() -> None:
     assert plugin.pre_filter(state, third).is_success
     assert not plugin.filter(state, third).passed[0]
     # through the whole cycle: three pods, two devices
-    sched, backend = scheduler(CLASS, TWO_GPUS)
+    sched, _ = scheduler(CLASS, TWO_GPUS)
     for name in ("qa", "qb", "qc"):
         sched.add_pod(ext_pod(name, 1))
     outcomes = [attempt(sched) for _ in range(3)]
@@ -245,3 +249,64 @@ def test_a_claim_left_by_an_earlier_attempt_is_allocated_as_the_pods_claim() -> 
     assert attempt(second)[0] == "n1"
     assert dra.devices_of(implicit_claim(second, info) or {}) == dra.devices_of(made)
     assert [ref for _, ref, _ in backend.writes] == ["Pod/ns/p"]  # reserved already: the mappings only
+
+
+# -- quota over the implicit claim's devices (docs/design.md "Quota over devices") ------------------
+H100 = "NVIDIA-H100-80GB-HBM3"
+H100_CLASS = dra.device_class(
+    "h100-ext",
+    driver="gpu.nvidia.com",
+    selector='device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3" '
+    "&& !device.allowMultipleAllocations",
+    extended_resource_name="example.com/h100",
+)
+
+
+def quota_scheduler(plugin: str, quota: dict[str, Any]) -> tuple[Scheduler, MemoryBackend]:
+    sched, backend = make_scheduler(plugin)
+    for name in ("gpu-node-1", "mig-node-1", "shared-node-1"):
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    sched.put_object(H100_CLASS)
+    if plugin == "capacity-card":
+        queue = MakeQueue("team-a").card_quota(json.dumps(quota)).capability(cpu="100", memory="1Ti")
+        sched.put_object(queue.obj())
+    else:
+        sched.put_object(MakeGPUResourceQuota("gq", "ml").total(**quota).obj())
+    return sched, backend
+
+
+def h100_pod(name: str) -> PodInfo:
+    body = (
+        MakePod(name, "ml").queue("team-a").req({"cpu": "100m", "example.com/h100": "1"}).uid(f"uid-{name}")
+    )
+    return PodInfo.from_dict(body.obj())
+
+
+def test_queue_card_quota_charges_the_implicit_claims_devices() -> None:
+    sched, backend = quota_scheduler("capacity-card", {H100: 1})
+    for name in ("p1", "p2"):
+        sched.add_pod(h100_pod(name))
+    outcomes = [attempt(sched) for _ in range(2)]
+    assert list(backend.bindings) == ["ml/p1"], outcomes
+    assert "H100" in outcomes[1][1]  # refused by the card quota, not by the devices (two H100s)
+    ledger = plugin_of(sched, CapacityCardPlugin).engine.ledgers["team-a"]
+    assert {k: v for k, v in ledger.allocated.items() if k not in ("cpu", "memory")} == {H100: 1000}
+
+
+def test_gpu_resource_quota_charges_the_implicit_claims_devices() -> None:
+    sched, backend = quota_scheduler("gpu-quota", {"requests": {"tflops": "1500"}})
+    for name in ("p1", "p2"):
+        sched.add_pod(h100_pod(name))
+    outcomes = [attempt(sched) for _ in range(2)]
+    assert list(backend.bindings) == ["ml/p1"], outcomes
+    assert "total.requests.tflops" in outcomes[1][1]
+    used = plugin_of(sched, GPUQuota).store.usage("ml")
+    assert used.tflops_request == 989_000  # one H100 from the card's specs
+    # rebuilt from the claims after a restart
+    again, _ = quota_scheduler("gpu-quota", {"requests": {"tflops": "1500"}})
+    for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM):
+        again.put_object(dict(obj))
+    assert plugin_of(again, GPUQuota).store.usage("ml").tflops_request == 989_000
