@@ -27,7 +27,7 @@ import yaml
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.dra_checker import QUEUE_NAME, quota_violations, violations
+from tests.e2e.dra_checker import QUEUE_NAME, extended_violations, quota_violations, violations
 from tests.e2e.dra_workload import DRA, POD_COUNT, RUN_LABEL, Workload
 from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
 
@@ -114,7 +114,9 @@ async def _check(cluster: Cluster, workload: Workload) -> tuple[list[str], dict[
     ]
     claims = (await cluster.get(f"{DRA}/namespaces/{ns}/resourceclaims"))["items"]
     pods = await _run_pods(cluster, workload)
-    return violations(slices, classes, claims, list(pods.values())), pods
+    problems = violations(slices, classes, claims, list(pods.values()))
+    problems += extended_violations(classes, claims, list(pods.values()))
+    return problems, pods
 
 
 def _placed(pods: dict[str, dict[str, Any]], workload: Workload) -> dict[str, int]:
@@ -132,7 +134,8 @@ def _expect_full_use(placed: dict[str, int]) -> None:
     20Gi in 80Gi, and MIG partitions within 7 slices (at least one placed)."""
     team = placed.get("team", 0)
     assert team in (0, 2), placed
-    assert placed.get("h100", 0) + placed.get("any", 0) + (team > 0) == 4, placed
+    # (the extended-resource pods take whole GPUs too, through their implicit claims)
+    assert placed.get("h100", 0) + placed.get("any", 0) + (team > 0) + placed.get("ext", 0) == 4, placed
     assert placed.get("share20") == 4, placed
     assert placed.get("mig1g", 0) + placed.get("mig3g", 0) >= 1, placed
 
