@@ -176,7 +176,7 @@ def test_the_extended_resource_rules_hold_and_each_broken_one_is_reported() -> N
     claim = allocated("p-ext", request, "n1", {"pool": "n1", "device": "gpu-0"}, pod="p")
     claim["metadata"]["annotations"] = {EXTENDED_ANNOTATION: "true"}
     claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}]
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"},
         "spec": {
             "nodeName": "n1",
