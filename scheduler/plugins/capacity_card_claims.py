@@ -43,12 +43,12 @@ from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import (
     allocation_on,
     found_allocations,
     planned,
     reallocate,
-    uses_devices,
 )
 
 _MAX_SHAPES: Final = 256

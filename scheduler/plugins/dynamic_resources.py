@@ -51,21 +51,12 @@ from gpuq_k8s.common.model.devices.bounds import count_bound
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.explain import Unfit
 from gpuq_k8s.common.model.devices.extended import (
-    ContainerMapping,
-    ExtendedResourceClasses,
-    extended_claim,
     extended_claim_name,
-    extended_claim_object,
-    extended_requests,
-    is_extended_resource_name,
 )
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
 from gpuq_k8s.common.model.devices.reservation import (
-    FINALIZER,
-    RESERVED_FOR,
     RESERVING,
-    consumer,
     is_reserved_for,
     owned_by,
     pod_claims,
@@ -91,6 +82,15 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_extended import (
+    ExtendedClaim,
+    ExtendedGroup,
+    create_writes,
+    existing_mappings,
+    extended_resources,
+    group_rows,
+    pod_status_write,
+)
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
 
 _STATE: Final = f"{plugin_names.DYNAMIC_RESOURCES}/state"
@@ -113,9 +113,9 @@ class _State:
     # A pod asking extended resources a DeviceClass serves (extended.py): the rows grouped by the
     # plan they get (the resources no device plugin serves there make its implicit claim; a group
     # without a plan has nothing to allocate), and the implicit claim to create at PreBind.
-    groups: tuple[_Group, ...] = ()
+    groups: tuple[ExtendedGroup, ...] = ()
     group_of: npt.NDArray[np.int64] | None = None
-    extended: _Extended | None = None
+    extended: ExtendedClaim | None = None
 
     def plan_for(self, row: int) -> PodPlan | None:
         if self.group_of is None:
@@ -123,20 +123,6 @@ class _State:
         if row >= len(self.group_of) or self.group_of[row] < 0:
             return None
         return self.groups[int(self.group_of[row])].plan
-
-
-@dataclass(frozen=True, slots=True)
-class _Group:
-    plan: PodPlan | None
-    mappings: tuple[ContainerMapping, ...] = ()
-    claim: ResourceClaim | None = None  # the implicit claim of this group's plan, to create
-
-
-@dataclass(frozen=True, slots=True)
-class _Extended:
-    name: str  # the implicit claim's name (extended_claim_name)
-    existing: bool  # made by an earlier attempt: one of ``claims``, allocated as any claim
-    mappings: tuple[ContainerMapping, ...] = ()  # for an existing claim: its requests' mappings
 
 
 def _claim_of(obj: object) -> tuple[str, str] | None:
@@ -187,7 +173,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
 
     # -- PreFilter / Filter ------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        extended = self._extended_resources(pod)
+        extended = extended_resources(self.view, pod)
         if not pod.claim_sources and not extended:
             return Status.skip()
         objects = self.handle.objects
@@ -195,14 +181,14 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if found.problem:
             return Status.unresolvable(found.problem)
         objs = found.claims
-        ext: _Extended | None = None
+        ext: ExtendedClaim | None = None
         if extended:
             name = extended_claim_name(pod.name, pod.uid)
             made = objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
             if made is not None and owned_by(made, pod):
                 # An earlier attempt's claim (its binding failed after the create, or a leader died
                 # mid-PreBind): allocated like any claim of the pod; upstream deletes it and retries.
-                ext = _Extended(name, True, self._existing_mappings(pod, made, extended))
+                ext = ExtendedClaim(name, True, existing_mappings(self.view, pod, made, extended))
                 objs = (*objs, made)
                 extended = {}
             elif made is not None:
@@ -210,7 +196,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                     f"{kinds.RESOURCE_CLAIM.ref(pod.namespace, name)} is not the pod's"
                 )
             else:
-                ext = _Extended(name, False)
+                ext = ExtendedClaim(name, False)
         if not objs and not extended:
             return Status.skip()  # every entry's claim was found not needed
         try:
@@ -219,75 +205,19 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             plan = allocator.plan(claims, pod.uid)
             data = _State(objs, plan, extended=ext)
             if extended and ext is not None:
-                self._group_rows(data, pod, claims, extended, ext.name)
+                data.groups, data.group_of, widest = group_rows(
+                    self.view, self.handle.cluster, pod, claims, plan, extended, ext.name
+                )
+                data.plan = widest or plan
         except UnknownDeviceClass as err:
             return Status.unresolvable(str(err))
         except GpuqError as err:
             return Status.unresolvable(str(err))
-        for group in data.groups or (_Group(plan),):
+        for group in data.groups or (ExtendedGroup(plan),):
             if group.plan is not None and group.plan.waiting is not None:
                 return Status.unresolvable(group.plan.waiting)
         state.write(_STATE, data)
         return Status.success()
-
-    def _extended_resources(self, pod: PodInfo) -> dict[str, int]:
-        """The pod's extended resources a DeviceClass serves (by ``extendedResourceName`` or its
-        implicit name)."""
-        if not pod.extended_spec:
-            return {}
-        classes = self._classes()
-        return {
-            name: amount
-            for name, amount in pod.requests.items()
-            if amount and is_extended_resource_name(name) and classes.get(name) is not None
-        }
-
-    def _classes(self) -> ExtendedResourceClasses:
-        return self.view.extended_classes()
-
-    def _existing_mappings(
-        self, pod: PodInfo, claim: Obj, extended: Mapping[str, int]
-    ) -> tuple[ContainerMapping, ...]:
-        try:
-            _, mappings = extended_requests(pod.extended_spec, extended, self._classes(), pod.ref)
-            names = {r.name for r in self.view.claim(claim).spec.requests}
-        except GpuqError:
-            return ()
-        return tuple(m for m in mappings if m.request in names)
-
-    def _group_rows(
-        self, data: _State, pod: PodInfo, claims: list[ResourceClaim], extended: Mapping[str, int], name: str
-    ) -> None:
-        """The rows by the resources that no device plugin serves there (upstream's per-node
-        ``filterExtendedResources``): each group its plan, with the implicit claim asking those."""
-        cluster = self.handle.cluster
-        n = cluster.n
-        names = sorted(extended)
-        code = np.zeros(n, dtype=np.int64)
-        for bit, resource in enumerate(names):
-            column = cluster.columns.get(resource)
-            if column is None:
-                code |= 1 << bit
-            else:
-                code |= (cluster.allocatable[:n, column] <= 0).astype(np.int64) << bit
-        allocator = self.view.ready_allocator()
-        groups: list[_Group] = []
-        group_of = np.full(n, -1, dtype=np.int64)
-        for value in np.unique(code).tolist():
-            subset = [r for bit, r in enumerate(names) if value & (1 << bit)]
-            if subset:
-                requests, mappings = extended_requests(pod.extended_spec, subset, self._classes(), pod.ref)
-                claim = extended_claim(pod.namespace, pod.name, requests, name=name)
-                group = _Group(allocator.plan([*claims, claim], pod.uid), mappings, claim)
-            else:
-                group = _Group(data.plan if claims else None)
-            group_of[code == value] = len(groups)
-            groups.append(group)
-        data.groups = tuple(groups)
-        data.group_of = group_of
-        widest = max((g for g in groups if g.claim is not None), key=lambda g: len(g.mappings), default=None)
-        if widest is not None and widest.plan is not None:
-            data.plan = widest.plan
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         data = state.read(_STATE, _State)
@@ -459,13 +389,13 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if ext is not None and not ext.existing and group is not None and group.claim is not None:
             made = allocated.get(group.claim.key)
             if made is not None:
-                created, undo = _create_writes(pod, group, ext.name, made)
+                created, undo = create_writes(pod, group, ext.name, made)
                 writes.extend(created)
                 rollback.extend(undo)
                 targets.append((pod.namespace, ext.name, ""))
-                writes.append(_pod_status_write(pod, ext.name, group.mappings))
+                writes.append(pod_status_write(pod, ext.name, group.mappings))
         elif ext is not None and ext.existing and ext.mappings:
-            writes.append(_pod_status_write(pod, ext.name, ext.mappings))
+            writes.append(pod_status_write(pod, ext.name, ext.mappings))
         if not writes:
             return Status.skip()
         return PreBindPlan(
@@ -616,62 +546,3 @@ def _not_available(answer: Unfit) -> bool:
 
 def _ready(lookup: Lookup, *, claims: tuple[tuple[str, str, str], ...], pod_uid: str) -> Progress:
     return reserved(lookup, claims, pod_uid)
-
-
-def _create_writes(
-    pod: PodInfo, group: _Group, name: str, allocation: ClaimAllocation
-) -> tuple[list[ApiWrite], list[ApiWrite]]:
-    """The implicit claim created (owned by the pod, with the delete-protection finalizer, as
-    upstream's ``bindClaim`` adds it), then its allocation and the pod in ``reservedFor``; the
-    rollback deletes it (the finalizer dropped first, as upstream's ``deleteClaim``)."""
-    assert group.claim is not None
-    requests = [r for device_request in group.claim.spec.requests for r in device_request.alternatives]
-    body = extended_claim_object(pod.namespace, pod.name, pod.uid, requests, name=name)
-    body["metadata"]["finalizers"] = [FINALIZER]
-    status = {"status": {"allocation": allocation.to_dict(), "reservedFor": [consumer(pod)]}}
-    writes = [
-        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, body, verb="POST"),
-        ApiWrite(
-            kinds.RESOURCE_CLAIM, pod.namespace, name, status, subresource="status", merge_keys=RESERVED_FOR
-        ),
-    ]
-    rollback = [
-        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, {"metadata": {"finalizers": None}}),
-        ApiWrite(kinds.RESOURCE_CLAIM, pod.namespace, name, {}, verb="DELETE"),
-    ]
-    return writes, rollback
-
-
-def _pod_status_write(pod: PodInfo, name: str, mappings: tuple[ContainerMapping, ...]) -> ApiWrite:
-    """``status.extendedResourceClaimStatus`` of the pod (upstream's
-    ``patchPodExtendedResourceClaimStatus``)."""
-    status = {
-        "resourceClaimName": name,
-        "requestMappings": [
-            {"containerName": m.container, "resourceName": m.resource, "requestName": m.request}
-            for m in mappings
-        ],
-    }
-    patch = {"metadata": {"uid": pod.uid}, "status": {"extendedResourceClaimStatus": status}}
-    return ApiWrite(kinds.POD, pod.namespace, pod.name, patch, subresource="status", merge_keys={})
-
-
-def uses_devices(handle: Handle, pod: PodInfo) -> bool:
-    """Whether DRA devices may be allocated to ``pod``: it has claims, or asks an extended resource
-    a DeviceClass serves (its implicit claim, where no device plugin serves it); what the quota
-    plugins over devices check the pod by."""
-    if pod.claim_sources:
-        return True
-    if not pod.extended_spec:
-        return False
-    classes = dra_view(handle.objects).extended_classes()
-    return any(is_extended_resource_name(r) and classes.get(r) is not None for r in pod.requests)
-
-
-def device_claim_keys(pod: PodInfo) -> list[str]:
-    """The keys of the claims that may hold ``pod``'s devices: its claims, and its implicit claim for
-    extended resources when it asks any."""
-    keys = [f"{pod.namespace}/{s.claim}" for s in pod.claim_sources if s.claim]
-    if pod.extended_spec:
-        keys.append(f"{pod.namespace}/{extended_claim_name(pod.name, pod.uid)}")
-    return keys

@@ -22,7 +22,8 @@ from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
-from gpuq_k8s.scheduler.plugins.dynamic_resources import found_allocations, uses_devices
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
+from gpuq_k8s.scheduler.plugins.dynamic_resources import found_allocations
 
 _CLAIM = "claim:"  # the store key of a claim's charge (pod keys have no colon)
 
