@@ -118,6 +118,7 @@ def test_more_than_the_node_has_is_refused_with_kube_schedulers_reason() -> None
     assert bound == "" and backend.bindings == {}
     assert "cannot allocate all claims" in message
     assert "Insufficient example.com/gpu" not in message  # NodeResourcesFit leaves it to DRA
+    assert "allocatable" not in message  # no "never fits" outlook from the node's allocatable
 
 
 def test_a_resource_no_class_serves_is_insufficient_as_before() -> None:
