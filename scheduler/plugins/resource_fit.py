@@ -19,10 +19,12 @@ node has more of something the pod asks (kube's queueing hints).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import numpy as np
 
+from gpuq_k8s.common.model.devices.classes import IMPLICIT_PREFIX
 from gpuq_k8s.common.model.devices.extended import is_extended_resource_name
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.placement.resource_fit import TOO_MANY_PODS, fits_empty, insufficient, more_room
@@ -56,7 +58,13 @@ FitKey = tuple[tuple[int, ...], tuple[int, ...]]
 class NodeResourcesFit(FilterPlugin):
     name = NAME
     events = frozenset(
-        {ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_ALLOCATABLE_CHANGED}
+        {
+            ClusterEvent.POD_DELETED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_ALLOCATABLE_CHANGED,
+            # a class naming an extended resource the pod asks hands it to DRA (DRAExtendedResource)
+            ClusterEvent.DEVICE_CLASS_CHANGED,
+        }
     )
 
     def __init__(self, handle: Handle) -> None:
@@ -170,6 +178,8 @@ class NodeResourcesFit(FilterPlugin):
         return FilterResult(passed, reasons, unresolvable=self.unresolvable(key) if binding else None)
 
     def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        if event is ClusterEvent.DEVICE_CLASS_CHANGED:
+            return _names_asked_resource(new, pod) and not _names_asked_resource(old, pod)
         if isinstance(new, NodeInfo) and event in (
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_ALLOCATABLE_CHANGED,
@@ -179,3 +189,16 @@ class NodeResourcesFit(FilterPlugin):
                 return False
             return not isinstance(old, NodeInfo) or more_room(request, old.allocatable, new.allocatable)
         return True
+
+
+def _names_asked_resource(device_class: object, pod: PodInfo) -> bool:
+    """Whether ``device_class`` (a DeviceClass object) serves an extended resource ``pod`` asks, by
+    ``spec.extendedResourceName`` or its implicit name (upstream's
+    ``isSchedulableAfterDeviceClassChange``)."""
+    if not isinstance(device_class, Mapping) or not pod.extended_spec:
+        return False
+    meta, spec = device_class.get("metadata"), device_class.get("spec")
+    names = {f"{IMPLICIT_PREFIX}{meta.get('name')}"} if isinstance(meta, Mapping) else set()
+    if isinstance(spec, Mapping) and spec.get("extendedResourceName"):
+        names.add(str(spec["extendedResourceName"]))
+    return any(pod.requests.get(name) for name in names)

@@ -128,6 +128,24 @@ def test_a_resource_no_class_serves_is_insufficient_as_before() -> None:
     assert bound == "" and "Insufficient example.com/gpu" in message
 
 
+def test_a_pod_insufficient_before_the_class_existed_is_retried_when_it_appears() -> None:
+    """Upstream's NodeResourcesFit registers DeviceClass events with DRAExtendedResource
+    (``isSchedulableAfterDeviceClassChange``): a class naming the resource retries the pod."""
+    clock = FakeClock()
+    sched, _ = scheduler(TWO_GPUS, clock=clock)
+    sched.add_pod(ext_pod("p", 1))
+    bound, message = attempt(sched)
+    assert bound == "" and "Insufficient example.com/gpu" in message
+    sched.put_object(dra.device_class("other"))  # names nothing the pod asks
+    queued = sched.queue.get("ns/p")
+    assert queued is not None and queued.pool == "unschedulable"
+    sched.put_object(CLASS)
+    queued = sched.queue.get("ns/p")
+    assert queued is not None and queued.pool != "unschedulable"
+    clock.now += 60
+    assert attempt(sched)[0] == "n1"
+
+
 def test_a_node_with_device_plugin_allocatable_serves_it_without_dra() -> None:
     """Upstream: allocatable > 0 on the node: the device plugin serves it, NodeResourcesFit checks it,
     and no claim is made; a node without it gets the devices through DRA."""
