@@ -19,7 +19,12 @@ from typing import Any
 
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.claims import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from gpuq_k8s.common.model.devices.extended import extended_claim_name
+from gpuq_k8s.common.model.devices.classes import DeviceClass
+from gpuq_k8s.common.model.devices.extended import (
+    ExtendedResourceClasses,
+    extended_claim_name,
+    extended_requests,
+)
 from gpuq_k8s.common.model.devices.reservation import FINALIZER
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -108,6 +113,42 @@ def test_an_extended_resource_pod_gets_devices_through_the_implicit_claim_before
                 {"containerName": "c", "resourceName": GPU, "requestName": "container-0-request-1"}
             ],
         }
+    }
+
+
+def test_init_containers_and_sidecars_ask_as_upstream_through_the_cycle() -> None:
+    """A classic init container reuses the requests of the containers after it (here the sidecar's),
+    a sidecar and the app container each get their own (dynamicresources_test.go's init-container
+    extended resource cases): 3 devices, the claim and the pod's mappings as the model builds them
+    from the whole spec (the cycle works from the pod's trimmed ``extended_spec``)."""
+    four = dra.resource_slice("n1-gpus", "n1", [dra.device(f"gpu-{i}") for i in range(4)])
+    sched, backend = scheduler(CLASS, four)
+    body = (
+        MakePod("p", NS)
+        .req({"cpu": "100m", GPU: "2"})
+        .init_container({GPU: "1"})
+        .sidecar({GPU: "1"})
+        .uid("uid-p")
+        .obj()
+    )
+    info = PodInfo.from_dict(body)
+    sched.add_pod(info)
+    assert attempt(sched)[0] == "n1"
+    claim = implicit_claim(sched, info)
+    assert claim is not None
+    requests = [(r["name"], r["exactly"]["count"]) for r in claim["spec"]["devices"]["requests"]]
+    assert requests == [("container-1-request-0", 1), ("container-2-request-1", 2)]
+    assert len(dra.devices_of(claim)) == 3
+    classes = ExtendedResourceClasses([DeviceClass.from_dict(CLASS)])
+    _, mappings = extended_requests(body["spec"], [GPU], classes)
+    status = backend.writes[-1][2]["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": m.container, "resourceName": m.resource, "requestName": m.request} for m in mappings
+    ]
+    assert {m["containerName"]: m["requestName"] for m in status["requestMappings"]} == {
+        "init0": "container-1-request-0",
+        "init1": "container-1-request-0",
+        "c": "container-2-request-1",
     }
 
 
