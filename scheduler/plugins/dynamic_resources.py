@@ -86,10 +86,12 @@ from gpuq_k8s.scheduler.plugins.dra_extended import (
     ExtendedClaim,
     ExtendedGroup,
     create_writes,
+    device_claim_keys,
     existing_mappings,
     extended_resources,
     group_rows,
     pod_status_write,
+    uses_devices,
 )
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
 
@@ -434,21 +436,20 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return {"resourceClaims": rows} if rows else {}
 
     def pod_fields(self, pod: PodInfo) -> Mapping[str, Any]:
-        """A pod with claims: ``devices``, what its claims were allocated (``driver/pool/device``, with
-        the consumed capacity of a share)."""
-        if not pod.claim_sources:
+        """A pod with claims (its implicit claim for extended resources among them): ``devices``, what
+        its claims were allocated (``driver/pool/device``, with the consumed capacity of a share)."""
+        if not uses_devices(self.handle, pod):
             return {}
         devices: list[dict[str, Any]] = []
-        for source in pod.claim_sources:
-            if source.claim is None:
-                continue
-            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, source.claim)
+        for key in device_claim_keys(pod):
+            name = key.partition("/")[2]
+            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
             status = obj.get("status") if obj is not None else None
             allocation = status.get("allocation") if isinstance(status, Mapping) else None
             if not isinstance(allocation, Mapping) or not is_reserved_for(obj or {}, pod.uid):
                 continue
             for result in allocation.get("devices", {}).get("results") or []:
-                devices.append({"claim": source.claim, **_device_row(result)})
+                devices.append({"claim": name, **_device_row(result)})
         return {"devices": devices}
 
 

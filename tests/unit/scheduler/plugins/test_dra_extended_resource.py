@@ -98,6 +98,12 @@ def test_an_extended_resource_pod_gets_devices_through_the_implicit_claim_before
         }
     ]
     assert sorted(dra.devices_of(claim)) == [(dra.DRIVER, "n1", "gpu-0"), (dra.DRIVER, "n1", "gpu-1")]
+    # gpuq simulate's report shows them on the pod
+    fields = plugin_of(sched, DynamicResources).pod_fields(info)
+    assert sorted(d["device"] for d in fields["devices"]) == [
+        f"{dra.DRIVER}/n1/gpu-0",
+        f"{dra.DRIVER}/n1/gpu-1",
+    ]
     assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
     # the claim created, its status written, then the pod's status: all before the binding
     name = extended_claim_name("p", "uid-p")
