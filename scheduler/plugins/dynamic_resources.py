@@ -6,7 +6,10 @@ from the devices ResourceSlices publish, by the pure allocator of :mod:`common.m
   not generated yet by kube-controller-manager, a claim missing, being deleted or owned by another pod
   keep it pending, UnschedulableAndUnresolvable, with kube-scheduler's message), prepared once
   (``Allocator.plan``: a request naming a DeviceClass that does not exist, a claim in use by 256
-  consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped.
+  consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped,
+  unless it asks an extended resource a DeviceClass serves: then the node rows are grouped by the
+  resources no device plugin serves there, each group planned with the pod's implicit claim for
+  those (:mod:`scheduler.plugins.dra_extended`), which PreBind creates before its allocation.
 * Filter, per node row: first the per-row counts of free whole devices per request shape
   (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`), which reject the rows the search would
   reject and, for one request of whole devices, accept the rows it would accept
