@@ -120,7 +120,8 @@ def kinds_template() -> str:
                 line
                 for sub in kinds.CLAIM_WRITE_SUBRESOURCES
                 for line in _rules(kinds.CLAIM_WRITES, "patch", sub)
-            ],
+            ]
+            + _rules(kinds.CLAIM_WRITES, ", ".join(kinds.CLAIM_LIFECYCLE_VERBS)),
         ),
     )
     out = [

@@ -60,6 +60,8 @@ from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
 from gpuq_k8s.scheduler.framework.waiting import WaitingPod
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.nominator import Nominator
+from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources
+from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
@@ -411,7 +413,8 @@ class Scheduler:
             status = Status.unschedulable(plugin="Filter")
             # The reasons as Filter saw them: preemption below may evict pods they would read.
             message = fit_error(num_nodes, outcome, None)
-            message += capacity_note(self.cluster, pod, outcome, message)
+            served = frozenset(extended_resources(dra_view(self.objects), pod))
+            message += capacity_note(self.cluster, pod, outcome, message, served)
             post = self.preemption.post_filter(state, pod, outcome, None)
             if post.message:
                 message += f" {post.message}"

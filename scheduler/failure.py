@@ -54,7 +54,13 @@ def fit_error(num_nodes: int, outcome: FilterOutcome | None, prefilter: Status |
     return message
 
 
-def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, message: str) -> str:
+def capacity_note(
+    cluster: ClusterState,
+    pod: PodInfo,
+    outcome: FilterOutcome,
+    message: str,
+    dra_served: frozenset[str] = frozenset(),
+) -> str:
     """The cluster's outlook for a pod no node could take (:mod:`common.model.outlook`), as a sentence
     to append to its FitError message; "" when node resources are not what stops it.
 
@@ -68,6 +74,8 @@ def capacity_note(cluster: ClusterState, pod: PodInfo, outcome: FilterOutcome, m
         return ""
     request = cluster.pod_vector(pod)
     columns = np.flatnonzero(request[: len(cluster.columns.names)]).tolist()
+    # Extended resources DRA serves (DRAExtendedResource) need no allocatable: devices decide them.
+    columns = [c for c in columns if cluster.columns.names[c] not in dra_served]
     largest: dict[int, int] = {}
     for column in columns:
         largest[column] = int(cluster.allocatable[:n, column][alive].max())

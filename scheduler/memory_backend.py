@@ -107,6 +107,7 @@ class MemoryBackend:
     writes: list[tuple[str, str, Mapping[str, Any]]] = field(default_factory=list)
     rolled_back: list[tuple[str, str]] = field(default_factory=list)
     _version: int = 0
+    _uids: int = 0
     # How evictions end: GONE (deleted at once, ``gpuq simulate``) or DONE (accepted, the victim
     # terminating with a grace period until the test delivers its delete, as in a cluster).
     evict_result: Result = Result.GONE
@@ -190,8 +191,18 @@ class MemoryBackend:
             # tensor-fusion.ai/gpu-ids) is recorded in ``writes``; the plugin reports what it holds.
             return ""
         current = self._lookup(write.kind, write.namespace, write.name)
+        if write.verb == "POST":
+            if current is not None:
+                return f'{write.kind.plural} "{write.name}" already exists'
+            self._uids += 1
+            self._store(apply_merge_patch(write.patch, {"metadata": {"uid": f"memory-uid-{self._uids}"}}))
+            return ""
         if current is None:
             return f'{write.kind.plural} "{write.name}" not found'
+        if write.verb == "DELETE":
+            assert self.objects is not None
+            self.objects.delete(write.kind, write.namespace, write.name)
+            return ""
         wanted = str((write.patch.get("metadata") or {}).get("resourceVersion") or "")
         if wanted and wanted != resource_version(current):
             return (

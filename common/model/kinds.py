@@ -248,3 +248,7 @@ STATUS_IN_MAIN_RESOURCE: Final = (POD_GROUP,)
 # apiserver authorizes a status write that sets an allocation or a reservation against.
 CLAIM_WRITES: Final = (RESOURCE_CLAIM,)
 CLAIM_WRITE_SUBRESOURCES: Final = ("", "status", "binding")
+# With DRAExtendedResource (beta, on in 1.36) system:kube-scheduler may also create and delete claims:
+# the implicit claim of a pod asking an extended resource a DeviceClass serves, created at PreBind and
+# deleted when the pod's binding fails (scheduler/plugins/dynamic_resources.py).
+CLAIM_LIFECYCLE_VERBS: Final = ("create", "delete")

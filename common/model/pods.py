@@ -263,6 +263,10 @@ class PodInfo:
     # common/model/placement: topology spread and its system defaults).
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
     owner_references: tuple[Mapping[str, Any], ...] = ()
+    # The containers of a pod asking for an extended resource, trimmed to name, restartPolicy and
+    # requests (``{"initContainers": [...], "containers": [...]}``), for the implicit DRA claim of a
+    # DeviceClass ``extendedResourceName`` (common/model/devices/extended.py); empty when none asks.
+    extended_spec: Mapping[str, Any] = field(default_factory=lambda: _NO_MAP)
     # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
     _key: str = field(init=False, repr=False, compare=False)
 
@@ -364,7 +368,40 @@ class PodInfo:
             volumes=volumes,
             topology_spread_constraints=tuple(spread),
             owner_references=tuple(owners),
+            extended_spec=_extended_spec(spec, requests),
         )
+
+
+def _is_extended(name: str) -> bool:
+    """A domain-qualified resource outside ``kubernetes.io`` (``v1helper.IsExtendedResourceName``), or
+    a DeviceClass's implicit ``deviceclass.resource.kubernetes.io/<class>``."""
+    if name.startswith("deviceclass.resource.kubernetes.io/"):
+        return True
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _extended_spec(spec: Mapping[str, Any], requests: Mapping[str, int]) -> Mapping[str, Any]:
+    """See :attr:`PodInfo.extended_spec`."""
+    if not any(_is_extended(name) for name in requests):
+        return _NO_MAP
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key in ("initContainers", "containers"):
+        trimmed = []
+        for container in wire.items(spec.get(key), f"spec.{key}"):
+            resources = container.get("resources")
+            asked = resources.get("requests") if isinstance(resources, Mapping) else None
+            asked = asked if isinstance(asked, Mapping) else {}
+            entry: dict[str, Any] = {"name": container.get("name"), "resources": {"requests": {}}}
+            if container.get("restartPolicy") is not None:
+                entry["restartPolicy"] = container.get("restartPolicy")
+            # Every name kept: the implicit request's name counts the container's sorted requests.
+            entry["resources"]["requests"] = dict(asked)
+            trimmed.append(entry)
+        out[key] = trimmed
+    return out
 
 
 def _claim_names(spec: Mapping[str, Any]) -> tuple[str, ...]:

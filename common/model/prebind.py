@@ -70,6 +70,9 @@ class ApiWrite:
     # ``{"$patch": "delete", <key>: ...}`` removes one; other lists are replaced. A ``metadata.uid`` in
     # the patch is a precondition: the apiserver refuses the patch (Conflict) for another object.
     merge_keys: Mapping[str, str] | None = None
+    # ``PATCH`` (the default); ``POST``: create ``patch`` (the whole object, named ``name``) in its
+    # collection (AlreadyExists is an error); ``DELETE``: delete the object (``patch`` unused).
+    verb: str = "PATCH"
 
     @property
     def strategic(self) -> bool:
@@ -82,6 +85,8 @@ class ApiWrite:
     @property
     def path(self) -> str:
         base = self.kind.object_path(self.namespace, self.name)
+        if self.verb == "POST":
+            return base.rsplit("/", 1)[0]
         return f"{base}/{self.subresource}" if self.subresource else base
 
 

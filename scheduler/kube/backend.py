@@ -269,15 +269,19 @@ class KubeBackend:
         return cached is None or version_reached(resource_version(cached), version)
 
     async def _send(self, write: ApiWrite) -> str | tuple[ApiWrite, str]:
-        """PATCH ``write``; the resourceVersion it produced, or what went wrong."""
+        """PATCH (or create, delete) ``write``; the resourceVersion it produced, or what went wrong."""
         if not self.may_write():
             return f"{write.ref}: not written: not the leader any more"
         try:
             async with self._semaphore:
-                content_type = STRATEGIC_MERGE_PATCH if write.strategic else MERGE_PATCH
-                reply = await call(
-                    self.api_client, "PATCH", write.path, write.patch, content_type=content_type
-                )
+                if write.verb == "PATCH":
+                    content_type = STRATEGIC_MERGE_PATCH if write.strategic else MERGE_PATCH
+                    reply = await call(
+                        self.api_client, "PATCH", write.path, write.patch, content_type=content_type
+                    )
+                else:
+                    body = write.patch if write.verb == "POST" else None
+                    reply = await call(self.api_client, write.verb, write.path, body)
         except RequestFailed as err:
             return f"{write.ref}: {err}"
         if not reply.ok:

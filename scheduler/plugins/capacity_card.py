@@ -78,6 +78,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
+from gpuq_k8s.scheduler.plugins.dra_extended import device_claim_keys, uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 
 _EMPTY_NODE: Final = NodeCards("")
@@ -280,7 +281,8 @@ class CapacityCardPlugin(
         engine = self.engine
         if engine.queue_of(pod) not in engine.quotas:
             return Status.skip()  # Semantics 7: a pod of no existing Queue has no queue quota
-        if pod.claim_sources:
+        devices = uses_devices(self.handle, pod)
+        if devices:
             allocate_every_row(state)  # its devices' card types are checked row by row
         check = engine.task_check(pod)
         if check.failure is not None:
@@ -291,7 +293,7 @@ class CapacityCardPlugin(
                 # The pod's own malformed card.name: nothing but the pod can change (Semantics 14).
                 message = with_outlook(message, annotation_outlook(error.field))
             return Status.unresolvable(message)
-        if not check.groups and not pod.claim_sources:
+        if not check.groups and not devices:
             return Status.skip()  # no card asked, cpu and memory passed
         unoffered = check.unoffered()
         if unoffered is not None:
@@ -319,7 +321,7 @@ class CapacityCardPlugin(
             refused = next((r for r in check.refusals.values() if r is not None), None)
             if refused is not None:
                 self.handle.record(refused.event(pod.ref))
-        devices = self.claims.filter_rows(state, pod, n) if pod.claim_sources else None
+        devices = self.claims.filter_rows(state, pod, n) if uses_devices(self.handle, pod) else None
         if devices is not None:
             rejected, device_reasons = devices
             base = verdict.reasons
@@ -455,8 +457,8 @@ class CapacityCardPlugin(
         if not pod.node_name:
             return {}
         charged = self.engine.charged_card_type(pod)
-        if charged is None and pod.claim_sources:  # DRA devices: the card types its claims are charged
-            keys = [f"{pod.namespace}/{s.claim}" for s in pod.claim_sources if s.claim]
+        if charged is None and uses_devices(self.handle, pod):  # DRA devices: their claims' card types
+            keys = device_claim_keys(pod)
             charged = next((t for k in keys if (t := self.engine.claim_card_type(k)) is not None), None)
         if charged is None:
             row = self.handle.cluster.row_of.get(pod.node_name)

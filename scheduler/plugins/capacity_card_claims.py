@@ -43,7 +43,13 @@ from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, found_allocations, planned, reallocate
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
+from gpuq_k8s.scheduler.plugins.dynamic_resources import (
+    allocation_on,
+    found_allocations,
+    planned,
+    reallocate,
+)
 
 _MAX_SHAPES: Final = 256
 
@@ -195,7 +201,7 @@ class QueueClaims:
         return self.engine.queue_of(pod) in self.engine.quotas
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        if not pod.claim_sources or not self._governed(pod):
+        if not uses_devices(self.handle, pod) or not self._governed(pod):
             return Status.success()
         self.charges.refresh()
         self.unreserve(pod)

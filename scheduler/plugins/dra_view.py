@@ -28,6 +28,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.classes import DeviceClass
+from gpuq_k8s.common.model.devices.extended import ExtendedResourceClasses
 from gpuq_k8s.common.model.devices.ledger import DeviceLedger
 from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.pools import Inventory
@@ -64,6 +65,7 @@ class DraView:
         self._counts_key: tuple[object, ...] = ()
         self._alternatives: dict[tuple[object, ...], Alternative] = {}
         self._inventory_generation = 0
+        self._extended: tuple[int, ExtendedResourceClasses] | None = None
         for kind in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE, kinds.RESOURCE_CLAIM):
             for namespace, name, obj in list(objects.list(kind)):
                 self._apply(kind, namespace, name, obj)
@@ -229,6 +231,13 @@ class DraView:
                     elif not ledger.in_use((pool.driver, pool.name, device.name)):
                         count += 1
         return count, mixed
+
+    def extended_classes(self) -> ExtendedResourceClasses:
+        """Extended resource name -> the DeviceClass serving it, as the classes stand now."""
+        cached = self._extended
+        if cached is None or cached[0] != self.generation:
+            cached = self._extended = (self.generation, ExtendedResourceClasses(self.classes.values()))
+        return cached[1]
 
     def ready_allocator(self) -> Allocator:
         """The allocator with the inventory current."""

@@ -6,7 +6,10 @@ from the devices ResourceSlices publish, by the pure allocator of :mod:`common.m
   not generated yet by kube-controller-manager, a claim missing, being deleted or owned by another pod
   keep it pending, UnschedulableAndUnresolvable, with kube-scheduler's message), prepared once
   (``Allocator.plan``: a request naming a DeviceClass that does not exist, a claim in use by 256
-  consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped.
+  consumers, or one another pod has in flight, keep it pending); a pod without claims is skipped,
+  unless it asks an extended resource a DeviceClass serves: then the node rows are grouped by the
+  resources no device plugin serves there, each group planned with the pod's implicit claim for
+  those (:mod:`scheduler.plugins.dra_extended`), which PreBind creates before its allocation.
 * Filter, per node row: first the per-row counts of free whole devices per request shape
   (:meth:`~scheduler.plugins.dra_view.DraView.free_counts`), which reject the rows the search would
   reject and, for one request of whole devices, accept the rows it would accept
@@ -44,16 +47,21 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.devices.bounds import count_bound
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.explain import Unfit
+from gpuq_k8s.common.model.devices.extended import (
+    extended_claim_name,
+)
 from gpuq_k8s.common.model.devices.ledger import DeviceConflict
 from gpuq_k8s.common.model.devices.plan import PodPlan, UnknownDeviceClass
 from gpuq_k8s.common.model.devices.reservation import (
     RESERVING,
     is_reserved_for,
+    owned_by,
     pod_claims,
     reservation_writes,
     reserved,
@@ -61,6 +69,7 @@ from gpuq_k8s.common.model.devices.reservation import (
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
 from gpuq_k8s.common.model.devices.search import Allocation
+from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import ApiWrite, Lookup, PreBindPlan, Progress
 from gpuq_k8s.common.model.wire import Obj
@@ -76,6 +85,17 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_extended import (
+    ExtendedClaim,
+    ExtendedGroup,
+    create_writes,
+    device_claim_keys,
+    existing_mappings,
+    extended_resources,
+    group_rows,
+    pod_status_write,
+    uses_devices,
+)
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
 
 _STATE: Final = f"{plugin_names.DYNAMIC_RESOURCES}/state"
@@ -95,6 +115,19 @@ class _State:
     unfit: dict[int, Unfit] = field(default_factory=dict)
     reserved: tuple[str, ...] = ()
     allocation: Allocation | None = None
+    # A pod asking extended resources a DeviceClass serves (extended.py): the rows grouped by the
+    # plan they get (the resources no device plugin serves there make its implicit claim; a group
+    # without a plan has nothing to allocate), and the implicit claim to create at PreBind.
+    groups: tuple[ExtendedGroup, ...] = ()
+    group_of: npt.NDArray[np.int64] | None = None
+    extended: ExtendedClaim | None = None
+
+    def plan_for(self, row: int) -> PodPlan | None:
+        if self.group_of is None:
+            return self.plan
+        if row >= len(self.group_of) or self.group_of[row] < 0:
+            return None
+        return self.groups[int(self.group_of[row])].plan
 
 
 def _claim_of(obj: object) -> tuple[str, str] | None:
@@ -122,6 +155,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             ClusterEvent.RESOURCE_CLAIM_CHANGED,
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_LABELS_CHANGED,
+            ClusterEvent.NODE_ALLOCATABLE_CHANGED,  # which extended resources DRA serves there
         }
     )
 
@@ -144,22 +178,50 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
 
     # -- PreFilter / Filter ------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        if not pod.claim_sources:
+        extended = extended_resources(self.view, pod)
+        if not pod.claim_sources and not extended:
             return Status.skip()
         objects = self.handle.objects
         found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
         if found.problem:
             return Status.unresolvable(found.problem)
-        if not found.claims:
+        objs = found.claims
+        ext: ExtendedClaim | None = None
+        if extended:
+            name = extended_claim_name(pod.name, pod.uid)
+            made = objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
+            if made is not None and owned_by(made, pod):
+                # An earlier attempt's claim (its binding failed after the create, or a leader died
+                # mid-PreBind): allocated like any claim of the pod; upstream deletes it and retries.
+                ext = ExtendedClaim(name, True, existing_mappings(self.view, pod, made, extended))
+                objs = (*objs, made)
+                extended = {}
+            elif made is not None:
+                return Status.unresolvable(
+                    f"{kinds.RESOURCE_CLAIM.ref(pod.namespace, name)} is not the pod's"
+                )
+            else:
+                ext = ExtendedClaim(name, False)
+        if not objs and not extended:
             return Status.skip()  # every entry's claim was found not needed
-        claims = [self.view.claim(obj) for obj in found.claims]
         try:
-            plan = self.view.ready_allocator().plan(claims, pod.uid)
+            claims = [self.view.claim(obj) for obj in objs]
+            allocator = self.view.ready_allocator()
+            plan = allocator.plan(claims, pod.uid)
+            data = _State(objs, plan, extended=ext)
+            if extended and ext is not None:
+                data.groups, data.group_of, widest = group_rows(
+                    self.view, self.handle.cluster, pod, claims, plan, extended, ext.name
+                )
+                data.plan = widest or plan
         except UnknownDeviceClass as err:
             return Status.unresolvable(str(err))
-        if plan.waiting is not None:
-            return Status.unresolvable(plan.waiting)
-        state.write(_STATE, _State(found.claims, plan))
+        except GpuqError as err:
+            return Status.unresolvable(str(err))
+        for group in data.groups or (ExtendedGroup(plan),):
+            if group.plan is not None and group.plan.waiting is not None:
+                return Status.unresolvable(group.plan.waiting)
+        state.write(_STATE, data)
         return Status.success()
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
@@ -173,44 +235,19 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
         data.found.clear()
         data.unfit.clear()
-        bound = count_bound(data.plan)
-        if bound is None:
-            passed = np.zeros(n, dtype=np.bool_)
-            searched = np.flatnonzero(open_rows).tolist()
+        passed = np.zeros(n, dtype=np.bool_)
+        if data.group_of is None:
+            self._filter_plan(state, data, data.plan, open_rows, passed)
         else:
-            # The per-row counts of free whole devices (kept current) reject the rows the search
-            # would reject, and, for one request of whole devices, accept the rows it would accept
-            # (common/model/devices/bounds.py); the rows left are searched. Reserve allocates on the
-            # chosen row by the search itself.
-            candidate = open_rows
-            enough = np.zeros(n, dtype=np.bool_)
-            for alternatives in bound.requests:
-                enough = np.zeros(n, dtype=np.bool_)  # an alternative has its count free
-                maybe = np.zeros(n, dtype=np.bool_)  # or devices the count leaves out
-                for alternative, count in alternatives:
-                    counts, mixed = self.view.free_counts(alternative, cluster)
-                    enough |= counts[:n] >= count
-                    maybe |= mixed[:n]
-                candidate = candidate & (enough | maybe)
-            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
-                passed = candidate & enough
-                searched = np.flatnonzero(candidate & ~enough).tolist()
-            else:
-                passed = np.zeros(n, dtype=np.bool_)
-                searched = np.flatnonzero(candidate).tolist()
-        for row in searched:
-            node = cluster.nodes[row]
-            if node is None:
-                continue
-            answer = allocator.allocate(data.plan, node)
-            if isinstance(answer, Allocation):
-                data.found[row] = answer
-                passed[row] = True
-            else:
-                data.unfit[row] = answer
+            group_of = data.group_of[:n]
+            for index, group in enumerate(data.groups):
+                rows = open_rows & (group_of == index)
+                if group.plan is None:
+                    passed |= rows  # the device plugins serve every extended resource there
+                else:
+                    self._filter_plan(state, data, group.plan, rows, passed)
         unfit = dict(data.unfit)
         rejected = open_rows & ~passed
-        plan = data.plan
 
         def reasons() -> tuple[tuple[BoolArray, str], ...]:
             if not rejected.any():
@@ -231,12 +268,54 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
             stand then)."""
             answer = unfit.get(row)
             node = cluster.nodes[row] if row < cluster.n else None
-            if answer is None and row < n and rejected[row] and node is not None:
+            plan = data.plan_for(row)
+            if answer is None and row < n and rejected[row] and node is not None and plan is not None:
                 found = allocator.allocate(plan, node)
                 answer = found if isinstance(found, Unfit) else None
             return answer.message if answer is not None else None
 
         return FilterResult(passed, reasons, ~passed, detail)
+
+    def _filter_plan(
+        self, state: CycleState, data: _State, plan: PodPlan, open_rows: BoolArray, passed: BoolArray
+    ) -> None:
+        """Decide ``open_rows`` for ``plan``: set their ``passed``, keep what the search found."""
+        cluster = self.handle.cluster
+        n = cluster.n
+        allocator = self.view.ready_allocator()
+        bound = count_bound(plan)
+        if bound is None:
+            searched = np.flatnonzero(open_rows).tolist()
+        else:
+            # The per-row counts of free whole devices (kept current) reject the rows the search
+            # would reject, and, for one request of whole devices, accept the rows it would accept
+            # (common/model/devices/bounds.py); the rows left are searched. Reserve allocates on the
+            # chosen row by the search itself.
+            candidate = open_rows
+            enough = np.zeros(n, dtype=np.bool_)
+            for alternatives in bound.requests:
+                enough = np.zeros(n, dtype=np.bool_)  # an alternative has its count free
+                maybe = np.zeros(n, dtype=np.bool_)  # or devices the count leaves out
+                for alternative, count in alternatives:
+                    counts, mixed = self.view.free_counts(alternative, cluster)
+                    enough |= counts[:n] >= count
+                    maybe |= mixed[:n]
+                candidate = candidate & (enough | maybe)
+            if bound.exact and not state.read(_EVERY_ROW, bool):  # one request: `enough` is its
+                passed |= candidate & enough
+                searched = np.flatnonzero(candidate & ~enough).tolist()
+            else:
+                searched = np.flatnonzero(candidate).tolist()
+        for row in searched:
+            node = cluster.nodes[row]
+            if node is None:
+                continue
+            answer = allocator.allocate(plan, node)
+            if isinstance(answer, Allocation):
+                data.found[row] = answer
+                passed[row] = True
+            else:
+                data.unfit[row] = answer
 
     def unfit(self, state: CycleState, row: int) -> Unfit | None:
         """Why node row ``row`` could not take the pod's claims in this attempt, device by device, for
@@ -251,12 +330,15 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         if data is None:
             return Status.success()
         allocator = self.view.ready_allocator()
+        plan = data.plan_for(row)
+        if plan is None:
+            return Status.success()  # nothing allocated there: the device plugins serve it all
         allocation = data.found.get(row)
         if allocation is None:
             node = self.handle.cluster.nodes[row]
             if node is None:
                 return Status.error(f"node row {row} has no node")
-            answer = allocator.allocate(data.plan, node)
+            answer = allocator.allocate(plan, node)
             if isinstance(answer, Unfit):
                 return Status.unresolvable(CANNOT_ALLOCATE)
             allocation = answer
@@ -303,6 +385,22 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 continue
             writes.extend(reservation_writes(current, pod, allocation))
             rollback.extend(rollback_writes(current, pod))
+        ext = data.extended
+        group = (
+            data.groups[int(data.group_of[row])]
+            if data.group_of is not None and row < len(data.group_of)
+            else None
+        )
+        if ext is not None and not ext.existing and group is not None and group.claim is not None:
+            made = allocated.get(group.claim.key)
+            if made is not None:
+                created, undo = create_writes(pod, group, ext.name, made)
+                writes.extend(created)
+                rollback.extend(undo)
+                targets.append((pod.namespace, ext.name, ""))
+                writes.append(pod_status_write(pod, ext.name, group.mappings))
+        elif ext is not None and ext.existing and ext.mappings:
+            writes.append(pod_status_write(pod, ext.name, ext.mappings))
         if not writes:
             return Status.skip()
         return PreBindPlan(
@@ -341,21 +439,20 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         return {"resourceClaims": rows} if rows else {}
 
     def pod_fields(self, pod: PodInfo) -> Mapping[str, Any]:
-        """A pod with claims: ``devices``, what its claims were allocated (``driver/pool/device``, with
-        the consumed capacity of a share)."""
-        if not pod.claim_sources:
+        """A pod with claims (its implicit claim for extended resources among them): ``devices``, what
+        its claims were allocated (``driver/pool/device``, with the consumed capacity of a share)."""
+        if not uses_devices(self.handle, pod):
             return {}
         devices: list[dict[str, Any]] = []
-        for source in pod.claim_sources:
-            if source.claim is None:
-                continue
-            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, source.claim)
+        for key in device_claim_keys(pod):
+            name = key.partition("/")[2]
+            obj = self.handle.objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
             status = obj.get("status") if obj is not None else None
             allocation = status.get("allocation") if isinstance(status, Mapping) else None
             if not isinstance(allocation, Mapping) or not is_reserved_for(obj or {}, pod.uid):
                 continue
             for result in allocation.get("devices", {}).get("results") or []:
-                devices.append({"claim": source.claim, **_device_row(result)})
+                devices.append({"claim": name, **_device_row(result)})
         return {"devices": devices}
 
 
@@ -380,7 +477,8 @@ def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
 
 
 def claims_to_allocate(state: CycleState) -> Mapping[str, ResourceClaim]:
-    """The claims this attempt allocates (not allocated yet), by claim key."""
+    """The claims this attempt allocates (not allocated yet), by claim key (a pod's implicit claim
+    for extended resources as asked where no device plugin serves any of them)."""
     data = state.read(_STATE, _State)
     if data is None:
         return {}
@@ -400,9 +498,12 @@ def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | N
         return None
     if data.allocation is not None and data.allocation.node == node.name:
         return data.allocation
+    plan = data.plan_for(row)
+    if plan is None:
+        return None
     found = data.found.get(row)
     if found is None:
-        answer = dra_view(handle.objects).ready_allocator().allocate(data.plan, node)
+        answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
         if isinstance(answer, Unfit):
             return None
         found = data.found[row] = answer
@@ -418,6 +519,8 @@ def reallocate(state: CycleState, handle: Handle, row: int, plan: PodPlan) -> Al
     node = handle.cluster.nodes[row] if row < handle.cluster.n else None
     if data is None or node is None or data.allocation is not None:
         return None
+    if data.plan_for(row) is not data.plan:
+        return None  # another group's plan (extended resources served otherwise there): kept
     answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
     if isinstance(answer, Unfit):
         return None

@@ -61,6 +61,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 from gpuq_k8s.scheduler.plugins.gpu_quota_claims import NamespaceClaims
 
@@ -259,7 +260,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         namespace = pod.namespace
         if not self.store.has_quota(namespace):
             return Status.skip()
-        if pod.claim_sources:
+        if uses_devices(self.handle, pod):
             allocate_every_row(state)  # its devices' TFLOPS and VRAM are checked row by row
         group = self.handle.group_of(pod)
         if group is not None and group.min_member > 1:
@@ -291,7 +292,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             self._prepared[requests] = prepared
         if prepared is None:
             # A pod with DRA claims is checked on the rows DynamicResources found devices on.
-            return Status.success() if pod.claim_sources else Status.skip()
+            return Status.success() if uses_devices(self.handle, pod) else Status.skip()
         state.write(plugin_names.GPU_QUOTA, prepared)
         return Status.success()
 
@@ -310,7 +311,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         n = self.handle.cluster.n
         prepared = state.read(plugin_names.GPU_QUOTA, _GpuPod)
         if prepared is None:
-            devices = self.claims.filter_rows(state, pod, n) if pod.claim_sources else None
+            devices = self.claims.filter_rows(state, pod, n) if uses_devices(self.handle, pod) else None
             if devices is None:
                 return FilterResult.all_pass(n)
             rejected, device_reasons = devices

@@ -22,6 +22,7 @@ from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import found_allocations
 
 _CLAIM = "claim:"  # the store key of a claim's charge (pod keys have no colon)
@@ -84,7 +85,7 @@ class NamespaceClaims:
         return rejected, [(mask, message) for message, mask in by_message.items()]
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
-        if not pod.claim_sources or not self.store.has_quota(pod.namespace):
+        if not uses_devices(self.handle, pod) or not self.store.has_quota(pod.namespace):
             return Status.success()  # without a quota, the claims are charged as the API shows them
         self.charges.refresh()
         self.unreserve(pod)

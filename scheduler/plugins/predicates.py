@@ -82,10 +82,21 @@ _UNCONSTRAINED: Final = _PodPredicates(NodeSelection((), None), False, False)
 
 class Predicates(PreFilterPlugin, NodeResourcesFit):
     name = plugin_names.PREDICATES
-    events = frozenset({ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_CHANGED})
+    events = frozenset(
+        {
+            ClusterEvent.POD_DELETED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_CHANGED,
+            ClusterEvent.DEVICE_CLASS_CHANGED,  # the resource fit's extended resources DRA serves
+        }
+    )
+
     # Its node checks read labels, taints and readiness too: the resource fit's hint (a node change
     # helps only with more room) is not this plugin's.
-    queueing_hint = Plugin.queueing_hint
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        if event is ClusterEvent.DEVICE_CLASS_CHANGED:  # only the resource fit reads classes
+            return NodeResourcesFit.queueing_hint(self, event, pod, old, new)
+        return Plugin.queueing_hint(self, event, pod, old, new)
 
     def __init__(self, handle: Handle, settings: PluginSettings | None = None) -> None:
         super().__init__(handle)

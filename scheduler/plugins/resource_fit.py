@@ -19,10 +19,13 @@ node has more of something the pod asks (kube's queueing hints).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import numpy as np
 
+from gpuq_k8s.common.model.devices.classes import IMPLICIT_PREFIX
+from gpuq_k8s.common.model.devices.extended import is_extended_resource_name
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.placement.resource_fit import TOO_MANY_PODS, fits_empty, insufficient, more_room
 from gpuq_k8s.common.model.pods import PodInfo
@@ -39,6 +42,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     Handle,
     ReasonMasks,
 )
+from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 
 __all__ = ["NAME", "TOO_MANY_PODS", "FitKey", "NodeResourcesFit", "insufficient"]
 
@@ -54,7 +58,13 @@ FitKey = tuple[tuple[int, ...], tuple[int, ...]]
 class NodeResourcesFit(FilterPlugin):
     name = NAME
     events = frozenset(
-        {ClusterEvent.POD_DELETED, ClusterEvent.NODE_ADDED, ClusterEvent.NODE_ALLOCATABLE_CHANGED}
+        {
+            ClusterEvent.POD_DELETED,
+            ClusterEvent.NODE_ADDED,
+            ClusterEvent.NODE_ALLOCATABLE_CHANGED,
+            # a class naming an extended resource the pod asks hands it to DRA (DRAExtendedResource)
+            ClusterEvent.DEVICE_CLASS_CHANGED,
+        }
     )
 
     def __init__(self, handle: Handle) -> None:
@@ -63,7 +73,7 @@ class NodeResourcesFit(FilterPlugin):
         self._fit_keys_width = -1
         # Rows whose allocatable changed: the only input of the unresolvable rows.
         self._allocatable_log = ChangeLog()
-        self._unresolvable: RowCache[FitKey] = RowCache(
+        self._unresolvable: RowCache[tuple[FitKey, frozenset[int]]] = RowCache(
             handle.cluster, self._unresolvable_rows, log=self._allocatable_log
         )
         handle.cluster.subscribe(self)
@@ -101,24 +111,47 @@ class NodeResourcesFit(FilterPlugin):
         cluster = self.handle.cluster
         free, floor = cluster.free, cluster.free_floor()
         less = np.less
-        return [
+        over: list[BoolArray | None] = [
             None if floor[c] >= amount else less(free[:n, c], amount) for c, amount in zip(*key, strict=True)
         ]
+        delegated = self._delegated(key)
+        if delegated:
+            # DRA serves these on the nodes with none of them allocatable (upstream's
+            # shouldDelegateResourceToDRA): not compared there; DynamicResources allocates them.
+            for i, column in enumerate(key[0]):
+                found = over[i]
+                if column in delegated and found is not None:
+                    over[i] = found & (cluster.allocatable[:n, column] > 0)
+        return over
 
-    def _unresolvable_rows(self, key: FitKey, rows: Rows | None) -> BoolArray:
-        """Rows whose allocatable is below the request of some resource but the pod count."""
+    def _delegated(self, key: FitKey) -> frozenset[int]:
+        """The asked columns of extended resources a DeviceClass serves (``extendedResourceName`` or
+        its implicit name): kube-scheduler's DRAExtendedResource."""
+        names = self.handle.cluster.columns.names
+        candidates = [c for c in key[0] if is_extended_resource_name(names[c])]
+        if not candidates:
+            return frozenset()
+        classes = dra_view(self.handle.objects).extended_classes()
+        return frozenset(c for c in candidates if classes.get(names[c]) is not None)
+
+    def _unresolvable_rows(self, both: tuple[FitKey, frozenset[int]], rows: Rows | None) -> BoolArray:
+        """Rows whose allocatable is below the request of some resource but the pod count (a
+        resource DRA serves: only where some is allocatable)."""
+        key, delegated = both
         cluster = self.handle.cluster
         allocatable = cluster.allocatable[: cluster.n] if rows is None else cluster.allocatable[rows]
         out = np.zeros(allocatable.shape[0], dtype=np.bool_)
         pods = cluster.columns.get(PODS)
         for column, amount in zip(*key, strict=True):
-            if column != pods:
+            if column in delegated:
+                out |= (allocatable[:, column] < amount) & (allocatable[:, column] > 0)
+            elif column != pods:
                 out |= allocatable[:, column] < amount
         return out
 
     def unresolvable(self, key: FitKey) -> BoolArray:
         """The rows that could never hold a pod of request class ``key`` (read-only: the cache's)."""
-        return self._unresolvable.get(key)
+        return self._unresolvable.get((key, self._delegated(key)))
 
     def filter(self, state: CycleState, pod: PodInfo) -> FilterResult:
         cluster = self.handle.cluster
@@ -145,6 +178,8 @@ class NodeResourcesFit(FilterPlugin):
         return FilterResult(passed, reasons, unresolvable=self.unresolvable(key) if binding else None)
 
     def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        if event is ClusterEvent.DEVICE_CLASS_CHANGED:
+            return _names_asked_resource(new, pod) and not _names_asked_resource(old, pod)
         if isinstance(new, NodeInfo) and event in (
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_ALLOCATABLE_CHANGED,
@@ -154,3 +189,16 @@ class NodeResourcesFit(FilterPlugin):
                 return False
             return not isinstance(old, NodeInfo) or more_room(request, old.allocatable, new.allocatable)
         return True
+
+
+def _names_asked_resource(device_class: object, pod: PodInfo) -> bool:
+    """Whether ``device_class`` (a DeviceClass object) serves an extended resource ``pod`` asks, by
+    ``spec.extendedResourceName`` or its implicit name (upstream's
+    ``isSchedulableAfterDeviceClassChange``)."""
+    if not isinstance(device_class, Mapping) or not pod.extended_spec:
+        return False
+    meta, spec = device_class.get("metadata"), device_class.get("spec")
+    names = {f"{IMPLICIT_PREFIX}{meta.get('name')}"} if isinstance(meta, Mapping) else set()
+    if isinstance(spec, Mapping) and spec.get("extendedResourceName"):
+        names.add(str(spec["extendedResourceName"]))
+    return any(pod.requests.get(name) for name in names)

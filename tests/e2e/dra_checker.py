@@ -226,6 +226,80 @@ def violations(
     return problems
 
 
+# -- extended resources backed by DRA (DRAExtendedResource) ----------------------------------------
+EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def extended_violations(classes: Sequence[Obj], claims: Sequence[Obj], pods: Sequence[Obj]) -> list[str]:
+    """Every bound pod asking an extended resource a DeviceClass names (``extendedResourceName``; the
+    workload's nodes have none of it allocatable) holds it through its implicit claim: the claim its
+    ``status.extendedResourceClaimStatus`` names exists, carries the annotation, is controlled by the
+    pod, is allocated for the pod's node, reserved for the pod, with as many devices of that class
+    as the pod asks; every request mapping names a request of the claim. (The devices themselves are
+    checked with every claim's by :func:`violations`.)"""
+    problems: list[str] = []
+    served = {
+        c["spec"]["extendedResourceName"]: _name(c)
+        for c in classes
+        if (c.get("spec") or {}).get("extendedResourceName")
+    }
+    by_key = {f"{c['metadata']['namespace']}/{_name(c)}": c for c in claims}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or pod["metadata"].get("deletionTimestamp"):
+            continue
+        asked: dict[str, int] = {}
+        for container in pod["spec"].get("containers") or []:
+            for resource, amount in ((container.get("resources") or {}).get("requests") or {}).items():
+                if resource in served:
+                    asked[resource] = asked.get(resource, 0) + int(quantity(amount))
+        if not asked:
+            continue
+        ns, key = pod["metadata"]["namespace"], f"{pod['metadata']['namespace']}/{_name(pod)}"
+        status = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+        if not status:
+            problems.append(
+                f"Pod/{key} bound to {node} asking {sorted(asked)} without extendedResourceClaimStatus"
+            )
+            continue
+        claim = by_key.get(f"{ns}/{status.get('resourceClaimName')}")
+        if claim is None:
+            problems.append(
+                f"Pod/{key}: its extended resource claim {status.get('resourceClaimName')} is missing"
+            )
+            continue
+        ref = f"ResourceClaim/{ns}/{_name(claim)}"
+        if (claim["metadata"].get("annotations") or {}).get(EXTENDED_ANNOTATION) != "true":
+            problems.append(f"{ref}: no {EXTENDED_ANNOTATION} annotation")
+        owners = [o for o in claim["metadata"].get("ownerReferences") or [] if o.get("controller")]
+        if [o.get("uid") for o in owners] != [pod["metadata"]["uid"]]:
+            problems.append(f"{ref}: not controlled by Pod/{key}")
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            problems.append(f"Pod/{key} bound to {node}, its extended resource claim unallocated")
+            continue
+        if not _node_admits(allocation, node):
+            problems.append(f"Pod/{key} bound to {node}, {ref} allocated for another node")
+        if pod["metadata"]["uid"] not in {
+            c.get("uid") for c in (claim.get("status") or {}).get("reservedFor") or []
+        }:
+            problems.append(f"Pod/{key} bound to {node}, {ref} not reserved for it")
+        requests = {r["name"]: r.get("exactly") or {} for r in claim["spec"]["devices"]["requests"]}
+        got: dict[str, int] = {}
+        for result in allocation["devices"]["results"]:
+            class_name = str(requests.get(result["request"], {}).get("deviceClassName"))
+            got[class_name] = got.get(class_name, 0) + 1
+        for resource, amount in asked.items():
+            if got.get(served[resource], 0) != amount:
+                problems.append(
+                    f"Pod/{key}: {amount} {resource} asked, {ref} holds {got.get(served[resource], 0)}"
+                )
+        for mapping in status.get("requestMappings") or []:
+            if mapping.get("requestName") not in requests:
+                problems.append(f"Pod/{key}: mapping to {mapping.get('requestName')}, not a request of {ref}")
+    return problems
+
+
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 CARD_QUOTA = "volcano.sh/card.quota"
 

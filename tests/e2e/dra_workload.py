@@ -11,8 +11,10 @@ Per run (a name prefix, so two schedulers can each get their own copy side by si
 Pods, each from a ResourceClaimTemplate (kube-controller-manager makes the claims) but for the two
 pods sharing one ResourceClaim: 3 wanting an H100 by selector, 3 ``firstAvailable`` [H100, A100],
 8 wanting a 1g partition and 2 a 3g one (14 slices asked of 7), 5 wanting 20Gi of the shared GPU
-(100Gi asked of 80Gi), 2 sharing a claim for an A100. More is asked than exists, so a run ends with
-pods pending, and every rule the checker knows is exercised.
+(100Gi asked of 80Gi), 2 sharing a claim for an A100, and 2 asking ``<run>.example.com/gpu: 1``, an
+extended resource no node's allocatable has and a DeviceClass of whole GPUs names
+(``extendedResourceName``: the scheduler makes each its implicit claim). More is asked than exists,
+so a run ends with pods pending, and every rule the checker knows is exercised.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ DRA = "/apis/resource.k8s.io/v1"
 
 TEMPLATES: Mapping[str, int] = {"h100": 3, "any": 3, "mig1g": 8, "mig3g": 2, "share20": 5}
 SHARED_CLAIM_PODS = 2
-POD_COUNT = sum(TEMPLATES.values()) + SHARED_CLAIM_PODS
+EXTENDED_RESOURCE_PODS = 2  # asking the extended resource of the run's "ext" DeviceClass
+POD_COUNT = sum(TEMPLATES.values()) + SHARED_CLAIM_PODS + EXTENDED_RESOURCE_PODS
 
 
 @dataclass
@@ -46,9 +49,39 @@ class Workload:
 
     def classes(self) -> list[dict[str, Any]]:
         return [
-            dra.device_class(f"{self.run}-{kind}", self.driver, f'{self._attr("type")} == "{kind}"')
-            for kind in ("gpu", "mig", "shared")
+            *(
+                dra.device_class(f"{self.run}-{kind}", self.driver, f'{self._attr("type")} == "{kind}"')
+                for kind in ("gpu", "mig", "shared")
+            ),
+            self.extended_class(),
         ]
+
+    # -- extended resources backed by DRA (DRAExtendedResource) ---------------------------------------
+    @property
+    def extended_resource(self) -> str:
+        return f"{self.run}.example.com/gpu"
+
+    def extended_class(self) -> dict[str, Any]:
+        """Whole GPUs, serving pods that ask :attr:`extended_resource`."""
+        return dra.device_class(
+            f"{self.run}-ext",
+            self.driver,
+            f'{self._attr("type")} == "gpu"',
+            extended_resource_name=self.extended_resource,
+        )
+
+    def extended_pods(self, body: Any) -> list[dict[str, Any]]:
+        """Pods asking one :attr:`extended_resource` (request = limit, as the API wants of an
+        extended resource), no claim."""
+        out = []
+        for i in range(EXTENDED_RESOURCE_PODS):
+            pod = body(f"{self.run}-ext-{i}")
+            resources = pod["spec"]["containers"][0].setdefault("resources", {})
+            resources.setdefault("requests", {})[self.extended_resource] = "1"
+            resources.setdefault("limits", {})[self.extended_resource] = "1"
+            pod["spec"]["nodeSelector"][RUN_LABEL] = self.run
+            out.append(pod)
+        return out
 
     def node_names(self) -> dict[str, str]:
         return {"whole-0": "", "whole-1": "", "mig-0": "", "shared-0": ""}
@@ -139,4 +172,5 @@ class Workload:
             pod = dra.use_claims(body(f"{self.run}-team-{i}"), f"{self.run}-team")
             pod["spec"]["nodeSelector"][RUN_LABEL] = self.run
             out.append(pod)
+        out += self.extended_pods(body)
         return out

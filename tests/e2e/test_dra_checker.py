@@ -27,7 +27,7 @@ import yaml
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.dra_checker import QUEUE_NAME, quota_violations, violations
+from tests.e2e.dra_checker import QUEUE_NAME, extended_violations, quota_violations, violations
 from tests.e2e.dra_workload import DRA, POD_COUNT, RUN_LABEL, Workload
 from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
 
@@ -100,7 +100,11 @@ async def _settled(cluster: Cluster, workload: Workload, log: Callable[[], str])
     return await eventually(probe, 120, "the burst settled", log)
 
 
-async def _check(cluster: Cluster, workload: Workload) -> tuple[list[str], dict[str, dict[str, Any]]]:
+async def _check(
+    cluster: Cluster, workload: Workload, own_claims: bool = False
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The checker over the run's objects (``own_claims``: only the claims named after the run, when
+    another run shares the namespace)."""
     ns = cluster.namespace
     slices = [
         s
@@ -113,8 +117,12 @@ async def _check(cluster: Cluster, workload: Workload) -> tuple[list[str], dict[
         if c["metadata"]["name"].startswith(workload.run)
     ]
     claims = (await cluster.get(f"{DRA}/namespaces/{ns}/resourceclaims"))["items"]
+    if own_claims:
+        claims = [c for c in claims if c["metadata"]["name"].startswith(f"{workload.run}-")]
     pods = await _run_pods(cluster, workload)
-    return violations(slices, classes, claims, list(pods.values())), pods
+    problems = violations(slices, classes, claims, list(pods.values()))
+    problems += extended_violations(classes, claims, list(pods.values()))
+    return problems, pods
 
 
 def _placed(pods: dict[str, dict[str, Any]], workload: Workload) -> dict[str, int]:
@@ -132,7 +140,8 @@ def _expect_full_use(placed: dict[str, int]) -> None:
     20Gi in 80Gi, and MIG partitions within 7 slices (at least one placed)."""
     team = placed.get("team", 0)
     assert team in (0, 2), placed
-    assert placed.get("h100", 0) + placed.get("any", 0) + (team > 0) == 4, placed
+    # (the extended-resource pods take whole GPUs too, through their implicit claims)
+    assert placed.get("h100", 0) + placed.get("any", 0) + (team > 0) + placed.get("ext", 0) == 4, placed
     assert placed.get("share20") == 4, placed
     assert placed.get("mig1g", 0) + placed.get("mig3g", 0) >= 1, placed
 
@@ -266,4 +275,87 @@ async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
         if not node_of(p) and "quota exceeded in Queue/" in str((scheduled_condition(p) or {}).get("message"))
     ]
     assert held, {n: (scheduled_condition(p) or {}).get("message") for n, p in pods.items() if not node_of(p)}
+    assert scheduler.terminate() == 0, scheduler.log()
+
+
+# -- extended resources backed by DRA, side by side with kube-scheduler ---------------------------------
+async def _extended_decisions(cluster: Cluster, workload: Workload, log: Callable[[], str]) -> list[Any]:
+    """The run's extended-resource pods bound, checked, and what each got: its implicit claim's
+    requests and annotation and the pod's request mappings (the run's prefix taken out)."""
+    ns = cluster.namespace
+    path = f"/api/v1/namespaces/{ns}/pods"
+
+    def body(name: str) -> dict[str, Any]:
+        return cluster.pod_body(name, {"cpu": "100m"}, scheduler=workload.scheduler)
+
+    pods = workload.extended_pods(body)
+    await asyncio.gather(*(cluster.request("POST", path, pod) for pod in pods))
+    names = {p["metadata"]["name"] for p in pods}
+
+    async def bound() -> dict[str, dict[str, Any]] | None:
+        found = {n: p for n, p in (await cluster.pods()).items() if n in names}
+        done = all(
+            node_of(p) and (p.get("status") or {}).get("extendedResourceClaimStatus") for p in found.values()
+        )
+        return found if len(found) == len(names) and done else None
+
+    found = await eventually(bound, 60, "the extended-resource pods bound", log)
+    problems, _ = await _check(cluster, workload, own_claims=True)
+    assert problems == [], log()
+    claims = {_name_of(c): c for c in (await cluster.get(f"{DRA}/namespaces/{ns}/resourceclaims"))["items"]}
+    out = []
+    for name in sorted(found):
+        status = found[name]["status"]["extendedResourceClaimStatus"]
+        claim = claims[status["resourceClaimName"]]
+        text = json.dumps(
+            [
+                status["requestMappings"],
+                claim["spec"]["devices"]["requests"],
+                claim["metadata"]["annotations"],
+                len(claim["status"]["allocation"]["devices"]["results"]),
+            ]
+        )
+        out.append(json.loads(text.replace(workload.run, "<run>")))
+    return out
+
+
+def _name_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+async def test_extended_resource_pods_get_the_same_implicit_claims_as_from_kube_scheduler(
+    cluster: Cluster,
+    control_plane: ControlPlane,
+    run_scheduler: SchedulerFactory,
+    claim_controller: None,
+    tmp_path: Path,
+) -> None:
+    """The same extended-resource pods through kube-scheduler 1.36 and through gpuq, each on its own
+    nodes: both bound through an implicit claim the checker accepts, with the same requests, request
+    mappings, annotation and device count (the claim's name aside: upstream's is generated)."""
+    kube_name = f"kube-{cluster.test_id}"
+    kube_run = await _setup(cluster, "ke", kube_name)
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(control_plane.kubeconfig), "qps": 1000, "burst": 1000},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": kube_name}],
+    }
+    path = tmp_path / "kube-scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = [str(control_plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
+    stop = control_plane.start_process(
+        f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
+    )
+    try:
+        reference = await _extended_decisions(cluster, kube_run, lambda: "")
+    finally:
+        stop()
+    name = f"gpuq-{cluster.test_id}"
+    gpuq_run = await _setup(cluster, "ge", name)
+    scheduler = run_scheduler(name)
+    await scheduler.wait_ready()
+    ours = await _extended_decisions(cluster, gpuq_run, scheduler.log)
+    assert ours == reference, scheduler.log()
     assert scheduler.terminate() == 0, scheduler.log()

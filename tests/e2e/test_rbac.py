@@ -66,16 +66,23 @@ CAN_I: list[tuple[str, str, str, str, str, bool]] = [
     # PreBind: a PersistentVolume's claimRef, a PersistentVolumeClaim's selected-node annotation
     *[(SCHEDULER, "patch", k.resource, "", ALL, True) for k in kinds.OBJECT_WRITES],
     # PreBind of DRA claims: the finalizer, the status, and the binding subresource 1.36 authorizes an
-    # allocation or a reservation against; nothing else of claims (kube-controller-manager makes them)
+    # allocation or a reservation against (kube-controller-manager makes the template claims)
     *[
         (SCHEDULER, "patch", k.resource, sub, TEAM, True)
         for k in kinds.CLAIM_WRITES
         for sub in kinds.CLAIM_WRITE_SUBRESOURCES
     ],
+    # ... and a pod's implicit claim for extended resources (DRAExtendedResource), created at PreBind
+    # and deleted when the binding fails; never updated
+    *[
+        (SCHEDULER, verb, k.resource, "", TEAM, True)
+        for k in kinds.CLAIM_WRITES
+        for verb in kinds.CLAIM_LIFECYCLE_VERBS
+    ],
     *[
         (SCHEDULER, verb, k.resource, sub, TEAM, False)
         for k in kinds.CLAIM_WRITES
-        for verb, sub in (("create", ""), ("delete", ""), ("update", ""), ("update", "status"))
+        for verb, sub in (("update", ""), ("update", "status"))
     ],
     *[
         (SCHEDULER, verb, k.resource, "", ALL, False)

@@ -10,15 +10,16 @@ API = "resource.k8s.io/v1"
 DRIVER = "gpu.e2e.gpuq.example.com"
 
 
-def device_class(name: str, driver: str = DRIVER, selector: str = "") -> dict[str, Any]:
-    """A DeviceClass of ``driver``'s devices, narrowed by the CEL ``selector`` when given."""
+def device_class(
+    name: str, driver: str = DRIVER, selector: str = "", extended_resource_name: str = ""
+) -> dict[str, Any]:
+    """A DeviceClass of ``driver``'s devices, narrowed by the CEL ``selector`` when given, serving
+    pods that ask ``extended_resource_name`` when given (``spec.extendedResourceName``)."""
     expression = f'device.driver == "{driver}"' + (f" && ({selector})" if selector else "")
-    return {
-        "apiVersion": API,
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": expression}}]},
-    }
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended_resource_name:
+        spec["extendedResourceName"] = extended_resource_name
+    return {"apiVersion": API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
 
 
 def device(

@@ -186,26 +186,31 @@ def extended_requests(
     return tuple(requests), tuple(mappings)
 
 
-def extended_claim(namespace: str, pod_name: str, requests: Iterable[Request]) -> ResourceClaim:
-    """The in-memory claim (name ``<extended-resources>``) the allocator allocates for them."""
+def extended_claim(
+    namespace: str, pod_name: str, requests: Iterable[Request], name: str = IN_MEMORY_NAME
+) -> ResourceClaim:
+    """The in-memory claim (name ``<extended-resources>`` unless given) the allocator allocates for
+    them."""
     return ResourceClaim(
         namespace=namespace,
-        name=IN_MEMORY_NAME,
+        name=name,
         spec=ClaimSpec(tuple(DeviceRequest(r.name, (r,)) for r in requests)),
         annotations={EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
     )
 
 
 def extended_claim_object(
-    namespace: str, pod_name: str, pod_uid: str, requests: Iterable[Request]
+    namespace: str, pod_name: str, pod_uid: str, requests: Iterable[Request], name: str = ""
 ) -> dict[str, Any]:
-    """The ResourceClaim to create for it: owned by the pod, named after it by the apiserver."""
+    """The ResourceClaim to create for it: owned by the pod, named ``name``, else after the pod by
+    the apiserver (``generateName``)."""
+    naming = {"name": name} if name else {"generateName": f"{pod_name}-extended-resources-"}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {
             "namespace": namespace,
-            "generateName": f"{pod_name}-extended-resources-",
+            **naming,
             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid, "controller": True}
@@ -227,3 +232,11 @@ def extended_claim_object(
             }
         },
     }
+
+
+def extended_claim_name(pod_name: str, pod_uid: str) -> str:
+    """The name gpuq gives the pod's claim: ``<pod>-extended-resources-<5 of its uid>``, fixed for the
+    pod (upstream lets the apiserver generate one; a fixed name lets the PreBind writes, made as data
+    before any is sent, name the claim, and a retry or a restarted leader find it by name)."""
+    suffix = "".join(c for c in pod_uid if c.isalnum())[:5].lower() or "x"
+    return f"{pod_name[:37]}-extended-resources-{suffix}"

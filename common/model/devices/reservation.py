@@ -153,11 +153,12 @@ def is_reserved_for(claim: Obj, pod_uid: str) -> bool:
 
 
 def reserved(lookup: Lookup, claims: Sequence[tuple[str, str, str]], pod_uid: str) -> Progress:
-    """PreBind's condition over ``claims`` (namespace, name, uid): done once every one is allocated and
-    reserved for the pod; failed when one is gone or replaced."""
+    """PreBind's condition over ``claims`` (namespace, name, uid; no uid for a claim this PreBind
+    creates): done once every one is allocated and reserved for the pod; failed when one is gone or
+    replaced."""
     for namespace, name, uid in claims:
         claim = lookup(kinds.RESOURCE_CLAIM, namespace, name)
-        if claim is None or str(_meta(claim).get("uid") or "") != uid:
+        if claim is None or (uid and str(_meta(claim).get("uid") or "") != uid):
             return Progress.failed(f"{kinds.RESOURCE_CLAIM.ref(namespace, name)} is gone")
         if not is_reserved_for(claim, pod_uid):
             return WAIT

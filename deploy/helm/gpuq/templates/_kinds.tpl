@@ -78,4 +78,7 @@ Do not edit: change kinds.py and run `python deploy/render.py`.
 - apiGroups: [resource.k8s.io]
   resources: [resourceclaims/binding]
   verbs: [patch]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaims]
+  verbs: [create, delete]
 {{- end }}

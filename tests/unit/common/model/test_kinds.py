@@ -166,7 +166,11 @@ def test_the_chart_grants_what_each_process_watches_and_the_status_it_patches() 
     assert not {"pods"} & _granted("gpuq-scheduler", "update")
     for verb in ("create", "update", "delete"):
         assert not written & _granted("gpuq-scheduler", verb), verb
-        assert not claims & _granted("gpuq-scheduler", verb), verb
+    # a pod's implicit claim for extended resources (DRAExtendedResource): created and deleted, as
+    # system:kube-scheduler may; claims are never updated
+    assert not claims & _granted("gpuq-scheduler", "update")
+    for verb in kinds.CLAIM_LIFECYCLE_VERBS:
+        assert claims & _granted("gpuq-scheduler", verb) == {"resourceclaims.resource.k8s.io"}, verb
 
 
 def test_the_chart_template_is_generated_from_kinds() -> None:

@@ -7,7 +7,14 @@ import copy
 import json
 from typing import Any
 
-from tests.e2e.dra_checker import CARD_QUOTA, QUEUE_NAME, quota_violations, violations
+from tests.e2e.dra_checker import (
+    CARD_QUOTA,
+    EXTENDED_ANNOTATION,
+    QUEUE_NAME,
+    extended_violations,
+    quota_violations,
+    violations,
+)
 from tests.testing import dra
 
 D = dra.DRIVER
@@ -161,3 +168,53 @@ def test_the_quota_recount_reports_a_queue_or_namespace_over_its_quota() -> None
         "Queue/q: NVIDIA-H100 1.5 cards allocated, quota 1",
         f"GPUResourceQuota/ns: vram {120.0 * 2**30} over 100Gi",
     ]
+
+
+def test_the_extended_resource_rules_hold_and_each_broken_one_is_reported() -> None:
+    ext_class = dra.device_class("ext", D, extended_resource_name="example.com/gpu")
+    request = dra.exactly("container-0-request-0", "ext")
+    claim = allocated("p-ext", request, "n1", {"pool": "n1", "device": "gpu-0"}, pod="p")
+    claim["metadata"]["annotations"] = {EXTENDED_ANNOTATION: "true"}
+    claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}]
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}],
+        },
+        "status": {
+            "extendedResourceClaimStatus": {
+                "resourceClaimName": "p-ext",
+                "requestMappings": [
+                    {
+                        "containerName": "c",
+                        "resourceName": "example.com/gpu",
+                        "requestName": "container-0-request-0",
+                    }
+                ],
+            }
+        },
+    }
+    assert extended_violations([ext_class], [claim], [pod]) == []
+    asks_two = copy.deepcopy(pod)
+    asks_two["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    assert extended_violations([ext_class], [claim], [asks_two]) == [
+        "Pod/ns/p: 2 example.com/gpu asked, ResourceClaim/ns/p-ext holds 1"
+    ]
+    no_status = copy.deepcopy(pod)
+    del no_status["status"]
+    assert "without extendedResourceClaimStatus" in extended_violations([ext_class], [claim], [no_status])[0]
+    elsewhere = copy.deepcopy(pod)
+    elsewhere["spec"]["nodeName"] = "n2"
+    assert extended_violations([ext_class], [claim], [elsewhere]) == [
+        "Pod/ns/p bound to n2, ResourceClaim/ns/p-ext allocated for another node"
+    ]
+    foreign = copy.deepcopy(claim)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "other"
+    del foreign["metadata"]["annotations"]
+    assert extended_violations([ext_class], [foreign], [pod]) == [
+        f"ResourceClaim/ns/p-ext: no {EXTENDED_ANNOTATION} annotation",
+        "ResourceClaim/ns/p-ext: not controlled by Pod/ns/p",
+    ]
+    # a resource no class names is not the checker's (the device plugin's)
+    assert extended_violations([CLASS], [], [no_status]) == []
