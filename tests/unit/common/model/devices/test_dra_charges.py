@@ -77,17 +77,18 @@ def test_what_a_claim_is_charged(
 
 
 def test_a_claims_gpu_resource_quota_usage() -> None:
-    """One worker per claim: its devices the GPU count, per GPU their TFLOPS and VRAM; a share one GPU
-    of what it consumed; unknown specs: amounts unknown (charged 0, never guessed)."""
+    """No worker of its own (its pods are the workers): its devices the GPU count, per GPU their TFLOPS
+    and VRAM; a share one GPU of what it consumed; unknown specs: amounts unknown (charged 0, never
+    guessed). A pod's claims checked together carry the pod's one worker."""
     two = ClaimCharge("ml/c", {H100: 2000}, 0, 2000, 2 * 989_000, 160 * GIB)
-    assert claim_request(two) == GPURequest(989_000, 80 * GIB, 989_000, 80 * GIB, 2)
+    assert claim_request(two) == GPURequest(989_000, 80 * GIB, 989_000, 80 * GIB, 2, workers=0)
     share = ClaimCharge("ml/s", {H100: 500}, 0, 500, 494_500, 40 * GIB)
-    assert claim_request(share) == GPURequest(494_500, 40 * GIB, 494_500, 40 * GIB, 1)
+    assert claim_request(share) == GPURequest(494_500, 40 * GIB, 494_500, 40 * GIB, 1, workers=0)
     unknown = ClaimCharge("ml/u", {}, 1000, 1000, None, 16 * GIB)
-    assert claim_request(unknown) == GPURequest(0, 16 * GIB, 0, 16 * GIB, 1, amounts_known=False)
+    assert claim_request(unknown) == GPURequest(0, 16 * GIB, 0, 16 * GIB, 1, amounts_known=False, workers=0)
     assert claim_request(ClaimCharge("ml/a")) is None  # admin access only
     both = combined_request([two, share])
-    assert both is not None and both.gpu_count == 3
+    assert both is not None and both.gpu_count == 3 and both.workers == 1
     assert 200 * GIB <= both.totals()[1] < 200 * GIB + 3  # per GPU rounded up
 
 
