@@ -25,8 +25,9 @@ import numpy as np
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.devices.charges import (
+    Candidates,
     ClaimCharge,
-    candidate_card_types,
+    candidates,
     narrowed,
     pending_cards,
     result_card_types,
@@ -60,7 +61,7 @@ class QueueClaims:
         self.charges = device_charges(handle.objects)
         self._in_flight: dict[str, tuple[str, ...]] = {}  # pod key -> claims its Reserve charged
         self._unpaid: dict[str, set[str]] = {}  # pod key -> committed claims waiting for it
-        self._types: dict[tuple[object, ...], tuple[str, ...]] = {}  # request shape -> card types
+        self._types: dict[tuple[object, ...], Candidates] = {}  # request shape -> its candidates
         self._types_inventory: object = None
         self.charges.subscribe(self._committed)
 
@@ -119,10 +120,10 @@ class QueueClaims:
             plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
         except GpuqError:
             return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
-        return Resources(pending_cards(plan, self._types_of))
+        return Resources(pending_cards(plan, self._candidates_of))
 
-    def _types_of(self, alternative: Alternative) -> tuple[str, ...]:
-        """:func:`candidate_card_types`, kept per request shape while the inventory stands."""
+    def _candidates_of(self, alternative: Alternative) -> Candidates:
+        """:func:`candidates`, kept per request shape while the inventory stands."""
         allocator = self.charges.view.ready_allocator()
         if allocator.inventory is not self._types_inventory:
             self._types.clear()
@@ -132,7 +133,7 @@ class QueueClaims:
         if found is None:
             if len(self._types) >= _MAX_SHAPES:
                 self._types.clear()
-            found = self._types[key] = candidate_card_types(alternative, allocator, self.charges.naming)
+            found = self._types[key] = candidates(alternative, allocator, self.charges.naming)
         return found
 
     # -- the cycle ----------------------------------------------------------------------------------

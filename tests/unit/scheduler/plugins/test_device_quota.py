@@ -263,6 +263,43 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
     assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
 
 
+def share_claim(as_name: str, memory: str) -> dict[str, Any]:
+    body = claim_like("share-40gi", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": memory}}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("claims", "pending"),
+    [
+        pytest.param(
+            [share_claim("s0", "20Gi")], {H100: 250}, id="a 20Gi share of the 80Gi H100: a quarter card"
+        ),
+        pytest.param(
+            [share_claim("s0", "40Gi"), share_claim("s1", "20Gi")], {H100: 750}, id="two shares: their sum"
+        ),
+        pytest.param(
+            [share_claim("s0", "500Mi")],
+            {H100: 13},
+            id="the request policy's rounding (min 1Gi): 1Gi of 80Gi, rounded up in milli-cards",
+        ),
+        pytest.param([whole_h100("h0")], {H100: 1000}, id="a whole card (unchanged)"),
+    ],
+)
+def test_job_mode_enqueue_counts_a_capacity_request_as_the_share_it_is_charged(
+    claims: list[dict[str, Any]], pending: dict[str, int]
+) -> None:
+    """A pending claim's capacity request is card demand as its allocation will be charged (the
+    consumption the device's request policy makes, as a fraction of the card), then allocated the same."""
+    sched, _ = build({H100: 1}, claims)
+    for i, body in enumerate(claims):
+        sched.add_pod(pod(f"p{i}", body["metadata"]["name"]))
+    assert engine_of(sched).ledgers["team-a"].pending == pending
+    while sched.schedule_one() is not None:
+        pass
+    assert allocated(sched) == pending  # the same amount once allocated
+
+
 def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
     sched, backend = make_scheduler("gpu-quota")
     for name in NODES:
