@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Final
 
-import numpy as np
-
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.devices.charges import (
@@ -43,8 +41,13 @@ from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
-from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, found_allocations, planned, reallocate
+from gpuq_k8s.scheduler.plugins.device_charges import (
+    Committed,
+    device_charges,
+    in_flight_charges,
+    refused_rows,
+)
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, planned, reallocate
 
 _MAX_SHAPES: Final = 256
 
@@ -172,23 +175,12 @@ class QueueClaims:
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
         """The rows (of those DynamicResources' Filter found an allocation for) whose new devices do
         not fit the pod's queue's card quota, with the refusals; None when none is refused."""
-        found = found_allocations(state)
-        if not found:
-            return None
-        self.charges.refresh()
-        rejected = np.zeros(n, dtype=np.bool_)
-        by_message: dict[str, BoolArray] = {}
-        for row in list(found):
-            if row >= n:
-                continue
+
+        def refusal_on(row: int) -> str | None:
             refusal, _ = self.refusal(state, pod, row)
-            if refusal is not None:
-                rejected[row] = True
-                mask = by_message.setdefault(refusal.message, np.zeros(n, dtype=np.bool_))
-                mask[row] = True
-        if not rejected.any():
-            return None
-        return rejected, [(mask, message) for message, mask in by_message.items()]
+            return refusal.message if refusal is not None else None
+
+        return refused_rows(state, n, self.charges, refusal_on)
 
     def _governed(self, pod: PodInfo) -> bool:
         """The pod's Queue exists (Semantics 7: a pod of no Queue has no queue quota; its claims are
