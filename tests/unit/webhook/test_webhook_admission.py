@@ -67,6 +67,7 @@ GRQ_SINGLE = (
     .obj()
 )
 TFLOPS_REQUEST = "tensor-fusion.ai/tflops-request"
+TF_GPU_COUNT = "tensor-fusion.ai/gpu-count"
 
 
 def view(*extra: Obj) -> StaticView:
@@ -205,13 +206,43 @@ DENIALS: list[tuple[str, Obj, tuple[Obj, ...], list[str]]] = [
         "single maxGPUCount from the annotation",
         GPU_POD.copy().scheduler(None).annotation("tensor-fusion.ai/gpu-count", "8").obj(),
         (GRQ_SINGLE,),
-        ["Pod/ns/p", "single.maxGPUCount", "requested 8", "limit 4"],
+        ["Pod/ns/p", "single.maxGPUCount", "requested 8", "limit 4", "tensor-fusion.ai/gpu-count='8'"],
     ),
     (
         "single maxGPUCount from the card resource",
         BARE_POD.copy().scheduler(None).gpus(5).obj(),
         (GRQ_SINGLE,),
         ["Pod/ns/p", "single.maxGPUCount", "requested 5", "limit 4"],
+    ),
+    (
+        "tensor-fusion TFLOPS over the namespace's total, which can never hold it",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "60").annotation(TF_GPU_COUNT, "2").obj(),
+        (MakeGPUResourceQuota().total(requests={"tflops": "100"}).obj(),),
+        [
+            "Pod/ns/p",
+            "total.requests.tflops",
+            "requested 120",
+            "limit 100",
+            "asked by tensor-fusion.ai/tflops-request='60', tensor-fusion.ai/gpu-count='2'",
+        ],
+    ),
+    (
+        "tensor-fusion VRAM over the namespace's total",
+        GPU_POD.copy().scheduler(None).annotation("tensor-fusion.ai/vram-request", "48Gi").obj(),
+        (MakeGPUResourceQuota().total(requests={"vram": "32Gi"}).obj(),),
+        [
+            "Pod/ns/p",
+            "total.requests.vram",
+            "requested 48Gi",
+            "limit 32Gi",
+            "tensor-fusion.ai/vram-request='48Gi'",
+        ],
+    ),
+    (
+        "a GPU pod where maxWorkers is 0",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "1").obj(),
+        (MakeGPUResourceQuota().total(maxWorkers=0).obj(),),
+        ["Pod/ns/p", "total.maxWorkers", "limit 0"],
     ),
     (
         "tensor-fusion annotation malformed",
@@ -329,6 +360,11 @@ ALLOWED: list[tuple[str, Obj, tuple[Obj, ...]]] = [
         "cpu-only pod of another scheduler",
         BARE_POD.copy().req(cpu="1").scheduler("default-scheduler").obj(),
         (),
+    ),
+    (
+        "tensor-fusion pod within the namespace's total (its usage is the scheduler's to judge)",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "50").annotation(TF_GPU_COUNT, "2").obj(),
+        (MakeGPUResourceQuota().total(requests={"tflops": "100"}, maxWorkers=1).obj(),),
     ),
     (
         "pod within single limits",
