@@ -245,6 +245,30 @@ DENIALS: list[tuple[str, Obj, tuple[Obj, ...], list[str]]] = [
         ["Pod/ns/p", "total.maxWorkers", "limit 0"],
     ),
     (
+        "a shared-GPU pod asking more TFLOPS per GPU than any shareable GPU has (A100: 312; H100: unknown)",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "400").obj(),
+        (),
+        [
+            "Pod/ns/p",
+            "tensor-fusion.ai/tflops-request='400'",
+            "no shareable GPU in the cluster can ever hold it",
+            "1 node(s) with 8 NVIDIA-A100 of 312 TFLOPS and 80Gi VRAM",
+            "1 node(s) with 8 NVIDIA-H100 of unknown TFLOPS and 80Gi VRAM",
+        ],
+    ),
+    (
+        "a shared-GPU pod asking more GPUs than any node has",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "10").annotation(TF_GPU_COUNT, "9").obj(),
+        (),
+        ["Pod/ns/p", "tensor-fusion.ai/gpu-count='9'", "no shareable GPU in the cluster can ever hold it"],
+    ),
+    (
+        "a shared-GPU pod asking more VRAM per GPU than any card has",
+        BARE_POD.copy().annotation("tensor-fusion.ai/vram-request", "96Gi").obj(),
+        (),
+        ["Pod/ns/p", "tensor-fusion.ai/vram-request='96Gi'", "can ever hold it"],
+    ),
+    (
         "tensor-fusion annotation malformed",
         GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "lots").obj(),
         (),
@@ -365,6 +389,16 @@ ALLOWED: list[tuple[str, Obj, tuple[Obj, ...]]] = [
         "tensor-fusion pod within the namespace's total (its usage is the scheduler's to judge)",
         GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "50").annotation(TF_GPU_COUNT, "2").obj(),
         (MakeGPUResourceQuota().total(requests={"tflops": "100"}, maxWorkers=1).obj(),),
+    ),
+    (
+        "a shared-GPU pod an A100 can hold (300 of 312 TFLOPS, 8 GPUs)",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "300").annotation(TF_GPU_COUNT, "8").obj(),
+        (),
+    ),
+    (
+        "a shared-GPU pod of another scheduler: GPUShare does not place it",
+        BARE_POD.copy().scheduler("default-scheduler").annotation(TFLOPS_REQUEST, "400").obj(),
+        (),
     ),
     (
         "pod within single limits",
