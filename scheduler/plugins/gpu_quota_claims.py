@@ -1,9 +1,11 @@
 """The gpu-quota plugin's DRA part: a namespace's allocated claims count against its
-GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, each claim one
-worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.devices.gpu_usage`).
+GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, once per claim
+whatever number of pods share it; the claim has no worker of its own: each of its pods is one, charged
+by the gpu-quota plugin under the pod's key (docs/design.md "Quota over devices"; the usage from
+:mod:`common.model.devices.gpu_usage`).
 
-* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims must fit
-  (single and total limits), else the row is rejected with the refusal.
+* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims and the
+  pod's worker must fit (single and total limits), else the row is rejected with the refusal.
 * Reserve charges the claims the pod's allocation on the chosen row makes, claim by claim, atomically
   (all or none); Unreserve refunds those the API does not show allocated.
 * A claim's ``status.allocation`` (after a restart, the informers' replay) is charged unchecked: it
