@@ -29,9 +29,17 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.cards.catalog import CardCatalog
 from gpuq_k8s.common.model.cards.discovery import NodeCards
 from gpuq_k8s.common.model.devices.allocator import Allocator
+from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.wire import Obj, section
-from gpuq_k8s.webhook.view import Miss, device_allocator, node_allocatable, node_cards, summed
+from gpuq_k8s.webhook.view import (
+    Miss,
+    device_allocator,
+    node_allocatable,
+    node_cards,
+    node_shared_gpus,
+    summed,
+)
 
 log = logging.getLogger(__name__)
 WATCHED: Final = kinds.WEBHOOK_WATCHES
@@ -76,6 +84,7 @@ class InformerView:
             kinds.GPU_RESOURCE_QUOTA.kind: {},
         }
         self._node_cards: dict[str, NodeCards] = {}
+        self._shared: dict[str, NodeGPUs] = {}  # node -> its shareable GPUs (tensor-fusion pods')
         self._catalog: CardCatalog | None = None
         self._allocatable: dict[str, Mapping[str, int]] = {}
         self._capacity: dict[str, int] | None = None
@@ -129,6 +138,11 @@ class InformerView:
                 self._node_cards[name] = after
         if (before.cards if before else None) != (after.cards if after else None):
             self._catalog = None
+        gpus = None if change.type == "delete" else node_shared_gpus(change.obj)
+        if gpus is None:
+            self._shared.pop(name, None)
+        else:
+            self._shared[name] = gpus
         allocatable = None if change.type == "delete" else node_allocatable(change.obj)
         if self._allocatable.get(name) != allocatable:
             if allocatable is None:
@@ -167,6 +181,9 @@ class InformerView:
         if self._catalog is None:
             self._catalog = CardCatalog.build(self._node_cards.values())
         return self._catalog
+
+    def shared_gpus(self) -> Sequence[NodeGPUs]:
+        return list(self._shared.values())
 
     def all_queues(self) -> Sequence[Obj]:
         items = self.informers[kinds.QUEUE.kind].items()

@@ -27,6 +27,8 @@ from gpuq_k8s.common.model.crd import PodGroup
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
 from gpuq_k8s.common.model.errors import InvalidValue
 from gpuq_k8s.common.model.gpu_quota.request import GPURequest, request_from_annotations
+from gpuq_k8s.common.model.gpu_share.admission import never_placed
+from gpuq_k8s.common.model.gpu_share.request import share_request
 from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.quantity import format_units
 from gpuq_k8s.common.model.queues import queue_of
@@ -62,6 +64,10 @@ def validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOp
     problem = _gpu_single_problem(pod, catalog, view) if options.gpu_quota else None
     if problem:
         return deny(problem)
+    if options.gpu_quota and pod.scheduler_name == options.scheduler_name:
+        problem = _gpu_share_problem(pod, view)
+        if problem:
+            return deny(problem)
 
     if options.capacity_card and pod.scheduler_name == options.scheduler_name:
         problem = _pod_queue_problem(pod, catalog, view, options, warnings)
@@ -76,7 +82,10 @@ def validate_pod(obj: Mapping[str, Any], view: ClusterView, options: AdmissionOp
 
 
 def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -> str | None:
-    """gpu-quota: the tensor-fusion annotations' syntax, and the namespace's per-workload limits."""
+    """gpu-quota: the tensor-fusion annotations' syntax, the namespace's per-workload limits, and its
+    totals (``total.requests``/``limits`` TFLOPS and VRAM, ``maxWorkers``) against the request alone:
+    a pod asking more than the namespace's whole quota can never be scheduled (its usage, which comes
+    and goes, is the scheduler's to judge)."""
     limits = namespace_gpu_limits(view, pod.namespace)
     gpu_quota = limits.quota(pod.namespace) if limits is not None else None
     request = request_from_annotations(pod, gpu_quota)  # annotation syntax, with or without a quota
@@ -86,8 +95,39 @@ def _gpu_single_problem(pod: PodInfo, catalog: CardCatalog, view: ClusterView) -
     if cards:
         # No tensor-fusion annotations: before a node is chosen only the GPU count is known.
         request = GPURequest.count_only(_whole_cards(cards))
-    refusal = limits.check_single(pod.namespace, request) if request is not None else None
-    return None if refusal is None else f"{pod.ref}: {refusal.message}"
+    # The limits store holds no usage: its total check is whether the quota could ever hold the pod.
+    refusal = limits.check(pod.namespace, request) if request is not None else None
+    if refusal is None:
+        return None
+    field = refusal.error.resource if isinstance(refusal.error, QuotaExceeded) else ""
+    return f"{pod.ref}: {refusal.message}{_asked_by(pod, field)}"
+
+
+def _gpu_share_problem(pod: PodInfo, view: ClusterView) -> str | None:
+    """gpu-quota's GPUShare: a shared-GPU pod (tensor-fusion's requests, no GPU resource) asking more
+    per GPU, or more GPUs, than any node's shareable GPUs could ever hold (Semantics 19)."""
+    quota = namespace_gpu_quota(view, pod.namespace)
+    request = share_request(pod, quota)
+    if request is None:
+        return None
+    never = never_placed(request, view.shared_gpus())
+    if never is None:
+        return None
+    named = (ann.TF_TFLOPS_REQUEST, ann.TF_VRAM_REQUEST, ann.TF_GPU_COUNT)
+    stated = ", ".join(f"{key}={quote(pod.annotations[key])}" for key in named if key in pod.annotations)
+    return f"{pod.ref}: {stated}: {never}"
+
+
+def _asked_by(pod: PodInfo, field: str) -> str:
+    """The tensor-fusion annotations behind a refusal of quota ``field`` (``total.requests.tflops``,
+    ``single.maxGPUCount``, ...), as the pod states them."""
+    leaf = field.rsplit(".", 1)[-1]
+    kind = "limit" if ".maxLimits." in field or ".limits." in field else "request"
+    named = [f"tensor-fusion.ai/{leaf}-{kind}"] if leaf in ("tflops", "vram") else []
+    if named or leaf == "maxGPUCount" or field.endswith("single.max.workers"):  # the design layout's name
+        named.append(ann.TF_GPU_COUNT)
+    stated = [f"{key}={quote(pod.annotations[key])}" for key in named if key in pod.annotations]
+    return f"; asked by {', '.join(stated)}" if stated else ""
 
 
 def _whole_cards(cards: Resources) -> int:

@@ -24,6 +24,7 @@ from gpuq_k8s.common.model.devices.ledger import DeviceLedger
 from gpuq_k8s.common.model.devices.pools import Inventory
 from gpuq_k8s.common.model.devices.slices import ResourceSlice
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
+from gpuq_k8s.common.model.gpu_share.devices import NodeGPUs, node_gpus
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.wire import Obj
 
@@ -48,6 +49,10 @@ class ClusterView(Protocol):
     def gpu_resource_quotas(self, namespace: str) -> Sequence[Obj]: ...
 
     def card_catalog(self) -> CardCatalog: ...
+
+    def shared_gpus(self) -> Sequence[NodeGPUs]:
+        """Every node's shareable GPUs (tensor-fusion pods', design.md Semantics 19)."""
+        ...
 
     def all_queues(self) -> Sequence[Obj]:
         """Every Queue (O(queues): read on a ResourceClaim's review only)."""
@@ -74,6 +79,14 @@ def node_cards(obj: Obj) -> NodeCards | None:
     """The card types of a Node object; None for a Node that does not parse."""
     try:
         return discover_cards(NodeInfo.from_dict(obj))
+    except InvalidValue:
+        return None
+
+
+def node_shared_gpus(obj: Obj) -> NodeGPUs | None:
+    """A Node object's shareable GPUs; None for a node without them or that does not parse."""
+    try:
+        return node_gpus(NodeInfo.from_dict(obj))
     except InvalidValue:
         return None
 
@@ -108,6 +121,7 @@ class StaticView:
         self._elastic: dict[str, list[Obj]] = {}
         self._gpu: dict[str, list[Obj]] = {}
         self._nodes: dict[str, NodeCards] = {}
+        self._shared: dict[str, NodeGPUs] = {}
         self._allocatable: dict[str, Mapping[str, int]] = {}
         self._catalog: CardCatalog | None = None
         self._device_objects: dict[tuple[str, str], Obj] = {}
@@ -127,6 +141,9 @@ class StaticView:
             allocatable = node_allocatable(obj)
             if allocatable is not None:
                 self._allocatable[name] = allocatable
+            gpus = node_shared_gpus(obj)
+            if gpus is not None:
+                self._shared[name] = gpus
         elif kind is kinds.QUEUE:
             self._queues[name] = obj
         elif kind is kinds.POD_GROUP:
@@ -166,6 +183,9 @@ class StaticView:
         if self._catalog is None:
             self._catalog = CardCatalog.build(self._nodes.values())
         return self._catalog
+
+    def shared_gpus(self) -> Sequence[NodeGPUs]:
+        return list(self._shared.values())
 
     def all_queues(self) -> Sequence[Obj]:
         return [self._queues[name] for name in sorted(self._queues)]

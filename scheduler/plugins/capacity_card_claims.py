@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from typing import Final
 
-import numpy as np
-
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.capacity_card.engine import CapacityCard
 from gpuq_k8s.common.model.devices.charges import (
+    Candidates,
     ClaimCharge,
-    candidate_card_types,
+    candidates,
     narrowed,
     pending_cards,
     result_card_types,
@@ -42,11 +41,15 @@ from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
-from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.device_charges import (
+    Committed,
+    device_charges,
+    in_flight_charges,
+    refused_rows,
+)
 from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import (
     allocation_on,
-    found_allocations,
     planned,
     reallocate,
 )
@@ -66,7 +69,7 @@ class QueueClaims:
         self.charges = device_charges(handle.objects)
         self._in_flight: dict[str, tuple[str, ...]] = {}  # pod key -> claims its Reserve charged
         self._unpaid: dict[str, set[str]] = {}  # pod key -> committed claims waiting for it
-        self._types: dict[tuple[object, ...], tuple[str, ...]] = {}  # request shape -> card types
+        self._types: dict[tuple[object, ...], Candidates] = {}  # request shape -> its candidates
         self._types_inventory: object = None
         self.charges.subscribe(self._committed)
 
@@ -125,10 +128,10 @@ class QueueClaims:
             plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
         except GpuqError:
             return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
-        return Resources(pending_cards(plan, self._types_of))
+        return Resources(pending_cards(plan, self._candidates_of))
 
-    def _types_of(self, alternative: Alternative) -> tuple[str, ...]:
-        """:func:`candidate_card_types`, kept per request shape while the inventory stands."""
+    def _candidates_of(self, alternative: Alternative) -> Candidates:
+        """:func:`candidates`, kept per request shape while the inventory stands."""
         allocator = self.charges.view.ready_allocator()
         if allocator.inventory is not self._types_inventory:
             self._types.clear()
@@ -138,7 +141,7 @@ class QueueClaims:
         if found is None:
             if len(self._types) >= _MAX_SHAPES:
                 self._types.clear()
-            found = self._types[key] = candidate_card_types(alternative, allocator, self.charges.naming)
+            found = self._types[key] = candidates(alternative, allocator, self.charges.naming)
         return found
 
     # -- the cycle ----------------------------------------------------------------------------------
@@ -177,23 +180,12 @@ class QueueClaims:
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
         """The rows (of those DynamicResources' Filter found an allocation for) whose new devices do
         not fit the pod's queue's card quota, with the refusals; None when none is refused."""
-        found = found_allocations(state)
-        if not found:
-            return None
-        self.charges.refresh()
-        rejected = np.zeros(n, dtype=np.bool_)
-        by_message: dict[str, BoolArray] = {}
-        for row in list(found):
-            if row >= n:
-                continue
+
+        def refusal_on(row: int) -> str | None:
             refusal, _ = self.refusal(state, pod, row)
-            if refusal is not None:
-                rejected[row] = True
-                mask = by_message.setdefault(refusal.message, np.zeros(n, dtype=np.bool_))
-                mask[row] = True
-        if not rejected.any():
-            return None
-        return rejected, [(mask, message) for message, mask in by_message.items()]
+            return refusal.message if refusal is not None else None
+
+        return refused_rows(state, n, self.charges, refusal_on)
 
     def _governed(self, pod: PodInfo) -> bool:
         """The pod's Queue exists (Semantics 7: a pod of no Queue has no queue quota; its claims are

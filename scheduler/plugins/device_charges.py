@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge
 from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
@@ -32,9 +34,9 @@ from gpuq_k8s.common.model.resources import EMPTY, Resources
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
-from gpuq_k8s.scheduler.framework.interfaces import Handle
+from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, claims_to_allocate
+from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, claims_to_allocate, found_allocations
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,30 @@ def in_flight_charges(
         if claim is not None:
             out[key] = claim_charge(claim, claim_allocation, inventory, charges.naming)
     return out
+
+
+def refused_rows(
+    state: CycleState, n: int, charges: DeviceCharges, refusal_on: Callable[[int], str | None]
+) -> tuple[BoolArray, ReasonMasks] | None:
+    """A quota plugin's Filter over devices: of the rows where DynamicResources' Filter found an
+    allocation, those ``refusal_on(row)`` refuses (its message; None: the row fits), with one reason
+    mask per message; None when no row is refused. The charges are refreshed first."""
+    found = found_allocations(state)
+    if not found:
+        return None
+    charges.refresh()
+    rejected = np.zeros(n, dtype=np.bool_)
+    by_message: dict[str, BoolArray] = {}
+    for row in list(found):
+        if row >= n:
+            continue
+        message = refusal_on(row)
+        if message is not None:
+            rejected[row] = True
+            by_message.setdefault(message, np.zeros(n, dtype=np.bool_))[row] = True
+    if not rejected.any():
+        return None
+    return rejected, [(mask, message) for message, mask in by_message.items()]
 
 
 _MAX_MEMO = 65536

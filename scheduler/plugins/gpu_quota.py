@@ -175,7 +175,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         if self.store.is_reserved(pod.namespace, pod.key):
             return
         try:
-            request = self._request_on(pod, row)
+            request = self._charged_request(pod, row)
         except InvalidValue as err:
             self.handle.record(invalid_annotation(pod.ref, f"GPU quota not charged: {err}"))
             return
@@ -196,13 +196,22 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         cluster = self.handle.cluster
 
         def request_of(pod: PodInfo) -> GPURequest | None:
-            return self._request_on(pod, cluster.pod_row(pod.node_name))
+            return self._charged_request(pod, cluster.pod_row(pod.node_name))
 
         for event in self.store.rebuild(list(cluster.pods.values()), request_of):
             self.handle.record(event)
         self.claims.recharge()
 
     # -- requests ---------------------------------------------------------------------------------
+    def _charged_request(self, pod: PodInfo, row: int) -> GPURequest | None:
+        """What the pod itself is charged on node ``row``: its request (:meth:`_request_on`), else,
+        for a pod with DRA claims, one worker (its devices are charged with its claims, once
+        whatever number of pods share them: docs/design.md "Quota over devices")."""
+        request = self._request_on(pod, row)
+        if request is None and pod.claim_sources:
+            return GPURequest.worker_only()
+        return request
+
     def _request_on(self, pod: PodInfo, row: int) -> GPURequest | None:
         """The pod's request on node ``row`` (Semantics 5); raises InvalidValue when underivable.
 
@@ -364,7 +373,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         if not devices.is_success:
             return devices
         try:
-            request = self._request_on(pod, row)
+            request = self._charged_request(pod, row)
         except InvalidValue as err:
             self.claims.unreserve(pod)
             return Status.unresolvable(str(err))

@@ -1,9 +1,11 @@
 """The gpu-quota plugin's DRA part: a namespace's allocated claims count against its
-GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, each claim one
-worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.devices.gpu_usage`).
+GPUResourceQuota, TFLOPS and VRAM from the devices' capacity and the card's specs, once per claim
+whatever number of pods share it; the claim has no worker of its own: each of its pods is one, charged
+by the gpu-quota plugin under the pod's key (docs/design.md "Quota over devices"; the usage from
+:mod:`common.model.devices.gpu_usage`).
 
-* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims must fit
-  (single and total limits), else the row is rejected with the refusal.
+* Filter: on the rows where DynamicResources' Filter found an allocation, the new claims and the
+  pod's worker must fit (single and total limits), else the row is rejected with the refusal.
 * Reserve charges the claims the pod's allocation on the chosen row makes, claim by claim, atomically
   (all or none); Unreserve refunds those the API does not show allocated.
 * A claim's ``status.allocation`` (after a restart, the informers' replay) is charged unchecked: it
@@ -12,8 +14,6 @@ worker (docs/design.md "Quota over devices"; the usage from :mod:`common.model.d
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.pods import PodInfo
@@ -21,9 +21,13 @@ from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
-from gpuq_k8s.scheduler.plugins.device_charges import Committed, device_charges, in_flight_charges
+from gpuq_k8s.scheduler.plugins.device_charges import (
+    Committed,
+    device_charges,
+    in_flight_charges,
+    refused_rows,
+)
 from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import found_allocations
 
 _CLAIM = "claim:"  # the store key of a claim's charge (pod keys have no colon)
 
@@ -65,24 +69,16 @@ class NamespaceClaims:
                 self.store.charge(key.partition("/")[0], request, _CLAIM + key)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
-        found = found_allocations(state)
-        if not found or not self.store.has_quota(pod.namespace):
+        if not self.store.has_quota(pod.namespace):
             return None
-        self.charges.refresh()
-        rejected = np.zeros(n, dtype=np.bool_)
-        by_message: dict[str, BoolArray] = {}
-        for row in list(found):
-            if row >= n:
-                continue
+
+        def refusal_on(row: int) -> str | None:
             charges = in_flight_charges(state, self.handle, row, self.charges) or {}
             request = combined_request(list(charges.values()))
             refusal = self.store.check(pod.namespace, request) if request is not None else None
-            if refusal is not None:
-                rejected[row] = True
-                by_message.setdefault(refusal.message, np.zeros(n, dtype=np.bool_))[row] = True
-        if not rejected.any():
-            return None
-        return rejected, [(mask, message) for message, mask in by_message.items()]
+            return refusal.message if refusal is not None else None
+
+        return refused_rows(state, n, self.charges, refusal_on)
 
     def reserve(self, state: CycleState, pod: PodInfo, row: int) -> Status:
         if not uses_devices(self.handle, pod) or not self.store.has_quota(pod.namespace):

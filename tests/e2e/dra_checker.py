@@ -379,3 +379,133 @@ def quota_violations(
         if limit is not None and used > quantity(limit):
             problems.append(f"GPUResourceQuota/{g['metadata']['namespace']}: vram {used} over {limit}")
     return problems
+
+
+# -- tensor-fusion pods and the GPUResourceQuota --------------------------------------------------------
+TF_TFLOPS = "tensor-fusion.ai/tflops-request"
+TF_VRAM = "tensor-fusion.ai/vram-request"
+TF_GPU_COUNT = "tensor-fusion.ai/gpu-count"
+TF_GPU_IDS = "tensor-fusion.ai/gpu-ids"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _annotations(obj: Obj) -> Mapping[str, str]:
+    return obj["metadata"].get("annotations") or {}
+
+
+def _bound(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _tf_share(pod: Obj) -> tuple[float, float, int] | None:
+    """(TFLOPS, VRAM bytes) per GPU and the GPU count a tensor-fusion pod asks; None for another pod."""
+    annotations = _annotations(pod)
+    if TF_TFLOPS not in annotations and TF_VRAM not in annotations:
+        return None
+    return (
+        quantity(annotations.get(TF_TFLOPS, "0")),
+        quantity(annotations.get(TF_VRAM, "0")),
+        int(annotations.get(TF_GPU_COUNT, "1")),
+    )
+
+
+def gpu_share_violations(nodes: Sequence[Obj], pods: Sequence[Obj]) -> list[str]:
+    """No GPU over-shared by tensor-fusion pods (design.md Semantics 19, restated): every bound pod with
+    tensor-fusion's requests names ``gpu-count`` distinct GPUs of its own node in
+    ``tensor-fusion.ai/gpu-ids`` (``<node>-gpu-<i>``, ``i`` below the node's ``nvidia.com/gpu``), and per
+    GPU the pods' TFLOPS and VRAM requests add up to at most the card's (the node's
+    ``nvidia.com/gpu.tflops`` label, and ``nvidia.com/gpu.memory`` in MiB)."""
+    by_name = {_name(n): n for n in nodes}
+    used: dict[str, list[float]] = {}
+    problems: list[str] = []
+    for pod in pods:
+        share, node = _tf_share(pod), _bound(pod)
+        if share is None or not node:
+            continue
+        ref = f"Pod/{pod['metadata']['namespace']}/{_name(pod)}"
+        ids = [i for i in _annotations(pod).get(TF_GPU_IDS, "").split(",") if i]
+        if len(ids) != share[2] or len(set(ids)) != len(ids):
+            problems.append(f"{ref}: gpu-ids {ids}, {share[2]} distinct GPU(s) asked")
+        count = int(
+            quantity(
+                ((by_name.get(node) or {}).get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)
+            )
+        )
+        for gpu in ids:
+            head, _, index = gpu.rpartition("-gpu-")
+            if head != node or not index.isdigit() or int(index) >= count:
+                problems.append(f"{ref}: {gpu} is not a GPU of its node {node} ({count} GPU(s))")
+                continue
+            total = used.setdefault(gpu, [0.0, 0.0])
+            total[0] += share[0]
+            total[1] += share[1]
+    for gpu, (tflops, vram) in sorted(used.items()):
+        labels = by_name[gpu.rpartition("-gpu-")[0]]["metadata"].get("labels") or {}
+        capacity = (
+            quantity(labels[f"{GPU_RESOURCE}.tflops"]),
+            quantity(labels[f"{GPU_RESOURCE}.memory"]) * 2**20,
+        )
+        for what, asked, limit in (("TFLOPS", tflops, capacity[0]), ("VRAM", vram, capacity[1])):
+            if asked > limit + 1e-9:
+                problems.append(f"{gpu}: {what} {asked} shared, the card has {limit}")
+    return problems
+
+
+def gpu_quota_violations(
+    slices: Sequence[Obj],
+    claims: Sequence[Obj],
+    pods: Sequence[Obj],
+    gpu_quotas: Sequence[Obj],
+    device_tflops: Mapping[str, float],
+) -> list[str]:
+    """No GPUResourceQuota exceeded (docs/design.md "Quota over devices", restated): per namespace,
+    ``total.requests.tflops`` and ``.vram`` and ``total.maxWorkers`` over
+
+    * the bound tensor-fusion pods: their requests times their GPU count, one worker each;
+    * the allocated claims, each once whatever number of pods share it: a device's VRAM its ``memory``
+      capacity (a share: what it consumed), its TFLOPS ``device_tflops`` of its product name (a share:
+      that fraction; a product not listed: not charged, as gpuq never guesses), admin access not counted;
+    * one worker per bound pod with claims (workers are pods: a claim shared by two pods, two workers)."""
+    devices: dict[tuple[str, str, str], Obj] = {}
+    for s in slices:
+        for device in s["spec"].get("devices") or []:
+            devices[(s["spec"]["driver"], s["spec"]["pool"]["name"], device["name"])] = device
+    used: dict[str, list[float]] = {}  # namespace -> [tflops, vram, workers]
+    for pod in pods:
+        if not _bound(pod):
+            continue
+        share = _tf_share(pod)
+        if share is None and not (pod.get("spec") or {}).get("resourceClaims"):
+            continue
+        total = used.setdefault(pod["metadata"]["namespace"], [0.0, 0.0, 0.0])
+        total[2] += 1
+        if share is not None:
+            total[0] += share[0] * share[2]
+            total[1] += share[1] * share[2]
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation")
+        total = used.setdefault(claim["metadata"]["namespace"], [0.0, 0.0, 0.0])
+        for result in (allocation or {}).get("devices", {}).get("results") or []:
+            device = devices.get((result["driver"], result["pool"], result["device"]))
+            if device is None or result.get("adminAccess"):
+                continue
+            memory = quantity(((device.get("capacity") or {}).get("memory") or {}).get("value", "0"))
+            consumed = (result.get("consumedCapacity") or {}).get("memory")
+            fraction = quantity(consumed) / memory if result.get("shareID") and consumed and memory else 1.0
+            product = ((device.get("attributes") or {}).get("productName") or {}).get("string", "")
+            total[0] += device_tflops.get(product, 0.0) * fraction
+            total[1] += memory * fraction
+    problems = []
+    for g in gpu_quotas:
+        namespace = g["metadata"]["namespace"]
+        spec = g["spec"].get("total") or {}
+        tflops, vram, workers = used.get(namespace, [0.0, 0.0, 0.0])
+        limits = (
+            ("tflops", tflops, (spec.get("requests") or {}).get("tflops")),
+            ("vram", vram, (spec.get("requests") or {}).get("vram")),
+            ("maxWorkers", workers, spec.get("maxWorkers")),
+        )
+        for what, asked, limit in limits:
+            if limit is not None and asked > quantity(limit) + 1e-6:
+                problems.append(f"GPUResourceQuota/{namespace}: {what} {asked} over {limit}")
+    return problems

@@ -174,3 +174,34 @@ class Workload:
             out.append(pod)
         out += self.extended_pods(body)
         return out
+
+
+# -- tensor-fusion pods (design.md Semantics 19) ------------------------------------------------------
+# Pods with tensor-fusion's requests and no GPU resource, placed by gpuq's GPUShare on one GPU of a node
+# whose device plugin publishes whole cards: two A100s of 312 TFLOPS and 80Gi. Six pods of 100 TFLOPS
+# and 30Gi: the devices hold four (two per GPU, by VRAM). A gpuq feature: kube-scheduler has no such
+# placement (it would bind them as CPU pods), so its run leaves them out.
+TF_PODS = 6
+TF_SHARE: Mapping[str, str] = {
+    "tensor-fusion.ai/tflops-request": "100",
+    "tensor-fusion.ai/vram-request": "30Gi",
+}
+TF_NODE: Mapping[str, str] = {"cpu": "8", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"}
+TF_LABELS: Mapping[str, str] = {
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+    "nvidia.com/gpu.memory": "81920",
+    "nvidia.com/gpu.tflops": "312",
+}
+TF_ROLE = "tf-0"
+
+
+def tf_pods(workload: Workload, body: Any) -> list[dict[str, Any]]:
+    """The tensor-fusion pods, made by ``body(name)`` and given the annotations and the run's node
+    selector."""
+    out = []
+    for i in range(TF_PODS):
+        pod = body(f"{workload.run}-tf-{i}")
+        pod["metadata"].setdefault("annotations", {}).update(TF_SHARE)
+        pod["spec"].setdefault("nodeSelector", {})[RUN_LABEL] = workload.run
+        out.append(pod)
+    return out

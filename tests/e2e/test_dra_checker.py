@@ -5,9 +5,14 @@ a GPU by consumable capacity, a claim shared by two pods), more than the devices
 
 * through kube-scheduler 1.36: the checker (:mod:`tests.e2e.dra_checker`, its own CEL library) finds
   nothing wrong: it accepts what the reference does;
-* through gpuq: the same checks pass;
+* through gpuq: the same checks pass, and the workload's tensor-fusion pods (placed by gpuq's GPUShare
+  on shared device-plugin GPUs: a gpuq feature, so the kube-scheduler run leaves them out; its device
+  checks are the same) over-share no GPU (:func:`~tests.e2e.dra_checker.gpu_share_violations`, from
+  their ``tensor-fusion.ai/gpu-ids``);
 * through gpuq under a Queue's card quotas and the namespace's GPUResourceQuota: the checker's own
-  recount of the quotas (:func:`~tests.e2e.dra_checker.quota_violations`) finds none exceeded;
+  recount of the quotas (:func:`~tests.e2e.dra_checker.quota_violations`, and for the GPUResourceQuota's
+  TFLOPS, VRAM and workers with the tensor-fusion pods :func:`~tests.e2e.dra_checker.gpu_quota_violations`)
+  finds none exceeded;
 * gpuq killed with SIGKILL mid-burst, then started again: it rebuilds its ledger from the claims and
   finishes the burst; no device is allocated twice and every claim's allocation matches its pod's node.
 """
@@ -27,8 +32,25 @@ import yaml
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.dra_checker import QUEUE_NAME, extended_violations, quota_violations, violations
-from tests.e2e.dra_workload import DRA, POD_COUNT, RUN_LABEL, Workload
+from tests.e2e.dra_checker import (
+    QUEUE_NAME,
+    extended_violations,
+    gpu_quota_violations,
+    gpu_share_violations,
+    quota_violations,
+    violations,
+)
+from tests.e2e.dra_workload import (
+    DRA,
+    POD_COUNT,
+    RUN_LABEL,
+    TF_LABELS,
+    TF_NODE,
+    TF_PODS,
+    TF_ROLE,
+    Workload,
+    tf_pods,
+)
 from tests.testing.builders import MakeGPUResourceQuota, MakeQueue
 
 pytestmark = pytest.mark.e2e
@@ -47,8 +69,9 @@ def claim_controller(control_plane: ControlPlane) -> Iterator[None]:
     stop()
 
 
-async def _setup(cluster: Cluster, tag: str, scheduler: str) -> Workload:
-    """The run's nodes, slices, classes, templates and shared claim (no pods yet)."""
+async def _setup(cluster: Cluster, tag: str, scheduler: str, *, tensor_fusion: bool = True) -> Workload:
+    """The run's nodes, slices, classes, templates and shared claim (no pods yet); with
+    ``tensor_fusion``, the node of the tensor-fusion pods' shared GPUs too."""
     run = f"{cluster.test_id}-{tag}"
     workload = Workload(run, cluster.namespace, scheduler)
     nodes = {
@@ -63,15 +86,24 @@ async def _setup(cluster: Cluster, tag: str, scheduler: str) -> Workload:
     for obj in workload.templates():
         await cluster.create(obj, f"{DRA}/namespaces/{ns}/resourceclaimtemplates")
     await cluster.create(workload.shared_claim(), f"{DRA}/namespaces/{ns}/resourceclaims")
+    if tensor_fusion:
+        await cluster.node(f"{tag}-{TF_ROLE}", TF_NODE, labels={RUN_LABEL: run, **TF_LABELS})
     return workload
 
 
-async def _create_pods(cluster: Cluster, workload: Workload) -> None:
+async def _create_pods(
+    cluster: Cluster,
+    workload: Workload,
+    *,
+    tensor_fusion: bool = True,
+    annotations: dict[str, str] | None = None,
+) -> None:
     def body(name: str) -> dict[str, Any]:
-        return cluster.pod_body(name, {"cpu": "100m"}, scheduler=workload.scheduler)
+        return cluster.pod_body(name, {"cpu": "100m"}, scheduler=workload.scheduler, annotations=annotations)
 
+    pods = workload.pods(body) + (tf_pods(workload, body) if tensor_fusion else [])
     path = f"/api/v1/namespaces/{cluster.namespace}/pods"
-    await asyncio.gather(*(cluster.request("POST", path, pod) for pod in workload.pods(body)))
+    await asyncio.gather(*(cluster.request("POST", path, pod) for pod in pods))
 
 
 async def _run_pods(cluster: Cluster, workload: Workload) -> dict[str, dict[str, Any]]:
@@ -79,13 +111,16 @@ async def _run_pods(cluster: Cluster, workload: Workload) -> dict[str, dict[str,
     return {name: pod for name, pod in pods.items() if name.startswith(f"{workload.run}-")}
 
 
-async def _settled(cluster: Cluster, workload: Workload, log: Callable[[], str]) -> dict[str, dict[str, Any]]:
+async def _settled(
+    cluster: Cluster, workload: Workload, log: Callable[[], str], *, tensor_fusion: bool = True
+) -> dict[str, dict[str, Any]]:
     """Every pod bound or reported unschedulable, and the bound ones unchanged for 3 seconds."""
+    count = POD_COUNT + (TF_PODS if tensor_fusion else 0)
     last: list[tuple[float, frozenset[str]]] = []
 
     async def probe() -> dict[str, dict[str, Any]] | None:
         pods = await _run_pods(cluster, workload)
-        if len(pods) != POD_COUNT:
+        if len(pods) != count:
             return None
         bound = frozenset(n for n, p in pods.items() if node_of(p))
         decided = all(
@@ -120,9 +155,10 @@ async def _check(
     if own_claims:
         claims = [c for c in claims if c["metadata"]["name"].startswith(f"{workload.run}-")]
     pods = await _run_pods(cluster, workload)
+    nodes = (await cluster.get(f"/api/v1/nodes?labelSelector={RUN_LABEL}={workload.run}"))["items"]
     problems = violations(slices, classes, claims, list(pods.values()))
     problems += extended_violations(classes, claims, list(pods.values()))
-    return problems, pods
+    return problems + gpu_share_violations(nodes, list(pods.values())), pods
 
 
 def _placed(pods: dict[str, dict[str, Any]], workload: Workload) -> dict[str, int]:
@@ -134,10 +170,12 @@ def _placed(pods: dict[str, dict[str, Any]], workload: Workload) -> dict[str, in
     return counts
 
 
-def _expect_full_use(placed: dict[str, int]) -> None:
+def _expect_full_use(placed: dict[str, int], *, tensor_fusion: bool = True) -> None:
     """As many pods as the devices hold: the 4 whole GPUs (2 H100, 2 A100) all used by h100, any and the
     team's one claim (whose two pods go together: the second uses the first's allocation), 4 shares of
-    20Gi in 80Gi, and MIG partitions within 7 slices (at least one placed)."""
+    20Gi in 80Gi, and MIG partitions within 7 slices (at least one placed); with ``tensor_fusion``, 4
+    tensor-fusion pods on the two shared GPUs (two per GPU by VRAM)."""
+    assert placed.get("tf", 0) == (4 if tensor_fusion else 0), placed
     team = placed.get("team", 0)
     assert team in (0, 2), placed
     # (the extended-resource pods take whole GPUs too, through their implicit claims)
@@ -150,7 +188,7 @@ async def test_kube_scheduler_passes_the_checker(
     cluster: Cluster, control_plane: ControlPlane, claim_controller: None, tmp_path: Path
 ) -> None:
     name = f"kube-{cluster.test_id}"
-    workload = await _setup(cluster, "k", name)
+    workload = await _setup(cluster, "k", name, tensor_fusion=False)
     config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -165,13 +203,13 @@ async def test_kube_scheduler_passes_the_checker(
         f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
     )
     try:
-        await _create_pods(cluster, workload)
-        await _settled(cluster, workload, lambda: "")
+        await _create_pods(cluster, workload, tensor_fusion=False)
+        await _settled(cluster, workload, lambda: "", tensor_fusion=False)
         problems, pods = await _check(cluster, workload)
     finally:
         stop()
     assert problems == []
-    _expect_full_use(_placed(pods, workload))
+    _expect_full_use(_placed(pods, workload), tensor_fusion=False)
 
 
 async def test_gpuq_passes_the_checker(
@@ -240,16 +278,15 @@ async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
         MakeQueue(queue).card_quota(json.dumps(CARD_QUOTA)).capability(cpu="100", memory="1Ti").obj(), QUEUES
     )
     ns = cluster.namespace
-    vram = MakeGPUResourceQuota("devices", ns).total(requests={"tflops": "100000", "vram": "300Gi"}).obj()
+    # TFLOPS: the claims' A100 (312, the Queue's one A100 card; gpuq knows no "NVIDIA H100" specs, so
+    # those devices carry no TFLOPS) and the tensor-fusion pods' 100 each; VRAM and workers room for all.
+    totals = {"requests": {"tflops": "562", "vram": "420Gi"}, "maxWorkers": 30}
+    vram = MakeGPUResourceQuota("devices", ns).total(**totals).obj()
     await cluster.create(vram, f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas")
     first = run_scheduler(name)
     await first.wait_ready()
 
-    def body(pod: str) -> dict[str, Any]:
-        return cluster.pod_body(pod, {"cpu": "100m"}, scheduler=name, annotations={QUEUE_NAME: queue})
-
-    path = f"/api/v1/namespaces/{ns}/pods"
-    await asyncio.gather(*(cluster.request("POST", path, pod) for pod in workload.pods(body)))
+    await _create_pods(cluster, workload, annotations={QUEUE_NAME: queue})
 
     async def some_bound() -> int | None:
         bound = sum(1 for p in (await _run_pods(cluster, workload)).values() if node_of(p))
@@ -267,8 +304,23 @@ async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
     queues = [q for q in (await cluster.get(QUEUES))["items"] if q["metadata"]["name"] == queue]
     quotas = (await cluster.get(f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas"))["items"]
     assert quota_violations(slices, claims, list(pods.values()), queues, quotas) == [], scheduler.log()
+    device_tflops = {"NVIDIA A100": 312.0}  # the specs gpuq charges ("NVIDIA H100" is no product it knows)
+    assert gpu_quota_violations(slices, claims, list(pods.values()), quotas, device_tflops) == [], (
+        scheduler.log()
+    )
     placed = _placed(pods, workload)
     assert placed.get("mig1g", 0) <= 3 and placed.get("mig3g", 0) <= 1, placed
+    assert 1 <= placed.get("tf", 0) <= 4, placed  # 250 TFLOPS at least beside the A100; the GPUs hold 4
+    # Workers are pods (each pod of the workload has claims or tensor-fusion's requests; the team's
+    # claim shared by two pods is two workers): gpuq's status agrees with the recount.
+    workers = sum(1 for p in pods.values() if node_of(p))
+
+    async def used_workers() -> int | None:
+        obj = await cluster.get(f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas/devices")
+        found = ((obj.get("status") or {}).get("used") or {}).get("workers")
+        return found if found == workers else None
+
+    await eventually(used_workers, 30, f"GPUResourceQuota status.used.workers == {workers}", scheduler.log)
     held = [
         str((scheduled_condition(p) or {}).get("message"))
         for p in pods.values()

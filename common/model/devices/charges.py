@@ -40,6 +40,7 @@ from gpuq_k8s.common.model.devices.quota import (
     DeviceNaming,
     allocation_charges,
     card_type,
+    device_charge,
     devices_per_class,
     mapped_resources,
 )
@@ -169,44 +170,78 @@ def narrowed(plan: PodPlan, drop: Mapping[str, Collection[str]]) -> PodPlan | No
     return PodPlan(plan.allocator, plan.pod_uid, tuple(prepared), plan.allocated, plan.waiting)
 
 
-def candidate_card_types(
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What an alternative could be allocated, for the job-mode enqueue check: the card types of the
+    devices it could use (sorted), and the milli-cards one of its devices is charged (a whole card,
+    or for a capacity request the share the devices' request policies make of it)."""
+
+    types: tuple[str, ...]
+    cards: int = CARD_UNIT
+
+
+def candidates(
     alternative: Alternative, source: PlanSource, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
-) -> tuple[str, ...]:
-    """The card types of every published device ``alternative`` could ever use (its class, selectors,
-    tolerations and capacity), in complete and valid pools, sorted."""
+) -> Candidates:
+    """The :class:`Candidates` of every published device ``alternative`` could ever use (its class,
+    selectors, tolerations and capacity), in complete and valid pools. A capacity request
+    (``capacity.requests``) is charged per device as its allocation would be (:func:`device_charge`
+    of the consumption the device's request policy makes: a 20Gi share of an 80Gi H100 a quarter
+    card; a device without ``allowMultipleAllocations`` whole): the largest such charge among the
+    candidates, so the demand never falls short of what the allocation is charged."""
     types: set[str] = set()
+    shares = alternative.request.capacity is not None
+    cards = 0 if shares else CARD_UNIT
     for pool in source.inventory.pools.values():
         if not pool.complete or pool.invalid:
             continue
         for s in pool.device_slices:
-            for index in source.static_view(alternative, s).usable:
-                name = card_type(s.devices[index], naming)
+            for index, (taken, _taint) in source.static_view(alternative, s).usable.items():
+                device = s.devices[index]
+                name = card_type(device, naming)
                 if name is not None:
                     types.add(name)
-    return tuple(sorted(types))
+                    if shares:
+                        charge = device_charge(device, taken if device.allow_multiple else None, naming)
+                        cards = max(cards, charge.cards)
+    return Candidates(tuple(sorted(types)), cards or CARD_UNIT)
+
+
+def candidate_card_types(
+    alternative: Alternative, source: PlanSource, naming: Mapping[str, DeviceNaming] = DEFAULT_NAMING
+) -> tuple[str, ...]:
+    """The card types of every published device ``alternative`` could ever use, sorted
+    (:func:`candidates`)."""
+    return candidates(alternative, source, naming).types
 
 
 def pending_cards(
     plan: PodPlan,
-    types_of: Callable[[Alternative], tuple[str, ...]],
+    candidates_of: Callable[[Alternative], Candidates],
 ) -> dict[str, int]:
     """What the claims ``plan`` still allocates ask of the card quotas before any device is chosen
-    (the job-mode enqueue check): per ``ExactCount`` request, its count of cards (milli) under the
-    card key of the card types its alternatives could take (``types_of``; ``A|B`` when several, in
-    the order of the ``firstAvailable`` subrequests); a request for ``All`` devices, for admin access,
-    or for a share of a device (capacity) is charged when allocated only."""
+    (the job-mode enqueue check): per ``ExactCount`` request, its count of devices times the
+    milli-cards one is charged (a whole card; a capacity request's share, :func:`candidates`), under
+    the card key of the card types its alternatives could take (``A|B`` when several, in the order of
+    the ``firstAvailable`` subrequests; the smallest amount among them); a request for ``All``
+    devices or for admin access is charged when allocated only."""
     out: dict[str, int] = {}
     for prepared in plan.to_allocate:
         for alternatives in prepared.requests:
             requests = [a.request for a in alternatives]
-            if any(r.mode != EXACT_COUNT or r.admin_access or r.capacity is not None for r in requests):
+            if any(r.mode != EXACT_COUNT or r.admin_access for r in requests):
                 continue
             types: list[str] = []
+            amount: int | None = None
             for alternative in alternatives:
-                types.extend(t for t in types_of(alternative) if t not in types)
-            if types:
+                found = candidates_of(alternative)
+                types.extend(t for t in found.types if t not in types)
+                if found.types:
+                    asked = alternative.request.count * found.cards
+                    amount = asked if amount is None else min(amount, asked)
+            if types and amount is not None:
                 key = card_key(types)
-                out[key] = out.get(key, 0) + min(r.count for r in requests) * CARD_UNIT
+                out[key] = out.get(key, 0) + amount
     return out
 
 

@@ -43,12 +43,21 @@ class GPURequest:
     gpu_count: int = 1
     # False for :meth:`count_only`: the amounts are unknown (0 stands in), so minima are not checked.
     amounts_known: bool = True
+    # Workers charged: 1 for a pod; 0 for a DRA claim's devices, whose pods are the workers
+    # (docs/design.md "Quota over devices").
+    workers: int = 1
 
     @classmethod
     def count_only(cls, gpu_count: int) -> GPURequest:
         """A card pod without tensor-fusion annotations before a node is chosen: only its GPU count
         is known (admission checks it against ``maxGPUCount``, never against ``single.min``)."""
         return cls(0, 0, 0, 0, gpu_count, amounts_known=False)
+
+    @classmethod
+    def worker_only(cls) -> GPURequest:
+        """A pod whose GPUs are its DRA claims' devices: the pod is the worker, the devices are
+        charged with their claims (once, whatever number of pods share them)."""
+        return cls(0, 0, 0, 0, 0, amounts_known=False)
 
     def totals(self) -> tuple[int, int, int, int]:
         """(requests.tflops, requests.vram, limits.tflops, limits.vram) charged to the namespace."""

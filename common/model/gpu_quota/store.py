@@ -73,7 +73,7 @@ class _Entry:
 
     def __init__(self) -> None:
         self.quota: GPUResourceQuota | None = None
-        self.pods: dict[str, tuple[int, int, int, int]] = {}
+        self.pods: dict[str, tuple[int, int, int, int, int]] = {}  # key -> its totals and workers
         self.used_req_tflops = 0
         self.used_req_vram = 0
         self.used_lim_tflops = 0
@@ -253,7 +253,7 @@ class GPUQuotaStore:
         new_rv = e.used_req_vram + rv
         new_lt = e.used_lim_tflops + lt
         new_lv = e.used_lim_vram + lv
-        new_w = e.workers + 1
+        new_w = e.workers + request.workers
         if e.quota is not None and (
             request.tflops_request > e.s_req_tflops
             or request.vram_request > e.s_req_vram
@@ -266,14 +266,14 @@ class GPUQuotaStore:
             or new_rv > e.req_vram
             or new_lt > e.lim_tflops
             or new_lv > e.lim_vram
-            or new_w > e.max_workers
+            or (new_w > e.max_workers and request.workers)
         ):
             # The slow path only runs on failure: it finds and describes the first broken limit.
             refusal = _check_single(e, namespace, request) or _check_total(e, namespace, request)
             if refusal is None:  # unreachable: the fast and slow checks test the same limits
                 raise RuntimeError(f"{namespace}: GPU quota checks disagree for {request}")
             refusal.raise_error()
-        e.pods[key] = (rt, rv, lt, lv)
+        e.pods[key] = (rt, rv, lt, lv, request.workers)
         e.used_req_tflops = new_rt
         e.used_req_vram = new_rv
         e.used_lim_tflops = new_lt
@@ -291,12 +291,12 @@ class GPUQuotaStore:
         if e is None:
             e = self._entries[namespace] = _Entry()
         rt, rv, lt, lv = request.totals()
-        e.pods[key] = (rt, rv, lt, lv)
+        e.pods[key] = (rt, rv, lt, lv, request.workers)
         e.used_req_tflops += rt
         e.used_req_vram += rv
         e.used_lim_tflops += lt
         e.used_lim_vram += lv
-        e.workers += 1
+        e.workers += request.workers
         self._dirty.add(namespace)
 
     def unreserve(self, namespace: str, key: str) -> bool:
@@ -307,7 +307,7 @@ class GPUQuotaStore:
         charged = e.pods.pop(key, None)
         if charged is None:
             return False
-        rt, rv, lt, lv = charged
+        rt, rv, lt, lv, w = charged
         # Conditional expressions, not max(): this is the hot path and a builtin call costs more.
         v = e.used_req_tflops - rt
         e.used_req_tflops = v if v > 0 else 0
@@ -317,7 +317,8 @@ class GPUQuotaStore:
         e.used_lim_tflops = v if v > 0 else 0
         v = e.used_lim_vram - lv
         e.used_lim_vram = v if v > 0 else 0
-        e.workers = e.workers - 1 if e.workers > 0 else 0
+        v = e.workers - w
+        e.workers = v if v > 0 else 0
         self._dirty.add(namespace)
         return True
 
@@ -405,12 +406,12 @@ class GPUQuotaStore:
             if pod.key in e.pods:
                 continue
             rt, rv, lt, lv = request.totals()
-            e.pods[pod.key] = (rt, rv, lt, lv)
+            e.pods[pod.key] = (rt, rv, lt, lv, request.workers)
             e.used_req_tflops += rt
             e.used_req_vram += rv
             e.used_lim_tflops += lt
             e.used_lim_vram += lv
-            e.workers += 1
+            e.workers += request.workers
         self._dirty.update(ns for ns, e in self._entries.items() if e.quota is not None)
         return events
 
@@ -497,10 +498,10 @@ def _check_total(e: _Entry, namespace: str, request: GPURequest) -> Refusal | No
         ("total.requests.vram", rv, e.used_req_vram, e.req_vram, format_bytes),
         ("total.limits.tflops", lt, e.used_lim_tflops, e.lim_tflops, format_tflops),
         ("total.limits.vram", lv, e.used_lim_vram, e.lim_vram, format_bytes),
-        ("total.maxWorkers", 1, e.workers, e.max_workers, str),
+        ("total.maxWorkers", request.workers, e.workers, e.max_workers, str),
     )
     for resource, asked, used, limit, fmt in rows:
-        if used + asked > limit:
+        if used + asked > limit and (asked or resource != "total.maxWorkers"):
             name = quota.field_name(resource)
             return _exceeded(
                 namespace, quota, name, fmt(asked), used=used, limit=limit, fmt=fmt, unresolvable=False

@@ -67,6 +67,7 @@ GRQ_SINGLE = (
     .obj()
 )
 TFLOPS_REQUEST = "tensor-fusion.ai/tflops-request"
+TF_GPU_COUNT = "tensor-fusion.ai/gpu-count"
 
 
 def view(*extra: Obj) -> StaticView:
@@ -205,13 +206,67 @@ DENIALS: list[tuple[str, Obj, tuple[Obj, ...], list[str]]] = [
         "single maxGPUCount from the annotation",
         GPU_POD.copy().scheduler(None).annotation("tensor-fusion.ai/gpu-count", "8").obj(),
         (GRQ_SINGLE,),
-        ["Pod/ns/p", "single.maxGPUCount", "requested 8", "limit 4"],
+        ["Pod/ns/p", "single.maxGPUCount", "requested 8", "limit 4", "tensor-fusion.ai/gpu-count='8'"],
     ),
     (
         "single maxGPUCount from the card resource",
         BARE_POD.copy().scheduler(None).gpus(5).obj(),
         (GRQ_SINGLE,),
         ["Pod/ns/p", "single.maxGPUCount", "requested 5", "limit 4"],
+    ),
+    (
+        "tensor-fusion TFLOPS over the namespace's total, which can never hold it",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "60").annotation(TF_GPU_COUNT, "2").obj(),
+        (MakeGPUResourceQuota().total(requests={"tflops": "100"}).obj(),),
+        [
+            "Pod/ns/p",
+            "total.requests.tflops",
+            "requested 120",
+            "limit 100",
+            "asked by tensor-fusion.ai/tflops-request='60', tensor-fusion.ai/gpu-count='2'",
+        ],
+    ),
+    (
+        "tensor-fusion VRAM over the namespace's total",
+        GPU_POD.copy().scheduler(None).annotation("tensor-fusion.ai/vram-request", "48Gi").obj(),
+        (MakeGPUResourceQuota().total(requests={"vram": "32Gi"}).obj(),),
+        [
+            "Pod/ns/p",
+            "total.requests.vram",
+            "requested 48Gi",
+            "limit 32Gi",
+            "tensor-fusion.ai/vram-request='48Gi'",
+        ],
+    ),
+    (
+        "a GPU pod where maxWorkers is 0",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "1").obj(),
+        (MakeGPUResourceQuota().total(maxWorkers=0).obj(),),
+        ["Pod/ns/p", "total.maxWorkers", "limit 0"],
+    ),
+    (
+        "a shared-GPU pod asking more TFLOPS per GPU than any shareable GPU has (A100: 312; H100: unknown)",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "400").obj(),
+        (),
+        [
+            "Pod/ns/p",
+            "tensor-fusion.ai/tflops-request='400'",
+            "no shareable GPU in the cluster can ever hold it",
+            "1 node(s) with 8 NVIDIA-A100 of 312 TFLOPS and 80Gi VRAM",
+            "1 node(s) with 8 NVIDIA-H100 of unknown TFLOPS and 80Gi VRAM",
+        ],
+    ),
+    (
+        "a shared-GPU pod asking more GPUs than any node has",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "10").annotation(TF_GPU_COUNT, "9").obj(),
+        (),
+        ["Pod/ns/p", "tensor-fusion.ai/gpu-count='9'", "no shareable GPU in the cluster can ever hold it"],
+    ),
+    (
+        "a shared-GPU pod asking more VRAM per GPU than any card has",
+        BARE_POD.copy().annotation("tensor-fusion.ai/vram-request", "96Gi").obj(),
+        (),
+        ["Pod/ns/p", "tensor-fusion.ai/vram-request='96Gi'", "can ever hold it"],
     ),
     (
         "tensor-fusion annotation malformed",
@@ -328,6 +383,21 @@ ALLOWED: list[tuple[str, Obj, tuple[Obj, ...]]] = [
     (
         "cpu-only pod of another scheduler",
         BARE_POD.copy().req(cpu="1").scheduler("default-scheduler").obj(),
+        (),
+    ),
+    (
+        "tensor-fusion pod within the namespace's total (its usage is the scheduler's to judge)",
+        GPU_POD.copy().scheduler(None).annotation(TFLOPS_REQUEST, "50").annotation(TF_GPU_COUNT, "2").obj(),
+        (MakeGPUResourceQuota().total(requests={"tflops": "100"}, maxWorkers=1).obj(),),
+    ),
+    (
+        "a shared-GPU pod an A100 can hold (300 of 312 TFLOPS, 8 GPUs)",
+        BARE_POD.copy().annotation(TFLOPS_REQUEST, "300").annotation(TF_GPU_COUNT, "8").obj(),
+        (),
+    ),
+    (
+        "a shared-GPU pod of another scheduler: GPUShare does not place it",
+        BARE_POD.copy().scheduler("default-scheduler").annotation(TFLOPS_REQUEST, "400").obj(),
         (),
     ),
     (

@@ -215,6 +215,20 @@ def test_gpu_quota_off_checks_no_single_limit_and_fills_no_default() -> None:
     assert not validate(kinds.GPU_RESOURCE_QUOTA, "CREATE", second, v, options=on).allowed
     assert validate(kinds.GPU_RESOURCE_QUOTA, "CREATE", second, v, options=off).allowed
 
+    # The totals a pod alone exceeds: a gpu-quota rule too.
+    totals = StaticView(
+        [GPU_NODE, OPEN_QUEUE.obj(), MakeGPUResourceQuota().total(requests={"tflops": "40"}).obj()]
+    )
+    big = POD_IN_QUEUE.copy().annotation("tensor-fusion.ai/tflops-request", "50").obj()
+    denied = validate(kinds.POD, "CREATE", big, totals, options=on)
+    assert not denied.allowed and "total.requests.tflops" in denied.message
+    assert validate(kinds.POD, "CREATE", big, totals, options=off).allowed
+    # A shared-GPU pod no node's GPUs could hold (the A100 has 312 TFLOPS): GPUShare's, gpu-quota's rule.
+    shared = POD_IN_QUEUE.copy().annotation("tensor-fusion.ai/tflops-request", "400").obj()
+    denied = validate(kinds.POD, "CREATE", shared, v, options=on)
+    assert not denied.allowed and "no shareable GPU in the cluster can ever hold it" in denied.message
+    assert validate(kinds.POD, "CREATE", shared, v, options=off).allowed
+
 
 # ------------------------------------------------------------------------------ reading the file
 

@@ -620,3 +620,24 @@ def test_fuzz_from_dict_raises_only_gpuq_errors(obj: dict[str, object]) -> None:
 def test_fuzz_tensor_fusion_annotations(annotations: dict[str, str]) -> None:
     pod = MakePod("p", "ns").annotations(annotations).info()
     only_gpuq_errors(request_from_annotations, pod)
+
+
+def test_a_claims_devices_carry_no_worker_and_its_pods_one_each() -> None:
+    """docs/design.md "Quota over devices": a DRA claim's devices are charged with ``workers=0`` (its
+    TFLOPS and VRAM once), each of its pods as one worker (:meth:`GPURequest.worker_only`); the worker
+    limit refuses the pod, never the devices, and refunds give back exactly what was charged."""
+    store = store_with(total={"maxWorkers": 1, "requests": {"tflops": "1000"}})
+    devices = GPURequest(989_000, 80 * GI, 989_000, 80 * GI, 1, workers=0)
+    assert store.reserve("team-a", devices, "claim:team-a/c")
+    store.charge("team-a", GPURequest(0, 0, 0, 0, 1, workers=0), "claim:team-a/d")
+    assert store.usage("team-a").gpu_count == 0  # no worker yet
+    assert store.reserve("team-a", GPURequest.worker_only(), "team-a/p0")
+    with pytest.raises(QuotaExceeded) as refused:
+        store.reserve("team-a", GPURequest.worker_only(), "team-a/p1")
+    assert refused.value.resource == "total.maxWorkers"
+    used = store.usage("team-a")
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == (989_000, 80 * GI, 1)
+    assert store.unreserve("team-a", "claim:team-a/c")
+    assert store.usage("team-a").gpu_count == 1  # the pod's worker stays while the pod does
+    assert store.unreserve("team-a", "team-a/p0")
+    assert store.usage("team-a") == GPURequest(0, 0, 0, 0, 0)

@@ -248,7 +248,8 @@ def test_admission_refuses_a_request_below_single_min() -> None:
     assert message == (
         "Pod/team-a/p: request below the minimum in namespace team-a (GPUResourceQuota/team-a/team-a-quota) "
         "for single.min.tflops: requested 500m, minimum 1 (can never fit under the current quota: "
-        "single.min.tflops minimum 1 would have to be at most 500m)"
+        "single.min.tflops minimum 1 would have to be at most 500m); "
+        "asked by tensor-fusion.ai/tflops-request='500m'"
     )
     allowed, message = _admitted(
         base.copy().annotations({f"{TF}tflops-request": "1", f"{TF}vram-request": "1Gi"})

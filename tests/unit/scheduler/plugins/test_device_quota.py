@@ -263,6 +263,43 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
     assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
 
 
+def share_claim(as_name: str, memory: str) -> dict[str, Any]:
+    body = claim_like("share-40gi", as_name)
+    body["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": memory}}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("claims", "pending"),
+    [
+        pytest.param(
+            [share_claim("s0", "20Gi")], {H100: 250}, id="a 20Gi share of the 80Gi H100: a quarter card"
+        ),
+        pytest.param(
+            [share_claim("s0", "40Gi"), share_claim("s1", "20Gi")], {H100: 750}, id="two shares: their sum"
+        ),
+        pytest.param(
+            [share_claim("s0", "500Mi")],
+            {H100: 13},
+            id="the request policy's rounding (min 1Gi): 1Gi of 80Gi, rounded up in milli-cards",
+        ),
+        pytest.param([whole_h100("h0")], {H100: 1000}, id="a whole card (unchanged)"),
+    ],
+)
+def test_job_mode_enqueue_counts_a_capacity_request_as_the_share_it_is_charged(
+    claims: list[dict[str, Any]], pending: dict[str, int]
+) -> None:
+    """A pending claim's capacity request is card demand as its allocation will be charged (the
+    consumption the device's request policy makes, as a fraction of the card), then allocated the same."""
+    sched, _ = build({H100: 1}, claims)
+    for i, body in enumerate(claims):
+        sched.add_pod(pod(f"p{i}", body["metadata"]["name"]))
+    assert engine_of(sched).ledgers["team-a"].pending == pending
+    while sched.schedule_one() is not None:
+        pass
+    assert allocated(sched) == pending  # the same amount once allocated
+
+
 def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
     sched, backend = make_scheduler("gpu-quota")
     for name in NODES:
@@ -276,72 +313,96 @@ def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[
     return sched, backend
 
 
-def plain_pod(name: str, claim: str) -> PodInfo:
+def plain_pod(name: str, *claims: str) -> PodInfo:
     body = MakePod(name, NS).req(cpu="100m").uid(f"uid-{name}").obj()
-    return PodInfo.from_dict(dra.use_claims(body, claim))
+    return PodInfo.from_dict(dra.use_claims(body, *claims))
 
 
 GIB = 2**30
 
 
-@pytest.mark.parametrize(
-    ("total", "claims", "bound", "usage", "refused"),
-    [
-        pytest.param(
-            {"requests": {"vram": "120Gi"}},
-            [claim_like("one-h100", "h1"), claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
-            2,
-            (989_000 + 494_500, 120 * GIB, 2),
-            ["GPUResourceQuota/ml/gq", "total.requests.vram", "requested 40Gi"],
-            id="VRAM: a whole 80Gi H100 and a 40Gi share (exactly what it consumes) fill 120Gi",
-        ),
-        pytest.param(
-            {"requests": {"tflops": "1500"}},
-            [whole_h100("h1"), whole_h100("h2")],
-            1,
-            (989_000, 80 * GIB, 1),
-            ["GPUResourceQuota/ml/gq", "total.requests.tflops"],
-            id="TFLOPS from the card's specs: one H100 (989) of 1500",
-        ),
-        pytest.param(
-            {"maxWorkers": 1},
-            [claim_like("one-h100", "shared")],
-            2,
-            (989_000, 80 * GIB, 1),
-            [],
-            id="a claim shared by two pods is one worker, charged once",
-        ),
-    ],
-)
-def test_gpu_resource_quota_over_devices(
-    total: dict[str, Any],
-    claims: list[dict[str, Any]],
-    bound: int,
-    usage: tuple[int, int, int],
-    refused: list[str],
-) -> None:
-    sched, backend = gpu_scheduler(total, claims)
-    names = [c["metadata"]["name"] for c in claims]
-    pods = (
-        [plain_pod(f"p{i}", n) for i, n in enumerate(names)]
-        if len(names) > 1
-        else [
-            plain_pod("p0", names[0]),
-            plain_pod("p1", names[0]),
-        ]
-    )
+@dataclass
+class QuotaCase:
+    total: dict[str, Any]
+    claims: list[dict[str, Any]]
+    pods: list[tuple[str, tuple[str, ...]]]  # (pod, its claims)
+    bound: int
+    usage: tuple[int, int, int]  # (requests.tflops milli, requests.vram bytes, workers)
+    refused: list[str] = field(default_factory=list)  # texts the first refusal must hold
+
+
+# Workers are pods (tensor-fusion: one worker per allocation, i.e. per worker pod); a claim's
+# TFLOPS and VRAM are charged once, whatever number of pods share it (docs/design.md "Quota over devices").
+GPU_QUOTA_CASES = {
+    "VRAM: a whole 80Gi H100 and a 40Gi share (exactly what it consumes) fill 120Gi": QuotaCase(
+        {"requests": {"vram": "120Gi"}},
+        [claim_like("one-h100", "h1"), claim_like("share-40gi", "s1"), claim_like("share-40gi", "s2")],
+        [("p0", ("h1",)), ("p1", ("s1",)), ("p2", ("s2",))],
+        2,
+        (989_000 + 494_500, 120 * GIB, 2),
+        ["GPUResourceQuota/ml/gq", "total.requests.vram", "requested 40Gi"],
+    ),
+    "TFLOPS from the card's specs: one H100 (989) of 1500": QuotaCase(
+        {"requests": {"tflops": "1500"}},
+        [whole_h100("h1"), whole_h100("h2")],
+        [("p0", ("h1",)), ("p1", ("h2",))],
+        1,
+        (989_000, 80 * GIB, 1),
+        ["GPUResourceQuota/ml/gq", "total.requests.tflops"],
+    ),
+    "a claim shared by two pods: its TFLOPS/VRAM once, two workers": QuotaCase(
+        {"maxWorkers": 2, "requests": {"tflops": "1000"}},
+        [claim_like("one-h100", "shared")],
+        [("p0", ("shared",)), ("p1", ("shared",))],
+        2,
+        (989_000, 80 * GIB, 2),
+    ),
+    "a claim shared by two pods under maxWorkers 1: the second pod refused for its worker": QuotaCase(
+        {"maxWorkers": 1},
+        [claim_like("one-h100", "shared")],
+        [("p0", ("shared",)), ("p1", ("shared",))],
+        1,
+        (989_000, 80 * GIB, 1),
+        ["GPUResourceQuota/ml/gq", "total.maxWorkers", "limit 1"],
+    ),
+    "one pod with two claims is one worker": QuotaCase(
+        {"maxWorkers": 1},
+        [whole_h100("h1"), whole_h100("h2")],
+        [("p0", ("h1", "h2"))],
+        1,
+        (2 * 989_000, 160 * GIB, 1),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(GPU_QUOTA_CASES.values()), ids=list(GPU_QUOTA_CASES))
+def test_gpu_resource_quota_over_devices(case: QuotaCase) -> None:
+    sched, backend = gpu_scheduler(case.total, case.claims)
+    pods = [plain_pod(name, *claims) for name, claims in case.pods]
     messages = run(sched, pods)
-    assert len(backend.bindings) == bound, messages
+    assert len(backend.bindings) == case.bound, messages
     store = plugin_of(sched, GPUQuota).store
     used = store.usage(NS)
-    assert (used.tflops_request, used.vram_request) == usage[:2]
-    assert used.gpu_count == usage[2]  # workers
-    for text in refused:
-        assert text in messages[0]
-    # rebuilt from the claims after a restart
-    again, _ = gpu_scheduler(total, [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)])
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == case.usage  # gpu_count: workers
+    if case.refused:
+        assert messages, "a pod should have been refused"
+        for text in case.refused:
+            assert text in messages[0]
+    # After a restart (a new scheduler fed the API's objects and the bound pods), the same usage.
+    claims = [dict(obj) for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM)]
+    again, _ = gpu_scheduler(case.total, claims)
+    for info in pods:
+        node = backend.bindings.get(info.key)
+        if node:
+            again.add_pod(info.with_node_name(node))
     used = plugin_of(again, GPUQuota).store.usage(NS)
-    assert (used.tflops_request, used.vram_request) == usage[:2]
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == case.usage
+    # The pods gone, only the claims' devices stay charged (kube-controller-manager clears a deleted
+    # pod's claim: the refund follows the allocation), with no worker.
+    for info in pods:
+        again.delete_pod(info.key)
+    used = plugin_of(again, GPUQuota).store.usage(NS)
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == (*case.usage[:2], 0)
 
 
 MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}

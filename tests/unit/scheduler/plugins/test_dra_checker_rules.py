@@ -11,7 +11,10 @@ from tests.e2e.dra_checker import (
     CARD_QUOTA,
     EXTENDED_ANNOTATION,
     QUEUE_NAME,
+    TF_GPU_IDS,
     extended_violations,
+    gpu_quota_violations,
+    gpu_share_violations,
     quota_violations,
     violations,
 )
@@ -218,3 +221,68 @@ def test_the_extended_resource_rules_hold_and_each_broken_one_is_reported() -> N
     ]
     # a resource no class names is not the checker's (the device plugin's)
     assert extended_violations([CLASS], [], [no_status]) == []
+
+
+TF_NODE = {
+    "metadata": {
+        "name": "n5",
+        "labels": {"nvidia.com/gpu.tflops": "312", "nvidia.com/gpu.memory": "81920"},
+    },
+    "status": {"allocatable": {"nvidia.com/gpu": "2"}},
+}
+
+
+def tf_pod(name: str, ids: str, tflops: str = "100", vram: str = "30Gi", node: str = "n5") -> dict[str, Any]:
+    annotations = {"tensor-fusion.ai/tflops-request": tflops, "tensor-fusion.ai/vram-request": vram}
+    if ids:
+        annotations[TF_GPU_IDS] = ids
+    return {
+        "metadata": {"name": name, "namespace": "ns", "annotations": annotations},
+        "spec": {"containers": [{"name": "c"}], "nodeName": node},
+    }
+
+
+def test_the_gpu_share_recount_reports_an_over_shared_gpu_and_bad_gpu_ids() -> None:
+    """gpu_share_violations: per GPU of a node (2 cards of 312 TFLOPS, 80Gi), the tensor-fusion pods'
+    requests named by their gpu-ids; a pod without gpu-ids, or naming another node's GPU, is reported."""
+    clean = [tf_pod("a", "n5-gpu-0"), tf_pod("b", "n5-gpu-0", vram="50Gi"), tf_pod("c", "n5-gpu-1")]
+    assert gpu_share_violations([TF_NODE], clean) == []
+    over_vram = [*clean, tf_pod("d", "n5-gpu-0", vram="1Gi")]
+    assert gpu_share_violations([TF_NODE], over_vram) == [
+        f"n5-gpu-0: VRAM {81.0 * 2**30} shared, the card has {80.0 * 2**30}"
+    ]
+    over_tflops = [tf_pod(f"t{i}", "n5-gpu-1", vram="1Gi") for i in range(4)]
+    assert gpu_share_violations([TF_NODE], over_tflops) == [
+        "n5-gpu-1: TFLOPS 400.0 shared, the card has 312.0"
+    ]
+    wrong = [tf_pod("x", ""), tf_pod("y", "n6-gpu-0"), tf_pod("z", "n5-gpu-2")]
+    problems = gpu_share_violations([TF_NODE], wrong)
+    assert problems == [
+        "Pod/ns/x: gpu-ids [], 1 distinct GPU(s) asked",
+        "Pod/ns/y: n6-gpu-0 is not a GPU of its node n5 (2 GPU(s))",
+        "Pod/ns/z: n5-gpu-2 is not a GPU of its node n5 (2 GPU(s))",
+    ]
+    pending = tf_pod("p", "", node="")
+    assert gpu_share_violations([TF_NODE], [pending]) == []  # not bound: holds nothing
+
+
+def test_the_gpu_resource_quota_recount_counts_claims_once_tensor_fusion_pods_and_workers() -> None:
+    """gpu_quota_violations: an A100 claim (312 TFLOPS, 40Gi) shared by two pods counts its device once
+    and two workers; a tensor-fusion pod adds its requests and a worker."""
+    a100 = dra.resource_slice(
+        "n7", "n7", [dra.device("g-0", {"productName": "NVIDIA A100"}, {"memory": "40Gi"})]
+    )
+    claim = allocated("t", dra.exactly("gpu", "gpu"), "n7", {"pool": "n7", "device": "g-0"}, pod="a")
+    pods = [bound_pod("a", "t", "n7"), bound_pod("b", "t", "n7"), tf_pod("c", "n5-gpu-0")]
+    tflops = {"NVIDIA A100": 312.0}
+
+    def quota(tflops_limit: str, vram: str, workers: int) -> dict[str, Any]:
+        total = {"requests": {"tflops": tflops_limit, "vram": vram}, "maxWorkers": workers}
+        return {"metadata": {"namespace": "ns"}, "spec": {"total": total}}
+
+    assert gpu_quota_violations([a100], [claim], pods, [quota("412", "70Gi", 3)], tflops) == []
+    assert gpu_quota_violations([a100], [claim], pods, [quota("411", "69Gi", 2)], tflops) == [
+        "GPUResourceQuota/ns: tflops 412.0 over 411",
+        f"GPUResourceQuota/ns: vram {70.0 * 2**30} over 69Gi",
+        "GPUResourceQuota/ns: maxWorkers 3.0 over 2",
+    ]

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge, narrowed, pending_cards
+from gpuq_k8s.common.model.devices.charges import (
+    Candidates,
+    ClaimCharge,
+    candidates,
+    claim_charge,
+    narrowed,
+    pending_cards,
+)
 from gpuq_k8s.common.model.devices.charges import total as total_charge
 from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
 from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
@@ -77,17 +84,18 @@ def test_what_a_claim_is_charged(
 
 
 def test_a_claims_gpu_resource_quota_usage() -> None:
-    """One worker per claim: its devices the GPU count, per GPU their TFLOPS and VRAM; a share one GPU
-    of what it consumed; unknown specs: amounts unknown (charged 0, never guessed)."""
+    """No worker of its own (its pods are the workers): its devices the GPU count, per GPU their TFLOPS
+    and VRAM; a share one GPU of what it consumed; unknown specs: amounts unknown (charged 0, never
+    guessed). A pod's claims checked together carry the pod's one worker."""
     two = ClaimCharge("ml/c", {H100: 2000}, 0, 2000, 2 * 989_000, 160 * GIB)
-    assert claim_request(two) == GPURequest(989_000, 80 * GIB, 989_000, 80 * GIB, 2)
+    assert claim_request(two) == GPURequest(989_000, 80 * GIB, 989_000, 80 * GIB, 2, workers=0)
     share = ClaimCharge("ml/s", {H100: 500}, 0, 500, 494_500, 40 * GIB)
-    assert claim_request(share) == GPURequest(494_500, 40 * GIB, 494_500, 40 * GIB, 1)
+    assert claim_request(share) == GPURequest(494_500, 40 * GIB, 494_500, 40 * GIB, 1, workers=0)
     unknown = ClaimCharge("ml/u", {}, 1000, 1000, None, 16 * GIB)
-    assert claim_request(unknown) == GPURequest(0, 16 * GIB, 0, 16 * GIB, 1, amounts_known=False)
+    assert claim_request(unknown) == GPURequest(0, 16 * GIB, 0, 16 * GIB, 1, amounts_known=False, workers=0)
     assert claim_request(ClaimCharge("ml/a")) is None  # admin access only
     both = combined_request([two, share])
-    assert both is not None and both.gpu_count == 3
+    assert both is not None and both.gpu_count == 3 and both.workers == 1
     assert 200 * GIB <= both.totals()[1] < 200 * GIB + 3  # per GPU rounded up
 
 
@@ -123,10 +131,12 @@ def test_first_available_narrowed_and_its_pending_card_key() -> None:
     c = cluster()
     plan = c.allocator.plan([c.claim("h100-else-a100")])
 
-    def types_of(alternative: object) -> tuple[str, ...]:
-        return {"gpu/h100": (H100,), "gpu/a100": (A100,)}[alternative.name]  # type: ignore[attr-defined]
+    def types_of(alternative: object) -> Candidates:
+        types = {"gpu/h100": (H100,), "gpu/a100": (A100,)}[alternative.name]  # type: ignore[attr-defined]
+        return Candidates(types)
 
     assert pending_cards(plan, types_of) == {f"{H100}|{A100}": 1000}
+    assert pending_cards(plan, lambda a: candidates(a, c.allocator)) == {f"{H100}|{A100}": 1000}
     narrower = narrowed(plan, {"ml/h100-else-a100": {"gpu/h100"}})
     assert narrower is not None
     found = c.allocator.allocate(narrower, node("gpu-node-1"))
@@ -134,3 +144,16 @@ def test_first_available_narrowed_and_its_pending_card_key() -> None:
     assert [r.request for r in found.claims["ml/h100-else-a100"].results] == ["gpu/a100"]
     assert narrowed(plan, {"ml/h100-else-a100": {"gpu/h100", "gpu/a100"}}) is None  # nothing left
     assert narrowed(plan, {}) is None  # nothing dropped
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        pytest.param("one-h100", {H100: 1000}, id="a whole card"),
+        pytest.param("share-40gi", {H100: 500}, id="a 40Gi share of an 80Gi H100: half a card, as allocated"),
+    ],
+)
+def test_pending_card_demand(claim: str, expected: dict[str, int]) -> None:
+    c = cluster()
+    plan = c.allocator.plan([c.claim(claim)])
+    assert pending_cards(plan, lambda a: candidates(a, c.allocator)) == expected
