@@ -205,10 +205,11 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
     # -- requests ---------------------------------------------------------------------------------
     def _charged_request(self, pod: PodInfo, row: int) -> GPURequest | None:
         """What the pod itself is charged on node ``row``: its request (:meth:`_request_on`), else,
-        for a pod with DRA claims, one worker (its devices are charged with its claims, once
-        whatever number of pods share them: docs/design.md "Quota over devices")."""
+        for a pod with DRA claims or an extended resource a DeviceClass serves (its implicit claim),
+        one worker (its devices are charged with its claims, once whatever number of pods share them:
+        docs/design.md "Quota over devices")."""
         request = self._request_on(pod, row)
-        if request is None and pod.claim_sources:
+        if request is None and uses_devices(self.handle, pod):
             return GPURequest.worker_only()
         return request
 

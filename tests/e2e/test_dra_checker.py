@@ -311,16 +311,26 @@ async def test_gpuq_keeps_queue_card_quotas_and_the_gpu_resource_quota(
     placed = _placed(pods, workload)
     assert placed.get("mig1g", 0) <= 3 and placed.get("mig3g", 0) <= 1, placed
     assert 1 <= placed.get("tf", 0) <= 4, placed  # 250 TFLOPS at least beside the A100; the GPUs hold 4
-    # Workers are pods (each pod of the workload has claims or tensor-fusion's requests; the team's
-    # claim shared by two pods is two workers): gpuq's status agrees with the recount.
-    workers = sum(1 for p in pods.values() if node_of(p))
+    # Workers are pods (each pod of the workload has claims, an implicit claim for its extended resource
+    # or tensor-fusion's requests; the team's claim shared by two pods is two workers): gpuq's status
+    # agrees with the recount.
+    bound = [name for name, p in pods.items() if node_of(p)]
+    workers = len(bound)
+
+    seen: dict[str, Any] = {}
 
     async def used_workers() -> int | None:
         obj = await cluster.get(f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/gpuresourcequotas/devices")
+        seen["status"] = obj.get("status")
         found = ((obj.get("status") or {}).get("used") or {}).get("workers")
         return found if found == workers else None
 
-    await eventually(used_workers, 30, f"GPUResourceQuota status.used.workers == {workers}", scheduler.log)
+    await eventually(
+        used_workers,
+        30,
+        f"GPUResourceQuota status.used.workers == {workers}",
+        lambda: f"status: {seen.get('status')}\nbound: {sorted(bound)}\n{scheduler.log()}",
+    )
     held = [
         str((scheduled_condition(p) or {}).get("message"))
         for p in pods.values()

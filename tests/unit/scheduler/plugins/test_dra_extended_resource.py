@@ -376,3 +376,21 @@ def test_gpu_resource_quota_charges_the_implicit_claims_devices() -> None:
     for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM):
         again.put_object(dict(obj))
     assert plugin_of(again, GPUQuota).store.usage("ml").tflops_request == 989_000
+
+
+def test_an_extended_resource_pod_is_one_worker_at_reserve_and_after_a_restart() -> None:
+    """Workers are pods: a pod whose devices come through its implicit claim is one worker, as a pod
+    with claims is (found by the DRA e2e checker: the bound extended-resource pod counted no worker, so
+    ``status.used.workers`` was one short of the pods bound)."""
+    quota = {"requests": {"tflops": "1500"}, "maxWorkers": 5}
+    sched, _ = quota_scheduler("gpu-quota", quota)
+    sched.add_pod(h100_pod("p1"))
+    node_name, message = attempt(sched)
+    assert node_name, message
+    assert plugin_of(sched, GPUQuota).store.usage("ml").gpu_count == 1  # gpu_count: workers
+    again, _ = quota_scheduler("gpu-quota", quota)
+    for _, _, obj in sched.objects.list(kinds.RESOURCE_CLAIM):
+        again.put_object(dict(obj))
+    again.add_pod(h100_pod("p1").with_node_name(node_name))
+    used = plugin_of(again, GPUQuota).store.usage("ml")
+    assert (used.tflops_request, used.gpu_count) == (989_000, 1)
