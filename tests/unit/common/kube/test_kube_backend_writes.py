@@ -191,6 +191,69 @@ def test_a_changed_note_is_a_new_event_not_a_refused_patch() -> None:
     assert notes == [("available 1", 3), ("available 3", 2)]
 
 
+class StrictEventStore(EventStore):
+    """As :class:`EventStore`, with kube-apiserver's series rule (a series counts at least 2), names
+    unique (AlreadyExists), and POSTs held at ``gate`` while it is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+        self.refused: list[str] = []
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        body = kwargs.get("body") or {}
+        if method == "POST":
+            if self.gate is not None:
+                await self.gate.wait()
+            if body["metadata"]["name"] in self.events:
+                self.refused.append("AlreadyExists")
+                return Response(409, {"kind": "Status", "code": 409, "message": "already exists"})
+        else:
+            count = (body.get("series") or {}).get("count")
+            if count is not None and count < 2:
+                self.refused.append("series.count")
+                return Response(422, {"kind": "Status", "code": 422, "message": "series.count"})
+        return await super().call_api(path, method, **kwargs)
+
+
+def test_overlapping_flushes_write_each_series_once_at_a_time() -> None:
+    """A flush while the previous one still writes a series (a note change's new Event in flight)
+    leaves that series to the write in flight: no second create, no patch of a count below 2."""
+
+    async def scenario() -> tuple[StrictEventStore, EventRecorder]:
+        clock = FakeClock(1000.0)
+        store = StrictEventStore()
+        recorder = EventRecorder(store, controller="c", instance="i", clock=clock, series_interval=0.0)
+
+        def record(note: str) -> None:
+            clock.now += 1
+            recorder.record("Pod/ns/p", "Warning", "FailedScheduling", note)
+
+        record("a")
+        await recorder.flush()
+        record("a")
+        await recorder.flush()  # the series: count 2
+        record("b")  # a new note: a new Event
+        store.gate = asyncio.Event()
+        first = asyncio.create_task(recorder.flush())
+        await asyncio.sleep(0.01)  # its POST is held
+        record("b")
+        second = asyncio.create_task(recorder.flush())
+        await asyncio.sleep(0.01)
+        store.gate.set()
+        await asyncio.gather(first, second)
+        await recorder.flush()  # what the held write left dirty
+        record("b")
+        await recorder.flush()
+        return store, recorder
+
+    store, recorder = asyncio.run(scenario())
+    assert store.refused == []
+    assert recorder.dropped == 0
+    notes = sorted((e["note"], (e.get("series") or {}).get("count", 1)) for e in store.events.values())
+    assert notes == [("a", 2), ("b", 3)]
+
+
 def test_micro_time() -> None:
     assert micro_time(1.5) == "1970-01-01T00:00:01.500000Z"
 
