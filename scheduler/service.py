@@ -50,8 +50,9 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, pod_cache, selector_only
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, pod_shared_parts, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
+from gpuq_k8s.scheduler.kube.pod_decode import PodDecoder
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -263,6 +264,7 @@ class Service:
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
                 transform=_transform(kind),
+                decoder=PodDecoder() if kind is kinds.POD else None,
                 watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
             )
@@ -395,10 +397,11 @@ class Service:
 
 
 def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """What each informer keeps of an object (scheduler/kube/feed.py)."""
+    """What each informer keeps of an object (scheduler/kube/feed.py; the pod informer's decoder
+    keeps only what is read of a pod: scheduler/kube/pod_decode.py)."""
     if kind in SELECTOR_ONLY:
         return selector_only
-    return pod_cache if kind is kinds.POD else strip_managed_fields
+    return pod_shared_parts if kind is kinds.POD else strip_managed_fields
 
 
 def pid_identity() -> str:

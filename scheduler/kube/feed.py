@@ -166,11 +166,19 @@ def _shared(value: Any) -> Any:
 
 
 def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
-    """The pod informer's transform: the pod without its managedFields and the fields listed above
-    (a container's env and probes, the kubelet's container statuses, ...), the parts most pods share
-    kept once. 150,000 pods are most of the scheduler's memory (issue 29); none of what goes is
-    read, so the cached pod's PodInfo and every comparison of two cached pods are what they were
-    (tests/unit/scheduler/kube/test_feed_pod_cache.py)."""
+    """The pod without its managedFields and the fields listed above (a container's env and probes,
+    the kubelet's container statuses, ...), the parts most pods share kept once: what the pod cache
+    holds of a pod decoded whole. 150,000 pods are most of the scheduler's memory (issue 29); none of
+    what goes is read, so the cached pod's PodInfo and every comparison of two cached pods are what
+    they were (tests/unit/scheduler/kube/test_feed_pod_cache.py). The pod informer decodes only the
+    read fields in the first place (scheduler/kube/pod_decode.py), this trimming (:func:`pod_trim`)
+    for what its declarations do not fit, and shares the parts (:func:`pod_shared_parts`, its
+    transform)."""
+    return pod_shared_parts(pod_trim(obj))
+
+
+def pod_trim(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`pod_cache` without the sharing: the unread fields removed."""
     strip_managed_fields(obj)
     spec = obj.get("spec")
     if type(spec) is dict:
@@ -185,15 +193,28 @@ def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
                     continue
                 for key in _CONTAINER_UNREAD:
                     container.pop(key, None)
-                if "resources" in container:
-                    container["resources"] = _shared(container["resources"])
-        for key in ("tolerations", "nodeSelector"):
-            if key in spec:
-                spec[key] = _shared(spec[key])
     status = obj.get("status")
     if type(status) is dict:
         for key in _POD_STATUS_UNREAD:
             status.pop(key, None)
+    return obj
+
+
+def pod_shared_parts(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod with the parts most pods share (tolerations, node selector, a container's resources)
+    replaced by an equal one kept before: the pod informer's transform."""
+    spec = obj.get("spec")
+    if type(spec) is dict:
+        for list_key in _CONTAINER_LISTS:
+            containers = spec.get(list_key)
+            if type(containers) is not list:
+                continue
+            for container in containers:
+                if type(container) is dict and "resources" in container:
+                    container["resources"] = _shared(container["resources"])
+        for key in ("tolerations", "nodeSelector"):
+            if key in spec:
+                spec[key] = _shared(spec[key])
     return obj
 
 
