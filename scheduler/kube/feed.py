@@ -354,11 +354,61 @@ class Feed:
         self._feed_page(number, objs)
 
     def _feed_page(self, number: int, objs: Sequence[Obj]) -> None:
+        """The page's bound pods (pending pods wait for the end of the list: _bring_to_present), those
+        new to the feed counted together (:meth:`Scheduler.add_bound_pods`: the same state as one
+        :meth:`apply` each), any other applied in its turn."""
+        fresh: list[PodInfo] = []
         for obj in objs:
-            if _node_name(obj):  # pending pods wait for the end of the list (_bring_to_present)
-                key = _key(obj, True)
-                self._streamed[key] = _resource_version(obj)
+            if not _node_name(obj):
+                continue
+            key = _key(obj, True)
+            self._streamed[key] = _resource_version(obj)
+            pod_key = f"{key[0]}/{key[1]}"
+            if pod_key in self._uids:
+                self._add_bound(fresh)
                 self.apply(Change("add", key, obj))
+                continue
+            self.handled += 1
+            try:
+                pod = self._with_priority(PodInfo.from_dict(obj))
+            except Exception as err:  # what apply says of it, and nothing counted
+                self.handled -= 1
+                self._add_bound(fresh)
+                self.apply(Change("add", key, obj))
+                if not isinstance(err, GpuqError):
+                    log.debug("pod %s/%s applied alone after %r", *key, err)
+                continue
+            if not pod.bound or pod.key != pod_key:
+                self.handled -= 1
+                self._add_bound(fresh)
+                self.apply(Change("add", key, obj))
+                continue
+            self._uids[pod_key] = pod.uid
+            self.assumed.discard(pod_key)
+            self._seen.pop(pod_key, None)
+            fresh.append(pod)
+        self._add_bound(fresh)
+
+    def _add_bound(self, pods: list[PodInfo]) -> None:
+        """Count ``pods`` (bound, new to the feed) at once. An error of gpuq's own is contained to the
+        pod it met, as :meth:`apply` contains it; the pods after it are applied one by one."""
+        if not pods:
+            return
+        try:
+            self.scheduler.add_bound_pods(pods)
+        except Exception as err:
+            counted = self.scheduler.cluster.pods
+            met = max((i for i, pod in enumerate(pods) if pod.key in counted), default=0)
+            ref = object_ref(kinds.POD.kind, pods[met].namespace, pods[met].name)
+            consequence = "this change is skipped; the object's next change is applied afresh"
+            self.scheduler.contain(ref, "apply the add of", err, consequence)
+            for pod in pods[met + 1 :]:
+                try:
+                    self.scheduler.add_pod(pod)
+                except Exception as one:
+                    ref = object_ref(kinds.POD.kind, pod.namespace, pod.name)
+                    self.scheduler.contain(ref, "apply the add of", one, consequence)
+        pods.clear()
 
     def replay(self, informers: InformerSet) -> None:
         """Feed the synced caches in dependency order, then go live. Synchronous: nothing can
