@@ -65,6 +65,13 @@ MALFORMED = [
         "metadata.labels",
     ),
     ("priority not a number", with_spec(priority="high"), "spec.priority"),
+    # tests/unit/boundaries/test_hostile_input.py's poisoned pods, through the decoder
+    ("cpu of 5000 digits", MakePod("p", "ns").req(cpu="1" + "0" * 5000).priority(0).obj(), "requests[cpu]"),
+    (
+        "cpu exponent of 5000 digits",
+        MakePod("p", "ns").req(cpu="1e" + "9" * 5000).priority(0).obj(),
+        "exponent",
+    ),
 ]
 
 
