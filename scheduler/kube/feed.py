@@ -298,7 +298,8 @@ class Feed:
         whole list. Every other kind is fed first, once all of them have listed (from then on their
         changes are applied as they come); pending pods last, once the pod list is complete: a
         pending pod is still never tried against a cluster whose usage is half known. Each page is
-        one step of the event loop: the Lease is renewed and the probes answer meanwhile.
+        one step of the event loop: the Lease is renewed and the probes answer meanwhile; its bound
+        pods new to the feed are counted together (:meth:`_feed_page`).
         """
         self.informers = informers
         pods = informers.informers.get(kinds.POD.kind)
