@@ -50,9 +50,9 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, pod_shared_parts, selector_only
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
-from gpuq_k8s.scheduler.kube.pod_decode import PodDecoder
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, pod_shared_parts
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -398,7 +398,7 @@ class Service:
 
 def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """What each informer keeps of an object (scheduler/kube/feed.py; the pod informer's decoder
-    keeps only what is read of a pod: scheduler/kube/pod_decode.py)."""
+    keeps only what is read of a pod: scheduler/kube/pod_cache.py)."""
     if kind in SELECTOR_ONLY:
         return selector_only
     return pod_shared_parts if kind is kinds.POD else strip_managed_fields

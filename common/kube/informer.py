@@ -98,7 +98,7 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 class Decoder(Protocol):
     """How an informer decodes its kind's JSON where orjson's whole objects are not what it keeps
-    (the scheduler's pods: scheduler/kube/pod_decode.py): a list page (``metadata``, ``items``) and
+    (the scheduler's pods: scheduler/kube/pod_cache.py): a list page (``metadata``, ``items``) and
     a watch event (``type``, ``object``), as JSON objects; what is not one the informer refuses."""
 
     def page(self, body: bytes) -> Any: ...

@@ -32,9 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
-import orjson
-
-from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
+from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
@@ -90,132 +88,6 @@ def selector_only(obj: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
     out["spec"] = {"selector": spec["selector"]} if "selector" in spec else {}
     return out
-
-
-# What the pod informer's cache leaves out (:func:`pod_cache`): fields no reader of a cached pod reads
-# (PodInfo.from_dict with common/model/pod_spec.py and pod_volumes.py, pod_update_matters, the
-# backend's settled and lookups), named one by one so that a field a rule comes to read is kept
-# unless it is listed here.
-_POD_SPEC_UNREAD: Final = (
-    "automountServiceAccountToken",
-    "dnsConfig",
-    "dnsPolicy",
-    "enableServiceLinks",
-    "hostAliases",
-    "hostname",
-    "imagePullSecrets",
-    "readinessGates",
-    "securityContext",
-    "serviceAccount",
-    "serviceAccountName",
-    "setHostnameAsFQDN",
-    "shareProcessNamespace",
-    "subdomain",
-    "terminationGracePeriodSeconds",
-)
-_CONTAINER_UNREAD: Final = (
-    "args",
-    "command",
-    "env",
-    "envFrom",
-    "imagePullPolicy",
-    "lifecycle",
-    "livenessProbe",
-    "readinessProbe",
-    "securityContext",
-    "startupProbe",
-    "stdin",
-    "stdinOnce",
-    "terminationMessagePath",
-    "terminationMessagePolicy",
-    "tty",
-    "volumeDevices",
-    "volumeMounts",
-    "workingDir",
-)
-_POD_STATUS_UNREAD: Final = (
-    "containerStatuses",
-    "ephemeralContainerStatuses",
-    "hostIP",
-    "hostIPs",
-    "initContainerStatuses",
-    "podIP",
-    "podIPs",
-    "qosClass",
-)
-_CONTAINER_LISTS: Final = ("containers", "initContainers", "ephemeralContainers")
-# Parts most pods of a cluster share, kept once (:func:`_shared`): the tolerations admission adds to
-# every pod, a workload's node selector, its containers' resources. At most this many distinct ones.
-_SHARED_MAX: Final = 4096
-_shared_parts: dict[bytes, Any] = {}
-
-
-def _shared(value: Any) -> Any:
-    """``value``, or an equal one kept before: the pod cache holds each such part once. Shared parts
-    are read-only like the rest of the cache (Informer.items)."""
-    if not value:
-        return value
-    # Exact: 1, 1.0 and true stay apart; an equal part in another key order is merely kept twice.
-    key = orjson.dumps(value)
-    kept = _shared_parts.get(key)
-    if kept is not None:
-        return kept
-    if len(_shared_parts) < _SHARED_MAX:
-        _shared_parts[key] = value
-    return value
-
-
-def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
-    """The pod without its managedFields and the fields listed above (a container's env and probes,
-    the kubelet's container statuses, ...), the parts most pods share kept once: what the pod cache
-    holds of a pod decoded whole. 150,000 pods are most of the scheduler's memory (issue 29); none of
-    what goes is read, so the cached pod's PodInfo and every comparison of two cached pods are what
-    they were (tests/unit/scheduler/kube/test_feed_pod_cache.py). The pod informer decodes only the
-    read fields in the first place (scheduler/kube/pod_decode.py), this trimming (:func:`pod_trim`)
-    for what its declarations do not fit, and shares the parts (:func:`pod_shared_parts`, its
-    transform)."""
-    return pod_shared_parts(pod_trim(obj))
-
-
-def pod_trim(obj: dict[str, Any]) -> dict[str, Any]:
-    """:func:`pod_cache` without the sharing: the unread fields removed."""
-    strip_managed_fields(obj)
-    spec = obj.get("spec")
-    if type(spec) is dict:
-        for key in _POD_SPEC_UNREAD:
-            spec.pop(key, None)
-        for list_key in _CONTAINER_LISTS:
-            containers = spec.get(list_key)
-            if type(containers) is not list:
-                continue
-            for container in containers:
-                if type(container) is not dict:
-                    continue
-                for key in _CONTAINER_UNREAD:
-                    container.pop(key, None)
-    status = obj.get("status")
-    if type(status) is dict:
-        for key in _POD_STATUS_UNREAD:
-            status.pop(key, None)
-    return obj
-
-
-def pod_shared_parts(obj: dict[str, Any]) -> dict[str, Any]:
-    """The pod with the parts most pods share (tolerations, node selector, a container's resources)
-    replaced by an equal one kept before: the pod informer's transform."""
-    spec = obj.get("spec")
-    if type(spec) is dict:
-        for list_key in _CONTAINER_LISTS:
-            containers = spec.get(list_key)
-            if type(containers) is not list:
-                continue
-            for container in containers:
-                if type(container) is dict and "resources" in container:
-                    container["resources"] = _shared(container["resources"])
-        for key in ("tolerations", "nodeSelector"):
-            if key in spec:
-                spec[key] = _shared(spec[key])
-    return obj
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""The pod informer's transform (scheduler/kube/feed.py ``pod_cache``) and its decoder
-(scheduler/kube/pod_decode.py, the read fields only): what they leave out is read by nothing, so a
-cached pod decides as the whole pod did, and what most pods share is kept once."""
+"""What the pod informer keeps of a pod (scheduler/kube/pod_cache.py): the trimmed whole pod
+(``pod_cache``) and the typed decoding of the read fields only; what they leave out is read by
+nothing, so a cached pod decides as the whole pod did, and what most pods share is kept once."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.kube.feed import pod_cache, pod_shared_parts, pod_update_matters
-from gpuq_k8s.scheduler.kube.pod_decode import PodDecoder, decode_pod
+from gpuq_k8s.scheduler.kube.feed import pod_update_matters
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, decode_pod, pod_cache, pod_shared_parts
 
 TOLERATIONS = [
     {"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}

@@ -1,4 +1,4 @@
-"""The pod informer's decoder (scheduler/kube/pod_decode.py): a pod its typed declarations do not fit
+"""The pod informer's decoder (scheduler/kube/pod_cache.py): a pod its typed declarations do not fit
 is decoded as before, alone; a malformed one gets the same Warning as before and stops nothing; the
 informer lists and watches through it."""
 
@@ -17,8 +17,7 @@ from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.kube.feed import pod_cache, pod_shared_parts
-from gpuq_k8s.scheduler.kube.pod_decode import PodDecoder, decode_pod
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, decode_pod, pod_cache, pod_shared_parts
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.feed import make_feed
 
