@@ -31,6 +31,7 @@ from gpuq_k8s.common.model.devices.charges import (
     result_card_types,
 )
 from gpuq_k8s.common.model.devices.charges import total as total_charge
+from gpuq_k8s.common.model.devices.extended import extended_claim_name
 from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.reservation import pod_claims
 from gpuq_k8s.common.model.errors import GpuqError
@@ -47,7 +48,7 @@ from gpuq_k8s.scheduler.plugins.device_charges import (
     in_flight_charges,
     refused_rows,
 )
-from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
+from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources, implicit_claim, uses_devices
 from gpuq_k8s.scheduler.plugins.dynamic_resources import (
     allocation_on,
     planned,
@@ -102,10 +103,11 @@ class QueueClaims:
         self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
 
     def pod_known(self, pod: PodInfo) -> None:
-        """A pod the engine now tracks: a pending one's claims still to allocate become its card
-        demand (the job-mode enqueue check), and the committed claims waiting for their payer are
+        """A pod the engine now tracks: a pending one's claims still to allocate (its implicit claim
+        for extended resources a DeviceClass serves among them, asked as where no device plugin
+        serves them) become its card demand (the job-mode enqueue check), and the committed claims waiting for their payer are
         charged."""
-        if pod.claim_sources and not pod.node_name and self._governed(pod):
+        if not pod.node_name and uses_devices(self.handle, pod) and self._governed(pod):
             self.engine.set_device_demand(pod.key, self._pending_demand(pod))
         if not self._unpaid:
             return
@@ -121,11 +123,23 @@ class QueueClaims:
     def _pending_demand(self, pod: PodInfo) -> Resources:
         objects = self.handle.objects
         found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
-        if found.problem or not found.claims:
+        if found.problem:
             return EMPTY  # a template's claim not made yet: charged when allocated
         view = self.charges.view
         try:
-            plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
+            claims = [view.claim(obj) for obj in found.claims]
+            extended = extended_resources(view, pod)
+            if extended:
+                # Its implicit claim: an earlier attempt's (allocated: charged already), else the
+                # claim the pod gets where no device plugin serves them, as DynamicResources asks it.
+                name = extended_claim_name(pod.name, pod.uid)
+                made = objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
+                claims.append(
+                    view.claim(made) if made is not None else implicit_claim(view, pod, extended)[0]
+                )
+            if not claims:
+                return EMPTY
+            plan = view.ready_allocator().plan(claims, pod.uid)
         except GpuqError:
             return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
         return Resources(pending_cards(plan, self._candidates_of))

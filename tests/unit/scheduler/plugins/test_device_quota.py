@@ -263,6 +263,61 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
     assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
 
 
+def class_claim(as_name: str, class_name: str, count: int) -> dict[str, Any]:
+    """A claim of ``count`` devices of ``class_name``: what a pod's implicit claim for an extended
+    resource that class serves asks."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount"}}
+    request["exactly"]["count"] = count
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": as_name, "namespace": NS, "uid": f"uid-claim-{as_name}"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+def extended_pod(name: str, count: int, group: str = "") -> PodInfo:
+    """A pod asking ``example.com/gpu`` (the fixture's ``gpu.nvidia.com`` class serves it)."""
+    made = MakePod(name, NS).queue("team-a").req({"cpu": "100m", "example.com/gpu": str(count)})
+    return PodInfo.from_dict((made.group(group) if group else made).uid(f"uid-{name}").obj())
+
+
+def test_job_mode_enqueue_counts_an_extended_resource_pods_implicit_claim() -> None:
+    """A pending pod asking an extended resource a DeviceClass serves has the card demand its implicit
+    claim would have: the same as a claim of that class and count (issue 26, "Quota over devices")."""
+    with_claim, _ = build({H100: 1, A100: 1}, [class_claim("c0", "gpu.nvidia.com", 2)])
+    with_claim.add_pod(pod("p0", "c0"))
+    expected = engine_of(with_claim).ledgers["team-a"].pending
+    assert expected == {f"{A100}|{H100}": 2000}
+    sched, _ = build({H100: 1, A100: 1}, [])
+    sched.add_pod(extended_pod("p0", 2))
+    assert engine_of(sched).ledgers["team-a"].pending == expected
+
+
+@pytest.mark.parametrize(
+    ("quota", "bound"),
+    [
+        pytest.param({H100: 1}, 0, id="2 GPUs asked, quota 1 H100: the gang stays Pending"),
+        pytest.param({H100: 2}, 1, id="quota 2 H100: enqueued, bound to two H100s"),
+    ],
+)
+def test_job_mode_enqueue_refuses_an_extended_resource_gang_over_the_card_quota(
+    quota: dict[str, int], bound: int
+) -> None:
+    sched, backend = build(quota, [])
+    sched.put_object(MakePodGroup("g", NS).queue("team-a").min_member(1).obj())
+    sched.add_pod(extended_pod("p0", 2, group="g"))
+    sched.run_enqueue()
+    while sched.schedule_one() is not None or sched.run_enqueue():
+        pass
+    assert len(backend.bindings) == bound
+    if not bound:
+        assert sched.podgroups.groups[f"{NS}/g"].phase == "Pending"
+        refusals = [e for e in backend.events if e.obj == f"PodGroup/{NS}/g"]
+        assert refusals and refusals[0].reason == "InsufficientScalarQuota"
+        assert f"{A100}|{H100}" in refusals[0].message
+
+
 def share_claim(as_name: str, memory: str) -> dict[str, Any]:
     body = claim_like("share-40gi", as_name)
     body["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": memory}}
