@@ -105,8 +105,8 @@ class QueueClaims:
     def pod_known(self, pod: PodInfo) -> None:
         """A pod the engine now tracks: a pending one's claims still to allocate (its implicit claim
         for extended resources a DeviceClass serves among them, asked as where no device plugin
-        serves them) become its card demand (the job-mode enqueue check), and the committed claims waiting for their payer are
-        charged."""
+        serves them) become its card demand (the job-mode enqueue check), and the committed claims
+        waiting for their payer are charged."""
         if not pod.node_name and uses_devices(self.handle, pod) and self._governed(pod):
             self.engine.set_device_demand(pod.key, self._pending_demand(pod))
         if not self._unpaid:
