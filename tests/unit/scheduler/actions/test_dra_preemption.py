@@ -98,6 +98,10 @@ def test_a_pod_whose_devices_are_free_preempts_for_its_cpu(config: str, devices:
     node, nominated = attempt(sched, make_pod("high", HIGH, "1", devices))
     assert (node, nominated) == ("", "n1")
     assert backend.evictions.keys() == {"low/cpu-hog"}
+    sched.queue.flush_unschedulable(0)
+    again = sched.schedule_one()
+    assert again is not None and again.node == "n1"  # its device allocated with the cpu freed
+    assert backend.bindings["ns/high"] == "n1"
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
