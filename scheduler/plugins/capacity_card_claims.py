@@ -26,7 +26,6 @@ from gpuq_k8s.common.model.devices.charges import (
     Candidates,
     ClaimCharge,
     candidates,
-    narrowed,
     pending_cards,
     result_card_types,
 )
@@ -34,6 +33,7 @@ from gpuq_k8s.common.model.devices.charges import total as total_charge
 from gpuq_k8s.common.model.devices.extended import extended_claim_name
 from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
@@ -45,15 +45,10 @@ from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import (
     Committed,
     device_charges,
-    in_flight_charges,
     refused_rows,
+    with_fallback,
 )
 from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources, implicit_claim, uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import (
-    allocation_on,
-    planned,
-    reallocate,
-)
 
 _MAX_SHAPES: Final = 256
 
@@ -159,37 +154,29 @@ class QueueClaims:
         return found
 
     # -- the cycle ----------------------------------------------------------------------------------
-    def _refusal(
-        self, state: CycleState, pod: PodInfo, row: int
-    ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
-        charges = in_flight_charges(state, self.handle, row, self.charges) or {}
-        cards = cards_of(charges)
-        return (self.engine.device_refusal(pod, cards) if cards else None), charges
-
     def refusal(
         self, state: CycleState, pod: PodInfo, row: int
     ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
         """Whether the devices the pod's claims get on ``row`` fit its queue's card quota, and their
         charges. A refused card type allocated for a ``firstAvailable`` subrequest is passed over for
         the next subrequest (capacity-card's ``A|B``), and the row's allocation replaced."""
-        refusal, charges = self._refusal(state, pod, row)
-        plan = planned(state)
         inventory = self.charges.view.inventory
-        while refusal is not None and plan is not None and isinstance(refusal.error, QuotaExceeded):
-            refused = refusal.error.resource
-            allocation = allocation_on(state, self.handle, row)
-            if allocation is None:
-                break
+
+        def check(charges: dict[str, ClaimCharge]) -> Refusal | None:
+            cards = cards_of(charges)
+            return self.engine.device_refusal(pod, cards) if cards else None
+
+        def passed_over(refusal: Refusal, allocation: Allocation) -> dict[str, set[str]]:
+            if not isinstance(refusal.error, QuotaExceeded):
+                return {}
             drop: dict[str, set[str]] = {}
             for key, claim_allocation in allocation.claims.items():
                 for request, card in result_card_types(claim_allocation, inventory, self.charges.naming):
-                    if card == refused:
+                    if card == refusal.error.resource:
                         drop.setdefault(key, set()).add(request)
-            plan = narrowed(plan, drop)
-            if plan is None or reallocate(state, self.handle, row, plan) is None:
-                break
-            refusal, charges = self._refusal(state, pod, row)
-        return refusal, charges
+            return drop
+
+        return with_fallback(state, self.handle, row, self.charges, check=check, passed_over=passed_over)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
         """The rows (of those DynamicResources' Filter found an allocation for) whose new devices do

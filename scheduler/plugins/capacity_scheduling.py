@@ -386,9 +386,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         free = freeable[:n, columns]
         room = cluster.requested[:n, columns] - free + request[columns] <= cluster.allocatable[:n, columns]
         served = dra_served_columns(self.handle, columns.tolist())
-        for i, column in enumerate(columns.tolist()):
-            if column in served:  # DRA's where none is allocatable: no node room to free there
-                room[:, i] |= cluster.allocatable[:n, column] <= 0
+        for i, asked in enumerate(columns.tolist()):
+            if asked in served:  # DRA's where none is allocatable: no node room to free there
+                room[:, i] |= cluster.allocatable[:n, asked] <= 0
         candidates &= room.all(axis=1)
         own = self.infos.get(pod.namespace)
         if own is not None and candidates.any():

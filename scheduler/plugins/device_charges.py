@@ -15,18 +15,20 @@ own until the API shows the allocation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from gpuq_k8s.common.model import kinds
-from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge
+from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge, narrowed
 from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
 from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
 from gpuq_k8s.common.model.devices.plan import Alternative
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
 from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
@@ -36,7 +38,13 @@ from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, claims_to_allocate, found_allocations
+from gpuq_k8s.scheduler.plugins.dynamic_resources import (
+    allocation_on,
+    claims_to_allocate,
+    found_allocations,
+    planned,
+    reallocate,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +152,59 @@ def in_flight_charges(
     allocation = allocation_on(state, handle, row)
     if allocation is None:
         return None
-    claims = claims_to_allocate(state)
+    claims = claims_to_allocate(state, row)
     inventory = charges.view.inventory
     out: dict[str, ClaimCharge] = {}
     for key, claim_allocation in allocation.claims.items():
         claim = claims.get(key)
         if claim is not None:
             out[key] = claim_charge(claim, claim_allocation, inventory, charges.naming)
+    return out
+
+
+# What a quota plugin refuses an allocation for (its refusal), or None when it fits.
+Verdict = TypeVar("Verdict")
+
+
+def with_fallback(
+    state: CycleState,
+    handle: Handle,
+    row: int,
+    charges: DeviceCharges,
+    *,
+    check: Callable[[dict[str, ClaimCharge]], Verdict | None],
+    passed_over: Callable[[Verdict, Allocation], Mapping[str, Collection[str]]],
+) -> tuple[Verdict | None, dict[str, ClaimCharge]]:
+    """``check`` of the charges the pod's claims make on node row ``row`` (:func:`in_flight_charges`),
+    and those charges. A refused allocation that took ``firstAvailable`` subrequests is allocated
+    again on that row without the subrequests ``passed_over`` names (claim key -> subrequest names,
+    such as ``gpu/h100``: :func:`~common.model.devices.charges.narrowed`), the next ones tried as the
+    allocator tries them, until one fits or none is left: the DRA form of capacity-card's ``A|B``,
+    for every quota over devices. The row keeps the narrowed plan and its allocation
+    (:func:`~scheduler.plugins.dynamic_resources.reallocate`), so the next quota plugin checks the
+    same devices and Reserve takes them."""
+    current = in_flight_charges(state, handle, row, charges) or {}
+    verdict = check(current)
+    while verdict is not None:
+        plan = planned(state, row)
+        allocation = allocation_on(state, handle, row)
+        if plan is None or allocation is None:
+            break
+        plan = narrowed(plan, passed_over(verdict, allocation))
+        if plan is None or reallocate(state, handle, row, plan) is None:
+            break
+        current = in_flight_charges(state, handle, row, charges) or {}
+        verdict = check(current)
+    return verdict, current
+
+
+def chosen_subrequests(allocation: Allocation) -> dict[str, set[str]]:
+    """The ``firstAvailable`` subrequests ``allocation`` took (claim key -> ``request/subrequest``)."""
+    out: dict[str, set[str]] = {}
+    for key, claim_allocation in allocation.claims.items():
+        for result in claim_allocation.results:
+            if "/" in result.request:
+                out.setdefault(key, set()).add(result.request)
     return out
 
 

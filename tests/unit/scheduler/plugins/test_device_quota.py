@@ -208,6 +208,23 @@ def test_queue_card_quota_over_devices(case: Case) -> None:
     assert allocated(again) == case.charged
 
 
+def test_first_available_falls_back_where_a_device_plugin_serves_the_pods_extended_resource() -> None:
+    """A pod with a ``firstAvailable [H100, A100]`` claim and an extended resource: where a device
+    plugin serves the extended resource (gpu-node-1's allocatable), the node's plan is the claims
+    alone, not the attempt's main plan (with the implicit claim); the H100 quota spent, the A100
+    subrequest is tried there all the same, as the allocation would."""
+    sched, backend = build({A100: 1}, [claim_like("h100-else-a100", "f0")])
+    sched.set_node(
+        MakeNode("gpu-node-1").alloc(cpu="64", memory="256Gi", pods="110", **{"example.com/gpu": "1"}).info()
+    )
+    body = MakePod("p0", NS).queue("team-a").req({"cpu": "100m", "example.com/gpu": "1"}).uid("uid-p0").obj()
+    messages = run(sched, [PodInfo.from_dict(dra.use_claims(body, "f0"))])
+    assert backend.bindings == {f"{NS}/p0": "gpu-node-1"}, messages
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0")
+    assert claim is not None and [d for _, _, d in dra.devices_of(claim)] == ["gpu-2"]  # an A100
+    assert allocated(sched) == {A100: 1000}
+
+
 def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
     sched, _ = build({H100: 1}, [claim_like("one-h100", "h1")])
     info = pod("p1", "h1")
@@ -266,8 +283,8 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
 def class_claim(as_name: str, class_name: str, count: int) -> dict[str, Any]:
     """A claim of ``count`` devices of ``class_name``: what a pod's implicit claim for an extended
     resource that class serves asks."""
-    request = {"name": "gpu", "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount"}}
-    request["exactly"]["count"] = count
+    exactly = {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": count}
+    request = {"name": "gpu", "exactly": exactly}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -355,9 +372,11 @@ def test_job_mode_enqueue_counts_a_capacity_request_as_the_share_it_is_charged(
     assert allocated(sched) == pending  # the same amount once allocated
 
 
-def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+def gpu_scheduler(
+    total: dict[str, Any], claims: list[dict[str, Any]], nodes: tuple[str, ...] = NODES
+) -> tuple[Scheduler, MemoryBackend]:
     sched, backend = make_scheduler("gpu-quota")
-    for name in NODES:
+    for name in nodes:
         sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
     sched.put_object(MakeGPUResourceQuota("gq", NS).total(**total).obj())
     for doc in documents():
@@ -458,6 +477,36 @@ def test_gpu_resource_quota_over_devices(case: QuotaCase) -> None:
         again.delete_pod(info.key)
     used = plugin_of(again, GPUQuota).store.usage(NS)
     assert (used.tflops_request, used.vram_request, used.gpu_count) == (*case.usage[:2], 0)
+
+
+@pytest.mark.parametrize(
+    ("tflops", "device", "usage"),
+    [
+        pytest.param(
+            "500", "gpu-2", (312_000, 80 * GIB, 1), id="989 H100 TFLOPS of 500 refused: an A100 (312)"
+        ),
+        pytest.param("300", None, (0, 0, 0), id="neither fits 300 TFLOPS: refused naming the quota"),
+    ],
+)
+def test_first_available_falls_back_when_the_gpu_resource_quota_refuses_the_first(
+    tflops: str, device: str | None, usage: tuple[int, int, int]
+) -> None:
+    """``firstAvailable [H100, A100]`` on a node with both: the H100 allocation is over the
+    GPUResourceQuota's TFLOPS, so the A100 subrequest is tried on that node, as a card quota's
+    refusal is (capacity-card's ``A|B``)."""
+    sched, backend = gpu_scheduler(
+        {"requests": {"tflops": tflops}}, [claim_like("h100-else-a100", "f0")], ("gpu-node-1",)
+    )
+    messages = run(sched, [plain_pod("p0", "f0")])
+    used = plugin_of(sched, GPUQuota).store.usage(NS)
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == usage
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0") or {}
+    if device is None:
+        assert not backend.bindings and not dra.devices_of(claim)
+        assert "GPUResourceQuota/ml/gq" in messages[0] and "total.requests.tflops" in messages[0]
+    else:
+        assert backend.bindings == {f"{NS}/p0": "gpu-node-1"}, messages
+        assert [d for _, _, d in dra.devices_of(claim)] == [device]
 
 
 MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
