@@ -509,6 +509,41 @@ def test_first_available_falls_back_when_the_gpu_resource_quota_refuses_the_firs
         assert [d for _, _, d in dra.devices_of(claim)] == [device]
 
 
+@pytest.mark.parametrize("order", [("capacity-card", "gpu-quota"), ("gpu-quota", "capacity-card")])
+@pytest.mark.parametrize(
+    ("cards", "device", "charged"),
+    [
+        pytest.param(
+            {H100: 1, A100: 1}, "gpu-2", {A100: 1000}, id="both card types: the A100, charged as one"
+        ),
+        pytest.param({H100: 1}, None, {}, id="no A100 card quota: refused, nothing charged"),
+    ],
+)
+def test_the_quota_plugins_agree_on_the_fallback(
+    order: tuple[str, str], cards: dict[str, int], device: str | None, charged: dict[str, int]
+) -> None:
+    """Queue card quota and GPUResourceQuota both on, ``firstAvailable [H100, A100]``: the
+    GPUResourceQuota refuses the H100 (989 of 500 TFLOPS), the row is narrowed to the A100 and the
+    card quota judges and charges that A100, in whichever order the plugins run."""
+    sched, backend = make_scheduler(*order)
+    sched.set_node(MakeNode("gpu-node-1").alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(
+        MakeQueue("team-a").card_quota(json.dumps(cards)).capability(cpu="100", memory="1Ti").obj()
+    )
+    sched.put_object(MakeGPUResourceQuota("gq", NS).total(requests={"tflops": "500"}).obj())
+    for doc in documents():
+        if doc["kind"] != "ResourceClaim":
+            sched.put_object(doc)
+    sched.put_object(claim_like("h100-else-a100", "f0"))
+    messages = run(sched, [pod("p0", "f0")])
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0") or {}
+    assert [d for _, _, d in dra.devices_of(claim)] == ([device] if device else [])
+    assert len(backend.bindings) == (1 if device else 0), messages
+    assert allocated(sched) == charged
+    used = plugin_of(sched, GPUQuota).store.usage(NS)
+    assert used.tflops_request == (312_000 if device else 0)
+
+
 MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
 
 
