@@ -184,11 +184,10 @@ def _expect_full_use(placed: dict[str, int], *, tensor_fusion: bool = True) -> N
     assert placed.get("mig1g", 0) + placed.get("mig3g", 0) >= 1, placed
 
 
-async def test_kube_scheduler_passes_the_checker(
-    cluster: Cluster, control_plane: ControlPlane, claim_controller: None, tmp_path: Path
-) -> None:
-    name = f"kube-{cluster.test_id}"
-    workload = await _setup(cluster, "k", name, tensor_fusion=False)
+def _start_kube_scheduler(
+    cluster: Cluster, control_plane: ControlPlane, name: str, tmp_path: Path
+) -> Callable[[], None]:
+    """kube-scheduler 1.36 with one profile, ``name``, started on the control plane; its stop."""
     config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -199,9 +198,17 @@ async def test_kube_scheduler_passes_the_checker(
     path = tmp_path / "kube-scheduler.yaml"
     path.write_text(yaml.safe_dump(config))
     argv = [str(control_plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
-    stop = control_plane.start_process(
+    return control_plane.start_process(
         f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
     )
+
+
+async def test_kube_scheduler_passes_the_checker(
+    cluster: Cluster, control_plane: ControlPlane, claim_controller: None, tmp_path: Path
+) -> None:
+    name = f"kube-{cluster.test_id}"
+    workload = await _setup(cluster, "k", name, tensor_fusion=False)
+    stop = _start_kube_scheduler(cluster, control_plane, name, tmp_path)
     try:
         await _create_pods(cluster, workload, tensor_fusion=False)
         await _settled(cluster, workload, lambda: "", tensor_fusion=False)
@@ -397,19 +404,7 @@ async def test_extended_resource_pods_get_the_same_implicit_claims_as_from_kube_
     mappings, annotation and device count (the claim's name aside: upstream's is generated)."""
     kube_name = f"kube-{cluster.test_id}"
     kube_run = await _setup(cluster, "ke", kube_name)
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(control_plane.kubeconfig), "qps": 1000, "burst": 1000},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": kube_name}],
-    }
-    path = tmp_path / "kube-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    argv = [str(control_plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
-    stop = control_plane.start_process(
-        f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
-    )
+    stop = _start_kube_scheduler(cluster, control_plane, kube_name, tmp_path)
     try:
         reference = await _extended_decisions(cluster, kube_run, lambda: "")
     finally:

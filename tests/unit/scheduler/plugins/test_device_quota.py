@@ -83,12 +83,17 @@ def build(quota: dict[str, int], claims: list[dict[str, Any]]) -> tuple[Schedule
         sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
     queue = MakeQueue("team-a").card_quota(json.dumps(quota)).capability(cpu="100", memory="1Ti")
     sched.put_object(queue.obj())
+    publish(sched, claims)
+    return sched, backend
+
+
+def publish(sched: Scheduler, claims: list[dict[str, Any]]) -> None:
+    """The fixture's DeviceClasses and ResourceSlices (not its claims), then ``claims``."""
     for doc in documents():
         if doc["kind"] != "ResourceClaim":
             sched.put_object(doc)
     for body in claims:
         sched.put_object(body)
-    return sched, backend
 
 
 def engine_of(sched: Scheduler) -> CapacityCard:
@@ -379,11 +384,7 @@ def gpu_scheduler(
     for name in nodes:
         sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
     sched.put_object(MakeGPUResourceQuota("gq", NS).total(**total).obj())
-    for doc in documents():
-        if doc["kind"] != "ResourceClaim":
-            sched.put_object(doc)
-    for body in claims:
-        sched.put_object(body)
+    publish(sched, claims)
     return sched, backend
 
 
@@ -531,10 +532,7 @@ def test_the_quota_plugins_agree_on_the_fallback(
         MakeQueue("team-a").card_quota(json.dumps(cards)).capability(cpu="100", memory="1Ti").obj()
     )
     sched.put_object(MakeGPUResourceQuota("gq", NS).total(requests={"tflops": "500"}).obj())
-    for doc in documents():
-        if doc["kind"] != "ResourceClaim":
-            sched.put_object(doc)
-    sched.put_object(claim_like("h100-else-a100", "f0"))
+    publish(sched, [claim_like("h100-else-a100", "f0")])
     messages = run(sched, [pod("p0", "f0")])
     claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0") or {}
     assert [d for _, _, d in dra.devices_of(claim)] == ([device] if device else [])
