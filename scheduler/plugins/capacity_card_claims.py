@@ -31,7 +31,7 @@ from gpuq_k8s.common.model.devices.charges import (
 )
 from gpuq_k8s.common.model.devices.charges import total as total_charge
 from gpuq_k8s.common.model.devices.extended import extended_claim_name
-from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan
 from gpuq_k8s.common.model.devices.reservation import pod_claims
 from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
@@ -166,7 +166,7 @@ class QueueClaims:
             cards = cards_of(charges)
             return self.engine.device_refusal(pod, cards) if cards else None
 
-        def passed_over(refusal: Refusal, allocation: Allocation) -> dict[str, set[str]]:
+        def passed_over(refusal: Refusal, _plan: PodPlan, allocation: Allocation) -> dict[str, set[str]]:
             if not isinstance(refusal.error, QuotaExceeded):
                 return {}
             drop: dict[str, set[str]] = {}

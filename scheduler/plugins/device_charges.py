@@ -25,7 +25,7 @@ from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge, narrowed
 from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
 from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
-from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
 from gpuq_k8s.common.model.devices.reservation import pod_claims
 from gpuq_k8s.common.model.devices.search import Allocation
@@ -173,7 +173,7 @@ def with_fallback(
     charges: DeviceCharges,
     *,
     check: Callable[[dict[str, ClaimCharge]], Verdict | None],
-    passed_over: Callable[[Verdict, Allocation], Mapping[str, Collection[str]]],
+    passed_over: Callable[[Verdict, PodPlan, Allocation], Mapping[str, Collection[str]]],
 ) -> tuple[Verdict | None, dict[str, ClaimCharge]]:
     """``check`` of the charges the pod's claims make on node row ``row`` (:func:`in_flight_charges`),
     and those charges. A refused allocation that took ``firstAvailable`` subrequests is allocated
@@ -190,22 +190,12 @@ def with_fallback(
         allocation = allocation_on(state, handle, row)
         if plan is None or allocation is None:
             break
-        plan = narrowed(plan, passed_over(verdict, allocation))
+        plan = narrowed(plan, passed_over(verdict, plan, allocation))
         if plan is None or reallocate(state, handle, row, plan) is None:
             break
         current = in_flight_charges(state, handle, row, charges) or {}
         verdict = check(current)
     return verdict, current
-
-
-def chosen_subrequests(allocation: Allocation) -> dict[str, set[str]]:
-    """The ``firstAvailable`` subrequests ``allocation`` took (claim key -> ``request/subrequest``)."""
-    out: dict[str, set[str]] = {}
-    for key, claim_allocation in allocation.claims.items():
-        for result in claim_allocation.results:
-            if "/" in result.request:
-                out.setdefault(key, set()).add(result.request)
-    return out
 
 
 def refused_rows(

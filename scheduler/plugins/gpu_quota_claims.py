@@ -14,8 +14,9 @@ by the gpu-quota plugin under the pod's key (docs/design.md "Quota over devices"
 
 from __future__ import annotations
 
-from gpuq_k8s.common.model.devices.charges import ClaimCharge
+from gpuq_k8s.common.model.devices.charges import ClaimCharge, chosen_subrequests
 from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
+from gpuq_k8s.common.model.devices.plan import PodPlan
 from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.pods import PodInfo
@@ -26,7 +27,6 @@ from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMas
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import (
     Committed,
-    chosen_subrequests,
     device_charges,
     refused_rows,
     with_fallback,
@@ -83,8 +83,8 @@ class NamespaceClaims:
             request = combined_request(list(charges.values()))
             return self.store.check(pod.namespace, request) if request is not None else None
 
-        def passed_over(_refusal: Refusal, allocation: Allocation) -> dict[str, set[str]]:
-            return chosen_subrequests(allocation)  # each adds to the total refused
+        def passed_over(_refusal: Refusal, plan: PodPlan, allocation: Allocation) -> dict[str, set[str]]:
+            return chosen_subrequests(plan, allocation)  # each adds to the total refused
 
         return with_fallback(state, self.handle, row, self.charges, check=check, passed_over=passed_over)
 
