@@ -283,7 +283,10 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 answer = found if isinstance(found, Unfit) else None
             return answer.message if answer is not None else None
 
-        return FilterResult(passed, reasons, ~passed, detail)
+        # Unresolvable (upstream's statusUnschedulable): the rows this plugin rejected, not those an
+        # earlier filter did (it never looked at them: a node short of cpu whose devices are free is
+        # one preemption may help).
+        return FilterResult(passed, reasons, rejected, detail)
 
     def _filter_plan(
         self, state: CycleState, data: _State, plan: PodPlan, open_rows: BoolArray, passed: BoolArray

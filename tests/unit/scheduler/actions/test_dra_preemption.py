@@ -69,13 +69,13 @@ def claim_of(info: PodInfo) -> dict[str, Any]:
     return dra.claim(f"{info.name}-gpu", info.namespace, dra.exactly("gpu", "gpu"), uid=f"uid-c-{info.name}")
 
 
-def place(sched: Scheduler, info: PodInfo) -> None:
-    """``info`` scheduled and bound (its devices allocated), as a running pod."""
+def place(sched: Scheduler, info: PodInfo, node: str = "n1") -> None:
+    """``info`` scheduled and bound to ``node`` (its devices allocated), as a running pod."""
     if info.claim_sources:
         sched.put_object(claim_of(info))
     sched.add_pod(info)
     done = sched.schedule_one()
-    assert done is not None and done.node == "n1", done
+    assert done is not None and done.node == node, done
 
 
 def attempt(sched: Scheduler, info: PodInfo) -> tuple[str, str]:
@@ -130,3 +130,19 @@ def test_a_device_plugin_resource_is_node_room_preemption_frees(config: str) -> 
     node, nominated = attempt(sched, make_pod("high", HIGH, "1", "extended"))
     assert (node, nominated) == ("", "n1")
     assert backend.evictions.keys() == {"low/holder"}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("devices", ["extended", "claim"])
+def test_only_the_victims_whose_removal_helps_are_evicted(config: str, devices: str) -> None:
+    """Upstream's "no candidate nodes found with mixed reason" with DRA: n1's device is held by a
+    lower-priority pod (unresolvable there), n2's device is free but its cpu is held by another:
+    the pod preempts on n2, evicting the cpu holder only, never n1's device holder."""
+    sched, backend = world(config)
+    place(sched, make_pod("holder", LOW, "1", devices))
+    sched.set_node(MakeNode("n2").alloc(cpu="4", memory="16Gi", pods="110").info())
+    sched.put_object(dra.resource_slice("n2-gpus", "n2", [dra.device("gpu-0")]))
+    place(sched, make_pod("cpu-hog", LOW, "4", ""), "n2")
+    node, nominated = attempt(sched, make_pod("high", HIGH, "1", devices))
+    assert (node, nominated) == ("", "n2")
+    assert backend.evictions.keys() == {"low/cpu-hog"}
