@@ -22,9 +22,11 @@ from typing import TypeVar
 import numpy as np
 
 from gpuq_k8s.common.model import kinds
+from gpuq_k8s.common.model.devices.allocator import Allocator
 from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge, narrowed
 from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
 from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
+from gpuq_k8s.common.model.devices.classes import DeviceClass
 from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
 from gpuq_k8s.common.model.devices.reservation import pod_claims
@@ -236,6 +238,7 @@ class ClassRequests:
         self.resources = frozenset(self.mapping.values())
         self._memo: dict[tuple[str, str, tuple[object, ...]], Resources] = {}
         self._totals: tuple[object, Resources] | None = None
+        self._extended_totals: tuple[object, list[tuple[str, DeviceClass]], Resources] | None = None
 
     def extra(self, pod: PodInfo) -> Resources:
         if not self.mapping or not pod.claim_sources:
@@ -277,19 +280,59 @@ class ClassRequests:
         counts: dict[str, int] = {}
         for class_name, resource in sorted(self.mapping.items()):
             device_class = view.classes.get(class_name)
-            if device_class is None:
-                continue
-            selectors = tuple(
-                (f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors)
-            )
-            alternative = Alternative(Request("count", class_name), device_class, selectors)
-            for pool in allocator.inventory.pools.values():
-                if not pool.complete or pool.invalid:
-                    continue
-                for s in pool.device_slices:
-                    counts[resource] = counts.get(resource, 0) + 1000 * len(
-                        allocator.static_view(alternative, s).usable
-                    )
+            if device_class is not None:
+                counts[resource] = counts.get(resource, 0) + 1000 * _class_devices(allocator, device_class)
         found = Resources(counts)
         self._totals = (allocator.inventory, found)
         return found
+
+    def extended_totals(self) -> Resources:
+        """The devices of the DeviceClass serving each extended resource (``extendedResourceName`` or
+        its implicit name) as that resource (milli-units), on the nodes with none of it allocatable,
+        where DRA serves it (a node's device plugin counts through its allocatable): the cluster's
+        total of a resource pods ask and DRA serves (proportion's). Recomputed when the slices or the
+        classes change."""
+        view = dra_view(self.handle.objects)
+        allocator = view.ready_allocator()
+        served = view.extended_classes().served()
+        kept = self._extended_totals
+        if (
+            kept is not None
+            and kept[0] is allocator.inventory
+            and len(kept[1]) == len(served)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(kept[1], served, strict=True))
+        ):
+            return kept[2]  # the same slices, the same classes (a claim's change moves neither)
+        cluster = self.handle.cluster
+        counts: dict[str, int] = {}
+        for resource, device_class in served:
+            column = cluster.columns.get(resource)
+
+            def plugin_serves(node: str, column: int | None = column) -> bool:
+                row = cluster.row_of.get(node)
+                return column is not None and row is not None and cluster.allocatable[row, column] > 0
+
+            found = _class_devices(allocator, device_class, plugin_serves)
+            if found:
+                counts[resource] = 1000 * found
+        totals = Resources(counts)
+        self._extended_totals = (allocator.inventory, served, totals)
+        return totals
+
+
+def _class_devices(
+    allocator: Allocator, device_class: DeviceClass, skip_node: Callable[[str], bool] | None = None
+) -> int:
+    """How many devices the published slices hold of ``device_class`` (its selectors, complete and
+    valid pools), leaving out the slices of the nodes ``skip_node`` names."""
+    selectors = tuple((f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors))
+    alternative = Alternative(Request("count", device_class.name), device_class, selectors)
+    count = 0
+    for pool in allocator.inventory.pools.values():
+        if not pool.complete or pool.invalid:
+            continue
+        for s in pool.device_slices:
+            if skip_node is not None and s.node_name and skip_node(s.node_name):
+                continue
+            count += len(allocator.static_view(alternative, s).usable)
+    return count

@@ -587,6 +587,39 @@ def test_queue_capability_counts_devices_through_device_class_mappings() -> None
     assert plugin.attrs()["team-a"].allocated.get("nvidia.com/gpu") == 1000
 
 
+@pytest.mark.parametrize(
+    ("capability", "bound"),
+    [
+        pytest.param({}, ["ml/p1", "ml/p2"], id="no capability of it: within the cluster's total, both"),
+        pytest.param({"example.com/gpu": 1}, ["ml/p1"], id="a capability of 1: one"),
+    ],
+)
+def test_queue_capability_counts_an_extended_resource_a_device_class_serves(
+    capability: dict[str, int], bound: list[str]
+) -> None:
+    """proportion without any mapping: a pod asking ``example.com/gpu`` (the fixture's
+    ``gpu.nvidia.com`` class serves it) counts it as asked, and the class's devices are the cluster's
+    total of it where no node's allocatable has any (before, a total of 0 refused every such pod:
+    "queue team-a cannot be allocated")."""
+    queue = MakeQueue("team-a").capability({"cpu": "100", "memory": "1Ti", **capability}).obj()
+    sched, backend = make_scheduler("proportion")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(queue)
+    publish(sched, [])
+    messages = run(sched, [extended_pod("p1", 1), extended_pod("p2", 1)])
+    assert list(backend.bindings) == bound, messages
+    plugin = plugin_of(sched, Proportion)
+    implicit = "deviceclass.resource.kubernetes.io/"  # every class serves its implicit name too
+    assert plugin.devices.extended_totals() == {
+        "example.com/gpu": 6000,  # type "gpu", as the mapping counts them
+        f"{implicit}gpu.nvidia.com": 6000,
+        f"{implicit}mig.nvidia.com": 3000,
+        f"{implicit}shared.nvidia.com": 1000,
+    }
+    assert plugin.attrs()["team-a"].allocated.get("example.com/gpu") == 1000 * len(bound)
+
+
 def test_device_naming_is_configured_per_driver() -> None:
     """capacity-card's ``deviceNaming``: a driver whose product attribute is ``model`` and memory
     capacity ``hbm`` has its devices counted under that model (the GPU quota's VRAM from ``hbm``)."""
