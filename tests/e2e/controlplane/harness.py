@@ -332,6 +332,24 @@ class ControlPlane:
         ]
         return self.start_process("kube-controller-manager", argv, '"Caches are synced"', timeout)
 
+    def start_kube_scheduler(self, scheduler_name: str, timeout: float = 60.0) -> Callable[[], None]:
+        """Start kube-scheduler with one profile, ``scheduler_name`` (the reference a test compares
+        gpuq with: pods naming it are its): no leader election, its client's qps and burst at 1000,
+        serving nothing; returns what stops it."""
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 1000, "burst": 1000},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": scheduler_name}],
+        }
+        path = self.workdir / f"kube-scheduler-{scheduler_name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        argv = [str(self.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
+        return self.start_process(
+            f"kube-scheduler-{scheduler_name}", argv, "Starting Kubernetes Scheduler", timeout
+        )
+
     def start_process(
         self, name: str, argv: Sequence[str], ready_line: str, timeout: float
     ) -> Callable[[], None]:
