@@ -91,7 +91,7 @@ from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
 from tests.bench import side_by_side_dra
 from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
 from tests.e2e.cluster_fixtures import Cluster
-from tests.e2e.controlplane.harness import ControlPlane, free_ports
+from tests.e2e.controlplane.harness import ControlPlane, free_ports, kube_scheduler_config
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-gpuq", "raw-aiohttp")
 PENDING = "spec.nodeName="
@@ -264,13 +264,7 @@ def contender_argv(
             *with_config,
         ]
     if contender == "kube-scheduler":
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": NAME}],
-        }
+        config = kube_scheduler_config(plane.kubeconfig, NAME, qps=5000)
         if replica or args.leader_elect:  # client-go's default timings, as gpuq's
             config["leaderElection"] = {
                 "leaderElect": True,
