@@ -350,13 +350,7 @@ class Service:
             )
             for mismatch in found.mismatches:
                 log.warning("cache mismatch: %s", mismatch)
-            log.info(
-                "cache comparison: %d nodes, %d pods, %d unreadable, %d mismatch(es)",
-                found.nodes,
-                found.pods,
-                found.unreadable,
-                len(found.mismatches),
-            )
+            log.info("cache comparison: %s", found.summary())
             for line in cache_debugger.dump(scheduler):
                 log.info("cache dump: %s", line)
         except Exception:

@@ -405,6 +405,9 @@ class Day:
             self.o.progress(f"  {identity}: {line}")
         if len(mismatches) > 30:
             self.o.progress(f"  {identity}: ... {len(mismatches) - 30} more mismatch(es)")
+        waiting = [line for line in lines if line.startswith("cache dump: waiting in Permit")]
+        for line in waiting[:10]:  # who holds room reserved and not bound
+            self.o.progress(f"  {identity}: {line.removeprefix('cache dump: ')}")
         for line in lines:
             if line.startswith("cache comparison"):
                 self.o.progress(f"  {identity}: {line}")

@@ -19,7 +19,8 @@ from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cache_debugger import compare, dump
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
-from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod
+from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod, MakePodGroup
+from tests.testing.config import config_text
 from tests.testing.scheduler import make_scheduler, plugin_of
 
 NS = "team"
@@ -198,3 +199,22 @@ def test_the_dump_lists_each_node_with_its_pods_and_the_queue() -> None:
     assert lines[:2] == [f"node n1: 1 pod(s) counted: {NS}/run-1", f"node n2: 1 pod(s) counted: {NS}/run-2"]
     assert lines[2].startswith(f"queue unschedulable: 1 pod(s): {NS}/wait (1 attempt(s), parked 0s: ")
     assert "quota exceeded in ElasticQuota/team/eq (max)" in lines[2], lines[2]
+
+
+def test_a_gang_waiting_in_permit_is_assumed_not_a_mismatch_and_the_dump_shows_it() -> None:
+    """Two of a 3-pod gang wait in Permit (the third gated): the scheduler counts them on the node,
+    the informer has them pending; the comparison counts them as assumed, the dump says who waits."""
+    sched, _ = make_scheduler(config=config_text("priority, gang", "predicates"))
+    sched.set_node(MakeNode("n1").alloc(cpu="8", memory="16Gi", pods="110").info())
+    sched.put_object(MakePodGroup("big", NS).min_member(3).obj())
+    pods = [MakePod(f"big-{i}", NS).group("big").req(cpu="1") for i in range(3)]
+    pods[2] = pods[2].scheduling_gates("example.com/wait")
+    for pod in pods:
+        sched.add_pod(pod.info())
+    sched.run_enqueue()
+    while sched.schedule_one() is not None:
+        pass
+    found = compare(sched, ["n1"], [p.obj() for p in pods])
+    assert (found.mismatches, found.assumed) == ((), 2)
+    assert found.summary() == "1 nodes, 3 pods, 0 unreadable, 2 assumed not yet bound, 0 mismatch(es)"
+    assert f"waiting in Permit for gang {NS}/big (0s): {NS}/big-0 on n1, {NS}/big-1 on n1" in dump(sched)
