@@ -522,7 +522,35 @@ class Scheduler:
         attempt.node = ""
         attempt.message = message
         attempt.nominated = nominated
+        if not nominated and status.plugin != plugin_names.GANG:
+            self._reject_gang_of(pod)
         return attempt, None, -1
+
+    def _reject_gang_of(self, pod: PodInfo) -> None:
+        """A gang member no node takes now, nor a preemption made room for: if its gang cannot reach
+        minMember with the members placed and those still to be tried now (in the active queue), its
+        siblings waiting in Permit are rolled back at once, instead of holding their nodes and quotas
+        until the Permit timeout while other pods wait for that room (found by the day in the life:
+        waiting gang members held GPUs of the ElasticQuotas' guaranteed pool that fitting pods waited
+        90 s for). Volcano's allocate tries every task of a job in its session and discards the
+        job's partial allocation at the session's end when it is not ready (allocate_test.go
+        "prepredicate failed and tasks are not used up, continue on until min member meet": a failed
+        task does not end the others' chance); scheduler-plugins' coscheduling rejects the waiting
+        pods in its PostFilter ("optimistic rejection")."""
+        group = self.podgroups.group_of(pod)
+        if group is None or group.min_member <= 1 or not self.framework.waiting.holds(group.key):
+            return
+        assigned = self.podgroups.ready_members(group)
+        if assigned >= group.min_member:
+            return
+        queue, counted = self.queue, self.cluster.pods
+        to_try = 0
+        for key in self.podgroups.members.get(group.key, ()):
+            queued = queue.get(key)
+            if key != pod.key and key not in counted and queued is not None and queued.pool == "active":
+                to_try += 1
+        if assigned + to_try < group.min_member:
+            self.reject_waiting([group.key])
 
     def _binding_cycle(self, state: CycleState, assumed: PodInfo, row: int) -> None:
         """Bind the pod Permit let through, then, if it completed its gang, the gang's waiting pods."""

@@ -112,9 +112,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         self._capacity: dict[str, int] | None = None
         self._conditions: dict[str, dict[str, str]] = {}
         self._pool_changed = True
-        # Inqueue PodGroups of namespaces with an ElasticQuota: key -> (the group, its demand); and
-        # the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
-        self._inqueue: dict[str, tuple[GroupInfo, dict[str, int]]] = {}
+        # Inqueue PodGroups of namespaces with an ElasticQuota (key -> the group; its demand read when
+        # counted); and the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
+        self._inqueue: dict[str, GroupInfo] = {}
         self._refused: dict[str, str] = {}
         for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
             self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
@@ -254,6 +254,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             if counts[pod.priority or 0] <= 0:
                 del counts[pod.priority or 0]
 
+    def audit_ledger(self, bound: Iterable[PodInfo]) -> list[str]:
+        """The ledger against the scheduler's bound pods (scheduler/cache_debugger.py)."""
+        return self.infos.audit(bound)
+
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         pod = self.devices.pod(pod)
@@ -293,7 +297,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
     def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
         """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet."""
         out: dict[str, dict[str, int]] = {}
-        for group, demand in self._inqueue.values():
+        for group in self._inqueue.values():
+            # The demand as of now: a group found Inqueue (admitted before a restart) may have been
+            # read before its pods.
+            demand = self._demand(group)
             charged = [
                 charge
                 for p in self.handle.group_members(group)
@@ -326,7 +333,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
     def enqueued(self, group: GroupInfo) -> None:
         self._refused.pop(group.key, None)
         if group.namespace in self.infos:
-            self._inqueue[group.key] = (group, self._demand(group))
+            self._inqueue[group.key] = group
 
     def dequeued(self, group: GroupInfo) -> None:
         # Running or gone: its pods charge what they hold (bound or reserved) as any pod does.
