@@ -11,10 +11,9 @@ double-count. PostFilter asks the engine for victims node by node (single-node p
 KEP) on the nodes whose rejection preemption can resolve, and nominates the best one.
 
 Job mode (Volcano's enqueue action): a PodGroup enters its queue only if its namespace's ElasticQuota
-can hold it, counting what the namespace's jobs already Inqueue reserve
-(:mod:`common.model.elastic.enqueue`); otherwise its reservations in the queue's other quotas would keep
-every other job out of them while it could not run. When it fits, this plugin abstains (Skip), so it
-never admits a job another enqueue plugin of a later tier would refuse.
+can hold it, counting what the namespace's jobs already Inqueue reserve; the plugin answers the
+framework's enqueue calls with :class:`~scheduler.plugins.elastic_enqueue.ElasticEnqueue`, the glue over
+the pure rule :mod:`common.model.elastic.enqueue`.
 """
 
 from __future__ import annotations
@@ -27,10 +26,9 @@ from typing import ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from gpuq_k8s.common.model import events, kinds, plugin_names
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic import guarantee
 from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs
-from gpuq_k8s.common.model.elastic.enqueue import enqueue_refusal, job_demand, unbound_part
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -63,6 +61,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
+from gpuq_k8s.scheduler.plugins.elastic_enqueue import ElasticEnqueue
 
 Int64Array = npt.NDArray[np.int64]
 _UNBOUNDED: Final = 1 << 62
@@ -111,10 +110,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         self._capacity: dict[str, int] | None = None
         self._conditions: dict[str, dict[str, str]] = {}
         self._pool_changed = True
-        # Inqueue PodGroups of namespaces with an ElasticQuota: key -> (the group, its demand); and
-        # the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
-        self._inqueue: dict[str, tuple[GroupInfo, dict[str, int]]] = {}
-        self._refused: dict[str, str] = {}
+        # Job mode's enqueue check over this ledger (Volcano's enqueue action).
+        self.enqueue_check = ElasticEnqueue(handle, self.infos, self.devices)
         for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
             self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -283,55 +280,15 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         self._reserved = None
         self.infos.unreserve_pod(pod)
 
-    # -- enqueue (job mode) -------------------------------------------------------------------------
-    def _demand(self, group: GroupInfo) -> dict[str, int]:
-        members = [self.devices.pod(p).requests for p in self.handle.group_members(group)]
-        minimum = group.model.spec.minResources if group.model is not None else None
-        return job_demand(minimum, members, group.min_member)
-
-    def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
-        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet."""
-        out: dict[str, dict[str, int]] = {}
-        for group, demand in self._inqueue.values():
-            charged = [
-                charge
-                for p in self.handle.group_members(group)
-                if (charge := self.infos.reserved(group.namespace, p.key)) is not None
-            ]
-            left = unbound_part(demand, charged)
-            if left:
-                into = out.setdefault(group.namespace, {})
-                for key, amount in left.items():
-                    into[key] = into.get(key, 0) + amount
-        return out
-
+    # -- enqueue (job mode): scheduler/plugins/elastic_enqueue.py ------------------------------------
     def enqueue(self, group: GroupInfo) -> Status:
-        if group.namespace not in self.infos:
-            return Status.skip()
-        demand = self._demand(group)
-        job = f"PodGroup {group.key}"
-        refusal = enqueue_refusal(self.infos, group.namespace, demand, self._inqueue_reserved(), job)
-        if refusal is None:
-            self._refused.pop(group.key, None)
-            return Status.skip()
-        if self._refused.get(group.key) != refusal.identity:
-            self._refused[group.key] = refusal.identity
-            reason = events.INSUFFICIENT_ELASTIC_QUOTA
-            self.handle.record(EventRecord(group.ref, "Warning", reason, refusal.message))
-        if refusal.unresolvable:
-            return Status.unresolvable(refusal.message)
-        return Status.unschedulable(refusal.message)
+        return self.enqueue_check.enqueue(group)
 
     def enqueued(self, group: GroupInfo) -> None:
-        self._refused.pop(group.key, None)
-        if group.namespace in self.infos:
-            self._inqueue[group.key] = (group, self._demand(group))
+        self.enqueue_check.enqueued(group)
 
     def dequeued(self, group: GroupInfo) -> None:
-        # Running or gone: its pods charge what they hold (bound or reserved) as any pod does.
-        self._inqueue.pop(group.key, None)
-        if self.handle.group(group.key) is None:
-            self._refused.pop(group.key, None)
+        self.enqueue_check.dequeued(group)
 
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
         return any(p < priority for ns in namespaces for p in self._priorities.get(ns, ()))
