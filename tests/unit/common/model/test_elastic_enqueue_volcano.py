@@ -29,9 +29,9 @@ Where gpuq's documented semantics differ from Volcano's, the case says so and as
 
 Not ported: the hierarchical-queue cases (gpuq's ElasticQuotas are flat, one per namespace), case4 of
 ``TestEnqueueAndAllocatable`` (a closed Queue refuses every job: a Queue's state, not an ElasticQuota
-rule; the queue plugins check it), and ``TestJobEnqueuedOnOtherPluginsReject`` (a framework rule,
-``enqueued`` only after every plugin admitted: ported in
-tests/unit/scheduler/plugins/test_elastic_enqueue_cycle.py).
+rule; the queue plugins check it). ``TestJobEnqueuedOnOtherPluginsReject`` is a framework rule
+(``enqueued`` only after every plugin admitted), ported as a cycle test in
+tests/unit/scheduler/plugins/test_elastic_enqueue_cycle.py.
 """
 
 from __future__ import annotations
