@@ -92,6 +92,7 @@ from tests.bench import side_by_side_dra
 from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
+from tests.e2e.kube_scheduler import kube_scheduler_argv
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-gpuq", "raw-aiohttp")
 PENDING = "spec.nodeName="
@@ -264,23 +265,17 @@ def contender_argv(
             *with_config,
         ]
     if contender == "kube-scheduler":
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": NAME}],
-        }
-        if replica or args.leader_elect:  # client-go's default timings, as gpuq's
-            config["leaderElection"] = {
+        lease = (
+            {  # client-go's default timings, as gpuq's
                 "leaderElect": True,
                 "resourceLock": "leases",
                 "resourceNamespace": "default",
                 "resourceName": "bench-kube-scheduler",
             }
-        path = workdir / "kube-scheduler.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
+            if replica or args.leader_elect
+            else None
+        )
+        return kube_scheduler_argv(plane, workdir, NAME, verbosity=1, leader_election=lease)
     binder = {"raw": "asyncio", "raw-gpuq": "gpuq"}.get(contender, "aiohttp")
     return [
         sys.executable,

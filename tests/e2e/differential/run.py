@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 from tests.e2e.differential.api import Api, path_of
 from tests.e2e.differential.checker import Cluster, Violation, check
 from tests.e2e.differential.workload import SCHEDULER, Workload
+from tests.e2e.kube_scheduler import kube_scheduler_argv
 
 Obj = dict[str, Any]
 KUBE_SCHEDULER: Final = "kube-scheduler"
@@ -72,16 +71,7 @@ class RunResult:
 
 def scheduler_argv(scheduler: str, plane: ControlPlane, workdir: Path) -> list[str]:
     if scheduler == KUBE_SCHEDULER:
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": SCHEDULER}],
-        }
-        path = workdir / "kube-scheduler.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=2"]
+        return kube_scheduler_argv(plane, workdir, SCHEDULER, verbosity=2)
     (port,) = free_ports(1)
     return [
         *(sys.executable, "-m", "gpuq_k8s.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),
