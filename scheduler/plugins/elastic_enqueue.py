@@ -17,7 +17,7 @@ from gpuq_k8s.common.model import events
 from gpuq_k8s.common.model.elastic.enqueue import enqueue_refusal, job_demand, unbound_part
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
 from gpuq_k8s.common.model.events import EventRecord
-from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, Handle
+from gpuq_k8s.scheduler.framework.handle import GroupInfo, Handle
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
 
