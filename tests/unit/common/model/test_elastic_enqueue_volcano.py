@@ -77,7 +77,8 @@ class Case:
     min_resources: Text | None  # the PodGroup's spec.minResources
     members: tuple[Text, ...] = ()  # the job's pods' requests (its demand without minResources)
     min_member: int = 1
-    inqueue: Mapping[str, Text] = field(default_factory=dict)  # per queue, what its Inqueue jobs reserve
+    # per queue, its Inqueue jobs: (demand, the charges of its pods already placed)
+    inqueue: Mapping[str, tuple[tuple[Text, tuple[Text, ...]], ...]] = field(default_factory=dict)
     volcano_enqueues: bool = True  # upstream's expectation
     # gpuq's: None admits; else (rule, resource, unresolvable)
     gpuq: tuple[str, str, bool] | None = None
@@ -102,7 +103,13 @@ def _decide(case: Case) -> tuple[str, str, bool] | None:
     infos = _infos(case.queues)
     minimum = _units(case.min_resources) if case.min_resources is not None else None
     demand = job_demand(minimum, [_units(m) for m in case.members], case.min_member)
-    reserved = {ns: _units(amounts) for ns, amounts in case.inqueue.items()}
+    reserved: dict[str, dict[str, int]] = {}
+    for ns, jobs in case.inqueue.items():
+        into = reserved.setdefault(ns, {})
+        for job_demand_text, charges in jobs:
+            left = unbound_part(_units(job_demand_text), [_units(c) for c in charges])
+            for key, amount in left.items():
+                into[key] = into.get(key, 0) + amount
     refusal = enqueue_refusal(infos, case.queue, demand, reserved, f"PodGroup {case.queue}/job")
     if refusal is None:
         return None
@@ -167,7 +174,7 @@ CASES = [
         {"q1": Queue(None, {"cpu": "4", "memory": "8Gi"}, ({"cpu": "1", "memory": "1Gi"},) * 3)},
         "q1",
         {"cpu": "1", "memory": "1Gi"},
-        inqueue={"q1": {}},  # unbound_part(jobA's 3 cpu / 3Gi, its three pods' charges): nothing
+        inqueue={"q1": (({"cpu": "3", "memory": "3Gi"}, ({"cpu": "1", "memory": "1Gi"},) * 3),)},
     ),
     Case(
         # No minResources: the demand is what the job's pods ask (two gpu.com devices), against a
@@ -190,7 +197,7 @@ CASES = [
         "q1",
         None,
         members=({GPU: "2"},),
-        inqueue={"q1": {GPU: "1"}},
+        inqueue={"q1": (({GPU: "1"}, ()),)},  # one device reserved, no pod placed yet
         volcano_enqueues=False,
         gpuq=(RULE_MAX, GPU, False),
     ),
