@@ -45,6 +45,7 @@ from gpuq_k8s.common.model.victim_selection import (
 )
 from gpuq_k8s.scheduler.framework.results import BoolArray, FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
+from gpuq_k8s.scheduler.plugins.resource_fit import dra_served_columns
 
 Candidates = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
 Verdict = Callable[[PodInfo, Sequence[PodInfo]], list[PodInfo]]
@@ -98,6 +99,11 @@ def find_victims(
     vector = cluster.pod_vector(pod)
     columns = np.flatnonzero(vector > 0)
     need = [int(vector[c]) for c in columns]
+    # An extended resource a DeviceClass serves is DRA's on a node with none of it allocatable: no
+    # node room there, for the preemptor nor its victims (whether the devices fit is
+    # DynamicResources', whose rejection preemption does not try: unresolvable, as upstream's).
+    served = dra_served_columns(framework, columns.tolist())
+    delegated = [i for i, c in enumerate(columns) if int(c) in served]
     # What each pod frees on the asked columns, as Python ints: the cheap walk asks many small sums.
     frees: dict[str, tuple[int, ...]] = {}
     rows = potential_rows(framework, outcome)
@@ -117,6 +123,9 @@ def find_victims(
         if not permitted:
             continue
         free = [int(cluster.free[row, c]) for c in columns]
+        for i in delegated:
+            if cluster.allocatable[row, columns[i]] <= 0:
+                free[i] = need[i]  # DRA's there: never short, whatever is evicted
         for victim in permitted:
             if victim.key not in frees:
                 victim_vector = cluster.pod_vector(victim)

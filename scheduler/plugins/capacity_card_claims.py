@@ -26,13 +26,14 @@ from gpuq_k8s.common.model.devices.charges import (
     Candidates,
     ClaimCharge,
     candidates,
-    narrowed,
     pending_cards,
     result_card_types,
 )
 from gpuq_k8s.common.model.devices.charges import total as total_charge
-from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.extended import extended_claim_name
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan
 from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
@@ -44,15 +45,10 @@ from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import (
     Committed,
     device_charges,
-    in_flight_charges,
     refused_rows,
+    with_fallback,
 )
-from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import (
-    allocation_on,
-    planned,
-    reallocate,
-)
+from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources, implicit_claim, uses_devices
 
 _MAX_SHAPES: Final = 256
 
@@ -102,10 +98,11 @@ class QueueClaims:
         self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
 
     def pod_known(self, pod: PodInfo) -> None:
-        """A pod the engine now tracks: a pending one's claims still to allocate become its card
-        demand (the job-mode enqueue check), and the committed claims waiting for their payer are
-        charged."""
-        if pod.claim_sources and not pod.node_name and self._governed(pod):
+        """A pod the engine now tracks: a pending one's claims still to allocate (its implicit claim
+        for extended resources a DeviceClass serves among them, asked as where no device plugin
+        serves them) become its card demand (the job-mode enqueue check), and the committed claims
+        waiting for their payer are charged."""
+        if not pod.node_name and uses_devices(self.handle, pod) and self._governed(pod):
             self.engine.set_device_demand(pod.key, self._pending_demand(pod))
         if not self._unpaid:
             return
@@ -121,11 +118,23 @@ class QueueClaims:
     def _pending_demand(self, pod: PodInfo) -> Resources:
         objects = self.handle.objects
         found = pod_claims(pod, lambda namespace, name: objects.get(kinds.RESOURCE_CLAIM, namespace, name))
-        if found.problem or not found.claims:
+        if found.problem:
             return EMPTY  # a template's claim not made yet: charged when allocated
         view = self.charges.view
         try:
-            plan = view.ready_allocator().plan([view.claim(obj) for obj in found.claims], pod.uid)
+            claims = [view.claim(obj) for obj in found.claims]
+            extended = extended_resources(view, pod)
+            if extended:
+                # Its implicit claim: an earlier attempt's (allocated: charged already), else the
+                # claim the pod gets where no device plugin serves them, as DynamicResources asks it.
+                name = extended_claim_name(pod.name, pod.uid)
+                made = objects.get(kinds.RESOURCE_CLAIM, pod.namespace, name)
+                claims.append(
+                    view.claim(made) if made is not None else implicit_claim(view, pod, extended)[0]
+                )
+            if not claims:
+                return EMPTY
+            plan = view.ready_allocator().plan(claims, pod.uid)
         except GpuqError:
             return EMPTY  # a missing class or a malformed claim: DynamicResources reports it
         return Resources(pending_cards(plan, self._candidates_of))
@@ -145,37 +154,29 @@ class QueueClaims:
         return found
 
     # -- the cycle ----------------------------------------------------------------------------------
-    def _refusal(
-        self, state: CycleState, pod: PodInfo, row: int
-    ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
-        charges = in_flight_charges(state, self.handle, row, self.charges) or {}
-        cards = cards_of(charges)
-        return (self.engine.device_refusal(pod, cards) if cards else None), charges
-
     def refusal(
         self, state: CycleState, pod: PodInfo, row: int
     ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
         """Whether the devices the pod's claims get on ``row`` fit its queue's card quota, and their
         charges. A refused card type allocated for a ``firstAvailable`` subrequest is passed over for
         the next subrequest (capacity-card's ``A|B``), and the row's allocation replaced."""
-        refusal, charges = self._refusal(state, pod, row)
-        plan = planned(state)
         inventory = self.charges.view.inventory
-        while refusal is not None and plan is not None and isinstance(refusal.error, QuotaExceeded):
-            refused = refusal.error.resource
-            allocation = allocation_on(state, self.handle, row)
-            if allocation is None:
-                break
+
+        def check(charges: dict[str, ClaimCharge]) -> Refusal | None:
+            cards = cards_of(charges)
+            return self.engine.device_refusal(pod, cards) if cards else None
+
+        def passed_over(refusal: Refusal, _plan: PodPlan, allocation: Allocation) -> dict[str, set[str]]:
+            if not isinstance(refusal.error, QuotaExceeded):
+                return {}
             drop: dict[str, set[str]] = {}
             for key, claim_allocation in allocation.claims.items():
                 for request, card in result_card_types(claim_allocation, inventory, self.charges.naming):
-                    if card == refused:
+                    if card == refusal.error.resource:
                         drop.setdefault(key, set()).add(request)
-            plan = narrowed(plan, drop)
-            if plan is None or reallocate(state, self.handle, row, plan) is None:
-                break
-            refusal, charges = self._refusal(state, pod, row)
-        return refusal, charges
+            return drop
+
+        return with_fallback(state, self.handle, row, self.charges, check=check, passed_over=passed_over)
 
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
         """The rows (of those DynamicResources' Filter found an allocation for) whose new devices do

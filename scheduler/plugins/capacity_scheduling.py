@@ -63,6 +63,7 @@ from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
 from gpuq_k8s.scheduler.plugins.elastic_enqueue import ElasticEnqueue
 from gpuq_k8s.scheduler.plugins.elastic_guarantee import GuaranteedPool
+from gpuq_k8s.scheduler.plugins.resource_fit import dra_served_columns
 
 Int64Array = npt.NDArray[np.int64]
 _UNBOUNDED: Final = 1 << 62
@@ -330,9 +331,12 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         request = cluster.pod_vector(pod)
         columns = np.flatnonzero(request)
         free = freeable[:n, columns]
-        candidates &= (
-            cluster.requested[:n, columns] - free + request[columns] <= cluster.allocatable[:n, columns]
-        ).all(axis=1)
+        room = cluster.requested[:n, columns] - free + request[columns] <= cluster.allocatable[:n, columns]
+        served = dra_served_columns(self.handle, columns.tolist())
+        for i, asked in enumerate(columns.tolist()):
+            if asked in served:  # DRA's where none is allocatable: no node room to free there
+                room[:, i] |= cluster.allocatable[:n, asked] <= 0
+        candidates &= room.all(axis=1)
         own = self.infos.get(pod.namespace)
         if own is not None and candidates.any():
             # The engine's quota checks, with the most any single node can free (a necessary condition).
@@ -379,6 +383,8 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             return PostFilterResult(Status.unschedulable(), message=f"preemption: {why_not}.")
         request = pod.requests
         keys = [k for k, v in request.items() if v > 0] + [PODS]
+        asked = [c for c in (cluster.columns.get(k) for k in keys) if c is not None]
+        served = {cluster.columns.names[c] for c in dra_served_columns(handle, asked)}
         budgets = handle.disruption_budgets()
         found: list[Candidate] = []
         # node -> its row, the pods the engine may take there and what it has free
@@ -393,7 +399,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
                     # A mapped DRA resource is no node column: the devices' room is DynamicResources'
                     # to judge (fits_without), the quota's is counted here.
                     _UNBOUNDED
-                    if column is None and key in self.devices.resources
+                    if (column is None and key in self.devices.resources)
+                    # An extended resource DRA serves on this node (none allocatable): likewise.
+                    or (key in served and column is not None and cluster.allocatable[row, column] <= 0)
                     else 0
                     if column is None
                     else int(cluster.allocatable[row, column] - cluster.requested[row, column])

@@ -16,6 +16,7 @@ to a CPU node, or any GPU pod, never does. The prepared pod is memoised per
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 import numpy as np
@@ -47,6 +48,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 
 _MAX_PREPARED: Final = 1024
 
@@ -71,6 +73,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._quota_rows: list[list[int]] = []
         self._used_rows: list[list[int]] = []
         self._usages: dict[Resources, npt.NDArray[np.int64] | None] = {}
+        # Bound pods counted as GPU pods for an extended resource a DeviceClass serves (no usage).
+        self._device_pods: set[str] = set()
         self._prepared_by: dict[tuple[Resources, str | None], CrossQuotaPod] = {}
         self._scorers: dict[_Key, NodeScorer] = {}
         # Rows whose is_gpu / quota / used changed in a way a verdict or score can see.
@@ -135,8 +139,17 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
         self._usages[requests] = usage
         return usage
 
+    def _device_pod(self, pod: PodInfo) -> bool:
+        """A pod whose accelerators come as DRA devices: it has claims, or asks an extended resource a
+        DeviceClass serves (its implicit claim). A GPU pod whatever the patterns say (issue 26)."""
+        return bool(pod.resource_claims) or uses_devices(self.handle, pod)
+
     def pod_added(self, pod: PodInfo, row: int) -> None:
-        usage = None if pod.resource_claims else self._usage(pod.requests)
+        if self._device_pod(pod):
+            if not pod.resource_claims:  # decided by the DeviceClasses: remembered for its removal
+                self._device_pods.add(pod.key)
+            return
+        usage = self._usage(pod.requests)
         if usage is not None:
             self._ensure(row)
             self._used[row] += usage
@@ -145,6 +158,9 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 self._log.record(row, self.handle.cluster.n)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        if pod.key in self._device_pods:
+            self._device_pods.discard(pod.key)
+            return
         usage = None if pod.resource_claims else self._usage(pod.requests)
         if usage is not None:
             self._used[row] -= usage
@@ -195,6 +211,9 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
             if len(self._prepared_by) >= _MAX_PREPARED:
                 self._prepared_by.clear()
             self._prepared_by[memo] = prepared
+        if prepared.is_cpu_pod and self._device_pod(pod):
+            # The memo is by requests: a pod with devices may share them with a CPU pod.
+            return dataclasses.replace(prepared, is_cpu_pod=False)
         return prepared
 
     # -- extension points -------------------------------------------------------------------------

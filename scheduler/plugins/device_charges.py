@@ -15,18 +15,22 @@ own until the API shows the allocation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from gpuq_k8s.common.model import kinds
-from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge
+from gpuq_k8s.common.model.devices.allocator import Allocator
+from gpuq_k8s.common.model.devices.charges import ClaimCharge, claim_charge, narrowed
 from gpuq_k8s.common.model.devices.claims import Request, ResourceClaim
 from gpuq_k8s.common.model.devices.class_mapping import mapped_requests
-from gpuq_k8s.common.model.devices.plan import Alternative
+from gpuq_k8s.common.model.devices.classes import DeviceClass
+from gpuq_k8s.common.model.devices.plan import Alternative, PodPlan
 from gpuq_k8s.common.model.devices.quota import DEFAULT_NAMING, DeviceNaming
 from gpuq_k8s.common.model.devices.reservation import pod_claims
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
@@ -36,7 +40,13 @@ from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocation_on, claims_to_allocate, found_allocations
+from gpuq_k8s.scheduler.plugins.dynamic_resources import (
+    allocation_on,
+    claims_to_allocate,
+    found_allocations,
+    planned,
+    reallocate,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +154,7 @@ def in_flight_charges(
     allocation = allocation_on(state, handle, row)
     if allocation is None:
         return None
-    claims = claims_to_allocate(state)
+    claims = claims_to_allocate(state, row)
     inventory = charges.view.inventory
     out: dict[str, ClaimCharge] = {}
     for key, claim_allocation in allocation.claims.items():
@@ -152,6 +162,42 @@ def in_flight_charges(
         if claim is not None:
             out[key] = claim_charge(claim, claim_allocation, inventory, charges.naming)
     return out
+
+
+# What a quota plugin refuses an allocation for (its refusal), or None when it fits.
+Verdict = TypeVar("Verdict")
+
+
+def with_fallback(
+    state: CycleState,
+    handle: Handle,
+    row: int,
+    charges: DeviceCharges,
+    *,
+    check: Callable[[dict[str, ClaimCharge]], Verdict | None],
+    passed_over: Callable[[Verdict, PodPlan, Allocation], Mapping[str, Collection[str]]],
+) -> tuple[Verdict | None, dict[str, ClaimCharge]]:
+    """``check`` of the charges the pod's claims make on node row ``row`` (:func:`in_flight_charges`),
+    and those charges. A refused allocation that took ``firstAvailable`` subrequests is allocated
+    again on that row without the subrequests ``passed_over`` names (claim key -> subrequest names,
+    such as ``gpu/h100``: :func:`~common.model.devices.charges.narrowed`), the next ones tried as the
+    allocator tries them, until one fits or none is left: the DRA form of capacity-card's ``A|B``,
+    for every quota over devices. The row keeps the narrowed plan and its allocation
+    (:func:`~scheduler.plugins.dynamic_resources.reallocate`), so the next quota plugin checks the
+    same devices and Reserve takes them."""
+    current = in_flight_charges(state, handle, row, charges) or {}
+    verdict = check(current)
+    while verdict is not None:
+        plan = planned(state, row)
+        allocation = allocation_on(state, handle, row)
+        if plan is None or allocation is None:
+            break
+        plan = narrowed(plan, passed_over(verdict, plan, allocation))
+        if plan is None or reallocate(state, handle, row, plan) is None:
+            break
+        current = in_flight_charges(state, handle, row, charges) or {}
+        verdict = check(current)
+    return verdict, current
 
 
 def refused_rows(
@@ -192,6 +238,7 @@ class ClassRequests:
         self.resources = frozenset(self.mapping.values())
         self._memo: dict[tuple[str, str, tuple[object, ...]], Resources] = {}
         self._totals: tuple[object, Resources] | None = None
+        self._extended_totals: tuple[object, list[tuple[str, DeviceClass]], Resources] | None = None
 
     def extra(self, pod: PodInfo) -> Resources:
         if not self.mapping or not pod.claim_sources:
@@ -233,19 +280,59 @@ class ClassRequests:
         counts: dict[str, int] = {}
         for class_name, resource in sorted(self.mapping.items()):
             device_class = view.classes.get(class_name)
-            if device_class is None:
-                continue
-            selectors = tuple(
-                (f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors)
-            )
-            alternative = Alternative(Request("count", class_name), device_class, selectors)
-            for pool in allocator.inventory.pools.values():
-                if not pool.complete or pool.invalid:
-                    continue
-                for s in pool.device_slices:
-                    counts[resource] = counts.get(resource, 0) + 1000 * len(
-                        allocator.static_view(alternative, s).usable
-                    )
+            if device_class is not None:
+                counts[resource] = counts.get(resource, 0) + 1000 * _class_devices(allocator, device_class)
         found = Resources(counts)
         self._totals = (allocator.inventory, found)
         return found
+
+    def extended_totals(self) -> Resources:
+        """The devices of the DeviceClass serving each extended resource (``extendedResourceName`` or
+        its implicit name) as that resource (milli-units), on the nodes with none of it allocatable,
+        where DRA serves it (a node's device plugin counts through its allocatable): the cluster's
+        total of a resource pods ask and DRA serves (proportion's). Recomputed when the slices or the
+        classes change."""
+        view = dra_view(self.handle.objects)
+        allocator = view.ready_allocator()
+        served = view.extended_classes().served()
+        kept = self._extended_totals
+        if (
+            kept is not None
+            and kept[0] is allocator.inventory
+            and len(kept[1]) == len(served)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(kept[1], served, strict=True))
+        ):
+            return kept[2]  # the same slices, the same classes (a claim's change moves neither)
+        cluster = self.handle.cluster
+        counts: dict[str, int] = {}
+        for resource, device_class in served:
+            column = cluster.columns.get(resource)
+
+            def plugin_serves(node: str, column: int | None = column) -> bool:
+                row = cluster.row_of.get(node)
+                return column is not None and row is not None and cluster.allocatable[row, column] > 0
+
+            found = _class_devices(allocator, device_class, plugin_serves)
+            if found:
+                counts[resource] = 1000 * found
+        totals = Resources(counts)
+        self._extended_totals = (allocator.inventory, served, totals)
+        return totals
+
+
+def _class_devices(
+    allocator: Allocator, device_class: DeviceClass, skip_node: Callable[[str], bool] | None = None
+) -> int:
+    """How many devices the published slices hold of ``device_class`` (its selectors, complete and
+    valid pools), leaving out the slices of the nodes ``skip_node`` names."""
+    selectors = tuple((f"{device_class.ref} selector #{i}", s) for i, s in enumerate(device_class.selectors))
+    alternative = Alternative(Request("count", device_class.name), device_class, selectors)
+    count = 0
+    for pool in allocator.inventory.pools.values():
+        if not pool.complete or pool.invalid:
+            continue
+        for s in pool.device_slices:
+            if skip_node is not None and s.node_name and skip_node(s.node_name):
+                continue
+            count += len(allocator.static_view(alternative, s).usable)
+    return count

@@ -13,7 +13,7 @@ over devices which pods and claims are theirs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.devices.claims import ResourceClaim
 from gpuq_k8s.common.model.devices.extended import (
+    IN_MEMORY_NAME,
     ContainerMapping,
     extended_claim,
     extended_claim_name,
@@ -87,6 +88,15 @@ def existing_mappings(
     return tuple(m for m in mappings if m.request in names)
 
 
+def implicit_claim(
+    view: DraView, pod: PodInfo, resources: Iterable[str], name: str = IN_MEMORY_NAME
+) -> tuple[ResourceClaim, tuple[ContainerMapping, ...]]:
+    """The pod's implicit claim asking ``resources`` through DRA (named ``name``), with the
+    container -> request mappings."""
+    requests, mappings = extended_requests(pod.extended_spec, resources, view.extended_classes(), pod.ref)
+    return extended_claim(pod.namespace, pod.name, requests, name=name), mappings
+
+
 def group_rows(  # noqa: PLR0917 - the cycle's inputs, named as PreFilter holds them
     view: DraView,
     cluster: ClusterState,
@@ -109,14 +119,12 @@ def group_rows(  # noqa: PLR0917 - the cycle's inputs, named as PreFilter holds 
         else:
             code |= (cluster.allocatable[:n, column] <= 0).astype(np.int64) << bit
     allocator = view.ready_allocator()
-    classes = view.extended_classes()
     groups: list[ExtendedGroup] = []
     group_of = np.full(n, -1, dtype=np.int64)
     for value in np.unique(code).tolist():
         subset = [r for bit, r in enumerate(names) if value & (1 << bit)]
         if subset:
-            requests, mappings = extended_requests(pod.extended_spec, subset, classes, pod.ref)
-            claim = extended_claim(pod.namespace, pod.name, requests, name=name)
+            claim, mappings = implicit_claim(view, pod, subset, name)
             group = ExtendedGroup(allocator.plan([*claims, claim], pod.uid), mappings, claim)
         else:
             group = ExtendedGroup(plan if claims else None)

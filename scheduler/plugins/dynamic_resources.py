@@ -121,13 +121,21 @@ class _State:
     groups: tuple[ExtendedGroup, ...] = ()
     group_of: npt.NDArray[np.int64] | None = None
     extended: ExtendedClaim | None = None
+    # Per row, the row's plan narrowed by the quota plugins (``firstAvailable`` subrequests passed
+    # over: :func:`reallocate`); its allocation is the row's in ``found``.
+    narrowed: dict[int, PodPlan] = field(default_factory=dict)
 
-    def plan_for(self, row: int) -> PodPlan | None:
+    def group_plan(self, row: int) -> PodPlan | None:
         if self.group_of is None:
             return self.plan
         if row >= len(self.group_of) or self.group_of[row] < 0:
             return None
         return self.groups[int(self.group_of[row])].plan
+
+    def plan_for(self, row: int) -> PodPlan | None:
+        """The plan the row's devices are allocated by: its group's, as the quota plugins narrowed it."""
+        narrowed = self.narrowed.get(row)
+        return narrowed if narrowed is not None else self.group_plan(row)
 
 
 def _claim_of(obj: object) -> tuple[str, str] | None:
@@ -235,6 +243,7 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
         open_rows = state.feasible[:n].copy() if state.feasible is not None else cluster.alive[:n].copy()
         data.found.clear()
         data.unfit.clear()
+        data.narrowed.clear()
         passed = np.zeros(n, dtype=np.bool_)
         if data.group_of is None:
             self._filter_plan(state, data, data.plan, open_rows, passed)
@@ -274,7 +283,10 @@ class DynamicResources(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlug
                 answer = found if isinstance(found, Unfit) else None
             return answer.message if answer is not None else None
 
-        return FilterResult(passed, reasons, ~passed, detail)
+        # Unresolvable (upstream's statusUnschedulable): the rows this plugin rejected, not those an
+        # earlier filter did (it never looked at them: a node short of cpu whose devices are free is
+        # one preemption may help).
+        return FilterResult(passed, reasons, rejected, detail)
 
     def _filter_plan(
         self, state: CycleState, data: _State, plan: PodPlan, open_rows: BoolArray, passed: BoolArray
@@ -476,13 +488,15 @@ def found_allocations(state: CycleState) -> Mapping[int, Allocation]:
     return data.found if data is not None else {}
 
 
-def claims_to_allocate(state: CycleState) -> Mapping[str, ResourceClaim]:
-    """The claims this attempt allocates (not allocated yet), by claim key (a pod's implicit claim
-    for extended resources as asked where no device plugin serves any of them)."""
+def claims_to_allocate(state: CycleState, row: int | None = None) -> Mapping[str, ResourceClaim]:
+    """The claims this attempt allocates (not allocated yet), by claim key: on node row ``row``
+    (a pod's implicit claim for the extended resources DRA serves there), else the main plan's (the
+    implicit claim as asked where no device plugin serves any of them)."""
     data = state.read(_STATE, _State)
     if data is None:
         return {}
-    return {prepared.claim.key: prepared.claim for prepared in data.plan.to_allocate}
+    plan = data.plan if row is None else data.plan_for(row)
+    return {prepared.claim.key: prepared.claim for prepared in plan.to_allocate} if plan is not None else {}
 
 
 def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | None:
@@ -511,27 +525,28 @@ def allocation_on(state: CycleState, handle: Handle, row: int) -> Allocation | N
 
 
 def reallocate(state: CycleState, handle: Handle, row: int, plan: PodPlan) -> Allocation | None:
-    """Allocate ``plan`` (this attempt's plan narrowed by a quota plugin: ``firstAvailable``
-    subrequests passed over) on node row ``row`` and keep it as the row's allocation for Reserve.
-    None when it does not fit there, or when Reserve already charged another allocation (the
-    ledger holds it: it is not replaced)."""
+    """Allocate ``plan`` (node row ``row``'s plan, :func:`planned`, narrowed by a quota plugin:
+    ``firstAvailable`` subrequests passed over) there and keep both as the row's, for the other
+    quota plugins (which narrow it further, never back) and for Reserve. None when it does not fit
+    there, or when Reserve already charged another allocation (the ledger holds it: it is not
+    replaced)."""
     data = state.read(_STATE, _State)
     node = handle.cluster.nodes[row] if row < handle.cluster.n else None
     if data is None or node is None or data.allocation is not None:
         return None
-    if data.plan_for(row) is not data.plan:
-        return None  # another group's plan (extended resources served otherwise there): kept
     answer = dra_view(handle.objects).ready_allocator().allocate(plan, node)
     if isinstance(answer, Unfit):
         return None
     data.found[row] = answer
+    data.narrowed[row] = plan
     return answer
 
 
-def planned(state: CycleState) -> PodPlan | None:
-    """This attempt's plan (PreFilter's), None for a pod without claims to allocate."""
+def planned(state: CycleState, row: int) -> PodPlan | None:
+    """The plan of this attempt's claims on node row ``row`` (its extended-resource group's, as the
+    quota plugins narrowed it), None for a pod without claims to allocate there."""
     data = state.read(_STATE, _State)
-    return data.plan if data is not None else None
+    return data.plan_for(row) if data is not None else None
 
 
 def _device_row(result: Mapping[str, Any]) -> dict[str, Any]:

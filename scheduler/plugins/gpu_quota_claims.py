@@ -14,18 +14,22 @@ by the gpu-quota plugin under the pod's key (docs/design.md "Quota over devices"
 
 from __future__ import annotations
 
+from gpuq_k8s.common.model.devices.charges import ClaimCharge, chosen_subrequests
 from gpuq_k8s.common.model.devices.gpu_usage import claim_request, combined_request
+from gpuq_k8s.common.model.devices.plan import PodPlan
+from gpuq_k8s.common.model.devices.search import Allocation
 from gpuq_k8s.common.model.gpu_quota.store import GPUQuotaStore
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
+from gpuq_k8s.common.model.refusal import Refusal
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import (
     Committed,
     device_charges,
-    in_flight_charges,
     refused_rows,
+    with_fallback,
 )
 from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
 
@@ -68,14 +72,28 @@ class NamespaceClaims:
             if request is not None:
                 self.store.charge(key.partition("/")[0], request, _CLAIM + key)
 
+    def refusal(
+        self, state: CycleState, pod: PodInfo, row: int
+    ) -> tuple[Refusal | None, dict[str, ClaimCharge]]:
+        """Whether the devices the pod's claims get on ``row`` (with its worker) fit the namespace's
+        GPUResourceQuota, and their charges. A refused allocation's ``firstAvailable``
+        subrequests are passed over for the next ones on that row, as the allocator tries them."""
+
+        def check(charges: dict[str, ClaimCharge]) -> Refusal | None:
+            request = combined_request(list(charges.values()))
+            return self.store.check(pod.namespace, request) if request is not None else None
+
+        def passed_over(_refusal: Refusal, plan: PodPlan, allocation: Allocation) -> dict[str, set[str]]:
+            return chosen_subrequests(plan, allocation)  # each adds to the total refused
+
+        return with_fallback(state, self.handle, row, self.charges, check=check, passed_over=passed_over)
+
     def filter_rows(self, state: CycleState, pod: PodInfo, n: int) -> tuple[BoolArray, ReasonMasks] | None:
         if not self.store.has_quota(pod.namespace):
             return None
 
         def refusal_on(row: int) -> str | None:
-            charges = in_flight_charges(state, self.handle, row, self.charges) or {}
-            request = combined_request(list(charges.values()))
-            refusal = self.store.check(pod.namespace, request) if request is not None else None
+            refusal, _ = self.refusal(state, pod, row)
             return refusal.message if refusal is not None else None
 
         return refused_rows(state, n, self.charges, refusal_on)
@@ -85,7 +103,9 @@ class NamespaceClaims:
             return Status.success()  # without a quota, the claims are charged as the API shows them
         self.charges.refresh()
         self.unreserve(pod)
-        charges = in_flight_charges(state, self.handle, row, self.charges) or {}
+        refusal, charges = self.refusal(state, pod, row)
+        if refusal is not None:
+            return Status.unschedulable(refusal.message)
         done: list[str] = []
         for key, charge in charges.items():
             request = claim_request(charge)

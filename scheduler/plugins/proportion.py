@@ -127,6 +127,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         for allocatable in self._nodes.values():
             model.add(total, allocatable)
         model.add(total, self.devices.totals())  # the mapped DeviceClasses' devices
+        model.add(total, self.devices.extended_totals())  # the extended resources DRA serves
         model.deserve(list(attrs.values()), total)
         self._attrs, self._dirty = attrs, False
         return attrs

@@ -19,7 +19,7 @@ node has more of something the pod asks (kube's queueing hints).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import numpy as np
@@ -125,14 +125,7 @@ class NodeResourcesFit(FilterPlugin):
         return over
 
     def _delegated(self, key: FitKey) -> frozenset[int]:
-        """The asked columns of extended resources a DeviceClass serves (``extendedResourceName`` or
-        its implicit name): kube-scheduler's DRAExtendedResource."""
-        names = self.handle.cluster.columns.names
-        candidates = [c for c in key[0] if is_extended_resource_name(names[c])]
-        if not candidates:
-            return frozenset()
-        classes = dra_view(self.handle.objects).extended_classes()
-        return frozenset(c for c in candidates if classes.get(names[c]) is not None)
+        return dra_served_columns(self.handle, key[0])
 
     def _unresolvable_rows(self, both: tuple[FitKey, frozenset[int]], rows: Rows | None) -> BoolArray:
         """Rows whose allocatable is below the request of some resource but the pod count (a
@@ -189,6 +182,19 @@ class NodeResourcesFit(FilterPlugin):
                 return False
             return not isinstance(old, NodeInfo) or more_room(request, old.allocatable, new.allocatable)
         return True
+
+
+def dra_served_columns(handle: Handle, columns: Iterable[int]) -> frozenset[int]:
+    """Of the resource ``columns``, those of extended resources a DeviceClass serves
+    (``extendedResourceName`` or its implicit name): kube-scheduler's DRAExtendedResource. On a node
+    with none of such a resource allocatable, DRA serves it (upstream's
+    ``shouldDelegateResourceToDRA``): it is no node room there, for Filter as for preemption."""
+    names = handle.cluster.columns.names
+    candidates = [c for c in columns if is_extended_resource_name(names[c])]
+    if not candidates:
+        return frozenset()
+    classes = dra_view(handle.objects).extended_classes()
+    return frozenset(c for c in candidates if classes.get(names[c]) is not None)
 
 
 def _names_asked_resource(device_class: object, pod: PodInfo) -> bool:

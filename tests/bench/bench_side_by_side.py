@@ -91,8 +91,7 @@ from gpuq_k8s.common.model.config import DEFAULT_CONFIG_YAML
 from tests.bench import side_by_side_dra
 from tests.bench.bench_cluster import NAME, WORKLOADS, fresh_cluster, populate
 from tests.e2e.cluster_fixtures import Cluster
-from tests.e2e.controlplane.harness import ControlPlane, free_ports
-from tests.e2e.kube_scheduler import kube_scheduler_argv
+from tests.e2e.controlplane.harness import ControlPlane, free_ports, kube_scheduler_config
 
 CONTENDERS = ("gpuq", "kube-scheduler", "raw", "raw-gpuq", "raw-aiohttp")
 PENDING = "spec.nodeName="
@@ -265,17 +264,17 @@ def contender_argv(
             *with_config,
         ]
     if contender == "kube-scheduler":
-        lease = (
-            {  # client-go's default timings, as gpuq's
+        config = kube_scheduler_config(plane.kubeconfig, NAME, qps=5000)
+        if replica or args.leader_elect:  # client-go's default timings, as gpuq's
+            config["leaderElection"] = {
                 "leaderElect": True,
                 "resourceLock": "leases",
                 "resourceNamespace": "default",
                 "resourceName": "bench-kube-scheduler",
             }
-            if replica or args.leader_elect
-            else None
-        )
-        return kube_scheduler_argv(plane, workdir, NAME, verbosity=1, leader_election=lease)
+        path = workdir / "kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
     binder = {"raw": "asyncio", "raw-gpuq": "gpuq"}.get(contender, "aiohttp")
     return [
         sys.executable,

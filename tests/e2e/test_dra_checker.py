@@ -23,11 +23,9 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, scheduled_condition
@@ -185,23 +183,11 @@ def _expect_full_use(placed: dict[str, int], *, tensor_fusion: bool = True) -> N
 
 
 async def test_kube_scheduler_passes_the_checker(
-    cluster: Cluster, control_plane: ControlPlane, claim_controller: None, tmp_path: Path
+    cluster: Cluster, control_plane: ControlPlane, claim_controller: None
 ) -> None:
     name = f"kube-{cluster.test_id}"
     workload = await _setup(cluster, "k", name, tensor_fusion=False)
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(control_plane.kubeconfig), "qps": 1000, "burst": 1000},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": name}],
-    }
-    path = tmp_path / "kube-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    argv = [str(control_plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
-    stop = control_plane.start_process(
-        f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
-    )
+    stop = control_plane.start_kube_scheduler(name)
     try:
         await _create_pods(cluster, workload, tensor_fusion=False)
         await _settled(cluster, workload, lambda: "", tensor_fusion=False)
@@ -390,26 +376,13 @@ async def test_extended_resource_pods_get_the_same_implicit_claims_as_from_kube_
     control_plane: ControlPlane,
     run_scheduler: SchedulerFactory,
     claim_controller: None,
-    tmp_path: Path,
 ) -> None:
     """The same extended-resource pods through kube-scheduler 1.36 and through gpuq, each on its own
     nodes: both bound through an implicit claim the checker accepts, with the same requests, request
     mappings, annotation and device count (the claim's name aside: upstream's is generated)."""
     kube_name = f"kube-{cluster.test_id}"
     kube_run = await _setup(cluster, "ke", kube_name)
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(control_plane.kubeconfig), "qps": 1000, "burst": 1000},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": kube_name}],
-    }
-    path = tmp_path / "kube-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    argv = [str(control_plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
-    stop = control_plane.start_process(
-        f"kube-scheduler-{cluster.test_id}", argv, "Starting Kubernetes Scheduler", 60
-    )
+    stop = control_plane.start_kube_scheduler(kube_name)
     try:
         reference = await _extended_decisions(cluster, kube_run, lambda: "")
     finally:

@@ -45,6 +45,7 @@ from gpuq_k8s.common.model.devices.quota import (
     mapped_resources,
 )
 from gpuq_k8s.common.model.devices.results import ClaimAllocation
+from gpuq_k8s.common.model.devices.search import Allocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,24 @@ def narrowed(plan: PodPlan, drop: Mapping[str, Collection[str]]) -> PodPlan | No
     if not changed:
         return None
     return PodPlan(plan.allocator, plan.pod_uid, tuple(prepared), plan.allocated, plan.waiting)
+
+
+def chosen_subrequests(plan: PodPlan, allocation: Allocation) -> dict[str, set[str]]:
+    """The ``firstAvailable`` subrequests ``allocation`` of ``plan`` took (claim key -> names such as
+    ``gpu/h100``), of the requests that have another subrequest left in ``plan``: what a quota that
+    refuses the allocation as a whole (GPUResourceQuota's totals) passes over for the next ones."""
+    out: dict[str, set[str]] = {}
+    for prepared in plan.to_allocate:
+        claim_allocation = allocation.claims.get(prepared.claim.key)
+        if claim_allocation is None:
+            continue
+        taken = {result.request for result in claim_allocation.results}
+        for alternatives in prepared.requests:
+            if len(alternatives) > 1:
+                for alternative in alternatives:
+                    if alternative.name in taken:
+                        out.setdefault(prepared.claim.key, set()).add(alternative.name)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,10 @@ class ExtendedResourceClasses:
     def get(self, resource: str) -> DeviceClass | None:
         return self._by_resource.get(resource)
 
+    def served(self) -> list[tuple[str, DeviceClass]]:
+        """Every resource name a class serves, with that class, by name."""
+        return sorted(self._by_resource.items(), key=lambda item: item[0])
+
 
 @dataclass(frozen=True, slots=True)
 class ContainerMapping:

@@ -44,7 +44,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol, Self
+from typing import IO, Any, Protocol, Self
 
 import yaml
 
@@ -69,6 +69,18 @@ SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 LOG_TAIL_LINES = 40
 PR_SET_PDEATHSIG = 1
 ETCD_DATA_PREFIX = "gpuq-etcd-"
+
+
+def kube_scheduler_config(kubeconfig: Path, scheduler_name: str, qps: int = 1000) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration of one profile, ``scheduler_name``, on ``kubeconfig``: no leader
+    election, its client's qps and burst at ``qps``."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": qps},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": scheduler_name}],
+    }
 
 
 class ControlPlaneError(RuntimeError):
@@ -331,6 +343,18 @@ class ControlPlane:
             *extra_args,
         ]
         return self.start_process("kube-controller-manager", argv, '"Caches are synced"', timeout)
+
+    def start_kube_scheduler(self, scheduler_name: str, timeout: float = 60.0) -> Callable[[], None]:
+        """Start kube-scheduler with one profile, ``scheduler_name`` (the reference a test compares
+        gpuq with: pods naming it are its): no leader election, its client's qps and burst at 1000,
+        serving nothing; returns what stops it."""
+        config = kube_scheduler_config(self.kubeconfig, scheduler_name)
+        path = self.workdir / f"kube-scheduler-{scheduler_name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        argv = [str(self.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=1"]
+        return self.start_process(
+            f"kube-scheduler-{scheduler_name}", argv, "Starting Kubernetes Scheduler", timeout
+        )
 
     def start_process(
         self, name: str, argv: Sequence[str], ready_line: str, timeout: float

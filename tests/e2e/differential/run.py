@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tests.e2e.controlplane.harness import ControlPlane, free_ports
+import yaml
+
+from tests.e2e.controlplane.harness import ControlPlane, free_ports, kube_scheduler_config
 from tests.e2e.differential.api import Api, path_of
 from tests.e2e.differential.checker import Cluster, Violation, check
 from tests.e2e.differential.workload import SCHEDULER, Workload
-from tests.e2e.kube_scheduler import kube_scheduler_argv
 
 Obj = dict[str, Any]
 KUBE_SCHEDULER: Final = "kube-scheduler"
@@ -71,7 +72,9 @@ class RunResult:
 
 def scheduler_argv(scheduler: str, plane: ControlPlane, workdir: Path) -> list[str]:
     if scheduler == KUBE_SCHEDULER:
-        return kube_scheduler_argv(plane, workdir, SCHEDULER, verbosity=2)
+        path = workdir / "kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(kube_scheduler_config(plane.kubeconfig, SCHEDULER, qps=5000)))
+        return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=2"]
     (port,) = free_ports(1)
     return [
         *(sys.executable, "-m", "gpuq_k8s.cli", "scheduler", "--kubeconfig", str(plane.kubeconfig)),

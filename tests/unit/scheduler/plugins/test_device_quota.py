@@ -83,12 +83,17 @@ def build(quota: dict[str, int], claims: list[dict[str, Any]]) -> tuple[Schedule
         sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
     queue = MakeQueue("team-a").card_quota(json.dumps(quota)).capability(cpu="100", memory="1Ti")
     sched.put_object(queue.obj())
+    publish(sched, claims)
+    return sched, backend
+
+
+def publish(sched: Scheduler, claims: list[dict[str, Any]]) -> None:
+    """The fixture's DeviceClasses and ResourceSlices (not its claims), then ``claims``."""
     for doc in documents():
         if doc["kind"] != "ResourceClaim":
             sched.put_object(doc)
     for body in claims:
         sched.put_object(body)
-    return sched, backend
 
 
 def engine_of(sched: Scheduler) -> CapacityCard:
@@ -208,6 +213,23 @@ def test_queue_card_quota_over_devices(case: Case) -> None:
     assert allocated(again) == case.charged
 
 
+def test_first_available_falls_back_where_a_device_plugin_serves_the_pods_extended_resource() -> None:
+    """A pod with a ``firstAvailable [H100, A100]`` claim and an extended resource: where a device
+    plugin serves the extended resource (gpu-node-1's allocatable), the node's plan is the claims
+    alone, not the attempt's main plan (with the implicit claim); the H100 quota spent, the A100
+    subrequest is tried there all the same, as the allocation would."""
+    sched, backend = build({A100: 1}, [claim_like("h100-else-a100", "f0")])
+    sched.set_node(
+        MakeNode("gpu-node-1").alloc(cpu="64", memory="256Gi", pods="110", **{"example.com/gpu": "1"}).info()
+    )
+    body = MakePod("p0", NS).queue("team-a").req({"cpu": "100m", "example.com/gpu": "1"}).uid("uid-p0").obj()
+    messages = run(sched, [PodInfo.from_dict(dra.use_claims(body, "f0"))])
+    assert backend.bindings == {f"{NS}/p0": "gpu-node-1"}, messages
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0")
+    assert claim is not None and [d for _, _, d in dra.devices_of(claim)] == ["gpu-2"]  # an A100
+    assert allocated(sched) == {A100: 1000}
+
+
 def test_a_claim_charged_at_reserve_is_refunded_at_unreserve() -> None:
     sched, _ = build({H100: 1}, [claim_like("one-h100", "h1")])
     info = pod("p1", "h1")
@@ -263,6 +285,61 @@ def test_first_available_pending_demand_is_an_a_or_b_key() -> None:
     assert engine_of(sched).ledgers["team-a"].pending == {f"{H100}|{A100}": 1000}  # in the subrequests' order
 
 
+def class_claim(as_name: str, class_name: str, count: int) -> dict[str, Any]:
+    """A claim of ``count`` devices of ``class_name``: what a pod's implicit claim for an extended
+    resource that class serves asks."""
+    exactly = {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": count}
+    request = {"name": "gpu", "exactly": exactly}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": as_name, "namespace": NS, "uid": f"uid-claim-{as_name}"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+def extended_pod(name: str, count: int, group: str = "") -> PodInfo:
+    """A pod asking ``example.com/gpu`` (the fixture's ``gpu.nvidia.com`` class serves it)."""
+    made = MakePod(name, NS).queue("team-a").req({"cpu": "100m", "example.com/gpu": str(count)})
+    return PodInfo.from_dict((made.group(group) if group else made).uid(f"uid-{name}").obj())
+
+
+def test_job_mode_enqueue_counts_an_extended_resource_pods_implicit_claim() -> None:
+    """A pending pod asking an extended resource a DeviceClass serves has the card demand its implicit
+    claim would have: the same as a claim of that class and count (issue 26, "Quota over devices")."""
+    with_claim, _ = build({H100: 1, A100: 1}, [class_claim("c0", "gpu.nvidia.com", 2)])
+    with_claim.add_pod(pod("p0", "c0"))
+    expected = engine_of(with_claim).ledgers["team-a"].pending
+    assert expected == {f"{A100}|{H100}": 2000}
+    sched, _ = build({H100: 1, A100: 1}, [])
+    sched.add_pod(extended_pod("p0", 2))
+    assert engine_of(sched).ledgers["team-a"].pending == expected
+
+
+@pytest.mark.parametrize(
+    ("quota", "bound"),
+    [
+        pytest.param({H100: 1}, 0, id="2 GPUs asked, quota 1 H100: the gang stays Pending"),
+        pytest.param({H100: 2}, 1, id="quota 2 H100: enqueued, bound to two H100s"),
+    ],
+)
+def test_job_mode_enqueue_refuses_an_extended_resource_gang_over_the_card_quota(
+    quota: dict[str, int], bound: int
+) -> None:
+    sched, backend = build(quota, [])
+    sched.put_object(MakePodGroup("g", NS).queue("team-a").min_member(1).obj())
+    sched.add_pod(extended_pod("p0", 2, group="g"))
+    sched.run_enqueue()
+    while sched.schedule_one() is not None or sched.run_enqueue():
+        pass
+    assert len(backend.bindings) == bound
+    if not bound:
+        assert sched.podgroups.groups[f"{NS}/g"].phase == "Pending"
+        refusals = [e for e in backend.events if e.obj == f"PodGroup/{NS}/g"]
+        assert refusals and refusals[0].reason == "InsufficientScalarQuota"
+        assert f"{A100}|{H100}" in refusals[0].message
+
+
 def share_claim(as_name: str, memory: str) -> dict[str, Any]:
     body = claim_like("share-40gi", as_name)
     body["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": memory}}
@@ -300,16 +377,14 @@ def test_job_mode_enqueue_counts_a_capacity_request_as_the_share_it_is_charged(
     assert allocated(sched) == pending  # the same amount once allocated
 
 
-def gpu_scheduler(total: dict[str, Any], claims: list[dict[str, Any]]) -> tuple[Scheduler, MemoryBackend]:
+def gpu_scheduler(
+    total: dict[str, Any], claims: list[dict[str, Any]], nodes: tuple[str, ...] = NODES
+) -> tuple[Scheduler, MemoryBackend]:
     sched, backend = make_scheduler("gpu-quota")
-    for name in NODES:
+    for name in nodes:
         sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
     sched.put_object(MakeGPUResourceQuota("gq", NS).total(**total).obj())
-    for doc in documents():
-        if doc["kind"] != "ResourceClaim":
-            sched.put_object(doc)
-    for body in claims:
-        sched.put_object(body)
+    publish(sched, claims)
     return sched, backend
 
 
@@ -405,6 +480,68 @@ def test_gpu_resource_quota_over_devices(case: QuotaCase) -> None:
     assert (used.tflops_request, used.vram_request, used.gpu_count) == (*case.usage[:2], 0)
 
 
+@pytest.mark.parametrize(
+    ("tflops", "device", "usage"),
+    [
+        pytest.param(
+            "500", "gpu-2", (312_000, 80 * GIB, 1), id="989 H100 TFLOPS of 500 refused: an A100 (312)"
+        ),
+        pytest.param("300", None, (0, 0, 0), id="neither fits 300 TFLOPS: refused naming the quota"),
+    ],
+)
+def test_first_available_falls_back_when_the_gpu_resource_quota_refuses_the_first(
+    tflops: str, device: str | None, usage: tuple[int, int, int]
+) -> None:
+    """``firstAvailable [H100, A100]`` on a node with both: the H100 allocation is over the
+    GPUResourceQuota's TFLOPS, so the A100 subrequest is tried on that node, as a card quota's
+    refusal is (capacity-card's ``A|B``)."""
+    sched, backend = gpu_scheduler(
+        {"requests": {"tflops": tflops}}, [claim_like("h100-else-a100", "f0")], ("gpu-node-1",)
+    )
+    messages = run(sched, [plain_pod("p0", "f0")])
+    used = plugin_of(sched, GPUQuota).store.usage(NS)
+    assert (used.tflops_request, used.vram_request, used.gpu_count) == usage
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0") or {}
+    if device is None:
+        assert not backend.bindings and not dra.devices_of(claim)
+        assert "GPUResourceQuota/ml/gq" in messages[0] and "total.requests.tflops" in messages[0]
+    else:
+        assert backend.bindings == {f"{NS}/p0": "gpu-node-1"}, messages
+        assert [d for _, _, d in dra.devices_of(claim)] == [device]
+
+
+@pytest.mark.parametrize("order", [("capacity-card", "gpu-quota"), ("gpu-quota", "capacity-card")])
+@pytest.mark.parametrize(
+    ("cards", "device", "charged"),
+    [
+        pytest.param(
+            {H100: 1, A100: 1}, "gpu-2", {A100: 1000}, id="both card types: the A100, charged as one"
+        ),
+        pytest.param({H100: 1}, None, {}, id="no A100 card quota: refused, nothing charged"),
+    ],
+)
+def test_the_quota_plugins_agree_on_the_fallback(
+    order: tuple[str, str], cards: dict[str, int], device: str | None, charged: dict[str, int]
+) -> None:
+    """Queue card quota and GPUResourceQuota both on, ``firstAvailable [H100, A100]``: the
+    GPUResourceQuota refuses the H100 (989 of 500 TFLOPS), the row is narrowed to the A100 and the
+    card quota judges and charges that A100, in whichever order the plugins run."""
+    sched, backend = make_scheduler(*order)
+    sched.set_node(MakeNode("gpu-node-1").alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(
+        MakeQueue("team-a").card_quota(json.dumps(cards)).capability(cpu="100", memory="1Ti").obj()
+    )
+    sched.put_object(MakeGPUResourceQuota("gq", NS).total(requests={"tflops": "500"}).obj())
+    publish(sched, [claim_like("h100-else-a100", "f0")])
+    messages = run(sched, [pod("p0", "f0")])
+    claim = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "f0") or {}
+    assert [d for _, _, d in dra.devices_of(claim)] == ([device] if device else [])
+    assert len(backend.bindings) == (1 if device else 0), messages
+    assert allocated(sched) == charged
+    used = plugin_of(sched, GPUQuota).store.usage(NS)
+    assert used.tflops_request == (312_000 if device else 0)
+
+
 MAPPINGS = {"deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]}
 
 
@@ -448,6 +585,39 @@ def test_queue_capability_counts_devices_through_device_class_mappings() -> None
     # type "gpu": 2 H100 + 2 A100, the partitionable A100 whole, the shared H100
     assert plugin.devices.totals() == {"nvidia.com/gpu": 6000}
     assert plugin.attrs()["team-a"].allocated.get("nvidia.com/gpu") == 1000
+
+
+@pytest.mark.parametrize(
+    ("capability", "bound"),
+    [
+        pytest.param({}, ["ml/p1", "ml/p2"], id="no capability of it: within the cluster's total, both"),
+        pytest.param({"example.com/gpu": 1}, ["ml/p1"], id="a capability of 1: one"),
+    ],
+)
+def test_queue_capability_counts_an_extended_resource_a_device_class_serves(
+    capability: dict[str, int], bound: list[str]
+) -> None:
+    """proportion without any mapping: a pod asking ``example.com/gpu`` (the fixture's
+    ``gpu.nvidia.com`` class serves it) counts it as asked, and the class's devices are the cluster's
+    total of it where no node's allocatable has any (before, a total of 0 refused every such pod:
+    "queue team-a cannot be allocated")."""
+    queue = MakeQueue("team-a").capability({"cpu": "100", "memory": "1Ti", **capability}).obj()
+    sched, backend = make_scheduler("proportion")
+    for name in NODES:
+        sched.set_node(MakeNode(name).alloc(cpu="64", memory="256Gi", pods="110").info())
+    sched.put_object(queue)
+    publish(sched, [])
+    messages = run(sched, [extended_pod("p1", 1), extended_pod("p2", 1)])
+    assert list(backend.bindings) == bound, messages
+    plugin = plugin_of(sched, Proportion)
+    implicit = "deviceclass.resource.kubernetes.io/"  # every class serves its implicit name too
+    assert plugin.devices.extended_totals() == {
+        "example.com/gpu": 6000,  # type "gpu", as the mapping counts them
+        f"{implicit}gpu.nvidia.com": 6000,
+        f"{implicit}mig.nvidia.com": 3000,
+        f"{implicit}shared.nvidia.com": 1000,
+    }
+    assert plugin.attrs()["team-a"].allocated.get("example.com/gpu") == 1000 * len(bound)
 
 
 def test_device_naming_is_configured_per_driver() -> None:

@@ -282,13 +282,19 @@ def test_a_failed_binding_deletes_the_claim_and_the_retry_makes_it_again() -> No
     assert claim is not None and len(dra.devices_of(claim)) == 1
 
 
-def test_a_restarted_scheduler_rebuilds_the_ledger_from_the_implicit_claims() -> None:
+def placed_by_a_first_scheduler(info: PodInfo) -> dict[str, Any]:
+    """``info`` placed on n1 by a scheduler of its own: its implicit claim, as the API keeps it."""
     first, _ = scheduler(CLASS, TWO_GPUS)
-    p1 = ext_pod("p1", 1)
-    first.add_pod(p1)
+    first.add_pod(info)
     assert attempt(first)[0] == "n1"
-    made = implicit_claim(first, p1)
+    made = implicit_claim(first, info)
     assert made is not None
+    return made
+
+
+def test_a_restarted_scheduler_rebuilds_the_ledger_from_the_implicit_claims() -> None:
+    p1 = ext_pod("p1", 1)
+    made = placed_by_a_first_scheduler(p1)
     second, _ = scheduler(CLASS, TWO_GPUS, made)
     second.add_pod(p1.with_node_name("n1"))
     for name in ("p2", "p3"):
@@ -304,12 +310,8 @@ def test_a_restarted_scheduler_rebuilds_the_ledger_from_the_implicit_claims() ->
 def test_a_claim_left_by_an_earlier_attempt_is_allocated_as_the_pods_claim() -> None:
     """A leader that died between the create and the binding leaves the pod's claim: the next attempt
     uses it (upstream deletes it and starts over)."""
-    first, _ = scheduler(CLASS, TWO_GPUS)
     info = ext_pod("p", 1)
-    first.add_pod(info)
-    assert attempt(first)[0] == "n1"
-    made = implicit_claim(first, info)
-    assert made is not None
+    made = placed_by_a_first_scheduler(info)
     second, backend = scheduler(CLASS, TWO_GPUS, made)
     second.add_pod(info)
     assert attempt(second)[0] == "n1"

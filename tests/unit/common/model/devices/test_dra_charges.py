@@ -11,6 +11,7 @@ from gpuq_k8s.common.model.devices.charges import (
     Candidates,
     ClaimCharge,
     candidates,
+    chosen_subrequests,
     claim_charge,
     narrowed,
     pending_cards,
@@ -144,6 +145,21 @@ def test_first_available_narrowed_and_its_pending_card_key() -> None:
     assert [r.request for r in found.claims["ml/h100-else-a100"].results] == ["gpu/a100"]
     assert narrowed(plan, {"ml/h100-else-a100": {"gpu/h100", "gpu/a100"}}) is None  # nothing left
     assert narrowed(plan, {}) is None  # nothing dropped
+
+
+def test_the_subrequests_an_allocation_took_while_others_are_left() -> None:
+    """What GPUResourceQuota passes over when it refuses an allocation: the firstAvailable
+    subrequests it took, while the request has another one left; a plain request never."""
+    c = cluster()
+    plan = c.allocator.plan([c.claim("h100-else-a100"), c.claim("one-h100")])
+    first = c.allocator.allocate(plan, node("gpu-node-1"))
+    assert isinstance(first, Allocation)
+    assert chosen_subrequests(plan, first) == {"ml/h100-else-a100": {"gpu/h100"}}
+    narrower = narrowed(plan, chosen_subrequests(plan, first))
+    assert narrower is not None
+    second = c.allocator.allocate(narrower, node("gpu-node-1"))
+    assert isinstance(second, Allocation)
+    assert chosen_subrequests(narrower, second) == {}  # the A100 is its last subrequest
 
 
 @pytest.mark.parametrize(
