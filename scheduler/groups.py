@@ -212,8 +212,12 @@ class GroupTracker:
         key = f"{namespace}/{name}"
         self.failed.discard(key)  # changed: its enqueue is tried afresh
         if obj is None:
-            self.groups.pop(key, None)
+            gone = self.groups.pop(key, None)
             self.invalid.pop(key, None)
+            if gone is not None and gone.phase in (INQUEUE, RUNNING):
+                # What the enqueue plugins reserved for it goes with it (a job deleted Inqueue would
+                # otherwise hold its queue's and its ElasticQuota's room for good).
+                self._framework.run_dequeued(gone)
             self._release_held(key)  # back to the queue, where gang says why they wait
             return
         try:
@@ -229,6 +233,10 @@ class GroupTracker:
         group = self.groups[key] = GroupInfo(namespace, name, model.spec.minMember, model.queue, phase, model)
         if previous is None:
             self._gate_members(group)
+            if phase == INQUEUE and self._framework.enqueue_enabled:
+                # Admitted by a previous leader (or before a restart): it reserves here too, as it
+                # would had this scheduler enqueued it.
+                self._framework.run_enqueued(group)
 
     # -- the enqueue action ---------------------------------------------------------------------------
     def run_enqueue(self) -> int:

@@ -46,12 +46,14 @@ from gpuq_k8s.common.model.config import SchedulerConfig
 from gpuq_k8s.common.model.errors import GpuqError, InvalidValue
 from gpuq_k8s.common.model.wire import section, split_ref
 from gpuq_k8s.common.process.flags import listen_error
+from gpuq_k8s.scheduler import cache_debugger
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.flags import SchedulerOptions, add_flags
 from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
-from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, pod_cache, selector_only
+from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, pod_shared_parts
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -237,6 +239,7 @@ class Service:
         )
         scheduler.contain.counted = lambda kind: self.metrics.internal_errors.labels(kind).inc()
         feed = self.feed = Feed(scheduler, on_waited=self.metrics.waited)
+        loop.add_signal_handler(signal.SIGUSR2, self._debug_cache, scheduler)
         scheduling = SchedulingLoop(
             scheduler, self.metrics, max_unschedulable=options.max_unschedulable_seconds
         )
@@ -263,6 +266,7 @@ class Service:
                 handlers=[handler],
                 inactivity_timeout=options.watch_inactivity_timeout,
                 transform=_transform(kind),
+                decoder=PodDecoder() if kind is kinds.POD else None,
                 watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
             )
@@ -332,6 +336,28 @@ class Service:
             await api.close()
         return self.exit_code
 
+    def _debug_cache(self, scheduler: Scheduler) -> None:
+        """SIGUSR2: compare the scheduler's state with the informers' caches, log every mismatch, then
+        dump its view (:mod:`scheduler.cache_debugger`, kube-scheduler's cache debugger)."""
+        feed, informers = self.feed, self.informers
+        if feed is None or informers is None or not feed.ready:
+            log.info("cache comparison skipped: the caches are not loaded yet")
+            return
+        try:
+            found = cache_debugger.compare(
+                scheduler,
+                (name for _, name in informers[kinds.NODE.kind].items()),
+                informers[kinds.POD.kind].items().values(),
+                assumed=feed.assumed,
+            )
+            for mismatch in found.mismatches:
+                log.warning("cache mismatch: %s", mismatch)
+            log.info("cache comparison: %s", found.summary())
+            for line in cache_debugger.dump(scheduler):
+                log.info("cache dump: %s", line)
+        except Exception:
+            log.exception("cache comparison failed (an error in gpuq)")
+
     async def _take_over(self) -> None:
         """Before the first decision as leader: every cache holds the previous leader's last writes.
 
@@ -395,10 +421,11 @@ class Service:
 
 
 def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """What each informer keeps of an object (scheduler/kube/feed.py)."""
+    """What each informer keeps of an object (scheduler/kube/feed.py; the pod informer's decoder
+    keeps only what is read of a pod: scheduler/kube/pod_cache.py)."""
     if kind in SELECTOR_ONLY:
         return selector_only
-    return pod_cache if kind is kinds.POD else strip_managed_fields
+    return pod_shared_parts if kind is kinds.POD else strip_managed_fields
 
 
 def pid_identity() -> str:

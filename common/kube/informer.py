@@ -62,7 +62,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import aiohttp
 import orjson
@@ -96,6 +96,16 @@ Handler = Callable[[Change], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+class Decoder(Protocol):
+    """How an informer decodes its kind's JSON where orjson's whole objects are not what it keeps
+    (the scheduler's pods: scheduler/kube/pod_cache.py): a list page (``metadata``, ``items``) and
+    a watch event (``type``, ``object``), as JSON objects; what is not one the informer refuses."""
+
+    def page(self, body: bytes) -> Any: ...
+
+    def event(self, line: bytes) -> Any: ...
+
+
 # No byte on a watch for this long: it is re-established (from its resourceVersion, without a list).
 # Longer than kube-apiserver's bookmark period (about a minute), so a watch of a kind that changes is
 # kept alive by its bookmarks; a watch of a kind nobody changes gets none and is renewed at this pace.
@@ -125,6 +135,8 @@ class Informer:
     _: KW_ONLY
     handlers: Sequence[Handler] = ()
     transform: Transform | None = strip_managed_fields
+    # Decodes the list pages and watch events instead of orjson (its objects then transformed).
+    decoder: Decoder | None = None
     # Called with (the list's number, its items) for each page of a list before the first one has
     # completed (the scheduler's streamed start: scheduler/kube/feed.py); a list that fails and is
     # retried gives its pages again under a new number.
@@ -369,7 +381,7 @@ class Informer:
         batch: list[dict[str, Any]] = []
         try:
             async for line in _lines(response.content, self.inactivity_timeout):
-                event = orjson.loads(line)
+                event = self._decode_event(line)
                 kind = event.get("type")
                 raw = event.get("object")
                 if not isinstance(raw, dict):
@@ -471,7 +483,7 @@ class Informer:
         self.watching = True  # answered: the cache is watched again
         try:
             async for line in _lines(response.content, self.inactivity_timeout):
-                self._event(orjson.loads(line))
+                self._event(self._decode_event(line))
         except Inactive:
             response.close()  # the connection may be half dead: never reuse it
             raise
@@ -556,10 +568,13 @@ class Informer:
         return body
 
     def _decode(self, body: bytes) -> dict[str, Any]:
-        data = orjson.loads(body)
+        data = orjson.loads(body) if self.decoder is None else self.decoder.page(body)
         if not isinstance(data, dict):
             raise ProtocolError(f"GET {self.kind.path}: expected a JSON object")
         return data
+
+    def _decode_event(self, line: bytes) -> Any:
+        return orjson.loads(line) if self.decoder is None else self.decoder.event(line)
 
 
 def _refusal(err: ApiError) -> bool:

@@ -284,6 +284,12 @@ class Framework(SessionPoints):
         finally:
             self._timed("Enqueue", started)
 
+    def run_enqueued(self, group: GroupInfo) -> None:
+        """``group`` is Inqueue already (found so: enqueued by a previous leader or before a restart):
+        every enqueue plugin reserves for it as if this scheduler had admitted it."""
+        for plugin in self.enqueue_plugins:
+            plugin.enqueued(group)
+
     def run_dequeued(self, group: GroupInfo) -> None:
         for plugin in self.enqueue_plugins:
             plugin.dequeued(group)

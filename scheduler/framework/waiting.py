@@ -68,6 +68,17 @@ class WaitingPods:
         self._deadline.pop(key, None)
         return self._pods.pop(key, [])
 
+    def held(self) -> dict[str, tuple[float, list[PodInfo]]]:
+        """Per gang with waiting pods: since when it waits, and its waiting pods (for reports)."""
+        return {
+            key: (self._since.get(key, 0.0), [w.pod for w in pods])
+            for key, pods in sorted(self._pods.items())
+        }
+
+    def holds(self, key: str) -> bool:
+        """Whether gang ``key`` has pods waiting."""
+        return key in self._pods
+
     def gangs(self) -> list[str]:
         """Every gang with waiting pods, in key order."""
         return sorted(self._pods)

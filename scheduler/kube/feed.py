@@ -32,9 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
-import orjson
-
-from gpuq_k8s.common.kube.diff import Change, strip_managed_fields
+from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
@@ -90,111 +88,6 @@ def selector_only(obj: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
     out["spec"] = {"selector": spec["selector"]} if "selector" in spec else {}
     return out
-
-
-# What the pod informer's cache leaves out (:func:`pod_cache`): fields no reader of a cached pod reads
-# (PodInfo.from_dict with common/model/pod_spec.py and pod_volumes.py, pod_update_matters, the
-# backend's settled and lookups), named one by one so that a field a rule comes to read is kept
-# unless it is listed here.
-_POD_SPEC_UNREAD: Final = (
-    "automountServiceAccountToken",
-    "dnsConfig",
-    "dnsPolicy",
-    "enableServiceLinks",
-    "hostAliases",
-    "hostname",
-    "imagePullSecrets",
-    "readinessGates",
-    "securityContext",
-    "serviceAccount",
-    "serviceAccountName",
-    "setHostnameAsFQDN",
-    "shareProcessNamespace",
-    "subdomain",
-    "terminationGracePeriodSeconds",
-)
-_CONTAINER_UNREAD: Final = (
-    "args",
-    "command",
-    "env",
-    "envFrom",
-    "imagePullPolicy",
-    "lifecycle",
-    "livenessProbe",
-    "readinessProbe",
-    "securityContext",
-    "startupProbe",
-    "stdin",
-    "stdinOnce",
-    "terminationMessagePath",
-    "terminationMessagePolicy",
-    "tty",
-    "volumeDevices",
-    "volumeMounts",
-    "workingDir",
-)
-_POD_STATUS_UNREAD: Final = (
-    "containerStatuses",
-    "ephemeralContainerStatuses",
-    "hostIP",
-    "hostIPs",
-    "initContainerStatuses",
-    "podIP",
-    "podIPs",
-    "qosClass",
-)
-_CONTAINER_LISTS: Final = ("containers", "initContainers", "ephemeralContainers")
-# Parts most pods of a cluster share, kept once (:func:`_shared`): the tolerations admission adds to
-# every pod, a workload's node selector, its containers' resources. At most this many distinct ones.
-_SHARED_MAX: Final = 4096
-_shared_parts: dict[bytes, Any] = {}
-
-
-def _shared(value: Any) -> Any:
-    """``value``, or an equal one kept before: the pod cache holds each such part once. Shared parts
-    are read-only like the rest of the cache (Informer.items)."""
-    if not value:
-        return value
-    # Exact: 1, 1.0 and true stay apart; an equal part in another key order is merely kept twice.
-    key = orjson.dumps(value)
-    kept = _shared_parts.get(key)
-    if kept is not None:
-        return kept
-    if len(_shared_parts) < _SHARED_MAX:
-        _shared_parts[key] = value
-    return value
-
-
-def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
-    """The pod informer's transform: the pod without its managedFields and the fields listed above
-    (a container's env and probes, the kubelet's container statuses, ...), the parts most pods share
-    kept once. 150,000 pods are most of the scheduler's memory (issue 29); none of what goes is
-    read, so the cached pod's PodInfo and every comparison of two cached pods are what they were
-    (tests/unit/scheduler/kube/test_feed_pod_cache.py)."""
-    strip_managed_fields(obj)
-    spec = obj.get("spec")
-    if type(spec) is dict:
-        for key in _POD_SPEC_UNREAD:
-            spec.pop(key, None)
-        for list_key in _CONTAINER_LISTS:
-            containers = spec.get(list_key)
-            if type(containers) is not list:
-                continue
-            for container in containers:
-                if type(container) is not dict:
-                    continue
-                for key in _CONTAINER_UNREAD:
-                    container.pop(key, None)
-                if "resources" in container:
-                    container["resources"] = _shared(container["resources"])
-        for key in ("tolerations", "nodeSelector"):
-            if key in spec:
-                spec[key] = _shared(spec[key])
-    status = obj.get("status")
-    if type(status) is dict:
-        for key in _POD_STATUS_UNREAD:
-            status.pop(key, None)
-    return obj
 
 
 def _meta_without_volatile(obj: Obj) -> dict[str, Any]:
@@ -277,7 +170,8 @@ class Feed:
         whole list. Every other kind is fed first, once all of them have listed (from then on their
         changes are applied as they come); pending pods last, once the pod list is complete: a
         pending pod is still never tried against a cluster whose usage is half known. Each page is
-        one step of the event loop: the Lease is renewed and the probes answer meanwhile.
+        one step of the event loop: the Lease is renewed and the probes answer meanwhile; its bound
+        pods new to the feed are counted together (:meth:`_feed_page`).
         """
         self.informers = informers
         pods = informers.informers.get(kinds.POD.kind)
@@ -333,11 +227,61 @@ class Feed:
         self._feed_page(number, objs)
 
     def _feed_page(self, number: int, objs: Sequence[Obj]) -> None:
+        """The page's bound pods (pending pods wait for the end of the list: _bring_to_present), those
+        new to the feed counted together (:meth:`Scheduler.add_bound_pods`: the same state as one
+        :meth:`apply` each), any other applied in its turn."""
+        fresh: list[PodInfo] = []
         for obj in objs:
-            if _node_name(obj):  # pending pods wait for the end of the list (_bring_to_present)
-                key = _key(obj, True)
-                self._streamed[key] = _resource_version(obj)
+            if not _node_name(obj):
+                continue
+            key = _key(obj, True)
+            self._streamed[key] = _resource_version(obj)
+            pod_key = f"{key[0]}/{key[1]}"
+            if pod_key in self._uids:
+                self._add_bound(fresh)
                 self.apply(Change("add", key, obj))
+                continue
+            self.handled += 1
+            try:
+                pod = self._with_priority(PodInfo.from_dict(obj))
+            except Exception as err:  # what apply says of it, and nothing counted
+                self.handled -= 1
+                self._add_bound(fresh)
+                self.apply(Change("add", key, obj))
+                if not isinstance(err, GpuqError):
+                    log.debug("pod %s/%s applied alone after %r", *key, err)
+                continue
+            if not pod.bound or pod.key != pod_key:
+                self.handled -= 1
+                self._add_bound(fresh)
+                self.apply(Change("add", key, obj))
+                continue
+            self._uids[pod_key] = pod.uid
+            self.assumed.discard(pod_key)
+            self._seen.pop(pod_key, None)
+            fresh.append(pod)
+        self._add_bound(fresh)
+
+    def _add_bound(self, pods: list[PodInfo]) -> None:
+        """Count ``pods`` (bound, new to the feed) at once. An error of gpuq's own is contained to the
+        pod it met, as :meth:`apply` contains it; the pods after it are applied one by one."""
+        if not pods:
+            return
+        try:
+            self.scheduler.add_bound_pods(pods)
+        except Exception as err:
+            counted = self.scheduler.cluster.pods
+            met = max((i for i, pod in enumerate(pods) if pod.key in counted), default=0)
+            ref = object_ref(kinds.POD.kind, pods[met].namespace, pods[met].name)
+            consequence = "this change is skipped; the object's next change is applied afresh"
+            self.scheduler.contain(ref, "apply the add of", err, consequence)
+            for pod in pods[met + 1 :]:
+                try:
+                    self.scheduler.add_pod(pod)
+                except Exception as one:
+                    ref = object_ref(kinds.POD.kind, pod.namespace, pod.name)
+                    self.scheduler.contain(ref, "apply the add of", one, consequence)
+        pods.clear()
 
     def replay(self, informers: InformerSet) -> None:
         """Feed the synced caches in dependency order, then go live. Synchronous: nothing can

@@ -241,6 +241,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             if counts[pod.priority or 0] <= 0:
                 del counts[pod.priority or 0]
 
+    def audit_ledger(self, bound: Iterable[PodInfo]) -> list[str]:
+        """The ledger against the scheduler's bound pods (scheduler/cache_debugger.py)."""
+        return self.infos.audit(bound)
+
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         pod = self.devices.pod(pod)

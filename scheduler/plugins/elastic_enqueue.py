@@ -30,9 +30,9 @@ class ElasticEnqueue:
         self.infos = infos
         # DRA claims counted as the resources deviceClassMappings names, as every pod the plugin reads.
         self.devices = devices
-        # Inqueue PodGroups of namespaces with an ElasticQuota: key -> (the group, its demand); and
-        # the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
-        self._inqueue: dict[str, tuple[GroupInfo, dict[str, int]]] = {}
+        # Inqueue PodGroups of namespaces with an ElasticQuota (key -> the group; its demand read when
+        # counted); and the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
+        self._inqueue: dict[str, GroupInfo] = {}
         self._refused: dict[str, str] = {}
 
     def _demand(self, group: GroupInfo) -> dict[str, int]:
@@ -43,7 +43,10 @@ class ElasticEnqueue:
     def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
         """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet."""
         out: dict[str, dict[str, int]] = {}
-        for group, demand in self._inqueue.values():
+        for group in self._inqueue.values():
+            # The demand as of now: a group found Inqueue (admitted before a restart) may have been
+            # read before its pods.
+            demand = self._demand(group)
             charged = [
                 charge
                 for p in self.handle.group_members(group)
@@ -79,7 +82,7 @@ class ElasticEnqueue:
         """EnqueuePlugin.enqueued: the job now reserves its demand until it runs."""
         self._refused.pop(group.key, None)
         if group.namespace in self.infos:
-            self._inqueue[group.key] = (group, self._demand(group))
+            self._inqueue[group.key] = group
 
     def dequeued(self, group: GroupInfo) -> None:
         """EnqueuePlugin.dequeued: running or gone, its pods charge what they hold (bound or

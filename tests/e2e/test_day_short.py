@@ -54,6 +54,7 @@ async def test_a_short_day_keeps_every_invariant_and_its_page_renders(
     assert figures.violations == [], report
     assert all(figures.faults[kind] >= 1 for kind in FAULTS), figures.faults
     assert figures.checks >= 30, report  # a check every 3 s at worst, on a loaded machine
+    assert figures.cache_checks >= 1, report  # the leader's state compared with its caches, no mismatch
     data = figures.data()
     # The day did something: jobs of every kind finished, pods of every queue waited and were bound.
     assert all(data["jobsCompleted"].get(kind, 0) >= 10 for kind in ("training", "etl", "notebook")), report

@@ -314,6 +314,47 @@ class ElasticQuotaInfos:
             raise KeyError(namespace)
         return info.used.to_numbers()
 
+    # -- audit ------------------------------------------------------------------------------------
+
+    def audit(self, bound: Iterable[PodInfo]) -> list[str]:
+        """What the ledger holds that ``bound`` (the pods the scheduler counts as holding resources)
+        does not say, for the cache debugger (scheduler/cache_debugger.py): a namespace's pods charged
+        but not bound (a leak) or bound but not charged, and running sums (a namespace's ``used``,
+        the pool's total) that are not the sum of what is charged. Empty when consistent."""
+        expected: dict[str, set[str]] = {}
+        for pod in bound:
+            if pod.holds_resources:
+                expected.setdefault(pod.namespace, set()).add(pod.key)
+        out: list[str] = []
+        for namespace in sorted(set(self._pods) | set(expected)):
+            charged = set(self._pods.get(namespace, {}))
+            want = expected.get(namespace, set())
+            if charged - want:
+                out.append(
+                    f"ElasticQuota ledger of {namespace}: charged, not bound: {sorted(charged - want)}"
+                )
+            if want - charged:
+                out.append(
+                    f"ElasticQuota ledger of {namespace}: bound, not charged: {sorted(want - charged)}"
+                )
+        total: dict[str, int] = {}
+        for namespace in sorted(self._infos):
+            summed: dict[str, int] = {}
+            for request in self._pods.get(namespace, {}).values():
+                add_into(summed, request, 1)
+            add_into(total, summed, 1)
+            used = {k: v for k, v in self._used[namespace].items() if v}
+            summed = {k: v for k, v in summed.items() if v}
+            if used != summed:
+                out.append(
+                    f"ElasticQuota ledger of {namespace}: used {used} is not the sum of its pods {summed}"
+                )
+        running = {k: v for k, v in self._total_used.items() if v}
+        total = {k: v for k, v in total.items() if v}
+        if running != total:
+            out.append(f"ElasticQuota ledger: pool used {running} is not the sum of the quotas' pods {total}")
+        return out
+
     # -- PreFilter --------------------------------------------------------------------------------
 
     def prefilter(self, namespace: str, request: Mapping[str, int], pod_ref: str = "") -> Refusal | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,25 @@ class Replicas:
                 code, _ = await asyncio.to_thread(process.get, "/readyz", 1.0)
                 return slot if code == 200 else None
         return None
+
+    async def cache_comparison(self, slot: str, timeout: float = 5.0) -> list[str]:
+        """SIGUSR2 to the replica in ``slot``: the lines its cache debugger logs (the comparison's
+        mismatches and summary, then its dump), without their timestamps; [] if none came in time."""
+        process = self.processes[slot]
+        if process.popen is None or not process.running:
+            return []
+        skip = len(process.log_path.read_text(errors="replace").splitlines())
+        process.popen.send_signal(signal.SIGUSR2)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.25)
+            lines = process.log_path.read_text(errors="replace").splitlines()[skip:]
+            found = [line.split(": ", 1)[-1] for line in lines if "cache " in line]
+            if any(line.startswith("cache comparison") for line in found):
+                await asyncio.sleep(0.25)  # the dump follows in the same step: let the file catch up
+                lines = process.log_path.read_text(errors="replace").splitlines()[skip:]
+                return [line.split(": ", 1)[-1] for line in lines if "gpuq.scheduler: cache " in line]
+        return []
 
     def log_count(self, needle: str) -> int:
         """Lines containing ``needle`` over every replica's log, restarts included."""

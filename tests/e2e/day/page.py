@@ -109,6 +109,7 @@ def render(data: Mapping[str, Any]) -> str:
         _row("preemptions", data["preemptions"]),
         _row("faults", ", ".join(f"{k} {v}" for k, v in data["faults"].items())),
         _row("invariant checks", data["checks"]),
+        _row("leader state compared with its caches", data.get("cacheChecks", 0)),
         _row("violations", len(violations)),
         _row("wall time", f"{data['wallSeconds']:.0f} s"),
     ]

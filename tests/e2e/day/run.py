@@ -45,6 +45,8 @@ from tests.e2e.living.cluster import LivingCluster, add_node, wait_ready
 FAULTS: Final = ("kill", "leader-switch", "watch-stall")
 STEP: Final = 1.0  # default seconds between steps (a step takes what it takes on a loaded machine)
 SETTLE_TIMEOUT: Final = 180.0
+# Steps between two comparisons of the leader's state with its caches (SIGUSR2: its cache debugger).
+CACHE_CHECK_EVERY: Final = 120
 SERVICES: Final = 10
 # kube-scheduler's leader election defaults (duration, renew deadline, retry period): the chaos
 # soak's 5 s Lease is lost over and over on a loaded 2-core machine, and every loss between the binds
@@ -80,6 +82,7 @@ class Figures:
     preempted: set[str] = field(default_factory=set)
     faults: Counter[str] = field(default_factory=Counter)
     checks: int = 0
+    cache_checks: int = 0  # the leader's state compared with its caches (scheduler/cache_debugger.py)
     violations: list[str] = field(default_factory=list)
     hours: list[float] = field(default_factory=list)
     utilisation: list[float] = field(default_factory=list)
@@ -121,6 +124,7 @@ class Figures:
             "preemptions": len(self.preempted),
             "faults": {kind: self.faults[kind] for kind in FAULTS},
             "checks": self.checks,
+            "cacheChecks": self.cache_checks,
             "violations": list(self.violations),
             "scaleChanges": self.scale_changes,
             "leaderChanges": self.leader_changes,
@@ -151,7 +155,8 @@ class Figures:
             f"Deployment scalings: {self.scale_changes}",
             f"gangs left partly placed by a fault and completed: {self.gangs_repaired} "
             f"(longest {self.longest_repair:.0f}s)",
-            f"checks: {self.checks}; violations: {len(self.violations)}; "
+            f"checks: {self.checks}; leader state compared with its caches: {self.cache_checks}; "
+            f"violations: {len(self.violations)}; "
             f"settled in {self.settle_seconds:.0f}s",
         ]
 
@@ -272,6 +277,8 @@ class Day:
                 await self._fault(plan.pop(0)[1])
             self.f.violations += self.replicas.revive()
             await self._observe(hour)
+            if step % CACHE_CHECK_EVERY == CACHE_CHECK_EVERY // 2:
+                await self._check_cache(hour)
             step += 1
             if step % 60 == 0:
                 d = self.f.data()
@@ -360,6 +367,55 @@ class Day:
                 groups[f"{ns}/{pg['metadata']['name']}"] = int((pg.get("spec") or {}).get("minMember") or 1)
         return pods, nodes, groups
 
+    async def _check_cache(self, hour: float) -> None:
+        """An invariant of its own: the leader's state is what its informers' caches say (its cache
+        debugger, SIGUSR2, finds no mismatch). A mismatch is state lost or kept by the scheduler, the
+        cause of a wait the other checks only see later, if at all."""
+        slot = await self.replicas.leader(self.api.client)
+        if slot is None:
+            return
+        lines = await self.replicas.cache_comparison(slot)
+        if not lines:
+            return
+        self.f.cache_checks += 1
+        mismatches = [
+            line.removeprefix("cache mismatch: ") for line in lines if line.startswith("cache mismatch")
+        ]
+        if mismatches:
+            identity = self.replicas.identities.get(slot, slot)
+            line = f"hour {hour:.2f}: cache of {identity}: {len(mismatches)} mismatch(es): {mismatches[:5]}"
+            self.o.progress(f"VIOLATION {line}")
+            self.f.violations.append(line)
+
+    async def _cache_comparison(self, key: str) -> None:
+        """The leader's own view of a pod that waits though it fits: its cache debugger (SIGUSR2)
+        compares its state with its informers' caches and dumps it; printed are the mismatches, the
+        summary, and what the dump says of ``key`` (its queue pool, attempts, time parked, message)."""
+        slot = await self.replicas.leader(self.api.client)
+        if slot is None:
+            self.o.progress("  (no ready leader to ask for its cache comparison)")
+            return
+        lines = await self.replicas.cache_comparison(slot)
+        identity = self.replicas.identities.get(slot, slot)
+        if not lines:
+            self.o.progress(f"  {identity}: no cache comparison logged within 5 s")
+            return
+        mismatches = [line for line in lines if line.startswith("cache mismatch")]
+        for line in mismatches[:30]:
+            self.o.progress(f"  {identity}: {line}")
+        if len(mismatches) > 30:
+            self.o.progress(f"  {identity}: ... {len(mismatches) - 30} more mismatch(es)")
+        waiting = [line for line in lines if line.startswith("cache dump: waiting in Permit")]
+        for line in waiting[:10]:  # who holds room reserved and not bound
+            self.o.progress(f"  {identity}: {line.removeprefix('cache dump: ')}")
+        for line in lines:
+            if line.startswith("cache comparison"):
+                self.o.progress(f"  {identity}: {line}")
+            elif line.startswith("cache dump: ") and key in line and not line.startswith("cache dump: node "):
+                where, _, entries = line.partition(": ")[2].partition(": ")
+                mine = [e for e in entries.split("; ") if key in e] or [entries]
+                self.o.progress(f"  {identity}: {where}: {mine[0]}")
+
     async def _observe(self, hour: float) -> None:
         holder = await self.replicas.holder(self.api.client)
         if holder and holder != self.holder:
@@ -389,6 +445,7 @@ class Day:
                         self.o.progress(
                             f"  Queue {pod.queue} GPUs held by the recount, per card: {dict(held)}"
                         )
+                        await self._cache_comparison(pod.key)
                         break
             if message.startswith("Node/"):  # who holds it: the pods the recount charged there
                 node = message.split(":")[0].removeprefix("Node/")
@@ -434,6 +491,7 @@ class Day:
         if leader is None:
             self.f.violations.append("settle: no ready replica holds the Lease after 60s")
         began = time.monotonic()
+        await self._check_cache(24.0)
         stuck: list[str] = []
         while time.monotonic() - began < SETTLE_TIMEOUT:
             await self._observe(24.0)

@@ -1,8 +1,11 @@
-"""Gangs that do not reach their quorum (scheduler/cycle.py reject_waiting, expire_waiting; the gang
-plugin): they hold their reserved pods no longer than their Permit timeout, and their rollback wakes
-at once the pods its release can help, so a gang that fits gets the room before the one that does not
-(Volcano's gang plugin discards a job that is not ready at the end of each session: it holds
-nothing; coscheduling rejects a gang past ``permitWaitingTimeSeconds``)."""
+"""Gangs that do not reach their quorum (scheduler/cycle.py reject_waiting, expire_waiting,
+_reject_gang_of; the gang plugin): a member no node takes rolls its waiting siblings back at once
+when its gang can no longer reach minMember with the members still to be tried (Volcano discards a
+job not ready at its session's end; coscheduling's PostFilter "optimistic rejection"); members that
+wait for a sibling not tried (gated here) hold their reserved pods no longer than their Permit
+timeout; and a rollback wakes at once the pods its release can help, so a gang that fits gets the
+room before the one that does not (Volcano's gang plugin discards a job that is not ready at the end
+of each session: it holds nothing; coscheduling rejects a gang past ``permitWaitingTimeSeconds``)."""
 
 from __future__ import annotations
 
@@ -18,10 +21,15 @@ from tests.testing.scheduler import make_scheduler
 GPU_NODE = MakeNode("gpu-1").alloc(cpu="32", memory="256Gi", pods="110", **{GPU: "8"})
 
 
-def _gang(sched: Scheduler, name: str, size: int, *, min_member: int, gpus: int, first: int) -> None:
+def _gang(
+    sched: Scheduler, name: str, size: int, *, min_member: int, gpus: int, first: int, gated: int = 0
+) -> None:
+    """``size`` pods of ``gpus`` GPUs; the last ``gated`` of them with a scheduling gate (never tried)."""
     sched.put_object(MakePodGroup(name, "ml").min_member(min_member).obj())
     for i in range(size):
         pod = MakePod(f"{name}-{i}", "ml").group(name).req(cpu="1").gpus(gpus)
+        if i >= size - gated:
+            pod = pod.scheduling_gates("example.com/wait")
         sched.add_pod(pod.created(f"2024-05-01T10:00:{first + i:02d}Z").info())
 
 
@@ -31,19 +39,47 @@ def _drain(sched: Scheduler) -> None:
         pass
 
 
-def _two_gangs(timeout: float) -> tuple[Scheduler, MemoryBackend, FakeClock]:
-    """The issue's case: a 3 x 4-GPU gang (two of its pods fit the 8-GPU node and wait in Permit) and
-    a 2 x 2-GPU gang that fits, created after it."""
+def _two_gangs(timeout: float, gated: int = 1) -> tuple[Scheduler, MemoryBackend, FakeClock]:
+    """The issue's case: a 3 x 4-GPU gang (two of its pods fit the 8-GPU node and wait in Permit; the
+    third ``gated``, so not tried) and a 2 x 2-GPU gang that fits, created after it."""
     clock = FakeClock()
     config = config_text(
         "priority, gang", "predicates", arguments={"gang": {"permitWaitingTimeSeconds": timeout}}
     )
     sched, backend = make_scheduler(config=config, clock=clock)
     sched.set_node(GPU_NODE.info())
-    _gang(sched, "big", 3, min_member=3, gpus=4, first=0)
+    _gang(sched, "big", 3, min_member=3, gpus=4, first=0, gated=gated)
     _gang(sched, "small", 2, min_member=2, gpus=2, first=10)
     _drain(sched)
     return sched, backend, clock
+
+
+def test_a_member_no_node_takes_rolls_its_waiting_siblings_back_at_once() -> None:
+    """The third 4-GPU pod finds no node and no member is left to try, so the two waiting in Permit
+    are rejected then, not at the timeout (Volcano: the job is not ready at the session's end;
+    coscheduling.go PostFilter likewise): the small gang binds in the same drain
+    (it failed first behind them; the rollback woke it). Before, they held the node 60 s."""
+    sched, backend, _ = _two_gangs(timeout=60.0, gated=0)
+    assert sched.framework.waiting.gangs() == []
+    assert backend.bindings == {"ml/small-0": "gpu-1", "ml/small-1": "gpu-1"}
+    assert sched.reasons["ml/big-0"] == "PodGroup ml/big: only 2 of minMember 3 pod(s) could be placed"
+    assert "Insufficient nvidia.com/gpu" in sched.reasons["ml/big-2"]
+
+
+def test_members_still_to_be_tried_keep_the_waiting_ones() -> None:
+    """Volcano's allocate_test.go "prepredicate failed and tasks are not used up, continue on until
+    min member meet" (also ported in test_volcano_gang.py through simulate): a master fails where the
+    other master waits, but two workers are still to be tried, so the waiting one stays; the first
+    worker completes minMember 2 and both bind."""
+    sched, backend = make_scheduler(config=config_text("priority, gang", "predicates"))
+    for name, role in (("n1", "master"), ("n2", "worker")):
+        sched.set_node(MakeNode(name).alloc(cpu="1", memory="2Gi", pods="110").label("nodeRole", role).info())
+    sched.put_object(MakePodGroup("pg1", "ml").min_member(2).obj())
+    for i, role in enumerate(("master", "master", "worker", "worker")):
+        pod = MakePod(f"p{i}", "ml").group("pg1").req(cpu="1").node_selector({"nodeRole": role})
+        sched.add_pod(pod.created(f"2024-05-01T10:00:0{i}Z").info())
+    _drain(sched)
+    assert backend.bindings == {"ml/p0": "n1", "ml/p2": "n2"}
 
 
 def test_the_big_gang_waits_holding_the_node_until_its_permit_timeout() -> None:

@@ -1,4 +1,5 @@
-"""The pod informer's transform (scheduler/kube/feed.py ``pod_cache``): what it leaves out is read by
+"""What the pod informer keeps of a pod (scheduler/kube/pod_cache.py): the trimmed whole pod
+(``pod_cache``) and the typed decoding of the read fields only; what they leave out is read by
 nothing, so a cached pod decides as the whole pod did, and what most pods share is kept once."""
 
 from __future__ import annotations
@@ -6,10 +7,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 
 from gpuq_k8s.common.model.pods import PodInfo
-from gpuq_k8s.scheduler.kube.feed import pod_cache, pod_update_matters
+from gpuq_k8s.scheduler.kube.feed import pod_update_matters
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, decode_pod, pod_cache, pod_shared_parts
 
 TOLERATIONS = [
     {"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
@@ -146,6 +149,57 @@ def test_a_change_matters_to_the_cached_pods_as_to_the_whole(
     target[path[-1]] = value
     assert pod_update_matters(old, new) is matters
     assert pod_update_matters(pod_cache(copy.deepcopy(old)), pod_cache(copy.deepcopy(new))) is matters
+    assert pod_update_matters(decoded(old), decoded(new)) is matters
+
+
+def decoded(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as the pod informer keeps it: decoded from its JSON by the typed declarations, the
+    shared parts shared (its transform)."""
+    out = decode_pod(orjson.dumps(pod))
+    assert type(out) is dict
+    return pod_shared_parts(out)
+
+
+def subset(small: Any, large: Any, at: str = "") -> None:
+    """Every key of ``small`` (nested maps) is in ``large`` with an equal value."""
+    if type(small) is dict:
+        assert type(large) is dict, at
+        for key, value in small.items():
+            assert key in large, f"{at}.{key}"
+            subset(value, large[key], f"{at}.{key}")
+    elif type(small) is list:
+        assert type(large) is list and len(small) == len(large), at
+        for i, (a, b) in enumerate(zip(small, large, strict=True)):
+            subset(a, b, f"{at}[{i}]")
+    else:
+        assert small == large and type(small) is type(large), at
+
+
+def test_a_decoded_pod_parses_as_the_whole_pod_and_keeps_less_than_the_cache_did() -> None:
+    whole = full_pod()
+    typed = decoded(copy.deepcopy(whole))
+    assert PodInfo.from_dict(typed) == PodInfo.from_dict(whole)
+    info = PodInfo.from_dict(typed)  # every part it reads is there (not merely equal by accident)
+    assert info.host_ports and info.images and info.claim_sources and info.scheduling_gates
+    assert info.preempted_by_scheduler is False and info.nominated_node_name == "n2"
+    assert info.start_time and info.volumes and info.topology_spread_constraints and info.affinity
+    subset(typed, pod_cache(copy.deepcopy(whole)))  # nothing the cache did not keep
+    # What the cache kept that nothing reads either (named, so that reading one fails here).
+    for unread in ("restartPolicy",):
+        assert unread in whole["spec"] and unread not in typed["spec"]
+    # The same object, as a list page's item and as a watch event's.
+    page = PodDecoder().page(orjson.dumps({"metadata": {"continue": "c"}, "items": [whole]}))
+    assert page["metadata"] == {"continue": "c"} and page["items"] == [decode_pod(orjson.dumps(whole))]
+    event = PodDecoder().event(orjson.dumps({"type": "MODIFIED", "object": whole}))
+    assert event == {"type": "MODIFIED", "object": decode_pod(orjson.dumps(whole))}
+
+
+def test_a_deleting_pod_preempted_by_a_scheduler_is_read_so_when_decoded() -> None:
+    whole = full_pod()
+    whole["metadata"]["deletionTimestamp"] = "2026-11-26T10:01:00Z"
+    info = PodInfo.from_dict(decoded(whole))
+    assert info.deleting and info.preempted_by_scheduler
+    assert info == PodInfo.from_dict(whole)
 
 
 def test_the_parts_most_pods_share_are_kept_once() -> None:

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.outlook import NEVER, outlook_of
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
@@ -144,3 +145,38 @@ def test_a_job_a_later_enqueue_plugin_refuses_reserves_nothing_in_the_elastic_qu
     _run(sched)
     assert sched.podgroups.groups["a/second"].phase == "Running"
     assert sorted(backend.bindings) == ["a/second-0", "a/second-1"]
+
+
+def test_a_podgroup_deleted_while_inqueue_reserves_nothing_any_more() -> None:
+    """A job deleted while its PodGroup is Inqueue (its pods not placed): its reservation goes with it,
+    else the pool stays full for every later job (found reviewing the long day's stuck gang: the
+    reservations of Inqueue groups were only dropped on a phase change)."""
+    sched, _ = _cluster(32, a=2, b=0)
+    _gang(sched, "a", "first", 2, 3)
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/first"].phase == "Inqueue"  # reserves 6: the pool's 8 is full
+    _gang(sched, "a", "second", 2, 2)
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/second"].phase == "Pending"
+    for i in range(2):
+        sched.delete_pod(f"a/first-{i}")
+    sched.objects.delete(kinds.POD_GROUP, "a", "first")
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/second"].phase == "Inqueue", sched.podgroups.enqueue_refusals
+
+
+def test_a_podgroup_found_inqueue_after_a_restart_reserves_as_one_enqueued_here() -> None:
+    """A new leader finds the first gang Inqueue (its previous leader admitted it; its pods not
+    placed): it reserves the pool's room as it would had this scheduler enqueued it, so the second
+    gang is kept Pending here as it was before the restart."""
+    sched, _ = _cluster(32, a=2, b=0)
+    admitted = MakePodGroup("first", "a").queue("training").min_member(2).obj()
+    admitted["status"] = {"phase": "Inqueue"}
+    sched.put_object(admitted)
+    for i in range(2):
+        sched.add_pod(_pod(f"first-{i}", "a", 3).group("first").info())
+    assert sched.podgroups.groups["a/first"].phase == "Inqueue"
+    _gang(sched, "a", "second", 2, 2)
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/second"].phase == "Pending"
+    assert "with the jobs already Inqueue" in sched.podgroups.enqueue_refusals["a/second"]
