@@ -20,7 +20,8 @@ from gpuq_k8s.common.model.outlook import NEVER_TEXT, NODE_TEXT, Outlook, capaci
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.backend import ClusterBackend
 from gpuq_k8s.scheduler.cluster.state import ClusterState
-from gpuq_k8s.scheduler.framework.interfaces import BoolArray, EventSink, FilterOutcome, PostFilterResult
+from gpuq_k8s.scheduler.framework.handle import EventSink
+from gpuq_k8s.scheduler.framework.results import BoolArray, FilterOutcome, PostFilterResult
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 

@@ -38,8 +38,9 @@ from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.containment import Containment
-from gpuq_k8s.scheduler.framework.interfaces import GroupInfo, StatusPatch
+from gpuq_k8s.scheduler.framework.handle import GroupInfo
 from gpuq_k8s.scheduler.framework.runtime import Framework
+from gpuq_k8s.scheduler.framework.status_sync import StatusPatch
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)

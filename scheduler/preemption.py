@@ -31,7 +31,7 @@ from gpuq_k8s.scheduler.actions.reclaim import reclaim
 from gpuq_k8s.scheduler.actions.victims import Choice
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
-from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome, PostFilterResult
+from gpuq_k8s.scheduler.framework.results import FilterOutcome, PostFilterResult
 from gpuq_k8s.scheduler.framework.runtime import PREEMPT, RECLAIM, Framework
 from gpuq_k8s.scheduler.framework.status import Code, Status
 from gpuq_k8s.scheduler.nominator import Nominator

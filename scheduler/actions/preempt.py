@@ -21,7 +21,7 @@ from gpuq_k8s.common.model.annotations import PREEMPTABLE
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims
-from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome
+from gpuq_k8s.scheduler.framework.results import FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

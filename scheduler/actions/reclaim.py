@@ -22,7 +22,7 @@ from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.actions.preempt import evictable, may_evict, starving
 from gpuq_k8s.scheduler.actions.victims import Choice, find_victims, victim_order
-from gpuq_k8s.scheduler.framework.interfaces import FilterOutcome
+from gpuq_k8s.scheduler.framework.results import FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 
 

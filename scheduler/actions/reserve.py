@@ -30,7 +30,7 @@ from enum import Enum
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.reservation import Candidate, Lock, waiting_since
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
-from gpuq_k8s.scheduler.framework.interfaces import GroupInfo
+from gpuq_k8s.scheduler.framework.handle import GroupInfo
 from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.plugins.priority import pod_priority, podgroup_priority
 

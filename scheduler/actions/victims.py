@@ -43,7 +43,7 @@ from gpuq_k8s.common.model.victim_selection import (
     offset,
     select_victims_on_node,
 )
-from gpuq_k8s.scheduler.framework.interfaces import BoolArray, FilterOutcome
+from gpuq_k8s.scheduler.framework.results import BoolArray, FilterOutcome
 from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.plugins.resource_fit import dra_served_columns
 

@@ -24,7 +24,7 @@ from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
-from gpuq_k8s.scheduler.framework.interfaces import EventSink
+from gpuq_k8s.scheduler.framework.handle import EventSink
 
 
 class BudgetView:

@@ -1,37 +1,24 @@
-"""Extension points, mirroring kube-scheduler's framework (and Volcano's session hooks).
+"""Extension points, mirroring kube-scheduler's framework (and Volcano's session hooks): one abstract
+class per extension point, each a :class:`Plugin` implements.
 
 Filter and Score are vectorised: a plugin sees every node row at once and answers with numpy arrays
-over rows (``[:cluster.n]``; dead rows are masked out by the runtime). Reasons are lazy: computing a
-message per rejected node costs Python time, so a :class:`FilterResult` only builds them when the pod
-turned out unschedulable or an explanation was asked for.
+over rows (``[:cluster.n]``; dead rows are masked out by the runtime; scheduler/framework/results.py).
 
-Plugins never do I/O: they read the :class:`Handle` (cluster arrays, API objects) and return
-statuses, masks, scores, victims and :class:`~common.model.events.EventRecord` values; the cycle and
-the backend act on them.
+Plugins never do I/O: they read the :class:`~scheduler.framework.handle.Handle` (cluster arrays, API
+objects) and return statuses, masks, scores, victims and :class:`~common.model.events.EventRecord`
+values; the cycle and the backend act on them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
-from gpuq_k8s.common.model.crd import PodGroup
-from gpuq_k8s.common.model.disruption_budget import Budgets
-from gpuq_k8s.common.model.errors import GpuqError
-from gpuq_k8s.common.model.events import EventRecord, invalid_annotation
-from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.prebind import PreBindPlan
 from gpuq_k8s.common.model.reservation import Candidate, Lock
-from gpuq_k8s.common.model.wire import Obj
-from gpuq_k8s.scheduler.cluster.objects import ObjectStore
-from gpuq_k8s.scheduler.cluster.state import ClusterState
+from gpuq_k8s.scheduler.framework import status_sync
 
 # ClusterEvent is defined with the events a change raises; plugins import it from here with the rest
 # (``X as X``: mypy's explicit re-export).
@@ -39,200 +26,29 @@ from gpuq_k8s.scheduler.framework.cluster_events import ALL_EVENTS as ALL_EVENTS
 from gpuq_k8s.scheduler.framework.cluster_events import DEFAULT_EVENTS as DEFAULT_EVENTS  # noqa: PLC0414
 from gpuq_k8s.scheduler.framework.cluster_events import ClusterEvent as ClusterEvent  # noqa: PLC0414
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
+
+# What plugins take and return lives in the concept's module (handle, results, status_sync); plugins
+# import it from here with the extension points (``X as X``: mypy's explicit re-export).
+from gpuq_k8s.scheduler.framework.handle import EventSink as EventSink  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.handle import GroupInfo as GroupInfo  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.handle import Handle as Handle  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.handle import PodGroups as PodGroups  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.handle import read_or_warn as read_or_warn  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import BoolArray as BoolArray  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import FilterOutcome as FilterOutcome  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import FilterResult as FilterResult  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import FloatArray as FloatArray  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import PostFilterResult as PostFilterResult  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.results import ReasonMasks as ReasonMasks  # noqa: PLC0414
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.framework.status_sync import StatusPatch as StatusPatch  # noqa: PLC0414
+from gpuq_k8s.scheduler.framework.status_sync import StatusSource as StatusSource  # noqa: PLC0414
 
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
-
-ReasonMasks = Sequence[tuple[BoolArray, str]]
-
+merge_status_patches = status_sync.merge_status_patches  # re-exported (an `as` import would not fit a line)
 
 # kube-scheduler's QueueingHintFn: whether ``event`` (the object before and after) may make ``pod``,
 # which the plugin rejected, schedulable (Queue: True; QueueSkip: False).
 QueueingHint = Callable[[ClusterEvent, PodInfo, object, object], bool]
-
-
-@dataclass(slots=True)  # not frozen: a frozen init costs 3x, and every Filter makes one per pod
-class FilterResult:
-    """One Filter plugin's verdict over all node rows (read-only once made).
-
-    ``reasons`` returns (mask of rejected rows, message) pairs, one per distinct message; a rejected
-    row may appear under several messages (``Insufficient cpu`` and ``Insufficient memory``).
-    ``unresolvable`` marks rows that preemption cannot fix (kube's UnschedulableAndUnresolvable).
-    ``detail`` adds, for ``gpuq simulate --explain`` and ``gpuq explain``, a rejected row's finer reason
-    to its message (the fit error's grouped messages stay kube-scheduler's).
-    """
-
-    passed: BoolArray
-    reasons: Callable[[], ReasonMasks] = lambda: ()
-    unresolvable: BoolArray | None = None
-    # For explanations only: the finer reason a rejected row has beyond its message (DynamicResources:
-    # device by device), or None.
-    detail: Callable[[int], str | None] | None = None
-
-    @staticmethod
-    def all_pass(n: int) -> FilterResult:
-        return FilterResult(np.ones(n, dtype=np.bool_))
-
-
-@dataclass(frozen=True, slots=True)
-class PostFilterResult:
-    """A preemption outcome: the node the pod is nominated to, and the pods to evict for it."""
-
-    status: Status
-    nominated_node: str = ""
-    victims: tuple[PodInfo, ...] = ()
-    message: str = ""
-
-
-@dataclass(slots=True)
-class GroupInfo:
-    """A PodGroup as the framework tracks it (Volcano's JobInfo, reduced to what the cycle needs)."""
-
-    namespace: str
-    name: str
-    min_member: int
-    queue: str
-    phase: str
-    model: PodGroup | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def ref(self) -> str:
-        return f"PodGroup/{self.namespace}/{self.name}"
-
-
-class EventSink(Protocol):
-    """Where events go (the backend's ``record_event``)."""
-
-    def __call__(self, record: EventRecord, /) -> None: ...
-
-
-class PodGroups(Protocol):
-    """Where the :class:`Handle`'s PodGroup and pending-pod queries are answered from: the scheduler's
-    :class:`~scheduler.groups.GroupTracker`, which the framework is given (it is built first, and it
-    runs the enqueue action through the framework, so the framework knows it only by this shape)."""
-
-    @property
-    def groups(self) -> Mapping[str, GroupInfo]:
-        """PodGroups by ``namespace/name``."""
-        ...
-
-    @property
-    def invalid(self) -> Mapping[str, str]:
-        """Why a PodGroup ``namespace/name`` could not be read, for those that could not."""
-        ...
-
-    @property
-    def pending(self) -> Mapping[str, PodInfo]:
-        """The pods still to be scheduled by us, by ``namespace/name``."""
-        ...
-
-    def group_of(self, pod: PodInfo) -> GroupInfo | None: ...
-
-    def group_members(self, group: GroupInfo) -> Sequence[PodInfo]: ...
-
-    def ready_members(self, group: GroupInfo) -> int: ...
-
-    def queue_of(self, pod: PodInfo) -> str: ...
-
-
-class Handle(Protocol):
-    """What plugins may read (kube-scheduler's framework.Handle).
-
-    :class:`~scheduler.framework.runtime.Framework` implements it, as kube-scheduler's frameworkImpl does.
-    """
-
-    @property
-    def cluster(self) -> ClusterState: ...
-
-    @property
-    def objects(self) -> ObjectStore: ...
-
-    def record(self, event: EventRecord) -> None: ...
-
-    def group_of(self, pod: PodInfo) -> GroupInfo | None: ...
-
-    def group_members(self, group: GroupInfo) -> Sequence[PodInfo]:
-        """Every known pod of the group, pending and bound."""
-        ...
-
-    def ready_members(self, group: GroupInfo) -> int:
-        """Pods of the group bound, binding, or reserved and waiting in Permit."""
-        ...
-
-    def allow_group(self, group: GroupInfo) -> None:
-        """Release the pods of ``group`` waiting in Permit (gang quorum reached)."""
-        ...
-
-    def running_on(self, row: int) -> Sequence[PodInfo]:
-        """The pods bound or assumed on node row ``row`` (what an eviction could remove); not the
-        nominated pods that hold room there during an attempt (design.md Semantics 18)."""
-        ...
-
-    def group(self, key: str) -> GroupInfo | None:
-        """The PodGroup ``namespace/name`` as the scheduler tracks it (its phase included)."""
-        ...
-
-    def group_problem(self, key: str) -> str | None:
-        """Why the PodGroup ``namespace/name`` could not be read (it exists but is invalid), if so."""
-        ...
-
-    def pending_pod(self, key: str) -> PodInfo | None:
-        """The pod ``namespace/name`` if it is waiting to be scheduled by us (not bound yet)."""
-        ...
-
-    def queue_of(self, pod: PodInfo) -> str:
-        """The pod's Queue name (design.md Semantics 7)."""
-        ...
-
-    def action_arguments(self, action: str) -> Mapping[str, Any]:
-        """The configuration's ``configurations:`` arguments of ``action`` (parsed; empty if none):
-        how a plugin reads an action argument it honours (enqueue's ``overcommit-factor``)."""
-        ...
-
-    @property
-    def reservation_lock(self) -> Lock | None:
-        """The nodes the ``reserve`` action locked for its target job, if any (Semantics 15)."""
-        ...
-
-    def disruption_budgets(self) -> Budgets:
-        """The cluster's PodDisruptionBudgets with what each allows now (preemption's victims)."""
-        ...
-
-    def fits_without(
-        self,
-        pod: PodInfo,
-        row: int,
-        removed: Sequence[PodInfo],
-        queue_ok: Callable[[PodInfo], bool] | None = None,
-    ) -> bool:
-        """Whether ``pod`` would pass the real queue check (or ``queue_ok``, the action's), PreFilter and
-        Filter on node row ``row`` with ``removed`` gone (kube-scheduler's filters run on a node with the
-        victims removed)."""
-
-    def shared(self, kind: type[Shared], make: Callable[[], Shared]) -> Shared:
-        """The one object of class ``kind`` the plugins of this framework share, made by ``make`` for
-        the first plugin that asks (the members of one kube-scheduler plugin, e.g. InterPodAffinity's
-        filter under ``predicates`` and its scorer under ``nodeorder``, share their per-cluster index)."""
-        ...
-
-
-Model = TypeVar("Model")
-Shared = TypeVar("Shared")
-
-
-def read_or_warn(handle: Handle, ref: str, parse: Callable[[Obj], Model], obj: Obj) -> Model | None:
-    """``parse(obj)``; None after recording a Warning event on ``ref`` when the object is malformed
-    (an object that predates the webhook, design.md Semantics 3): the plugin then treats it as absent."""
-    try:
-        return parse(obj)
-    except GpuqError as err:
-        handle.record(invalid_annotation(ref, str(err)))
-        return None
 
 
 @runtime_checkable
@@ -246,55 +62,6 @@ class PendingPodListener(Protocol):
     def pending_pod_added(self, pod: PodInfo) -> None: ...
 
     def pending_pod_removed(self, pod: PodInfo) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class StatusPatch:
-    """A custom resource status to write: one per dirty object per sync, never one per pod."""
-
-    kind: Kind
-    namespace: str
-    name: str
-    status: Mapping[str, Any]
-
-
-def merge_status_patches(
-    patches: Sequence[StatusPatch], current: Callable[[Kind, str, str], Mapping[str, Any]]
-) -> list[StatusPatch]:
-    """One patch per object: several sources may each want a status of one object (a Queue's
-    ``allocated`` from capacity-card, its PodGroup counts from the tracker), each a whole status
-    built from what the object holds (``current``). Each source's changes to that are kept; a later
-    source wins on a key both change."""
-    by_object: dict[tuple[Kind, str, str], list[StatusPatch]] = {}
-    for patch in patches:
-        by_object.setdefault((patch.kind, patch.namespace, patch.name), []).append(patch)
-    merged: list[StatusPatch] = []
-    for (kind, namespace, name), wanted in by_object.items():
-        if len(wanted) == 1:
-            merged.append(wanted[0])
-            continue
-        base = current(kind, namespace, name)
-        status = dict(base)
-        for patch in wanted:
-            for key in set(base) | set(patch.status):
-                if key not in patch.status:
-                    if key in base:
-                        status.pop(key, None)
-                elif patch.status[key] != base.get(key):
-                    status[key] = patch.status[key]
-        merged.append(StatusPatch(kind, namespace, name, status))
-    return merged
-
-
-@runtime_checkable
-class StatusSource(Protocol):
-    """A plugin whose usage bookkeeping is written back to custom resources (batched status sync).
-
-    ``now`` stamps conditions and ``lastUpdateTime``; events are returned with the patches (the
-    GPU quota's QuotaAlertThreshold is decided when its status is computed).
-    """
-
-    def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]: ...
 
 
 class Plugin(ABC):  # noqa: B024 - a marker base: every extension point below is optional
@@ -373,57 +140,6 @@ class FilterPlugin(Plugin):
 
         ``passed`` may be the plugin's own cache and ``reasons`` may read live state: both are
         only used during the attempt, and the framework copies them out when it keeps them."""
-
-
-class FilterOutcome:
-    """What Filter decided for one attempt, for PostFilter and explanations.
-
-    ``results`` is, per plugin in order, its result and the rows it was the first to reject. A
-    scheduled pod never needs those (one more pass over N rows per plugin), so the framework may hand
-    over the plugins' verdicts instead (``pending``: the rows alive before Filter, then each plugin's
-    result) and ``results`` is worked out from them when first read. The verdicts are the plugins'
-    arrays: they are only valid until the next Filter runs, so the framework reads ``results`` at
-    once when the outcome must outlive the attempt (explanations kept, no feasible node).
-    """
-
-    __slots__ = ("_feasible_count", "_pending", "_results", "feasible", "prefilter")
-
-    def __init__(
-        self,
-        feasible: BoolArray,
-        results: tuple[tuple[str, FilterResult, BoolArray], ...] = (),
-        prefilter: Status | None = None,
-        *,
-        pending: tuple[BoolArray, tuple[tuple[str, FilterResult], ...]] | None = None,
-        feasible_count: int | None = None,
-    ) -> None:
-        self.feasible = feasible
-        self._feasible_count = feasible_count
-        self.prefilter = prefilter if prefilter is not None else Status.success()
-        self._results: tuple[tuple[str, FilterResult, BoolArray], ...] | None = (
-            results if pending is None else None
-        )
-        self._pending = pending
-
-    @property
-    def feasible_count(self) -> int:
-        if self._feasible_count is None:
-            self._feasible_count = int(np.count_nonzero(self.feasible))
-        return self._feasible_count
-
-    @property
-    def results(self) -> tuple[tuple[str, FilterResult, BoolArray], ...]:
-        if self._results is None:
-            assert self._pending is not None
-            alive, verdicts = self._pending
-            left = alive.copy()
-            out: list[tuple[str, FilterResult, BoolArray]] = []
-            for name, result in verdicts:
-                first: BoolArray = np.greater(left, result.passed)  # left & ~passed, in one pass
-                left &= result.passed
-                out.append((name, result, first))
-            self._results, self._pending = tuple(out), None
-        return self._results
 
 
 class PostFilterPlugin(Plugin):

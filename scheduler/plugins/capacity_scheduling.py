@@ -1,9 +1,10 @@
 """``capacity-scheduling``: ElasticQuota min/max and quota-aware preemption, thin glue over
 :mod:`common.model.elastic` (spec ``capacity-scheduling.md``, design.md Semantics 4).
 
-It also watches the guaranteed pool (:mod:`common.model.elastic.guarantee`): when the sum of every
-ElasticQuota's ``min`` exceeds what the nodes have allocatable, the quotas involved get the
-``GuaranteeOvercommitted`` condition and a Warning event, at the batched status sync.
+It also watches the guaranteed pool (:mod:`~scheduler.plugins.elastic_guarantee`, over
+:mod:`common.model.elastic.guarantee`): when the sum of every ElasticQuota's ``min`` exceeds what the
+nodes have allocatable, the quotas involved get the ``GuaranteeOvercommitted`` condition and a Warning
+event, at the batched status sync.
 
 Usage is the engine's :class:`~common.model.elastic.ledger.ElasticQuotaInfos`, charged per pod key by cluster
 events (bind, assume, release), so Reserve/Unreserve are idempotent and an informer re-list cannot
@@ -11,26 +12,23 @@ double-count. PostFilter asks the engine for victims node by node (single-node p
 KEP) on the nodes whose rejection preemption can resolve, and nominates the best one.
 
 Job mode (Volcano's enqueue action): a PodGroup enters its queue only if its namespace's ElasticQuota
-can hold it, counting what the namespace's jobs already Inqueue reserve
-(:mod:`common.model.elastic.enqueue`); otherwise its reservations in the queue's other quotas would keep
-every other job out of them while it could not run. When it fits, this plugin abstains (Skip), so it
-never admits a job another enqueue plugin of a later tier would refuse.
+can hold it, counting what the namespace's jobs already Inqueue reserve; the plugin answers the
+framework's enqueue calls with :class:`~scheduler.plugins.elastic_enqueue.ElasticEnqueue`, the glue over
+the pure rule :mod:`common.model.elastic.enqueue`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from gpuq_k8s.common.model import events, kinds, plugin_names
-from gpuq_k8s.common.model.elastic import guarantee
+from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.elastic.args import CapacitySchedulingArgs
-from gpuq_k8s.common.model.elastic.enqueue import enqueue_refusal, job_demand, unbound_part
 from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos, request_items
 from gpuq_k8s.common.model.elastic.preemption import (
     VictimScope,
@@ -63,6 +61,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
+from gpuq_k8s.scheduler.plugins.elastic_enqueue import ElasticEnqueue
+from gpuq_k8s.scheduler.plugins.elastic_guarantee import GuaranteedPool
 from gpuq_k8s.scheduler.plugins.resource_fit import dra_served_columns
 
 Int64Array = npt.NDArray[np.int64]
@@ -106,16 +106,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         # Priorities of bound pods per namespace (value -> count): a preemptor with no lower-priority
         # pod in reach is answered without looking at any node.
         self._priorities: dict[str, Counter[int]] = {}
-        # The guaranteed pool: the nodes' allocatable total (None: to be summed again after a node
-        # change), and per namespace the GuaranteeOvercommitted condition last written (or found on
-        # the object after a restart), so it keeps its lastTransitionTime and the event fires once.
-        self._capacity: dict[str, int] | None = None
-        self._conditions: dict[str, dict[str, str]] = {}
-        self._pool_changed = True
-        # Inqueue PodGroups of namespaces with an ElasticQuota (key -> the group; its demand read when
-        # counted); and the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
-        self._inqueue: dict[str, GroupInfo] = {}
-        self._refused: dict[str, str] = {}
+        # The guaranteed pool: the sum of min against the nodes' allocatable, its conditions.
+        self.pool = GuaranteedPool(handle, self.infos)
+        # Job mode's enqueue check over this ledger (Volcano's enqueue action).
+        self.enqueue_check = ElasticEnqueue(handle, self.infos, self.devices)
         for namespace, name, obj in handle.objects.list(kinds.ELASTIC_QUOTA):
             self._object(kinds.ELASTIC_QUOTA, namespace, name, obj)
         handle.objects.subscribe(self._object)
@@ -130,13 +124,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             return
         if kind != kinds.ELASTIC_QUOTA:
             return
-        self._pool_changed = True
-        if obj is None:
-            self._conditions.pop(namespace, None)
-        elif namespace not in self._conditions:
-            written = guarantee.written_condition(obj)
-            if written is not None:
-                self._conditions[namespace] = written
+        self.pool.quota_changed(namespace, obj)
         had = namespace in self.infos
         if (
             obj is None
@@ -222,8 +210,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
     # -- ClusterListener --------------------------------------------------------------------------
     def node_changed(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         if old is None or new is None or old.allocatable != new.allocatable:
-            self._capacity = None
-            self._pool_changed = True
+            self.pool.nodes_changed()
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         namespace = pod.namespace
@@ -288,58 +275,15 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
         self._reserved = None
         self.infos.unreserve_pod(pod)
 
-    # -- enqueue (job mode) -------------------------------------------------------------------------
-    def _demand(self, group: GroupInfo) -> dict[str, int]:
-        members = [self.devices.pod(p).requests for p in self.handle.group_members(group)]
-        minimum = group.model.spec.minResources if group.model is not None else None
-        return job_demand(minimum, members, group.min_member)
-
-    def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
-        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet."""
-        out: dict[str, dict[str, int]] = {}
-        for group in self._inqueue.values():
-            # The demand as of now: a group found Inqueue (admitted before a restart) may have been
-            # read before its pods.
-            demand = self._demand(group)
-            charged = [
-                charge
-                for p in self.handle.group_members(group)
-                if (charge := self.infos.reserved(group.namespace, p.key)) is not None
-            ]
-            left = unbound_part(demand, charged)
-            if left:
-                into = out.setdefault(group.namespace, {})
-                for key, amount in left.items():
-                    into[key] = into.get(key, 0) + amount
-        return out
-
+    # -- enqueue (job mode): scheduler/plugins/elastic_enqueue.py ------------------------------------
     def enqueue(self, group: GroupInfo) -> Status:
-        if group.namespace not in self.infos:
-            return Status.skip()
-        demand = self._demand(group)
-        job = f"PodGroup {group.key}"
-        refusal = enqueue_refusal(self.infos, group.namespace, demand, self._inqueue_reserved(), job)
-        if refusal is None:
-            self._refused.pop(group.key, None)
-            return Status.skip()
-        if self._refused.get(group.key) != refusal.identity:
-            self._refused[group.key] = refusal.identity
-            reason = events.INSUFFICIENT_ELASTIC_QUOTA
-            self.handle.record(EventRecord(group.ref, "Warning", reason, refusal.message))
-        if refusal.unresolvable:
-            return Status.unresolvable(refusal.message)
-        return Status.unschedulable(refusal.message)
+        return self.enqueue_check.enqueue(group)
 
     def enqueued(self, group: GroupInfo) -> None:
-        self._refused.pop(group.key, None)
-        if group.namespace in self.infos:
-            self._inqueue[group.key] = group
+        self.enqueue_check.enqueued(group)
 
     def dequeued(self, group: GroupInfo) -> None:
-        # Running or gone: its pods charge what they hold (bound or reserved) as any pod does.
-        self._inqueue.pop(group.key, None)
-        if self.handle.group(group.key) is None:
-            self._refused.pop(group.key, None)
+        self.enqueue_check.dequeued(group)
 
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
         return any(p < priority for ns in namespaces for p in self._priorities.get(ns, ()))
@@ -521,52 +465,22 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             message=f"preemption: nominated node {best.node}, preempting {victims_text}.",
         )
 
-    # -- the guaranteed pool ------------------------------------------------------------------------
-    def capacity(self) -> dict[str, int]:
-        """What the live nodes have allocatable, per resource (summed again after a node change)."""
-        if self._capacity is None:
-            cluster = self.handle.cluster
-            n = cluster.n
-            totals = cluster.allocatable[:n][cluster.alive[:n]].sum(axis=0)
-            self._capacity = {
-                name: int(totals[column])
-                for column, name in enumerate(cluster.columns.names)
-                if totals[column]
-            }
-        return self._capacity
-
-    def overcommits(self) -> list[guarantee.Overcommit]:
-        """The resources whose sum of ElasticQuota min exceeds the nodes' allocatable."""
-        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
-        return guarantee.overcommitted(mins, self.capacity())
-
+    # -- the guaranteed pool: scheduler/plugins/elastic_guarantee.py ---------------------------------
     def min_over_capacity(self) -> dict[str, int]:
-        """Per resource some min lists: by how much the sum of min exceeds the nodes' allocatable (0:
-        it fits), for ``gpuq_elastic_quota_min_over_capacity``."""
-        mins = {ns: info.min for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
-        return guarantee.over_capacity(mins, self.capacity())
-
-    def _pool_conditions(self, now: datetime) -> tuple[set[str], list[EventRecord]]:
-        """The namespaces whose GuaranteeOvercommitted condition changed, and the Warning events of
-        those that became involved (:func:`~common.model.elastic.guarantee.update_conditions`)."""
-        if not self._pool_changed:
-            return set(), []
-        self._pool_changed = False
-        quotas = {ns: info.ref for ns in self.infos.namespaces() if (info := self.infos.get(ns)) is not None}
-        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return guarantee.update_conditions(quotas, self.overcommits(), self._conditions, stamp)
+        """``gpuq_elastic_quota_min_over_capacity`` (:meth:`GuaranteedPool.min_over_capacity`)."""
+        return self.pool.min_over_capacity()
 
     # -- status -----------------------------------------------------------------------------------
     def take_status(self, now: datetime) -> tuple[list[StatusPatch], list[EventRecord]]:
         """``status.used`` of every ElasticQuota whose usage changed since the last sync, and its
         GuaranteeOvercommitted condition once it has one."""
         patches: list[StatusPatch] = []
-        pool, events = self._pool_conditions(now)
+        pool, events = self.pool.take_conditions(now)
         for namespace in sorted(self.infos.take_dirty() | pool):
             info = self.infos.get(namespace)
             if info is not None:
                 status = self.infos.status(namespace)
-                condition = self._conditions.get(namespace)
+                condition = self.pool.condition(namespace)
                 if condition is not None:
                     status["conditions"] = [dict(condition)]
                 patches.append(StatusPatch(kinds.ELASTIC_QUOTA, namespace, info.name, status))
@@ -586,7 +500,7 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
                     "min": info.min.to_numbers(),
                     "max": info.max.to_numbers(),
                     # The GuaranteeOvercommitted condition, as the last status sync wrote it.
-                    "conditions": [dict(c) for c in (self._conditions.get(namespace),) if c is not None],
+                    "conditions": [dict(c) for c in (self.pool.condition(namespace),) if c is not None],
                 }
             )
         return {"elasticQuotas": rows}

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,10 @@ from tests.e2e.cluster_fixtures import Cluster, metric_value
 from tests.e2e.controlplane.harness import ControlPlane, free_ports
 
 NAME = "gpuq-bench"
+# The population's shapes, shared by the side-by-side runs (plain and --dra): every node has this
+# allocatable (half of them 8 GPUs more), every pending pod asks this (a quarter of them 1 GPU more).
+NODE_ALLOCATABLE: Mapping[str, str] = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+POD_REQUESTS: Mapping[str, str] = {"cpu": "500m", "memory": "1Gi"}
 
 
 # The placement workloads (issue 23): every pending pod belongs to an app of APP_SIZE pods and carries
@@ -85,14 +89,14 @@ async def populate(
             # Zones by pairs of nodes: every zone holds GPU and CPU nodes, so a GPU pod's zone spread
             # never hinges on the order the pods come in.
             labels |= {HOSTNAME: f"{cluster.test_id}-n{i:05d}", ZONE: f"zone-{i // 2 % ZONES}"}
-        allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+        allocatable = dict(NODE_ALLOCATABLE)
         if i % 2:
             allocatable["nvidia.com/gpu"] = "8"
         async with gate:
             await cluster.node(f"n{i:05d}", allocatable, labels=labels)
 
     async def pod(i: int) -> None:
-        requests = {"cpu": "500m", "memory": "1Gi"}
+        requests = dict(POD_REQUESTS)
         limits: dict[str, str] = {}
         if i % 4 == 0:
             requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = "1"

@@ -41,7 +41,7 @@ from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import Informer
 from gpuq_k8s.common.model import kinds
 from tests.bench import dra_workload as workload
-from tests.bench.bench_cluster import NAME
+from tests.bench.bench_cluster import NAME, NODE_ALLOCATABLE, POD_REQUESTS
 from tests.e2e.cluster_fixtures import Cluster
 from tests.e2e.controlplane.harness import ControlPlane
 
@@ -65,11 +65,11 @@ async def populate(cluster: Cluster, nodes: int, pods: int, devices: int, concur
 
     async def node(i: int) -> None:
         async with gate:
-            name = await cluster.node(f"n{i:05d}", {"cpu": "64", "memory": "512Gi", "pods": "110"})
+            name = await cluster.node(f"n{i:05d}", dict(NODE_ALLOCATABLE))
             await cluster.request("POST", f"{DRA}/resourceslices", workload.resource_slice(name, i, devices))
 
     async def pod(i: int) -> None:
-        body = cluster.pod_body(f"p{i:05d}", {"cpu": "500m", "memory": "1Gi"}, scheduler=NAME)
+        body = cluster.pod_body(f"p{i:05d}", dict(POD_REQUESTS), scheduler=NAME)
         async with gate:
             await cluster.request(
                 "POST", f"/api/v1/namespaces/{ns}/pods", workload.use_template(body, workload.shape_of(i))

@@ -22,78 +22,37 @@ from pathlib import Path
 
 import pytest
 
-from gpuq_k8s.common.kube.status import call
 from gpuq_k8s.common.model.wire import rfc3339_seconds
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
+from tests.e2e.cluster_fixtures import Cluster, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e.leader_pair import LeaseTimes, leader_pair
 from tests.e2e.proxy import ApiProxy, is_bind
-from tests.testing.builders import MakeElasticQuota
-from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
 proxy = proxy_fixtures.proxy
 
-ELASTIC = BASE_TIER + "  - name: capacity-scheduling\n"
 MAX_CPU = 4
 LEASE_SECONDS = 15  # longer than the 10 s drain: A's Lease outlives A when it is not released
-LEASE = ("--leader-elect-lease-duration", str(LEASE_SECONDS), "--leader-elect-renew-deadline", "10")
-RETRY = ("--leader-elect-retry-period", "0.5")
+TIMES = LeaseTimes(lease_duration=str(LEASE_SECONDS), renew_deadline="10", retry_period="0.5")
 
 
 async def test_a_leader_stopped_with_binds_unanswered_leaves_the_lease_to_expire(
     cluster: Cluster, control_plane: ControlPlane, proxy: ApiProxy, tmp_path: Path
 ) -> None:
-    ns = cluster.namespace
-    name = f"gpuq-{cluster.test_id}"
-    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/lease-{cluster.test_id}"
-    await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
-    await cluster.create(
-        MakeElasticQuota("quota", ns).min(cpu=str(MAX_CPU)).max(cpu=str(MAX_CPU)).obj(),
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas",
-    )
-    election = (
-        *("--leader-elect", "--leader-elect-resource-namespace", ns),
-        *("--leader-elect-resource-name", f"lease-{cluster.test_id}"),
-        *LEASE,
-        *RETRY,
-    )
-    proxy_a = await ApiProxy(control_plane).start()
-    started: list[SchedulerProcess] = []
-    start_a = fixtures.scheduler_starter(proxy_a.kubeconfig(tmp_path / "a.kubeconfig"), tmp_path, started)
-    start_b = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "b.kubeconfig"), tmp_path, started)
-
-    async def lease() -> dict[str, object]:
-        reply = await call(cluster.api, "GET", lease_path)
-        return dict(reply.body.get("spec") or {}) if reply.ok else {}
-
-    async def held_by(identity: str) -> bool:
-        return (await lease()).get("holderIdentity") == identity
-
-    worst = polls = 0
-
-    async def recount() -> None:  # cpu bound in the namespace, from the API all along
-        nonlocal worst, polls
-        while True:
-            pods = await cluster.pods()
-            worst = max(worst, sum(1 for p in pods.values() if node_of(p)))
-            polls += 1
-            await asyncio.sleep(0.2)
-
-    poller = asyncio.create_task(recount())
-    try:
-        a = start_a(name, ELASTIC, *election, "--leader-elect-identity", "replica-a")
-        await eventually(lambda: held_by("replica-a"), 30, "replica-a leads", a.log)
-        b = start_b(name, ELASTIC, *election, "--leader-elect-identity", "replica-b")
-        await b.wait_ready(60)
+    async with leader_pair(
+        cluster, control_plane, tmp_path, max_cpu=MAX_CPU, times=TIMES, proxy_b=proxy
+    ) as pair:
+        proxy_a = pair.proxy_a
+        a, b = await pair.a_leads_then_b_stands_by()
 
         late = proxy_a.hold(is_bind, outlive_client=True)
         first = [f"p-{i}" for i in range(MAX_CPU)]
         for pod in first:
-            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
 
         async def a_binding() -> bool:
             return sum(1 for x in proxy_a.exchanges if is_bind(x)) >= MAX_CPU
@@ -101,7 +60,7 @@ async def test_a_leader_stopped_with_binds_unanswered_leaves_the_lease_to_expire
         await eventually(a_binding, 30, f"replica-a binding {MAX_CPU} pods", a.log)
         more = [f"q-{i}" for i in range(MAX_CPU)]
         for pod in more:
-            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
 
         async def b_saw_all() -> bool:
             seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
@@ -113,7 +72,7 @@ async def test_a_leader_stopped_with_binds_unanswered_leaves_the_lease_to_expire
         exited = time.time()
         assert code == 0, a.log()
         assert exited - stopping >= 9.0, f"replica-a exited {exited - stopping:.1f}s after SIGTERM"
-        spec = await lease()
+        spec = await pair.lease_spec()
         assert spec.get("holderIdentity") == "replica-a", f"the Lease was handed over: {spec}"
         assert "the Lease is left to expire" in a.log(200), a.log(200)
         renewed = rfc3339_seconds(str(spec.get("renewTime") or ""))
@@ -128,20 +87,16 @@ async def test_a_leader_stopped_with_binds_unanswered_leaves_the_lease_to_expire
         await eventually(a_bound, 10, "replica-a's late binds land", b.log)
         landed = time.time()
         assert landed < renewed + LEASE_SECONDS, "the binds landed after the Lease expired: no test"
-        await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the expired Lease", b.log)
-        acquired = rfc3339_seconds(str((await lease()).get("acquireTime") or ""))
+        await eventually(lambda: pair.held_by("replica-b"), 30, "replica-b takes the expired Lease", b.log)
+        acquired = rfc3339_seconds(str((await pair.lease_spec()).get("acquireTime") or ""))
         assert acquired is not None and acquired >= renewed + LEASE_SECONDS - 1.0, (acquired, renewed)
         assert acquired > landed - 1.0
         await asyncio.sleep(3)  # B, leading, sees a full quota: a bind past it would show now
-    finally:
-        poller.cancel()
-        for process in started:
-            process.terminate()
-        await proxy_a.stop()
 
     pods = await cluster.pods()
     assert all(node_of(pods[p]) for p in first), "a pod A bound lost its node"
     assert not any(node_of(pods[p]) for p in more), [p for p in more if node_of(pods[p])]
     assert not [x for x in proxy.exchanges if is_bind(x)], "replica-b bound past the quota"
+    worst = pair.recount.worst
     assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
-    assert polls >= 10
+    assert pair.recount.polls >= 10

@@ -26,26 +26,22 @@ from pathlib import Path
 
 import pytest
 
-from gpuq_k8s.common.kube.status import call
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
-from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
+from tests.e2e.cluster_fixtures import Cluster, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane
+from tests.e2e.leader_pair import LeaseTimes, leader_pair
 from tests.e2e.proxy import ApiProxy, Exchange, is_bind, is_watch, lists_of
-from tests.testing.builders import MakeElasticQuota
-from tests.testing.config import BASE_TIER
 
 pytestmark = pytest.mark.e2e
 
 cluster = fixtures.cluster
 proxy = proxy_fixtures.proxy
 
-ELASTIC = BASE_TIER + "  - name: capacity-scheduling\n"
 MAX_CPU = 20
 PODS = 28  # 8 more than the quota holds
 FREED = 4  # A's pods deleted once B leads: B binds as many of the pending ones
-LEASE = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3")
-RETRY = ("--leader-elect-retry-period", "0.5")
+TIMES = LeaseTimes(lease_duration="4", renew_deadline="3", retry_period="0.5")
 STALL_AFTER_TAKEOVER = 2.0  # B's pod watch stays silent this long after B took the Lease
 
 
@@ -53,54 +49,21 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
     cluster: Cluster, control_plane: ControlPlane, proxy: ApiProxy, tmp_path: Path
 ) -> None:
     ns = cluster.namespace
-    name = f"gpuq-{cluster.test_id}"
-    lease = f"lease-{cluster.test_id}"
-    await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
-    await cluster.create(
-        MakeElasticQuota("quota", ns).min(cpu=str(MAX_CPU)).max(cpu=str(MAX_CPU)).obj(),
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas",
-    )
-    election = (
-        *("--leader-elect", "--leader-elect-resource-namespace", ns, "--leader-elect-resource-name", lease),
-        *LEASE,
-        *RETRY,
-    )
-    proxy_a = await ApiProxy(control_plane).start()
-    started: list[SchedulerProcess] = []
-    start_a = fixtures.scheduler_starter(proxy_a.kubeconfig(tmp_path / "a.kubeconfig"), tmp_path, started)
-    start_b = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "b.kubeconfig"), tmp_path, started)
+    async with leader_pair(
+        cluster, control_plane, tmp_path, max_cpu=MAX_CPU, times=TIMES, proxy_b=proxy
+    ) as pair:
+        proxy_a = pair.proxy_a
 
-    async def holder() -> str:
-        reply = await call(cluster.api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}")
-        return str((reply.body.get("spec") or {}).get("holderIdentity") or "") if reply.ok else ""
+        async def bound() -> dict[str, str]:
+            return {
+                n: p["metadata"]["resourceVersion"] for n, p in (await cluster.pods()).items() if node_of(p)
+            }
 
-    async def held_by(identity: str) -> bool:
-        return await holder() == identity
-
-    worst = polls = 0
-
-    async def watch_quota() -> None:  # the cpu bound, recounted from the API all along
-        nonlocal worst, polls
-        while True:
-            pods = await cluster.pods()
-            worst = max(worst, sum(1 for p in pods.values() if node_of(p)))
-            polls += 1
-            await asyncio.sleep(0.2)
-
-    async def bound() -> dict[str, str]:
-        return {n: p["metadata"]["resourceVersion"] for n, p in (await cluster.pods()).items() if node_of(p)}
-
-    poller = asyncio.create_task(watch_quota())
-    try:
-        a = start_a(name, ELASTIC, *election, "--leader-elect-identity", "replica-a")
-        await eventually(lambda: held_by("replica-a"), 30, "replica-a leads", a.log)
-        b = start_b(name, ELASTIC, *election, "--leader-elect-identity", "replica-b")
-        await b.wait_ready(60)
-
+        a, b = await pair.a_leads_then_b_stands_by()
         held = proxy_a.hold(is_bind)  # A decides, its binds wait in its proxy
         names = [f"p-{i:02d}" for i in range(PODS)]
         for pod in names:
-            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
 
         async def b_saw_all() -> bool:  # B's cache has every pod, pending
             seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
@@ -123,7 +86,7 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
         last_bind = max(int(v) for v in bound_by_a.values())  # resourceVersions are etcd revisions
         a.kill()  # no release: B takes the Lease once it expires
         killed = time.time()
-        await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
+        await eventually(lambda: pair.held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
         await asyncio.sleep(STALL_AFTER_TAKEOVER)
         early = [x for x in proxy.exchanges if is_bind(x)]
         assert not early, f"replica-b bound {len(early)} pods from a cache without replica-a's binds"
@@ -139,11 +102,6 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
 
         await eventually(quota_full_again, 60, f"{MAX_CPU} pods bound again", b.log)
         await asyncio.sleep(2)  # a bind past the quota would show in the recount
-    finally:
-        poller.cancel()
-        for process in started:
-            process.terminate()
-        await proxy_a.stop()
 
     # B's first decision came after its pod watch had passed A's last bind.
     binds = sorted(x.received for x in proxy.exchanges if is_bind(x))
@@ -152,8 +110,9 @@ async def test_standby_takes_over_without_listing_and_decides_only_past_the_last
     passed = [e.at for e in pod_events if int(e.resource_version) >= last_bind]
     assert passed and min(passed) >= stall_cleared
     assert min(passed) <= binds[0], (min(passed) - stall_cleared, binds[0] - stall_cleared)
+    worst = pair.recount.worst
     assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
-    assert polls >= 10
+    assert pair.recount.polls >= 10
     pods = await cluster.pods()
     assert sum(1 for p in pods.values() if node_of(p)) == MAX_CPU
     kept = sorted(bound_by_a)[FREED:]
@@ -180,49 +139,19 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
     pending pods until 4 of A's are deleted, then 4. From the API, polled all along: never more than
     20 cpu bound."""
     ns = cluster.namespace
-    name = f"gpuq-{cluster.test_id}"
-    lease = f"lease-{cluster.test_id}"
-    await cluster.node("n", {"cpu": "64", "memory": "64Gi", "pods": "110"})
-    await cluster.create(
-        MakeElasticQuota("quota", ns).min(cpu=str(MAX_CPU)).max(cpu=str(MAX_CPU)).obj(),
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/elasticquotas",
-    )
-    election = (
-        *("--leader-elect", "--leader-elect-resource-namespace", ns, "--leader-elect-resource-name", lease),
-        *LEASE,
-        *RETRY,
-    )
-    proxy_a = await ApiProxy(control_plane).start()
-    started: list[SchedulerProcess] = []
-    start_a = fixtures.scheduler_starter(proxy_a.kubeconfig(tmp_path / "a.kubeconfig"), tmp_path, started)
-    start_b = fixtures.scheduler_starter(proxy.kubeconfig(tmp_path / "b.kubeconfig"), tmp_path, started)
+    async with leader_pair(
+        cluster, control_plane, tmp_path, max_cpu=MAX_CPU, times=TIMES, proxy_b=proxy
+    ) as pair:
+        proxy_a = pair.proxy_a
 
-    async def held_by(identity: str) -> bool:
-        reply = await call(cluster.api, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}")
-        return reply.ok and (reply.body.get("spec") or {}).get("holderIdentity") == identity
+        async def bound_count() -> int:
+            return sum(1 for p in (await cluster.pods()).values() if node_of(p))
 
-    worst = polls = 0
-
-    async def watch_quota() -> None:
-        nonlocal worst, polls
-        while True:
-            worst = max(worst, sum(1 for p in (await cluster.pods()).values() if node_of(p)))
-            polls += 1
-            await asyncio.sleep(0.2)
-
-    async def bound_count() -> int:
-        return sum(1 for p in (await cluster.pods()).values() if node_of(p))
-
-    poller = asyncio.create_task(watch_quota())
-    try:
-        a = start_a(name, ELASTIC, *election, "--leader-elect-identity", "replica-a")
-        await eventually(lambda: held_by("replica-a"), 30, "replica-a leads", a.log)
-        b = start_b(name, ELASTIC, *election, "--leader-elect-identity", "replica-b")
-        await b.wait_ready(60)
+        a, b = await pair.a_leads_then_b_stands_by()
         held = proxy_a.hold(is_bind)
         names = [f"p-{i:02d}" for i in range(PODS)]
         for pod in names:
-            await cluster.pod(pod, {"cpu": "1"}, scheduler=name)
+            await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
 
         async def b_saw_all() -> bool:  # B's cache has every pod, pending
             seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
@@ -243,7 +172,7 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
         await eventually(a_bound, 30, "replica-a's binds land", a.log)
         a.kill()
         killed = time.time()
-        await eventually(lambda: held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
+        await eventually(lambda: pair.held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
 
         async def relisted() -> bool:
             lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
@@ -263,11 +192,6 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
 
         await eventually(quota_full_again, 60, f"{MAX_CPU} pods bound again", b.log)
         await asyncio.sleep(2)
-    finally:
-        poller.cancel()
-        for process in started:
-            process.terminate()
-        await proxy_a.stop()
 
     lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
     binds = sorted(x.received for x in proxy.exchanges if is_bind(x))
@@ -275,8 +199,9 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
     first_answer = min(t for x in lists if (t := _complete_at(proxy, x)) is not None)
     assert first_answer <= binds[0], "replica-b bound before its list of the pods was answered"
     assert len(binds) == FREED, f"replica-b sent {len(binds)} binds for {FREED} freed cpu"
+    worst = pair.recount.worst
     assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
-    assert polls >= 10
+    assert pair.recount.polls >= 10
     log = b.log(400)
     assert "caches re-listed on taking the Lease: Pod" in log, log
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import yaml
 
-from tests.e2e.controlplane.harness import ControlPlane, free_ports
+from tests.e2e.controlplane.harness import ControlPlane, free_ports, kube_scheduler_config
 from tests.e2e.differential.api import Api, path_of
 from tests.e2e.differential.checker import Cluster, Violation, check
 from tests.e2e.differential.workload import SCHEDULER, Workload
@@ -72,15 +72,8 @@ class RunResult:
 
 def scheduler_argv(scheduler: str, plane: ControlPlane, workdir: Path) -> list[str]:
     if scheduler == KUBE_SCHEDULER:
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": SCHEDULER}],
-        }
         path = workdir / "kube-scheduler.yaml"
-        path.write_text(yaml.safe_dump(config))
+        path.write_text(yaml.safe_dump(kube_scheduler_config(plane.kubeconfig, SCHEDULER, qps=5000)))
         return [str(plane.binaries.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=2"]
     (port,) = free_ports(1)
     return [

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from gpuq_k8s import docs
+from gpuq_k8s import docs_plugins as plugin_docs
+from gpuq_k8s import docs_volcano_plugins as volcano_docs
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.capacity_card.args import CapacityCardArgs
 from gpuq_k8s.common.model.config import ARGUMENTS
@@ -28,22 +30,24 @@ def test_every_annotation_constant_is_documented() -> None:
         assert f"`{value}`" in text
 
 
-@pytest.mark.parametrize("plugin", docs.PLUGINS, ids=lambda p: p.name)
-def test_every_documented_argument_is_accepted_and_every_model_field_documented(plugin: docs.Plugin) -> None:
+@pytest.mark.parametrize("plugin", plugin_docs.PLUGINS, ids=lambda p: p.name)
+def test_every_documented_argument_is_accepted_and_every_model_field_documented(
+    plugin: plugin_docs.Plugin,
+) -> None:
     docs._check(plugin)
     for arg in plugin.arguments:
         assert f"`{arg.key}`" in docs.render()
 
 
 def test_a_misspelt_argument_fails_the_generation() -> None:
-    plugin = docs.PLUGINS[0]
-    wrong = docs.Plugin(
+    plugin = plugin_docs.PLUGINS[0]
+    wrong = plugin_docs.Plugin(
         plugin.name,
         plugin.spec,
         plugin.model,
         plugin.parse,
         plugin.required,
-        (*plugin.arguments, docs.Argument("nodeOrderWieght", ("node_order_weight",), 1.0, "x", "1")),
+        (*plugin.arguments, plugin_docs.Argument("nodeOrderWieght", ("node_order_weight",), 1.0, "x", "1")),
     )
     with pytest.raises(docs.DocsError, match="nodeOrderWieght"):
         docs._check(wrong)
@@ -67,8 +71,10 @@ def test_every_registered_plugin_is_documented_under_its_registered_name() -> No
     registry = default_registry()
     assert [plugin.name for plugin in PLUGINS] == [*dict.fromkeys(plugin.name for plugin in PLUGINS)]
     assert set(registry.names) == {plugin.name for plugin in PLUGINS} == set(plugin_names.ALL)
-    with_arguments = {plugin.name: plugin.model for plugin in (*docs.PLUGINS, *docs.VOLCANO_PLUGINS)}
-    assert set(with_arguments) | set(docs.PLAIN_PLUGINS) == set(registry.names)
+    with_arguments = {
+        plugin.name: plugin.model for plugin in (*plugin_docs.PLUGINS, *volcano_docs.VOLCANO_PLUGINS)
+    }
+    assert set(with_arguments) | set(volcano_docs.PLAIN_PLUGINS) == set(registry.names)
     assert with_arguments == dict(ARGUMENTS)
     text = docs.render()
     for name in registry.names:
@@ -78,10 +84,16 @@ def test_every_registered_plugin_is_documented_under_its_registered_name() -> No
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda: {**docs.PLAIN_PLUGINS, "gangg": "a misspelt plugin"}, "not name: ['gangg']"),
-        (lambda: {k: v for k, v in docs.PLAIN_PLUGINS.items() if k != "drf"}, "without documentation"),
-        (lambda: {**docs.PLAIN_PLUGINS, "binpack": "documented twice"}, "documented twice: ['binpack']"),
-        (lambda: {**docs.PLAIN_PLUGINS, "priority": "x", "nodeorder": "x"}, "documented twice"),
+        (lambda: {**volcano_docs.PLAIN_PLUGINS, "gangg": "a misspelt plugin"}, "not name: ['gangg']"),
+        (
+            lambda: {k: v for k, v in volcano_docs.PLAIN_PLUGINS.items() if k != "drf"},
+            "without documentation",
+        ),
+        (
+            lambda: {**volcano_docs.PLAIN_PLUGINS, "binpack": "documented twice"},
+            "documented twice: ['binpack']",
+        ),
+        (lambda: {**volcano_docs.PLAIN_PLUGINS, "priority": "x", "nodeorder": "x"}, "documented twice"),
     ],
     ids=["unknown", "missing", "twice", "twice-with-arguments"],
 )
@@ -94,9 +106,9 @@ def test_a_plugin_name_drifting_from_the_registry_fails_the_generation(
 
 
 def test_a_plugin_documented_with_another_model_fails_the_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = docs.VOLCANO_PLUGINS[0]
-    wrong = docs.Plugin(plugin.name, plugin.spec, CapacityCardArgs, plugin.parse, {}, ())
-    monkeypatch.setattr(docs, "VOLCANO_PLUGINS", (wrong, *docs.VOLCANO_PLUGINS[1:]))
+    plugin = volcano_docs.VOLCANO_PLUGINS[0]
+    wrong = plugin_docs.Plugin(plugin.name, plugin.spec, CapacityCardArgs, plugin.parse, {}, ())
+    monkeypatch.setattr(docs, "VOLCANO_PLUGINS", (wrong, *volcano_docs.VOLCANO_PLUGINS[1:]))
     with pytest.raises(docs.DocsError, match=f"{plugin.name}: documented with CapacityCardArgs"):
         docs.render()
 

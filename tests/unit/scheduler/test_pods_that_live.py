@@ -19,7 +19,7 @@ from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.scheduler.backend import Result
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
-from gpuq_k8s.scheduler.framework.interfaces import StatusPatch, merge_status_patches
+from gpuq_k8s.scheduler.framework.status_sync import StatusPatch, merge_status_patches
 from gpuq_k8s.scheduler.kube.feed import Feed
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from tests.testing.builders import (

@@ -120,6 +120,33 @@ def test_a_gang_that_fits_is_enqueued_and_runs(namespace: str) -> None:
     assert sorted(backend.bindings) == [f"{namespace}/gang-0", f"{namespace}/gang-1"]
 
 
+def test_a_job_a_later_enqueue_plugin_refuses_reserves_nothing_in_the_elastic_quota() -> None:
+    """volcano pkg/scheduler/plugins/capacity/capacity_test.go TestJobEnqueuedOnOtherPluginsReject:
+    the quota counts a job Inqueue only once every enqueue plugin admitted it. Here capacity-scheduling
+    comes first in its tier and admits ``a/first`` (4 GPUs fit a's max of 4), capacity-card after it
+    refuses it (its Queue ``small`` has 2 A100); ``a/second`` of the same size, in a Queue with room,
+    must then be admitted: had ``a/first`` been counted Inqueue, 4 + 4 > 4 would keep it out."""
+    config = config_text("priority, gang", "predicates, capacity-scheduling, capacity-card")
+    sched, backend = make_scheduler(config=config)
+    sched.set_node(NODE.info())
+    for name, cards in (("small", 2), ("training", 16)):
+        queue = MakeQueue(name).card_quota(json.dumps({A100: cards})).capability(cpu="100", memory="1Ti")
+        sched.put_object(queue.obj())
+    sched.put_object(MakeElasticQuota("eq", "a").max({GPU: "4"}).obj())
+    sched.put_object(MakePodGroup("first", "a").queue("small").min_member(2).obj())
+    for i in range(2):
+        sched.add_pod(
+            MakePod(f"first-{i}", "a").req(cpu="1").gpus(2).card(A100).queue("small").group("first").info()
+        )
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/first"].phase == "Pending"
+    assert "small" in sched.podgroups.enqueue_refusals["a/first"]  # capacity-card's refusal
+    _gang(sched, "a", "second", 2, 2)
+    _run(sched)
+    assert sched.podgroups.groups["a/second"].phase == "Running"
+    assert sorted(backend.bindings) == ["a/second-0", "a/second-1"]
+
+
 def test_a_podgroup_deleted_while_inqueue_reserves_nothing_any_more() -> None:
     """A job deleted while its PodGroup is Inqueue (its pods not placed): its reservation goes with it,
     else the pool stays full for every later job (found reviewing the long day's stuck gang: the
