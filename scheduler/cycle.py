@@ -19,6 +19,7 @@ name sorts first (design.md "gpuq simulate"), so a run is deterministic.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
-from gpuq_k8s.common.model.gang import quorum_missed, task_minimums
+from gpuq_k8s.common.model.gang import quorum_missed, rollback_on_failure, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -65,6 +66,8 @@ from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
 
 
 class SchedulerSettings(Protocol):
@@ -527,29 +530,35 @@ class Scheduler:
         return attempt, None, -1
 
     def _reject_gang_of(self, pod: PodInfo) -> None:
-        """A gang member no node takes now, nor a preemption made room for: if its gang cannot reach
-        minMember with the members placed and those still to be tried now (in the active queue), its
-        siblings waiting in Permit are rolled back at once, instead of holding their nodes and quotas
-        until the Permit timeout while other pods wait for that room (found by the day in the life:
-        waiting gang members held GPUs of the ElasticQuotas' guaranteed pool that fitting pods waited
-        90 s for). Volcano's allocate tries every task of a job in its session and discards the
-        job's partial allocation at the session's end when it is not ready (allocate_test.go
-        "prepredicate failed and tasks are not used up, continue on until min member meet": a failed
-        task does not end the others' chance); scheduler-plugins' coscheduling rejects the waiting
-        pods in its PostFilter ("optimistic rejection")."""
+        """A gang member no node takes now, nor a preemption made room for: its waiting siblings are
+        rolled back at once when the rule says so (common/model/gang.py :func:`rollback_on_failure`:
+        the members placed and those still to be tried now, in the active queue, cannot reach
+        minMember), instead of holding their nodes and quotas until the Permit timeout while other
+        pods wait for that room (found by the day in the life: waiting gang members held GPUs of the
+        ElasticQuotas' guaranteed pool that fitting pods waited 90 s for). Here: the counts, and the
+        rollback."""
         group = self.podgroups.group_of(pod)
-        if group is None or group.min_member <= 1 or not self.framework.waiting.holds(group.key):
+        if group is None:
             return
-        assigned = self.podgroups.ready_members(group)
-        if assigned >= group.min_member:
-            return
+        waiting = self.framework.waiting.count(group.key)
+        if not waiting:
+            return  # nothing to roll back (the rule's answer too): the members are not counted
         queue, counted = self.queue, self.cluster.pods
         to_try = 0
         for key in self.podgroups.members.get(group.key, ()):
             queued = queue.get(key)
             if key != pod.key and key not in counted and queued is not None and queued.pool == "active":
                 to_try += 1
-        if assigned + to_try < group.min_member:
+        placed = self.podgroups.ready_members(group)
+        decision = rollback_on_failure(
+            f"PodGroup {group.key}",
+            min_member=group.min_member,
+            placed=placed,
+            waiting=waiting,
+            to_try=to_try,
+        )
+        if decision.reject:
+            log.debug("%s (after %s failed)", decision.reason, pod.key)
             self.reject_waiting([group.key])
 
     def _binding_cycle(self, state: CycleState, assumed: PodInfo, row: int) -> None:

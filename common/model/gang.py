@@ -16,6 +16,13 @@ and the least a gang can ever ask of a quota at once.
   least that many of its pods ask together can never admit it. The least is, per resource, the sum of
   the ``minMember`` smallest requests (a bound that never overstates the demand, also for gangs whose
   pods ask different amounts).
+- **Rollback on a member's failure** (:func:`rollback_on_failure`). A member no node takes (nor a
+  preemption made room for) rolls back its siblings waiting in Permit at once when the members placed
+  and those still to be tried cannot reach minMember; while they can, the waiting ones stay (Volcano's
+  allocate tries every task of a job in its session and discards the job's partial allocation at the
+  session's end when it is not ready: allocate_test.go "prepredicate failed and tasks are not used up,
+  continue on until min member meet"; scheduler-plugins coscheduling rejects the waiting pods in its
+  PostFilter, "optimistic rejection").
 """
 
 from __future__ import annotations
@@ -93,6 +100,39 @@ def least_total(requests: Sequence[Mapping[str, int]], count: int) -> dict[str, 
         amounts = sorted(request.get(resource, 0) for request in requests)
         out[resource] = sum(amounts[:count])
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackDecision:
+    """Whether a gang's waiting members are rolled back now, and why (or why not)."""
+
+    reject: bool
+    reason: str
+
+
+def rollback_on_failure(
+    gang: str, *, min_member: int, placed: int, waiting: int, to_try: int
+) -> RollbackDecision:
+    """After a member of ``gang`` (``PodGroup ns/name``) found no node and no preemption room: roll its
+    ``waiting`` members (in Permit) back when the ``placed`` ones (bound, binding, waiting or finished:
+    ``GroupTracker.ready_members``) and the ``to_try`` ones (its other members still in the active
+    queue, not counted anywhere yet) cannot reach ``min_member``."""
+    if min_member <= 1:
+        return RollbackDecision(False, f"{gang}: minMember {min_member}: no member waits for another")
+    if waiting <= 0:
+        return RollbackDecision(False, f"{gang}: no member waits in Permit")
+    if placed >= min_member:
+        return RollbackDecision(False, f"{gang}: {placed} member(s) placed reach minMember {min_member}")
+    if placed + to_try >= min_member:
+        reachable = (
+            f"{placed} member(s) placed and {to_try} still to be tried can reach minMember {min_member}"
+        )
+        return RollbackDecision(False, f"{gang}: {reachable}")
+    return RollbackDecision(
+        True,
+        f"{gang}: {placed} member(s) placed and {to_try} still to be tried cannot reach minMember "
+        f"{min_member}: its {waiting} member(s) waiting in Permit are rolled back",
+    )
 
 
 def quorum_missed(gang: str, min_member: int, minimums: Mapping[str, int], placed: Sequence[PodInfo]) -> str:

@@ -79,6 +79,10 @@ class WaitingPods:
         """Whether gang ``key`` has pods waiting."""
         return key in self._pods
 
+    def count(self, key: str) -> int:
+        """How many pods of gang ``key`` wait."""
+        return len(self._pods.get(key, ()))
+
     def gangs(self) -> list[str]:
         """Every gang with waiting pods, in key order."""
         return sorted(self._pods)
