@@ -18,20 +18,34 @@ What :func:`compare` reports, each line a ``Mismatch`` naming the object:
   gone in the informer);
 * **ledgers**: whatever each :class:`LedgerAudit` plugin reports against the scheduler's bound pods.
 
-Both sides are read in one synchronous step of the event loop, in which the informers' handlers
-also run (each change is applied to the cache and delivered to the scheduler before the next): a
-difference is not a race of the comparison, it is state the scheduler lost or kept.
+Both sides are read in one synchronous step of the event loop (:func:`snapshot`: references to the
+informers' objects, which are replaced, never changed, and copies of the scheduler's indexes and
+queue, the ledger audits run), in which the informers' handlers also run (each change is applied to
+the cache and delivered to the scheduler before the next): a difference is not a race of the
+comparison, it is state the scheduler lost or kept. The comparison and the dump then work on the
+snapshot in steps (:class:`CacheDebugger`, on SIGUSR2: the pods parsed and the lines written
+``CHUNK`` at a time, the event loop run between them), so that at 150,000 pods the Lease is still
+renewed and the watches read meanwhile (tests/bench/cache_debugger_stall.py measures the longest
+stall); :func:`compare` and :func:`dump` run the same steps at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
+
+T = TypeVar("T")
+
+# Pods parsed, mismatches or lines written between two turns of the event loop (each turn a few
+# milliseconds at most: tests/bench/cache_debugger_stall.py).
+CHUNK: Final = 1000
 
 
 @runtime_checkable
@@ -70,6 +84,78 @@ class Comparison:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedEntry:
+    """A queued pod as the dump shows it."""
+
+    key: str
+    pool: str
+    attempts: int
+    parked_at: float
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Both sides as they stood in one step of the event loop: what :func:`compare` and :func:`dump`
+    read (the informers' objects by reference, the scheduler's state copied)."""
+
+    informer_nodes: frozenset[str]
+    pod_objects: Sequence[Mapping[str, object]]
+    assumed: frozenset[str]
+    ours: Callable[[PodInfo], bool]
+    counted: Mapping[str, PodInfo]  # the scheduler's pods by key (frozen values)
+    node_pods: Sequence[tuple[str, Sequence[PodInfo]]]  # each live node row, with the pods it counts
+    pending: frozenset[str]  # the scheduler's pending pods
+    queued: Sequence[QueuedEntry]
+    held: frozenset[str]  # pods held for their PodGroup's enqueue
+    ledger: Sequence[str]  # what the LedgerAudit plugins report
+    waiting: Mapping[str, tuple[float, list[PodInfo]]]  # gangs waiting in Permit
+    enqueue_held: Sequence[tuple[str, frozenset[str], str]]  # PodGroup, its held pods, why refused
+    now: float
+
+
+def snapshot(
+    scheduler: Scheduler,
+    node_names: Iterable[str],
+    pod_objects: Iterable[Mapping[str, object]],
+    assumed: Collection[str] = (),
+    responsible_for: Callable[[PodInfo], bool] | None = None,
+) -> Snapshot:
+    """Take both sides at once (``pod_objects`` as cached; ``assumed``: keys of pods bound by this
+    scheduler whose bind the watch has not shown yet): copies and references, no parsing, no sorting;
+    the ledger audits, which read the plugins' live ledgers, run here."""
+    cluster, podgroups = scheduler.cluster, scheduler.podgroups
+    counted = dict(cluster.pods)
+    refusals = podgroups.enqueue_refusals
+    return Snapshot(
+        informer_nodes=frozenset(node_names),
+        pod_objects=list(pod_objects),
+        assumed=frozenset(assumed),
+        ours=responsible_for or scheduler.responsible_for,
+        counted=counted,
+        node_pods=[(name, tuple(cluster.pods_on_node(name))) for name in cluster.row_of],
+        pending=frozenset(scheduler.pending),
+        queued=[
+            QueuedEntry(q.pod.key, q.pool, q.attempts, q.parked_at, q.message) for q in scheduler.queue.pods()
+        ],
+        held=frozenset(key for keys in podgroups.held.values() for key in keys),
+        ledger=[
+            line
+            for plugin in scheduler.framework.plugins
+            if isinstance(plugin, LedgerAudit)
+            for line in plugin.audit_ledger(counted.values())
+        ],
+        waiting=scheduler.framework.waiting.held(),
+        enqueue_held=[
+            (group, frozenset(keys), refusals.get(group, ""))
+            for group, keys in podgroups.held.items()
+            if keys
+        ],
+        now=scheduler.clock(),
+    )
+
+
 def compare(
     scheduler: Scheduler,
     node_names: Iterable[str],
@@ -79,11 +165,20 @@ def compare(
 ) -> Comparison:
     """The scheduler's state against the informers' nodes and pods (``pod_objects`` as cached);
     ``assumed``: keys of pods bound by this scheduler whose bind the watch has not shown yet."""
-    ours = responsible_for or scheduler.responsible_for
-    cluster = scheduler.cluster
+    return finish(compare_steps(snapshot(scheduler, node_names, pod_objects, assumed, responsible_for)))
+
+
+def dump(scheduler: Scheduler) -> list[str]:
+    """The scheduler's view, one line per node with the pods it counts there, then the queue's pools
+    (kube-scheduler's CacheDumper: its nodes and the scheduling queue's pods)."""
+    return list(dump_lines(snapshot(scheduler, (), ())))
+
+
+def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
+    """:func:`compare` on a snapshot, pausing (``yield``) every :data:`CHUNK` pods or mismatches."""
     out: list[Mismatch] = []
-    informer_nodes = set(node_names)
-    scheduler_nodes = set(cluster.row_of)
+    scheduler_nodes = {name for name, _ in snap.node_pods}
+    informer_nodes = snap.informer_nodes
     out += [
         Mismatch("node", n, "in the informer, not in the scheduler")
         for n in sorted(informer_nodes - scheduler_nodes)
@@ -92,13 +187,17 @@ def compare(
         Mismatch("node", n, "in the scheduler, gone from the informer")
         for n in sorted(scheduler_nodes - informer_nodes)
     ]
+    yield
 
     bound: dict[str, str] = {}
     pending: set[str] = set()
     unreadable = 0
     count = 0
-    for obj in pod_objects:
+    ours = snap.ours
+    for obj in snap.pod_objects:
         count += 1
+        if not count % CHUNK:
+            yield
         try:
             pod = PodInfo.from_dict(obj)
         except GpuqError:
@@ -108,65 +207,151 @@ def compare(
             bound[pod.key] = pod.node_name
         elif not pod.bound and not pod.terminal and not pod.deleting and ours(pod):
             pending.add(pod.key)
-    counted = {key: pod.node_name for key, pod in cluster.pods.items()}
-    for key in sorted(set(bound) - set(counted)):
+    yield
+    counted: dict[str, str] = {}
+    for i, (pod_key, counted_pod) in enumerate(snap.counted.items(), 1):
+        counted[pod_key] = counted_pod.node_name
+        if not i % CHUNK:
+            yield
+    assumed = snap.assumed
+    missed = sorted(bound.keys() - counted.keys())
+    yield
+    for key in _paced(missed):
+        if key is None:
+            yield
+            continue
         out.append(
             Mismatch("pod", key, f"bound to {bound[key]} in the informer, not counted by the scheduler")
         )
     in_flight = 0
-    for key in sorted(set(counted) - set(bound)):
+    redundant = sorted(counted.keys() - bound.keys())
+    yield
+    for key in _paced(redundant):
+        if key is None:
+            yield
+            continue
         if key in assumed or key in pending:
             in_flight += 1
             continue  # ours, assumed: its bind not shown by the watch yet
         out.append(
             Mismatch("pod", key, f"counted on {counted[key]} by the scheduler, not bound in the informer")
         )
-    for key in sorted(set(bound) & set(counted)):
-        if bound[key] != counted[key]:
-            out.append(Mismatch("pod", key, f"bound to {bound[key]}, counted on {counted[key]}"))
-    queued = set(scheduler.pending)
-    for key in sorted(pending - queued - set(counted)):
+    moved: list[str] = []
+    for i, (pod_key, node) in enumerate(bound.items(), 1):
+        elsewhere = counted.get(pod_key)
+        if elsewhere is not None and elsewhere != node:
+            moved.append(pod_key)
+        if not i % CHUNK:
+            yield
+    out += [Mismatch("pod", k, f"bound to {bound[k]}, counted on {counted[k]}") for k in sorted(moved)]
+    queued = snap.pending
+    for key in sorted(pending - queued - counted.keys()):
         out.append(Mismatch("pending pod", key, "pending in the informer, unknown to the scheduler"))
     for key in sorted(queued - pending):
         where = f"bound to {bound[key]}" if key in bound else "gone or finished"
         out.append(Mismatch("pending pod", key, f"pending in the scheduler, {where} in the informer"))
+    yield
 
-    held = {key for keys in scheduler.podgroups.held.values() for key in keys}
-    queue = scheduler.queue
+    in_queue = {entry.key for entry in snap.queued}
     for key in sorted(queued & pending):
-        if queue.get(key) is None and key not in held and key not in counted:
+        if key not in in_queue and key not in snap.held and key not in counted:
             out.append(
                 Mismatch("pending pod", key, "in no queue pool, not held by its PodGroup: never tried")
             )
-
-    for plugin in scheduler.framework.plugins:
-        if isinstance(plugin, LedgerAudit):
-            out += [Mismatch("ledger", "", line) for line in plugin.audit_ledger(cluster.pods.values())]
+    out += [Mismatch("ledger", "", line) for line in snap.ledger]
     return Comparison(len(informer_nodes), count, unreadable, tuple(out), in_flight)
 
 
-def dump(scheduler: Scheduler) -> list[str]:
-    """The scheduler's view, one line per node with the pods it counts there, then the queue's pools
-    (kube-scheduler's CacheDumper: its nodes and the scheduling queue's pods)."""
-    cluster = scheduler.cluster
-    lines = []
-    for name in sorted(cluster.row_of):
-        counted = sorted(p.key for p in cluster.pods_on_node(name))
-        lines.append(f"node {name}: {len(counted)} pod(s) counted: {', '.join(counted)}")
-    now = scheduler.clock()
+def dump_lines(snap: Snapshot) -> Iterator[str]:
+    """:func:`dump` on a snapshot, a line at a time."""
+    for name, pods in sorted(snap.node_pods, key=lambda entry: entry[0]):
+        counted = sorted(p.key for p in pods)
+        yield f"node {name}: {len(counted)} pod(s) counted: {', '.join(counted)}"
+    now = snap.now
     pools: dict[str, list[str]] = {}
-    for queued in sorted(scheduler.queue.pods(), key=lambda q: q.pod.key):
+    for queued in sorted(snap.queued, key=lambda q: q.key):
         parked = f", parked {now - queued.parked_at:.0f}s" if queued.pool == "unschedulable" else ""
-        entry = f"{queued.pod.key} ({queued.attempts} attempt(s){parked}: {queued.message or '-'})"
+        entry = f"{queued.key} ({queued.attempts} attempt(s){parked}: {queued.message or '-'})"
         pools.setdefault(queued.pool or "active", []).append(entry)
     for pool in sorted(pools):
-        lines.append(f"queue {pool}: {len(pools[pool])} pod(s): {'; '.join(pools[pool])}")
-    for gang, (since, waiting) in scheduler.framework.waiting.held().items():
+        yield f"queue {pool}: {len(pools[pool])} pod(s): {'; '.join(pools[pool])}"
+    for gang, (since, waiting) in snap.waiting.items():
         placed = ", ".join(f"{p.key} on {p.node_name}" for p in waiting)
-        lines.append(f"waiting in Permit for gang {gang} ({now - since:.0f}s): {placed}")
-    for group, held in sorted(scheduler.podgroups.held.items()):
-        if held:
-            refused = scheduler.podgroups.enqueue_refusals.get(group)
-            why = f" (refused: {refused})" if refused else ""
-            lines.append(f"held for the enqueue of PodGroup {group}{why}: {', '.join(sorted(held))}")
-    return lines
+        yield f"waiting in Permit for gang {gang} ({now - since:.0f}s): {placed}"
+    for group, held, refused in sorted(snap.enqueue_held, key=lambda entry: entry[0]):
+        why = f" (refused: {refused})" if refused else ""
+        yield f"held for the enqueue of PodGroup {group}{why}: {', '.join(sorted(held))}"
+
+
+def _paced(keys: Sequence[str]) -> Iterator[str | None]:
+    """``keys``, with a None (a pause) after every :data:`CHUNK` of them."""
+    for i, key in enumerate(keys, 1):
+        yield key
+        if not i % CHUNK:
+            yield None
+
+
+def finish(steps: Generator[None, None, T]) -> T:
+    """Run ``steps`` to its end at once; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+
+async def finish_cooperatively(steps: Generator[None, None, T]) -> T:
+    """Run ``steps`` to its end, the event loop run at each of its pauses; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        await asyncio.sleep(0)
+
+
+class CacheDebugger:
+    """One comparison and dump at a time, as a task of the event loop that gives the loop back between
+    steps (scheduler/service.py starts it on SIGUSR2); a signal while one runs is logged and ignored."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self, take: Callable[[], Snapshot]) -> asyncio.Task[None] | None:
+        """Take the snapshot now and compare and dump it in steps; None when one runs already (or the
+        snapshot failed)."""
+        if self.running:
+            self.log.info("cache comparison already running: this signal is ignored")
+            return None
+        try:
+            snap = take()
+        except Exception:
+            self.log.exception("cache comparison failed (an error in gpuq)")
+            return None
+        self._task = asyncio.get_running_loop().create_task(self.run(snap), name="cache-debugger")
+        return self._task
+
+    async def run(self, snap: Snapshot) -> None:
+        """Log every mismatch (WARNING), the summary, then the dump (INFO), as the synchronous
+        :func:`compare` and :func:`dump` would give them."""
+        log = self.log
+        try:
+            found = await finish_cooperatively(compare_steps(snap))
+            for i, mismatch in enumerate(found.mismatches, 1):
+                log.warning("cache mismatch: %s", mismatch)
+                if not i % CHUNK:
+                    await asyncio.sleep(0)
+            log.info("cache comparison: %s", found.summary())
+            for i, line in enumerate(dump_lines(snap), 1):
+                log.info("cache dump: %s", line)
+                if not i % CHUNK:
+                    await asyncio.sleep(0)
+        except Exception:
+            log.exception("cache comparison failed (an error in gpuq)")

@@ -129,6 +129,7 @@ class Service:
         self.informers: InformerSet | None = None
         self.feed: Feed | None = None
         self.exit_code = 0
+        self.cache_debugger = cache_debugger.CacheDebugger(log)
 
     # -- probes -----------------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -338,25 +339,20 @@ class Service:
 
     def _debug_cache(self, scheduler: Scheduler) -> None:
         """SIGUSR2: compare the scheduler's state with the informers' caches, log every mismatch, then
-        dump its view (:mod:`scheduler.cache_debugger`, kube-scheduler's cache debugger)."""
+        dump its view (:mod:`scheduler.cache_debugger`, kube-scheduler's cache debugger): both taken
+        now, compared and dumped in steps by a task that lets the loop run between them."""
         feed, informers = self.feed, self.informers
         if feed is None or informers is None or not feed.ready:
             log.info("cache comparison skipped: the caches are not loaded yet")
             return
-        try:
-            found = cache_debugger.compare(
+        self.cache_debugger.start(
+            lambda: cache_debugger.snapshot(
                 scheduler,
                 (name for _, name in informers[kinds.NODE.kind].items()),
                 informers[kinds.POD.kind].items().values(),
                 assumed=feed.assumed,
             )
-            for mismatch in found.mismatches:
-                log.warning("cache mismatch: %s", mismatch)
-            log.info("cache comparison: %s", found.summary())
-            for line in cache_debugger.dump(scheduler):
-                log.info("cache dump: %s", line)
-        except Exception:
-            log.exception("cache comparison failed (an error in gpuq)")
+        )
 
     async def _take_over(self) -> None:
         """Before the first decision as leader: every cache holds the previous leader's last writes.

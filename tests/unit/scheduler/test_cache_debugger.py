@@ -8,6 +8,8 @@ bound and pending, the pending ones being the queue's)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -16,7 +18,8 @@ from gpuq_k8s.common.model.elastic.ledger import ElasticQuotaInfos
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
-from gpuq_k8s.scheduler.cache_debugger import compare, dump
+from gpuq_k8s.scheduler import cache_debugger
+from gpuq_k8s.scheduler.cache_debugger import CacheDebugger, compare, dump, snapshot
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod, MakePodGroup
@@ -218,3 +221,129 @@ def test_a_gang_waiting_in_permit_is_assumed_not_a_mismatch_and_the_dump_shows_i
     assert (found.mismatches, found.assumed) == ((), 2)
     assert found.summary() == "1 nodes, 3 pods, 0 unreadable, 2 assumed not yet bound, 0 mismatch(es)"
     assert f"waiting in Permit for gang {NS}/big (0s): {NS}/big-0 on n1, {NS}/big-1 on n1" in dump(sched)
+
+
+# -- on SIGUSR2: the same lines, in steps, one run at a time -------------------------------------------
+
+
+def _drifted() -> tuple[Scheduler, list[str], list[dict[str, Any]]]:
+    """The cluster with a mismatch of every kind the pods give, and a parked pod for the dump."""
+    sched, pods = _cluster()
+    sched.schedule_one()  # "wait" is parked
+    for i in range(5):
+        sched.add_pod(PodInfo.from_dict(MakePod(f"extra-{i}", NS).req(cpu="1").node("n1").obj()))
+    informer = [
+        *pods[:2],
+        pods[2],
+        MakePod("late", NS).req(cpu="1").node("n2").obj(),
+        MakePod("new", NS).req(cpu="1").obj(),
+    ]
+    return sched, ["n1", "n3"], informer
+
+
+def _expected(sched: Scheduler, nodes: list[str], pods: list[dict[str, Any]]) -> list[str]:
+    found = compare(sched, nodes, pods)
+    return [
+        *(f"WARNING cache mismatch: {m}" for m in found.mismatches),
+        f"INFO cache comparison: {found.summary()}",
+        *(f"INFO cache dump: {line}" for line in dump(sched)),
+    ]
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.levelname} {r.getMessage()}" for r in caplog.records]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 1000])
+async def test_the_signal_logs_what_compare_and_dump_give_with_the_loop_run_between_steps(
+    chunk: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run in steps of ``chunk`` pods, mismatches and lines, the debugger logs exactly the lines of
+    the synchronous compare and dump, in their order; another task runs between its steps (with
+    steps of 1 and 2, many times)."""
+    monkeypatch.setattr(cache_debugger, "CHUNK", chunk)
+    sched, nodes, pods = _drifted()
+    expected = _expected(sched, nodes, pods)
+    assert len(expected) > 8 and any("cache mismatch" in line for line in expected)
+    debugger = CacheDebugger(logging.getLogger("test.cache_debugger"))
+    ticks = 0
+    running = True
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while running:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(ticker())
+    caplog.set_level(logging.INFO, logger="test.cache_debugger")
+    task = debugger.start(lambda: snapshot(sched, nodes, pods))
+    assert task is not None
+    await task
+    running = False
+    await other
+    assert _logged(caplog) == expected
+    assert ticks > (len(pods) // chunk if chunk < 1000 else 0)
+
+
+async def test_a_second_signal_while_one_runs_is_logged_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    sched, nodes, pods = _drifted()
+    debugger = CacheDebugger(logging.getLogger("test.cache_debugger"))
+    caplog.set_level(logging.INFO, logger="test.cache_debugger")
+    taken: list[int] = []
+
+    def take() -> cache_debugger.Snapshot:
+        taken.append(1)
+        return snapshot(sched, nodes, pods)
+
+    first = debugger.start(take)
+    assert first is not None and debugger.running
+    assert debugger.start(take) is None
+    assert taken == [1]  # the second signal took no snapshot
+    await first
+    assert not debugger.running
+    logged = _logged(caplog)
+    assert logged.count("INFO cache comparison already running: this signal is ignored") == 1
+    assert sum(line.startswith("INFO cache comparison: ") for line in logged) == 1
+    again = debugger.start(take)  # once done, a signal runs it again
+    assert again is not None
+    await again
+    assert sum(line.startswith("INFO cache comparison: ") for line in _logged(caplog)) == 2
+
+
+async def test_what_is_compared_is_the_state_at_the_signal(caplog: pytest.LogCaptureFixture) -> None:
+    """A change the loop applies while the comparison runs (a pod bound, a node added) is not in it:
+    the comparison is of the state both sides had at the signal, as the synchronous one was."""
+    sched, pods = _cluster()
+    debugger = CacheDebugger(logging.getLogger("test.cache_debugger"))
+    caplog.set_level(logging.INFO, logger="test.cache_debugger")
+    expected = _expected(sched, ["n1", "n2"], pods)
+    task = debugger.start(lambda: snapshot(sched, ["n1", "n2"], pods))
+    assert task is not None
+    sched.add_pod(PodInfo.from_dict(MakePod("later", NS).req(cpu="1").node("n1").obj()))
+    sched.set_node(MakeNode("n9").alloc(cpu="8", memory="16Gi", pods="110").info())
+    await task
+    assert _logged(caplog) == expected
+    assert not any("later" in line or "n9" in line for line in _logged(caplog))
+
+
+async def test_an_error_in_the_comparison_is_logged_and_the_next_signal_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sched, pods = _cluster()
+    debugger = CacheDebugger(logging.getLogger("test.cache_debugger"))
+    caplog.set_level(logging.INFO, logger="test.cache_debugger")
+
+    def broken() -> cache_debugger.Snapshot:
+        raise RuntimeError("boom")
+
+    assert debugger.start(broken) is None
+    task = debugger.start(lambda: snapshot(sched, ["n1", "n2"], [{"metadata": 7}, *pods]))
+    assert task is not None
+    await task
+    logged = _logged(caplog)
+    assert logged[0] == "ERROR cache comparison failed (an error in gpuq)"
+    assert (
+        "INFO cache comparison: 2 nodes, 4 pods, 1 unreadable, 0 assumed not yet bound, 0 mismatch(es)"
+        in logged
+    )
