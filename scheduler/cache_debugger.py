@@ -328,7 +328,7 @@ class CacheDebugger:
         """Take the snapshot now and compare and dump it in steps; None when one runs already (or the
         snapshot failed)."""
         if self.running:
-            self.log.info("cache comparison already running: this signal is ignored")
+            self.log.info("cache debugger already running: this signal is ignored")
             return None
         try:
             snap = take()

@@ -303,7 +303,7 @@ async def test_a_second_signal_while_one_runs_is_logged_and_ignored(caplog: pyte
     await first
     assert not debugger.running
     logged = _logged(caplog)
-    assert logged.count("INFO cache comparison already running: this signal is ignored") == 1
+    assert logged.count("INFO cache debugger already running: this signal is ignored") == 1
     assert sum(line.startswith("INFO cache comparison: ") for line in logged) == 1
     again = debugger.start(take)  # once done, a signal runs it again
     assert again is not None
