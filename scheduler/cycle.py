@@ -7,7 +7,8 @@ and the plugins' :class:`~scheduler.framework.interfaces.Handle`) and the PodGro
 manifests) report. One attempt is split as kube-scheduler's ``schedule_one.go`` splits it: the
 scheduling step (``schedulingCycle``: PreFilter .. Reserve, Permit) decides and reserves, the binding
 step (``bindingCycle``) binds, and on failure unreserves and requeues. Failed attempts are reported
-by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`.
+by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`; gangs
+waiting in Permit that cannot reach their quorum are rolled back by :mod:`scheduler.gang_cycle`.
 
 It is synchronous; binds and evictions go through the :class:`~scheduler.backend.ClusterBackend`
 with completion callbacks, so the same cycle runs against the in-memory backend (``gpuq simulate``)
@@ -19,7 +20,6 @@ name sorts first (design.md "gpuq simulate"), so a run is deterministic.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +30,6 @@ import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
-from gpuq_k8s.common.model.gang import quorum_missed, rollback_on_failure, task_minimums
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -51,14 +50,13 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     ClusterEvent,
     FilterOutcome,
     FloatArray,
-    GroupInfo,
     PostFilterResult,
     merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, RESERVE, Framework, Observer
 from gpuq_k8s.scheduler.framework.status import Code, PluginInputError, Status
-from gpuq_k8s.scheduler.framework.waiting import WaitingPod
+from gpuq_k8s.scheduler.gang_cycle import GangCycle
 from gpuq_k8s.scheduler.groups import GroupTracker
 from gpuq_k8s.scheduler.nominator import Nominator
 from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources
@@ -66,8 +64,6 @@ from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
-
-log = logging.getLogger(__name__)
 
 
 class SchedulerSettings(Protocol):
@@ -195,6 +191,14 @@ class Scheduler:
             self.nominator,
             forget=self.delete_pod,
             ours=self.responsible_for,
+        )
+        self.gangs = GangCycle(
+            self.framework,
+            cluster=self.cluster,
+            podgroups=self.podgroups,
+            queue=self.queue,
+            failures=self.failures,
+            attempts=self.attempts,
         )
         self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
@@ -526,40 +530,8 @@ class Scheduler:
         attempt.message = message
         attempt.nominated = nominated
         if not nominated and status.plugin != plugin_names.GANG:
-            self._reject_gang_of(pod)
+            self.gangs.member_failed(pod)
         return attempt, None, -1
-
-    def _reject_gang_of(self, pod: PodInfo) -> None:
-        """A gang member no node takes now, nor a preemption made room for: its waiting siblings are
-        rolled back at once when the rule says so (common/model/gang.py :func:`rollback_on_failure`:
-        the members placed and those still to be tried now, in the active queue, cannot reach
-        minMember), instead of holding their nodes and quotas until the Permit timeout while other
-        pods wait for that room (found by the day in the life: waiting gang members held GPUs of the
-        ElasticQuotas' guaranteed pool that fitting pods waited 90 s for). Here: the counts, and the
-        rollback."""
-        group = self.podgroups.group_of(pod)
-        if group is None:
-            return
-        waiting = self.framework.waiting.count(group.key)
-        if not waiting:
-            return  # nothing to roll back (the rule's answer too): the members are not counted
-        queue, counted = self.queue, self.cluster.pods
-        to_try = 0
-        for key in self.podgroups.members.get(group.key, ()):
-            queued = queue.get(key)
-            if key != pod.key and key not in counted and queued is not None and queued.pool == "active":
-                to_try += 1
-        placed = self.podgroups.ready_members(group)
-        decision = rollback_on_failure(
-            f"PodGroup {group.key}",
-            min_member=group.min_member,
-            placed=placed,
-            waiting=waiting,
-            to_try=to_try,
-        )
-        if decision.reject:
-            log.debug("%s (after %s failed)", decision.reason, pod.key)
-            self.reject_waiting([group.key])
 
     def _binding_cycle(self, state: CycleState, assumed: PodInfo, row: int) -> None:
         """Bind the pod Permit let through, then, if it completed its gang, the gang's waiting pods."""
@@ -630,53 +602,15 @@ class Scheduler:
         else:
             self.pending.pop(key, None)
 
-    # -- gangs that never reach quorum ------------------------------------------------------------
+    # -- gangs that never reach quorum (scheduler/gang_cycle.py) -----------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
-        """Roll back waiting gangs (all, or those in ``keys``): unreserve and forget their pods, wake
-        at once the parked pods the release can help (those of other gangs: the rolled-back ones give
-        way), then park their pods; returns how many pods were rolled back."""
-        waiting = self.framework.waiting
-        rolled: list[tuple[str, GroupInfo | None, list[WaitingPod]]] = []
-        for key in waiting.gangs() if keys is None else sorted(keys):
-            members = waiting.reject(key)
-            for member in members:
-                self.framework.run_unreserve(member.state, member.pod, member.row)
-                self.cluster.remove_pod(member.pod.key)
-            rolled.append((key, self.podgroups.groups.get(key), members))
-        if any(members for _, _, members in rolled):
-            gone = {member.pod.key for _, _, members in rolled for member in members}
-            groups = {id(group) for _, group, _ in rolled if group is not None}
-            group_of = self.podgroups.group_of
-
-            def helped(pod: PodInfo) -> bool:
-                return pod.key not in gone and id(group_of(pod)) not in groups
-
-            self.queue.on_event(ClusterEvent.POD_DELETED, only=helped, at_once=True)
-        count = 0
-        for key, group, members in rolled:
-            message = ""
-            if group is not None:
-                minimums = (
-                    task_minimums(group.min_member, group.model.spec.minTaskMember) if group.model else {}
-                )
-                placed = [member.pod for member in members]
-                message = quorum_missed(f"PodGroup {key}", group.min_member, minimums, placed)
-            for member in members:
-                pod = member.pod.with_node_name("")
-                reason = message if group is not None else f"Permit did not allow {pod.key}"
-                self.failures.park(pod, reason, {plugin_names.GANG})
-                if pod.key in self.attempts:
-                    attempt = self.attempts[pod.key]
-                    attempt.status = Status.unschedulable(reason, plugin=plugin_names.GANG)
-                    attempt.node = ""
-                    attempt.message = reason
-                count += 1
-        return count
+        """Roll back waiting gangs (all, or those in ``keys``); returns how many pods were rolled back
+        (:meth:`GangCycle.reject_waiting`)."""
+        return self.gangs.reject_waiting(keys)
 
     def expire_waiting(self) -> int:
         """Roll back gangs that have waited longer than ``gang_timeout`` (a cluster's Permit timeout)."""
-        expired = self.framework.waiting.expired(self.clock(), self.gang_timeout)
-        return self.reject_waiting(expired) if expired else 0
+        return self.gangs.expire_waiting(self.clock(), self.gang_timeout)
 
     # -- state for reports ------------------------------------------------------------------------
     def fingerprint(self) -> tuple[tuple[str, str], ...]:

@@ -1,5 +1,7 @@
-"""Gangs that do not reach their quorum (scheduler/cycle.py reject_waiting, expire_waiting,
-_reject_gang_of; the gang plugin): a member no node takes rolls its waiting siblings back at once
+"""Gangs that do not reach their quorum (scheduler/gang_cycle.py through scheduler/cycle.py's
+reject_waiting, expire_waiting and a member's failure; the rule: common/model/gang.py
+rollback_on_failure, its table in tests/unit/common/model/test_gang_rollback_rule.py; the gang
+plugin): a member no node takes rolls its waiting siblings back at once
 when its gang can no longer reach minMember with the members still to be tried (Volcano discards a
 job not ready at its session's end; coscheduling's PostFilter "optimistic rejection"); members that
 wait for a sibling not tried (gated here) hold their reserved pods no longer than their Permit
