@@ -26,7 +26,7 @@ comparison, it is state the scheduler lost or kept. The comparison and the dump 
 snapshot in steps (:class:`CacheDebugger`, on SIGUSR2: the pods parsed and the lines written
 ``CHUNK`` at a time, the event loop run between them), so that at 150,000 pods the Lease is still
 renewed and the watches read meanwhile (tests/bench/cache_debugger_stall.py measures the longest
-stall); :func:`compare` and :func:`dump` run the same steps at once.
+stall); :func:`compare` and :func:`dump` run the same steps on a snapshot at once.
 """
 
 from __future__ import annotations
@@ -156,22 +156,15 @@ def snapshot(
     )
 
 
-def compare(
-    scheduler: Scheduler,
-    node_names: Iterable[str],
-    pod_objects: Iterable[Mapping[str, object]],
-    assumed: Collection[str] = (),
-    responsible_for: Callable[[PodInfo], bool] | None = None,
-) -> Comparison:
-    """The scheduler's state against the informers' nodes and pods (``pod_objects`` as cached);
-    ``assumed``: keys of pods bound by this scheduler whose bind the watch has not shown yet."""
-    return finish(compare_steps(snapshot(scheduler, node_names, pod_objects, assumed, responsible_for)))
+def compare(snap: Snapshot) -> Comparison:
+    """The scheduler's state against the informers' nodes and pods, at once (:func:`snapshot`)."""
+    return finish(compare_steps(snap))
 
 
-def dump(scheduler: Scheduler) -> list[str]:
+def dump(snap: Snapshot) -> list[str]:
     """The scheduler's view, one line per node with the pods it counts there, then the queue's pools
-    (kube-scheduler's CacheDumper: its nodes and the scheduling queue's pods)."""
-    return list(dump_lines(snapshot(scheduler, (), ())))
+    (kube-scheduler's CacheDumper: its nodes and the scheduling queue's pods), at once."""
+    return list(dump_lines(snap))
 
 
 def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
@@ -192,57 +185,45 @@ def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
     bound: dict[str, str] = {}
     pending: set[str] = set()
     unreadable = 0
-    count = 0
     ours = snap.ours
-    for obj in snap.pod_objects:
-        count += 1
-        if not count % CHUNK:
-            yield
-        try:
-            pod = PodInfo.from_dict(obj)
-        except GpuqError:
-            unreadable += 1
-            continue
-        if pod.holds_resources:
-            bound[pod.key] = pod.node_name
-        elif not pod.bound and not pod.terminal and not pod.deleting and ours(pod):
-            pending.add(pod.key)
-    yield
+    for objects in _slices(snap.pod_objects):
+        yield
+        for obj in objects:
+            try:
+                pod = PodInfo.from_dict(obj)
+            except GpuqError:
+                unreadable += 1
+                continue
+            if pod.holds_resources:
+                bound[pod.key] = pod.node_name
+            elif not pod.bound and not pod.terminal and not pod.deleting and ours(pod):
+                pending.add(pod.key)
     counted: dict[str, str] = {}
-    for i, (pod_key, counted_pod) in enumerate(snap.counted.items(), 1):
-        counted[pod_key] = counted_pod.node_name
-        if not i % CHUNK:
-            yield
-    assumed = snap.assumed
-    missed = sorted(bound.keys() - counted.keys())
-    yield
-    for key in _paced(missed):
-        if key is None:
-            yield
-            continue
-        out.append(
+    for pods in _slices(list(snap.counted.items())):
+        yield
+        counted.update((key, p.node_name) for key, p in pods)
+    for missed in _slices(sorted(bound.keys() - counted.keys())):
+        yield
+        out += [
             Mismatch("pod", key, f"bound to {bound[key]} in the informer, not counted by the scheduler")
-        )
+            for key in missed
+        ]
     in_flight = 0
-    redundant = sorted(counted.keys() - bound.keys())
-    yield
-    for key in _paced(redundant):
-        if key is None:
-            yield
-            continue
-        if key in assumed or key in pending:
-            in_flight += 1
-            continue  # ours, assumed: its bind not shown by the watch yet
-        out.append(
-            Mismatch("pod", key, f"counted on {counted[key]} by the scheduler, not bound in the informer")
-        )
+    for redundant in _slices(sorted(counted.keys() - bound.keys())):
+        yield
+        for key in redundant:
+            if key in snap.assumed or key in pending:
+                in_flight += 1  # ours, assumed: its bind not shown by the watch yet
+            else:
+                out.append(
+                    Mismatch(
+                        "pod", key, f"counted on {counted[key]} by the scheduler, not bound in the informer"
+                    )
+                )
     moved: list[str] = []
-    for i, (pod_key, node) in enumerate(bound.items(), 1):
-        elsewhere = counted.get(pod_key)
-        if elsewhere is not None and elsewhere != node:
-            moved.append(pod_key)
-        if not i % CHUNK:
-            yield
+    for entries in _slices(list(bound.items())):
+        yield
+        moved += [key for key, node in entries if counted.get(key, node) != node]
     out += [Mismatch("pod", k, f"bound to {bound[k]}, counted on {counted[k]}") for k in sorted(moved)]
     queued = snap.pending
     for key in sorted(pending - queued - counted.keys()):
@@ -259,7 +240,7 @@ def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
                 Mismatch("pending pod", key, "in no queue pool, not held by its PodGroup: never tried")
             )
     out += [Mismatch("ledger", "", line) for line in snap.ledger]
-    return Comparison(len(informer_nodes), count, unreadable, tuple(out), in_flight)
+    return Comparison(len(informer_nodes), len(snap.pod_objects), unreadable, tuple(out), in_flight)
 
 
 def dump_lines(snap: Snapshot) -> Iterator[str]:
@@ -283,33 +264,33 @@ def dump_lines(snap: Snapshot) -> Iterator[str]:
         yield f"held for the enqueue of PodGroup {group}{why}: {', '.join(sorted(held))}"
 
 
-def _paced(keys: Sequence[str]) -> Iterator[str | None]:
-    """``keys``, with a None (a pause) after every :data:`CHUNK` of them."""
-    for i, key in enumerate(keys, 1):
-        yield key
-        if not i % CHUNK:
-            yield None
+def _slices(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in slices of :data:`CHUNK` (a pause of the steps before each)."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+def _advance(steps: Generator[None, None, T]) -> tuple[T] | None:
+    """One step of ``steps``: None while it goes on; its result (in a 1-tuple) once it has ended."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        return (done.value,)
+    return None
 
 
 def finish(steps: Generator[None, None, T]) -> T:
     """Run ``steps`` to its end at once; its result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+    while (ended := _advance(steps)) is None:
+        pass
+    return ended[0]
 
 
 async def finish_cooperatively(steps: Generator[None, None, T]) -> T:
     """Run ``steps`` to its end, the event loop run at each of its pauses; its result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+    while (ended := _advance(steps)) is None:
         await asyncio.sleep(0)
+    return ended[0]
 
 
 class CacheDebugger:

@@ -193,7 +193,7 @@ class Scheduler:
             ours=self.responsible_for,
         )
         self.gangs = GangCycle(
-            self.framework,
+            framework=self.framework,
             cluster=self.cluster,
             podgroups=self.podgroups,
             queue=self.queue,

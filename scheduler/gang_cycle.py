@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from gpuq_k8s.common.model import plugin_names
@@ -46,27 +47,18 @@ class Explained(Protocol):
     message: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GangCycle:
     """Rolls back the waiting gangs of the scheduler's ``framework`` (its cluster state, PodGroup
     bookkeeping, queue and failure reports given); ``attempts`` are the scheduler's kept attempts
     (``--explain``), told of the rollback."""
 
-    def __init__(
-        self,
-        framework: Framework,
-        *,
-        cluster: ClusterState,
-        podgroups: GroupTracker,
-        queue: SchedulingQueue,
-        failures: FailureHandler,
-        attempts: Mapping[str, Explained],
-    ) -> None:
-        self.framework = framework
-        self.cluster = cluster
-        self.podgroups = podgroups
-        self.queue = queue
-        self.failures = failures
-        self.attempts = attempts
+    framework: Framework
+    cluster: ClusterState
+    podgroups: GroupTracker
+    queue: SchedulingQueue
+    failures: FailureHandler
+    attempts: Mapping[str, Explained]
 
     def member_failed(self, pod: PodInfo) -> None:
         """A gang member no node takes now, nor a preemption made room for: its waiting siblings are

@@ -125,12 +125,13 @@ async def main() -> None:
         logger.setLevel(logging.INFO)
         logger.propagate = False
 
-    def synchronous() -> None:  # the former signal handler's body
-        found = compare(sched, names, informer)
+    def synchronous() -> None:  # the former signal handler's work, in one step
+        snap = snapshot(sched, names, informer)
+        found = compare(snap)
         for mismatch in found.mismatches:
             ref_log.warning("cache mismatch: %s", mismatch)
         ref_log.info("cache comparison: %s", found.summary())
-        for line in dump(sched):
+        for line in dump(snap):
             ref_log.info("cache dump: %s", line)
 
     ref_gaps, ref_wall = await stalls(synchronous)

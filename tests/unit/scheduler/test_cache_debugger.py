@@ -46,13 +46,13 @@ def _cluster() -> tuple[Scheduler, list[dict[str, Any]]]:
 
 
 def _lines(sched: Scheduler, nodes: list[str], pods: list[dict[str, Any]], **kw: Any) -> list[str]:
-    return [str(m) for m in compare(sched, nodes, pods, **kw).mismatches]
+    return [str(m) for m in compare(snapshot(sched, nodes, pods, **kw)).mismatches]
 
 
 def test_the_same_state_has_no_mismatch() -> None:
     sched, pods = _cluster()
     assert _lines(sched, ["n1", "n2"], pods) == []
-    found = compare(sched, ["n1", "n2"], pods)
+    found = compare(snapshot(sched, ["n1", "n2"], pods))
     assert (found.nodes, found.pods, found.unreadable) == (2, 3, 0)
 
 
@@ -198,7 +198,7 @@ def test_the_ledger_audit_finds_pods_bound_and_not_charged_and_sums_that_drifted
 def test_the_dump_lists_each_node_with_its_pods_and_the_queue() -> None:
     sched, _ = _cluster()
     sched.schedule_one()  # "wait" fits no node: unschedulable
-    lines = dump(sched)
+    lines = dump(snapshot(sched, (), ()))
     assert lines[:2] == [f"node n1: 1 pod(s) counted: {NS}/run-1", f"node n2: 1 pod(s) counted: {NS}/run-2"]
     assert lines[2].startswith(f"queue unschedulable: 1 pod(s): {NS}/wait (1 attempt(s), parked 0s: ")
     assert "quota exceeded in ElasticQuota/team/eq (max)" in lines[2], lines[2]
@@ -217,10 +217,12 @@ def test_a_gang_waiting_in_permit_is_assumed_not_a_mismatch_and_the_dump_shows_i
     sched.run_enqueue()
     while sched.schedule_one() is not None:
         pass
-    found = compare(sched, ["n1"], [p.obj() for p in pods])
+    found = compare(snapshot(sched, ["n1"], [p.obj() for p in pods]))
     assert (found.mismatches, found.assumed) == ((), 2)
     assert found.summary() == "1 nodes, 3 pods, 0 unreadable, 2 assumed not yet bound, 0 mismatch(es)"
-    assert f"waiting in Permit for gang {NS}/big (0s): {NS}/big-0 on n1, {NS}/big-1 on n1" in dump(sched)
+    assert f"waiting in Permit for gang {NS}/big (0s): {NS}/big-0 on n1, {NS}/big-1 on n1" in dump(
+        snapshot(sched, (), ())
+    )
 
 
 # -- on SIGUSR2: the same lines, in steps, one run at a time -------------------------------------------
@@ -242,11 +244,11 @@ def _drifted() -> tuple[Scheduler, list[str], list[dict[str, Any]]]:
 
 
 def _expected(sched: Scheduler, nodes: list[str], pods: list[dict[str, Any]]) -> list[str]:
-    found = compare(sched, nodes, pods)
+    found = compare(snapshot(sched, nodes, pods))
     return [
         *(f"WARNING cache mismatch: {m}" for m in found.mismatches),
         f"INFO cache comparison: {found.summary()}",
-        *(f"INFO cache dump: {line}" for line in dump(sched)),
+        *(f"INFO cache dump: {line}" for line in dump(snapshot(sched, (), ()))),
     ]
 
 
