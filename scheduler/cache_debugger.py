@@ -25,7 +25,7 @@ the cache and delivered to the scheduler before the next): a difference is not a
 comparison, it is state the scheduler lost or kept. The comparison and the dump then work on the
 snapshot in steps (:class:`CacheDebugger`, on SIGUSR2: the pods parsed and the lines written
 ``CHUNK`` at a time, the event loop run between them), so that at 150,000 pods the Lease is still
-renewed and the watches read meanwhile (tests/bench/cache_debugger_stall.py measures the longest
+renewed and the watches read meanwhile (tests/bench/bench_cache_debugger.py measures the longest
 stall); :func:`compare` and :func:`dump` run the same steps on a snapshot at once.
 """
 
@@ -44,7 +44,7 @@ from gpuq_k8s.scheduler.cycle import Scheduler
 T = TypeVar("T")
 
 # Pods parsed, mismatches or lines written between two turns of the event loop (each turn a few
-# milliseconds at most: tests/bench/cache_debugger_stall.py).
+# milliseconds at most: tests/bench/bench_cache_debugger.py).
 CHUNK: Final = 1000
 
 
