@@ -141,7 +141,9 @@ class CapacityCardPlugin(
                 self.handle.record(event)
 
     def _sync(self) -> None:
-        """Rebuild the catalog and ``has[N, C]`` after node changes (once per batch of changes)."""
+        """Rebuild the catalog and ``has[N, C]`` after node changes (once per batch of changes); the
+        pending pods' device demand after DRA object changes."""
+        self.claims.refresh_demand()
         if not self._stale:
             return
         self._stale = False
@@ -201,6 +203,7 @@ class CapacityCardPlugin(
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.engine.remove_pod(pod)
+        self.claims.pod_gone(pod.key)
 
     # -- API objects ------------------------------------------------------------------------------
     def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:

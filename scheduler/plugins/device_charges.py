@@ -264,6 +264,10 @@ class ClassRequests:
         self._memo[key] = found
         return found
 
+    def forget(self, pod: PodInfo) -> None:
+        """Compute ``pod``'s mapped claims again at the next :meth:`extra` (a claim changed)."""
+        self._memo.pop((pod.key, pod.uid, pod.claim_sources), None)
+
     def pod(self, pod: PodInfo) -> PodInfo:
         extra = self.extra(pod)
         return dataclasses.replace(pod, requests=pod.requests + extra) if extra else pod
