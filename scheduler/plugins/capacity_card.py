@@ -78,8 +78,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
+from gpuq_k8s.scheduler.plugins.dra_attempt import allocate_every_row
 from gpuq_k8s.scheduler.plugins.dra_extended import device_claim_keys, uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256

@@ -61,8 +61,8 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_attempt import allocate_every_row
 from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 from gpuq_k8s.scheduler.plugins.gpu_quota_claims import NamespaceClaims
 
 SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
