@@ -27,15 +27,7 @@ import pytest
 
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import rbac_fixtures
-from tests.e2e.cluster_fixtures import (
-    Cluster,
-    SchedulerFactory,
-    SchedulerProcess,
-    eventually,
-    node_of,
-    pending_message,
-    scheduler_starter,
-)
+from tests.e2e.cluster_fixtures import Cluster, SchedulerFactory, eventually, node_of, pending_message
 from tests.e2e.controlplane.harness import ControlPlane
 from tests.testing import dra
 
@@ -154,9 +146,9 @@ async def test_a_pod_made_before_its_device_class_binds_once_the_class_is_made(
     )
     body = dra.use_claims(cluster.pod_body("p0", {"cpu": "100m"}, scheduler=name), templates=("gpu",))
     await cluster.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
-    started: list[SchedulerProcess] = []
+    started: list[fixtures.SchedulerProcess] = []
     try:
-        scheduler = scheduler_starter(control_plane.kubeconfig, tmp_path, started)(name)
+        scheduler = fixtures.scheduler_starter(control_plane.kubeconfig, tmp_path, started)(name)
         await scheduler.wait_ready()
         # The controller makes the claim; the pod then waits for its class.
         await eventually(

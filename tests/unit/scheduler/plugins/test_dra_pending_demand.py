@@ -15,6 +15,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
@@ -81,26 +83,29 @@ def pending(sched: Scheduler) -> dict[str, int]:
     return dict(plugin.engine.ledgers["team-a"].pending)
 
 
-def test_a_device_class_made_after_the_pod_makes_its_card_demand() -> None:
-    """The pod's claim names ``gpu.nvidia.com`` before that class exists (no demand: the class is
-    unknown), then the class appears: the claim asks one H100 (its own selector), and the job-mode
-    check counts it without any update of the pod."""
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        pytest.param(
+            "ResourceSlice",
+            "DeviceClass",
+            id="the claim's DeviceClass made after the pod (no demand while the class is unknown)",
+        ),
+        pytest.param(
+            "DeviceClass",
+            "ResourceSlice",
+            id="the driver's slices published after the pod (no demand while no device is known)",
+        ),
+    ],
+)
+def test_dra_objects_made_after_the_pod_make_its_card_demand(first: str, later: str) -> None:
+    """The pod's claim asks one H100 (its own selector over ``gpu.nvidia.com``): once the class and
+    the devices it could take are known, the job-mode check counts it, without any update of the pod."""
     sched, _ = scheduler({H100: 1})
-    put(sched, [*of_kind("ResourceSlice"), claim("c0")])
+    put(sched, [*of_kind(first), claim("c0")])
     sched.add_pod(pod("p0", "c0"))
     assert pending(sched) == {}
-    put(sched, of_kind("DeviceClass"))
-    assert pending(sched) == {H100: 1000}
-
-
-def test_slices_published_after_the_pod_make_its_card_demand() -> None:
-    """No device published yet: the claim's card type is unknown (no demand); the driver publishes its
-    slices: the devices it could take are H100s."""
-    sched, _ = scheduler({H100: 1})
-    put(sched, [*of_kind("DeviceClass"), claim("c0")])
-    sched.add_pod(pod("p0", "c0"))
-    assert pending(sched) == {}
-    put(sched, of_kind("ResourceSlice"))
+    put(sched, of_kind(later))
     assert pending(sched) == {H100: 1000}
 
 
