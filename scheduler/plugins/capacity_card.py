@@ -79,6 +79,7 @@ from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
 from gpuq_k8s.scheduler.plugins.dra_attempt import allocate_every_row
+from gpuq_k8s.scheduler.plugins.dra_events import freed_devices
 from gpuq_k8s.scheduler.plugins.dra_extended import device_claim_keys, uses_devices
 
 _EMPTY_NODE: Final = NodeCards("")
@@ -102,6 +103,7 @@ class CapacityCardPlugin(
             ClusterEvent.PODGROUP_CHANGED,
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_CHANGED,
+            ClusterEvent.RESOURCE_CLAIM_CHANGED,  # a claim's devices given back: its charge refunded
         }
     )
 
@@ -132,6 +134,11 @@ class CapacityCardPlugin(
         handle.cluster.subscribe(self)
         self.claims = QueueClaims(handle, self.engine)  # DRA devices against card quotas
         self.claims.charges.set_naming(naming_from(args.device_naming))
+
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        """A claim event only when it gave devices back (its charge refunded: :func:`freed_devices`);
+        every other registered event always."""
+        return event is not ClusterEvent.RESOURCE_CLAIM_CHANGED or freed_devices(old, new)
 
     # -- inventory --------------------------------------------------------------------------------
     def _emit(self) -> None:

@@ -4,6 +4,11 @@ node, on a node's allocatable change (which extended resources DRA serves there)
 ResourceClaim change that concerns it: a claim it uses, or one that freed devices (its allocation
 removed, or an allocated claim deleted), kube-scheduler's ``isSchedulableAfterClaimChange``. Its own
 update (kube-controller-manager's ``status.resourceClaimStatuses``) retries it anyway.
+
+The quota plugins over devices (capacity-card, gpu-quota) register claim events too, with
+:func:`freed_devices`: a claim's charge is refunded when its allocation goes (the resource-claim-
+controller clears a deleted pod's claim after the pod's deletion), which is what a pod they refused
+waits for.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ def claim_hint(event: ClusterEvent, pod: PodInfo, old: object, new: object) -> b
         return True
     if ref[0] == pod.namespace and any(s.claim == ref[1] for s in pod.claim_sources):
         return True
+    return freed_devices(old, new)
+
+
+def freed_devices(old: object, new: object) -> bool:
+    """A claim event that gave devices back: its allocation removed, or an allocated claim deleted.
+    What retries a pod a quota over devices refused (its charge refunded), and, for DynamicResources,
+    a pod whose devices were taken."""
     return _allocated(old) and not _allocated(new)
 
 

@@ -24,7 +24,8 @@ from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from gpuq_k8s.scheduler.plugins.capacity_card import CapacityCardPlugin
 from gpuq_k8s.scheduler.plugins.proportion import Proportion
 from tests.testing import dra
-from tests.testing.builders import MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.builders import MakeGPUResourceQuota, MakeNode, MakePod, MakePodGroup, MakeQueue
+from tests.testing.clock import FakeClock
 from tests.testing.config import config_text
 from tests.testing.dra_cluster import documents
 from tests.testing.scheduler import make_scheduler, plugin_of
@@ -73,6 +74,13 @@ def team_a(quota: dict[str, int]) -> dict[str, Any]:
 def put(sched: Scheduler, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         sched.put_object(doc)
+
+
+def later(sched: Scheduler) -> None:
+    """Past any backoff."""
+    clock = sched.clock
+    assert isinstance(clock, FakeClock)
+    clock.now += 60
 
 
 def pending(sched: Scheduler) -> dict[str, int]:
@@ -190,3 +198,59 @@ def test_queue_request_counts_a_claim_made_after_the_pod_through_the_class_mappi
     assert plugin.attrs()["team-a"].request.get("nvidia.com/gpu", 0) == 0
     put(sched, [claim("c0")])
     assert plugin.attrs()["team-a"].request.get("nvidia.com/gpu") == 1000
+
+
+def whole_h100(as_name: str) -> dict[str, Any]:
+    """A claim for one whole H100 (never a share of the shared GPU)."""
+    body = claim(as_name)
+    selectors = body["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+    selectors.append({"cel": {"expression": "!device.allowMultipleAllocations"}})
+    return body
+
+
+@pytest.mark.parametrize(
+    ("plugin", "quota", "refusal"),
+    [
+        pytest.param("capacity-card", team_a({H100: 1}), "Queue/team-a", id="a Queue's card quota of 1 H100"),
+        pytest.param(
+            "gpu-quota",
+            MakeGPUResourceQuota("gq", NS).total(requests={"vram": "80Gi"}).obj(),
+            "GPUResourceQuota/ml/gq",
+            id="a GPUResourceQuota of 80Gi of VRAM",
+        ),
+    ],
+)
+def test_a_pod_a_device_quota_refused_is_retried_when_a_claim_gives_its_devices_back(
+    plugin: str, quota: dict[str, Any], refusal: str
+) -> None:
+    """The quota is held by p0's claim (one whole H100); p1 is refused by the quota on the only node,
+    which has an H100 free. p0 is deleted (p1 is retried at once and refused again: its claim is still
+    allocated), then kube-controller-manager clears p0's claim: that claim event refunds the charge
+    and retries p1, which binds (before, only DynamicResources was retried on claim events, and p1,
+    refused by the quota alone, waited for an unrelated event)."""
+    sched, backend = make_scheduler(plugin)
+    sched.set_node(MakeNode("gpu-node-1").alloc(cpu="64", memory="256Gi", pods="110").info())
+    put(
+        sched, [quota, *of_kind("DeviceClass"), *of_kind("ResourceSlice"), whole_h100("c0"), whole_h100("c1")]
+    )
+    sched.add_pod(pod("p0", "c0"))
+    sched.add_pod(pod("p1", "c1"))
+    for _ in range(2):
+        sched.schedule_one()
+    assert list(backend.bindings) == [f"{NS}/p0"]
+    sched.delete_pod(f"{NS}/p0")
+    later(sched)
+    retried = sched.schedule_one()
+    assert retried is not None and retried.pod.name == "p1" and not retried.node
+    assert refusal in retried.message
+    parked = sched.queue.get(f"{NS}/p1")
+    assert parked is not None and parked.pool == "unschedulable"
+    assert parked.rejected_by == {plugin}
+    held = copy.deepcopy(sched.objects.get(kinds.RESOURCE_CLAIM, NS, "c0") or {})
+    held.pop("status", None)  # the resource-claim-controller deallocates a deleted pod's claim
+    sched.put_object(held)
+    queued = sched.queue.get(f"{NS}/p1")
+    assert queued is not None and queued.pool != "unschedulable"
+    later(sched)
+    placed = sched.schedule_one()
+    assert placed is not None and placed.pod.name == "p1" and placed.node == "gpu-node-1"
