@@ -246,8 +246,9 @@ def test_a_pod_a_device_quota_refused_is_retried_when_a_claim_gives_its_devices_
     parked = sched.queue.get(f"{NS}/p1")
     assert parked is not None and parked.pool == "unschedulable"
     assert parked.rejected_by == {plugin}
-    held = copy.deepcopy(sched.objects.get(kinds.RESOURCE_CLAIM, NS, "c0") or {})
-    held.pop("status", None)  # the resource-claim-controller deallocates a deleted pod's claim
+    # The resource-claim-controller deallocates a deleted pod's claim.
+    allocated = sched.objects.get(kinds.RESOURCE_CLAIM, NS, "c0") or {}
+    held = {k: copy.deepcopy(v) for k, v in allocated.items() if k != "status"}
     sched.put_object(held)
     queued = sched.queue.get(f"{NS}/p1")
     assert queued is not None and queued.pool != "unschedulable"
