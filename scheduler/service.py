@@ -269,6 +269,7 @@ class Service:
                 decoder=PodDecoder() if kind is kinds.POD else None,
                 watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
+                deliver_first_list=False,  # Feed.load reads the first lists from the caches
             )
             for kind in REPLAY_ORDER
         )

@@ -294,6 +294,7 @@ async def start(api: FakeApi) -> tuple[Scheduler, InformerSet]:
             decoder=PodDecoder() if kind is kinds.POD else None,
             watch_list=True,
             on_page=feed.page if kind is kinds.POD else None,
+            deliver_first_list=False,
         )
         for kind in REPLAY_ORDER
     )
