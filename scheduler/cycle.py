@@ -270,16 +270,16 @@ class Scheduler:
 
         def flush() -> None:
             cluster.add_pods(run)
-            for counted in run:  # as add_pod (of no known group: nothing followed)
-                podgroups.add_member(counted)
-                podgroups.pod_bound(counted)
+            podgroups.bound_without_group(run)  # as add_pod (of no known group: nothing followed)
             run.clear()
             keys.clear()
 
+        can_add_at_once, group_of = cluster.can_add_at_once, podgroups.group_of
         for pod in pods:
-            if pod.key not in keys and cluster.can_add_at_once(pod) and podgroups.group_of(pod) is None:
+            key = pod.key
+            if key not in keys and can_add_at_once(pod) and group_of(pod) is None:
                 run.append(pod)
-                keys.add(pod.key)
+                keys.add(key)
                 continue
             flush()
             self.add_pod(pod)

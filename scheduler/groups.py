@@ -16,7 +16,7 @@ plugins; it moves pods into the scheduling queue when their group is admitted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cmp_to_key
 from typing import Any
 
@@ -148,6 +148,16 @@ class GroupTracker:
         name = pod.annotations.get(GROUP_NAME)
         if name:
             self.members.setdefault(f"{pod.namespace}/{name}", set()).add(pod.key)
+
+    def bound_without_group(self, pods: Iterable[PodInfo]) -> None:
+        """:meth:`add_member` then :meth:`pod_bound` of each of ``pods``, bound pods of no known
+        PodGroup (whose phase follows none of them): the start's bound pods (Scheduler.add_bound_pods)."""
+        members, finished = self.members, self.finished
+        for pod in pods:
+            name = pod.annotations.get(GROUP_NAME)
+            if name:  # a group not known (yet): its members are counted when it comes
+                members.setdefault(f"{pod.namespace}/{name}", set()).add(pod.key)
+            finished.pop(pod.key, None)
 
     def forget_pod(self, key: str) -> None:
         for held in self.held.values():
