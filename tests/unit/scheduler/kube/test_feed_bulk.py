@@ -17,11 +17,14 @@ import pytest
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.pod_index import PodIndex
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from tests.bench.bench_simulate import _nodes, _pods, _scheduler
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.feed import make_feed
+
+PORT = 8080
 
 
 def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
@@ -44,10 +47,54 @@ def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
             placed = dataclasses.replace(placed, annotations=annotations)
         elif i % 8 == 0:
             placed = dataclasses.replace(placed, phase="Running")
+        elif i % 11 == 0:  # what the bulk listeners (ClusterState.add_pods' pods_added) look at
+            placed = _placed(placed, i % 3)
         bound.append(placed)
     bound.append(bound[5])  # a pod seen twice (a first list that failed and was retried)
     bound.append(dataclasses.replace(bound[7], labels={"moved": "yes"}))
-    return nodes, bound, pods[600:]
+    return nodes, bound, pods[600:] + _probes()
+
+
+def _probes() -> list[PodInfo]:
+    """Pending pods each placed by what one bulk listener counted: the host port, the disk, the app of
+    the anti-affinity term of the pods :func:`_placed` made."""
+    probes: list[PodInfo] = []
+    for i in range(20):
+        made = MakePod(f"probe-{i}", "team-0").req(cpu="100m").priority(0).scheduler("gpuq-scheduler")
+        port = made.copy().name(f"port-{i}").host_port(PORT)
+        disk = made.copy().name(f"disk-{i}").volume({"name": "disk", "gcePersistentDisk": {"pdName": "d"}})
+        app = made.copy().name(f"app-{i}").label("app", "app-2")
+        probes += [port.info(), disk.info(), app.info()]
+    return probes
+
+
+def _placed(pod: PodInfo, shape: int) -> PodInfo:
+    """``pod`` with a host port, a claim and a disk volume, or an anti-affinity term to its app (the
+    node ports, volume and pod index listeners'), on its node."""
+    made = MakePod(pod.name, pod.namespace).req(cpu="100m").priority(0).node(pod.node_name)
+    made = made.label("app", f"app-{shape}").phase("Running")
+    if shape == 0:
+        made = made.host_port(PORT)
+    elif shape == 1:
+        made = made.pvc(f"claim-{pod.name}").volume({"name": "disk", "gcePersistentDisk": {"pdName": "d"}})
+    else:
+        term = {"labelSelector": {"matchLabels": {"app": "app-2"}}, "topologyKey": "kubernetes.io/hostname"}
+        made = made.spec(
+            affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        )
+    return made.info()
+
+
+def _ports(pod: PodInfo) -> bool:
+    return bool(pod.host_ports)
+
+
+def _volumes(pod: PodInfo) -> bool:
+    return bool(pod.volumes)
+
+
+def _affinity(pod: PodInfo) -> bool:
+    return bool(pod.affinity)
 
 
 def state(sched: Scheduler) -> dict[str, Any]:
@@ -66,6 +113,12 @@ def state(sched: Scheduler) -> dict[str, Any]:
         "members": {k: set(v) for k, v in sched.podgroups.members.items()},
         "finished": dict(sched.podgroups.finished),
         "pending": dict(sched.pending),
+        # the existing pods' affinity terms the pod index holds (topology spread makes it by default)
+        # what preemption's quick answer reads (the priority plugin's bound jobs per queue)
+        "priorities": getattr(sched.framework.plugin("priority"), "_by_queue", None),
+        "indexed": sorted(
+            sched.framework.shared(PodIndex, lambda: PodIndex(cluster, sched.objects))._indexed
+        ),
     }
 
 
@@ -115,6 +168,8 @@ def test_the_bulk_path_leaves_the_state_the_per_pod_path_leaves(seed: int) -> No
         runs.append(sched)
     per_pod, bulk = runs
     assert len(per_pod.cluster.pods) > 400  # most bound pods count
+    counted = bulk.cluster.pods.values()
+    assert all(any(check(p) for p in counted) for check in (_ports, _volumes, _affinity))
     expected = state(per_pod)
     got = state(bulk)
     for key in expected:
