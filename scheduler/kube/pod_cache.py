@@ -279,9 +279,8 @@ def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
     holds of a pod decoded whole. 150,000 pods are most of the scheduler's memory (issue 29); none of
     what goes is read, so the cached pod's PodInfo and every comparison of two cached pods are what
     they were (tests/unit/scheduler/kube/test_feed_pod_cache.py). The pod informer decodes only the
-    read fields in the first place (scheduler/kube/pod_decode.py), this trimming (:func:`pod_trim`)
-    for what its declarations do not fit, and shares the parts (:func:`pod_shared_parts`, its
-    transform)."""
+    read fields in the first place (:func:`decode_pod`, the parts shared by their bytes), and this
+    for what its declarations do not fit."""
     return pod_shared_parts(pod_trim(obj))
 
 
@@ -310,7 +309,7 @@ def pod_trim(obj: dict[str, Any]) -> dict[str, Any]:
 
 def pod_shared_parts(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod with the parts most pods share (tolerations, node selector, a container's resources)
-    replaced by an equal one kept before: the pod informer's transform."""
+    replaced by an equal one kept before (:func:`pod_cache`'s second half)."""
     spec = obj.get("spec")
     if type(spec) is dict:
         for list_key in _CONTAINER_LISTS:
