@@ -488,13 +488,20 @@ class ClusterState:
             pods_on[row][pod.key] = pod
         self.generation += len(rows)
         self.log.record_all(rows, self.n)
-        # Each listener hears them all in order, a bulk one at once (none reads another's state).
+        # Each listener hears them all in order, a bulk one at once (none reads another's state). An
+        # error of one (gpuq's own) is raised once every other has heard them: it alone may lack some.
+        failed: Exception | None = None
         for listener in self._listeners:
-            if isinstance(listener, BulkPodListener):
-                listener.pods_added(pods, rows)
-                continue
-            for pod, row in zip(pods, rows, strict=True):
-                listener.pod_added(pod, row)
+            try:
+                if isinstance(listener, BulkPodListener):
+                    listener.pods_added(pods, rows)
+                    continue
+                for pod, row in zip(pods, rows, strict=True):
+                    listener.pod_added(pod, row)
+            except Exception as err:
+                failed = failed or err
+        if failed is not None:
+            raise failed
 
     def remove_pod(self, key: str) -> PodInfo | None:
         """Stop counting a pod (deleted, finished, unbound); idempotent."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -242,3 +242,48 @@ def test_the_feeds_pages_apply_as_one_change_each() -> None:
         )
     assert runs[1] == runs[0]
     assert runs[0][4] == {"ns/w": "n1"} and "ns/b2" not in runs[0][2]
+
+
+class _Heard:
+    """A cluster listener counting the pods it hears of; ``fails`` raises in its bulk hook."""
+
+    def __init__(self, *, fails: bool = False) -> None:
+        self.fails = fails
+        self.pods: list[str] = []
+
+    def node_changed(self, row: int, old: Any, new: Any) -> None:
+        return None
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self.pods.append(pod.key)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        return None
+
+
+class _FailingBulk(_Heard):
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        self.pods.extend(pod.key for pod in pods)
+        raise RuntimeError("a bug in a listener")
+
+
+def test_a_listener_failing_on_a_page_is_contained_and_the_others_count_it() -> None:
+    """An error of gpuq's own in one listener's bulk hook: every other listener still hears the page's
+    pods, the feed contains it (the Warning, the informer's page handler returns) and goes on."""
+    sched, backend, feed, _ = make_feed()
+    feed.ready = False
+    feed.apply(Change("add", ("", "n1"), MakeNode("n1").alloc(cpu="8", memory="16Gi", pods="20").obj()))
+    failing, after = _FailingBulk(), _Heard()
+    sched.cluster.subscribe(failing)
+    sched.cluster.subscribe(after)
+    page = [
+        MakePod(f"b{i}", "ns").req(cpu="1").priority(0).node("n1").resource_version("1").obj()
+        for i in range(4)
+    ]
+    feed._others_in = True
+    feed.page(1, page)
+    keys = [f"ns/b{i}" for i in range(4)]
+    assert failing.pods == keys and after.pods == keys
+    assert sorted(sched.cluster.pods) == keys
+    warnings = [e for e in backend.events if e.type == "Warning"]
+    assert len(warnings) == 1 and "a bug in a listener" in warnings[0].message
