@@ -25,6 +25,9 @@ from tests.testing.builders import MakeNode, MakePod
 from tests.testing.feed import make_feed
 
 PORT = 8080
+# PodGroups of every namespace as a start finds them (their phase, minMember): the bound pods counted
+# one by one move a Running one to Pending and back, an Inqueue or a Completed one to Running.
+GANGS = (("Running", 3), ("Inqueue", 2), ("Completed", 2), ("Pending", 3))
 
 
 def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
@@ -49,6 +52,9 @@ def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
             placed = dataclasses.replace(placed, phase="Running")
         elif i % 11 == 0:  # what the bulk listeners (ClusterState.add_pods' pods_added) look at
             placed = _placed(placed, i % 3)
+        elif i % 3 == 0:  # a member of a gang whose phase its bound pods move (GANGS)
+            annotations = {**placed.annotations, "scheduling.k8s.io/group-name": f"gang-{i // 3 % 4}"}
+            placed = dataclasses.replace(placed, annotations=annotations, phase=("Running", "Pending")[i % 2])
         bound.append(placed)
     bound.append(bound[5])  # a pod seen twice (a first list that failed and was retried)
     bound.append(dataclasses.replace(bound[7], labels={"moved": "yes"}))
@@ -113,6 +119,7 @@ def state(sched: Scheduler) -> dict[str, Any]:
         "members": {k: set(v) for k, v in sched.podgroups.members.items()},
         "finished": dict(sched.podgroups.finished),
         "pending": dict(sched.pending),
+        "phases": dict(sched.podgroups.phases()),
         # the existing pods' affinity terms the pod index holds (topology spread makes it by default)
         # what preemption's quick answer reads (the priority plugin's bound jobs per queue)
         "priorities": getattr(sched.framework.plugin("priority"), "_by_queue", None),
@@ -162,6 +169,17 @@ def test_the_bulk_path_leaves_the_state_the_per_pod_path_leaves(seed: int) -> No
                 "spec": {"minMember": 3, "queue": "team-0"},
             }
         )
+        for namespace in (f"team-{t}" for t in range(10)):
+            for k, (phase, minimum) in enumerate(GANGS):
+                sched.put_object(
+                    {
+                        "apiVersion": "scheduling.volcano.sh/v1beta1",
+                        "kind": "PodGroup",
+                        "metadata": {"name": f"gang-{k}", "namespace": namespace},
+                        "spec": {"minMember": minimum, "queue": "team-0"},
+                        "status": {"phase": phase},
+                    }
+                )
         for node in nodes:
             sched.set_node(node)
         add(sched)
@@ -169,6 +187,10 @@ def test_the_bulk_path_leaves_the_state_the_per_pod_path_leaves(seed: int) -> No
     per_pod, bulk = runs
     assert len(per_pod.cluster.pods) > 400  # most bound pods count
     counted = bulk.cluster.pods.values()
+    moved = [
+        key for key, phase in per_pod.podgroups.phases().items() if "gang-" in key and phase == "Running"
+    ]
+    assert len(moved) >= 20  # gangs moved to Running (from Inqueue, Completed, and Running via Pending)
     assert all(any(check(p) for p in counted) for check in (_ports, _volumes, _affinity))
     expected = state(per_pod)
     got = state(bulk)
