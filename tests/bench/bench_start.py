@@ -259,11 +259,31 @@ class FakeApi:
         return _Response(b"")
 
 
-def bodies(nodes: int, pods: int) -> dict[str, bytes]:
+def podgroup_json(name: str, members: int) -> dict[str, Any]:
+    """A Volcano PodGroup found Running (its pods then move it to Pending and back as they are counted)."""
     return {
-        kinds.NODE.path: stream([node_json(i) for i in range(nodes)], "2"),
-        kinds.POD.path: stream([pod_json(i, nodes) for i in range(pods)], "3"),
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "resourceVersion": "4"},
+        "spec": {"minMember": members},
+        "status": {"phase": "Running", "running": members},
     }
+
+
+def bodies(nodes: int, pods: int, gang_size: int = 0) -> dict[str, bytes]:
+    """The streamed lists: nodes, pods, and with ``gang_size`` a PodGroup for every so many pods."""
+    made = [pod_json(i, nodes) for i in range(pods)]
+    out = {kinds.NODE.path: stream([node_json(i) for i in range(nodes)], "2")}
+    if gang_size:
+        for i, pod in enumerate(made):
+            pod["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": f"gang-{i // gang_size}"}
+        groups = [
+            podgroup_json(f"gang-{g}", min(gang_size, pods - g * gang_size))
+            for g in range(-(-pods // gang_size))
+        ]
+        out[kinds.POD_GROUP.path] = stream(groups, "2")
+    out[kinds.POD.path] = stream(made, "3")
+    return out
 
 
 def new_scheduler(backend: MemoryBackend) -> Scheduler:
@@ -396,10 +416,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gang-size", type=int, default=0, help="the pods in PodGroups of this many")
     parser.add_argument("--profile", metavar="FILE", default="", help="profile one start")
     args = parser.parse_args()
     began = time.perf_counter()
-    api = FakeApi(bodies(args.nodes, args.pods))
+    api = FakeApi(bodies(args.nodes, args.pods, args.gang_size))
     size = sum(len(b) for b in api.bodies.values()) / 1e6
     made = time.perf_counter() - began
     print(f"{args.nodes} nodes, {args.pods} bound pods: {size:.0f} MB of JSON made in {made:.1f}s")
