@@ -144,6 +144,7 @@ class ClusterState:
         self.pods_on: list[dict[str, PodInfo]] = []
         self.generation = 0
         self._listeners: list[ClusterListener] = []
+        self._within_columns: set[Resources] = set()  # requests with a column for each resource
         self._update_listeners: list[PodUpdateListener] = []
         self._rank_dirty = False
         # Rows changed: a pod bound or released, a node set or removed.
@@ -460,12 +461,16 @@ class ClusterState:
         """Whether :meth:`add_pods` takes ``pod``: new here, holding resources, on a node this state
         has (no ghost row to make) and asking only resources it has columns for (no column to add):
         nothing about it changes the rows or columns the listeners see."""
-        return (
-            pod.holds_resources
-            and pod.key not in self.pods
-            and pod.node_name in self.row_of
-            and all(name in self.columns.index for name in pod.requests)
-        )
+        if not (pod.holds_resources and pod.key not in self.pods and pod.node_name in self.row_of):
+            return False
+        requests = pod.requests
+        if requests in self._within_columns:
+            return True
+        if not all(name in self.columns.index for name in requests):
+            return False
+        if len(self._within_columns) < _MAX_POD_VECTORS:  # columns are never removed: it stays so
+            self._within_columns.add(requests)
+        return True
 
     def add_pods(self, pods: Sequence[PodInfo]) -> None:
         """:meth:`add_pod` for each of ``pods`` (each one :meth:`can_add_at_once` takes, their keys
