@@ -350,9 +350,18 @@ class PodInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod API object (as JSON); raises :class:`InvalidValue` naming the pod."""
-        meta, spec, status, namespace, name, where = wire.object_parts(
-            obj, kinds.POD.kind, namespaced=kinds.POD.namespaced
-        )
+        meta: Any = obj.get("metadata") if type(obj) is dict else None
+        spec: Any = obj.get("spec") if type(meta) is dict else None
+        status: Any = obj.get("status", _NO_MAP) if type(spec) is dict else None
+        name: Any = meta.get("name") if type(status) is dict else None
+        if type(name) is str and name:
+            # As decoded from JSON (nearly every pod): wire.object_parts' checks, inline.
+            namespace = str(meta.get("namespace") or "default")
+            where = ""  # made for an error only (below)
+        else:
+            meta, spec, status, namespace, name, where = wire.object_parts(
+                obj, kinds.POD.kind, namespaced=kinds.POD.namespaced
+            )
         try:
             priority = spec.get("priority")
             if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
@@ -364,17 +373,19 @@ class PodInfo:
             node_selector = _string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
-            gates = scheduling_gates(spec)
+            gates = scheduling_gates(spec) if spec.get("schedulingGates") else ()
             ports = host_ports(spec)
-            claims = _claim_names(spec)
+            claims = _claim_names(spec) if spec.get("resourceClaims") else ()
             claim_sources = _claim_sources(spec, status) if claims else ()
             images, container_count = pod_images(spec)
-            volumes = parse_volumes(spec.get("volumes"), name)
+            raw_volumes = spec.get("volumes")
+            volumes = () if raw_volumes is None else parse_volumes(raw_volumes, name)
             deleting = bool(meta.get("deletionTimestamp"))
-            spread = wire.items(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            raw_spread = spec.get("topologySpreadConstraints")
+            spread = () if raw_spread is None else wire.items(raw_spread, "spec.topologySpreadConstraints")
             owners = wire.items(meta.get("ownerReferences"), "metadata.ownerReferences")
         except InvalidValue as err:
-            raise err.located(where) from None
+            raise err.located(where or wire.object_ref(kinds.POD.kind, namespace, name)) from None
         return _new_pod_info(
             namespace=namespace,
             name=name,
