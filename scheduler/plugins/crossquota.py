@@ -161,8 +161,8 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
     def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
         """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time), each
         changed row's usage written once."""
-        changed: dict[int, None] = {}
-        used = None
+        at: list[int] = []
+        usages: list[npt.NDArray[np.int64]] = []
         for pod, row in zip(pods, rows, strict=True):
             if self._device_pod(pod):
                 if not pod.resource_claims:
@@ -170,14 +170,15 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
                 continue
             usage = self._usage(pod.requests)
             if usage is not None:
-                self._ensure(row)
-                used = self._used
-                used[row] += usage
-                changed[row] = None
-        if used is None:
+                at.append(row)
+                usages.append(usage)
+        if not at:
             return
+        self._ensure(max(at))
+        used = self._used
+        np.add.at(used, np.asarray(at, dtype=np.intp), np.stack(usages))
         n = self.handle.cluster.n
-        for row in changed:
+        for row in dict.fromkeys(at):
             self._used_rows[row] = used[row].tolist()
             if self._gpu_rows[row]:
                 self._log.record(row, n)
