@@ -17,10 +17,9 @@ values are ``Any``, as decoded from JSON, but for the parts most pods share (tol
 selector, a container's resources): those are kept as their bytes (``msgspec.Raw``), and each distinct
 one is decoded once and shared by every pod carrying it (:func:`_shared_typed`). What does not match
 them (a ``spec`` that is not an object, a ``null`` container list: unusual, valid or not) is decoded
-as before, orjson and the
-cache's trimming, for that object alone: a malformed pod still gets ``PodInfo.from_dict``'s error
-naming its field, in the feed, and never stops the informer; a watch's ERROR event (a Status) is
-decoded so too.
+as before, orjson and the cache's trimming, for that object alone: a malformed pod still gets
+``PodInfo.from_dict``'s error naming its field, in the feed, and never stops the informer; a watch's
+ERROR event (a Status) is decoded so too.
 """
 
 from __future__ import annotations
