@@ -304,15 +304,12 @@ class PodInfo:
     # requests (``{"initContainers": [...], "containers": [...]}``), for the implicit DRA claim of a
     # DeviceClass ``extendedResourceName`` (common/model/devices/extended.py); empty when none asks.
     extended_spec: Mapping[str, Any] = field(default_factory=lambda: _NO_MAP)
-    # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
-    _key: str = field(init=False, repr=False, compare=False)
+    # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt
+    # (a slot, not a property: read a dozen times a pod at a cold start too).
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
-
-    @property
-    def key(self) -> str:
-        return self._key
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def with_node_name(self, node_name: str) -> PodInfo:
         """This pod with ``node_name`` set (``self`` if already so): ``dataclasses.replace`` without
@@ -516,7 +513,7 @@ def _disrupted_by_preemption(status: Mapping[str, Any]) -> bool:
     )
 
 
-# Every slot of a PodInfo, ``_key`` included, for :meth:`PodInfo.with_node_name`'s copy: one
+# Every slot of a PodInfo, ``key`` included, for :meth:`PodInfo.with_node_name`'s copy: one
 # attrgetter and the slots' own setters (frozen: ``setattr`` refuses) copy them the fastest.
 _POD_SLOTS: Final = tuple(f.name for f in fields(PodInfo))
 _GET_SLOTS: Final = operator.attrgetter(*_POD_SLOTS)
@@ -531,10 +528,10 @@ def _pod_info_builder() -> Callable[..., PodInfo]:
     slots set by their own setters in straight-line code (a frozen dataclass's ``__init__`` sets each
     through ``object.__setattr__``: 3 of a cold start's 10 us a pod; this, 1.2). Generated from the
     fields, as ``dataclasses`` generates ``__init__``, so a field added to PodInfo is set here too."""
-    names = [name for name in _POD_SLOTS if name != "_key"]
+    names = [name for name in _POD_SLOTS if name != "key"]
     lines = [f"def build(*, {', '.join(names)}):", "    pod = new(PodInfo)"]
     lines += [f"    set_{name}(pod, {name})" for name in names]
-    lines += ["    set__key(pod, f'{namespace}/{name}')", "    return pod"]
+    lines += ["    set_key(pod, f'{namespace}/{name}')", "    return pod"]
     scope: dict[str, Any] = {"new": object.__new__, "PodInfo": PodInfo}
     scope |= {f"set_{name}": setter for name, setter in zip(_POD_SLOTS, _SET_SLOTS, strict=True)}
     exec("\n".join(lines), scope)  # code made above from the dataclass's own field names
