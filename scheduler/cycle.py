@@ -131,6 +131,7 @@ class Scheduler:
             self.cluster,
             self.pending,
             not_ready=lambda key: self.nominator.is_counted(key) or key in self.preempted,
+            nominated=lambda key: bool(self.nominator.node_of(key)),
         )
         # Subscribed before the plugins are built, so the PodGroup bookkeeping sees a change first;
         # the cluster events of an object change are raised once every plugin has seen it.

@@ -23,6 +23,7 @@ from typing import Any
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.annotations import DEFAULT_QUEUE, GROUP_NAME, QUEUE_NAME
 from gpuq_k8s.common.model.crd import PodGroup
+from gpuq_k8s.common.model.elastic.enqueue import GATED, PARKED, TRYING, MemberState, reserves
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.podgroup_status import (
     INQUEUE,
@@ -41,7 +42,8 @@ from gpuq_k8s.scheduler.containment import Containment
 from gpuq_k8s.scheduler.framework.handle import GroupInfo
 from gpuq_k8s.scheduler.framework.runtime import Framework
 from gpuq_k8s.scheduler.framework.status_sync import StatusPatch
-from gpuq_k8s.scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.queue import GATED as GATED_POOL
+from gpuq_k8s.scheduler.queue import UNSCHEDULABLE, SchedulingQueue
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +67,12 @@ class GroupTracker:
         cluster: ClusterState,
         pending: Mapping[str, PodInfo],
         not_ready: Callable[[str], bool] = lambda key: False,
+        nominated: Callable[[str], bool] = lambda key: False,
     ) -> None:
         self.cluster = cluster
         self.pending = pending
         self.not_ready = not_ready
+        self.nominated = nominated
         self.groups: dict[str, GroupInfo] = {}
         self.members: dict[str, set[str]] = {}  # group key -> pod keys naming it (pending and bound)
         self.finished: dict[str, PodInfo] = {}  # member pod key -> the pod, Succeeded or Failed
@@ -114,6 +118,24 @@ class GroupTracker:
             return True
         pod = self.cluster.pods.get(key)
         return pod is not None and not pod.deleting and not self.not_ready(key)
+
+    def reserves(self, group: GroupInfo) -> bool:
+        """Whether the Inqueue ``group`` still reserves what its members not placed yet need
+        (:func:`common.model.elastic.enqueue.reserves`: not once every one of them was tried and
+        parked unschedulable, none nominated, being tried or due for a retry)."""
+        queue, pods, finished = self._queue, self.cluster.pods, self.finished
+        states: list[MemberState] = []
+        for key in self.members.get(group.key, ()):
+            if key in finished or key in pods:
+                continue  # placed (it charges what it holds), or done
+            queued = queue.get(key)
+            if queued is None or self.nominated(key):
+                states.append(TRYING)  # not queued yet (just admitted), or room is being made for it
+            elif queued.pool == UNSCHEDULABLE:
+                states.append(PARKED)
+            else:
+                states.append(GATED if queued.pool == GATED_POOL else TRYING)
+        return reserves(states)
 
     def partially_placed(self, pod: PodInfo) -> bool:
         """Whether ``pod`` belongs to a gang some of whose pods are placed but fewer than minMember

@@ -72,6 +72,8 @@ class PodGroups(Protocol):
 
     def ready_members(self, group: GroupInfo) -> int: ...
 
+    def reserves(self, group: GroupInfo) -> bool: ...
+
     def queue_of(self, pod: PodInfo) -> str: ...
 
 
@@ -97,6 +99,11 @@ class Handle(Protocol):
 
     def ready_members(self, group: GroupInfo) -> int:
         """Pods of the group bound, binding, or reserved and waiting in Permit."""
+        ...
+
+    def group_reserves(self, group: GroupInfo) -> bool:
+        """Whether the Inqueue ``group`` still reserves what its members not placed yet need: not once
+        each was tried and parked unschedulable (:func:`common.model.elastic.enqueue.reserves`)."""
         ...
 
     def allow_group(self, group: GroupInfo) -> None:

@@ -118,6 +118,7 @@ class Framework(SessionPoints):
         self.group_of = groups.group_of
         self.group_members = groups.group_members
         self.ready_members = groups.ready_members
+        self.group_reserves = groups.reserves
         self.group = groups.groups.get
         self.group_problem = groups.invalid.get
         self.pending_pod = groups.pending.get

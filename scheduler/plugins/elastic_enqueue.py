@@ -41,9 +41,12 @@ class ElasticEnqueue:
         return job_demand(minimum, members, group.min_member)
 
     def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
-        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet."""
+        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet; nothing for
+        a job whose members were all tried and parked (the pure rule's ``reserves``)."""
         out: dict[str, dict[str, int]] = {}
         for group in self._inqueue.values():
+            if not self.handle.group_reserves(group):
+                continue
             # The demand as of now: a group found Inqueue (admitted before a restart) may have been
             # read before its pods.
             demand = self._demand(group)

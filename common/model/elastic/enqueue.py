@@ -19,11 +19,20 @@ With ``reserved`` the unbound part of every Inqueue job's demand, per namespace,
 A namespace without an ElasticQuota is not checked. Pods are still checked one by one at PreFilter
 (:meth:`~.ledger.ElasticQuotaInfos.prefilter`): the enqueue check only keeps out of the queue's
 reservations the jobs that could not run now.
+
+A reservation holds room for a job on its way to running, not for one that tried and found none
+(:func:`reserves`): an Inqueue job every member of which (not placed yet) was tried and parked
+unschedulable, none of them nominated, being tried or due for a retry, reserves nothing until one of
+them is tried again. Found by the day in the life (issue 28): Inqueue jobs whose pods found no node
+held 28 GPUs of the guaranteed pool for minutes, and two gangs that fitted the quota and the nodes
+waited behind them. A stalled job within its own ``min`` loses nothing by it: capacity-scheduling's
+preemption takes back from borrowers what its pods need when they are tried again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Literal
 
 from gpuq_k8s.common.model.elastic.ledger import RULE_MAX, RULE_TOTAL_MIN, ElasticQuotaInfos
 from gpuq_k8s.common.model.gang import least_total
@@ -32,6 +41,24 @@ from gpuq_k8s.common.model.quota_exceeded import QuotaExceeded
 from gpuq_k8s.common.model.refusal import Refusal
 
 Amounts = Mapping[str, int]
+
+# Where a member of an Inqueue job that is not placed yet (bound, binding, or waiting in Permit) stands.
+TRYING: Final = "trying"  # in the active queue, backing off before a retry, being tried, or nominated
+PARKED: Final = "parked"  # tried, found no room, parked until a cluster event may help it
+GATED: Final = "gated"  # kept out of the queue by a PreEnqueue plugin (scheduling gates): never tried
+MemberState = Literal["trying", "parked", "gated"]
+
+
+def reserves(unplaced: Iterable[MemberState]) -> bool:
+    """Whether an Inqueue job reserves its unbound part, given where each member not placed yet stands:
+    yes while any is trying (or none exists yet: its pods are on their way), no once every one was
+    tried and parked or is gated, at least one parked (a job tried, that found no room)."""
+    parked = False
+    for state in unplaced:
+        if state == TRYING:
+            return True
+        parked = parked or state == PARKED
+    return not parked
 
 
 def job_demand(min_resources: Amounts | None, members: Sequence[Amounts], min_member: int) -> dict[str, int]:

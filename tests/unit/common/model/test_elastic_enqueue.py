@@ -8,7 +8,16 @@ from collections.abc import Mapping
 
 import pytest
 
-from gpuq_k8s.common.model.elastic.enqueue import enqueue_refusal, job_demand, unbound_part
+from gpuq_k8s.common.model.elastic.enqueue import (
+    GATED,
+    PARKED,
+    TRYING,
+    MemberState,
+    enqueue_refusal,
+    job_demand,
+    reserves,
+    unbound_part,
+)
 from gpuq_k8s.common.model.elastic.ledger import RULE_MAX, RULE_TOTAL_MIN, ElasticQuotaInfos
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota
 from gpuq_k8s.common.model.outlook import NEVER, outlook_of
@@ -98,3 +107,21 @@ def test_an_inqueue_job_reserves_what_its_pods_do_not_charge_yet() -> None:
     assert unbound_part({GPU: 8000, "cpu": 4000}, [{GPU: 2000}, {GPU: 2000, "cpu": 8000}]) == {GPU: 4000}
     assert unbound_part({GPU: 4000}, [{GPU: 4000}]) == {}
     assert unbound_part({GPU: 4000}, []) == {GPU: 4000}
+
+
+@pytest.mark.parametrize(
+    ("unplaced", "expected"),
+    [
+        pytest.param([], True, id="no pod yet (or all placed): its pods are on their way"),
+        pytest.param([TRYING, TRYING], True, id="not tried yet"),
+        pytest.param([PARKED, TRYING], True, id="one parked, one still to be tried"),
+        pytest.param([PARKED, PARKED], False, id="every member tried and parked"),
+        pytest.param([PARKED], False, id="the one left of a gang whose others are placed, parked"),
+        pytest.param([PARKED, GATED], False, id="parked, and one gated (never tried while gated)"),
+        pytest.param([GATED, GATED], True, id="only gated: never tried, no verdict on the cluster"),
+    ],
+)
+def test_a_job_reserves_until_every_member_was_tried_and_parked(
+    unplaced: list[MemberState], expected: bool
+) -> None:
+    assert reserves(unplaced) is expected

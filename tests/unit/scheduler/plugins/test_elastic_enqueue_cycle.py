@@ -180,3 +180,41 @@ def test_a_podgroup_found_inqueue_after_a_restart_reserves_as_one_enqueued_here(
     sched.run_enqueue()
     assert sched.podgroups.groups["a/second"].phase == "Pending"
     assert "with the jobs already Inqueue" in sched.podgroups.enqueue_refusals["a/second"]
+
+
+def test_a_job_whose_pods_were_tried_and_found_no_node_keeps_no_job_out() -> None:
+    """Found by the day in the life (issue 28): Inqueue gangs whose pods found no node held 28 GPUs of
+    the guaranteed pool for minutes; two gangs that fitted the quota and the nodes waited behind them
+    ("used 452, limit 432 ... with the jobs already Inqueue", the recount 424). A job's reservation
+    holds room for it on its way to running: once every member was tried and parked, it reserves
+    nothing until one is tried again (common.model.elastic.enqueue.reserves)."""
+    sched, backend = _cluster(32, a=0, b=4)  # b runs its min: the pool (8) has 4 left
+    # a's gang asks 4, within a's own min: admitted; but its pods want a zone no node is in.
+    sched.put_object(MakePodGroup("stuck", "a").queue("training").min_member(2).obj())
+    for i in range(2):
+        sched.add_pod(_pod(f"stuck-{i}", "a", 2).group("stuck").node_selector({"zone": "east"}).info())
+    sched.run_enqueue()
+    assert sched.podgroups.groups["a/stuck"].phase == "Inqueue"
+    _gang(sched, "b", "next", 2, 1)  # b borrows 2: the pool holds 4 used + 4 reserved
+    sched.run_enqueue()
+    assert sched.podgroups.groups["b/next"].phase == "Pending"  # a's pods not tried yet: it reserves
+    assert "used 8, limit 8" in sched.podgroups.enqueue_refusals["b/next"]
+    _run(sched)  # a's pods are tried and parked (no node in zone east); b's gang goes in and binds
+    assert {q.pod.key: q.pool for q in sched.queue.pods()} == {
+        "a/stuck-0": "unschedulable",
+        "a/stuck-1": "unschedulable",
+    }
+    assert sorted(backend.bindings) == ["b/next-0", "b/next-1"]
+    # A node in zone east: a's pods may fit now, they are due for a retry, and reserve again.
+    sched.set_node(
+        MakeNode("gpu-2")
+        .product(A100)
+        .label("zone", "east")
+        .alloc(cpu="64", memory="512Gi", pods="110", **{GPU: "16"})
+        .info()
+    )
+    assert {q.pool for q in sched.queue.pods()} <= {"backoff", "active"}
+    _gang(sched, "b", "third", 2, 1)  # 6 used + 4 reserved + 2 > 8
+    sched.run_enqueue()
+    assert sched.podgroups.groups["b/third"].phase == "Pending"
+    assert "used 10, limit 8" in sched.podgroups.enqueue_refusals["b/third"]
