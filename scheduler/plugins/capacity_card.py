@@ -33,6 +33,7 @@ share one N-row computation until a queue's quota verdict or the inventory chang
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -193,6 +194,19 @@ class CapacityCardPlugin(
         self._sync()
         self.engine.set_pod(pod)
         self.claims.pod_known(pod)
+        self._emit()
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time), the
+        catalog synced and the engine's events taken once."""
+        self._sync()
+        engine, claims = self.engine, self.claims
+        for pod in pods:
+            if pod is self._reserved:
+                self._reserved = None
+                continue
+            engine.set_pod(pod)
+            claims.pod_known(pod)
         self._emit()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
