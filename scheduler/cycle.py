@@ -32,6 +32,7 @@ from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
+from gpuq_k8s.common.model.podgroup_status import Members
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
 from gpuq_k8s.common.model.reservation import Candidate
 from gpuq_k8s.common.model.wire import Obj, section
@@ -264,9 +265,11 @@ class Scheduler:
         bound pods (scheduler/kube/feed.py ``Feed.load``): while nothing is pending (no queued pod a
         bind could move, no nomination to forget), the pods the cluster state takes at once
         (:meth:`ClusterState.can_add_at_once`: new, bound, on known nodes) and belong to no known
-        PodGroup (whose phase follows each of its pods) are counted together, without the queue's
-        per-pod events; any other pod goes through :meth:`add_pod` in its turn
-        (tests/unit/scheduler/kube/test_feed_bulk.py compares the two).
+        PodGroup or keep its phase are counted together, without the queue's per-pod events; a pod that
+        moves its PodGroup's phase ends the run, its group then followed as :meth:`add_pod` follows it
+        (its counts kept through the run: :meth:`GroupTracker.counted_with`); any other pod goes
+        through :meth:`add_pod` in its turn (tests/unit/scheduler/kube/test_feed_bulk.py compares the
+        two).
         """
         if self.pending or len(self.queue) or self.nominator.nominations:
             for pod in pods:
@@ -275,22 +278,35 @@ class Scheduler:
         cluster, podgroups = self.cluster, self.podgroups
         run: list[PodInfo] = []
         keys: set[str] = set()
+        counts: dict[str, Members] = {}  # group key -> its member counts with the run's pods
 
         def flush() -> None:
             cluster.add_pods(run)
-            for counted in run:  # as add_pod (of no known group: nothing followed)
-                podgroups.add_member(counted)
-                podgroups.pod_bound(counted)
+            podgroups.bound_at_once(run)  # as add_pod: none of them moved its group's phase
             run.clear()
             keys.clear()
+            counts.clear()
 
+        can_add_at_once, group_of = cluster.can_add_at_once, podgroups.group_of
         for pod in pods:
-            if pod.key not in keys and cluster.can_add_at_once(pod) and podgroups.group_of(pod) is None:
-                run.append(pod)
-                keys.add(pod.key)
+            key = pod.key
+            group = group_of(pod)
+            if key in keys or not can_add_at_once(pod) or (group is not None and key in podgroups.finished):
+                flush()
+                self.add_pod(pod)
                 continue
-            flush()
-            self.add_pod(pod)
+            run.append(pod)
+            keys.add(key)
+            if group is None:
+                continue
+            before = counts.get(group.key)
+            after, phase = podgroups.counted_with(
+                group, podgroups.member_counts(group) if before is None else before, pod
+            )
+            counts[group.key] = after
+            if phase != group.phase:  # counted (with the pods before it), then its group followed
+                flush()
+                podgroups.follow(group.key)
         flush()
 
     def delete_pod(self, key: str) -> None:

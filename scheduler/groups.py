@@ -16,7 +16,7 @@ plugins; it moves pods into the scheduling queue when their group is admitted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cmp_to_key
 from typing import Any
 
@@ -170,6 +170,36 @@ class GroupTracker:
         name = pod.annotations.get(GROUP_NAME)
         if name:
             self.members.setdefault(f"{pod.namespace}/{name}", set()).add(pod.key)
+
+    def bound_at_once(self, pods: Iterable[PodInfo]) -> None:
+        """:meth:`add_member` then :meth:`pod_bound` of each of ``pods``, bound pods none of which
+        moves its PodGroup's phase (Scheduler.add_bound_pods checks it with :meth:`counted_with`):
+        the start's bound pods, a page at a time."""
+        members, finished, groups, dirty = self.members, self.finished, self.groups, self._dirty
+        for pod in pods:
+            name = pod.annotations.get(GROUP_NAME)
+            if name:  # a group not known (yet) counts its members when it comes
+                key = f"{pod.namespace}/{name}"
+                members.setdefault(key, set()).add(pod.key)
+                if key in groups:
+                    dirty.add(key)  # its counts changed (_follow, whose phase stays)
+            finished.pop(pod.key, None)
+
+    def counted_with(self, group: GroupInfo, counts: Members, pod: PodInfo) -> tuple[Members, str]:
+        """``counts`` of ``group`` (:meth:`member_counts`) with ``pod`` counted too, a new bound member
+        not finished before, and the phase :meth:`pod_bound` would then move the group to: what it
+        finds after that pod without walking the members again (a group's pods fed one by one
+        walked them all for each: quadratic in the group's size)."""
+        placed, running = counts.placed, counts.running
+        if not pod.deleting and not self.not_ready(pod.key):
+            placed += 1
+            running += pod.phase == "Running"
+        after = Members(placed, running, counts.succeeded, counts.failed)
+        return after, podgroup_phase(group.phase, group.min_member, after)
+
+    def follow(self, group_key: str) -> None:
+        """The group's phase after its members changed (what :meth:`pod_bound` does after a pod)."""
+        self._follow(group_key)
 
     def forget_pod(self, key: str) -> None:
         for held in self.held.values():

@@ -53,7 +53,7 @@ from gpuq_k8s.scheduler.kube import heap
 from gpuq_k8s.scheduler.kube.backend import KubeBackend
 from gpuq_k8s.scheduler.kube.feed import REPLAY_ORDER, SELECTOR_ONLY, Feed, selector_only
 from gpuq_k8s.scheduler.kube.loop import SchedulingLoop
-from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder, pod_shared_parts
+from gpuq_k8s.scheduler.kube.pod_cache import PodDecoder
 from gpuq_k8s.scheduler.kube.quota_status import QuotaStatus
 from gpuq_k8s.scheduler.metrics import SchedulerMetrics, StateSnapshot
 from gpuq_k8s.scheduler.plugins import default_registry
@@ -270,6 +270,7 @@ class Service:
                 decoder=PodDecoder() if kind is kinds.POD else None,
                 watch_list=True,
                 on_page=feed.page if kind is kinds.POD else None,
+                deliver_first_list=False,  # Feed.load reads the first lists from the caches
             )
             for kind in REPLAY_ORDER
         )
@@ -416,12 +417,12 @@ class Service:
                 log.exception("batched write failed")
 
 
-def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def _transform(kind: kinds.Kind) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """What each informer keeps of an object (scheduler/kube/feed.py; the pod informer's decoder
-    keeps only what is read of a pod: scheduler/kube/pod_cache.py)."""
+    keeps only what is read of a pod, its shared parts once: scheduler/kube/pod_cache.py)."""
     if kind in SELECTOR_ONLY:
         return selector_only
-    return pod_shared_parts if kind is kinds.POD else strip_managed_fields
+    return None if kind is kinds.POD else strip_managed_fields
 
 
 def pid_identity() -> str:

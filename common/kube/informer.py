@@ -141,6 +141,10 @@ class Informer:
     # completed (the scheduler's streamed start: scheduler/kube/feed.py); a list that fails and is
     # retried gives its pages again under a new number.
     on_page: Callable[[int, Sequence[Obj]], None] | None = None
+    # Whether the first list's objects are delivered to the handlers (as adds). A handler that reads
+    # the first list from the cache itself (the scheduler's feed: Feed.load) skips them: 150,000 adds
+    # it would ignore one by one.
+    deliver_first_list: bool = True
     page_size: int = 500
     # List by a watch with ``sendInitialEvents`` (kube-apiserver's streaming list, WatchList) instead
     # of pages; refused by the apiserver, it lists by pages from then on (see :meth:`_initial_events`).
@@ -314,7 +318,8 @@ class Informer:
                         self.on_page(number, objs)
                     except Exception:
                         log.exception("%s: page handler failed", self.kind.kind)
-        changes = diff(self._cache, fresh)
+        first = not self.synced.is_set() and not self._cache
+        changes = diff(self._cache, fresh) if self.deliver_first_list or not first else ()
         self._cache = fresh
         self._resource_version = version
         self.list_began = began

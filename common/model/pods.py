@@ -108,16 +108,12 @@ def _general_limits(spec: Mapping[str, Any], where: str) -> Resources:
     return total
 
 
-def _plain_units(quantities: Any) -> dict[str, int] | None:
-    """A ResourceList of string names and string quantities in units; None for anything else,
-    including a quantity :func:`to_units` or :meth:`Resources.parse` refuses (a negative one): the
-    general path then raises the named error."""
-    if quantities is None:
-        return {}
-    if type(quantities) is not dict:
-        return None
+def _plain_units(pairs: tuple[tuple[Any, Any], ...]) -> dict[str, int] | None:
+    """A ResourceList's items, all string names and string quantities in units; None for anything
+    else, including a quantity :func:`to_units` or :meth:`Resources.parse` refuses (a negative one):
+    the general path then raises the named error."""
     units: dict[str, int] = {}
-    for name, value in quantities.items():
+    for name, value in pairs:
         if type(name) is not str or type(value) is not str:
             return None
         try:
@@ -136,10 +132,16 @@ def _quantity_units(resource: str, text: str) -> int:
     return to_units(resource, text)
 
 
+# A container's ``resources`` as the key of :func:`_plain_sum`: its requests' and limits' items.
+_ContainerKey = tuple[tuple[tuple[Any, Any], ...], tuple[tuple[Any, Any], ...]]
+
+
 def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Resources] | None:
     """:func:`pod_requests` and :func:`pod_limits` in one pass, for what nearly every pod is: regular
     containers only (no init containers, pod-level resources or overhead), plain JSON dicts, valid
-    string quantities. Admission parses every Pod it reviews and this is most of that cost.
+    string quantities. Admission parses every Pod it reviews and a cold start 150,000 of them: the
+    containers' resources are read as their items, and each distinct list of them is summed once
+    (:func:`_plain_sum`).
 
     None means "not such a pod": the general functions then compute the same values or raise the
     error that names the field, so this path never decides anything they would not.
@@ -157,8 +159,7 @@ def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Reso
         return EMPTY, EMPTY
     if type(containers) is not list:
         return None
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
+    keys: list[_ContainerKey] = []
     for container in containers:
         if type(container) is not dict:
             return None
@@ -167,8 +168,28 @@ def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Reso
             continue
         if type(resources) is not dict:
             return None
-        asked = _plain_units(resources.get("requests"))
-        capped = _plain_units(resources.get("limits"))
+        asked = resources.get("requests")
+        capped = resources.get("limits")
+        if asked is not None and type(asked) is not dict:
+            return None
+        if capped is not None and type(capped) is not dict:
+            return None
+        keys.append((tuple(asked.items()) if asked else (), tuple(capped.items()) if capped else ()))
+    try:
+        return _plain_sum(tuple(keys))
+    except TypeError:  # a value that is no string (a list...): unhashable, and refused below anyway
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_sum(containers: tuple[_ContainerKey, ...]) -> tuple[Resources, Resources] | None:
+    """The requests and limits of containers with these resources (:func:`_plain_requests_and_limits`);
+    a cluster's pods repeat a few such lists. None when one is not plain."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    for asked_items, capped_items in containers:
+        asked = _plain_units(asked_items)
+        capped = _plain_units(capped_items)
         if asked is None or capped is None:
             return None
         for key, value in asked.items():
@@ -178,7 +199,7 @@ def _plain_requests_and_limits(spec: Mapping[str, Any]) -> tuple[Resources, Reso
             if key not in asked:  # a limit without a request requests the limit (module doc)
                 requests[key] = requests.get(key, 0) + value
     # pod_requests takes max(total, init peak) with an empty init peak: negative totals become 0.
-    return Resources({k: max(v, 0) for k, v in requests.items()}), Resources(limits)
+    return interned(Resources({k: max(v, 0) for k, v in requests.items()})), Resources(limits)
 
 
 # Pods of one workload carry the same labels, annotations and node selector, most pods none of some:
@@ -200,6 +221,22 @@ def _shared_map(value: dict[str, str]) -> dict[str, str]:
     if len(_shared_maps) < _SHARED_MAPS_MAX:
         _shared_maps[key] = value
     return value
+
+
+def _string_map(value: Any, field: str) -> Mapping[str, str]:
+    """``wire.string_map`` of ``value`` shared (:func:`_shared_map`); a map equal to one kept before
+    is that one without a check of its entries (a kept map's keys and values are strings, and only
+    a string equals a string)."""
+    if type(value) is dict:
+        if not value:
+            return _NO_MAP
+        try:
+            kept = _shared_maps.get(tuple(value.items()))
+        except TypeError:  # an unhashable value: string_map names it
+            kept = None
+        if kept is not None:
+            return kept
+    return _shared_map(wire.string_map(value, field))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,15 +304,12 @@ class PodInfo:
     # requests (``{"initContainers": [...], "containers": [...]}``), for the implicit DRA claim of a
     # DeviceClass ``extendedResourceName`` (common/model/devices/extended.py); empty when none asks.
     extended_spec: Mapping[str, Any] = field(default_factory=lambda: _NO_MAP)
-    # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt.
-    _key: str = field(init=False, repr=False, compare=False)
+    # ``namespace/name``, computed once: the scheduler looks a pod up by key a dozen times per attempt
+    # (a slot, not a property: read a dozen times a pod at a cold start too).
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_key", f"{self.namespace}/{self.name}")
-
-    @property
-    def key(self) -> str:
-        return self._key
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def with_node_name(self, node_name: str) -> PodInfo:
         """This pod with ``node_name`` set (``self`` if already so): ``dataclasses.replace`` without
@@ -313,36 +347,48 @@ class PodInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Parse a Pod API object (as JSON); raises :class:`InvalidValue` naming the pod."""
-        meta, spec, status, namespace, name, where = wire.object_parts(
-            obj, kinds.POD.kind, namespaced=kinds.POD.namespaced
-        )
+        meta: Any = obj.get("metadata") if type(obj) is dict else None
+        spec: Any = obj.get("spec") if type(meta) is dict else None
+        status: Any = obj.get("status", _NO_MAP) if type(spec) is dict else None
+        name: Any = meta.get("name") if type(status) is dict else None
+        if type(name) is str and name:
+            # As decoded from JSON (nearly every pod): wire.object_parts' checks, inline.
+            namespace = str(meta.get("namespace") or "default")
+            where = ""  # made for an error only (below)
+        else:
+            meta, spec, status, namespace, name, where = wire.object_parts(
+                obj, kinds.POD.kind, namespaced=kinds.POD.namespaced
+            )
         try:
             priority = spec.get("priority")
             if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
                 raise InvalidValue("spec.priority", priority, "an integer")
             both = _plain_requests_and_limits(spec)
             requests, limits = both if both is not None else (pod_requests(spec), pod_limits(spec))
-            labels, annotations = wire.labels_and_annotations(meta)
-            node_selector = wire.string_map(spec.get("nodeSelector"), "spec.nodeSelector")
+            labels = _string_map(meta.get("labels"), "metadata.labels")
+            annotations = _string_map(meta.get("annotations"), "metadata.annotations")
+            node_selector = _string_map(spec.get("nodeSelector"), "spec.nodeSelector")
             affinity = wire.mapping(spec.get("affinity"), "spec.affinity")
             tolerations = wire.items(spec.get("tolerations"), "spec.tolerations")
-            gates = scheduling_gates(spec)
+            gates = scheduling_gates(spec) if spec.get("schedulingGates") else ()
             ports = host_ports(spec)
-            claims = _claim_names(spec)
+            claims = _claim_names(spec) if spec.get("resourceClaims") else ()
             claim_sources = _claim_sources(spec, status) if claims else ()
             images, container_count = pod_images(spec)
-            volumes = parse_volumes(spec.get("volumes"), name)
+            raw_volumes = spec.get("volumes")
+            volumes = () if raw_volumes is None else parse_volumes(raw_volumes, name)
             deleting = bool(meta.get("deletionTimestamp"))
-            spread = wire.items(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            raw_spread = spec.get("topologySpreadConstraints")
+            spread = () if raw_spread is None else wire.items(raw_spread, "spec.topologySpreadConstraints")
             owners = wire.items(meta.get("ownerReferences"), "metadata.ownerReferences")
         except InvalidValue as err:
-            raise err.located(where) from None
-        return cls(
+            raise err.located(where or wire.object_ref(kinds.POD.kind, namespace, name)) from None
+        return _new_pod_info(
             namespace=namespace,
             name=name,
             uid=str(meta.get("uid") or ""),
-            labels=_shared_map(labels),
-            annotations=_shared_map(annotations),
+            labels=labels,
+            annotations=annotations,
             scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or "Pending"),
@@ -356,7 +402,7 @@ class PodInfo:
             nominated_node_name=str(status.get("nominatedNodeName") or ""),
             requests=interned(requests),
             limits=limits,
-            node_selector=_shared_map(node_selector),
+            node_selector=node_selector,
             affinity=dict(affinity) if affinity else _NO_MAP,
             tolerations=tuple(tolerations),
             scheduling_gates=gates,
@@ -383,9 +429,14 @@ def _is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _extended_spec(spec: Mapping[str, Any], requests: Mapping[str, int]) -> Mapping[str, Any]:
+@functools.lru_cache(maxsize=4096)
+def _asks_extended(requests: Resources) -> bool:
+    return any(_is_extended(name) for name in requests)
+
+
+def _extended_spec(spec: Mapping[str, Any], requests: Resources) -> Mapping[str, Any]:
     """See :attr:`PodInfo.extended_spec`."""
-    if not any(_is_extended(name) for name in requests):
+    if not _asks_extended(requests):
         return _NO_MAP
     out: dict[str, list[dict[str, Any]]] = {}
     for key in ("initContainers", "containers"):
@@ -462,7 +513,7 @@ def _disrupted_by_preemption(status: Mapping[str, Any]) -> bool:
     )
 
 
-# Every slot of a PodInfo, ``_key`` included, for :meth:`PodInfo.with_node_name`'s copy: one
+# Every slot of a PodInfo, ``key`` included, for :meth:`PodInfo.with_node_name`'s copy: one
 # attrgetter and the slots' own setters (frozen: ``setattr`` refuses) copy them the fastest.
 _POD_SLOTS: Final = tuple(f.name for f in fields(PodInfo))
 _GET_SLOTS: Final = operator.attrgetter(*_POD_SLOTS)
@@ -470,3 +521,22 @@ _SET_SLOTS: Final[tuple[Callable[[PodInfo, Any], None], ...]] = tuple(
     getattr(PodInfo, name).__set__ for name in _POD_SLOTS
 )
 _SET_NODE_NAME: Final = _SET_SLOTS[_POD_SLOTS.index("node_name")]
+
+
+def _pod_info_builder() -> Callable[..., PodInfo]:
+    """:class:`PodInfo`'s constructor for :meth:`PodInfo.from_dict`, every field by keyword: the
+    slots set by their own setters in straight-line code (a frozen dataclass's ``__init__`` sets each
+    through ``object.__setattr__``: 3 of a cold start's 10 us a pod; this, 1.2). Generated from the
+    fields, as ``dataclasses`` generates ``__init__``, so a field added to PodInfo is set here too."""
+    names = [name for name in _POD_SLOTS if name != "key"]
+    lines = [f"def build(*, {', '.join(names)}):", "    pod = new(PodInfo)"]
+    lines += [f"    set_{name}(pod, {name})" for name in names]
+    lines += ["    set_key(pod, f'{namespace}/{name}')", "    return pod"]
+    scope: dict[str, Any] = {"new": object.__new__, "PodInfo": PodInfo}
+    scope |= {f"set_{name}": setter for name, setter in zip(_POD_SLOTS, _SET_SLOTS, strict=True)}
+    exec("\n".join(lines), scope)  # code made above from the dataclass's own field names
+    built: Callable[..., PodInfo] = scope["build"]
+    return built
+
+
+_new_pod_info: Final = _pod_info_builder()

@@ -8,6 +8,7 @@ its :class:`~scheduler.cluster.row_cache.RowCache` recomputes only the rows that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 # The log keeps at most this many entries beyond the node count before dropping its head; a cache
@@ -33,6 +34,15 @@ class ChangeLog:
         """``row`` changed; ``n`` (the rows in use) bounds how much history is worth keeping."""
         log = self._log
         log.append(row)
+        if len(log) > n + _LOG_SLACK:
+            drop = len(log) // 2
+            del log[:drop]
+            self._base += drop
+
+    def record_all(self, rows: Sequence[int], n: int) -> None:
+        """:meth:`record` of each of ``rows`` in order."""
+        log = self._log
+        log.extend(rows)
         if len(log) > n + _LOG_SLACK:
             drop = len(log) // 2
             del log[:drop]

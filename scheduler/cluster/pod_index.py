@@ -23,7 +23,7 @@ The index also keeps the Namespaces' labels (``namespaceSelector``) and bumps
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -212,8 +212,11 @@ class PodIndex:
         self._capacity = capacity
 
     def _record(self, pod: PodInfo, row: int, delta: int) -> None:
+        self._journal.append((pod, row, delta))
+        self._trim()
+
+    def _trim(self) -> None:
         journal = self._journal
-        journal.append((pod, row, delta))
         if len(journal) > max(_JOURNAL_MIN, 2 * len(self._cluster.pods)):
             drop = len(journal) // 2
             del journal[:drop]
@@ -225,6 +228,17 @@ class PodIndex:
         self._record(pod, row, 1)
         if has_pod_affinity(pod.affinity):
             self._index_terms(pod, row)
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time)."""
+        if max(rows, default=0) >= self._capacity:
+            self._grow(max(rows) + 1)
+        journal = self._journal
+        for pod, row in zip(pods, rows, strict=True):
+            journal.append((pod, row, 1))
+            if has_pod_affinity(pod.affinity):
+                self._index_terms(pod, row)
+        self._trim()
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self._record(pod, row, -1)

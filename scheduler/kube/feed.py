@@ -231,13 +231,21 @@ class Feed:
         new to the feed counted together (:meth:`Scheduler.add_bound_pods`: the same state as one
         :meth:`apply` each), any other applied in its turn."""
         fresh: list[PodInfo] = []
+        streamed, uids = self._streamed, self._uids
         for obj in objs:
-            if not _node_name(obj):
-                continue
-            key = _key(obj, True)
-            self._streamed[key] = _resource_version(obj)
+            meta, spec = obj.get("metadata"), obj.get("spec")
+            if type(meta) is dict and type(spec) is dict:  # as decoded: the checks below inline
+                if not spec.get("nodeName"):
+                    continue
+                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                streamed[key] = str(meta.get("resourceVersion") or "")
+            else:
+                if not _node_name(obj):
+                    continue
+                key = _key(obj, True)
+                streamed[key] = _resource_version(obj)
             pod_key = f"{key[0]}/{key[1]}"
-            if pod_key in self._uids:
+            if pod_key in uids:
                 self._add_bound(fresh)
                 self.apply(Change("add", key, obj))
                 continue

@@ -13,11 +13,13 @@ where orjson builds them all and the trimming then removes them: 6 us a pod inst
 (issue 29's in-process measurement, README).
 
 The declarations type only the containers a reader walks into (an object, a list of objects); the
-values are ``Any``, as decoded from JSON. What does not match them (a ``spec`` that is not an
-object, a ``null`` container list: unusual, valid or not) is decoded as before, orjson and the
-cache's trimming, for that object alone: a malformed pod still gets ``PodInfo.from_dict``'s error
-naming its field, in the feed, and never stops the informer; a watch's ERROR event (a Status) is
-decoded so too.
+values are ``Any``, as decoded from JSON, but for the parts most pods share (tolerations, the node
+selector, a container's resources): those are kept as their bytes (``msgspec.Raw``), and each distinct
+one is decoded once and shared by every pod carrying it (:func:`_shared_typed`). What does not match
+them (a ``spec`` that is not an object, a ``null`` container list: unusual, valid or not) is decoded
+as before, orjson and the cache's trimming, for that object alone: a malformed pod still gets
+``PodInfo.from_dict``'s error naming its field, in the feed, and never stops the informer; a watch's
+ERROR event (a Status) is decoded so too.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class Container(TypedDict, total=False):
     name: Any
     image: Any
     ports: Any
-    resources: Resources
+    resources: msgspec.Raw  # decoded as Resources once per distinct bytes (_shared_raw)
     restartPolicy: Any
 
 
@@ -64,9 +66,9 @@ class Spec(TypedDict, total=False):
     containers: list[Container]
     initContainers: list[Container]
     nodeName: Any
-    nodeSelector: Any
+    nodeSelector: msgspec.Raw  # these two decoded once per distinct bytes (_shared_raw)
     affinity: Any
-    tolerations: Any
+    tolerations: msgspec.Raw
     schedulerName: Any
     priority: Any
     priorityClassName: Any
@@ -117,16 +119,52 @@ _page: Final = msgspec.json.Decoder(_Page)
 _raw_page: Final = msgspec.json.Decoder(_RawPage)
 
 
+_resources: Final = msgspec.json.Decoder(Resources)
+
+
 def decode_pod(raw: bytes | msgspec.Raw) -> Any:
-    """One pod's JSON: the read fields (typed), else the whole object trimmed as before."""
+    """One pod's JSON: the read fields (typed), else the whole object trimmed as before; the parts
+    most pods share kept once either way (:func:`pod_cache`)."""
     try:
-        return _pod.decode(raw)
+        return _shared_typed(_pod.decode(raw))
     except _DECODE_FAILED:
         return _fallback(orjson.loads(bytes(raw)))
 
 
 def _fallback(obj: Any) -> Any:
-    return pod_trim(obj) if type(obj) is dict else obj
+    return pod_cache(obj) if type(obj) is dict else obj
+
+
+# The shared parts of a typed pod, by their bytes: each distinct one decoded once (a workload's pods
+# carry the same tolerations, node selector and container resources), no key made of the decoded
+# value as pod_shared_parts makes. At most _SHARED_MAX distinct ones; past that, decoded each time.
+_raw_parts: dict[bytes, Any] = {}
+
+
+def _shared_raw(raw: msgspec.Raw, decode: Any) -> Any:
+    key = bytes(raw)
+    kept = _raw_parts.get(key)
+    if kept is None:
+        kept = decode(key)
+        if len(_raw_parts) < _SHARED_MAX:
+            _raw_parts[key] = kept
+    return kept
+
+
+def _shared_typed(pod: Pod) -> Pod:
+    """A typed pod with its raw parts (the declarations' ``msgspec.Raw``) decoded and shared; raises
+    msgspec's ValidationError for a container's resources that are no object (decoded as before)."""
+    spec = pod.get("spec")
+    if spec is None:
+        return pod
+    for container in (*spec.get("containers", ()), *spec.get("initContainers", ())):
+        if "resources" in container:
+            container["resources"] = _shared_raw(container["resources"], _resources.decode)
+    if "tolerations" in spec:
+        spec["tolerations"] = _shared_raw(spec["tolerations"], orjson.loads)
+    if "nodeSelector" in spec:
+        spec["nodeSelector"] = _shared_raw(spec["nodeSelector"], orjson.loads)
+    return pod
 
 
 class PodDecoder:
@@ -135,21 +173,25 @@ class PodDecoder:
     def page(self, body: bytes) -> Any:
         """A list page: ``metadata`` and ``items``, each item decoded by :func:`decode_pod`."""
         try:
-            return _page.decode(body)
+            page = _page.decode(body)
+            for pod in page.get("items") or ():
+                _shared_typed(pod)
+            return page
         except _DECODE_FAILED:
             pass
         try:
-            page = _raw_page.decode(body)
+            raw_page = _raw_page.decode(body)
         except _DECODE_FAILED:
             return orjson.loads(body)  # not a list: the informer says so
-        page["items"] = [decode_pod(item) for item in page.get("items") or ()]
-        return page
+        raw_page["items"] = [decode_pod(item) for item in raw_page.get("items") or ()]
+        return raw_page
 
     def event(self, line: bytes) -> Any:
         """A watch event: ``type`` and ``object`` (a pod by :func:`decode_pod`; a Status, a bookmark
         as they are)."""
         try:
             event: Any = _event.decode(line)
+            _shared_typed(event["object"])
         except _DECODE_FAILED:
             event = None
         if event is not None and event["type"] != "ERROR":  # an ERROR's Status is read whole
@@ -239,9 +281,8 @@ def pod_cache(obj: dict[str, Any]) -> dict[str, Any]:
     holds of a pod decoded whole. 150,000 pods are most of the scheduler's memory (issue 29); none of
     what goes is read, so the cached pod's PodInfo and every comparison of two cached pods are what
     they were (tests/unit/scheduler/kube/test_feed_pod_cache.py). The pod informer decodes only the
-    read fields in the first place (scheduler/kube/pod_decode.py), this trimming (:func:`pod_trim`)
-    for what its declarations do not fit, and shares the parts (:func:`pod_shared_parts`, its
-    transform)."""
+    read fields in the first place (:func:`decode_pod`, the parts shared by their bytes), and this
+    for what its declarations do not fit."""
     return pod_shared_parts(pod_trim(obj))
 
 
@@ -270,7 +311,7 @@ def pod_trim(obj: dict[str, Any]) -> dict[str, Any]:
 
 def pod_shared_parts(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod with the parts most pods share (tolerations, node selector, a container's resources)
-    replaced by an equal one kept before: the pod informer's transform."""
+    replaced by an equal one kept before (:func:`pod_cache`'s second half)."""
     spec = obj.get("spec")
     if type(spec) is dict:
         for list_key in _CONTAINER_LISTS:

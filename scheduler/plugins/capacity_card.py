@@ -33,6 +33,7 @@ share one N-row computation until a queue's quota verdict or the inventory chang
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -78,8 +79,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.capacity_card_claims import QueueClaims
+from gpuq_k8s.scheduler.plugins.dra_attempt import allocate_every_row
+from gpuq_k8s.scheduler.plugins.dra_events import freed_devices
 from gpuq_k8s.scheduler.plugins.dra_extended import device_claim_keys, uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 
 _EMPTY_NODE: Final = NodeCards("")
 _MAX_CLASSES: Final = 256
@@ -102,6 +104,7 @@ class CapacityCardPlugin(
             ClusterEvent.PODGROUP_CHANGED,
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_CHANGED,
+            ClusterEvent.RESOURCE_CLAIM_CHANGED,  # a claim's devices given back: its charge refunded
         }
     )
 
@@ -133,6 +136,11 @@ class CapacityCardPlugin(
         self.claims = QueueClaims(handle, self.engine)  # DRA devices against card quotas
         self.claims.charges.set_naming(naming_from(args.device_naming))
 
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        """A claim event only when it gave devices back (its charge refunded: :func:`freed_devices`);
+        every other registered event always."""
+        return event is not ClusterEvent.RESOURCE_CLAIM_CHANGED or freed_devices(old, new)
+
     # -- inventory --------------------------------------------------------------------------------
     def _emit(self) -> None:
         for event in self.engine.take_events():
@@ -141,7 +149,9 @@ class CapacityCardPlugin(
                 self.handle.record(event)
 
     def _sync(self) -> None:
-        """Rebuild the catalog and ``has[N, C]`` after node changes (once per batch of changes)."""
+        """Rebuild the catalog and ``has[N, C]`` after node changes (once per batch of changes); the
+        pending pods' device demand after DRA object changes."""
+        self.claims.refresh_demand()
         if not self._stale:
             return
         self._stale = False
@@ -186,6 +196,19 @@ class CapacityCardPlugin(
         self.claims.pod_known(pod)
         self._emit()
 
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time), the
+        catalog synced and the engine's events taken once."""
+        self._sync()
+        engine, claims = self.engine, self.claims
+        for pod in pods:
+            if pod is self._reserved:
+                self._reserved = None
+                continue
+            engine.set_pod(pod)
+            claims.pod_known(pod)
+        self._emit()
+
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         if self.handle.pending_pod(pod.key) is not None:
             self.engine.unreserve(pod)  # unreserved or unbound: still waiting, still tracked
@@ -201,6 +224,7 @@ class CapacityCardPlugin(
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self.engine.remove_pod(pod)
+        self.claims.pod_gone(pod.key)
 
     # -- API objects ------------------------------------------------------------------------------
     def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:

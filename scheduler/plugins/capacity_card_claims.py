@@ -11,6 +11,9 @@ their card type (docs/design.md "Quota over devices"; the charges from
   does not show (a failed binding's allocation stays, as upstream leaves it, and so does its charge).
 * The committed claims (``status.allocation``, after a restart the informers' replay) are charged to
   the queue of the first pod of ``status.reservedFor`` this plugin knows, when it becomes known.
+* A pending pod's claims still to allocate are its card demand (the job-mode enqueue check): computed
+  when the pod becomes known or changes, and again after the DeviceClasses, ResourceSlices, its
+  claims or its Queue changed (:mod:`scheduler.plugins.device_demand`), before the next decision.
 
 A claim is charged once, whatever number of pods share it; ``adminAccess`` devices are never charged;
 a ``firstAvailable`` claim is charged the card type actually allocated.
@@ -48,6 +51,7 @@ from gpuq_k8s.scheduler.plugins.device_charges import (
     refused_rows,
     with_fallback,
 )
+from gpuq_k8s.scheduler.plugins.device_demand import StaleDemand
 from gpuq_k8s.scheduler.plugins.dra_extended import extended_resources, implicit_claim, uses_devices
 
 _MAX_SHAPES: Final = 256
@@ -68,6 +72,8 @@ class QueueClaims:
         self._types: dict[tuple[object, ...], Candidates] = {}  # request shape -> its candidates
         self._types_inventory: object = None
         self.charges.subscribe(self._committed)
+        # The pending pods whose card demand is out of date (a Queue made later governs its pods).
+        self.stale = StaleDemand(handle, also=frozenset({kinds.QUEUE}))
 
     # -- committed claims ---------------------------------------------------------------------------
     def _committed(self, key: str, committed: Committed | None) -> None:
@@ -102,8 +108,11 @@ class QueueClaims:
         for extended resources a DeviceClass serves among them, asked as where no device plugin
         serves them) become its card demand (the job-mode enqueue check), and the committed claims
         waiting for their payer are charged."""
-        if not pod.node_name and uses_devices(self.handle, pod) and self._governed(pod):
-            self.engine.set_device_demand(pod.key, self._pending_demand(pod))
+        if pod.node_name:
+            self.stale.forget(pod.key)
+        else:
+            self.stale.track(pod)
+            self._set_demand(pod)
         if not self._unpaid:
             return
         waiting = self._unpaid.pop(pod.key, None)
@@ -114,6 +123,19 @@ class QueueClaims:
             committed = self.charges.committed.get(key)
             if committed is not None and self.engine.claim_queue(key) is None:
                 self.engine.charge_claim(key, queue, Resources(dict(committed.charge.cards)))
+
+    def pod_gone(self, pod_key: str) -> None:
+        self.stale.forget(pod_key)
+
+    def refresh_demand(self) -> None:
+        """The card demand of the pending pods whose DeviceClasses, slices, claims or Queue changed
+        since it was computed (:class:`~scheduler.plugins.device_demand.StaleDemand`)."""
+        for pod in self.stale.take():
+            self._set_demand(pod)
+
+    def _set_demand(self, pod: PodInfo) -> None:
+        governed = uses_devices(self.handle, pod) and self._governed(pod)
+        self.engine.set_device_demand(pod.key, self._pending_demand(pod) if governed else EMPTY)
 
     def _pending_demand(self, pod: PodInfo) -> Resources:
         objects = self.handle.objects

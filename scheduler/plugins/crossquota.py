@@ -17,6 +17,7 @@ to a CPU node, or any GPU pod, never does. The prepared pod is memoised per
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -156,6 +157,31 @@ class CrossQuota(PreFilterPlugin, FilterPlugin, ScorePlugin):
             self._used_rows[row] = self._used[row].tolist()
             if self._gpu_rows[row]:  # a non-GPU row fits and scores 0 whatever its usage
                 self._log.record(row, self.handle.cluster.n)
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time), each
+        changed row's usage written once."""
+        at: list[int] = []
+        usages: list[npt.NDArray[np.int64]] = []
+        for pod, row in zip(pods, rows, strict=True):
+            if self._device_pod(pod):
+                if not pod.resource_claims:
+                    self._device_pods.add(pod.key)
+                continue
+            usage = self._usage(pod.requests)
+            if usage is not None:
+                at.append(row)
+                usages.append(usage)
+        if not at:
+            return
+        self._ensure(max(at))
+        used = self._used
+        np.add.at(used, np.asarray(at, dtype=np.intp), np.stack(usages))
+        n = self.handle.cluster.n
+        for row in dict.fromkeys(at):
+            self._used_rows[row] = used[row].tolist()
+            if self._gpu_rows[row]:
+                self._log.record(row, n)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         if pod.key in self._device_pods:

@@ -39,14 +39,14 @@ from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.framework.cycle_state import CycleState
 from gpuq_k8s.scheduler.framework.interfaces import BoolArray, Handle, ReasonMasks
-from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
-from gpuq_k8s.scheduler.plugins.dynamic_resources import (
+from gpuq_k8s.scheduler.plugins.dra_attempt import (
     allocation_on,
     claims_to_allocate,
     found_allocations,
     planned,
     reallocate,
 )
+from gpuq_k8s.scheduler.plugins.dra_view import DraView, dra_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +183,7 @@ def with_fallback(
     such as ``gpu/h100``: :func:`~common.model.devices.charges.narrowed`), the next ones tried as the
     allocator tries them, until one fits or none is left: the DRA form of capacity-card's ``A|B``,
     for every quota over devices. The row keeps the narrowed plan and its allocation
-    (:func:`~scheduler.plugins.dynamic_resources.reallocate`), so the next quota plugin checks the
+    (:func:`~scheduler.plugins.dra_attempt.reallocate`), so the next quota plugin checks the
     same devices and Reserve takes them."""
     current = in_flight_charges(state, handle, row, charges) or {}
     verdict = check(current)
@@ -263,6 +263,10 @@ class ClassRequests:
             self._memo.clear()
         self._memo[key] = found
         return found
+
+    def forget(self, pod: PodInfo) -> None:
+        """Compute ``pod``'s mapped claims again at the next :meth:`extra` (a claim changed)."""
+        self._memo.pop((pod.key, pod.uid, pod.claim_sources), None)
 
     def pod(self, pod: PodInfo) -> PodInfo:
         extra = self.extra(pod)

@@ -61,8 +61,9 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings
 from gpuq_k8s.scheduler.framework.status import Status
+from gpuq_k8s.scheduler.plugins.dra_attempt import allocate_every_row
+from gpuq_k8s.scheduler.plugins.dra_events import freed_devices
 from gpuq_k8s.scheduler.plugins.dra_extended import uses_devices
-from gpuq_k8s.scheduler.plugins.dynamic_resources import allocate_every_row
 from gpuq_k8s.scheduler.plugins.gpu_quota_claims import NamespaceClaims
 
 SINGLE: Final = f"{plugin_names.GPU_QUOTA}:single"
@@ -105,6 +106,7 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
             ClusterEvent.QUOTA_CHANGED,
             ClusterEvent.NODE_ADDED,
             ClusterEvent.NODE_CHANGED,
+            ClusterEvent.RESOURCE_CLAIM_CHANGED,  # a claim's devices given back: its charge refunded
         }
     )
     event_groups: ClassVar[Mapping[str, frozenset[ClusterEvent]]] = {
@@ -135,6 +137,11 @@ class GPUQuota(PreFilterPlugin, FilterPlugin, ReservePlugin):
         handle.objects.subscribe(self._object)
         handle.cluster.subscribe(self)
         self.claims = NamespaceClaims(handle, self.store)  # DRA devices (gpu_quota_claims.py)
+
+    def queueing_hint(self, event: ClusterEvent, pod: PodInfo, old: object, new: object) -> bool:
+        """A claim event only when it gave devices back (its charge refunded: :func:`freed_devices`);
+        every other registered event always."""
+        return event is not ClusterEvent.RESOURCE_CLAIM_CHANGED or freed_devices(old, new)
 
     # -- inputs -----------------------------------------------------------------------------------
     def _object(self, kind: Kind, namespace: str, name: str, obj: Obj | None) -> None:

@@ -12,6 +12,7 @@ everywhere without a pass over the rows.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -58,6 +59,9 @@ class ImageLocality(ScorePlugin):
         self._generation += 1
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
+        pass
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
         pass
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:

@@ -15,6 +15,8 @@ switched by ``predicate.NodePortsEnable``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuq_k8s.common.model import plugin_names
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.placement.node_ports import NO_FREE_PORTS, PortIndex, fits
@@ -47,6 +49,11 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
     def pod_added(self, pod: PodInfo, row: int) -> None:
         if pod.host_ports:
             self.ports.add(row, pod.host_ports)
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        for pod, row in zip(pods, rows, strict=True):
+            if pod.host_ports:
+                self.ports.add(row, pod.host_ports)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         if pod.host_ports:

@@ -12,6 +12,7 @@ StorageClass changes (a claim not bound yet counts under its class's provisioner
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -81,6 +82,11 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
         if counts_volumes(pod):
             self._pods.setdefault(row, {})[pod.key] = pod
             self._used.pop(row, None)
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        for pod, row in zip(pods, rows, strict=True):
+            if pod.volumes:
+                self.pod_added(pod, row)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         pods = self._pods.get(row)

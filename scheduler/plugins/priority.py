@@ -95,6 +95,20 @@ class Priority(QueueSortPlugin, JobOrderPlugin, PreemptablePlugin, JobStarvingPl
         entry = self._bound[pod.key] = (self.handle.queue_of(pod), self._job_priority(pod)[1])
         self._by_queue.setdefault(entry[0], Counter())[entry[1]] += 1
 
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's new bound pods a page at a time),
+        the counts added together."""
+        bound, queue_of, job_priority = self._bound, self.handle.queue_of, self._job_priority
+        added: Counter[tuple[str, int]] = Counter()
+        for pod in pods:
+            key = pod.key
+            if key in bound:
+                self.pod_removed(pod, 0)
+            entry = bound[key] = (queue_of(pod), job_priority(pod)[1])
+            added[entry] += 1
+        for (queue, priority), count in added.items():
+            self._by_queue.setdefault(queue, Counter())[priority] += count
+
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         entry = self._bound.pop(pod.key, None)
         if entry is not None:

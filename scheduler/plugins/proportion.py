@@ -9,6 +9,10 @@ Extension points: queue order (higher ``spec.priority`` first, then lower share)
 (nothing new for a queue at its deserved share), allocatable (within its real capability), job
 enqueueable (minResources within the real capability), reclaimable (pods of queues above their
 deserved share).
+
+A pending pod's DRA claims count in its Queue's request as the resources ``deviceClassMappings``
+names; a claim made or changed after the pod is counted again before the next verdict
+(:mod:`scheduler.plugins.device_demand`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from gpuq_k8s.scheduler.framework.interfaces import (
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, plugin_args
 from gpuq_k8s.scheduler.framework.status import Status
 from gpuq_k8s.scheduler.plugins.device_charges import ClassRequests
+from gpuq_k8s.scheduler.plugins.device_demand import StaleDemand
 
 
 class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlugin, ReclaimablePlugin):
@@ -47,6 +52,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
         # DRA claims counted as the resources deviceClassMappings names, and the devices of the mapped
         # classes as part of the cluster's total (docs/design.md "Quota over devices").
         self.devices = ClassRequests(handle, args.classes)
+        self._stale = StaleDemand(handle, on_stale=self._mark_dirty)  # pending pods' claims changed
         self._queues: dict[str, Queue] = {}
         self._nodes: dict[int, dict[str, int]] = {}
         self._bound: dict[str, tuple[str, dict[str, int]]] = {}  # pod key -> (queue, request)
@@ -79,6 +85,7 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         self._bound[pod.key] = (self.handle.queue_of(pod), dict(self.devices.pod(pod).requests))
+        self._stale.forget(pod.key)
         self._dirty = True
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
@@ -87,15 +94,24 @@ class Proportion(QueueOrderPlugin, OverusedPlugin, AllocatablePlugin, EnqueuePlu
 
     def pending_pod_added(self, pod: PodInfo) -> None:
         self._pending[pod.key] = (self.handle.queue_of(pod), dict(self.devices.pod(pod).requests))
+        if self.devices.mapping and pod.claim_sources:
+            self._stale.track(pod)
         self._dirty = True
 
     def pending_pod_removed(self, pod: PodInfo) -> None:
         self._pending.pop(pod.key, None)
+        self._stale.forget(pod.key)
+        self._dirty = True
+
+    def _mark_dirty(self) -> None:
         self._dirty = True
 
     # -- the shares -------------------------------------------------------------------------------------
     def attrs(self) -> dict[str, model.QueueAttr]:
         """Every Queue's proportion state, recomputed if anything changed since the last call."""
+        for pod in self._stale.take():  # a claim of a pending pod made or changed since it was counted
+            self.devices.forget(pod)
+            self._pending[pod.key] = (self.handle.queue_of(pod), dict(self.devices.pod(pod).requests))
         if not self._dirty:
             return self._attrs
         attrs: dict[str, model.QueueAttr] = {}

@@ -19,7 +19,7 @@ node has more of something the pod asks (kube's queueing hints).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -85,6 +85,9 @@ class NodeResourcesFit(FilterPlugin):
         self._allocatable_log.record(row, self.handle.cluster.n)
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
+        pass
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
         pass
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:

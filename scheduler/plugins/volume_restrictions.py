@@ -12,6 +12,7 @@ elsewhere, and the rows where a pod already mounts a conflicting disk.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -83,6 +84,11 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
         self.claim_users.update(claim_keys(pod))
         for disk in checked_disks(pod):
             self.disks.setdefault((disk.plugin, disk.disk), []).append((row, disk, pod.key))
+
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        for pod, row in zip(pods, rows, strict=True):
+            if pod.volumes:
+                self.pod_added(pod, row)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         if not pod.volumes:

@@ -73,7 +73,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import orjson
@@ -383,6 +383,7 @@ async def contend(
         watch_task = asyncio.create_task(watcher.run())
         await watcher.synced.wait()
         arrival = float("nan")
+        wall_started = time.time()
         if args.takeover:
             process, started, arrival = await take_over(
                 contender, args, plane, api, workdir, workload=workload
@@ -390,6 +391,7 @@ async def contend(
         else:
             log = (workdir / f"{contender}.log").open("wb")
             started = time.monotonic()
+            wall_started = time.time()
             process = subprocess.Popen(
                 contender_argv(contender, plane, workdir, args, workload),
                 stdout=log,
@@ -425,6 +427,11 @@ async def contend(
             f"peak RSS {result.peak_rss_mb:.0f} MB; load average {os.getloadavg()[0]:.2f}",
             flush=True,
         )
+        if contender == "gpuq" and not args.takeover:
+            print(
+                f"{workload:>9} {contender:>15}: {start_phases(workdir / 'gpuq.log', wall_started)}",
+                flush=True,
+            )
         if args.takeover:
             print(
                 f"{workload:>9} {contender:>15}: pending pods created at {arrival:.0f}/s after the kill; "
@@ -437,6 +444,31 @@ async def contend(
         if process is not None:
             process.terminate()
             process.wait(30)
+
+
+# gpuq's start as its log tells it (scheduler/service.py's lines; logging's default time format).
+_START_LINES: Final = (("metrics and probes on", "metrics port"), ("caches synced", "caches synced"))
+
+
+def start_phases(log: Path, started: float) -> str:
+    """When gpuq's log says its metrics port opened (imports and set-up done) and its caches were
+    synced (lists and feed done), in seconds after the process was started (wall clock ``started``)."""
+    at: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        for text, what in _START_LINES:
+            if text in line and what not in at:
+                stamp, _, millis = line[:23].partition(",")
+                try:
+                    at[what] = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+                except ValueError:
+                    continue
+    if len(at) < len(_START_LINES):
+        return f"start phases not found in {log}"
+    port, synced = at["metrics port"] - started, at["caches synced"] - started
+    return (
+        f"metrics port {port:.2f}s after start, caches synced {synced:.2f}s"
+        f" ({synced - port:.2f}s of lists and feed)"
+    )
 
 
 def summary(results: list[Result]) -> None:

@@ -12,11 +12,15 @@ bound to the freed GPU.
 
 Runs twice, on the admin kubeconfig and on the gpuq-scheduler ServiceAccount's token with what
 deploy/'s RBAC grants (the claim writes included: no 403 may be logged).
+
+A pod and its template made before their DeviceClass (issue 26): the pod waits with kube-scheduler's
+reason, and binds once the class is made, a few seconds later (the class event retries it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,3 +129,45 @@ async def test_template_claims_are_allocated_reserved_and_freed_with_the_claim_c
     late_claim = _claim_of(late, await _claims(cluster))
     assert late_claim is not None and dra.devices_of(late_claim) == freed
     assert scheduler.terminate() == 0, scheduler.log()
+
+
+async def test_a_pod_made_before_its_device_class_binds_once_the_class_is_made(
+    cluster: Cluster, control_plane: ControlPlane, tmp_path: Path, claim_controller: None
+) -> None:
+    name = f"gpuq-{cluster.test_id}-late"
+    ns = cluster.namespace
+    driver = f"{cluster.test_id}.late.example.com"
+    node_a = await cluster.node("a", NODE)
+    gpus = [dra.device("gpu-0", {"model": "h100"}, {"memory": "80Gi"})]
+    await cluster.create(dra.resource_slice(f"{node_a}-late", node_a, gpus, driver), f"{DRA}/resourceslices")
+    await cluster.create(
+        dra.claim_template("gpu", ns, dra.exactly("gpu", name)),
+        f"{DRA}/namespaces/{ns}/resourceclaimtemplates",
+    )
+    body = dra.use_claims(cluster.pod_body("p0", {"cpu": "100m"}, scheduler=name), templates=("gpu",))
+    await cluster.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
+    started: list[fixtures.SchedulerProcess] = []
+    try:
+        scheduler = fixtures.scheduler_starter(control_plane.kubeconfig, tmp_path, started)(name)
+        await scheduler.wait_ready()
+        # The controller makes the claim; the pod then waits for its class.
+        await eventually(
+            lambda: pending_message(cluster, "p0", f"device class {name} does not exist"),
+            30,
+            "p0 pending on its missing DeviceClass",
+            scheduler.log,
+        )
+        await cluster.create(dra.device_class(name, driver), f"{DRA}/deviceclasses")
+
+        async def bound() -> dict[str, Any] | None:
+            pod = (await cluster.pods()).get("p0") or {}
+            return pod if node_of(pod) else None
+
+        pod = await eventually(bound, 30, "p0 bound once its DeviceClass exists", scheduler.log)
+        assert node_of(pod) == node_a
+        claim = _claim_of(pod, await _claims(cluster))
+        assert claim is not None and dra.devices_of(claim) == [(driver, node_a, "gpu-0")]
+        assert scheduler.terminate() == 0, scheduler.log()
+    finally:
+        for process in started:
+            process.terminate()

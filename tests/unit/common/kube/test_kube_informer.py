@@ -341,6 +341,34 @@ async def test_a_streaming_list_fills_the_cache_by_pages_and_the_watch_goes_on_f
         assert (inf.get("", "q3") or {}).get("kind") == "Queue"
 
 
+async def test_without_first_list_delivery_the_first_list_is_cached_not_delivered() -> None:
+    """``deliver_first_list=False`` (the scheduler's informers: Feed.load reads the first lists from
+    the caches): the first list's objects reach the cache and ``on_page``, no handler; a re-list's
+    changes and the watch's are delivered as ever."""
+    api = StreamingListApi([obj("q0", "1"), obj("q1", "2")])
+    pages: list[list[str]] = []
+    changes: list[Change] = []
+    inf = Informer(
+        api,
+        kinds.QUEUE,
+        handlers=[changes.append],
+        watch_list=True,
+        deliver_first_list=False,
+        on_page=lambda n, objs: pages.append([o["metadata"]["name"] for o in objs]),
+    )
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1)
+        assert inf.synced.is_set() and sorted(k[1] for k in inf.items()) == ["q0", "q1"]
+        assert pages == [["q0", "q1"]] and changes == []
+        api.objects = [obj("q0", "3"), obj("q2", "4")]
+        await inf.relist()
+        assert sorted((c.type, c.key[1]) for c in changes) == [
+            ("add", "q2"),
+            ("delete", "q1"),
+            ("update", "q0"),
+        ]
+
+
 @pytest.mark.parametrize("refusal", [{"refuse": 422}, {"refuse": 400}, {"no_end": True}])
 async def test_an_apiserver_without_streaming_lists_is_listed_by_pages(refusal: dict[str, Any]) -> None:
     api = StreamingListApi([obj("q", "3")], **refusal)

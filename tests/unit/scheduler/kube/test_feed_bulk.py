@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,11 +17,17 @@ import pytest
 from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.common.model.resources import Resources
+from gpuq_k8s.scheduler.cluster.pod_index import PodIndex
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
 from tests.bench.bench_simulate import _nodes, _pods, _scheduler
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.feed import make_feed
+
+PORT = 8080
+# PodGroups of every namespace as a start finds them (their phase, minMember): the bound pods counted
+# one by one move a Running one to Pending and back, an Inqueue or a Completed one to Running.
+GANGS = (("Running", 3), ("Inqueue", 2), ("Completed", 2), ("Pending", 3))
 
 
 def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
@@ -44,10 +50,57 @@ def workload(seed: int) -> tuple[list[Any], list[PodInfo], list[PodInfo]]:
             placed = dataclasses.replace(placed, annotations=annotations)
         elif i % 8 == 0:
             placed = dataclasses.replace(placed, phase="Running")
+        elif i % 11 == 0:  # what the bulk listeners (ClusterState.add_pods' pods_added) look at
+            placed = _placed(placed, i % 3)
+        elif i % 3 == 0:  # a member of a gang whose phase its bound pods move (GANGS)
+            annotations = {**placed.annotations, "scheduling.k8s.io/group-name": f"gang-{i // 3 % 4}"}
+            placed = dataclasses.replace(placed, annotations=annotations, phase=("Running", "Pending")[i % 2])
         bound.append(placed)
     bound.append(bound[5])  # a pod seen twice (a first list that failed and was retried)
     bound.append(dataclasses.replace(bound[7], labels={"moved": "yes"}))
-    return nodes, bound, pods[600:]
+    return nodes, bound, pods[600:] + _probes()
+
+
+def _probes() -> list[PodInfo]:
+    """Pending pods each placed by what one bulk listener counted: the host port, the disk, the app of
+    the anti-affinity term of the pods :func:`_placed` made."""
+    probes: list[PodInfo] = []
+    for i in range(20):
+        made = MakePod(f"probe-{i}", "team-0").req(cpu="100m").priority(0).scheduler("gpuq-scheduler")
+        port = made.copy().name(f"port-{i}").host_port(PORT)
+        disk = made.copy().name(f"disk-{i}").volume({"name": "disk", "gcePersistentDisk": {"pdName": "d"}})
+        app = made.copy().name(f"app-{i}").label("app", "app-2")
+        probes += [port.info(), disk.info(), app.info()]
+    return probes
+
+
+def _placed(pod: PodInfo, shape: int) -> PodInfo:
+    """``pod`` with a host port, a claim and a disk volume, or an anti-affinity term to its app (the
+    node ports, volume and pod index listeners'), on its node."""
+    made = MakePod(pod.name, pod.namespace).req(cpu="100m").priority(0).node(pod.node_name)
+    made = made.label("app", f"app-{shape}").phase("Running")
+    if shape == 0:
+        made = made.host_port(PORT)
+    elif shape == 1:
+        made = made.pvc(f"claim-{pod.name}").volume({"name": "disk", "gcePersistentDisk": {"pdName": "d"}})
+    else:
+        term = {"labelSelector": {"matchLabels": {"app": "app-2"}}, "topologyKey": "kubernetes.io/hostname"}
+        made = made.spec(
+            affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        )
+    return made.info()
+
+
+def _ports(pod: PodInfo) -> bool:
+    return bool(pod.host_ports)
+
+
+def _volumes(pod: PodInfo) -> bool:
+    return bool(pod.volumes)
+
+
+def _affinity(pod: PodInfo) -> bool:
+    return bool(pod.affinity)
 
 
 def state(sched: Scheduler) -> dict[str, Any]:
@@ -66,6 +119,13 @@ def state(sched: Scheduler) -> dict[str, Any]:
         "members": {k: set(v) for k, v in sched.podgroups.members.items()},
         "finished": dict(sched.podgroups.finished),
         "pending": dict(sched.pending),
+        "phases": dict(sched.podgroups.phases()),
+        # the existing pods' affinity terms the pod index holds (topology spread makes it by default)
+        # what preemption's quick answer reads (the priority plugin's bound jobs per queue)
+        "priorities": getattr(sched.framework.plugin("priority"), "_by_queue", None),
+        "indexed": sorted(
+            sched.framework.shared(PodIndex, lambda: PodIndex(cluster, sched.objects))._indexed
+        ),
     }
 
 
@@ -109,12 +169,29 @@ def test_the_bulk_path_leaves_the_state_the_per_pod_path_leaves(seed: int) -> No
                 "spec": {"minMember": 3, "queue": "team-0"},
             }
         )
+        for namespace in (f"team-{t}" for t in range(10)):
+            for k, (phase, minimum) in enumerate(GANGS):
+                sched.put_object(
+                    {
+                        "apiVersion": "scheduling.volcano.sh/v1beta1",
+                        "kind": "PodGroup",
+                        "metadata": {"name": f"gang-{k}", "namespace": namespace},
+                        "spec": {"minMember": minimum, "queue": "team-0"},
+                        "status": {"phase": phase},
+                    }
+                )
         for node in nodes:
             sched.set_node(node)
         add(sched)
         runs.append(sched)
     per_pod, bulk = runs
     assert len(per_pod.cluster.pods) > 400  # most bound pods count
+    counted = bulk.cluster.pods.values()
+    moved = [
+        key for key, phase in per_pod.podgroups.phases().items() if "gang-" in key and phase == "Running"
+    ]
+    assert len(moved) >= 20  # gangs moved to Running (from Inqueue, Completed, and Running via Pending)
+    assert all(any(check(p) for p in counted) for check in (_ports, _volumes, _affinity))
     expected = state(per_pod)
     got = state(bulk)
     for key in expected:
@@ -187,3 +264,48 @@ def test_the_feeds_pages_apply_as_one_change_each() -> None:
         )
     assert runs[1] == runs[0]
     assert runs[0][4] == {"ns/w": "n1"} and "ns/b2" not in runs[0][2]
+
+
+class _Heard:
+    """A cluster listener counting the pods it hears of; ``fails`` raises in its bulk hook."""
+
+    def __init__(self, *, fails: bool = False) -> None:
+        self.fails = fails
+        self.pods: list[str] = []
+
+    def node_changed(self, row: int, old: Any, new: Any) -> None:
+        return None
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self.pods.append(pod.key)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        return None
+
+
+class _FailingBulk(_Heard):
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        self.pods.extend(pod.key for pod in pods)
+        raise RuntimeError("a bug in a listener")
+
+
+def test_a_listener_failing_on_a_page_is_contained_and_the_others_count_it() -> None:
+    """An error of gpuq's own in one listener's bulk hook: every other listener still hears the page's
+    pods, the feed contains it (the Warning, the informer's page handler returns) and goes on."""
+    sched, backend, feed, _ = make_feed()
+    feed.ready = False
+    feed.apply(Change("add", ("", "n1"), MakeNode("n1").alloc(cpu="8", memory="16Gi", pods="20").obj()))
+    failing, after = _FailingBulk(), _Heard()
+    sched.cluster.subscribe(failing)
+    sched.cluster.subscribe(after)
+    page = [
+        MakePod(f"b{i}", "ns").req(cpu="1").priority(0).node("n1").resource_version("1").obj()
+        for i in range(4)
+    ]
+    feed._others_in = True
+    feed.page(1, page)
+    keys = [f"ns/b{i}" for i in range(4)]
+    assert failing.pods == keys and after.pods == keys
+    assert sorted(sched.cluster.pods) == keys
+    warnings = [e for e in backend.events if e.type == "Warning"]
+    assert len(warnings) == 1 and "a bug in a listener" in warnings[0].message

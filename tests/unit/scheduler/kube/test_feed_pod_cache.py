@@ -5,6 +5,7 @@ nothing, so a cached pod decides as the whole pod did, and what most pods share 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -202,18 +203,27 @@ def test_a_deleting_pod_preempted_by_a_scheduler_is_read_so_when_decoded() -> No
     assert info == PodInfo.from_dict(whole)
 
 
-def test_the_parts_most_pods_share_are_kept_once() -> None:
-    first, second = pod_cache(full_pod("a")), pod_cache(full_pod("b"))
+def typed(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as the pod informer's decoder gives it (no transform after it)."""
+    out = decode_pod(orjson.dumps(pod))
+    assert type(out) is dict
+    return out
+
+
+@pytest.mark.parametrize("keep", [pod_cache, typed], ids=["decoded whole", "typed"])
+def test_the_parts_most_pods_share_are_kept_once(keep: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    first, second = keep(full_pod("a")), keep(full_pod("b"))
     assert first["spec"]["tolerations"] is second["spec"]["tolerations"]
     assert first["spec"]["nodeSelector"] is second["spec"]["nodeSelector"]
     first_main, second_main = first["spec"]["containers"][0], second["spec"]["containers"][0]
     assert first_main["resources"] is second_main["resources"]
 
 
-def test_only_equal_parts_are_shared_to_the_type() -> None:
+@pytest.mark.parametrize("keep", [pod_cache, typed], ids=["decoded whole", "typed"])
+def test_only_equal_parts_are_shared_to_the_type(keep: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     """1, 1.0 and true are equal in Python; a pod keeps the value its JSON had."""
     whole, floated = full_pod("a"), full_pod("b")
     floated["spec"]["tolerations"][0]["tolerationSeconds"] = 300.0
-    kept, other = pod_cache(whole), pod_cache(floated)
+    kept, other = keep(whole), keep(floated)
     assert kept["spec"]["tolerations"] is not other["spec"]["tolerations"]
     assert type(other["spec"]["tolerations"][0]["tolerationSeconds"]) is float

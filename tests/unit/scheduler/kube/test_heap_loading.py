@@ -5,6 +5,8 @@ more): a reference cycle made meanwhile is frozen with them."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
 from collections.abc import Iterator
 
@@ -55,3 +57,17 @@ def test_loading_restores_the_collector_when_the_load_fails(thawed: None) -> Non
     with pytest.raises(RuntimeError), heap.loading():
         raise RuntimeError("list failed")
     assert gc.isenabled() and gc.get_freeze_count() > 0
+
+
+def test_the_command_lines_modules_load_without_a_collection_then_are_frozen() -> None:
+    """gpuq_k8s/cli.py: every gpuq process (the scheduler's start among them) imports its modules with
+    the collector off, then freezes what they made and turns the collector back on."""
+    probe = (
+        "import gc, sys\n"
+        "sys.modules.pop('gpuq_k8s.cli', None)\n"
+        "import gpuq_k8s.cli\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    enabled, frozen = out.split()
+    assert enabled == "True" and int(frozen) > 100_000  # the modules' objects, out of the walks

@@ -217,6 +217,22 @@ def test_a_missing_class_is_retried_when_the_class_appears() -> None:
     assert attempt(sched)[0] == "n1"
 
 
+def test_a_claim_made_after_the_pod_retries_it() -> None:
+    """A ``resourceClaimName`` the pod names before the claim exists (no pod update follows): the
+    claim's creation moves the pod (kube-scheduler's ``isSchedulableAfterClaimChange``), and it binds."""
+    sched, _ = scheduler(CLASS, TWO_GPUS)
+    add(sched, pod("p", "c"))
+    bound, message, _ = attempt(sched)
+    assert bound == "" and 'resourceclaim.resource.k8s.io "c" not found' in message
+    queued = sched.queue.get("ns/p")
+    assert queued is not None and queued.pool == "unschedulable"
+    sched.put_object(one_gpu("c"))
+    queued = sched.queue.get("ns/p")
+    assert queued is not None and queued.pool != "unschedulable"
+    later(sched)
+    assert attempt(sched)[0] == "n1"
+
+
 def test_a_new_slice_retries_the_pod_an_unrelated_claim_does_not() -> None:
     sched, _ = scheduler(CLASS, one_gpu("c"), one_gpu("other"), nodes=("n1", "n2"))
     add(sched, pod("p", "c"))
