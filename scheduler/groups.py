@@ -313,17 +313,20 @@ class GroupTracker:
             except Exception:
                 # No one PodGroup to blame: enqueue in key order rather than not at all.
                 log.exception("ordering PodGroups for enqueue failed (an error in gpuq); using key order")
-        for group in waiting:
-            if group.phase != PENDING:
-                continue
-            try:
-                moved += self._enqueue(group)
-            except Exception as err:
-                self.failed.add(group.key)
-                self.enqueue_refusals[group.key] = (
-                    f"PodGroup {group.key} could not be enqueued: an error in gpuq ({type(err).__name__})"
-                )
-                self._contain(group.ref, "enqueue", err, "it stays Pending until it changes")
+        if not waiting:
+            return 0
+        with framework.enqueue_pass():
+            for group in waiting:
+                if group.phase != PENDING:
+                    continue
+                try:
+                    moved += self._enqueue(group)
+                except Exception as err:
+                    self.failed.add(group.key)
+                    self.enqueue_refusals[group.key] = (
+                        f"PodGroup {group.key} could not be enqueued: an error in gpuq ({type(err).__name__})"
+                    )
+                    self._contain(group.ref, "enqueue", err, "it stays Pending until it changes")
         return moved
 
     def _enqueue(self, group: GroupInfo) -> int:

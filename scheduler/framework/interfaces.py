@@ -126,6 +126,11 @@ class EnqueuePlugin(Plugin):
     def dequeued(self, group: GroupInfo) -> None:
         """``group`` left Inqueue (running, or deleted): release the reservation."""
 
+    def enqueue_pass(self, began: bool) -> None:
+        """A pass of the enqueue action over the Pending PodGroups began (``began``) or ended (Volcano's
+        session around its enqueue action): between the two nothing changes but the groups admitted
+        (each :meth:`enqueued`), so a plugin may read what its checks count once per pass."""
+
 
 class PreFilterPlugin(Plugin):
     @abstractmethod

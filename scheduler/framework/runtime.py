@@ -20,7 +20,8 @@ queries from the scheduler's :class:`~scheduler.groups.GroupTracker`, which it k
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar, cast
 
 import numpy as np
@@ -290,6 +291,17 @@ class Framework(SessionPoints):
         every enqueue plugin reserves for it as if this scheduler had admitted it."""
         for plugin in self.enqueue_plugins:
             plugin.enqueued(group)
+
+    @contextmanager
+    def enqueue_pass(self) -> Iterator[None]:
+        """One pass of the enqueue action (:meth:`EnqueuePlugin.enqueue_pass` before and after)."""
+        for plugin in self.enqueue_plugins:
+            plugin.enqueue_pass(True)
+        try:
+            yield
+        finally:
+            for plugin in self.enqueue_plugins:
+                plugin.enqueue_pass(False)
 
     def run_dequeued(self, group: GroupInfo) -> None:
         for plugin in self.enqueue_plugins:

@@ -285,6 +285,9 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
     def dequeued(self, group: GroupInfo) -> None:
         self.enqueue_check.dequeued(group)
 
+    def enqueue_pass(self, began: bool) -> None:
+        self.enqueue_check.enqueue_pass(began)
+
     def _has_lower(self, namespaces: Iterable[str], priority: int) -> bool:
         return any(p < priority for ns in namespaces for p in self._priorities.get(ns, ()))
 

@@ -34,33 +34,47 @@ class ElasticEnqueue:
         # counted); and the refusal last reported per Pending PodGroup (one Warning per distinct refusal).
         self._inqueue: dict[str, GroupInfo] = {}
         self._refused: dict[str, str] = {}
+        # Within a pass of the enqueue action, what the Inqueue jobs reserve, per namespace.
+        self._in_pass = False
+        self._pass_reserved: dict[str, dict[str, int]] | None = None
 
     def _demand(self, group: GroupInfo) -> dict[str, int]:
         members = [self.devices.pod(p).requests for p in self.handle.group_members(group)]
         minimum = group.model.spec.minResources if group.model is not None else None
         return job_demand(minimum, members, group.min_member)
 
+    def _reserved_by(self, group: GroupInfo) -> dict[str, int]:
+        """What the Inqueue ``group`` reserves and its pods do not charge yet; nothing for a job whose
+        members were all tried and parked (the pure rule's ``reserves``)."""
+        if not self.handle.group_reserves(group):
+            return {}
+        # The demand as of now: a group found Inqueue (admitted before a restart) may have been
+        # read before its pods.
+        demand = self._demand(group)
+        charged = [
+            charge
+            for p in self.handle.group_members(group)
+            if (charge := self.infos.reserved(group.namespace, p.key)) is not None
+        ]
+        return unbound_part(demand, charged)
+
     def _inqueue_reserved(self) -> dict[str, dict[str, int]]:
-        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet; nothing for
-        a job whose members were all tried and parked (the pure rule's ``reserves``)."""
+        """Per namespace, what its Inqueue jobs reserve and their pods do not charge yet: read once
+        per pass of the enqueue action (kept current with the jobs it admits), else on every check.
+        Read on every check, 100 Pending jobs cost 1.0-2.6 s a pass at 1,000 Inqueue jobs."""
+        if self._pass_reserved is not None:
+            return self._pass_reserved
         out: dict[str, dict[str, int]] = {}
         for group in self._inqueue.values():
-            if not self.handle.group_reserves(group):
-                continue
-            # The demand as of now: a group found Inqueue (admitted before a restart) may have been
-            # read before its pods.
-            demand = self._demand(group)
-            charged = [
-                charge
-                for p in self.handle.group_members(group)
-                if (charge := self.infos.reserved(group.namespace, p.key)) is not None
-            ]
-            left = unbound_part(demand, charged)
-            if left:
-                into = out.setdefault(group.namespace, {})
-                for key, amount in left.items():
-                    into[key] = into.get(key, 0) + amount
+            _add(out, group.namespace, self._reserved_by(group))
+        if self._in_pass:
+            self._pass_reserved = out
         return out
+
+    def enqueue_pass(self, began: bool) -> None:
+        """EnqueuePlugin.enqueue_pass: the reservations are read once in a pass."""
+        self._in_pass = began
+        self._pass_reserved = None
 
     def enqueue(self, group: GroupInfo) -> Status:
         """EnqueuePlugin.enqueue: Skip when the namespace has no ElasticQuota or the job fits; else
@@ -86,10 +100,20 @@ class ElasticEnqueue:
         self._refused.pop(group.key, None)
         if group.namespace in self.infos:
             self._inqueue[group.key] = group
+            if self._pass_reserved is not None:
+                _add(self._pass_reserved, group.namespace, self._reserved_by(group))
 
     def dequeued(self, group: GroupInfo) -> None:
         """EnqueuePlugin.dequeued: running or gone, its pods charge what they hold (bound or
         reserved) as any pod does."""
         self._inqueue.pop(group.key, None)
+        self._pass_reserved = None
         if self.handle.group(group.key) is None:
             self._refused.pop(group.key, None)
+
+
+def _add(into: dict[str, dict[str, int]], namespace: str, amounts: dict[str, int]) -> None:
+    if amounts:
+        per = into.setdefault(namespace, {})
+        for key, amount in amounts.items():
+            per[key] = per.get(key, 0) + amount

@@ -218,3 +218,16 @@ def test_a_job_whose_pods_were_tried_and_found_no_node_keeps_no_job_out() -> Non
     sched.run_enqueue()
     assert sched.podgroups.groups["b/third"].phase == "Pending"
     assert "used 10, limit 8" in sched.podgroups.enqueue_refusals["b/third"]
+
+
+def test_a_job_admitted_in_a_pass_counts_for_the_next_of_the_same_pass() -> None:
+    """The reservations are read once per pass of the enqueue action and kept current with the jobs it
+    admits: the first gang (6 of the pool's 8 with a's 2 running) is admitted, the second (4) in the
+    same pass is refused as it is in a pass of its own (test_jobs_already_inqueue_count_against_the_quota)."""
+    sched, _ = _cluster(32, a=2, b=0)
+    _gang(sched, "a", "first", 2, 3)
+    _gang(sched, "a", "second", 2, 2)
+    assert sched.run_enqueue() == 1
+    assert sched.podgroups.groups["a/first"].phase == "Inqueue"
+    assert sched.podgroups.groups["a/second"].phase == "Pending"
+    assert "requested 4, available 0, used 8, limit 8" in sched.podgroups.enqueue_refusals["a/second"]
