@@ -32,21 +32,21 @@ class ChangeLog:
 
     def record(self, row: int, n: int) -> None:
         """``row`` changed; ``n`` (the rows in use) bounds how much history is worth keeping."""
-        log = self._log
-        log.append(row)
-        if len(log) > n + _LOG_SLACK:
-            drop = len(log) // 2
-            del log[:drop]
-            self._base += drop
+        self._log.append(row)
+        if len(self._log) > n + _LOG_SLACK:
+            self._trim()
 
     def record_all(self, rows: Sequence[int], n: int) -> None:
         """:meth:`record` of each of ``rows`` in order."""
-        log = self._log
-        log.extend(rows)
-        if len(log) > n + _LOG_SLACK:
-            drop = len(log) // 2
-            del log[:drop]
-            self._base += drop
+        self._log.extend(rows)
+        if len(self._log) > n + _LOG_SLACK:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the older half (the length check stays inline: this is on every bind's path)."""
+        drop = len(self._log) // 2
+        del self._log[:drop]
+        self._base += drop
 
     def since(self, position: int, limit: int) -> list[int] | None:
         """Distinct rows changed at or after ``position``; None when more than ``limit`` entries (or

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpuq_k8s.common.kube import binding
-from gpuq_k8s.common.kube.errors import Conflict, NotFound, RequestFailed
+from gpuq_k8s.common.kube.errors import Conflict, Invalid, NotFound, RequestFailed
 from gpuq_k8s.common.kube.events import EventRecorder
 from gpuq_k8s.common.kube.status import MERGE_PATCH, STRATEGIC_MERGE_PATCH, StatusWriter, call
 from gpuq_k8s.common.model.errors import GpuqError
@@ -333,12 +333,23 @@ class KubeBackend:
                     return
             if reply.ok:
                 self._written[c.pod.key] = (c.reason, c.message, c.nominated)
-            elif not isinstance(reply.error, (NotFound, Conflict)):  # gone, or re-created (its UID)
+            elif isinstance(reply.error, (NotFound, Conflict)):  # gone, or re-created (its UID)
+                return
+            elif isinstance(reply.error, Invalid) and await self._bound_meanwhile(c.pod):
+                # Sent before our own bind of the pod was answered: the apiserver refuses a
+                # nominatedNodeName on a bound pod, and PodScheduled=False no longer applies.
+                log.debug("condition of %s not written: bound meanwhile", c.pod.ref)
+            else:
                 log.warning("condition of %s not written: %s", c.pod.ref, reply.message)
 
         await asyncio.gather(*(one(c) for c in conditions.values()))
         await self.statuses.flush()
         await self.events.flush()
+
+    async def _bound_meanwhile(self, pod: PodInfo) -> bool:
+        """The pod (this UID) is bound now: a condition refused as invalid came too late."""
+        found = await binding.read_binding(self.api_client, pod.namespace, pod.name, pod.uid)
+        return bool(found.bound_to)
 
     def forget_pod(self, key: str) -> None:
         self._conditions.pop(key, None)

@@ -54,6 +54,20 @@ TEST_ID = "t0000"
 CREATED = "2026-11-27T01:00:00Z"
 
 
+def managed_fields(fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """The one managedFields entry the apiserver records for the bench client's create of ``fields``."""
+    return [
+        {
+            "manager": "python",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": CREATED,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields,
+        }
+    ]
+
+
 def node_json(i: int) -> dict[str, Any]:
     """A fake Ready node as kube-apiserver returns it (tests/e2e/cluster_fixtures.py ``Cluster.node``)."""
     name = f"{TEST_ID}-n{i:05d}"
@@ -72,16 +86,7 @@ def node_json(i: int) -> dict[str, Any]:
             "resourceVersion": str(1000 + i),
             "creationTimestamp": CREATED,
             "labels": labels,
-            "managedFields": [
-                {
-                    "manager": "python",
-                    "operation": "Update",
-                    "apiVersion": "v1",
-                    "time": CREATED,
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": fields,
-                }
-            ],
+            "managedFields": managed_fields(fields),
         },
         "spec": {},
         "status": {
@@ -162,16 +167,7 @@ def pod_json(i: int, nodes: int) -> dict[str, Any]:
             "uid": f"00000000-0000-0000-0002-{i:012d}",
             "resourceVersion": str(100000 + i),
             "creationTimestamp": CREATED,
-            "managedFields": [
-                {
-                    "manager": "python",
-                    "operation": "Update",
-                    "apiVersion": "v1",
-                    "time": CREATED,
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": fields,
-                }
-            ],
+            "managedFields": managed_fields(fields),
         },
         "spec": {
             "containers": [

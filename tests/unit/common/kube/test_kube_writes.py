@@ -174,6 +174,41 @@ def test_the_backend_reports_each_outcome(post: Answer, get: Answer | None, resu
     assert condition_writes == ([POD_PATH + "/status"] if result is Result.NOT_BOUND else [])
 
 
+BOUND_POD_REFUSES_NOMINATION = (
+    422,
+    {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "Invalid",
+        "code": 422,
+        "message": 'Pod "p" is invalid: status.nominatedNodeName: Forbidden: may not be set on pods '
+        "that are already bound to a node",
+    },
+)
+
+
+@pytest.mark.parametrize(("now_bound_to", "warned"), [("n1", False), ("", True)])
+def test_a_condition_refused_because_our_bind_landed_first_is_no_warning(
+    now_bound_to: str, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A nomination queued before the pod's bind and sent after it is refused (422): the pod is read,
+    and bound means the condition no longer applies (a DEBUG line); any other refusal is a WARNING."""
+
+    def handler(method: str, path: str) -> Answer:
+        return BOUND_POD_REFUSES_NOMINATION if method == "PATCH" else (200, pod_body(now_bound_to))
+
+    api = FakeApi(handler)
+    backend = kube_backend_for(api)
+    backend.set_pod_condition(POD.info(), "Unschedulable", "preempting", nominated_node="n1")
+    with caplog.at_level("DEBUG", logger=kube_backend.__name__):
+        asyncio.run(backend.flush())
+    assert [m for m, _ in api.requests] == ["PATCH", "GET"]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert bool(warnings) is warned, caplog.records
+    if not warned:
+        assert any("bound meanwhile" in r.getMessage() for r in caplog.records)
+
+
 def test_an_unknown_outcome_keeps_reading_the_pod_until_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     """No timer settles it: reads fail twice, the third says the bind stood."""
     monkeypatch.setattr(kube_backend, "UNKNOWN_FIRST_READ", 0.001)
