@@ -33,7 +33,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Final
 
 from gpuq_k8s.common.kube.diff import Change
-from gpuq_k8s.common.kube.informer import Informer, InformerSet
+from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
 from gpuq_k8s.common.model.events import FAILED_SCHEDULING, INVALID_ANNOTATION, EventRecord
@@ -51,8 +51,6 @@ log = logging.getLogger(__name__)
 # The order of the replay after the initial list: what quota objects and pods refer to comes first.
 # (common/model/kinds.py SCHEDULER_WATCHES: the kinds the scheduler's informers list and watch.)
 REPLAY_ORDER: Final = kinds.SCHEDULER_WATCHES
-# Nodes fed in one step of the event loop by Feed.load (about 60 ms of a start's CPU).
-_NODE_STEP: Final = 1000
 # Bookkeeping the apiserver changes on every write; never a reason to reconsider anything.
 _VOLATILE_META: Final = ("resourceVersion", "managedFields", "generation")
 # Status keys that are inputs rather than gpuq's outputs: a Queue closed by its owner must be seen, and
@@ -182,7 +180,9 @@ class Feed:
         for kind in REPLAY_ORDER:
             if kind is kinds.POD or kind.kind not in informers.informers:
                 continue
-            await self._feed_kind(informers[kind.kind], kind)
+            for obj in list(informers[kind.kind].items().values()):
+                self.apply(Change("add", _key(obj, kind.namespaced), obj))
+            self._live.add(kind.kind)
         while self._early_pages:  # pages arriving meanwhile join the end of the queue: order kept
             number, objs = self._early_pages.pop(0)
             self._feed_page(number, objs)
@@ -194,29 +194,6 @@ class Feed:
         self._streamed.clear()
         self.ready = True
         self.wake()
-
-    async def _feed_kind(self, informer: Informer, kind: Kind) -> None:
-        """Feed the cached objects of ``kind``, then apply its changes as they come. Nodes, thousands
-        at a large start (15,000: about 1 s of parsing and card discovery), go by steps of
-        :data:`_NODE_STEP`, the event loop run between them: the pod list's stream is read and
-        decoded meanwhile, where a single step left kube-apiserver blocked on a full socket (issue
-        29). The kind is live from the first step, each step reading its nodes as cached then, so a
-        change meanwhile is applied when it comes and none is lost (a node deleted meanwhile is
-        not cached any more; one changed is parsed again, equal, and left as it is)."""
-        if kind is not kinds.NODE or len(informer.items()) <= _NODE_STEP:
-            for obj in list(informer.items().values()):
-                self.apply(Change("add", _key(obj, kind.namespaced), obj))
-            self._live.add(kind.kind)
-            return
-        self._live.add(kind.kind)
-        keys = list(informer.items())
-        for at in range(0, len(keys), _NODE_STEP):
-            cached = informer.items()  # a re-list replaces the mapping
-            for key in keys[at : at + _NODE_STEP]:
-                now = cached.get(key)
-                if now is not None:
-                    self.apply(Change("add", key, now))
-            await asyncio.sleep(0)
 
     def _bring_to_present(self, cached: Mapping[tuple[str, str], Obj]) -> None:
         """The pods as the informer's cache holds them now, once the pod list is complete: the pages

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from gpuq_k8s.common.kube.diff import Change
 from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.scheduler.cycle import Attempt, Scheduler
 from gpuq_k8s.scheduler.kube.feed import Feed
@@ -124,44 +123,3 @@ def test_pod_changes_while_other_kinds_list_are_not_lost() -> None:
     # n1 has 4 cpu: the finished pod's 3 are free again, the bound pod holds 1: "waiting" fits
     # (as the pages had them: "binding" would be tried, and "waiting" would not fit).
     assert drain(scheduler) == [("waiting", "n1")]
-
-
-def test_nodes_fed_by_steps_lose_no_change_made_meanwhile() -> None:
-    """Thousands of nodes are fed by steps, the event loop run between them (the pod list's stream is
-    read meanwhile, issue 29): a node changed or deleted between two steps, fed already or not yet,
-    ends as the informer's cache holds it; pod pages arriving meanwhile wait for every node."""
-    scheduler, _, feed, _ = make_feed()
-    feed.ready = False
-    nodes = [NODE.copy().name(f"n{i}").obj() for i in range(2500)]
-    pod = POD.copy().name("bound").uid("u-b").node("n5").obj()
-    cache = informers(nodes, [pod], synced=False)
-    grown = {i: NODE.copy().name(f"n{i}").alloc(cpu="64", memory="8Gi", pods="110").obj() for i in (10, 2400)}
-
-    async def start() -> None:
-        loading = asyncio.create_task(feed.load(cache))
-        for _ in range(10):  # until load's first step
-            await asyncio.sleep(0)
-            if scheduler.cluster.row_of:
-                break
-        fed = len(scheduler.cluster.row_of)
-        assert 0 < fed < len(nodes)  # a step done, the others to come
-        listed = cast(dict[tuple[str, str], dict[str, Any]], cache["Node"].items())
-        for i, node in grown.items():  # one fed already, one not yet: the informer's cache, then its handler
-            listed[key(node)] = node
-            feed.handler(Change("update", key(node), node, nodes[i]))
-        for i in (20, 2300):
-            del listed[key(nodes[i])]
-            feed.handler(Change("delete", key(nodes[i]), nodes[i]))
-        feed.page(1, [pod])  # nodes still being fed: kept
-        assert "ns/bound" not in scheduler.cluster.pods
-        cache["Pod"].synced.set()
-        await loading
-
-    asyncio.run(start())
-    assert feed.ready
-    rows = scheduler.cluster.row_of
-    assert set(rows) == {f"n{i}" for i in range(2500)} - {"n20", "n2300"}
-    for i in grown:
-        node = scheduler.cluster.nodes[rows[f"n{i}"]]
-        assert node is not None and node.allocatable["cpu"] == 64_000
-    assert scheduler.cluster.pods["ns/bound"].node_name == "n5"
