@@ -114,6 +114,8 @@ DEFAULT_INACTIVITY: Final = 150.0
 # one 2 s before a watch's deadline; its timer ticks every second): how :meth:`Informer.catch_up`
 # has the watch pass a resourceVersion when nothing of the kind changes.
 CATCH_UP_WATCH_TIMEOUT: Final = 3
+# catch_up's target while the present resourceVersion is being read: above any revision.
+_PRESENT_UNREAD: Final = 1 << 62
 # The annotation of the BOOKMARK that ends a streaming list's initial events (WatchList).
 INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 
@@ -169,6 +171,8 @@ class Informer:
     _rewatch_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _catch_up_to: int = field(default=0, init=False)
     _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # The last catch_up that succeeded: seconds to read the present, and in all.
+    last_catch_up: tuple[float, float] = field(default=(0.0, 0.0), init=False)
     _watch_list_refused: bool = field(default=False, init=False)
 
     # --- cache ---------------------------------------------------------------------------------
@@ -233,25 +237,32 @@ class Informer:
         delivered everything up to the resourceVersion a ``limit=1`` list read after this call (so
         every write acknowledged before the call is in the cache and was delivered to the handlers).
 
+        The watch is cut as the read is sent, not once it is answered: the short watch that follows
+        gets its bookmark as early as it can (kube-apiserver's bookmarks come on whole seconds), and
+        a bookmark short of the present (sent before the read was answered) cuts it again at once.
+        Only resourceVersions decide: how early the watch is cut changes how soon, never whether.
+        ``last_catch_up`` says afterwards how long the read and the whole took.
+
         False when it cannot tell, and the caller lists (:meth:`relist`): the cache is not live, a
         resourceVersion is not a number (they are etcd revisions on kube-apiserver), or the watch has
         not passed it within ``timeout`` seconds (a stalled watch, an apiserver that sends no bookmark).
         """
         if not (self.watching and self.synced.is_set()):
             return False
+        began = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
-                target = _revision(await self._present_version())
-                if target is None or _revision(self._resource_version) is None:
-                    return False
-                self._catch_up_to = target
+                self._catch_up_to = _PRESENT_UNREAD
+                self._rewatch_wanted.set()  # the watch open now gets its next bookmark in a minute
                 try:
-                    cut = False
+                    target = _revision(await self._present_version())
+                    read = time.monotonic() - began
+                    if target is None or _revision(self._resource_version) is None:
+                        return False
+                    self._catch_up_to = target
                     while (mine := _revision(self._resource_version)) is not None and mine < target:
-                        if not cut:  # the watch open now gets its next bookmark in a minute
-                            self._rewatch_wanted.set()
-                            cut = True
                         await self._moved.wait()
+                    self.last_catch_up = (read, time.monotonic() - began)
                     return mine is not None
                 finally:
                     self._catch_up_to = 0
@@ -269,9 +280,12 @@ class Informer:
         body = await self._get_body(params, aiohttp.ClientTimeout(total=30))
         return str((self._decode(body).get("metadata") or {}).get("resourceVersion") or "")
 
-    def _advanced(self) -> None:
-        """The resourceVersion moved: wake a :meth:`catch_up` waiting for it."""
+    def _advanced(self, bookmark: bool = False) -> None:
+        """The resourceVersion moved: wake a :meth:`catch_up` waiting for it; a bookmark short of
+        its target cuts the watch (the next short watch's bookmark is the next chance)."""
         if self._catch_up_to:
+            if bookmark and (_revision(self._resource_version) or 0) < self._catch_up_to:
+                self._rewatch_wanted.set()
             self._moved.set()
             self._moved = asyncio.Event()
 
@@ -505,7 +519,7 @@ class Informer:
         version = resource_version(raw)
         if kind == "BOOKMARK":
             self._resource_version = version or self._resource_version
-            self._advanced()
+            self._advanced(bookmark=True)
             return
         obj = self._prepare(raw)
         key = object_key(obj)
