@@ -8,7 +8,8 @@ manifests) report. One attempt is split as kube-scheduler's ``schedule_one.go`` 
 scheduling step (``schedulingCycle``: PreFilter .. Reserve, Permit) decides and reserves, the binding
 step (``bindingCycle``) binds, and on failure unreserves and requeues. Failed attempts are reported
 by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`; gangs
-waiting in Permit that cannot reach their quorum are rolled back by :mod:`scheduler.gang_cycle`.
+waiting in Permit that cannot reach their quorum are rolled back by :mod:`scheduler.gang_cycle`; the
+reserve action is fed by :mod:`scheduler.reserve_cycle`.
 
 It is synchronous; binds and evictions go through the :class:`~scheduler.backend.ClusterBackend`
 with completion callbacks, so the same cycle runs against the in-memory backend (``gpuq simulate``)
@@ -34,11 +35,10 @@ from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.podgroup_status import Members
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.common.model.reservation import Candidate
 from gpuq_k8s.common.model.wire import Obj, section
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
-from gpuq_k8s.scheduler.actions.reserve import Reserve, Target, candidates
+from gpuq_k8s.scheduler.actions.reserve import Reserve
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -65,6 +65,7 @@ from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.reserve_cycle import ReserveCycle
 
 
 class SchedulerSettings(Protocol):
@@ -205,10 +206,19 @@ class Scheduler:
         self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
-        # The reserve action (Semantics 15): its state, and the pods whose last refusal freed room
-        # could cure (their jobs may be elected).
-        self.reserve = Reserve(self.framework) if RESERVE in self.framework.actions else None
-        self.curable: set[str] = set()
+        # The reserve action (Semantics 15), fed from this state (scheduler/reserve_cycle.py).
+        self.reserve = (
+            ReserveCycle(
+                action=Reserve(self.framework),
+                pending=self.pending,
+                podgroups=self.podgroups,
+                objects=self.objects,
+                cluster=self.cluster,
+                queue=self.queue,
+            )
+            if RESERVE in self.framework.actions
+            else None
+        )
 
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
@@ -317,7 +327,8 @@ class Scheduler:
         self.queue.delete(key)
         self.nominator.forget(key)
         self.podgroups.forget_pod(key)
-        self.curable.discard(key)
+        if self.reserve is not None:
+            self.reserve.forget(key)
         self._pod_gone(key)
 
     def _pod_gone(self, key: str) -> None:
@@ -358,31 +369,9 @@ class Scheduler:
         return self.podgroups.run_enqueue()
 
     def run_reserve(self) -> bool:
-        """One step of the reserve action (scheduler/actions/reserve.py), when it is configured; True
+        """One step of the reserve action, when it is configured (:meth:`ReserveCycle.step`); True
         when it released a lock (the pods the lock kept out are then ready to be tried at once)."""
-        if self.reserve is None:
-            return False
-        pending = self.pending
-
-        def jobs() -> list[Candidate]:
-            return candidates(pending, self.curable, self.podgroups.group_of, self.objects)
-
-        released = self.reserve.step(self.clock(), self._target, jobs)
-        if released:
-            self.queue.on_event(ClusterEvent.NODES_UNLOCKED, at_once=True)
-        return released
-
-    def _target(self, ref: str) -> Target:
-        """What became of the target job ``ref`` (``PodGroup/ns/name``, or ``Pod/ns/name``)."""
-        kind, _, key = ref.partition("/")
-        if kind == kinds.POD_GROUP.kind:
-            group = self.podgroups.groups.get(key)
-            if group is None:
-                return Target.GONE
-            return Target.READY if self.podgroups.ready_members(group) >= group.min_member else Target.WAITING
-        if key in self.pending:
-            return Target.WAITING
-        return Target.READY if key in self.cluster.pods else Target.GONE
+        return self.reserve is not None and self.reserve.step(self.clock())
 
     # -- batched status sync ------------------------------------------------------------------------
     def sync_status(self) -> int:
@@ -535,10 +524,7 @@ class Scheduler:
         with its nomination (new, kept while its victims terminate, or cleared)."""
         pod = attempt.pod
         if self.reserve is not None:  # only the reserve action reads it
-            if _curable(status, attempt.outcome):
-                self.curable.add(pod.key)
-            else:
-                self.curable.discard(pod.key)
+            self.reserve.refused(pod.key, status, attempt.outcome)
         nominated = self.nominator.node_of(pod.key)
         written = nominated if nominated or self._nominated_before else None
         self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
@@ -591,7 +577,8 @@ class Scheduler:
         Only a pod that is still there and unbound is retried; only that one gets PodScheduled=False."""
         key = pod.key
         if outcome.result is Result.DONE:
-            self.curable.discard(key)
+            if self.reserve is not None:
+                self.reserve.forget(key)
             self.pending.pop(key, None)
             self.queue.done(key)
             self.reasons.pop(key, None)
@@ -635,17 +622,3 @@ class Scheduler:
 
     def group_phases(self) -> Mapping[str, str]:
         return self.podgroups.phases()
-
-
-def _curable(status: Status, outcome: FilterOutcome | None) -> bool:
-    """Whether room freed on some node could cure the refusal (the reserve action's candidates): an
-    Unschedulable status, and, when Filter decided, a node some plugin refused resolvably."""
-    if status.code is not Code.UNSCHEDULABLE:
-        return False
-    if outcome is None or not outcome.results:
-        return True
-    for _, result, first in outcome.results:
-        hopeless = result.unresolvable
-        if (first if hopeless is None else first & ~hopeless).any():
-            return True
-    return False
