@@ -33,13 +33,13 @@ from gpuq_k8s.common.model import kinds, plugin_names
 from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
-from gpuq_k8s.common.model.podgroup_status import Members
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.common.model.wire import Obj, section
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.actions.reserve import Reserve
 from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
+from gpuq_k8s.scheduler.bound_at_start import add_bound_pods
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.containment import Containment
@@ -52,7 +52,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     FilterOutcome,
     FloatArray,
     PostFilterResult,
-    merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, RESERVE, Framework, Observer
@@ -66,6 +65,7 @@ from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
 from gpuq_k8s.scheduler.reserve_cycle import ReserveCycle
+from gpuq_k8s.scheduler.status_sync import sync_status
 
 
 class SchedulerSettings(Protocol):
@@ -272,52 +272,9 @@ class Scheduler:
 
     def add_bound_pods(self, pods: Sequence[PodInfo]) -> None:
         """:meth:`add_pod` for each of ``pods`` in order, the same state, cheaper for the start's
-        bound pods (scheduler/kube/feed.py ``Feed.load``): while nothing is pending (no queued pod a
-        bind could move, no nomination to forget), the pods the cluster state takes at once
-        (:meth:`ClusterState.can_add_at_once`: new, bound, on known nodes) and belong to no known
-        PodGroup or keep its phase are counted together, without the queue's per-pod events; a pod that
-        moves its PodGroup's phase ends the run, its group then followed as :meth:`add_pod` follows it
-        (its counts kept through the run: :meth:`GroupTracker.counted_with`); any other pod goes
-        through :meth:`add_pod` in its turn (tests/unit/scheduler/kube/test_feed_bulk.py compares the
-        two).
-        """
-        if self.pending or len(self.queue) or self.nominator.nominations:
-            for pod in pods:
-                self.add_pod(pod)
-            return
-        cluster, podgroups = self.cluster, self.podgroups
-        run: list[PodInfo] = []
-        keys: set[str] = set()
-        counts: dict[str, Members] = {}  # group key -> its member counts with the run's pods
-
-        def flush() -> None:
-            cluster.add_pods(run)
-            podgroups.bound_at_once(run)  # as add_pod: none of them moved its group's phase
-            run.clear()
-            keys.clear()
-            counts.clear()
-
-        can_add_at_once, group_of = cluster.can_add_at_once, podgroups.group_of
-        for pod in pods:
-            key = pod.key
-            group = group_of(pod)
-            if key in keys or not can_add_at_once(pod) or (group is not None and key in podgroups.finished):
-                flush()
-                self.add_pod(pod)
-                continue
-            run.append(pod)
-            keys.add(key)
-            if group is None:
-                continue
-            before = counts.get(group.key)
-            after, phase = podgroups.counted_with(
-                group, podgroups.member_counts(group) if before is None else before, pod
-            )
-            counts[group.key] = after
-            if phase != group.phase:  # counted (with the pods before it), then its group followed
-                flush()
-                podgroups.follow(group.key)
-        flush()
+        bound pods (scheduler/kube/feed.py ``Feed.load``; :func:`scheduler.bound_at_start.add_bound_pods`)."""
+        busy = bool(self.pending or len(self.queue) or self.nominator.nominations)
+        add_bound_pods(pods, self.cluster, self.podgroups, self.add_pod, busy=busy)
 
     def delete_pod(self, key: str) -> None:
         pending = self.pending.pop(key, None)
@@ -373,26 +330,11 @@ class Scheduler:
         when it released a lock (the pods the lock kept out are then ready to be tried at once)."""
         return self.reserve is not None and self.reserve.step(self.clock())
 
-    # -- batched status sync ------------------------------------------------------------------------
+    # -- batched status sync (scheduler/status_sync.py) --------------------------------------------
     def sync_status(self) -> int:
-        """Write every dirty custom-resource status once (PodGroup phases, quota usage); returns how many.
-
-        Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
-        timer), never per pod: a hundred pods bound in one namespace make one status patch.
-        """
-        queues = {name: section(obj, "status") for _, name, obj in self.objects.list(kinds.QUEUE)}
-        patches = self.podgroups.take_status() + self.podgroups.take_queue_status(queues)
-        now = self.wall_clock()
-        for source in self.framework.status_sources:
-            more, events = source.take_status(now)
-            patches.extend(more)
-            for event in events:
-                self.framework.record(event)
-        objects = self.objects
-        merged = merge_status_patches(patches, lambda *ref: section(objects.get(*ref), "status"))
-        for patch in merged:
-            self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
-        return len(merged)
+        """Write every dirty custom-resource status once (PodGroup phases, quota usage); returns how many
+        (:func:`scheduler.status_sync.sync_status`)."""
+        return sync_status(self.podgroups, self.objects, self.framework, self.backend, self.wall_clock)
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
