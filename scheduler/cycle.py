@@ -6,10 +6,10 @@ and the plugins' :class:`~scheduler.framework.interfaces.Handle`) and the PodGro
 (:class:`~scheduler.groups.GroupTracker`), and feeds them what the informers (or the simulator's
 manifests) report. One attempt is split as kube-scheduler's ``schedule_one.go`` splits it: the
 scheduling step (``schedulingCycle``: PreFilter .. Reserve, Permit) decides and reserves, the binding
-step (``bindingCycle``) binds, and on failure unreserves and requeues. Failed attempts are reported
-by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`; gangs
-waiting in Permit that cannot reach their quorum are rolled back by :mod:`scheduler.gang_cycle`; the
-reserve action is fed by :mod:`scheduler.reserve_cycle`.
+step (``bindingCycle``, :mod:`scheduler.binding_cycle`) binds, and on failure unreserves and
+requeues. Failed attempts are reported by :mod:`scheduler.failure`; PostFilter's victims are evicted
+by :mod:`scheduler.preemption`; gangs waiting in Permit that cannot reach their quorum are rolled back
+by :mod:`scheduler.gang_cycle`; the reserve action is fed by :mod:`scheduler.reserve_cycle`.
 
 It is synchronous; binds and evictions go through the :class:`~scheduler.backend.ClusterBackend`
 with completion callbacks, so the same cycle runs against the in-memory backend (``gpuq simulate``)
@@ -30,7 +30,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
-from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
@@ -38,7 +37,8 @@ from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
 from gpuq_k8s.scheduler.actions.reserve import Reserve
-from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
+from gpuq_k8s.scheduler.backend import ClusterBackend
+from gpuq_k8s.scheduler.binding_cycle import BindingCycle
 from gpuq_k8s.scheduler.bound_at_start import add_bound_pods
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
@@ -219,6 +219,18 @@ class Scheduler:
             if RESERVE in self.framework.actions
             else None
         )
+        self.binding = BindingCycle(
+            framework=self.framework,
+            backend=backend,
+            cluster=self.cluster,
+            pending=self.pending,
+            queue=self.queue,
+            reasons=self.reasons,
+            podgroups=self.podgroups,
+            failures=self.failures,
+            reserve=self.reserve,
+            forget=self.delete_pod,
+        )
 
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
@@ -354,7 +366,7 @@ class Scheduler:
         try:
             attempt, assumed, row = self._scheduling_cycle(state, pod)
             if assumed is not None:
-                self._binding_cycle(state, assumed, row)
+                self.binding.run(state, assumed, row)
         except Exception as err:
             # A bug must not take scheduling down for every other pod (scheduler/containment.py):
             # this one waits for its next update.
@@ -477,76 +489,6 @@ class Scheduler:
         if not nominated and status.plugin != plugin_names.GANG:
             self.gangs.member_failed(pod)
         return attempt, None, -1
-
-    def _binding_cycle(self, state: CycleState, assumed: PodInfo, row: int) -> None:
-        """Bind the pod Permit let through, then, if it completed its gang, the gang's waiting pods."""
-        group = self.podgroups.group_of(assumed)
-        self._bind(assumed, row, state)
-        if group is not None:
-            for waiting in self.framework.waiting.release(group.key):
-                self._bind(waiting.pod, waiting.row, waiting.state)
-
-    def _bind(self, pod: PodInfo, row: int, state: CycleState) -> None:
-        """PreBind, then Bind (kube-scheduler's ``bindingCycle``): the PreBind plugins' plans are
-        carried out by the backend before the binding is sent; a plan that fails (or a plugin that
-        refuses) fails the binding, and a binding that fails after the plans rolls them back."""
-        plans, refused = self.framework.run_pre_bind(state, pod, row)
-        if not refused.is_success:
-            message = f'running PreBind plugin "{refused.plugin}": {refused.message}'
-            self.bind_done(pod, row, state, Outcome(Result.NOT_BOUND, message))
-            return
-        if not plans:
-            self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
-            return
-
-        def bound(outcome: Outcome) -> None:
-            if not outcome.ok:
-                self.backend.roll_back(pod, plans)
-            self.bind_done(pod, row, state, outcome)
-
-        def pre_bound(outcome: Outcome) -> None:
-            if outcome.ok:
-                self.backend.bind(pod, pod.node_name, bound)
-            else:
-                self.bind_done(pod, row, state, outcome)
-
-        self.backend.pre_bind(pod, pod.node_name, plans, pre_bound)
-
-    def bind_done(self, pod: PodInfo, row: int, state: CycleState, outcome: Outcome) -> None:
-        """The one place a bind's outcome acts on the ledger and the queue (``pod`` is assumed on
-        ``row``): bound here stays charged; anything else unreserves our assumption, unless the
-        watch has meanwhile put the pod where it really is (then that is the truth, left alone).
-        Only a pod that is still there and unbound is retried; only that one gets PodScheduled=False."""
-        key = pod.key
-        if outcome.result is Result.DONE:
-            if self.reserve is not None:
-                self.reserve.forget(key)
-            self.pending.pop(key, None)
-            self.queue.done(key)
-            self.reasons.pop(key, None)
-            self.framework.record(
-                EventRecord(pod.ref, "Normal", SCHEDULED, f"Successfully assigned {key} to {pod.node_name}")
-            )
-            self.podgroups.pod_bound(pod)
-            return
-        current = self.cluster.pods.get(key)
-        if current is None or (current.uid == pod.uid and current.node_name == pod.node_name):
-            self.framework.run_unreserve(state, pod, row)
-            self.cluster.remove_pod(key)
-        waiting = self.pending.get(key)
-        if waiting is not None and waiting.uid != pod.uid:
-            return  # a new pod of that name: not this outcome's business
-        if outcome.result is Result.NOT_BOUND and waiting is not None:
-            self.failures.bind_failed(pod.with_node_name(""), outcome.message)
-            return
-        # Bound elsewhere (the watch charges it there), gone, or its delete observed meanwhile
-        # (no longer pending): nothing to retry and no condition to write.
-        self.queue.done(key)
-        self.reasons.pop(key, None)
-        if outcome.result is Result.GONE:
-            self.delete_pod(key)
-        else:
-            self.pending.pop(key, None)
 
     # -- gangs that never reach quorum (scheduler/gang_cycle.py) -----------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
