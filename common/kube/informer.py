@@ -66,6 +66,7 @@ from typing import Any, Final, Protocol
 import aiohttp
 import orjson
 
+from gpuq_k8s.common.kube import list_pages
 from gpuq_k8s.common.kube.collection_get import get, read_body
 from gpuq_k8s.common.kube.diff import (
     Change,
@@ -82,7 +83,7 @@ from gpuq_k8s.common.kube.errors import (
     RequestTimeout,
     status_error,
 )
-from gpuq_k8s.common.kube.list_pages import batches, continue_in_head, pages
+from gpuq_k8s.common.kube.list_pages import continue_in_head
 from gpuq_k8s.common.kube.watch_stream import (
     INITIAL_EVENTS_END,
     Inactive,
@@ -346,7 +347,9 @@ class Informer:
 
     def _batches(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
         """The list's pages as (items, the page's resourceVersion) (common/kube/list_pages.py)."""
-        return batches(pages(self._get_body, self._decode, self.page_size, self.kind.path))
+        return list_pages.batches(
+            list_pages.pages(self._get_body, self._decode, self.page_size, self.kind.path)
+        )
 
     async def _initial_events(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
         """The list as kube-apiserver streams it (WatchList, KEP-3157): a watch with
