@@ -356,20 +356,27 @@ class Service:
         )
 
     async def _take_over(self) -> None:
-        """Before the first decision as leader: every cache holds the previous leader's last writes.
+        """Before the first decision as leader: every cache of a kind the scheduler writes holds the
+        previous leader's last writes.
 
-        Those writes (binds, statuses) were answered before it released the Lease, or before the
-        Lease expired, but the watches may not have shown them yet: counted from a lagging cache, a
-        quota would be spent twice, and a status compared with a stale one left wrong. A cache whose
-        list started after the Lease was taken has them already. Any other cache catches up on its
-        live watch (:meth:`Informer.catch_up`: the collection's present resourceVersion, read now,
-        and the watch past it); only a cache that cannot (its watch down, or not past it within
-        ``CATCH_UP_TIMEOUT``) is listed again.
+        Those writes (binds, statuses, claims' allocations) were answered before it released the
+        Lease, or before the Lease expired, but the watches may not have shown them yet: counted from
+        a lagging cache, a quota would be spent twice, a device allocated twice, and a status
+        compared with a stale one left wrong. A cache whose list started after the Lease was taken
+        has them already. Any other cache of those kinds (:data:`kinds.SCHEDULER_WRITES`) catches up
+        on its live watch (:meth:`Informer.catch_up`: the collection's present resourceVersion, read
+        now, and the watch past it); only a cache that cannot (its watch down, or not past it within
+        ``CATCH_UP_TIMEOUT``) is listed again. The caches of the kinds only others write (nodes,
+        namespaces, classes...) are as fresh as their watches, as they were before the takeover.
         """
         assert self.elector is not None and self.informers is not None
         taken = self.elector.acquired_at
         began = time.monotonic()
-        stale = [i for i in self.informers.informers.values() if i.list_began < taken]
+        stale = [
+            i
+            for i in self.informers.informers.values()
+            if i.list_began < taken and i.kind in kinds.SCHEDULER_WRITES
+        ]
         caught = await asyncio.gather(*(i.catch_up(CATCH_UP_TIMEOUT) for i in stale))
         behind = [i for i, ok in zip(stale, caught, strict=True) if not ok]
         await asyncio.gather(*(i.relist() for i in behind))
@@ -377,10 +384,13 @@ class Service:
             kinds_behind = ", ".join(sorted(i.kind.kind for i in behind))
             log.info("caches re-listed on taking the Lease: %s", kinds_behind)
         if stale and len(behind) < len(stale):
+            read = max(i.last_catch_up[0] for i, ok in zip(stale, caught, strict=True) if ok)
             log.info(
-                "caches caught up on taking the Lease without a list: %d kinds in %.2fs",
+                "caches caught up on taking the Lease without a list: %d kinds in %.2fs "
+                "(the present read in %.2fs)",
                 len(stale) - len(behind),
                 time.monotonic() - began,
+                read,
             )
         if not stale:
             log.info("caches listed after taking the Lease: no re-list")

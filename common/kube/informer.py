@@ -40,11 +40,13 @@ Taking over from another replica does not need a list when the watches are live:
 consistent read: it is at least every write the apiserver acknowledged before), then waits until the
 watch has passed it. Events advance the cache's resourceVersion; where nothing of the kind changed,
 a bookmark does: the watch is resumed (from where it is, nothing lost) as a watch of
-``CATCH_UP_WATCH_TIMEOUT`` seconds, and kube-apiserver sends a bookmark two seconds before a
-watch's deadline (its cacher's ``nextBookmarkTime``), carrying the newest resourceVersion it has
-seen; the consistent read made its cache wait for etcd's progress up to the present (etcd's
-RequestWatchProgress). 1-2 s (the bookmark timer ticks once a second), where a list of 150,000
-pods takes tens.
+``CATCH_UP_WATCH_TIMEOUT`` seconds as the read is sent, and kube-apiserver sends a bookmark two
+seconds before a watch's deadline (its cacher's ``nextBookmarkTime``, in one-second buckets),
+carrying the newest resourceVersion it has seen; the consistent read made its cache wait for etcd's
+progress up to the present (etcd's RequestWatchProgress). 0-2.25 s, where a list of 150,000 pods
+takes tens; a bookmark short of the present cuts the watch again at once. A collection of at most
+one object comes whole in that read (no ``continue``): the cache is set to it, as by a list, and the
+watch resumes from there without waiting for a bookmark.
 
 ``synced`` is set once, by the first list. ``watching`` is True only while the cache is live and
 watched: from a successful list (and each watch the apiserver answers) until the next failure (410
@@ -133,6 +135,8 @@ DEFAULT_INACTIVITY: Final = 150.0
 # one 2 s before a watch's deadline; its timer ticks every second): how :meth:`Informer.catch_up`
 # has the watch pass a resourceVersion when nothing of the kind changes.
 CATCH_UP_WATCH_TIMEOUT: Final = 3
+# catch_up's target while the present resourceVersion is being read: above any revision.
+_PRESENT_UNREAD: Final = 1 << 62
 
 
 class _Relist(Exception):
@@ -182,6 +186,10 @@ class Informer:
     _rewatch_wanted: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _catch_up_to: int = field(default=0, init=False)
     _moved: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # Set by _take_whole: the events up to this revision of the watch open then are dropped (0: none).
+    _skip_through: int = field(default=0, init=False)
+    # The last catch_up that succeeded: seconds to read the present, and in all.
+    last_catch_up: tuple[float, float] = field(default=(0.0, 0.0), init=False)
     _watch_list_refused: bool = field(default=False, init=False)
 
     # --- cache ---------------------------------------------------------------------------------
@@ -246,25 +254,42 @@ class Informer:
         delivered everything up to the resourceVersion a ``limit=1`` list read after this call (so
         every write acknowledged before the call is in the cache and was delivered to the handlers).
 
+        The watch is cut as the read is sent, not once it is answered: the short watch that follows
+        gets its bookmark as early as it can (kube-apiserver's bookmarks come on whole seconds), and
+        a bookmark short of the present (sent before the read was answered) cuts it again at once.
+        Only resourceVersions decide: how early the watch is cut changes how soon, never whether.
+        ``last_catch_up`` says afterwards how long the read and the whole took.
+
         False when it cannot tell, and the caller lists (:meth:`relist`): the cache is not live, a
         resourceVersion is not a number (they are etcd revisions on kube-apiserver), or the watch has
         not passed it within ``timeout`` seconds (a stalled watch, an apiserver that sends no bookmark).
         """
         if not (self.watching and self.synced.is_set()):
             return False
+        began = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
-                target = _revision(await self._present_version())
-                if target is None or _revision(self._resource_version) is None:
-                    return False
-                self._catch_up_to = target
+                self._catch_up_to = _PRESENT_UNREAD
+                self._rewatch_wanted.set()  # the watch open now gets its next bookmark in a minute
                 try:
-                    cut = False
+                    present = await self._present()
+                    read = time.monotonic() - began
+                    meta = present.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or "")
+                    target = _revision(version)
+                    mine = _revision(self._resource_version)
+                    if target is None or mine is None:
+                        return False
+                    if mine < target and not meta.get("continue"):
+                        # The read holds the whole collection (none, or one object): a list at the
+                        # present, the cache set to it at once, no bookmark waited for.
+                        self._take_whole(present.get("items") or [], version, target)
+                        self.last_catch_up = (read, time.monotonic() - began)
+                        return True
+                    self._catch_up_to = target
                     while (mine := _revision(self._resource_version)) is not None and mine < target:
-                        if not cut:  # the watch open now gets its next bookmark in a minute
-                            self._rewatch_wanted.set()
-                            cut = True
                         await self._moved.wait()
+                    self.last_catch_up = (read, time.monotonic() - began)
                     return mine is not None
                 finally:
                     self._catch_up_to = 0
@@ -276,15 +301,31 @@ class Informer:
             )
             return False
 
-    async def _present_version(self) -> str:
-        """The collection's resourceVersion now: a consistent ``limit=1`` list."""
+    async def _present(self) -> dict[str, Any]:
+        """The collection now, by a consistent ``limit=1`` list: its resourceVersion, and all of it
+        when it holds at most one object (no ``continue``)."""
         params = [("limit", "1")]
-        body = await self._get_body(params, aiohttp.ClientTimeout(total=30))
-        return str((self._decode(body).get("metadata") or {}).get("resourceVersion") or "")
+        return self._decode(await self._get_body(params, aiohttp.ClientTimeout(total=30)))
 
-    def _advanced(self) -> None:
-        """The resourceVersion moved: wake a :meth:`catch_up` waiting for it."""
+    def _take_whole(self, items: Sequence[dict[str, Any]], version: str, revision: int) -> None:
+        """The whole collection at ``version``, read by :meth:`catch_up`: the cache becomes it (its
+        difference delivered, as after a list) and the watch resumes from there. The events of the
+        watch open now up to ``version`` are dropped: the cache already holds their outcome."""
+        fresh = {object_key(obj): obj for obj in (self._prepare(item) for item in items)}
+        changes = diff(self._cache, fresh)
+        self._cache = fresh
+        self._resource_version = version
+        self._skip_through = revision
+        self._rewatch_wanted.set()
+        self._deliver(changes)
+        self._advanced()
+
+    def _advanced(self, bookmark: bool = False) -> None:
+        """The resourceVersion moved: wake a :meth:`catch_up` waiting for it; a bookmark short of
+        its target cuts the watch (the next short watch's bookmark is the next chance)."""
         if self._catch_up_to:
+            if bookmark and (_revision(self._resource_version) or 0) < self._catch_up_to:
+                self._rewatch_wanted.set()
             self._moved.set()
             self._moved = asyncio.Event()
 
@@ -416,6 +457,7 @@ class Informer:
         log.warning("%s: streaming list (WatchList) %s: listing by pages", self.kind.kind, why)
 
     async def _watch(self) -> None:
+        self._skip_through = 0  # this watch starts past it
         low, high = self.watch_timeout
         seconds = CATCH_UP_WATCH_TIMEOUT if self._catch_up_to else random.randint(low, high)
         params = [
@@ -449,9 +491,11 @@ class Informer:
         if kind == "ERROR":
             raise status_error(raw)  # Gone when the resourceVersion was compacted
         version = resource_version(raw)
+        if self._skip_through and (_revision(version) or 0) <= self._skip_through:
+            return  # before the whole collection catch_up read (:meth:`_take_whole`)
         if kind == "BOOKMARK":
             self._resource_version = version or self._resource_version
-            self._advanced()
+            self._advanced(bookmark=True)
             return
         obj = self._prepare(raw)
         key = object_key(obj)

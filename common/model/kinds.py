@@ -252,3 +252,8 @@ CLAIM_WRITE_SUBRESOURCES: Final = ("", "status", "binding")
 # the implicit claim of a pod asking an extended resource a DeviceClass serves, created at PreBind and
 # deleted when the pod's binding fails (scheduler/plugins/dynamic_resources.py).
 CLAIM_LIFECYCLE_VERBS: Final = ("create", "delete")
+# Every kind the scheduler writes (the three tuples above grant it no other; binds, conditions and
+# evictions are writes of pods): a new leader's caches of these must pass its predecessor's last write
+# before it decides (scheduler/service.py); its caches of the other kinds are as fresh as their
+# watches, as any replica's.
+SCHEDULER_WRITES: Final = frozenset(STATUS_WRITES + OBJECT_WRITES + CLAIM_WRITES)

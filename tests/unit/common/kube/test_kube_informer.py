@@ -411,3 +411,114 @@ async def test_a_streaming_list_error_event_fails_the_list() -> None:
         await until(lambda: len(api.watches) == 1)
         assert len(api.streamed) == 2 and api.lists == 0  # listed again, streamed again
         assert inf.get("", "q") is not None
+
+
+# ------------------------------------------------------------------ catching up on taking over (issue 29)
+
+
+class PresentApi(WatchApi):
+    """:class:`WatchApi` whose ``limit=1`` read of the collection's present resourceVersion answers
+    ``present`` once ``answer`` is set."""
+
+    def __init__(self, present: str, items: list[dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.present = present
+        self.answer = asyncio.Event()
+        self.reads = 0
+        # The collection now; more than one object: the read has a continue token, as a page has.
+        self.items = items if items is not None else [obj("a", "1"), obj("b", "2")]
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        if dict(kwargs["query_params"]).get("limit") == "1":
+            self.reads += 1
+            await self.answer.wait()
+            meta = {"resourceVersion": self.present, "continue": "more" if len(self.items) > 1 else ""}
+            return Response(200, {"metadata": meta, "items": self.items[:1]})
+        return await super().call_api(path, method, **kwargs)
+
+
+async def test_catch_up_cuts_the_watch_as_it_reads_the_present_and_again_on_a_bookmark_short_of_it() -> None:
+    """The short watch is opened while the present is still being read (its bookmark comes on the
+    apiserver's next whole second: the sooner it opens, the sooner); a bookmark short of the present
+    (sent before the read was answered) cuts it again at once; one past it ends the catch-up."""
+    api = PresentApi("30")
+    inf = Informer(api, kinds.QUEUE)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1 and inf.watching)
+        catching = asyncio.create_task(inf.catch_up(5.0))
+        await until(lambda: len(api.watches) == 2)  # cut before the present is answered
+        assert api.reads == 1 and not catching.done()
+        api.watches[1][1].send(bookmark("12"))
+        await until(lambda: len(api.watches) == 3)  # short of it: cut again, from the bookmark
+        assert api.watches[2][0] == "12"
+        api.answer.set()
+        await asyncio.sleep(0.05)
+        assert not catching.done()  # 12 < 30
+        api.watches[2][1].send(bookmark("31"))
+        assert await catching
+        assert inf.resource_version == "31" and api.lists == 1 and len(api.watches) == 3
+        read, took = inf.last_catch_up
+        assert 0 < read <= took
+
+
+async def test_catch_up_passes_the_present_on_events_without_cutting_the_watch_again() -> None:
+    api = PresentApi("30")
+    api.answer.set()
+    inf = Informer(api, kinds.QUEUE)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1 and inf.watching)
+        catching = asyncio.create_task(inf.catch_up(5.0))
+        await until(lambda: len(api.watches) == 2)
+        api.watches[1][1].send({"type": "ADDED", "object": obj("q", "20")})
+        await until(lambda: inf.get("", "q") is not None)
+        await asyncio.sleep(0.05)
+        assert len(api.watches) == 2 and not catching.done()  # an event short of it: the watch goes on
+        api.watches[1][1].send({"type": "MODIFIED", "object": obj("q", "30")})
+        assert await catching
+        assert len(api.watches) == 2 and api.lists == 1
+
+
+async def test_catch_up_that_cannot_pass_the_present_in_time_says_so() -> None:
+    api = PresentApi("30")
+    api.answer.set()
+    inf = Informer(api, kinds.QUEUE)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1 and inf.watching)
+        assert not await inf.catch_up(0.2)  # no bookmark comes: the caller lists
+        assert api.lists == 1
+
+
+async def test_a_collection_the_read_holds_whole_is_taken_as_a_list_at_the_present() -> None:
+    """A collection of at most one object comes whole in the ``limit=1`` read: the cache becomes it
+    (its difference delivered), the watch resumes from the present and the events of the watch open
+    then, up to the present, are dropped (the cache holds their outcome: none goes back in time)."""
+    api = PresentApi("30", items=[obj("q", "25")])
+    api.answer.set()
+    seen: list[tuple[str, str]] = []
+    inf = Informer(
+        api, kinds.QUEUE, handlers=[lambda c: seen.append((c.type, c.obj["metadata"]["resourceVersion"]))]
+    )
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1 and inf.watching)
+        first = api.watches[0][1]
+        assert await inf.catch_up(5.0)  # no bookmark
+        assert inf.get("", "q") is not None and inf.resource_version == "30"
+        assert seen == [("add", "25")]
+        first.send({"type": "ADDED", "object": obj("q", "20")})  # older than the read: dropped
+        first.send(bookmark("21"))
+        await asyncio.sleep(0.05)
+        assert seen == [("add", "25")] and inf.resource_version == "30"
+        await until(lambda: api.watches[-1][0] == "30")  # resumed from the present
+        api.watches[-1][1].send({"type": "DELETED", "object": obj("q", "31")})
+        await until(lambda: inf.get("", "q") is None)
+        assert seen == [("add", "25"), ("delete", "31")] and api.lists == 1
+
+
+async def test_an_empty_collection_needs_no_bookmark_either() -> None:
+    api = PresentApi("30", items=[])
+    api.answer.set()
+    inf = Informer(api, kinds.QUEUE)
+    async with running(inf):
+        await until(lambda: len(api.watches) == 1 and inf.watching)
+        assert await inf.catch_up(5.0)
+        assert len(inf) == 0 and inf.resource_version == "30" and api.lists == 1
