@@ -20,14 +20,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import argcomplete
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gpuq_k8s.admission import AdmissionOutcome, admit
-from gpuq_k8s.certs import command as certs_command
 from gpuq_k8s.common.kube.client import KubeconfigError
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.metrics import gpuq_version
@@ -37,23 +33,15 @@ from gpuq_k8s.common.model.pods import DEFAULT_SCHEDULER, GPUQ_SCHEDULER
 from gpuq_k8s.common.process.flags import add_cluster_flags
 from gpuq_k8s.scheduler.plugins import default_registry
 from gpuq_k8s.scheduler.service import register as register_scheduler
-from gpuq_k8s.scheduler.simulate.fail_on import FAIL_ON, REJECTED, fail_on
-from gpuq_k8s.scheduler.simulate.html import render as render_html
-from gpuq_k8s.scheduler.simulate.live import live_simulation
-from gpuq_k8s.scheduler.simulate.loader import Document, Manifests, ingest, read, skipped_summary
-from gpuq_k8s.scheduler.simulate.run import (
-    EXPLAIN_ALL,
-    EXPLAIN_PENDING,
-    Simulation,
-    explains,
-    node_detail,
-    prepare,
-    report,
-    run,
-    write_json,
-)
-from gpuq_k8s.tables import print_explain, print_report
-from gpuq_k8s.webhook import command as webhook_command
+
+if TYPE_CHECKING:
+    from gpuq_k8s.admission import AdmissionOutcome
+    from gpuq_k8s.scheduler.simulate.loader import Document
+    from gpuq_k8s.scheduler.simulate.run import Simulation
+
+# The other sub-commands' modules (simulate and its reports, admission, the webhook, certificates,
+# rich's tables) are imported by the functions that run them: `gpuq scheduler` does not load them
+# (issue 29: about 0.1 s of every scheduler start).
 
 gc.freeze()
 if _COLLECTING:
@@ -67,10 +55,20 @@ EXIT_FAIL_ON: Final = 3
 PROGRESS_THRESHOLD: Final = 2000
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(*, scheduler_only: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``scheduler_only``: with the ``scheduler`` sub-command alone (its start loads
+    no other sub-command's modules)."""
     parser = argparse.ArgumentParser(prog="gpuq", description="GPU-aware quota management and scheduling.")
     parser.add_argument("--version", action="version", version=f"gpuq {gpuq_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    if scheduler_only:
+        register_scheduler(sub)
+        return parser
+    from gpuq_k8s.certs import command as certs_command
+    from gpuq_k8s.scheduler.simulate.fail_on import FAIL_ON
+    from gpuq_k8s.scheduler.simulate.run import EXPLAIN_ALL, EXPLAIN_PENDING
+    from gpuq_k8s.webhook import command as webhook_command
+
     sim = sub.add_parser(
         "simulate",
         help="schedule manifests (and the live cluster's state) in memory",
@@ -143,6 +141,8 @@ def _admitted(
 ) -> list[Document]:
     if admission is None:
         return docs
+    from gpuq_k8s.admission import admit
+
     outcome = admit(docs, config)
     admission.rejected_pods.extend(outcome.rejected_pods)
     admission.rejected.extend(outcome.rejected)
@@ -163,6 +163,13 @@ def _simulate(
     """Load, (optionally) admit, build and run. ``admission`` receives what the webhook refused;
     ``live`` (kubeconfig, context): start from that cluster's state, ``files`` on top. The objects of
     kinds gpuq does not simulate are skipped with one line on stderr (``strict``: refused)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpuq_k8s.scheduler.simulate.live import live_simulation
+    from gpuq_k8s.scheduler.simulate.loader import Manifests, ingest, read, skipped_summary
+    from gpuq_k8s.scheduler.simulate.run import prepare, run
+
     try:
         config = read_config(config_path)
     except GpuqError as err:
@@ -222,6 +229,12 @@ def quiet_broken_pipe(command: Callable[[], int]) -> int:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
+    from gpuq_k8s.admission import AdmissionOutcome
+    from gpuq_k8s.scheduler.simulate.fail_on import REJECTED, fail_on
+    from gpuq_k8s.scheduler.simulate.html import render as render_html
+    from gpuq_k8s.scheduler.simulate.run import explains, node_detail, report, write_json
+    from gpuq_k8s.tables import print_report
+
     if not args.filename and not args.kubeconfig and not args.context:
         return _fail(["simulate: give -f FILE_OR_DIR, --kubeconfig P (the live cluster), or both"])
     if REJECTED in args.fail_on and not args.admission:
@@ -265,6 +278,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
+    from gpuq_k8s.scheduler.simulate.live import live_simulation
+    from gpuq_k8s.scheduler.simulate.run import node_detail, report
+    from gpuq_k8s.tables import print_explain
+
     namespace, sep, name = args.pod.partition("/")
     if not sep or not namespace or not name or "/" in name:
         return _fail([f"NAMESPACE/POD: invalid value {args.pod!r}: expected <namespace>/<pod>"])
@@ -291,7 +308,9 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    # `gpuq scheduler ...` (not a shell asking argcomplete for completions): its sub-command alone.
+    parser = _parser(scheduler_only=given[:1] == ["scheduler"] and "_ARGCOMPLETE" not in os.environ)
     argcomplete.autocomplete(parser)  # returns at once unless the shell asks for completions
     args = parser.parse_args(argv)
     if args.command in ("scheduler", "webhook", "certs"):

@@ -143,12 +143,12 @@ class Feed:
     # pending pod -> (monotonic time first seen, seconds it had waited since its creation by then)
     _seen: dict[str, tuple[float, float]] = field(default_factory=dict, init=False)
     # The streamed start (:meth:`load`): kinds fed already and live; the first pod list's pages that
-    # came before the other kinds were in; the bound pods fed from its pages (key -> the
-    # resourceVersion fed, brought to the cache's present at the end: _bring_to_present).
+    # came before the other kinds were in; the bound pods fed from its pages (key -> the object
+    # fed, the informer cache's own, brought to the cache's present at the end: _bring_to_present).
     _live: set[str] = field(default_factory=set, init=False)
     _others_in: bool = field(default=False, init=False)
     _early_pages: list[tuple[int, list[Obj]]] = field(default_factory=list, init=False)
-    _streamed: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
+    _streamed: dict[tuple[str, str], Obj] = field(default_factory=dict, init=False)
 
     # -- wiring -----------------------------------------------------------------------------------
     def handler(self, change: Change) -> None:
@@ -199,16 +199,16 @@ class Feed:
         """The pods as the informer's cache holds them now, once the pod list is complete: the pages
         fed the pods as they were listed, and the pod watch's changes since (a pod bound, finished,
         deleted while other kinds still listed) were not delivered (pods are not live before the
-        end of :meth:`load`). A pod fed from a page whose resourceVersion the cache still holds is
-        left as fed; any other is applied as cached: what only a failed first list had is deleted,
-        pods bound now are fed before pending ones."""
+        end of :meth:`load`). A pod fed from a page whose object (or resourceVersion) the cache
+        still holds is left as fed; any other is applied as cached: what only a failed first list
+        had is deleted, pods bound now are fed before pending ones."""
         for key in [k for k in self._streamed if k not in cached]:
             self.apply(Change("delete", key, {"kind": kinds.POD.kind}))
         pending: list[tuple[tuple[str, str], Obj]] = []
         for key, obj in cached.items():
             fed = self._streamed.get(key)
-            if fed is not None and fed == _resource_version(obj):
-                continue
+            if fed is obj or (fed is not None and _resource_version(fed) == _resource_version(obj)):
+                continue  # the very object fed (nearly every pod: no resourceVersion read)
             if _node_name(obj):
                 self.apply(Change("add", key, obj))
             else:
@@ -238,12 +238,12 @@ class Feed:
                 if not spec.get("nodeName"):
                     continue
                 key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-                streamed[key] = str(meta.get("resourceVersion") or "")
+                streamed[key] = obj
             else:
                 if not _node_name(obj):
                     continue
                 key = _key(obj, True)
-                streamed[key] = _resource_version(obj)
+                streamed[key] = obj
             pod_key = f"{key[0]}/{key[1]}"
             if pod_key in uids:
                 self._add_bound(fresh)

@@ -228,6 +228,33 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             counts = self._priorities[namespace] = Counter()
         counts[pod.priority or 0] += 1
 
+    def pods_added(self, pods: Sequence[PodInfo], rows: Sequence[int]) -> None:
+        """:meth:`pod_added` of each (a BulkPodListener: the start's bound pods a page at a time): the
+        same charges, pending events and priority counts, the counts added together and the pending
+        events flushed once a page (integer sums: the arrays end the same)."""
+        reserved, reserve, charged = self._reserved, self.infos.reserve, self.devices.pod
+        pending = self._pending
+        added: Counter[tuple[str, int]] = Counter()
+        try:
+            for pod, row in zip(pods, rows, strict=True):
+                namespace = pod.namespace
+                key = pod.key
+                if key == reserved:
+                    reserved = self._reserved = None
+                else:
+                    reserve(namespace, key, charged(pod).requests)
+                pending.append((namespace, row, pod, 1, request_items(pod.requests)))
+                added[namespace, pod.priority or 0] += 1
+        finally:  # an error of gpuq's own: the pods before it counted as pod_added counts them
+            priorities = self._priorities
+            for (namespace, priority), count in added.items():
+                counts = priorities.get(namespace)
+                if counts is None:
+                    counts = priorities[namespace] = Counter()
+                counts[priority] += count
+            if len(pending) >= _MAX_PENDING:
+                self._flush()
+
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self._reserved = None
         self.infos.unreserve_pod(pod)

@@ -20,6 +20,7 @@ from gpuq_k8s.common.model.resources import Resources
 from gpuq_k8s.scheduler.cluster.pod_index import PodIndex
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.memory_backend import MemoryBackend
+from gpuq_k8s.scheduler.plugins.capacity_scheduling import CapacityScheduling
 from tests.bench.bench_simulate import _nodes, _pods, _scheduler
 from tests.testing.builders import MakeNode, MakePod
 from tests.testing.feed import make_feed
@@ -126,6 +127,24 @@ def state(sched: Scheduler) -> dict[str, Any]:
         "indexed": sorted(
             sched.framework.shared(PodIndex, lambda: PodIndex(cluster, sched.objects))._indexed
         ),
+        **elastic_state(sched),
+    }
+
+
+def elastic_state(sched: Scheduler) -> dict[str, Any]:
+    """capacity-scheduling's part (its bulk ``pods_added``): the ElasticQuota ledger's charges and
+    usage, the bound pods' priorities per namespace, what preemption could free per node."""
+    plugin = sched.framework.plugin("capacity-scheduling")
+    assert isinstance(plugin, CapacityScheduling)
+    plugin._flush()
+    infos = plugin.infos
+    return {
+        "elastic charged": {ns: dict(pods) for ns, pods in infos._pods.items() if pods},
+        "elastic used": {ns: info.used for ns in sorted(infos._infos) if (info := infos.get(ns)) is not None},
+        "elastic total": dict(infos._total_used),
+        "elastic priorities": {ns: dict(c) for ns, c in plugin._priorities.items() if c},
+        "elastic freeable": {ns: a.tolist() for ns, a in plugin._freeable.items()},
+        "unquoted freeable": plugin._unquoted.tolist(),
     }
 
 
@@ -194,6 +213,7 @@ def test_the_bulk_path_leaves_the_state_the_per_pod_path_leaves(seed: int) -> No
     assert all(any(check(p) for p in counted) for check in (_ports, _volumes, _affinity))
     expected = state(per_pod)
     got = state(bulk)
+    assert len(expected["elastic charged"]) >= 5 and expected["elastic priorities"]  # quotas charged
     for key in expected:
         assert got[key] == expected[key], key
     assert statuses(bulk) == statuses(per_pod)
