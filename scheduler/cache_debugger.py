@@ -20,7 +20,7 @@ What :func:`compare` reports, each line a ``Mismatch`` naming the object:
 
 Both sides are read in one synchronous step of the event loop (:func:`snapshot`: references to the
 informers' objects, which are replaced, never changed, and copies of the scheduler's indexes and
-queue, the ledger audits run), in which the informers' handlers also run (each change is applied to
+queue, the plugins' ledgers), in which the informers' handlers also run (each change is applied to
 the cache and delivered to the scheduler before the next): a difference is not a race of the
 comparison, it is state the scheduler lost or kept. The comparison and the dump then work on the
 snapshot in steps (:class:`CacheDebugger`, on SIGUSR2: the pods parsed and the lines written
@@ -48,11 +48,18 @@ T = TypeVar("T")
 CHUNK: Final = 1000
 
 
+# A ledger's audit against the scheduler's bound pods, in steps (a pause every ``chunk`` pods); its
+# result: one line per inconsistency.
+AuditSteps = Callable[[Iterable[PodInfo], int], Generator[None, None, list[str]]]
+
+
 @runtime_checkable
 class LedgerAudit(Protocol):
     """A plugin whose quota ledger is kept from pod events and can be checked against the pods."""
 
-    def audit_ledger(self, bound: Iterable[PodInfo]) -> list[str]: ...
+    def audit_ledger(self) -> AuditSteps:
+        """The audit of a copy of the ledger taken now (later events do not change it)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +116,7 @@ class Snapshot:
     pending: frozenset[str]  # the scheduler's pending pods
     queued: Sequence[QueuedEntry]
     held: frozenset[str]  # pods held for their PodGroup's enqueue
-    ledger: Sequence[str]  # what the LedgerAudit plugins report
+    ledgers: Sequence[AuditSteps]  # the LedgerAudit plugins' audits, each of its ledger's copy
     waiting: Mapping[str, tuple[float, list[PodInfo]]]  # gangs waiting in Permit
     enqueue_held: Sequence[tuple[str, frozenset[str], str]]  # PodGroup, its held pods, why refused
     now: float
@@ -124,7 +131,7 @@ def snapshot(
 ) -> Snapshot:
     """Take both sides at once (``pod_objects`` as cached; ``assumed``: keys of pods bound by this
     scheduler whose bind the watch has not shown yet): copies and references, no parsing, no sorting;
-    the ledger audits, which read the plugins' live ledgers, run here."""
+    the ledgers copied for their audits, which run in the comparison's steps."""
     cluster, podgroups = scheduler.cluster, scheduler.podgroups
     counted = dict(cluster.pods)
     refusals = podgroups.enqueue_refusals
@@ -140,11 +147,8 @@ def snapshot(
             QueuedEntry(q.pod.key, q.pool, q.attempts, q.parked_at, q.message) for q in scheduler.queue.pods()
         ],
         held=frozenset(key for keys in podgroups.held.values() for key in keys),
-        ledger=[
-            line
-            for plugin in scheduler.framework.plugins
-            if isinstance(plugin, LedgerAudit)
-            for line in plugin.audit_ledger(counted.values())
+        ledgers=[
+            plugin.audit_ledger() for plugin in scheduler.framework.plugins if isinstance(plugin, LedgerAudit)
         ],
         waiting=scheduler.framework.waiting.held(),
         enqueue_held=[
@@ -239,7 +243,9 @@ def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
             out.append(
                 Mismatch("pending pod", key, "in no queue pool, not held by its PodGroup: never tried")
             )
-    out += [Mismatch("ledger", "", line) for line in snap.ledger]
+    for audit in snap.ledgers:
+        lines = yield from audit(snap.counted.values(), CHUNK)
+        out += [Mismatch("ledger", "", line) for line in lines]
     return Comparison(len(informer_nodes), len(snap.pod_objects), unreadable, tuple(out), in_flight)
 
 

@@ -6,9 +6,10 @@ and the plugins' :class:`~scheduler.framework.interfaces.Handle`) and the PodGro
 (:class:`~scheduler.groups.GroupTracker`), and feeds them what the informers (or the simulator's
 manifests) report. One attempt is split as kube-scheduler's ``schedule_one.go`` splits it: the
 scheduling step (``schedulingCycle``: PreFilter .. Reserve, Permit) decides and reserves, the binding
-step (``bindingCycle``) binds, and on failure unreserves and requeues. Failed attempts are reported
-by :mod:`scheduler.failure`; PostFilter's victims are evicted by :mod:`scheduler.preemption`; gangs
-waiting in Permit that cannot reach their quorum are rolled back by :mod:`scheduler.gang_cycle`.
+step (``bindingCycle``, :mod:`scheduler.binding_cycle`) binds, and on failure unreserves and
+requeues. Failed attempts are reported by :mod:`scheduler.failure`; PostFilter's victims are evicted
+by :mod:`scheduler.preemption`; gangs waiting in Permit that cannot reach their quorum are rolled back
+by :mod:`scheduler.gang_cycle`; the reserve action is fed by :mod:`scheduler.reserve_cycle`.
 
 It is synchronous; binds and evictions go through the :class:`~scheduler.backend.ClusterBackend`
 with completion callbacks, so the same cycle runs against the in-memory backend (``gpuq simulate``)
@@ -29,17 +30,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuq_k8s.common.model import kinds, plugin_names
-from gpuq_k8s.common.model.events import SCHEDULED, EventRecord
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.nodes import NodeInfo
-from gpuq_k8s.common.model.podgroup_status import Members
 from gpuq_k8s.common.model.pods import GPUQ_SCHEDULER, PodInfo
-from gpuq_k8s.common.model.reservation import Candidate
-from gpuq_k8s.common.model.wire import Obj, section
+from gpuq_k8s.common.model.wire import Obj
 from gpuq_k8s.scheduler.actions.allocate import with_resource_fit
 from gpuq_k8s.scheduler.actions.backfill import best_effort
-from gpuq_k8s.scheduler.actions.reserve import Reserve, Target, candidates
-from gpuq_k8s.scheduler.backend import ClusterBackend, Outcome, Result
+from gpuq_k8s.scheduler.actions.reserve import Reserve
+from gpuq_k8s.scheduler.backend import ClusterBackend
+from gpuq_k8s.scheduler.binding_cycle import BindingCycle
+from gpuq_k8s.scheduler.bound_at_start import add_bound_pods
 from gpuq_k8s.scheduler.cluster.objects import ObjectStore
 from gpuq_k8s.scheduler.cluster.state import ClusterState
 from gpuq_k8s.scheduler.containment import Containment
@@ -52,7 +52,6 @@ from gpuq_k8s.scheduler.framework.interfaces import (
     FilterOutcome,
     FloatArray,
     PostFilterResult,
-    merge_status_patches,
 )
 from gpuq_k8s.scheduler.framework.registry import PluginSettings, Registry
 from gpuq_k8s.scheduler.framework.runtime import ALLOCATE, BACKFILL, RESERVE, Framework, Observer
@@ -65,6 +64,8 @@ from gpuq_k8s.scheduler.plugins.dra_view import dra_view
 from gpuq_k8s.scheduler.plugins.members import with_safety_rules
 from gpuq_k8s.scheduler.preemption import Preemption
 from gpuq_k8s.scheduler.queue import SchedulingQueue
+from gpuq_k8s.scheduler.reserve_cycle import ReserveCycle
+from gpuq_k8s.scheduler.status_sync import sync_status
 
 
 class SchedulerSettings(Protocol):
@@ -205,10 +206,31 @@ class Scheduler:
         self._nominated_before = ""  # the attempt's pod's nomination when it began
         self._allocate = ALLOCATE in self.framework.actions
         self._backfill = BACKFILL in self.framework.actions
-        # The reserve action (Semantics 15): its state, and the pods whose last refusal freed room
-        # could cure (their jobs may be elected).
-        self.reserve = Reserve(self.framework) if RESERVE in self.framework.actions else None
-        self.curable: set[str] = set()
+        # The reserve action (Semantics 15), fed from this state (scheduler/reserve_cycle.py).
+        self.reserve = (
+            ReserveCycle(
+                action=Reserve(self.framework),
+                pending=self.pending,
+                podgroups=self.podgroups,
+                objects=self.objects,
+                cluster=self.cluster,
+                queue=self.queue,
+            )
+            if RESERVE in self.framework.actions
+            else None
+        )
+        self.binding = BindingCycle(
+            framework=self.framework,
+            backend=backend,
+            cluster=self.cluster,
+            pending=self.pending,
+            queue=self.queue,
+            reasons=self.reasons,
+            podgroups=self.podgroups,
+            failures=self.failures,
+            reserve=self.reserve,
+            forget=self.delete_pod,
+        )
 
     # -- informer-side inputs ---------------------------------------------------------------------
     def responsible_for(self, pod: PodInfo) -> bool:
@@ -262,52 +284,9 @@ class Scheduler:
 
     def add_bound_pods(self, pods: Sequence[PodInfo]) -> None:
         """:meth:`add_pod` for each of ``pods`` in order, the same state, cheaper for the start's
-        bound pods (scheduler/kube/feed.py ``Feed.load``): while nothing is pending (no queued pod a
-        bind could move, no nomination to forget), the pods the cluster state takes at once
-        (:meth:`ClusterState.can_add_at_once`: new, bound, on known nodes) and belong to no known
-        PodGroup or keep its phase are counted together, without the queue's per-pod events; a pod that
-        moves its PodGroup's phase ends the run, its group then followed as :meth:`add_pod` follows it
-        (its counts kept through the run: :meth:`GroupTracker.counted_with`); any other pod goes
-        through :meth:`add_pod` in its turn (tests/unit/scheduler/kube/test_feed_bulk.py compares the
-        two).
-        """
-        if self.pending or len(self.queue) or self.nominator.nominations:
-            for pod in pods:
-                self.add_pod(pod)
-            return
-        cluster, podgroups = self.cluster, self.podgroups
-        run: list[PodInfo] = []
-        keys: set[str] = set()
-        counts: dict[str, Members] = {}  # group key -> its member counts with the run's pods
-
-        def flush() -> None:
-            cluster.add_pods(run)
-            podgroups.bound_at_once(run)  # as add_pod: none of them moved its group's phase
-            run.clear()
-            keys.clear()
-            counts.clear()
-
-        can_add_at_once, group_of = cluster.can_add_at_once, podgroups.group_of
-        for pod in pods:
-            key = pod.key
-            group = group_of(pod)
-            if key in keys or not can_add_at_once(pod) or (group is not None and key in podgroups.finished):
-                flush()
-                self.add_pod(pod)
-                continue
-            run.append(pod)
-            keys.add(key)
-            if group is None:
-                continue
-            before = counts.get(group.key)
-            after, phase = podgroups.counted_with(
-                group, podgroups.member_counts(group) if before is None else before, pod
-            )
-            counts[group.key] = after
-            if phase != group.phase:  # counted (with the pods before it), then its group followed
-                flush()
-                podgroups.follow(group.key)
-        flush()
+        bound pods (scheduler/kube/feed.py ``Feed.load``; :func:`scheduler.bound_at_start.add_bound_pods`)."""
+        busy = bool(self.pending or len(self.queue) or self.nominator.nominations)
+        add_bound_pods(pods, self.cluster, self.podgroups, self.add_pod, busy=busy)
 
     def delete_pod(self, key: str) -> None:
         pending = self.pending.pop(key, None)
@@ -317,7 +296,8 @@ class Scheduler:
         self.queue.delete(key)
         self.nominator.forget(key)
         self.podgroups.forget_pod(key)
-        self.curable.discard(key)
+        if self.reserve is not None:
+            self.reserve.forget(key)
         self._pod_gone(key)
 
     def _pod_gone(self, key: str) -> None:
@@ -358,52 +338,15 @@ class Scheduler:
         return self.podgroups.run_enqueue()
 
     def run_reserve(self) -> bool:
-        """One step of the reserve action (scheduler/actions/reserve.py), when it is configured; True
+        """One step of the reserve action, when it is configured (:meth:`ReserveCycle.step`); True
         when it released a lock (the pods the lock kept out are then ready to be tried at once)."""
-        if self.reserve is None:
-            return False
-        pending = self.pending
+        return self.reserve is not None and self.reserve.step(self.clock())
 
-        def jobs() -> list[Candidate]:
-            return candidates(pending, self.curable, self.podgroups.group_of, self.objects)
-
-        released = self.reserve.step(self.clock(), self._target, jobs)
-        if released:
-            self.queue.on_event(ClusterEvent.NODES_UNLOCKED, at_once=True)
-        return released
-
-    def _target(self, ref: str) -> Target:
-        """What became of the target job ``ref`` (``PodGroup/ns/name``, or ``Pod/ns/name``)."""
-        kind, _, key = ref.partition("/")
-        if kind == kinds.POD_GROUP.kind:
-            group = self.podgroups.groups.get(key)
-            if group is None:
-                return Target.GONE
-            return Target.READY if self.podgroups.ready_members(group) >= group.min_member else Target.WAITING
-        if key in self.pending:
-            return Target.WAITING
-        return Target.READY if key in self.cluster.pods else Target.GONE
-
-    # -- batched status sync ------------------------------------------------------------------------
+    # -- batched status sync (scheduler/status_sync.py) --------------------------------------------
     def sync_status(self) -> int:
-        """Write every dirty custom-resource status once (PodGroup phases, quota usage); returns how many.
-
-        Called after a batch of cycles (the simulator after each round, the cluster scheduler on a
-        timer), never per pod: a hundred pods bound in one namespace make one status patch.
-        """
-        queues = {name: section(obj, "status") for _, name, obj in self.objects.list(kinds.QUEUE)}
-        patches = self.podgroups.take_status() + self.podgroups.take_queue_status(queues)
-        now = self.wall_clock()
-        for source in self.framework.status_sources:
-            more, events = source.take_status(now)
-            patches.extend(more)
-            for event in events:
-                self.framework.record(event)
-        objects = self.objects
-        merged = merge_status_patches(patches, lambda *ref: section(objects.get(*ref), "status"))
-        for patch in merged:
-            self.backend.patch_status(patch.kind, patch.namespace, patch.name, patch.status)
-        return len(merged)
+        """Write every dirty custom-resource status once (PodGroup phases, quota usage); returns how many
+        (:func:`scheduler.status_sync.sync_status`)."""
+        return sync_status(self.podgroups, self.objects, self.framework, self.backend, self.wall_clock)
 
     # -- the cycle --------------------------------------------------------------------------------
     def schedule_one(self) -> Attempt | None:
@@ -423,7 +366,7 @@ class Scheduler:
         try:
             attempt, assumed, row = self._scheduling_cycle(state, pod)
             if assumed is not None:
-                self._binding_cycle(state, assumed, row)
+                self.binding.run(state, assumed, row)
         except Exception as err:
             # A bug must not take scheduling down for every other pod (scheduler/containment.py):
             # this one waits for its next update.
@@ -535,10 +478,7 @@ class Scheduler:
         with its nomination (new, kept while its victims terminate, or cleared)."""
         pod = attempt.pod
         if self.reserve is not None:  # only the reserve action reads it
-            if _curable(status, attempt.outcome):
-                self.curable.add(pod.key)
-            else:
-                self.curable.discard(pod.key)
+            self.reserve.refused(pod.key, status, attempt.outcome)
         nominated = self.nominator.node_of(pod.key)
         written = nominated if nominated or self._nominated_before else None
         self.failures.unschedulable(pod, status, attempt.outcome, post, message, nominated=written)
@@ -549,75 +489,6 @@ class Scheduler:
         if not nominated and status.plugin != plugin_names.GANG:
             self.gangs.member_failed(pod)
         return attempt, None, -1
-
-    def _binding_cycle(self, state: CycleState, assumed: PodInfo, row: int) -> None:
-        """Bind the pod Permit let through, then, if it completed its gang, the gang's waiting pods."""
-        group = self.podgroups.group_of(assumed)
-        self._bind(assumed, row, state)
-        if group is not None:
-            for waiting in self.framework.waiting.release(group.key):
-                self._bind(waiting.pod, waiting.row, waiting.state)
-
-    def _bind(self, pod: PodInfo, row: int, state: CycleState) -> None:
-        """PreBind, then Bind (kube-scheduler's ``bindingCycle``): the PreBind plugins' plans are
-        carried out by the backend before the binding is sent; a plan that fails (or a plugin that
-        refuses) fails the binding, and a binding that fails after the plans rolls them back."""
-        plans, refused = self.framework.run_pre_bind(state, pod, row)
-        if not refused.is_success:
-            message = f'running PreBind plugin "{refused.plugin}": {refused.message}'
-            self.bind_done(pod, row, state, Outcome(Result.NOT_BOUND, message))
-            return
-        if not plans:
-            self.backend.bind(pod, pod.node_name, lambda outcome: self.bind_done(pod, row, state, outcome))
-            return
-
-        def bound(outcome: Outcome) -> None:
-            if not outcome.ok:
-                self.backend.roll_back(pod, plans)
-            self.bind_done(pod, row, state, outcome)
-
-        def pre_bound(outcome: Outcome) -> None:
-            if outcome.ok:
-                self.backend.bind(pod, pod.node_name, bound)
-            else:
-                self.bind_done(pod, row, state, outcome)
-
-        self.backend.pre_bind(pod, pod.node_name, plans, pre_bound)
-
-    def bind_done(self, pod: PodInfo, row: int, state: CycleState, outcome: Outcome) -> None:
-        """The one place a bind's outcome acts on the ledger and the queue (``pod`` is assumed on
-        ``row``): bound here stays charged; anything else unreserves our assumption, unless the
-        watch has meanwhile put the pod where it really is (then that is the truth, left alone).
-        Only a pod that is still there and unbound is retried; only that one gets PodScheduled=False."""
-        key = pod.key
-        if outcome.result is Result.DONE:
-            self.curable.discard(key)
-            self.pending.pop(key, None)
-            self.queue.done(key)
-            self.reasons.pop(key, None)
-            self.framework.record(
-                EventRecord(pod.ref, "Normal", SCHEDULED, f"Successfully assigned {key} to {pod.node_name}")
-            )
-            self.podgroups.pod_bound(pod)
-            return
-        current = self.cluster.pods.get(key)
-        if current is None or (current.uid == pod.uid and current.node_name == pod.node_name):
-            self.framework.run_unreserve(state, pod, row)
-            self.cluster.remove_pod(key)
-        waiting = self.pending.get(key)
-        if waiting is not None and waiting.uid != pod.uid:
-            return  # a new pod of that name: not this outcome's business
-        if outcome.result is Result.NOT_BOUND and waiting is not None:
-            self.failures.bind_failed(pod.with_node_name(""), outcome.message)
-            return
-        # Bound elsewhere (the watch charges it there), gone, or its delete observed meanwhile
-        # (no longer pending): nothing to retry and no condition to write.
-        self.queue.done(key)
-        self.reasons.pop(key, None)
-        if outcome.result is Result.GONE:
-            self.delete_pod(key)
-        else:
-            self.pending.pop(key, None)
 
     # -- gangs that never reach quorum (scheduler/gang_cycle.py) -----------------------------------
     def reject_waiting(self, keys: Iterable[str] | None = None) -> int:
@@ -635,17 +506,3 @@ class Scheduler:
 
     def group_phases(self) -> Mapping[str, str]:
         return self.podgroups.phases()
-
-
-def _curable(status: Status, outcome: FilterOutcome | None) -> bool:
-    """Whether room freed on some node could cure the refusal (the reserve action's candidates): an
-    Unschedulable status, and, when Filter decided, a node some plugin refused resolvably."""
-    if status.code is not Code.UNSCHEDULABLE:
-        return False
-    if outcome is None or not outcome.results:
-        return True
-    for _, result, first in outcome.results:
-        hopeless = result.unresolvable
-        if (first if hopeless is None else first & ~hopeless).any():
-            return True
-    return False

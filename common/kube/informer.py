@@ -60,15 +60,16 @@ import asyncio
 import contextlib
 import logging
 import random
-import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final, Protocol
 
 import aiohttp
 import orjson
 
+from gpuq_k8s.common.kube import list_pages
+from gpuq_k8s.common.kube.collection_get import get, read_body
 from gpuq_k8s.common.kube.diff import (
     Change,
     Key,
@@ -78,19 +79,37 @@ from gpuq_k8s.common.kube.diff import (
     strip_managed_fields,
 )
 from gpuq_k8s.common.kube.errors import (
-    TRANSPORT_FAILURES,
     ApiError,
     Gone,
     ProtocolError,
     RequestTimeout,
-    api_error,
     status_error,
-    succeeded,
-    transport_error,
+)
+from gpuq_k8s.common.kube.list_pages import continue_in_head
+from gpuq_k8s.common.kube.watch_stream import (
+    INITIAL_EVENTS_END,
+    Inactive,
+    InitialEventsUnended,
+    initial_events,
+    lines,
+    refuses_watch_list,
 )
 from gpuq_k8s.common.model.backoff import backoff
 from gpuq_k8s.common.model.kinds import Kind
 from gpuq_k8s.common.model.wire import Obj
+
+__all__ = [
+    "CATCH_UP_WATCH_TIMEOUT",
+    "DEFAULT_INACTIVITY",
+    "INITIAL_EVENTS_END",
+    "Decoder",
+    "Handler",
+    "Inactive",
+    "Informer",
+    "InformerSet",
+    "Transform",
+    "continue_in_head",
+]
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +137,6 @@ DEFAULT_INACTIVITY: Final = 150.0
 CATCH_UP_WATCH_TIMEOUT: Final = 3
 # catch_up's target while the present resourceVersion is being read: above any revision.
 _PRESENT_UNREAD: Final = 1 << 62
-# The annotation of the BOOKMARK that ends a streaming list's initial events (WatchList).
-INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
-
-
-class Inactive(Exception):
-    """Nothing (no event, no bookmark) arrived on the watch for the inactivity timeout."""
 
 
 class _Relist(Exception):
@@ -373,13 +386,11 @@ class Informer:
         self._progress = asyncio.Event()
         self._advanced()
 
-    async def _batches(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
-        """The list's pages as (items, the page's resourceVersion)."""
-        async with contextlib.aclosing(self._pages()) as pages:
-            async for page in pages:
-                items = page.get("items") or []
-                version = str((page.get("metadata") or {}).get("resourceVersion") or "")
-                yield (items if isinstance(items, list) else list(items)), version
+    def _batches(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
+        """The list's pages as (items, the page's resourceVersion) (common/kube/list_pages.py)."""
+        return list_pages.batches(
+            list_pages.pages(self._get_body, self._decode, self.page_size, self.kind.path)
+        )
 
     async def _initial_events(self) -> AsyncGenerator[tuple[list[dict[str, Any]], str], None]:
         """The list as kube-apiserver streams it (WatchList, KEP-3157): a watch with
@@ -416,7 +427,7 @@ class Informer:
                 # the apiserver or the CRD came up: "storage is (re)initializing"): a list by pages is
                 # served from etcd now instead of after a retry's backoff. Streamed again next time.
                 log.info("%s: streaming list not served yet (%s): listing by pages", self.kind.kind, err)
-            elif _refusal(err):
+            elif refuses_watch_list(err):
                 self._refuse_watch_list(f"refused ({err})")
             else:
                 raise
@@ -424,91 +435,26 @@ class Informer:
                 async for page in pages:
                     yield page
             return
-        batch: list[dict[str, Any]] = []
+        events = initial_events(
+            lines(response.content, self.inactivity_timeout),
+            self._decode_event,
+            self.page_size,
+            self.kind.path,
+        )
         try:
-            async for line in _lines(response.content, self.inactivity_timeout):
-                event = self._decode_event(line)
-                kind = event.get("type")
-                raw = event.get("object")
-                if not isinstance(raw, dict):
-                    raise ProtocolError(f"watch event without an object: {str(event)[:200]}")
-                if kind == "ADDED":
-                    batch.append(raw)
-                    if len(batch) >= self.page_size:
-                        yield batch, ""
-                        batch = []
-                elif kind == "BOOKMARK":
-                    meta = raw.get("metadata") or {}
-                    if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
-                        yield batch, str(meta.get("resourceVersion") or "")
-                        return
-                elif kind == "ERROR":
-                    raise status_error(raw)  # Gone: the loop lists again
-                else:
-                    raise ProtocolError(f"{kind!r} event before the initial events of {self.kind.path} ended")
+            async with contextlib.aclosing(events) as batched:
+                async for batch in batched:
+                    yield batch
+        except InitialEventsUnended:
+            self._refuse_watch_list("the stream ended without the initial-events-end bookmark")
+            raise
         finally:
             response.close()  # done with (or failed on) this stream: never reuse its connection
             response.release()
-        self._refuse_watch_list("the stream ended without the initial-events-end bookmark")
-        raise ProtocolError(f"GET {self.kind.path}: the streaming list ended before its last object")
 
     def _refuse_watch_list(self, why: str) -> None:
         self._watch_list_refused = True
         log.warning("%s: streaming list (WatchList) %s: listing by pages", self.kind.kind, why)
-
-    async def _pages(self) -> AsyncGenerator[dict[str, Any], None]:
-        """The list's pages, decoded, each page requested as soon as the one before it has arrived.
-
-        A page's ``continue`` token is read from the head of its bytes (:func:`continue_in_head`), so
-        the next page is asked for before this one is decoded: the apiserver encodes page k+1 while
-        this process decodes page k, instead of each waiting for the other (50,000 pods: the list took
-        3.8-4.7 s instead of 5.5-5.7 s on the 2-core machine). The decoded token is always checked
-        against the one read from the head; should they ever differ (or the head not show it, as a
-        custom resource's list, which puts ``metadata`` after ``items``), the list goes on from the
-        decoded token, one page at a time.
-        """
-        timeout = aiohttp.ClientTimeout(total=120)
-        bodies: asyncio.Queue[tuple[bytes, str]] = asyncio.Queue(maxsize=4)
-
-        async def fetch(token: str) -> None:
-            # Runs ahead of the decoding: it sends the next request before yielding the loop.
-            while True:
-                params: list[tuple[str, str]] = [("limit", str(self.page_size))]
-                if token:
-                    params.append(("continue", token))
-                body = await self._get_body(params, timeout)
-                token = continue_in_head(body)
-                await bodies.put((body, token))
-                if not token:
-                    return
-
-        fetcher = asyncio.ensure_future(fetch(""))
-        try:
-            while True:
-                get = asyncio.ensure_future(bodies.get())
-                await asyncio.wait({get, fetcher}, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():
-                    get.cancel()
-                    fetcher.result()  # failed (raises), or ended without a body it was meant to send
-                    raise ProtocolError(f"GET {self.kind.path}: the list ended without its last page")
-                body, guessed = get.result()
-                page = self._decode(body)
-                token = str((page.get("metadata") or {}).get("continue") or "")
-                if token != guessed:
-                    fetcher.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await fetcher
-                    bodies = asyncio.Queue(maxsize=4)
-                    if token:
-                        fetcher = asyncio.ensure_future(fetch(token))
-                yield page
-                if not token:
-                    return
-        finally:
-            if not fetcher.done():
-                fetcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await fetcher
 
     async def _watch(self) -> None:
         self._skip_through = 0  # this watch starts past it
@@ -529,7 +475,7 @@ class Informer:
             ) from None
         self.watching = True  # answered: the cache is watched again
         try:
-            async for line in _lines(response.content, self.inactivity_timeout):
+            async for line in lines(response.content, self.inactivity_timeout):
                 self._event(self._decode_event(line))
         except Inactive:
             response.close()  # the connection may be half dead: never reuse it
@@ -586,35 +532,10 @@ class Informer:
             params.append(("labelSelector", self.label_selector))
         if self.field_selector:
             params.append(("fieldSelector", self.field_selector))
-        try:
-            response = await self.api_client.call_api(
-                self.kind.path,
-                "GET",
-                query_params=params,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-            if succeeded(response.status):
-                return response
-            try:
-                raw = await response.read()
-            finally:
-                response.release()
-        except TRANSPORT_FAILURES as err:
-            raise transport_error(err) from err
-        raise api_error(response.status, _status_of(raw))
+        return await get(self.api_client, self.kind.path, params, timeout)
 
     async def _get_body(self, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout) -> bytes:
-        response = await self._request(params, timeout)
-        try:
-            body: bytes = await response.read()
-        except TRANSPORT_FAILURES as err:
-            raise transport_error(err) from err
-        finally:
-            response.release()
-        return body
+        return await read_body(await self._request(params, timeout))
 
     def _decode(self, body: bytes) -> dict[str, Any]:
         data = orjson.loads(body) if self.decoder is None else self.decoder.page(body)
@@ -626,74 +547,9 @@ class Informer:
         return orjson.loads(line) if self.decoder is None else self.decoder.event(line)
 
 
-def _refusal(err: ApiError) -> bool:
-    """An apiserver that does not take WatchList's parameters: 400 Bad Request, 422 Invalid
-    (``sendInitialEvents`` forbidden: its feature gate off)."""
-    return err.status in (400, 422)
-
-
 def _revision(version: str) -> int | None:
     """A resourceVersion as the number it is on kube-apiserver (etcd's revision); None if not one."""
     return int(version) if version.isdigit() else None
-
-
-def _status_of(raw: bytes) -> dict[str, Any]:
-    """The Status object of an error answer; a body that is not one gives its first bytes as the
-    message."""
-    try:
-        decoded = orjson.loads(raw)
-    except ValueError:
-        decoded = None
-    if isinstance(decoded, dict):
-        return decoded
-    return {"message": raw[:300].decode("utf-8", "replace")}
-
-
-# A built-in kind's list starts ``{"kind":"PodList","apiVersion":"v1","metadata":{...},"items":[``
-# (Go encodes the struct's fields in order); a continue token is base64 (no escapes).
-_HEAD: Final = 4096
-_LIST_META: Final = re.compile(rb'^\{[^{}]*?"metadata":\{([^{}]*)\}')
-_CONTINUE: Final = re.compile(rb'"continue":"([A-Za-z0-9+/=_.-]*)"')
-
-
-def continue_in_head(body: bytes) -> str:
-    """The ``continue`` token of a list page read from its first bytes, without decoding the page;
-    empty when the head does not show one (the last page, or metadata not first)."""
-    meta = _LIST_META.match(body[:_HEAD])
-    if meta is None:
-        return ""
-    token = _CONTINUE.search(meta.group(1))
-    return token.group(1).decode() if token else ""
-
-
-async def _lines(stream: aiohttp.StreamReader, inactivity: float) -> AsyncIterator[bytes]:
-    """Newline-separated watch events; raises :class:`Inactive` after ``inactivity`` seconds of silence.
-
-    aiohttp's ``readline`` refuses lines over 128 KiB, and an object may be up to 1.5 MiB.
-    """
-    buffer = b""
-    while True:
-        try:
-            async with asyncio.timeout(inactivity):
-                try:
-                    chunk = await stream.readany()
-                except TRANSPORT_FAILURES as err:
-                    raise transport_error(err) from err
-        except TimeoutError:
-            raise Inactive() from None
-        if not chunk:
-            if buffer.strip():
-                yield buffer
-            return
-        if b"\n" not in chunk:
-            buffer += chunk
-            continue
-        # One split per chunk: a chunk carrying hundreds of events is not re-sliced per event.
-        lines = (buffer + chunk).split(b"\n")
-        buffer = lines.pop()
-        for line in lines:
-            if line.strip():
-                yield line
 
 
 class InformerSet:

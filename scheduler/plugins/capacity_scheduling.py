@@ -20,7 +20,7 @@ the pure rule :mod:`common.model.elastic.enqueue`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import ClassVar, Final
 
@@ -268,9 +268,10 @@ class CapacityScheduling(PreFilterPlugin, PostFilterPlugin, ReservePlugin, Enque
             if counts[pod.priority or 0] <= 0:
                 del counts[pod.priority or 0]
 
-    def audit_ledger(self, bound: Iterable[PodInfo]) -> list[str]:
-        """The ledger against the scheduler's bound pods (scheduler/cache_debugger.py)."""
-        return self.infos.audit(bound)
+    def audit_ledger(self) -> Callable[[Iterable[PodInfo], int], Generator[None, None, list[str]]]:
+        """The ledger's audit against the scheduler's bound pods (scheduler/cache_debugger.py), of a
+        copy taken now (copy-on-write: a few dicts) and compared in the debugger's later steps."""
+        return self.infos.snapshot().audit_steps
 
     # -- extension points -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:

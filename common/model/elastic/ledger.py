@@ -25,7 +25,7 @@ the cycle. Where gpuq deliberately differs from upstream:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from gpuq_k8s.common.model.elastic.quota import ElasticQuota, ElasticQuotaInfo
@@ -321,12 +321,26 @@ class ElasticQuotaInfos:
         does not say, for the cache debugger (scheduler/cache_debugger.py): a namespace's pods charged
         but not bound (a leak) or bound but not charged, and running sums (a namespace's ``used``,
         the pool's total) that are not the sum of what is charged. Empty when consistent."""
+        steps = self.audit_steps(bound)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                lines: list[str] = done.value
+                return lines
+
+    def audit_steps(self, bound: Iterable[PodInfo], chunk: int = 1000) -> Generator[None, None, list[str]]:
+        """:meth:`audit`, pausing (``yield``) every ``chunk`` pods or charges. Run it on a
+        :meth:`snapshot` (which later events do not change) when the pauses let them in."""
         expected: dict[str, set[str]] = {}
-        for pod in bound:
+        for i, pod in enumerate(bound, 1):
             if pod.holds_resources:
                 expected.setdefault(pod.namespace, set()).add(pod.key)
+            if not i % chunk:
+                yield
         out: list[str] = []
         for namespace in sorted(set(self._pods) | set(expected)):
+            yield
             charged = set(self._pods.get(namespace, {}))
             want = expected.get(namespace, set())
             if charged - want:
@@ -340,8 +354,10 @@ class ElasticQuotaInfos:
         total: dict[str, int] = {}
         for namespace in sorted(self._infos):
             summed: dict[str, int] = {}
-            for request in self._pods.get(namespace, {}).values():
+            for i, request in enumerate(self._pods.get(namespace, {}).values(), 1):
                 add_into(summed, request, 1)
+                if not i % chunk:
+                    yield
             add_into(total, summed, 1)
             used = {k: v for k, v in self._used[namespace].items() if v}
             summed = {k: v for k, v in summed.items() if v}

@@ -349,3 +349,30 @@ async def test_an_error_in_the_comparison_is_logged_and_the_next_signal_runs(
         "INFO cache comparison: 2 nodes, 4 pods, 1 unreadable, 0 assumed not yet bound, 0 mismatch(es)"
         in logged
     )
+
+
+@pytest.mark.parametrize("chunk", [1, 1000])
+async def test_the_ledger_audit_runs_in_the_steps_on_the_ledger_as_it_stood_at_the_signal(
+    chunk: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot only copies the ledger; the audit compares the copy in the later steps: a leak
+    charged before the signal is logged though it is released before those steps run, and one charged
+    after the signal is not."""
+    monkeypatch.setattr(cache_debugger, "CHUNK", chunk)
+    sched, pods = _cluster()
+    infos = plugin_of(sched, CapacityScheduling).infos
+    infos.reserve(NS, f"{NS}/leaked", Resources({"cpu": 2000}))
+    debugger = CacheDebugger(logging.getLogger("test.cache_debugger"))
+    caplog.set_level(logging.INFO, logger="test.cache_debugger")
+    task = debugger.start(lambda: snapshot(sched, ["n1", "n2"], pods))
+    assert task is not None
+    infos.unreserve(NS, f"{NS}/leaked")
+    infos.reserve(NS, f"{NS}/later", Resources({"cpu": 1000}))
+    await task
+    mismatches = [line for line in _logged(caplog) if line.startswith("WARNING")]
+    assert mismatches == [
+        f"WARNING cache mismatch: ledger: ElasticQuota ledger of {NS}: charged, not bound: ['{NS}/leaked']"
+    ]
+    assert infos.audit(sched.cluster.pods.values()) == [
+        f"ElasticQuota ledger of {NS}: charged, not bound: ['{NS}/later']"
+    ]
