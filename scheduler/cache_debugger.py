@@ -15,7 +15,8 @@ What :func:`compare` reports, each line a ``Mismatch`` naming the object:
   assumed on a node whose bind the watch has not shown yet are not mismatches;
 * **pending pods** of this scheduler (not finished, not being deleted): missed (the informer has it
   pending, the scheduler neither pending nor bound) or redundant (pending in the scheduler, bound or
-  gone in the informer);
+  gone in the informer), or never tried: in no queue pool and not held, or held for the enqueue of
+  a PodGroup that is not Pending (the enqueue action admits only Pending groups);
 * **ledgers**: whatever each :class:`LedgerAudit` plugin reports against the scheduler's bound pods.
 
 Both sides are read in one synchronous step of the event loop (:func:`snapshot`: references to the
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from gpuq_k8s.common.model.errors import GpuqError
+from gpuq_k8s.common.model.podgroup_status import PENDING
 from gpuq_k8s.common.model.pods import PodInfo
 from gpuq_k8s.scheduler.cycle import Scheduler
 
@@ -118,7 +120,8 @@ class Snapshot:
     held: frozenset[str]  # pods held for their PodGroup's enqueue
     ledgers: Sequence[AuditSteps]  # the LedgerAudit plugins' audits, each of its ledger's copy
     waiting: Mapping[str, tuple[float, list[PodInfo]]]  # gangs waiting in Permit
-    enqueue_held: Sequence[tuple[str, frozenset[str], str]]  # PodGroup, its held pods, why refused
+    # PodGroup, its held pods, why refused, its phase ("" when the group is unknown)
+    enqueue_held: Sequence[tuple[str, frozenset[str], str, str]]
     now: float
 
 
@@ -134,7 +137,7 @@ def snapshot(
     the ledgers copied for their audits, which run in the comparison's steps."""
     cluster, podgroups = scheduler.cluster, scheduler.podgroups
     counted = dict(cluster.pods)
-    refusals = podgroups.enqueue_refusals
+    refusals, groups = podgroups.enqueue_refusals, podgroups.groups
     return Snapshot(
         informer_nodes=frozenset(node_names),
         pod_objects=list(pod_objects),
@@ -152,7 +155,12 @@ def snapshot(
         ],
         waiting=scheduler.framework.waiting.held(),
         enqueue_held=[
-            (group, frozenset(keys), refusals.get(group, ""))
+            (
+                group,
+                frozenset(keys),
+                refusals.get(group, ""),
+                info.phase if (info := groups.get(group)) else "",
+            )
             for group, keys in podgroups.held.items()
             if keys
         ],
@@ -243,6 +251,16 @@ def compare_steps(snap: Snapshot) -> Generator[None, None, Comparison]:
             out.append(
                 Mismatch("pending pod", key, "in no queue pool, not held by its PodGroup: never tried")
             )
+    for group, held, _, phase in snap.enqueue_held:
+        if phase != PENDING:
+            # Only a Pending group's pods wait for the enqueue action, which never admits another.
+            what = f"which is {phase}" if phase else "which is unknown"
+            for key in sorted(held & pending):
+                out.append(
+                    Mismatch(
+                        "pending pod", key, f"held for the enqueue of PodGroup {group}, {what}: never tried"
+                    )
+                )
     for audit in snap.ledgers:
         lines = yield from audit(snap.counted.values(), CHUNK)
         out += [Mismatch("ledger", "", line) for line in lines]
@@ -265,7 +283,7 @@ def dump_lines(snap: Snapshot) -> Iterator[str]:
     for gang, (since, waiting) in snap.waiting.items():
         placed = ", ".join(f"{p.key} on {p.node_name}" for p in waiting)
         yield f"waiting in Permit for gang {gang} ({now - since:.0f}s): {placed}"
-    for group, held, refused in sorted(snap.enqueue_held, key=lambda entry: entry[0]):
+    for group, held, refused, _ in sorted(snap.enqueue_held, key=lambda entry: entry[0]):
         why = f" (refused: {refused})" if refused else ""
         yield f"held for the enqueue of PodGroup {group}{why}: {', '.join(sorted(held))}"
 

@@ -241,6 +241,9 @@ class GroupTracker:
         self.finished.pop(pod.key, None)
         group = self.group_of(pod)
         if group is not None:
+            held = self.held.get(group.key)
+            if held:
+                held.discard(pod.key)  # placed (by another leader while this replica stood by)
             self._follow(group.key)
 
     def pod_finished(self, pod: PodInfo) -> None:
@@ -289,6 +292,28 @@ class GroupTracker:
                 # Admitted by a previous leader (or before a restart): it reserves here too, as it
                 # would had this scheduler enqueued it.
                 self._framework.run_enqueued(group)
+
+    def adopt_admitted(self, phases: Mapping[str, str]) -> list[str]:
+        """On taking the Lease (``phases``: each PodGroup's ``status.phase`` as the API holds it):
+        the groups the previous leader admitted (Inqueue) that this replica, standing by, holds
+        Pending are Inqueue here too, as a fresh start reads them (:meth:`podgroup_changed`): they
+        reserve in every enqueue plugin and their held pods are queued. A standby follows its
+        groups' members, not the leader's enqueue decisions (a phase is the leader's output, not an
+        input: :func:`scheduler.kube.feed.object_update_matters`); without this it would enqueue
+        again, by its own reckoning, jobs the old leader admitted and may have preempted for.
+        Returns the keys adopted, in order."""
+        adopted: list[str] = []
+        for key in sorted(phases):
+            group = self.groups.get(key)
+            if group is None or phases[key] != INQUEUE or group.phase != PENDING:
+                continue
+            self.enqueue_refusals.pop(key, None)
+            self.failed.discard(key)
+            self._set_phase(group, INQUEUE)  # queues its held pods
+            if self._framework.enqueue_enabled:
+                self._framework.run_enqueued(group)
+            adopted.append(key)
+        return adopted
 
     # -- the enqueue action ---------------------------------------------------------------------------
     def run_enqueue(self) -> int:
@@ -370,6 +395,11 @@ class GroupTracker:
             self._framework.run_dequeued(group)
         if phase == PENDING:
             self._gate_members(group)  # fell below minMember: its waiting pods wait for enqueue again
+        else:
+            # Pods are held only while their group is Pending: a group that left it by its members
+            # (Running, Completed: bound by another leader while this replica stood by, or before it
+            # restarted) no longer waits for the enqueue action, and neither do its pods.
+            self._release_held(group.key)
         self._dirty.add(group.key)
 
     # -- status sync ----------------------------------------------------------------------------------

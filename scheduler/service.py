@@ -308,6 +308,13 @@ class Service:
                     return self.exit_code
                 if not await self._until(self._take_over()):
                     return self.exit_code
+                adopted = feed.adopt_admitted()
+                if adopted:
+                    log.info(
+                        "PodGroups admitted by the previous leader, Pending here: %d adopted as Inqueue (%s)",
+                        len(adopted),
+                        ", ".join(adopted[:10]) + (", ..." if len(adopted) > 10 else ""),
+                    )
             tasks.append(asyncio.create_task(self._writer(scheduler, backend), name="writer"))
             log.info("scheduling as %s (%s)", options.scheduler_name, self.identity)
             scheduling_started = True
@@ -377,7 +384,22 @@ class Service:
             for i in self.informers.informers.values()
             if i.list_began < taken and i.kind in kinds.SCHEDULER_WRITES
         ]
-        caught = await asyncio.gather(*(i.catch_up(CATCH_UP_TIMEOUT) for i in stale))
+        outcomes = await asyncio.gather(
+            *(i.catch_up(CATCH_UP_TIMEOUT) for i in stale), return_exceptions=True
+        )
+        caught: list[bool] = []
+        for informer, outcome in zip(stale, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome  # a cancellation (a stop meanwhile): not a kind to list again
+                # The present could not be read (the apiserver failed the request): the kind is
+                # listed like one whose watch did not pass it; never a decision from that cache as is.
+                log.warning(
+                    "%s: could not catch up on taking the Lease (%s): listing it again",
+                    informer.kind.kind,
+                    outcome or type(outcome).__name__,
+                )
+            caught.append(outcome is True)
         behind = [i for i, ok in zip(stale, caught, strict=True) if not ok]
         await asyncio.gather(*(i.relist() for i in behind))
         if behind:
@@ -396,7 +418,10 @@ class Service:
             log.info("caches listed after taking the Lease: no re-list")
 
     async def _until(self, awaitable: Any) -> bool:
-        """Await ``awaitable`` unless a stop signal comes first; True if it completed."""
+        """Await ``awaitable`` unless a stop signal comes first; True if it completed. Its error is
+        raised here: a start step that failed (the caches' load, the takeover's catch-up) must never
+        be taken for one that completed, and the scheduler must not go on from a state it left
+        half-built."""
         work = asyncio.ensure_future(awaitable)
         stopping = asyncio.create_task(self.stop.wait())
         await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -406,6 +431,7 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await work
             return False
+        work.result()
         return True
 
     async def _watch_lease(self) -> None:

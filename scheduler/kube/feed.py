@@ -308,6 +308,23 @@ class Feed:
         self.ready = True
         self.wake()
 
+    def adopt_admitted(self) -> list[str]:
+        """On taking the Lease, once the caches hold the previous leader's writes: the PodGroups it
+        admitted (``status.phase`` Inqueue in the cache) are admitted here too
+        (:meth:`scheduler.groups.GroupTracker.adopt_admitted`); returns their keys."""
+        informers = self.informers
+        if informers is None or kinds.POD_GROUP.kind not in informers.informers:
+            return []
+        phases: dict[str, str] = {}
+        for (namespace, name), obj in informers[kinds.POD_GROUP.kind].items().items():
+            phase = section(obj, "status").get("phase")
+            if isinstance(phase, str):
+                phases[f"{namespace}/{name}"] = phase
+        adopted = self.scheduler.podgroups.adopt_admitted(phases)
+        if adopted:
+            self.wake()
+        return adopted
+
     # -- dispatch ---------------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
         """Apply one change. Whatever it holds, only this object is affected: a malformed one gets

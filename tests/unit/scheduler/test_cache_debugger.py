@@ -174,6 +174,25 @@ def test_a_pending_pod_in_no_queue_pool_is_never_tried() -> None:
     ]
 
 
+def test_a_pod_held_for_the_enqueue_of_a_group_that_is_not_pending_is_never_tried() -> None:
+    """The day's case (a standby that took over): pods held for the enqueue of a PodGroup its members
+    had made Running; the enqueue action admits Pending groups only, so they were never tried."""
+    sched, _ = make_scheduler(config=config_text("priority, gang", "predicates", actions="enqueue, allocate"))
+    sched.set_node(MakeNode("n1").alloc(cpu="8", memory="16Gi", pods="110").info())
+    sched.put_object(MakePodGroup("pg", NS).min_member(2).obj())
+    member = MakePod("m", NS).req(cpu="1").annotation("scheduling.k8s.io/group-name", "pg")
+    pods = [member.copy().name(f"m-{i}").obj() for i in range(3)]
+    for obj in pods:
+        sched.add_pod(PodInfo.from_dict(obj))
+    assert _lines(sched, ["n1"], pods) == []  # held while Pending: waiting for the enqueue action
+    # What the standby held before the fix: the group Running by its members, a pod still held.
+    sched.podgroups.groups[f"{NS}/pg"].phase = "Running"
+    assert _lines(sched, ["n1"], pods) == [
+        f"pending pod {NS}/m-{i}: held for the enqueue of PodGroup {NS}/pg, which is Running: never tried"
+        for i in range(3)
+    ]
+
+
 def test_a_ledger_charge_left_for_a_pod_no_longer_bound_is_reported() -> None:
     sched, pods = _cluster()
     infos = plugin_of(sched, CapacityScheduling).infos
