@@ -16,19 +16,11 @@ from gpuq_k8s.common.kube.informer import InformerSet
 from gpuq_k8s.scheduler.cycle import Scheduler
 from gpuq_k8s.scheduler.kube.feed import Feed
 from tests.testing.builders import MakeElasticQuota, MakeNode, MakePod, MakePodGroup
+from tests.testing.config import scheduler_config
 from tests.testing.feed import InformerCache, add, key, make_feed, update
 
 GPU = "nvidia.com/gpu"
-CONFIG = """\
-actions: "enqueue, allocate, preempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: predicates
-  - name: capacity-scheduling
-"""
+CONFIG = scheduler_config("name: capacity-scheduling")  # priority, gang; predicates, capacity-scheduling
 NODE = MakeNode().resource_version("1").alloc(cpu="16", memory="64Gi", pods="110").gpus(8)
 MEMBER = (
     MakePod()
