@@ -2,7 +2,7 @@
 (:mod:`common.kube.errors`): an error status raises the :class:`~common.kube.errors.ApiError` of that
 status (its Status object, or the body's first bytes as the message), a failure on the way (aiohttp's,
 translated) a :class:`~common.kube.errors.TransportError`. common/kube/informer.py lists and watches by
-it.
+it; scheduler/simulate/live.py reads the cluster by :func:`get_whole` (its own errors, for a user).
 """
 
 from __future__ import annotations
@@ -20,8 +20,27 @@ async def get(
 ) -> Any:
     """GET ``path`` with the query ``params`` (JSON, the bearer token, the body not read): the response
     when its status is a success (the caller reads and releases it), else its error raised."""
+    response = await _send(api_client, path, params, timeout)
+    if succeeded(response.status):
+        return response
+    raise api_error(response.status, status_of(await read_body(response)))
+
+
+async def get_whole(
+    api_client: Any, path: str, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout
+) -> tuple[int, bytes]:
+    """GET ``path`` as :func:`get` does, the answer read whole whatever its status: (its status, its
+    body), for a caller that words its own errors (scheduler/simulate/live.py, a user's kubeconfig)."""
+    response = await _send(api_client, path, params, timeout)
+    return response.status, await read_body(response)
+
+
+async def _send(
+    api_client: Any, path: str, params: list[tuple[str, str]], timeout: aiohttp.ClientTimeout
+) -> Any:
+    """The GET sent, its response (status not looked at, body not read)."""
     try:
-        response = await api_client.call_api(
+        return await api_client.call_api(
             path,
             "GET",
             query_params=params,
@@ -30,15 +49,8 @@ async def get(
             _preload_content=False,
             _request_timeout=timeout,
         )
-        if succeeded(response.status):
-            return response
-        try:
-            raw = await response.read()
-        finally:
-            response.release()
     except TRANSPORT_FAILURES as err:
         raise transport_error(err) from err
-    raise api_error(response.status, status_of(raw))
 
 
 async def read_body(response: Any) -> bytes:

@@ -22,16 +22,15 @@ from typing import Any, Final
 import aiohttp
 
 from gpuq_k8s.common.kube.client import KubeconfigError, new_api_client
+from gpuq_k8s.common.kube.collection_get import get_whole
 from gpuq_k8s.common.kube.config_file import read_config
 from gpuq_k8s.common.kube.errors import (
-    TRANSPORT_FAILURES,
     Forbidden,
     NotFound,
     TransportError,
     Unauthorized,
     api_error,
     succeeded,
-    transport_error,
 )
 from gpuq_k8s.common.model import kinds
 from gpuq_k8s.common.model.errors import GpuqError
@@ -66,23 +65,8 @@ async def _list(api: Any, kind: Kind, namespace: str) -> list[dict[str, Any]] | 
     path = kind.collection(namespace)
     while True:
         params = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        try:
-            response = await api.call_api(
-                path,
-                "GET",
-                query_params=params,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=120),
-            )
-            try:
-                body = await response.read()
-            finally:
-                response.release()
-        except TRANSPORT_FAILURES as err:
-            raise transport_error(err) from err
-        error = None if succeeded(response.status) else api_error(response.status)
+        status, body = await get_whole(api, path, params, aiohttp.ClientTimeout(total=120))
+        error = None if succeeded(status) else api_error(status)
         if isinstance(error, Unauthorized):
             raise ReadError(f"GET {path}: HTTP 401 Unauthorized: the kubeconfig's credentials were refused")
         if isinstance(error, Forbidden):
