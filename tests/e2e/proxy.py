@@ -14,6 +14,7 @@ plain-HTTP address; the proxy forwards each request to the apiserver over TLS as
     proxy.black_hole(is_lease)            # Lease requests are never forwarded, never answered
     gate = proxy.hold(is_write)           # writes wait (not forwarded) until gate.clear()
     late = proxy.hold(is_bind, outlive_client=True)  # ... and are forwarded even if their client died
+    proxy.fail(lists_of("pods"), 503)     # answered 503 by the proxy (a Status), never forwarded
     proxy.exchanges                       # every request: method, path, pod, times, status
     proxy.events                          # every watch event forwarded: time, type, kind, name
     await proxy.stop()
@@ -23,9 +24,10 @@ In a test, the fixtures do the set-up: ``proxy`` (started, stopped after the tes
 every process it started is stopped before the proxy is).
 
 A fault is a predicate on :class:`Exchange` and an action; it applies while active (until
-:meth:`Fault.clear`). ``delay``, ``hold`` and ``black_hole`` act on requests as they arrive; ``stall`` holds
-the response bytes of matching exchanges, including streams already open. Times are wall-clock
-(``time.time()``), comparable with a Lease's ``acquireTime`` and with the scheduler's JSON log.
+:meth:`Fault.clear`). ``delay``, ``hold``, ``black_hole`` and ``fail`` act on requests as they
+arrive; ``stall`` holds the response bytes of matching exchanges, including streams already open.
+Times are wall-clock (``time.time()``), comparable with a Lease's ``acquireTime`` and with the
+scheduler's JSON log.
 """
 
 from __future__ import annotations
@@ -164,8 +166,9 @@ def reads_of(resource: str) -> Match:
 @dataclass(eq=False)
 class Fault:
     match: Match
-    action: Literal["delay", "hold", "stall", "black_hole"]
+    action: Literal["delay", "hold", "stall", "black_hole", "fail"]
     seconds: float = 0.0
+    status: int = 0  # fail only: the HTTP status answered
     cleared: asyncio.Event = field(default_factory=asyncio.Event)
     # hold only: forwarded once cleared even when the client has gone meanwhile (a write its sender
     # gave up on, or died with, that still lands: what a slow network or a busy apiserver can do)
@@ -250,6 +253,11 @@ class ApiProxy:
         client's own timeout ends them)."""
         return self._add(Fault(match, "black_hole"))
 
+    def fail(self, match: Match, status: int = 503) -> Fault:
+        """Matching requests arriving while active are not forwarded: the proxy answers ``status``
+        with a Kubernetes Status body, as kube-apiserver answers when etcd fails it."""
+        return self._add(Fault(match, "fail", status=status))
+
     def _add(self, fault: Fault) -> Fault:
         self.faults.append(fault)
         return fault
@@ -269,6 +277,20 @@ class ApiProxy:
         self.exchanges.append(exchange)
         if self._active("black_hole", exchange):
             await asyncio.Event().wait()  # ends when the client goes (handler cancelled) or at stop()
+        if failing := self._active("fail", exchange):
+            exchange.status = status = failing[0].status
+            exchange.answered = time.time()
+            reason = "ServiceUnavailable" if status == 503 else "InternalError"
+            body_out = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": "the e2e proxy failed this request",
+                "reason": reason,
+                "code": status,
+            }
+            return web.json_response(body_out, status=status)
         for fault in self._active("delay", exchange):
             await asyncio.sleep(fault.seconds)
         holds = self._active("hold", exchange)

@@ -28,10 +28,10 @@ import pytest
 
 from tests.e2e import cluster_fixtures as fixtures
 from tests.e2e import proxy as proxy_fixtures
-from tests.e2e.cluster_fixtures import Cluster, eventually, node_of
+from tests.e2e.cluster_fixtures import Cluster, SchedulerProcess, eventually, node_of
 from tests.e2e.controlplane.harness import ControlPlane
-from tests.e2e.leader_pair import LeaseTimes, leader_pair
-from tests.e2e.proxy import ApiProxy, Exchange, is_bind, is_watch, lists_of
+from tests.e2e.leader_pair import LeaderPair, LeaseTimes, leader_pair
+from tests.e2e.proxy import ApiProxy, Exchange, Fault, is_bind, is_watch, lists_of
 
 pytestmark = pytest.mark.e2e
 
@@ -142,34 +142,11 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
     async with leader_pair(
         cluster, control_plane, tmp_path, max_cpu=MAX_CPU, times=TIMES, proxy_b=proxy
     ) as pair:
-        proxy_a = pair.proxy_a
 
         async def bound_count() -> int:
             return sum(1 for p in (await cluster.pods()).values() if node_of(p))
 
-        a, b = await pair.a_leads_then_b_stands_by()
-        held = proxy_a.hold(is_bind)
-        names = [f"p-{i:02d}" for i in range(PODS)]
-        for pod in names:
-            await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
-
-        async def b_saw_all() -> bool:  # B's cache has every pod, pending
-            seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
-            return set(names) <= seen
-
-        await eventually(b_saw_all, 30, "replica-b sees the pods", b.log)
-
-        async def a_binding() -> bool:
-            return sum(1 for x in proxy_a.exchanges if is_bind(x)) >= MAX_CPU
-
-        await eventually(a_binding, 30, f"replica-a binding {MAX_CPU} pods", a.log)
-        silent = proxy.stall(is_watch("pods"))  # from now on B's pod watch forwards nothing
-        held.clear()
-
-        async def a_bound() -> bool:
-            return await bound_count() >= MAX_CPU
-
-        await eventually(a_bound, 30, "replica-a's binds land", a.log)
+        a, b, silent = await _a_binds_unseen_by_b(cluster, pair, proxy)
         a.kill()
         killed = time.time()
         await eventually(lambda: pair.held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
@@ -203,6 +180,88 @@ async def test_standby_whose_watch_cannot_catch_up_lists_before_deciding(
     assert worst <= MAX_CPU, f"{worst} cpu bound against a max of {MAX_CPU}"
     assert pair.recount.polls >= 10
     log = b.log(400)
+    assert "caches re-listed on taking the Lease: Pod" in log, log
+
+
+async def _a_binds_unseen_by_b(
+    cluster: Cluster, pair: LeaderPair, proxy: ApiProxy
+) -> tuple[SchedulerProcess, SchedulerProcess, Fault]:
+    """A leads, B stands by and sees the PODS pods pending; B's pod watch is then stalled (its proxy
+    forwards no byte of it until the returned fault is cleared) and A's MAX_CPU binds land unseen by B."""
+    proxy_a = pair.proxy_a
+    a, b = await pair.a_leads_then_b_stands_by()
+    held = proxy_a.hold(is_bind)
+    names = [f"p-{i:02d}" for i in range(PODS)]
+    for pod in names:
+        await cluster.pod(pod, {"cpu": "1"}, scheduler=pair.name)
+
+    async def b_saw_all() -> bool:  # B's cache has every pod, pending
+        seen = {e.name for e in proxy.events if e.kind == "Pod" and e.type == "ADDED"}
+        return set(names) <= seen
+
+    await eventually(b_saw_all, 30, "replica-b sees the pods", b.log)
+
+    async def a_binding() -> bool:
+        return sum(1 for x in proxy_a.exchanges if is_bind(x)) >= MAX_CPU
+
+    await eventually(a_binding, 30, f"replica-a binding {MAX_CPU} pods", a.log)
+    silent = proxy.stall(is_watch("pods"))  # from now on B's pod watch forwards nothing
+    held.clear()
+
+    async def a_bound() -> bool:
+        return sum(1 for p in (await cluster.pods()).values() if node_of(p)) >= MAX_CPU
+
+    await eventually(a_bound, 30, "replica-a's binds land", a.log)
+    return a, b, silent
+
+
+async def test_standby_whose_read_of_the_present_fails_lists_before_deciding(
+    cluster: Cluster, control_plane: ControlPlane, proxy: ApiProxy, tmp_path: Path
+) -> None:
+    """Catch-up's other fallback: B's pod watch is stalled as above and, on taking the Lease, its
+    ``limit=1`` read of the pods' present resourceVersion is answered 503 (its proxy fails it, as
+    kube-apiserver does when etcd fails the read). B lists the pods again (a WARNING names the kind)
+    and decides only from that list: its stale cache held 28 pending pods and an unused quota, and
+    deciding from it (the error taken for a finished catch-up) would bind 20 more. From the API,
+    polled all along: never more than 20 cpu bound; B binds nothing until 4 of A's pods are deleted."""
+    ns = cluster.namespace
+    async with leader_pair(
+        cluster, control_plane, tmp_path, max_cpu=MAX_CPU, times=TIMES, proxy_b=proxy
+    ) as pair:
+        proxy.fail(lambda x: lists_of("pods")(x) and x.query.get("limit") == "1")
+        a, b, silent = await _a_binds_unseen_by_b(cluster, pair, proxy)
+        a.kill()
+        killed = time.time()
+        await eventually(lambda: pair.held_by("replica-b"), 30, "replica-b takes the Lease", b.log)
+
+        async def relisted() -> bool:
+            lists = [x for x in proxy.exchanges if x.received > killed and _full_pod_list(x)]
+            return any(_complete_at(proxy, x) is not None for x in lists)
+
+        await eventually(relisted, 30, "replica-b lists the pods again", b.log)
+        await asyncio.sleep(2)  # a bind over the quota from a stale view would come now
+        assert pair.recount.worst <= MAX_CPU, f"{pair.recount.worst} cpu bound against a max of {MAX_CPU}"
+        silent.clear()
+        pods = await cluster.pods()
+        for pod in sorted(n for n, p in pods.items() if node_of(p))[:FREED]:
+            await cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{pod}")
+
+        async def quota_full_again() -> bool:
+            pods = await cluster.pods()
+            return len(pods) == PODS - FREED and sum(1 for p in pods.values() if node_of(p)) == MAX_CPU
+
+        await eventually(quota_full_again, 60, f"{MAX_CPU} pods bound again", b.log)
+        log = b.log(400)
+
+    reads = [
+        x
+        for x in proxy.exchanges
+        if x.received > killed and lists_of("pods")(x) and x.query.get("limit") == "1"
+    ]
+    assert reads and all(x.status == 503 for x in reads), [(x.query, x.status) for x in reads]
+    assert pair.recount.worst <= MAX_CPU, f"{pair.recount.worst} cpu bound against a max of {MAX_CPU}"
+    assert len([x for x in proxy.exchanges if is_bind(x)]) == FREED
+    assert "Pod: could not catch up on taking the Lease" in log, log
     assert "caches re-listed on taking the Lease: Pod" in log, log
 
 
